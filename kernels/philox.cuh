@@ -1,0 +1,59 @@
+// Philox4x32-R (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11), usable from host and
+// device. R is a template parameter so each round count is its own fully unrolled code path.
+// Matches Random123's known-answer vectors (tests/test_philox.cpp).
+#pragma once
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define DB_HD __host__ __device__ __forceinline__
+#else
+#define DB_HD inline
+#endif
+
+namespace dropbench {
+
+struct u32x4 {
+  uint32_t x, y, z, w;
+};
+
+constexpr uint32_t kPhiloxM0 = 0xD2511F53u;
+constexpr uint32_t kPhiloxM1 = 0xCD9E8D57u;
+constexpr uint32_t kPhiloxW0 = 0x9E3779B9u;  // Weyl key increments (golden ratio, sqrt(3)-1)
+constexpr uint32_t kPhiloxW1 = 0xBB67AE85u;
+
+DB_HD uint32_t mulhi32(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  return __umulhi(a, b);
+#else
+  return static_cast<uint32_t>((static_cast<uint64_t>(a) * b) >> 32);
+#endif
+}
+
+// One Philox round: two 32x32->64 multiplies, then a Feistel-like permute/xor with the round key.
+DB_HD u32x4 philox_round(u32x4 c, uint32_t k0, uint32_t k1) {
+  const uint32_t hi0 = mulhi32(kPhiloxM0, c.x), lo0 = kPhiloxM0 * c.x;
+  const uint32_t hi1 = mulhi32(kPhiloxM1, c.z), lo1 = kPhiloxM1 * c.z;
+  return u32x4{hi1 ^ c.y ^ k0, lo1, hi0 ^ c.w ^ k1, lo0};
+}
+
+// Philox4x32-R: R rounds, the key bumped by the Weyl constants between rounds (not before the first).
+template <int R>
+DB_HD u32x4 philox4x32(u32x4 ctr, uint32_t k0, uint32_t k1) {
+  static_assert(R >= 1 && R <= 16, "Philox rounds out of range");
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int r = 0; r < R; ++r) {
+    ctr = philox_round(ctr, k0 + static_cast<uint32_t>(r) * kPhiloxW0, k1 + static_cast<uint32_t>(r) * kPhiloxW1);
+  }
+  return ctr;
+}
+
+// Run-time round count (host tools, `dropbench philox`): dispatches to the template.
+inline u32x4 philox4x32_rt(int rounds, u32x4 ctr, uint32_t k0, uint32_t k1) {
+  u32x4 out = ctr;
+  for (int r = 0; r < rounds; ++r) out = philox_round(out, k0 + r * kPhiloxW0, k1 + r * kPhiloxW1);
+  return out;
+}
+
+}  // namespace dropbench

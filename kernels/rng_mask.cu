@@ -1,0 +1,159 @@
+#include "rng_mask.cuh"
+
+#include <stdexcept>
+
+#include "src/check.hpp"
+
+namespace dropbench {
+namespace {
+
+// One row strip (bh, r16) per block iteration; warp w produces tiles c64 = w, w + warps, ... of the strip,
+// one keep word per lane. Consecutive lanes write consecutive words: one 128-byte store per tile.
+template <int R, int TW>
+__global__ void __launch_bounds__(256) rng_tile_kernel(uint32_t* __restrict__ out, MaskGeometry geo, uint64_t seed,
+                                                       uint32_t offset, uint32_t drop) {
+  const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const uint32_t rows16 = geo.rows16(), cols64 = geo.cols64();
+  const uint64_t strips = static_cast<uint64_t>(geo.bh) * rows16;
+  for (uint64_t s = blockIdx.x; s < strips; s += gridDim.x) {
+    const uint32_t bh = static_cast<uint32_t>(s / rows16), r16 = static_cast<uint32_t>(s % rows16);
+    const uint32_t n = geo.tiles_in_strip(r16);
+    uint32_t* strip_out = out + s * cols64 * kWordsPerTile + lane;
+#pragma unroll 2
+    for (uint32_t c64 = warp; c64 < n; c64 += warps) {
+      strip_out[c64 * kWordsPerTile] = attn_keep_word<R, TW>(seed, offset, drop, bh, r16 * cols64 + c64, lane);
+    }
+  }
+}
+
+// Flat layouts: thread handles keep word w = elements [32w, 32w + 32).
+template <int R, int TW, MaskLayout L>
+__global__ void __launch_bounds__(256) rng_flat_kernel(void* __restrict__ out, uint64_t n, uint64_t seed,
+                                                       uint32_t offset, uint32_t drop) {
+  const uint64_t words = (n + 31) / 32;
+  for (uint64_t w = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; w < words; w += uint64_t(gridDim.x) * blockDim.x) {
+    const uint32_t word = flat_keep_word<R, TW>(seed, offset, drop, w);
+    if constexpr (L == MaskLayout::Bits) {
+      static_cast<uint32_t*>(out)[w] = word;
+    } else {
+      const uint64_t base = w * 32;
+      if (base + 32 <= n) {
+        if constexpr (L == MaskLayout::U8) {
+          uint4* o = reinterpret_cast<uint4*>(static_cast<uint8_t*>(out) + base);
+#pragma unroll
+          for (int v = 0; v < 2; ++v) {
+            uint32_t q[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              const uint32_t nib = (word >> (16 * v + 4 * j)) & 0xFu;
+              // spread 4 bits into 4 bytes (0x00/0x01 each)
+              q[j] = (nib & 1u) | ((nib & 2u) << 7) | ((nib & 4u) << 14) | ((nib & 8u) << 21);
+            }
+            o[v] = make_uint4(q[0], q[1], q[2], q[3]);
+          }
+        } else {
+          int4* o = reinterpret_cast<int4*>(static_cast<int32_t*>(out) + base);
+#pragma unroll
+          for (int v = 0; v < 8; ++v)
+            o[v] = make_int4((word >> (4 * v)) & 1, (word >> (4 * v + 1)) & 1, (word >> (4 * v + 2)) & 1,
+                             (word >> (4 * v + 3)) & 1);
+        }
+      } else {
+        for (uint64_t i = base; i < n; ++i) {
+          const int bit = (word >> (i - base)) & 1;
+          if constexpr (L == MaskLayout::U8) static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(bit);
+          else static_cast<int32_t*>(out)[i] = bit;
+        }
+      }
+    }
+  }
+}
+
+int default_grid(int block) {
+  int dev = 0, sms = 0;
+  DB_CUDA(cudaGetDevice(&dev));
+  DB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms * (2048 / block);  // one full wave of resident blocks; grid-stride loops do the rest
+}
+
+template <int R, int TW>
+void launch_rt(const RngMaskParams& p, cudaStream_t s) {
+  const int block = p.block;
+  int grid = p.grid > 0 ? p.grid : default_grid(block);
+  switch (p.layout) {
+    case MaskLayout::Tile: {
+      const uint64_t strips = static_cast<uint64_t>(p.geo.bh) * p.geo.rows16();
+      if (strips == 0) return;
+      if (static_cast<uint64_t>(grid) > strips) grid = static_cast<int>(strips);
+      rng_tile_kernel<R, TW><<<grid, block, 0, s>>>(static_cast<uint32_t*>(p.out), p.geo, p.seed, p.offset, p.drop);
+      break;
+    }
+    case MaskLayout::Bits:
+      rng_flat_kernel<R, TW, MaskLayout::Bits><<<grid, block, 0, s>>>(p.out, p.elements, p.seed, p.offset, p.drop);
+      break;
+    case MaskLayout::U8:
+      rng_flat_kernel<R, TW, MaskLayout::U8><<<grid, block, 0, s>>>(p.out, p.elements, p.seed, p.offset, p.drop);
+      break;
+    case MaskLayout::I32:
+      rng_flat_kernel<R, TW, MaskLayout::I32><<<grid, block, 0, s>>>(p.out, p.elements, p.seed, p.offset, p.drop);
+      break;
+  }
+  DB_CUDA_LAUNCH();
+}
+
+template <int R>
+void launch_tw(const RngMaskParams& p, cudaStream_t s) {
+  switch (p.threshold_bits) {
+    case 8: return launch_rt<R, 8>(p, s);
+    case 16: return launch_rt<R, 16>(p, s);
+    case 32: return launch_rt<R, 32>(p, s);
+  }
+  throw UsageError("threshold_bits must be 8, 16 or 32");
+}
+
+}  // namespace
+
+MaskLayout parse_mask_layout(const std::string& s) {
+  if (s == "tile") return MaskLayout::Tile;
+  if (s == "bits") return MaskLayout::Bits;
+  if (s == "u8") return MaskLayout::U8;
+  if (s == "i32") return MaskLayout::I32;
+  throw UsageError("layout: '" + s + "' is not a mask layout (allowed: tile, bits, u8, i32)");
+}
+
+const char* mask_layout_name(MaskLayout l) {
+  switch (l) {
+    case MaskLayout::Tile: return "tile";
+    case MaskLayout::Bits: return "bits";
+    case MaskLayout::U8: return "u8";
+    case MaskLayout::I32: return "i32";
+  }
+  return "?";
+}
+
+size_t mask_bytes(const RngMaskParams& p) {
+  switch (p.layout) {
+    case MaskLayout::Tile: return p.geo.bytes();
+    case MaskLayout::Bits: return (p.elements + 31) / 32 * 4;
+    case MaskLayout::U8: return p.elements;
+    case MaskLayout::I32: return p.elements * 4;
+  }
+  return 0;
+}
+
+uint64_t mask_elements_generated(const RngMaskParams& p) {
+  return p.layout == MaskLayout::Tile ? p.geo.generated_elements() : p.elements;
+}
+
+void launch_rng_mask(const RngMaskParams& p, cudaStream_t s) {
+  if (p.block <= 0 || p.block % 32 || p.block > 256) throw UsageError("rng block size must be a multiple of 32 in [32, 256]");
+  switch (p.rounds) {
+    case 3: return launch_tw<3>(p, s);
+    case 5: return launch_tw<5>(p, s);
+    case 7: return launch_tw<7>(p, s);
+    case 10: return launch_tw<10>(p, s);
+  }
+  throw UsageError("rounds must be 3, 5, 7 or 10");
+}
+
+}  // namespace dropbench

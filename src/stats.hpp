@@ -1,0 +1,30 @@
+// Sample statistics of timed runs.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dropbench {
+
+struct Stats {
+  size_t samples = 0;      // samples kept
+  double median = 0;       // seconds
+  double mean = 0;
+  double min = 0;
+  double max = 0;
+  double stdev = 0;        // sample standard deviation (n-1); 0 for n < 2
+  double rel_stdev = 0;    // stdev / mean; 0 when mean == 0
+  size_t discarded = 0;    // samples dropped (clock throttling), not in the figures above
+  double mean_clock_mhz = 0;  // mean SM clock over kept samples (0 if not measured)
+};
+
+// Figures of `seconds` (need not be sorted). Empty input -> all zeros.
+Stats compute_stats(const std::vector<double>& seconds);
+// Relative stdev of a running set, cheap enough to call after every sample.
+double relative_stdev(const std::vector<double>& seconds);
+
+nlohmann::ordered_json to_json(const Stats& s);  // keys as the field names, times in seconds
+Stats stats_from_json(const nlohmann::ordered_json& j);
+
+}  // namespace dropbench
