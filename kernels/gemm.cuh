@@ -55,7 +55,9 @@ struct GemmOptions {
   int sm_count_target = 0;         // CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET; 0 = every SM of the device
   size_t workspace_bytes = size_t{64} << 20;
   int tune_rounds = 3;             // tune(): rounds over all candidates (round-robin, best round kept)
-  int tune_reps = 3;               // tune(): GEMMs per candidate per round, between one pair of events
+  int tune_reps = 3;               // tune(): at least this many GEMMs per candidate per round (more for
+                                   // short GEMMs: each timed batch is sized to ~2 ms), one event pair
+  double tune_margin = 0.01;       // tune(): leave the heuristic's first choice only for one this much faster
 };
 
 // What cublasLtMatmulAlgoConfigGetAttribute says about an algorithm, plus the heuristic's own figures.
@@ -98,8 +100,9 @@ class QkvGemm {
   // first time, and again when a pointer is less aligned than at the last query (which resets tune()).
   void bind(const void* x, const void* w, void* y, const float* scale_x = nullptr,
             const float* scale_w = nullptr);
-  // top_k > 1: runs every candidate (writes y), times each with CUDA events, keeps the fastest, and
-  // synchronises `stream`. top_k == 1: no-op. Needs bind().
+  // top_k > 1: runs every candidate (writes y), times each with CUDA events (back-to-back batches, several
+  // round-robin rounds, best round), keeps the fastest unless it beats the heuristic's first choice by less
+  // than tune_margin, and synchronises `stream`. top_k == 1: no-op. Needs bind().
   void tune(cudaStream_t stream);
   // Enqueues Y = X·Wᵀ on `stream` with the chosen algorithm. Needs bind().
   void run(cudaStream_t stream) const;
@@ -108,7 +111,8 @@ class QkvGemm {
   const GemmOptions& options() const { return opts_; }
   const GemmAlgoInfo& algo() const;
   const std::vector<GemmCandidate>& candidates() const { return candidates_; }
-  bool tuned() const { return tuned_; }
+  size_t chosen() const { return chosen_; }   // index into candidates() of the algorithm run() uses
+  bool tuned() const { return tuned_; }      // tune() timed more than one candidate
 
   static size_t cublaslt_version();          // cublasLtGetVersion(), e.g. 130100
   static std::string cublaslt_version_string();  // "13.1.0"
@@ -148,9 +152,10 @@ struct QkvBuffers {
   void* x = nullptr;
   void* w = nullptr;
   void* y = nullptr;          // __nv_bfloat16
-  float* scales = nullptr;    // [s_x, s_w]
+  float* scales = nullptr;    // one 512-byte allocation: s_x at [0], s_w at [kScaleStride] (256-byte aligned)
+  static constexpr size_t kScaleStride = 64;
   float* scale_x() const { return scales; }
-  float* scale_w() const { return scales ? scales + 1 : nullptr; }
+  float* scale_w() const { return scales ? scales + kScaleStride : nullptr; }
 
  private:
   void release();

@@ -1,5 +1,7 @@
 #include "util_kernels.cuh"
 
+#include <cuda_bf16.h>
+
 #include "src/check.hpp"
 
 namespace dropbench {
@@ -32,7 +34,42 @@ __global__ void poison_tail_kernel(unsigned char* p, size_t n, uint32_t pattern)
   for (size_t i = threadIdx.x; i < n; i += blockDim.x) p[i] = static_cast<unsigned char>(pattern >> (8 * (i & 3)));
 }
 
+__global__ void count_keep_kernel(const void* p, uint64_t n, int kind, unsigned long long* count) {
+  unsigned long long local = 0;
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    if (kind == 0) local += __popc(static_cast<const uint32_t*>(p)[i]);
+    else if (kind == 1) local += static_cast<const uint8_t*>(p)[i] != 0;
+    else local += static_cast<const int32_t*>(p)[i] != 0;
+  }
+  for (int o = 16; o; o >>= 1) local += __shfl_down_sync(0xffffffffu, local, o);
+  if ((threadIdx.x & 31) == 0) atomicAdd(count, local);
+}
+
+__device__ __forceinline__ uint64_t mix64(uint64_t z) {  // splitmix64 finaliser
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+__global__ void fill_uniform_kernel(void* p, uint64_t n, bool bf16, uint64_t seed) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    const float u = static_cast<float>(mix64(seed * 0x9E3779B97F4A7C15ull + i) >> 40) * (2.0f / 16777216.0f) - 1.0f;
+    if (bf16) static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(u);
+    else static_cast<float*>(p)[i] = u;
+  }
+}
+
 }  // namespace
+
+void launch_fill_uniform(void* p, uint64_t n, bool bf16, uint64_t seed, cudaStream_t s) {
+  fill_uniform_kernel<<<2048, 256, 0, s>>>(p, n, bf16, seed);
+  DB_CUDA_LAUNCH();
+}
+
+void launch_count_keep(const void* p, uint64_t n, int kind, unsigned long long* count, cudaStream_t s) {
+  count_keep_kernel<<<1024, 256, 0, s>>>(p, n, kind, count);
+  DB_CUDA_LAUNCH();
+}
 
 void launch_clock_probe(unsigned long long* out, long long spin_cycles, cudaStream_t s) {
   spin_kernel<<<1, 1, 0, s>>>(out, spin_cycles);

@@ -16,6 +16,14 @@ void launch_spin(unsigned long long* out, long long cycles, cudaStream_t s);
 // Fill `bytes` bytes with the repeating 32-bit `pattern` (e.g. 0xFFFFFFFF = NaN for bf16/fp32).
 void launch_poison(void* p, size_t bytes, uint32_t pattern, cudaStream_t s);
 
+// Adds to *count the number of set bits of `words` 32-bit words (kind 0), of nonzero bytes (kind 1) or of
+// nonzero int32 values (kind 2) among `n` items: the keep count of a mask, to report the rate sampled.
+void launch_count_keep(const void* p, uint64_t n, int kind, unsigned long long* count, cudaStream_t s);
+
+// Fill n elements (bf16 when bf16 is true, else fp32) with uniform values in [-1, 1) from a hash of
+// (seed, index): fresh, non-zero test/benchmark inputs without a host round trip.
+void launch_fill_uniform(void* p, uint64_t n, bool bf16, uint64_t seed, cudaStream_t s);
+
 double probe_mhz(const unsigned long long* host4);
 
 }  // namespace dropbench

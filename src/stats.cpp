@@ -83,8 +83,8 @@ nlohmann::ordered_json to_json(const Stats& s) {
 
 Stats stats_from_json(const nlohmann::ordered_json& j) {
   if (!j.is_object()) {
-    throw nlohmann::ordered_json::type_error::create(302, "stats: expected an object, got " + std::string(j.type_name()),
-                                                     &j);
+    const std::string what = "stats: expected an object, got " + std::string(j.type_name());
+    throw nlohmann::ordered_json::type_error::create(302, what, &j);
   }
   Stats s;
   s.samples = get_size(j, "samples");

@@ -1,0 +1,173 @@
+// Host launcher of the attention forward kernel: validation, run-time dispatch over
+// (head_dim, mode, rounds, threshold bits, causal) to the instances of attn_fwd_kernel.
+#include "attention.cuh"
+
+#include <cmath>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
+#include "attention_kernel.cuh"
+#include "src/check.hpp"
+
+namespace dropbench {
+
+const char* dropout_mode_name(DropoutMode m) {
+  switch (m) {
+    case DropoutMode::None: return "none";
+    case DropoutMode::Mask: return "mask";
+    case DropoutMode::Fused: return "fused";
+  }
+  return "?";
+}
+
+MaskGeometry attention_mask_geometry(const AttentionParams& p) {
+  MaskGeometry g;
+  g.bh = static_cast<uint32_t>(p.batch) * static_cast<uint32_t>(p.q_heads);
+  g.sq = static_cast<uint32_t>(p.sq);
+  g.sk = static_cast<uint32_t>(p.sq);
+  g.causal = p.causal;
+  return g;
+}
+
+double attention_flops(const AttentionParams& p) {
+  const double f = 4.0 * p.batch * p.q_heads * static_cast<double>(p.sq) * p.sq * p.head_dim;
+  return p.causal ? f / 2 : f;
+}
+
+namespace {
+
+using attn::Cfg;
+using attn::CfgHd128;
+using attn::CfgHd64;
+
+struct Instance {
+  const void* fn = nullptr;
+  int threads = 0, smem = 0, br = 0, bc = 0, warps = 0;
+  std::string name;
+};
+
+template <class C, DropoutMode M, int R, int TW, bool kCausal>
+Instance make_instance() {
+  Instance in;
+  in.fn = reinterpret_cast<const void*>(&attn::attn_fwd_kernel<C, M, R, TW, kCausal>);
+  in.threads = C::kThreads;
+  in.smem = C::kSmem;
+  in.br = C::kBr;
+  in.bc = C::kBc;
+  in.warps = C::kWarps;
+  in.name = "attn_fwd_mma_hd" + std::to_string(C::kHeadDim) + "_q" + std::to_string(C::kBr) + "k" +
+            std::to_string(C::kBc) + "w" + std::to_string(C::kWarps) + "_" + dropout_mode_name(M);
+  if (M == DropoutMode::Fused) in.name += "_r" + std::to_string(R) + "_tw" + std::to_string(TW);
+  if (kCausal) in.name += "_causal";
+  return in;
+}
+
+template <class C, DropoutMode M, bool kCausal>
+Instance pick_rtw(const AttentionParams& p) {
+  if constexpr (M != DropoutMode::Fused) {
+    return make_instance<C, M, 7, 8, kCausal>();  // R/TW unused
+  } else {
+    auto by_tw = [&]<int R>() -> Instance {
+      switch (p.threshold_bits) {
+        case 8: return make_instance<C, M, R, 8, kCausal>();
+        case 16: return make_instance<C, M, R, 16, kCausal>();
+        case 32: return make_instance<C, M, R, 32, kCausal>();
+      }
+      throw UsageError("attention: threshold_bits must be 8, 16 or 32 (got " + std::to_string(p.threshold_bits) + ")");
+    };
+    switch (p.rounds) {
+      case 3: return by_tw.template operator()<3>();
+      case 5: return by_tw.template operator()<5>();
+      case 7: return by_tw.template operator()<7>();
+      case 10: return by_tw.template operator()<10>();
+    }
+    throw UsageError("attention: rounds must be 3, 5, 7 or 10 (got " + std::to_string(p.rounds) + ")");
+  }
+}
+
+template <class C>
+Instance pick_mode(const AttentionParams& p, DropoutMode m) {
+  const bool c = p.causal;
+  switch (m) {
+    case DropoutMode::None: return c ? pick_rtw<C, DropoutMode::None, true>(p) : pick_rtw<C, DropoutMode::None, false>(p);
+    case DropoutMode::Mask: return c ? pick_rtw<C, DropoutMode::Mask, true>(p) : pick_rtw<C, DropoutMode::Mask, false>(p);
+    case DropoutMode::Fused:
+      return c ? pick_rtw<C, DropoutMode::Fused, true>(p) : pick_rtw<C, DropoutMode::Fused, false>(p);
+  }
+  throw UsageError("attention: unknown dropout mode");
+}
+
+Instance pick(const AttentionParams& p, DropoutMode m) {
+  switch (p.head_dim) {
+    case 128: return pick_mode<CfgHd128>(p, m);
+    case 64: return pick_mode<CfgHd64>(p, m);
+  }
+  throw UsageError("attention: head_dim must be 64 or 128 (got " + std::to_string(p.head_dim) + ")");
+}
+
+void validate(const AttentionParams& p, DropoutMode m) {
+  auto fail = [](const std::string& s) { throw UsageError("attention: " + s); };
+  if (p.qkv == nullptr || p.o == nullptr) fail("qkv and o must be set");
+  if (p.batch < 1 || p.sq < 1 || p.q_heads < 1 || p.kv_heads < 1) fail("batch, sq, q_heads, kv_heads must be >= 1");
+  if (p.q_heads % p.kv_heads != 0) fail("kv_heads must divide q_heads");
+  if (p.head_dim != 64 && p.head_dim != 128) fail("head_dim must be 64 or 128");
+  if (p.softmax_scale < 0.f || !std::isfinite(p.softmax_scale)) fail("softmax_scale must be > 0 (0 = 1/sqrt(dH))");
+  const int64_t min_stride = static_cast<int64_t>(p.q_heads + 2 * p.kv_heads) * p.head_dim;
+  if (p.qkv_row_stride != 0 && (p.qkv_row_stride < min_stride || p.qkv_row_stride % 8 != 0))
+    fail("qkv_row_stride must be >= (Hq+2*Hkv)*dH and a multiple of 8");
+  if (p.o_row_stride != 0 && (p.o_row_stride < static_cast<int64_t>(p.q_heads) * p.head_dim || p.o_row_stride % 2 != 0))
+    fail("o_row_stride must be >= Hq*dH and even");
+  if (reinterpret_cast<uintptr_t>(p.qkv) % 16 != 0) fail("qkv must be 16-byte aligned");
+  if (reinterpret_cast<uintptr_t>(p.o) % 4 != 0) fail("o must be 4-byte aligned");
+  if (static_cast<int64_t>(p.batch) * p.q_heads >= (int64_t{1} << 31)) fail("batch * q_heads too large");
+  if (m == DropoutMode::Mask && p.mask == nullptr) fail("mode mask needs a mask");
+  if (m != DropoutMode::None && !(p.keep_scale > 0.f && std::isfinite(p.keep_scale))) fail("keep_scale must be > 0");
+}
+
+void ensure_smem_attribute(const Instance& in) {
+  static std::mutex mu;
+  static std::unordered_set<const void*> done;
+  std::lock_guard<std::mutex> lock(mu);
+  if (done.count(in.fn)) return;
+  DB_CUDA(cudaFuncSetAttribute(in.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, in.smem));
+  DB_CUDA(cudaFuncSetAttribute(in.fn, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  done.insert(in.fn);
+}
+
+}  // namespace
+
+void launch_attention(const AttentionParams& p, DropoutMode mode, cudaStream_t stream) {
+  validate(p, mode);
+  const Instance in = pick(p, mode);
+  ensure_smem_attribute(in);
+  attn::KernelArgs args = attn::make_kernel_args(p);
+  const dim3 grid(static_cast<unsigned>((p.sq + in.br - 1) / in.br), static_cast<unsigned>(p.q_heads),
+                  static_cast<unsigned>(p.batch));
+  if (grid.z > 65535 || grid.y > 65535) throw UsageError("attention: batch / q_heads exceed the grid limits");
+  void* kargs[] = {&args};
+  DB_CUDA(cudaLaunchKernel(in.fn, grid, dim3(in.threads), kargs, static_cast<size_t>(in.smem), stream));
+  DB_CUDA_LAUNCH();
+}
+
+std::string attention_kernel_name(const AttentionParams& p, DropoutMode mode) { return pick(p, mode).name; }
+
+AttentionKernelInfo attention_kernel_info(const AttentionParams& p, DropoutMode mode) {
+  const Instance in = pick(p, mode);
+  ensure_smem_attribute(in);
+  cudaFuncAttributes fa{};
+  DB_CUDA(cudaFuncGetAttributes(&fa, in.fn));
+  AttentionKernelInfo info;
+  info.name = in.name;
+  info.threads = in.threads;
+  info.block_rows = in.br;
+  info.block_cols = in.bc;
+  info.registers = fa.numRegs;
+  info.smem_dynamic = static_cast<size_t>(in.smem);
+  info.smem_static = fa.sharedSizeBytes;
+  info.local_bytes = fa.localSizeBytes;
+  DB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&info.ctas_per_sm, in.fn, in.threads, static_cast<size_t>(in.smem)));
+  return info;
+}
+
+}  // namespace dropbench

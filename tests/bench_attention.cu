@@ -1,0 +1,228 @@
+// Standalone benchmark of the attention forward kernel (not part of the CMake build; scripts/attention_device.sh
+// builds it with nvcc). CUDA events around each launch, warm-up, median of many runs. Prints one table:
+//   kernel, mode, causal, ms (median), TFLOP/s (4*B*Hq*SQ^2*dH, causal halved), ratio to mode none.
+// Also times alternative tilings of the same kernel template (mode none) and checks them against the default.
+//
+// usage: bench_attention [sq=8192] [heads=32] [reps=30]
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include "kernels/attention.cuh"
+#include "kernels/attention_kernel.cuh"
+#include "src/check.hpp"
+
+using namespace dropbench;
+using bf16 = __nv_bfloat16;
+
+namespace {
+
+__global__ void fill_normal(bf16* x, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint64_t z = (i + seed) * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    const float u1 = (static_cast<float>(z >> 40) + 0.5f) * (1.f / 16777216.f);
+    const float u2 = static_cast<float>((z >> 16) & 0xFFFFFF) * (1.f / 16777216.f);
+    x[i] = __float2bfloat16(sqrtf(-2.f * logf(u1)) * cospif(2.f * u2));
+  }
+}
+
+template <class F>
+double median_ms(F&& launch, int reps) {
+  for (int i = 0; i < 3; ++i) launch();
+  DB_CUDA(cudaDeviceSynchronize());
+  std::vector<cudaEvent_t> ev(2 * reps);
+  for (auto& e : ev) DB_CUDA(cudaEventCreate(&e));
+  for (int i = 0; i < reps; ++i) {
+    DB_CUDA(cudaEventRecord(ev[2 * i]));
+    launch();
+    DB_CUDA(cudaEventRecord(ev[2 * i + 1]));
+  }
+  DB_CUDA(cudaDeviceSynchronize());
+  std::vector<float> t(reps);
+  for (int i = 0; i < reps; ++i) DB_CUDA(cudaEventElapsedTime(&t[i], ev[2 * i], ev[2 * i + 1]));
+  for (auto& e : ev) DB_CUDA(cudaEventDestroy(e));
+  std::sort(t.begin(), t.end());
+  return t[reps / 2];
+}
+
+template <class C, bool kCausal>
+void launch_variant(const AttentionParams& p, cudaStream_t s) {
+  auto fn = attn::attn_fwd_kernel<C, DropoutMode::None, 7, 8, kCausal>;
+  DB_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+  fn<<<attn::grid_for<C>(p), C::kThreads, C::kSmem, s>>>(attn::make_kernel_args(p));
+  DB_CUDA_LAUNCH();
+}
+
+template <class C>
+std::string variant_info() {
+  auto fn = attn::attn_fwd_kernel<C, DropoutMode::None, 7, 8, false>;
+  DB_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+  cudaFuncAttributes fa{};
+  DB_CUDA(cudaFuncGetAttributes(&fa, fn));
+  int ctas = 0;
+  DB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, fn, C::kThreads, C::kSmem));
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "regs %d, local %zu B, smem %d B, %d CTA/SM", fa.numRegs, fa.localSizeBytes, C::kSmem, ctas);
+  return buf;
+}
+
+double rel_diff(const bf16* a, const bf16* b, size_t n) {
+  std::vector<bf16> ha(n), hb(n);
+  DB_CUDA(cudaMemcpy(ha.data(), a, n * sizeof(bf16), cudaMemcpyDeviceToHost));
+  DB_CUDA(cudaMemcpy(hb.data(), b, n * sizeof(bf16), cudaMemcpyDeviceToHost));
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double x = __bfloat162float(ha[i]), y = __bfloat162float(hb[i]);
+    num += (x - y) * (x - y);
+    den += y * y;
+  }
+  return std::sqrt(num / den);
+}
+
+struct Row {
+  std::string kernel, mode;
+  bool causal;
+  int hd;
+  double ms, tflops, ratio;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const int sq = argc > 1 ? std::atoi(argv[1]) : 8192;
+    const int heads = argc > 2 ? std::atoi(argv[2]) : 32;
+    const int reps = argc > 3 ? std::atoi(argv[3]) : 30;
+    cudaDeviceProp prop{};
+    DB_CUDA(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+
+    std::vector<Row> rows;
+    for (int hd : {128, 64}) {
+      const int b = 1, hq = heads, hkv = heads;
+      const size_t n_qkv = static_cast<size_t>(b) * sq * (hq + 2 * hkv) * hd;
+      const size_t n_o = static_cast<size_t>(b) * sq * hq * hd;
+      bf16 *qkv, *o, *o2;
+      float* lse;
+      uint32_t* mask;
+      DB_CUDA(cudaMalloc(&qkv, n_qkv * sizeof(bf16)));
+      DB_CUDA(cudaMalloc(&o, n_o * sizeof(bf16)));
+      DB_CUDA(cudaMalloc(&o2, n_o * sizeof(bf16)));
+      DB_CUDA(cudaMalloc(&lse, static_cast<size_t>(b) * hq * sq * sizeof(float)));
+      fill_normal<<<1024, 256>>>(qkv, n_qkv, 12345 + hd);
+      DB_CUDA_LAUNCH();
+
+      AttentionParams p;
+      p.qkv = qkv;
+      p.o = o;
+      p.lse = lse;
+      p.batch = b;
+      p.sq = sq;
+      p.q_heads = hq;
+      p.kv_heads = hkv;
+      p.head_dim = hd;
+      const MaskGeometry g0 = attention_mask_geometry(p);
+      DB_CUDA(cudaMalloc(&mask, g0.bytes()));
+      p.mask = mask;
+
+      for (bool causal : {false, true}) {
+        p.causal = causal;
+        const Threshold th = make_threshold(0.1, 8);
+        // Mask for mode mask (p = 0.1, Philox-7, 8-bit thresholds).
+        launch_attention_mask_reference(mask, attention_mask_geometry(p), 0x5eed, 0, th.drop, 7, 8, nullptr);
+        DB_CUDA(cudaDeviceSynchronize());
+        const double flops = attention_flops(p);
+        double t_none = 0;
+        struct M {
+          DropoutMode mode;
+          int r, tw;
+          double pdrop;
+        };
+        std::vector<M> ms = {{DropoutMode::None, 7, 8, 0}, {DropoutMode::Mask, 7, 8, 0.1}, {DropoutMode::Fused, 7, 8, 0.1}};
+        if (hd == 128 && !causal) {
+          ms.push_back({DropoutMode::Fused, 3, 8, 0.1});
+          ms.push_back({DropoutMode::Fused, 10, 8, 0.1});
+          ms.push_back({DropoutMode::Fused, 7, 16, 0.1});
+          ms.push_back({DropoutMode::Fused, 7, 32, 0.1});
+        }
+        for (const M& m : ms) {
+          AttentionParams q = p;
+          const Threshold t = make_threshold(m.pdrop, m.tw);
+          q.seed = 0x5eed;
+          q.offset = 0;
+          q.drop_threshold = t.drop;
+          q.keep_scale = t.scale;
+          q.rounds = m.r;
+          q.threshold_bits = m.tw;
+          const double ms_ = median_ms([&] { launch_attention(q, m.mode, nullptr); }, reps);
+          if (m.mode == DropoutMode::None) t_none = ms_;
+          const AttentionKernelInfo info = attention_kernel_info(q, m.mode);
+          std::string mode = dropout_mode_name(m.mode);
+          if (m.mode == DropoutMode::Fused) mode += " R" + std::to_string(m.r) + "/TW" + std::to_string(m.tw);
+          rows.push_back({info.name, mode, causal, hd, ms_, flops / (ms_ * 1e-3) / 1e12, ms_ / t_none});
+          std::printf("  %-52s regs %3d local %4zu B smem %6zu B  %d CTA/SM\n", info.name.c_str(), info.registers,
+                      info.local_bytes, info.smem_dynamic, info.ctas_per_sm);
+        }
+      }
+
+      // Alternative tilings (mode none), checked against the default kernel.
+      for (bool causal : {false, true}) {
+        p.causal = causal;
+        launch_attention(p, DropoutMode::None, nullptr);
+        DB_CUDA(cudaDeviceSynchronize());
+        const double flops = attention_flops(p);
+        AttentionParams p2 = p;
+        p2.o = o2;
+        p2.lse = nullptr;
+        auto bench_variant = [&]<class C>(const char* name) {
+          auto launch = [&] {
+            if (causal)
+              launch_variant<C, true>(p2, nullptr);
+            else
+              launch_variant<C, false>(p2, nullptr);
+          };
+          DB_CUDA(cudaMemset(o2, 0xFF, n_o * sizeof(bf16)));
+          launch();
+          DB_CUDA(cudaDeviceSynchronize());
+          const double diff = rel_diff(o2, o, n_o);
+          const double t = median_ms(launch, reps);
+          std::printf("  variant %-24s %s, rel diff vs default %.2e\n", name, variant_info<C>().c_str(), diff);
+          rows.push_back({std::string("variant ") + name, "none", causal, hd, t, flops / (t * 1e-3) / 1e12, 0});
+        };
+        if (hd == 128) {
+          bench_variant.template operator()<attn::Cfg<128, 4, 2, 64, 2>>("w4 m2 bc64 (default)");
+          bench_variant.template operator()<attn::Cfg<128, 8, 2, 64, 1>>("w8 m2 bc64 br256");
+        } else {
+          bench_variant.template operator()<attn::Cfg<64, 4, 2, 64, 2>>("w4 m2 bc64 (default)");
+          bench_variant.template operator()<attn::Cfg<64, 4, 2, 128, 2>>("w4 m2 bc128");
+          bench_variant.template operator()<attn::Cfg<64, 8, 1, 128, 1>>("w8 m1 bc128 qreg");
+          bench_variant.template operator()<attn::Cfg<64, 4, 1, 128, 3>>("w4 m1 bc128 qreg");
+        }
+      }
+      cudaFree(qkv);
+      cudaFree(o);
+      cudaFree(o2);
+      cudaFree(lse);
+      cudaFree(mask);
+    }
+
+    std::printf("\nB=1 SQ=%d Hq=Hkv=%d, bf16, p=0.1 for mask/fused; median of %d runs\n", sq, heads, reps);
+    std::printf("%-3s %-6s %-16s %-52s %9s %9s %7s\n", "dH", "causal", "mode", "kernel", "ms", "TFLOP/s", "x none");
+    for (const Row& r : rows)
+      std::printf("%-3d %-6s %-16s %-52s %9.3f %9.1f %7.3f\n", r.hd, r.causal ? "yes" : "no", r.mode.c_str(),
+                  r.kernel.c_str(), r.ms, r.tflops, r.ratio);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,373 @@
+// Attention forward kernel (kernels/attention.cu) against the naive fp32 device reference, the reference
+// against a CPU fp64 computation, and the dropout modes against each other (bitwise).
+// Every run draws fresh N(0,1) bf16 inputs and poisons the outputs (0xFF bytes: NaN in bf16 and fp32) first.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include "gpu_guard.hpp"
+#include "kernels/attention.cuh"
+#include "kernels/dropout_scheme.cuh"
+#include "src/check.hpp"
+
+namespace {
+
+using namespace dropbench;
+using bf16 = __nv_bfloat16;
+
+template <class T>
+struct DevBuf {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit DevBuf(size_t count) : n(count) { DB_CUDA(cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(T))); }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  void poison() { DB_CUDA(cudaMemset(p, 0xFF, n * sizeof(T))); }
+  std::vector<T> get() const {
+    std::vector<T> h(n);
+    DB_CUDA(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+  void put(const std::vector<T>& h) { DB_CUDA(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice)); }
+};
+
+struct Shape {
+  int b, sq, hq, hkv, hd;
+  bool causal;
+  int pad = 0;  // extra elements per QKV row (tests the row stride)
+  std::string name() const {
+    return "B" + std::to_string(b) + "_S" + std::to_string(sq) + "_H" + std::to_string(hq) + "x" + std::to_string(hkv) +
+           "_D" + std::to_string(hd) + (causal ? "_causal" : "") + (pad ? "_pad" + std::to_string(pad) : "");
+  }
+};
+
+struct Dropout {
+  double p = 0;
+  uint64_t seed = 0;
+  uint32_t offset = 0;
+  int rounds = 7, tw = 8;
+};
+
+uint64_t g_draw = 0;  // every problem gets fresh inputs
+
+struct Problem {
+  Shape s;
+  int64_t stride;
+  std::vector<bf16> h_qkv;
+  DevBuf<bf16> qkv;
+  DevBuf<bf16> o;
+  DevBuf<float> lse, o_ref, lse_ref;
+  DevBuf<uint32_t> mask;
+  MaskGeometry geo;
+
+  explicit Problem(const Shape& sh)
+      : s(sh),
+        stride(static_cast<int64_t>(sh.hq + 2 * sh.hkv) * sh.hd + sh.pad),
+        qkv(static_cast<size_t>(sh.b) * sh.sq * stride),
+        o(static_cast<size_t>(sh.b) * sh.sq * sh.hq * sh.hd),
+        lse(static_cast<size_t>(sh.b) * sh.hq * sh.sq),
+        o_ref(static_cast<size_t>(sh.b) * sh.sq * sh.hq * sh.hd),
+        lse_ref(static_cast<size_t>(sh.b) * sh.hq * sh.sq),
+        mask(MaskGeometry{static_cast<uint32_t>(sh.b * sh.hq), static_cast<uint32_t>(sh.sq),
+                          static_cast<uint32_t>(sh.sq), sh.causal}
+                 .words()) {
+    geo = MaskGeometry{static_cast<uint32_t>(s.b * s.hq), static_cast<uint32_t>(s.sq), static_cast<uint32_t>(s.sq),
+                       s.causal};
+    std::mt19937_64 rng(0x9e3779b97f4a7c15ULL ^ (++g_draw * 0x100000001b3ULL));
+    std::normal_distribution<float> nd(0.f, 1.f);
+    h_qkv.resize(qkv.n);
+    for (auto& v : h_qkv) v = __float2bfloat16(nd(rng));
+    qkv.put(h_qkv);
+    mask.poison();
+  }
+
+  AttentionParams params(DropoutMode m, const Dropout& d) const {
+    AttentionParams p;
+    p.qkv = qkv.p;
+    p.qkv_row_stride = s.pad ? stride : 0;
+    p.o = o.p;
+    p.lse = lse.p;
+    p.batch = s.b;
+    p.sq = s.sq;
+    p.q_heads = s.hq;
+    p.kv_heads = s.hkv;
+    p.head_dim = s.hd;
+    p.causal = s.causal;
+    p.softmax_scale = 1.f / std::sqrt(static_cast<float>(s.hd));
+    if (m != DropoutMode::None) {
+      const Threshold t = make_threshold(d.p, d.tw);
+      p.mask = mask.p;
+      p.seed = d.seed;
+      p.offset = d.offset;
+      p.drop_threshold = t.drop;
+      p.keep_scale = t.scale;
+      p.rounds = d.rounds;
+      p.threshold_bits = d.tw;
+    }
+    return p;
+  }
+
+  void build_mask(const Dropout& d) {
+    mask.poison();
+    launch_attention_mask_reference(mask.p, geo, d.seed, d.offset, make_threshold(d.p, d.tw).drop, d.rounds, d.tw,
+                                    nullptr);
+    DB_CUDA(cudaDeviceSynchronize());
+  }
+
+  // Runs the fast kernel on poisoned outputs; returns (O, LSE) after checking every element was written.
+  std::pair<std::vector<bf16>, std::vector<float>> run(DropoutMode m, const Dropout& d) {
+    if (m == DropoutMode::Mask) build_mask(d);
+    o.poison();
+    lse.poison();
+    launch_attention(params(m, d), m, nullptr);
+    DB_CUDA(cudaDeviceSynchronize());
+    auto ho = o.get();
+    auto hl = lse.get();
+    size_t bad = 0;
+    for (const auto& v : ho) bad += !std::isfinite(__bfloat162float(v));
+    for (const auto& v : hl) bad += !std::isfinite(v);
+    EXPECT_EQ(bad, 0u) << s.name() << " " << dropout_mode_name(m) << ": non-finite / unwritten outputs";
+    return {std::move(ho), std::move(hl)};
+  }
+
+  std::pair<std::vector<float>, std::vector<float>> reference(DropoutMode m, const Dropout& d) {
+    o_ref.poison();
+    lse_ref.poison();
+    AttentionParams p = params(m, d);
+    p.o = nullptr;
+    p.lse = lse_ref.p;
+    if (m == DropoutMode::Mask) build_mask(d);
+    launch_attention_reference(p, m, nullptr, o_ref.p);
+    DB_CUDA(cudaDeviceSynchronize());
+    return {o_ref.get(), lse_ref.get()};
+  }
+};
+
+double rel_l2(const std::vector<bf16>& out, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double d = static_cast<double>(__bfloat162float(out[i])) - ref[i];
+    num += d * d;
+    den += static_cast<double>(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / den);
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+bool bitwise_equal(const std::vector<bf16>& a, const std::vector<bf16>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(bf16)) == 0;
+}
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+const Shape kShapes[] = {
+    {2, 1000, 8, 2, 128, false},    // GQA 4:1, ragged
+    {1, 1000, 8, 2, 128, true},
+    {2, 77, 4, 4, 128, false},      // shorter than one block
+    {1, 77, 4, 4, 128, true},
+    {1, 2048, 4, 1, 128, true},     // many full blocks, MQA
+    {1, 256, 2, 1, 128, false, 24}, // padded QKV rows
+    {1, 513, 8, 8, 64, false},
+    {2, 300, 8, 2, 64, true},
+};
+
+class AttentionVsRef : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(AttentionVsRef, AllModesMatchReference) {
+  DB_REQUIRE_GPU();
+  const Shape sh = GetParam();
+  const Dropout none{};
+  const Dropout drop{0.1, 0x1234567890abcdefULL, 17, 7, 8};
+  struct Case {
+    DropoutMode mode;
+    Dropout d;
+  } cases[] = {{DropoutMode::None, none}, {DropoutMode::Mask, drop}, {DropoutMode::Fused, drop}};
+  for (const auto& c : cases) {
+    Problem pr(sh);  // fresh inputs per mode
+    auto [o, lse] = pr.run(c.mode, c.d);
+    // The reference uses the counter scheme directly (mode Fused) for both dropout modes.
+    auto [o_ref, lse_ref] = pr.reference(c.mode == DropoutMode::None ? DropoutMode::None : DropoutMode::Fused, c.d);
+    const double err = rel_l2(o, o_ref);
+    const double lerr = max_abs_diff(lse, lse_ref);
+    EXPECT_LE(err, 1e-2) << sh.name() << " " << dropout_mode_name(c.mode);
+    EXPECT_LE(lerr, 2e-3) << sh.name() << " " << dropout_mode_name(c.mode) << " LSE";
+    EXPECT_TRUE(std::isfinite(err));
+    std::printf("[ info ] %-28s %-5s rel_l2(O)=%.3e max|dLSE|=%.3e\n", sh.name().c_str(), dropout_mode_name(c.mode),
+                err, lerr);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionVsRef, ::testing::ValuesIn(kShapes),
+                         [](const ::testing::TestParamInfo<Shape>& i) { return i.param.name(); });
+
+// p = 0: modes Mask and Fused (drop threshold 0, scale 1) are bit for bit mode None.
+TEST(AttentionGpu, ZeroDropoutEqualsNoneBitwise) {
+  DB_REQUIRE_GPU();
+  for (const Shape& sh : {Shape{1, 1000, 8, 2, 128, true}, Shape{2, 333, 4, 4, 128, false},
+                          Shape{1, 700, 4, 2, 64, true}}) {
+    Problem pr(sh);
+    const Dropout d0{0.0, 99, 3, 7, 8};
+    auto [o_none, l_none] = pr.run(DropoutMode::None, {});
+    auto [o_mask, l_mask] = pr.run(DropoutMode::Mask, d0);
+    auto [o_fused, l_fused] = pr.run(DropoutMode::Fused, d0);
+    EXPECT_TRUE(bitwise_equal(o_none, o_mask)) << sh.name();
+    EXPECT_TRUE(bitwise_equal(o_none, o_fused)) << sh.name();
+    EXPECT_TRUE(bitwise_equal(l_none, l_mask)) << sh.name();
+    EXPECT_TRUE(bitwise_equal(l_none, l_fused)) << sh.name();
+  }
+}
+
+// Mask mode (bits read from memory) and fused mode (bits generated in the kernel) agree bit for bit.
+TEST(AttentionGpu, MaskEqualsFusedBitwise) {
+  DB_REQUIRE_GPU();
+  const Dropout ds[] = {
+      {0.1, 1, 0, 7, 8},
+      {0.25, 0xdeadbeefcafef00dULL, 5, 3, 16},
+      {0.5, 42, 0xffffffffu, 10, 32},
+      {0.9, 7, 3, 5, 8},
+      {0.15, 0x5eed5eedULL, 1234, 7, 32},
+      {0.3, 3, 9, 10, 16},
+  };
+  int i = 0;
+  for (const Dropout& d : ds) {
+    const Shape sh = (i++ % 2) ? Shape{1, 1000, 8, 2, 128, true} : Shape{2, 517, 4, 1, 64, false};
+    Problem pr(sh);
+    auto [o_mask, l_mask] = pr.run(DropoutMode::Mask, d);
+    auto [o_fused, l_fused] = pr.run(DropoutMode::Fused, d);
+    auto [o_none, l_none] = pr.run(DropoutMode::None, {});
+    EXPECT_TRUE(bitwise_equal(o_mask, o_fused)) << sh.name() << " p=" << d.p << " R=" << d.rounds << " TW=" << d.tw;
+    EXPECT_TRUE(bitwise_equal(l_mask, l_fused)) << sh.name();
+    EXPECT_TRUE(bitwise_equal(l_mask, l_none)) << sh.name() << " (LSE is of the undropped scores)";
+    EXPECT_FALSE(bitwise_equal(o_mask, o_none)) << sh.name() << " dropout had no effect";
+  }
+}
+
+// Other rounds / threshold widths against the reference (all fused instances dispatch correctly).
+TEST(AttentionGpu, FusedRoundsAndWidthsMatchReference) {
+  DB_REQUIRE_GPU();
+  for (int r : {3, 5, 7, 10})
+    for (int tw : {8, 16, 32}) {
+      const Shape sh{1, 200, 4, 2, 128, (r + tw) % 2 == 1};
+      Problem pr(sh);
+      const Dropout d{0.2, 0xabcdefULL + r, static_cast<uint32_t>(tw), r, tw};
+      auto [o, lse] = pr.run(DropoutMode::Fused, d);
+      auto [o_ref, lse_ref] = pr.reference(DropoutMode::Fused, d);
+      EXPECT_LE(rel_l2(o, o_ref), 1e-2) << "R=" << r << " TW=" << tw;
+      EXPECT_LE(max_abs_diff(lse, lse_ref), 2e-3) << "R=" << r << " TW=" << tw;
+    }
+}
+
+// Mode Mask on the reference reads the same bits it generates in mode Fused.
+TEST(AttentionGpu, ReferenceMaskEqualsReferenceFused) {
+  DB_REQUIRE_GPU();
+  Problem pr(Shape{1, 150, 4, 2, 64, true});
+  const Dropout d{0.4, 77, 1, 5, 16};
+  auto [o_f, l_f] = pr.reference(DropoutMode::Fused, d);
+  auto [o_m, l_m] = pr.reference(DropoutMode::Mask, d);
+  EXPECT_TRUE(bitwise_equal(o_f, o_m));
+  EXPECT_TRUE(bitwise_equal(l_f, l_m));
+}
+
+// The device reference itself against a CPU fp64 computation (tiny sizes).
+void cpu_attention(const Problem& pr, DropoutMode m, const Dropout& d, std::vector<double>& o, std::vector<double>& lse) {
+  const Shape& s = pr.s;
+  const Threshold t = make_threshold(d.p, d.tw);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.hd));
+  o.assign(static_cast<size_t>(s.b) * s.sq * s.hq * s.hd, 0.0);
+  lse.assign(static_cast<size_t>(s.b) * s.hq * s.sq, 0.0);
+  auto at = [&](int b, int row, int col) { return static_cast<double>(__bfloat162float(pr.h_qkv[(static_cast<int64_t>(b) * s.sq + row) * pr.stride + col])); };
+  std::vector<double> sc(s.sq);
+  for (int b = 0; b < s.b; ++b)
+    for (int h = 0; h < s.hq; ++h) {
+      const int hk = h / (s.hq / s.hkv);
+      const uint32_t bh = static_cast<uint32_t>(b * s.hq + h);
+      for (int i = 0; i < s.sq; ++i) {
+        const int nk = s.causal ? i + 1 : s.sq;
+        double mx = -INFINITY;
+        for (int j = 0; j < nk; ++j) {
+          double acc = 0;
+          for (int e = 0; e < s.hd; ++e) acc += at(b, i, h * s.hd + e) * at(b, j, (s.hq + hk) * s.hd + e);
+          sc[j] = acc * scale;
+          mx = std::max(mx, sc[j]);
+        }
+        double l = 0;
+        for (int j = 0; j < nk; ++j) l += std::exp(sc[j] - mx);
+        lse[(static_cast<size_t>(b) * s.hq + h) * s.sq + i] = mx + std::log(l);
+        for (int j = 0; j < nk; ++j) {
+          double pj = std::exp(sc[j] - mx) / l;
+          if (m != DropoutMode::None) {
+            uint32_t w = 0;
+            const uint32_t tile = (i / 16) * pr.geo.cols64() + (j / 64);
+            const uint32_t lane = tile_lane_of(i % 16, j % 64);
+            switch (d.rounds * 100 + d.tw) {
+              case 708: w = attn_keep_word<7, 8>(d.seed, d.offset, t.drop, bh, tile, lane); break;
+              case 316: w = attn_keep_word<3, 16>(d.seed, d.offset, t.drop, bh, tile, lane); break;
+              case 1032: w = attn_keep_word<10, 32>(d.seed, d.offset, t.drop, bh, tile, lane); break;
+              default: ADD_FAILURE() << "unsupported R/TW in the CPU reference";
+            }
+            const bool keep = (w >> tile_bit_of(i % 16, j % 64)) & 1u;
+            pj = keep ? pj / t.keep_effective : 0.0;
+          }
+          for (int e = 0; e < s.hd; ++e)
+            o[((static_cast<size_t>(b) * s.sq + i) * s.hq + h) * s.hd + e] += pj * at(b, j, (s.hq + s.hkv + hk) * s.hd + e);
+        }
+      }
+    }
+}
+
+TEST(AttentionGpu, ReferenceMatchesCpuFp64) {
+  DB_REQUIRE_GPU();
+  const Dropout ds[] = {{0.3, 5, 2, 7, 8}, {0.5, 0xfeedULL, 0, 3, 16}, {0.2, 11, 7, 10, 32}};
+  int k = 0;
+  for (const Shape& sh : {Shape{1, 37, 2, 1, 64, false}, Shape{2, 70, 2, 2, 128, true}, Shape{1, 130, 4, 2, 64, true}}) {
+    for (DropoutMode m : {DropoutMode::None, DropoutMode::Fused}) {
+      Problem pr(sh);
+      const Dropout d = ds[k++ % 3];
+      auto [o_ref, lse_ref] = pr.reference(m, d);
+      std::vector<double> o_cpu, lse_cpu;
+      cpu_attention(pr, m, d, o_cpu, lse_cpu);
+      double num = 0, den = 0, lmax = 0;
+      for (size_t i = 0; i < o_cpu.size(); ++i) {
+        num += (o_ref[i] - o_cpu[i]) * (o_ref[i] - o_cpu[i]);
+        den += o_cpu[i] * o_cpu[i];
+      }
+      for (size_t i = 0; i < lse_cpu.size(); ++i) lmax = std::max(lmax, std::fabs(lse_ref[i] - lse_cpu[i]));
+      EXPECT_LE(std::sqrt(num / den), 1e-5) << sh.name() << " " << dropout_mode_name(m);
+      EXPECT_LE(lmax, 1e-5) << sh.name() << " " << dropout_mode_name(m);
+    }
+  }
+}
+
+TEST(AttentionGpu, RejectsBadParams) {
+  DB_REQUIRE_GPU();
+  Problem pr(Shape{1, 64, 4, 4, 128, false});
+  AttentionParams p = pr.params(DropoutMode::None, {});
+  p.head_dim = 96;
+  EXPECT_THROW(launch_attention(p, DropoutMode::None, nullptr), UsageError);
+  p = pr.params(DropoutMode::None, {});
+  p.kv_heads = 3;
+  EXPECT_THROW(launch_attention(p, DropoutMode::None, nullptr), UsageError);
+  p = pr.params(DropoutMode::Fused, {0.1, 1, 0, 6, 8});
+  EXPECT_THROW(launch_attention(p, DropoutMode::Fused, nullptr), UsageError);
+  p = pr.params(DropoutMode::Mask, {0.1, 1, 0, 7, 8});
+  p.mask = nullptr;
+  EXPECT_THROW(launch_attention(p, DropoutMode::Mask, nullptr), UsageError);
+}
+
+}  // namespace
