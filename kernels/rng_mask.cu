@@ -26,43 +26,53 @@ __global__ void __launch_bounds__(256) rng_tile_kernel(uint32_t* __restrict__ ou
   }
 }
 
-// Flat layouts: thread handles keep word w = elements [32w, 32w + 32).
-template <int R, int TW, MaskLayout L>
-__global__ void __launch_bounds__(256) rng_flat_kernel(void* __restrict__ out, uint64_t n, uint64_t seed,
+// Flat layouts. Bits: thread t writes keep word t (elements [32t, 32t + 32)). U8 / I32: a warp owns chunks of
+// 1024 elements; lane l generates word l of the chunk, then the chunk is stored as lane-consecutive 16-byte
+// vectors (fully coalesced), each lane fetching the bits of its vector from the owning lane by a shuffle.
+template <int R, int TW>
+__global__ void __launch_bounds__(256) rng_bits_kernel(uint32_t* __restrict__ out, uint64_t n, uint64_t seed,
                                                        uint32_t offset, uint32_t drop) {
   const uint64_t words = (n + 31) / 32;
-  for (uint64_t w = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; w < words; w += uint64_t(gridDim.x) * blockDim.x) {
-    const uint32_t word = flat_keep_word<R, TW>(seed, offset, drop, w);
-    if constexpr (L == MaskLayout::Bits) {
-      static_cast<uint32_t*>(out)[w] = word;
-    } else {
-      const uint64_t base = w * 32;
-      if (base + 32 <= n) {
+  for (uint64_t w = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; w < words; w += uint64_t(gridDim.x) * blockDim.x)
+    out[w] = flat_keep_word<R, TW>(seed, offset, drop, w);
+}
+
+template <int R, int TW, MaskLayout L>
+__global__ void __launch_bounds__(256) rng_wide_kernel(void* __restrict__ out, uint64_t n, uint64_t seed,
+                                                       uint32_t offset, uint32_t drop) {
+  constexpr int kChunk = 1024;
+  constexpr int kPerVec = L == MaskLayout::U8 ? 16 : 4;  // elements per 16-byte store
+  const int lane = threadIdx.x & 31;
+  const uint64_t chunks = (n + kChunk - 1) / kChunk;
+  const uint64_t warp = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) >> 5;
+  const uint64_t warps = (uint64_t(gridDim.x) * blockDim.x) >> 5;
+  for (uint64_t c = warp; c < chunks; c += warps) {
+    const uint32_t word = flat_keep_word<R, TW>(seed, offset, drop, c * 32 + lane);
+    const uint64_t base = c * kChunk;
+    if (base + kChunk <= n) {
+#pragma unroll
+      for (int j = 0; j < kChunk / kPerVec / 32; ++j) {
+        const int v = j * 32 + lane;
+        const uint32_t bits = __shfl_sync(0xffffffffu, word, (v * kPerVec) >> 5) >> ((v * kPerVec) & 31);
         if constexpr (L == MaskLayout::U8) {
-          uint4* o = reinterpret_cast<uint4*>(static_cast<uint8_t*>(out) + base);
+          uint32_t q[4];
 #pragma unroll
-          for (int v = 0; v < 2; ++v) {
-            uint32_t q[4];
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              const uint32_t nib = (word >> (16 * v + 4 * j)) & 0xFu;
-              // spread 4 bits into 4 bytes (0x00/0x01 each)
-              q[j] = (nib & 1u) | ((nib & 2u) << 7) | ((nib & 4u) << 14) | ((nib & 8u) << 21);
-            }
-            o[v] = make_uint4(q[0], q[1], q[2], q[3]);
+          for (int k = 0; k < 4; ++k) {
+            const uint32_t nib = (bits >> (4 * k)) & 0xFu;  // 4 bits -> 4 bytes of 0x00 / 0x01
+            q[k] = (nib & 1u) | ((nib & 2u) << 7) | ((nib & 4u) << 14) | ((nib & 8u) << 21);
           }
+          reinterpret_cast<uint4*>(static_cast<uint8_t*>(out) + base)[v] = make_uint4(q[0], q[1], q[2], q[3]);
         } else {
-          int4* o = reinterpret_cast<int4*>(static_cast<int32_t*>(out) + base);
-#pragma unroll
-          for (int v = 0; v < 8; ++v)
-            o[v] = make_int4((word >> (4 * v)) & 1, (word >> (4 * v + 1)) & 1, (word >> (4 * v + 2)) & 1,
-                             (word >> (4 * v + 3)) & 1);
+          reinterpret_cast<int4*>(static_cast<int32_t*>(out) + base)[v] =
+              make_int4(bits & 1, (bits >> 1) & 1, (bits >> 2) & 1, (bits >> 3) & 1);
         }
-      } else {
-        for (uint64_t i = base; i < n; ++i) {
-          const int bit = (word >> (i - base)) & 1;
-          if constexpr (L == MaskLayout::U8) static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(bit);
-          else static_cast<int32_t*>(out)[i] = bit;
+      }
+    } else {
+      for (int i = lane; i < kChunk; i += 32) {
+        const uint32_t bit = (__shfl_sync(0xffffffffu, word, i >> 5) >> (i & 31)) & 1u;
+        if (base + i < n) {
+          if constexpr (L == MaskLayout::U8) static_cast<uint8_t*>(out)[base + i] = static_cast<uint8_t>(bit);
+          else static_cast<int32_t*>(out)[base + i] = static_cast<int32_t>(bit);
         }
       }
     }
@@ -89,13 +99,13 @@ void launch_rt(const RngMaskParams& p, cudaStream_t s) {
       break;
     }
     case MaskLayout::Bits:
-      rng_flat_kernel<R, TW, MaskLayout::Bits><<<grid, block, 0, s>>>(p.out, p.elements, p.seed, p.offset, p.drop);
+      rng_bits_kernel<R, TW><<<grid, block, 0, s>>>(static_cast<uint32_t*>(p.out), p.elements, p.seed, p.offset, p.drop);
       break;
     case MaskLayout::U8:
-      rng_flat_kernel<R, TW, MaskLayout::U8><<<grid, block, 0, s>>>(p.out, p.elements, p.seed, p.offset, p.drop);
+      rng_wide_kernel<R, TW, MaskLayout::U8><<<grid, block, 0, s>>>(p.out, p.elements, p.seed, p.offset, p.drop);
       break;
     case MaskLayout::I32:
-      rng_flat_kernel<R, TW, MaskLayout::I32><<<grid, block, 0, s>>>(p.out, p.elements, p.seed, p.offset, p.drop);
+      rng_wide_kernel<R, TW, MaskLayout::I32><<<grid, block, 0, s>>>(p.out, p.elements, p.seed, p.offset, p.drop);
       break;
   }
   DB_CUDA_LAUNCH();

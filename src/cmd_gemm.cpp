@@ -60,7 +60,6 @@ int run_gemm(RunContext& ctx, const GemmCmdOptions& o) {
 
   Harness h(ctx.cfg.measure, dry);
   if (!dry) ctx.context["clocks"]["sm_mhz_at_start"] = h.probe_clock_mhz();
-  ctx.context["cublaslt_version"] = QkvGemm::cublaslt_version_string();  // host call: fine without a GPU
   Report report("gemm", ctx.context, to_json(ctx.cfg));
   report.set_output(ctx.opts.output);
 

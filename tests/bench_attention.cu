@@ -204,8 +204,6 @@ int main(int argc, char** argv) {
         } else {
           bench_variant.template operator()<attn::Cfg<64, 4, 2, 64, 2>>("w4 m2 bc64 (default)");
           bench_variant.template operator()<attn::Cfg<64, 4, 2, 128, 2>>("w4 m2 bc128");
-          bench_variant.template operator()<attn::Cfg<64, 8, 1, 128, 1>>("w8 m1 bc128 qreg");
-          bench_variant.template operator()<attn::Cfg<64, 4, 1, 128, 3>>("w4 m1 bc128 qreg");
         }
       }
       cudaFree(qkv);
