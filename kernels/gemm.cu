@@ -69,6 +69,8 @@ constexpr EnumName kTiles[] = {
     DB_TILE(320, 128), DB_TILE(384, 128), DB_TILE(256, 32),  DB_TILE(32, 256),  DB_TILE(128, 32),
     DB_TILE(32, 128),  DB_TILE(256, 96),  DB_TILE(256, 160), DB_TILE(256, 224), DB_TILE(128, 224),
     DB_TILE(224, 128), DB_TILE(64, 320),  DB_TILE(64, 384),  DB_TILE(96, 256),  DB_TILE(160, 256),
+    // Seen on the H200 (cuBLASLt 13.1) for the QKV shapes: M-tiles that are not powers of two, tiny-M tiles.
+    DB_TILE(8, 64),    DB_TILE(168, 128), DB_TILE(176, 128), DB_TILE(128, 152), DB_TILE(256, 152),
 };
 #undef DB_TILE
 

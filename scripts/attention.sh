@@ -58,6 +58,9 @@ CPP
       echo "racecheck exit: $? ($(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' $LOG/racecheck.log | tr '\n' ' '))"
     fi
     $B/bench_attention ${SQ:-8192} ${HEADS:-32} ${REPS:-30} 2>&1 | tee $LOG/bench.log
+    if [ "${TORCH:-1}" = 1 ] && command -v python3 >/dev/null; then
+      timeout 120 python3 scripts/attention_torch_ref.py ${SQ:-8192} 2>&1 | tee $LOG/torch.log | grep -v Warning
+    fi
     nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv | tee -a $LOG/smi.txt || true
     ;;
 esac

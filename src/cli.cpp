@@ -16,6 +16,8 @@ Command make_devices_command();
 Command make_philox_command();
 Command make_rng_command();
 Command make_dropout_command();
+Command make_gemm_command();
+Command make_attention_command();
 
 namespace {
 
@@ -25,6 +27,8 @@ std::vector<Command> all_commands() {
       make_philox_command(),
       make_rng_command(),
       make_dropout_command(),
+      make_gemm_command(),
+      make_attention_command(),
   };
 }
 

@@ -14,6 +14,7 @@
 #include "dropout.cuh"
 #include "harness.hpp"
 #include "nvtx.hpp"
+#include "sweep_session.hpp"
 #include "sweep_util.hpp"
 #include "util_kernels.cuh"
 
@@ -37,14 +38,8 @@ int run_dropout(RunContext& ctx) {
   const auto points = expand_sweep(ctx.cfg, axes, defaults);
   const bool dry = ctx.opts.dry_run;
 
-  Harness h(ctx.cfg.measure, dry);
-  if (!dry) ctx.context["clocks"]["sm_mhz_at_start"] = h.probe_clock_mhz();
-  Report report("dropout", ctx.context, to_json(ctx.cfg));
-  report.set_output(ctx.opts.output);
+  SweepSession session(ctx, "dropout", points.size());
   DeviceBuffer x, y, y_ref, mask;
-
-  NvtxRange root("dropout");
-  Progress prog(points.size(), ctx.opts.quiet);
   Table table;
   if (!points.empty()) table.columns = axis_columns(points[0].axes);
   for (const char* c : {"variant", "median_us", "rel_stdev_%", "samples", "gen_us", "apply_us", "GB/s", "%copy",
@@ -53,7 +48,7 @@ int run_dropout(RunContext& ctx) {
 
   for (const SweepPoint& pt : points) {
     const std::string label = axes_label(pt.axes);
-    prog.step(pt.index, label);
+    session.step(pt.index, label);
     NvtxRange point_range("point " + label);
     const Workload& w = pt.workload;
     const ElemType et = parse_elem_type(w.dropout_dtype);
@@ -62,7 +57,7 @@ int run_dropout(RunContext& ctx) {
     const Threshold thr = make_threshold(w.dropout_p, static_cast<int>(w.threshold_bits));
     const size_t max_mask = n * 4;
     if (!dry && 3 * data_bytes + max_mask + (64u << 20) > device_free_bytes() + x.size() + y.size() + y_ref.size() + mask.size()) {
-      report.add_skipped({pt.axes, "x, y, a reference y and an int32 mask do not fit the free device memory"});
+      session.report.add_skipped({pt.axes, "x, y, a reference y and an int32 mask do not fit the free device memory"});
       continue;
     }
     if (!dry) {
@@ -70,7 +65,7 @@ int run_dropout(RunContext& ctx) {
       y.reserve(data_bytes);
       y_ref.reserve(data_bytes);
       mask.reserve(max_mask);
-      launch_fill_uniform(x.get(), n, et == ElemType::BF16, w.seed ^ 0xABCDull, h.stream());
+      launch_fill_uniform(x.get(), n, et == ElemType::BF16, w.seed ^ 0xABCDull, session.harness.stream());
     }
     DropoutApplyParams ap;
     ap.type = et;
@@ -89,13 +84,13 @@ int run_dropout(RunContext& ctx) {
       DropoutApplyParams rp = ap;
       rp.y = y_ref.get();
       launch_dropout_seeded(rp, w.seed, w.offset, static_cast<int>(w.rounds), static_cast<int>(w.threshold_bits), thr.drop,
-                            h.stream());
+                            session.harness.stream());
     }
     std::vector<uint8_t> h_ref, h_out;
     if (!dry) {
       h_ref.resize(data_bytes);
-      DB_CUDA(cudaMemcpyAsync(h_ref.data(), y_ref.get(), data_bytes, cudaMemcpyDeviceToHost, h.stream()));
-      DB_CUDA(cudaStreamSynchronize(h.stream()));
+      DB_CUDA(cudaMemcpyAsync(h_ref.data(), y_ref.get(), data_bytes, cudaMemcpyDeviceToHost, session.harness.stream()));
+      DB_CUDA(cudaStreamSynchronize(session.harness.stream()));
     }
     for (const VariantDef& vd : kVariants) {
       RngMaskParams mp;
@@ -108,11 +103,11 @@ int run_dropout(RunContext& ctx) {
       mp.elements = n;
       mp.out = mask.get();
       const std::string vname = vd.name;
-      if (!dry) launch_poison(y.get(), data_bytes, 0xFFFFFFFFu, h.stream());  // unwritten output shows as NaN
+      if (!dry) launch_poison(y.get(), data_bytes, 0xFFFFFFFFu, session.harness.stream());  // unwritten output shows as NaN
       Measurement m;
       {
         NvtxRange vr("variant " + vname);
-        m = h.measure([&](Sample& s) {
+        m = session.harness.measure([&](Sample& s) {
           if (vname == "copy") {
             s.phase("copy", [&] { DB_CUDA(cudaMemcpyAsync(y.get(), x.get(), data_bytes, cudaMemcpyDeviceToDevice, s.stream)); });
           } else if (vd.mask) {
@@ -154,8 +149,8 @@ int run_dropout(RunContext& ctx) {
         bool same = true;
         if (vname != "copy") {
           h_out.resize(data_bytes);
-          DB_CUDA(cudaMemcpyAsync(h_out.data(), y.get(), data_bytes, cudaMemcpyDeviceToHost, h.stream()));
-          DB_CUDA(cudaStreamSynchronize(h.stream()));
+          DB_CUDA(cudaMemcpyAsync(h_out.data(), y.get(), data_bytes, cudaMemcpyDeviceToHost, session.harness.stream()));
+          DB_CUDA(cudaStreamSynchronize(session.harness.stream()));
           same = std::memcmp(h_out.data(), h_ref.data(), data_bytes) == 0;
           v.extra["bitwise_equal_seeded"] = same;
           if (!same) fmt::print(stderr, "dropbench: WARNING: {} output differs from seeded dropout at {}\n", vname, label);
@@ -170,16 +165,9 @@ int run_dropout(RunContext& ctx) {
       table.rows.push_back(row);
       pr.variants.push_back(v);
     }
-    report.add_point(pr);
+    session.report.add_point(pr);
   }
-  prog.done();
-  if (!dry) {
-    json summary;
-    summary["sm_mhz_at_end"] = h.probe_clock_mhz();
-    report.set_summary(summary);
-  }
-  ctx.print_table(table);
-  for (const SkippedPoint& s : report.skipped()) fmt::print(stderr, "skipped {}: {}\n", axes_label(s.axes), s.reason);
+  session.finish(json::object(), table);
   return 0;
 }
 

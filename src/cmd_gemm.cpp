@@ -11,6 +11,7 @@
 #include "gemm.cuh"
 #include "harness.hpp"
 #include "nvtx.hpp"
+#include "sweep_session.hpp"
 #include "sweep_util.hpp"
 
 namespace dropbench {
@@ -58,16 +59,10 @@ int run_gemm(RunContext& ctx, const GemmCmdOptions& o) {
       throw UsageError(fmt::format("--sm-count: {} is more than the device's {} SMs", o.sm_count, sms));
   }
 
-  Harness h(ctx.cfg.measure, dry);
-  if (!dry) ctx.context["clocks"]["sm_mhz_at_start"] = h.probe_clock_mhz();
-  Report report("gemm", ctx.context, to_json(ctx.cfg));
-  report.set_output(ctx.opts.output);
-
-  NvtxRange root("gemm");
-  Progress prog(points.size(), ctx.opts.quiet);
+  SweepSession session(ctx, "gemm", points.size());
   for (const SweepPoint& pt : points) {
     const std::string label = axes_label(pt.axes);
-    prog.step(pt.index, label);
+    session.step(pt.index, label);
     NvtxRange point_range("point " + label);
     const Workload& w = pt.workload;
     const GemmDtype dtype = parse_gemm_dtype(w.dtype);
@@ -87,7 +82,7 @@ int run_gemm(RunContext& ctx, const GemmCmdOptions& o) {
 
     const size_t need = QkvBuffers::bytes_needed(shape, dtype) + go.workspace_bytes;
     if (!dry && need + (64u << 20) > device_free_bytes()) {
-      report.add_skipped({pt.axes, fmt::format("X, W, Y and workspace need {:.1f} GiB, more than the free device "
+      session.report.add_skipped({pt.axes, fmt::format("X, W, Y and workspace need {:.1f} GiB, more than the free device "
                                                "memory", need / double(1ull << 30))});
       continue;
     }
@@ -97,16 +92,16 @@ int run_gemm(RunContext& ctx, const GemmCmdOptions& o) {
     std::unique_ptr<QkvGemm> gemm;
     if (!dry) {
       buf = std::make_unique<QkvBuffers>(shape, dtype);
-      buf->randomize(w.seed ^ (0x9e3779b97f4a7c15ULL * (pt.index + 1)), h.stream());
+      buf->randomize(w.seed ^ (0x9e3779b97f4a7c15ULL * (pt.index + 1)), session.harness.stream());
       gemm = std::make_unique<QkvGemm>(shape, go);
       gemm->bind(buf->x, buf->w, buf->y, buf->scale_x(), buf->scale_w());
-      gemm->tune(h.stream());  // top_k == 1: no-op
+      gemm->tune(session.harness.stream());  // top_k == 1: no-op
     }
 
     Measurement m;
     {
       NvtxRange vr("variant cublaslt");
-      m = h.measure([&](Sample& s) { s.phase("gemm", [&] { gemm->run(s.stream); }); });
+      m = session.harness.measure([&](Sample& s) { s.phase("gemm", [&] { gemm->run(s.stream); }); });
     }
     VariantResult v;
     v.name = "cublaslt";
@@ -138,12 +133,9 @@ int run_gemm(RunContext& ctx, const GemmCmdOptions& o) {
       if (m.total.median > 0) v.derived["tflops"] = shape.flops() / m.total.median / 1e12;
     }
     pr.variants.push_back(v);
-    report.add_point(pr);
+    session.report.add_point(pr);
   }
-  prog.done();
-
-  ctx.print_table(standard_table(report, {"tflops"}));
-  for (const SkippedPoint& s : report.skipped()) fmt::print(stderr, "skipped {}: {}\n", axes_label(s.axes), s.reason);
+  session.finish(json::object(), standard_table(session.report, {"tflops"}));
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #include "harness.hpp"
 #include "nvtx.hpp"
 #include "rng_mask.cuh"
+#include "sweep_session.hpp"
 #include "sweep_util.hpp"
 #include "util_kernels.cuh"
 
@@ -43,19 +44,13 @@ int run_rng(RunContext& ctx) {
   const auto points = expand_sweep(ctx.cfg, axes, defaults);
   const bool dry = ctx.opts.dry_run;
 
-  Harness h(ctx.cfg.measure, dry);
-  if (!dry) ctx.context["clocks"]["sm_mhz_at_start"] = h.probe_clock_mhz();
-  Report report("rng", ctx.context, to_json(ctx.cfg));
-  report.set_output(ctx.opts.output);
+  SweepSession session(ctx, "rng", points.size());
   DeviceBuffer mask, counter;
   if (!dry) counter.resize(sizeof(unsigned long long));
-
-  NvtxRange root("rng");
-  Progress prog(points.size(), ctx.opts.quiet);
   Table table;
   for (const SweepPoint& pt : points) {
     const std::string label = axes_label(pt.axes);
-    prog.step(pt.index, label);
+    session.step(pt.index, label);
     NvtxRange point_range("point " + label);
     const Workload& w = pt.workload;
     const Threshold thr = make_threshold(w.dropout_p, static_cast<int>(w.threshold_bits));
@@ -77,7 +72,7 @@ int run_rng(RunContext& ctx) {
     pr.axes = pt.axes;
     pr.workload = to_json(w);
     if (!dry && bytes + (64u << 20) > device_free_bytes() + mask.size()) {
-      report.add_skipped({pt.axes, fmt::format("mask needs {:.1f} GiB, more than the free device memory",
+      session.report.add_skipped({pt.axes, fmt::format("mask needs {:.1f} GiB, more than the free device memory",
                                                bytes / double(1ull << 30))});
       continue;
     }
@@ -87,7 +82,7 @@ int run_rng(RunContext& ctx) {
     Measurement m;
     {
       NvtxRange vr("variant rng");
-      m = h.measure([&](Sample& s) { s.phase("gen", [&] { launch_rng_mask(rp, s.stream); }); });
+      m = session.harness.measure([&](Sample& s) { s.phase("gen", [&] { launch_rng_mask(rp, s.stream); }); });
     }
     VariantResult v;
     v.name = "rng";
@@ -103,13 +98,13 @@ int run_rng(RunContext& ctx) {
     v.extra["scale"] = thr.scale;
     if (!dry) {
       // The keep rate actually sampled: zero the mask (causal tiles stay zero), generate once, count.
-      DB_CUDA(cudaMemsetAsync(mask.get(), 0, bytes, h.stream()));
-      DB_CUDA(cudaMemsetAsync(counter.get(), 0, sizeof(unsigned long long), h.stream()));
-      launch_rng_mask(rp, h.stream());
-      launch_count_keep(mask.get(), count_items(rp), count_kind(rp.layout), counter.get<unsigned long long>(), h.stream());
+      DB_CUDA(cudaMemsetAsync(mask.get(), 0, bytes, session.harness.stream()));
+      DB_CUDA(cudaMemsetAsync(counter.get(), 0, sizeof(unsigned long long), session.harness.stream()));
+      launch_rng_mask(rp, session.harness.stream());
+      launch_count_keep(mask.get(), count_items(rp), count_kind(rp.layout), counter.get<unsigned long long>(), session.harness.stream());
       unsigned long long kept = 0;
-      DB_CUDA(cudaMemcpyAsync(&kept, counter.get(), sizeof kept, cudaMemcpyDeviceToHost, h.stream()));
-      DB_CUDA(cudaStreamSynchronize(h.stream()));
+      DB_CUDA(cudaMemcpyAsync(&kept, counter.get(), sizeof kept, cudaMemcpyDeviceToHost, session.harness.stream()));
+      DB_CUDA(cudaStreamSynchronize(session.harness.stream()));
       const double n = counted_elements(rp);
       v.extra["keep_sampled"] = kept / n;
       v.extra["keep_z"] = binomial_z(kept / n, thr.keep_effective, n);
@@ -117,9 +112,8 @@ int run_rng(RunContext& ctx) {
       v.derived["gb_s"] = bytes / m.total.median / 1e9;
     }
     pr.variants.push_back(v);
-    report.add_point(pr);
+    session.report.add_point(pr);
   }
-  prog.done();
 
   // Runtime of each R relative to R = 7 at the same other axes.
   json ratios = json::array();
@@ -129,13 +123,13 @@ int run_rng(RunContext& ctx) {
     return k.dump();
   };
   std::map<std::string, double> r7;
-  for (const PointResult& p : report.points())
+  for (const PointResult& p : session.report.points())
     if (p.workload["rounds"] == 7 && !p.variants.empty()) r7[key_without_rounds(p.axes)] = p.variants[0].stats.median;
   if (!points.empty()) table.columns = axis_columns(points[0].axes);
   for (const char* c : {"elements", "median_us", "rel_stdev_%", "samples", "Gelem/s", "GB/s", "keep_eff", "keep_sampled",
                         "z", "R/R7"})
     table.columns.push_back(c);
-  for (const PointResult& p : report.points()) {
+  for (const PointResult& p : session.report.points()) {
     const VariantResult& v = p.variants[0];
     std::vector<std::string> row;
     for (auto it = p.axes.begin(); it != p.axes.end(); ++it) row.push_back(axis_value_str(it.value()));
@@ -162,10 +156,7 @@ int run_rng(RunContext& ctx) {
   }
   json summary;
   summary["ratios_to_r7"] = ratios;
-  if (!dry) summary["sm_mhz_at_end"] = h.probe_clock_mhz();
-  report.set_summary(summary);
-  ctx.print_table(table);
-  for (const SkippedPoint& s : report.skipped()) fmt::print(stderr, "skipped {}: {}\n", axes_label(s.axes), s.reason);
+  session.finish(summary, table);
   return 0;
 }
 

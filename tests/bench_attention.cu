@@ -54,9 +54,9 @@ double median_ms(F&& launch, int reps) {
   return t[reps / 2];
 }
 
-template <class C, bool kCausal>
+template <class C, DropoutMode M, bool kCausal>
 void launch_variant(const AttentionParams& p, cudaStream_t s) {
-  auto fn = attn::attn_fwd_kernel<C, DropoutMode::None, 7, 8, kCausal>;
+  auto fn = attn::attn_fwd_kernel<C, M, 7, 8, kCausal>;
   DB_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
   fn<<<attn::grid_for<C>(p), C::kThreads, C::kSmem, s>>>(attn::make_kernel_args(p));
   DB_CUDA_LAUNCH();
@@ -174,36 +174,53 @@ int main(int argc, char** argv) {
         }
       }
 
-      // Alternative tilings (mode none), checked against the default kernel.
-      for (bool causal : {false, true}) {
-        p.causal = causal;
-        launch_attention(p, DropoutMode::None, nullptr);
-        DB_CUDA(cudaDeviceSynchronize());
-        const double flops = attention_flops(p);
-        AttentionParams p2 = p;
-        p2.o = o2;
-        p2.lse = nullptr;
-        auto bench_variant = [&]<class C>(const char* name) {
-          auto launch = [&] {
-            if (causal)
-              launch_variant<C, true>(p2, nullptr);
-            else
-              launch_variant<C, false>(p2, nullptr);
-          };
-          DB_CUDA(cudaMemset(o2, 0xFF, n_o * sizeof(bf16)));
-          launch();
-          DB_CUDA(cudaDeviceSynchronize());
-          const double diff = rel_diff(o2, o, n_o);
-          const double t = median_ms(launch, reps);
-          std::printf("  variant %-24s %s, rel diff vs default %.2e\n", name, variant_info<C>().c_str(), diff);
-          rows.push_back({std::string("variant ") + name, "none", causal, hd, t, flops / (t * 1e-3) / 1e12, 0});
-        };
-        if (hd == 128) {
-          bench_variant.template operator()<attn::Cfg<128, 4, 2, 64, 2>>("w4 m2 bc64 (default)");
-          bench_variant.template operator()<attn::Cfg<128, 8, 2, 64, 1>>("w8 m2 bc64 br256");
-        } else {
-          bench_variant.template operator()<attn::Cfg<64, 4, 2, 64, 2>>("w4 m2 bc64 (default)");
-          bench_variant.template operator()<attn::Cfg<64, 4, 2, 128, 2>>("w4 m2 bc128");
+      // Alternative configurations of the same template (hd 128; modes none, mask, fused R7/TW8), each
+      // checked against the default instance's output.
+      if (hd == 128) {
+        for (bool causal : {false, true}) {
+          p.causal = causal;
+          const Threshold th = make_threshold(0.1, 8);
+          launch_attention_mask_reference(mask, attention_mask_geometry(p), 0x5eed, 0, th.drop, 7, 8, nullptr);
+          const double flops = attention_flops(p);
+          for (DropoutMode mode : {DropoutMode::None, DropoutMode::Mask, DropoutMode::Fused}) {
+            AttentionParams q = p;
+            if (mode != DropoutMode::None) {
+              q.seed = 0x5eed;
+              q.drop_threshold = th.drop;
+              q.keep_scale = th.scale;
+            }
+            launch_attention(q, mode, nullptr);
+            DB_CUDA(cudaDeviceSynchronize());
+            AttentionParams p2 = q;
+            p2.o = o2;
+            p2.lse = nullptr;
+            auto bench_variant = [&]<class C>(const char* name) {
+              auto launch = [&] {
+                switch (mode) {
+                  case DropoutMode::None:
+                    return causal ? launch_variant<C, DropoutMode::None, true>(p2, nullptr)
+                                  : launch_variant<C, DropoutMode::None, false>(p2, nullptr);
+                  case DropoutMode::Mask:
+                    return causal ? launch_variant<C, DropoutMode::Mask, true>(p2, nullptr)
+                                  : launch_variant<C, DropoutMode::Mask, false>(p2, nullptr);
+                  case DropoutMode::Fused:
+                    return causal ? launch_variant<C, DropoutMode::Fused, true>(p2, nullptr)
+                                  : launch_variant<C, DropoutMode::Fused, false>(p2, nullptr);
+                }
+              };
+              DB_CUDA(cudaMemset(o2, 0xFF, n_o * sizeof(bf16)));
+              launch();
+              DB_CUDA(cudaDeviceSynchronize());
+              const double diff = rel_diff(o2, o, n_o);
+              const double t = median_ms(launch, reps);
+              std::printf("  variant %-26s %-5s causal=%d %s, rel diff vs default %.2e\n", name, dropout_mode_name(mode),
+                          causal, variant_info<C>().c_str(), diff);
+              rows.push_back({std::string("variant ") + name, dropout_mode_name(mode), causal, hd, t,
+                              flops / (t * 1e-3) / 1e12, 0});
+            };
+            bench_variant.template operator()<attn::Cfg<128, 4, 2, 64, 2, true>>("w4 m2 bc64 skip-rescale");
+            bench_variant.template operator()<attn::Cfg<128, 4, 2, 64, 2, false>>("w4 m2 bc64 always-rescale");
+          }
         }
       }
       cudaFree(qkv);
@@ -213,10 +230,43 @@ int main(int argc, char** argv) {
       cudaFree(mask);
     }
 
-    std::printf("\nB=1 SQ=%d Hq=Hkv=%d, bf16, p=0.1 for mask/fused; median of %d runs\n", sq, heads, reps);
-    std::printf("%-3s %-6s %-16s %-52s %9s %9s %7s\n", "dH", "causal", "mode", "kernel", "ms", "TFLOP/s", "x none");
+    // GQA and batch: B=2, SQ=sq/2, Hq=heads, Hkv=heads/4, dH 128, non-causal.
+    {
+      AttentionParams p;
+      p.batch = 2;
+      p.sq = sq / 2;
+      p.q_heads = heads;
+      p.kv_heads = std::max(1, heads / 4);
+      p.head_dim = 128;
+      const size_t n_qkv = static_cast<size_t>(p.batch) * p.sq * (p.q_heads + 2 * p.kv_heads) * 128;
+      const size_t n_o = static_cast<size_t>(p.batch) * p.sq * p.q_heads * 128;
+      bf16 *qkv, *o;
+      DB_CUDA(cudaMalloc(&qkv, n_qkv * sizeof(bf16)));
+      DB_CUDA(cudaMalloc(&o, n_o * sizeof(bf16)));
+      fill_normal<<<1024, 256>>>(qkv, n_qkv, 777);
+      DB_CUDA_LAUNCH();
+      p.qkv = qkv;
+      p.o = o;
+      const Threshold t = make_threshold(0.1, 8);
+      p.seed = 1;
+      p.drop_threshold = t.drop;
+      p.keep_scale = t.scale;
+      double t_none = 0;
+      for (DropoutMode m : {DropoutMode::None, DropoutMode::Fused}) {
+        const double ms_ = median_ms([&] { launch_attention(p, m, nullptr); }, reps);
+        if (m == DropoutMode::None) t_none = ms_;
+        rows.push_back({attention_kernel_name(p, m) + " B2 GQA" + std::to_string(p.q_heads) + ":" + std::to_string(p.kv_heads),
+                        dropout_mode_name(m), false, 128, ms_, attention_flops(p) / (ms_ * 1e-3) / 1e12, ms_ / t_none});
+      }
+      cudaFree(qkv);
+      cudaFree(o);
+    }
+
+    std::printf("\nB=1 SQ=%d Hq=Hkv=%d (GQA row: B=2 SQ=%d), bf16, p=0.1 for mask/fused; median of %d runs\n", sq,
+                heads, sq / 2, reps);
+    std::printf("%-3s %-6s %-16s %-60s %9s %9s %7s\n", "dH", "causal", "mode", "kernel", "ms", "TFLOP/s", "x none");
     for (const Row& r : rows)
-      std::printf("%-3d %-6s %-16s %-52s %9.3f %9.1f %7.3f\n", r.hd, r.causal ? "yes" : "no", r.mode.c_str(),
+      std::printf("%-3d %-6s %-16s %-60s %9.3f %9.1f %7.3f\n", r.hd, r.causal ? "yes" : "no", r.mode.c_str(),
                   r.kernel.c_str(), r.ms, r.tflops, r.ratio);
     return 0;
   } catch (const std::exception& e) {
