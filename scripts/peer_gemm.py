@@ -37,6 +37,9 @@ def main(argv=None):
     ap.add_argument("--heads-from-embed", action="store_true", help="Hq = Hkv = E / head_dim (N = 3E)")
     ap.add_argument("--reps", type=int, default=50, help="timed GEMMs per point (>= 50)")
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--min-time", type=float, default=0.0,
+                    help="keep timing until this many seconds of GEMMs (at most 5000 reps): the same steady-state "
+                         "duration as dropbench's measure.min_time, so both see the clocks a sustained run gets")
     ap.add_argument("--no-fast-accum", action="store_true", help="fp8: use_fast_accum=False")
     ap.add_argument("--json", default="", help="write the rows here")
     ap.add_argument("--device", type=int, default=0)
@@ -87,8 +90,16 @@ def main(argv=None):
                 for _ in range(a.warmup):
                     fn()
                 torch.cuda.synchronize()
+                reps = a.reps
+                if a.min_time > 0:  # estimate one GEMM, then cover min_time
+                    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    e0.record()
+                    fn()
+                    e1.record()
+                    torch.cuda.synchronize()
+                    reps = min(5000, max(a.reps, int(a.min_time / (e0.elapsed_time(e1) * 1e-3)) + 1))
                 evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                       for _ in range(a.reps)]
+                       for _ in range(reps)]
                 for s, t in evs:
                     s.record()
                     fn()
@@ -98,7 +109,7 @@ def main(argv=None):
                 med = statistics.median(times)
                 tflops = 2.0 * m * n * k / (med * 1e-3) / 1e12
                 rows.append(dict(dtype=dt, sq=sq, embed=e, batch=a.batch, q_heads=hq, kv_heads=hkv,
-                                 head_dim=a.head_dim, m=m, n=n, k=k, reps=a.reps, median_ms=med,
+                                 head_dim=a.head_dim, m=m, n=n, k=k, reps=reps, median_ms=med,
                                  min_ms=min(times), max_ms=max(times),
                                  rel_stdev=statistics.stdev(times) / statistics.mean(times), tflops=tflops,
                                  op="torch._scaled_mm" if dt == "fp8" else "torch.matmul",
