@@ -57,7 +57,8 @@ constexpr const char* kBuiltinConfig = R"json({
     "max_noise": 0.01,
     "timeout": 2,
     "warmup": 2,
-    "cold": false
+    "cold": false,
+    "throttle": 0.75
   }
 }
 )json";
@@ -398,6 +399,9 @@ const std::vector<MeasureField>& measure_fields() {
        [](const MeasureSettings& m) { return json(m.warmup); }},
       {"cold", [](MeasureSettings& m, const json& v) { return chk_bool(v, m.cold); },
        [](const MeasureSettings& m) { return json(m.cold); }},
+      {"throttle",
+       [](MeasureSettings& m, const json& v) { return chk_double(v, 0.0, false, 1.0, false, m.throttle); },
+       [](const MeasureSettings& m) { return json(m.throttle); }},
   };
   return fields;
 }

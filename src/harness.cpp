@@ -11,7 +11,6 @@ namespace dropbench {
 namespace {
 
 constexpr long long kProbeCycles = 40000;   // ~20 us at 2 GHz: long against %globaltimer's granularity
-constexpr double kThrottleFraction = 0.75;  // samples under 75% of the max SM clock are discarded
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -116,7 +115,7 @@ Measurement Harness::measure(const std::function<void(Sample&)>& body) {
     const double clock_after = probe_clock_mhz();
     const double clock = 0.5 * (clock_before + clock_after);
     clock_before = clock_after;
-    if (clock < kThrottleFraction * max_clock_mhz_) {
+    if (clock < m_.throttle * max_clock_mhz_) {
       ++discarded;
     } else {
       totals.push_back(total_ms * 1e-3);

@@ -1,8 +1,8 @@
 // Measurement harness (nvbench-style): CUDA events around every sample and every phase, warm-up, repeat
 // until the relative stdev is <= max_noise after min_time (or the timeout / max_samples), >= min_samples
 // kept; optional L2 flush before each sample; the SM clock measured around each sample (a one-thread probe
-// that reads %globaltimer and clock64 over a fixed spin), samples run below 75% of the max SM clock are
-// discarded and counted.
+// that reads %globaltimer and clock64 over a fixed spin), samples run below measure.throttle (default 75%)
+// of the max SM clock are discarded and counted.
 #pragma once
 #include <functional>
 #include <string>
