@@ -1,0 +1,778 @@
+#!/usr/bin/env python3
+"""Plots of dropbench reports (PNG + SVG, matplotlib Agg backend).
+
+Usage:
+  python3 scripts/plot.py                         # every report under results/h200 -> results/h200/plots/
+  python3 scripts/plot.py A.json B.json DIR ...   # the given reports / result folders
+  python3 scripts/plot.py -o OUT --peer-attention results/h200/kernels/peer_attention.md ...
+  python3 scripts/plot.py --self-test             # builds every plot from synthetic reports in a temp dir
+
+What is drawn, per input (docs/report-schema.md, schema_version 1):
+  rng report        philox_ratio-<name>: runtime of Philox-R / Philox-7 per threshold width (tile layout),
+                    the paper's H100 figures (Philox-3 0.67, Philox-5 0.81) marked; and Telem/s.
+  dropout report    dropout-<name>: time per variant (copy, mask-i32, mask-u8, mask-bits, seeded) for bf16 and
+                    fp32, the mask-generation phase shaded, "% of copy" (effective GB/s / copy GB/s) annotated.
+  attention report  attention-<name>: TFLOP/s per mode (none / mask / rng+mask / fused) vs SQ, causal and not,
+                    with PyTorch SDPA flash / cuDNN points from peer_attention.md when given or found.
+  gemm report       gemm-<name>: dropbench (cuBLASLt) vs torch TFLOP/s per shape, with peer_gemm.json.
+  run report        run_speedup-<name>: speedup over the baseline pipeline vs SQ, one line per Philox round
+                    count (one panel per pipeline); run_phases-<name>: per-phase medians stacked per pipeline.
+Unknown JSON (devices.json...) is ignored. Exit code 2 on unreadable input or without matplotlib.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_RESULTS = REPO / "results" / "h200"
+PAPER_RATIOS = {3: 0.67, 5: 0.81}  # Ma et al. (arXiv:2410.07531), H100: Philox-R runtime / Philox-7
+PIPELINE_ORDER = ["baseline", "fused", "overlap", "chunked"]
+DROPOUT_ORDER = ["copy", "mask-i32", "mask-u8", "mask-bits", "seeded"]
+ATTENTION_ORDER = ["none", "mask", "rng+mask", "fused"]
+
+plt = None  # set by import_matplotlib()
+
+
+def import_matplotlib():
+    global plt
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as pyplot
+    except ImportError:
+        die(f"matplotlib is missing for {sys.executable}: install python3-matplotlib (scripts/setup.sh does) "
+            "and run with /usr/bin/python3")
+    plt = pyplot
+    plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "figure.titlesize": 12, "legend.fontsize": 9,
+                         "svg.hashsalt": "dropbench", "axes.grid": True, "grid.alpha": 0.3})
+
+
+def note(msg):
+    print(f"plot: {msg}", file=sys.stderr)
+
+
+def die(msg):
+    note(msg)
+    sys.exit(2)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------------------
+
+def num(x):
+    """A report number as float; None (non-finite in the report) and non-numbers become NaN."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return math.nan
+    return float(x)
+
+
+def finite(x):
+    return isinstance(x, float) and math.isfinite(x)
+
+
+def axis(point, key, default=None):
+    """An axis value of a point, else the resolved workload's field, else default."""
+    axes = point.get("axes") or {}
+    if key in axes:
+        return axes[key]
+    return (point.get("workload") or {}).get(key, default)
+
+
+def median(variant):
+    return num((variant.get("stats") or {}).get("median"))
+
+
+def variants(point):
+    return [v for v in point.get("variants") or [] if isinstance(v, dict) and "name" in v]
+
+
+def device_name(doc):
+    dev = (doc.get("context") or {}).get("device") or {}
+    return dev.get("name") if isinstance(dev, dict) and dev.get("name") else ""
+
+
+def parse_peer_attention(path):
+    """Lines of scripts/attention_torch_ref.py: 'torch flash causal=0 p=0.1:   3.956 ms   277.9 TFLOP/s'."""
+    rows = []
+    pat = re.compile(r"torch\s+(\w+)\s+causal=(\d)\s+p=([0-9.]+)\s*:\s*([0-9.]+)\s*ms\s+([0-9.]+)\s*TFLOP/s")
+    for line in Path(path).read_text(errors="replace").splitlines():
+        m = pat.search(line)
+        if not m:
+            continue
+        sq = re.search(r"\bsq=(\d+)", line)
+        rows.append({"backend": m.group(1), "causal": m.group(2) == "1", "p": float(m.group(3)),
+                     "ms": float(m.group(4)), "tflops": float(m.group(5)),
+                     "sq": int(sq.group(1)) if sq else None})
+    return rows
+
+
+class Inputs:
+    def __init__(self):
+        self.reports = {}          # command -> [(path, doc)]
+        self.peer_gemm = []        # [(path, doc)]
+        self.peer_attention = []   # [(path, rows)]
+
+    def add_json(self, path, explicit):
+        try:
+            doc = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as e:
+            if explicit:
+                die(f"{path}: cannot read a JSON report ({e})")
+            note(f"{path}: skipped (not JSON: {e})")
+            return
+        if isinstance(doc, dict) and doc.get("schema") == "dropbench.report":
+            if doc.get("schema_version") != 1:
+                msg = f"{path}: schema_version {doc.get('schema_version')} is not supported (reads 1)"
+                if explicit:
+                    die(msg)
+                note(msg + "; skipped")
+                return
+            self.reports.setdefault(str(doc.get("command")), []).append((Path(path), doc))
+        elif isinstance(doc, dict) and isinstance(doc.get("rows"), list) and "gemm" in str(doc.get("tool", "")):
+            self.peer_gemm.append((Path(path), doc))
+        elif explicit:
+            note(f"{path}: not a dropbench report nor peer_gemm.json; ignored")
+
+    def add_md(self, path, explicit):
+        rows = parse_peer_attention(path)
+        if rows:
+            self.peer_attention.append((Path(path), rows))
+        elif explicit:
+            note(f"{path}: no 'torch <backend> causal=.. p=..: .. ms .. TFLOP/s' lines; ignored")
+
+    def add(self, path, explicit=True):
+        p = Path(path)
+        if p.is_dir():
+            for f in sorted(p.rglob("*")):
+                if "plots" in f.relative_to(p).parts or not f.is_file():
+                    continue
+                if f.suffix == ".json":
+                    self.add_json(f, False)
+                elif f.suffix == ".md" and f.name.startswith("peer_attention"):
+                    self.add_md(f, False)
+        elif p.is_file():
+            (self.add_md if p.suffix == ".md" else self.add_json)(p, explicit)
+        else:
+            die(f"{path}: no such file or directory")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------------------------------------
+
+def save(fig, out, name, written):
+    out.mkdir(parents=True, exist_ok=True)
+    for ext in ("png", "svg"):
+        f = out / f"{name}.{ext}"
+        fig.savefig(f, dpi=140 if ext == "png" else None, bbox_inches="tight",
+                    metadata={"Date": None} if ext == "svg" else None)
+        written.append(f)
+    plt.close(fig)
+
+
+def slug(path):
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(path).stem)
+
+
+def pow2_label(n):
+    n = int(n)
+    if n > 0 and n & (n - 1) == 0 and n >= 1024:
+        return f"2^{n.bit_length() - 1}"
+    return f"{n:,}"
+
+
+def sq_label(v):
+    v = int(v)
+    return f"{v // 1024}K" if v % 1024 == 0 else str(v)
+
+
+def ordered(names, preferred):
+    return [n for n in preferred if n in names] + [n for n in names if n not in preferred]
+
+
+def colors():
+    return plt.rcParams["axes.prop_cycle"].by_key()["color"]
+
+
+def sq_axis(ax, sqs):
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sqs)
+    ax.set_xticklabels([sq_label(s) for s in sqs])
+    ax.minorticks_off()
+    if sqs:
+        ax.set_xlim(sqs[0] / 1.25, sqs[-1] * 1.25)
+    ax.set_xlabel("SQ (sequence length)")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# (a) Philox R / R=7
+# ---------------------------------------------------------------------------------------------------------
+
+def plot_rng(path, doc, out, written):
+    pts = [p for p in doc.get("points") or [] if variants(p)]
+    layouts = sorted({str(axis(p, "layout")) for p in pts})
+    layout = "tile" if "tile" in layouts else (layouts[0] if layouts else None)
+    pts = [p for p in pts if str(axis(p, "layout")) == layout]
+    if not pts:
+        note(f"{path}: no measured rng points; skipped")
+        return
+    sq = max(int(axis(p, "sq", 0) or 0) for p in pts)
+    pts = [p for p in pts if int(axis(p, "sq", 0) or 0) == sq]
+    t = {}      # (bits, rounds) -> median s
+    gel = {}    # (bits, rounds) -> Gelem/s
+    elements = None
+    for p in pts:
+        v = variants(p)[0]
+        key = (int(axis(p, "threshold_bits")), int(axis(p, "rounds")))
+        t[key] = median(v)
+        gel[key] = num((v.get("derived") or {}).get("gelem_s"))
+        elements = (v.get("extra") or {}).get("elements", elements)
+    bits = sorted({k[0] for k in t})
+    rounds = sorted({k[1] for k in t})
+    if 7 not in rounds:
+        note(f"{path}: no Philox-7 points to divide by; skipped")
+        return
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 4.8), gridspec_kw={"width_ratios": [3, 2]})
+    w = 0.8 / len(rounds)
+    col = {r: colors()[i % 10] for i, r in enumerate(rounds)}
+    for i, r in enumerate(rounds):
+        xs, ys, gs = [], [], []
+        for j, b in enumerate(bits):
+            ref = t.get((b, 7), math.nan)
+            val = t.get((b, r), math.nan) / ref if finite(ref) else math.nan
+            xs.append(j - 0.4 + w * (i + 0.5))
+            ys.append(val)
+            gs.append(gel.get((b, r), math.nan) / 1000.0)
+        ax.bar(xs, ys, w * 0.92, color=col[r], label=f"Philox-{r}")
+        for x, y in zip(xs, ys):
+            if finite(y):
+                ax.text(x, y + 0.02, f"{y:.2f}", ha="center", va="bottom", fontsize=8,
+                        bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.6, "alpha": 0.85})
+        ax2.bar(xs, gs, w * 0.92, color=col[r], label=f"Philox-{r}")
+    for r, ratio in PAPER_RATIOS.items():
+        ax.axhline(ratio, color=col.get(r, "grey"), ls="--", lw=1.4, label=f"paper (H100): Philox-{r} = {ratio:.2f}")
+    ax.axhline(1.0, color="black", lw=0.8)
+    for a in (ax, ax2):
+        a.set_xticks(range(len(bits)))
+        a.set_xticklabels([f"{b}-bit thresholds" for b in bits])
+        a.grid(axis="x", visible=False)
+    ax.set_ylabel("runtime / runtime of Philox-7")
+    ratios = [t[(b, r)] / t[(b, 7)] for b in bits for r in rounds
+              if (b, 7) in t and (b, r) in t and finite(t[(b, r)]) and finite(t[(b, 7)])]
+    ax.set_ylim(0, max([1.25] + ratios) + 0.4)
+    ax.set_title("mask-generation runtime relative to Philox-7 (lower = cheaper)")
+    ax.legend(loc="upper left", ncol=3, fontsize=8)
+    ax2.set_ylabel("Telem/s")
+    ax2.set_title("throughput")
+    ax2.legend(loc="upper right", fontsize=8)
+    dev = device_name(doc)
+    fig.suptitle(f"Philox4x32-R dropout masks, {layout} layout, SQ {sq_label(sq)}"
+                 + (f", {pow2_label(elements)} elements" if elements else "") + (f" — {dev}" if dev else ""))
+    fig.tight_layout()
+    save(fig, out, f"philox_ratio-{slug(path)}", written)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# (b) standalone dropout
+# ---------------------------------------------------------------------------------------------------------
+
+def plot_dropout(path, doc, out, written):
+    by_dtype = {}
+    for p in doc.get("points") or []:
+        if not variants(p):
+            continue
+        dt = str(axis(p, "dropout_dtype", "?"))
+        el = int(axis(p, "elements", 0) or 0)
+        if dt not in by_dtype or el > by_dtype[dt][0]:
+            by_dtype[dt] = (el, p)
+    if not by_dtype:
+        note(f"{path}: no measured dropout points; skipped")
+        return
+    dtypes = ordered(sorted(by_dtype), ["bf16", "fp32"])
+    fig, axes = plt.subplots(1, len(dtypes), figsize=(6.2 * len(dtypes), 5.0), squeeze=False)
+    for ax, dt in zip(axes[0], dtypes):
+        el, p = by_dtype[dt]
+        vs = {v["name"]: v for v in variants(p)}
+        names = ordered(list(vs), DROPOUT_ORDER)
+        times = [median(vs[n]) * 1e6 for n in names]
+        copy_t = median(vs["copy"]) * 1e6 if "copy" in vs else math.nan
+        cols = ["#7f7f7f" if n == "copy" else "#2ca02c" if n == "seeded" else "#1f77b4" for n in names]
+        ax.bar(range(len(names)), times, 0.7, color=cols)
+        gen = []
+        for n in names:
+            ph = {q.get("name"): num((q.get("stats") or {}).get("median")) for q in vs[n].get("phases") or []}
+            gen.append(ph.get("gen", math.nan) * 1e6)
+        if any(finite(g) for g in gen):
+            ax.bar(range(len(names)), [g if finite(g) else 0 for g in gen], 0.7, color="#ffbb78",
+                   hatch="//", edgecolor="white", label="of which: mask generation (phase 'gen')")
+            ax.legend(loc="upper right")
+        top = max(t for t in times if finite(t))
+        for i, n in enumerate(names):
+            pct = num((vs[n].get("derived") or {}).get("pct_of_copy"))
+            lines = []
+            if finite(pct):
+                lines.append(f"{pct:.0f}% of copy")
+            if finite(copy_t) and n != "copy":
+                lines.append(f"{times[i] / copy_t:.2f}× time")
+            lines.append(f"{times[i]:.0f} µs")
+            extra_b = num((vs[n].get("extra") or {}).get("extra_memory_bytes"))
+            if finite(extra_b) and extra_b > 0:
+                lines.append(f"mask {extra_b / 2**20:.0f} MiB")
+            ax.text(i, times[i] + top * 0.015, "\n".join(lines), ha="center", va="bottom", fontsize=8)
+        ax.set_ylim(0, top * 1.35)
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels(names)
+        ax.grid(axis="x", visible=False)
+        ax.set_ylabel("time per dropout pass (µs, median)")
+        data_mib = ((vs.get("copy") or {}).get("extra") or {}).get("data_bytes")
+        ax.set_title(f"{dt}" + (f", {pow2_label(el)} elements" if el else "")
+                     + (f" ({data_mib / 2**20:.0f} MiB)" if isinstance(data_mib, (int, float)) else ""))
+    dev = device_name(doc)
+    fig.suptitle("Standalone dropout: mask tensor vs seeded (Philox in the apply kernel)"
+                 + (f" — {dev}" if dev else "")
+                 + "\n% of copy = effective GB/s (data + mask traffic) / D2D-copy GB/s;  × time = time / copy time",
+                 fontsize=11)
+    fig.tight_layout()
+    save(fig, out, f"dropout-{slug(path)}", written)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# (c) attention
+# ---------------------------------------------------------------------------------------------------------
+
+def peer_sq(row, heads, head_dim, batch):
+    """SQ of a peer line: given, else solved from its time and TFLOP/s (4*B*H*SQ^2*dH, halved when causal)."""
+    if row.get("sq"):
+        return row["sq"]
+    flops = row["tflops"] * 1e12 * row["ms"] * 1e-3 * (2 if row["causal"] else 1)
+    sq = math.sqrt(flops / (4.0 * batch * heads * head_dim))
+    return int(round(sq / 128.0) * 128)
+
+
+def plot_attention(path, doc, out, written, peers, peer_sq_override):
+    pts = [p for p in doc.get("points") or [] if variants(p)]
+    if not pts:
+        note(f"{path}: no measured attention points; skipped")
+        return
+    series = {}  # (causal, mode) -> {sq: tflops}
+    for p in pts:
+        c = bool(axis(p, "causal", False))
+        sq = int(axis(p, "sq"))
+        for v in variants(p):
+            tf = num((v.get("derived") or {}).get("tflops"))
+            if not finite(tf):
+                fl, m = num((v.get("extra") or {}).get("flops")), median(v)
+                tf = fl / m / 1e12 if finite(fl) and finite(m) and m > 0 else math.nan
+            series.setdefault((c, v["name"]), {})[sq] = tf
+    causals = sorted({k[0] for k in series})
+    modes = ordered(sorted({k[1] for k in series}), ATTENTION_ORDER)
+    w0 = pts[0].get("workload") or {}
+    heads, hd, batch = int(w0.get("q_heads", 32)), int(w0.get("head_dim", 128)), int(w0.get("batch", 1))
+    peer_rows = []
+    for ppath, rows in peers:
+        for r in rows:
+            # scripts/attention_torch_ref.py measures B=1, H=32, dH=128 whatever the report's workload.
+            r = dict(r, sq=peer_sq_override or peer_sq(r, 32, 128, 1))
+            peer_rows.append(r)
+    fig, axes = plt.subplots(1, len(causals), figsize=(6.6 * len(causals), 5.2), squeeze=False, sharey=True)
+    col = {m: colors()[i % 10] for i, m in enumerate(modes)}
+    peer_style = {("flash", 0.0): ("#9467bd", "D", "none"), ("flash", 0.1): ("#9467bd", "D", "full"),
+                  ("cudnn", 0.0): ("#8c564b", "*", "none"), ("cudnn", 0.1): ("#8c564b", "*", "full")}
+    all_sqs = sorted({int(axis(p, "sq")) for p in pts} | {r["sq"] for r in peer_rows})
+    ymax = max([r["tflops"] for r in peer_rows] + [y for d in series.values() for y in d.values() if finite(y)])
+    for ax, c in zip(axes[0], causals):
+        ends = []  # (y, text, color) of the last point of every line, labelled right of it
+        for m in modes:
+            d = series.get((c, m), {})
+            xs = sorted(d)
+            ys = [d[x] for x in xs]
+            ax.plot(xs, ys, marker="o", color=col[m], lw=2, label=f"dropbench {m}")
+            if xs and finite(ys[-1]):
+                ends.append([ys[-1], f"{ys[-1]:.0f}", col[m]])
+        # Keep the end labels apart (at least 5% of the axis height).
+        ends.sort()
+        for i in range(1, len(ends)):
+            ends[i][0] = max(ends[i][0], ends[i - 1][0] + ymax * 0.05)
+        for y, text, color in ends:
+            ax.annotate(text, (max(all_sqs), y), textcoords="offset points", xytext=(7, -3), fontsize=8, color=color)
+        groups = {}
+        for r in peer_rows:
+            if r["causal"] == c:
+                groups.setdefault((r["backend"], r["p"]), []).append(r)
+        for (be, pp), rows in sorted(groups.items()):
+            rows.sort(key=lambda r: r["sq"])
+            color, marker, fill = peer_style.get((be, pp), ("black", "s", "full"))
+            shift = 0.93 if be == "flash" else 1.07  # drawn beside their SQ so that they do not hide the lines
+            xs = [r["sq"] * shift for r in rows]
+            ax.plot(xs, [r["tflops"] for r in rows], ls="--", marker=marker, ms=11, color=color, lw=1, zorder=5,
+                    markerfacecolor="white" if fill == "none" else color,
+                    markeredgecolor=color if fill == "none" else "black", markeredgewidth=1.2 if fill == "none" else 0.6,
+                    label=f"torch SDPA {be}, p={pp:g}")
+            for x, r in zip(xs, rows):
+                ax.annotate(f"{r['tflops']:.0f}", (x, r["tflops"]), textcoords="offset points",
+                            xytext=(-8 if be == "flash" else 8, 0), ha="right" if be == "flash" else "left",
+                            va="center", fontsize=8, color=color, zorder=6)
+        sq_axis(ax, all_sqs)
+        ax.set_title("causal" if c else "not causal")
+        ax.set_ylabel("TFLOP/s (causal: half the FLOPs)")
+    axes[0][0].set_ylim(0, ymax * 1.12)
+    handles, labels = [], []
+    for ax in axes[0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    fig.legend(handles, labels, loc="lower center", ncol=4, bbox_to_anchor=(0.5, -0.02), frameon=False)
+    if peer_rows:
+        fig.text(0.5, -0.04, "PyTorch SDPA (bf16, same machine) points are drawn just left (flash) / right (cuDNN) "
+                 "of their SQ; hollow: p=0 (no dropout), filled: p=0.1", ha="center", va="bottom", fontsize=8,
+                 color="dimgrey")
+    dev = device_name(doc)
+    p_drop = w0.get("dropout_p")
+    fig.suptitle(f"FlashAttention forward with dropout, B={batch} Hq={heads} dH={hd}"
+                 + (f", p={p_drop:g}" if isinstance(p_drop, (int, float)) else "")
+                 + (f", Philox-{w0.get('rounds')}" if w0.get("rounds") else "") + (f" — {dev}" if dev else "")
+                 + ("\nmodes: none = no dropout; mask = reads a precomputed 1-bit mask; rng+mask = RNG kernel "
+                    "then attention; fused = Philox in the attention kernel"), fontsize=11)
+    fig.tight_layout(rect=(0, 0.09, 1, 1))
+    save(fig, out, f"attention-{slug(path)}", written)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# (d) GEMM vs torch
+# ---------------------------------------------------------------------------------------------------------
+
+def plot_gemm(path, doc, out, written, peers):
+    ours = {}  # (dtype, sq, embed) -> tflops
+    for p in doc.get("points") or []:
+        for v in variants(p):
+            tf = num((v.get("derived") or {}).get("tflops"))
+            ours[(str(axis(p, "dtype")), int(axis(p, "sq")), int(axis(p, "embed")))] = tf
+            break
+    if not ours:
+        note(f"{path}: no measured gemm points; skipped")
+        return
+    theirs, ops = {}, {}
+    for _, pd in peers:
+        for r in pd.get("rows") or []:
+            try:
+                k = (str(r["dtype"]), int(r["sq"]), int(r["embed"]))
+            except (KeyError, TypeError, ValueError):
+                continue
+            theirs[k] = num(r.get("tflops"))
+            ops[k[0]] = r.get("op", "torch")
+    dtypes = ordered(sorted({k[0] for k in ours}), ["fp8", "bf16"])
+    fig, axes = plt.subplots(len(dtypes), 1, figsize=(12, 3.9 * len(dtypes)), squeeze=False)
+    for ax, dt in zip(axes[:, 0], dtypes):
+        shapes = sorted((k[1], k[2]) for k in ours if k[0] == dt)
+        xs = range(len(shapes))
+        a = [ours[(dt, s, e)] for s, e in shapes]
+        b = [theirs.get((dt, s, e), math.nan) for s, e in shapes]
+        have_peer = any(finite(y) for y in b)
+        w = 0.38 if have_peer else 0.6
+        ax.bar([x - (w / 2 if have_peer else 0) for x in xs], a, w, color="#1f77b4", label="dropbench (cuBLASLt)")
+        if have_peer:
+            ax.bar([x + w / 2 for x in xs], b, w, color="#ff7f0e", label=f"PyTorch ({ops.get(dt, 'torch')})")
+        top = max(y for y in a + b if finite(y))
+        for x, ya, yb in zip(xs, a, b):
+            if finite(ya) and finite(yb) and yb > 0:
+                ax.text(x, max(ya, yb) + top * 0.015, f"{ya / yb:.2f}×", ha="center", va="bottom", fontsize=8)
+        ax.set_ylim(0, top * 1.32)
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([f"SQ {sq_label(s)}\nE {sq_label(e)}" for s, e in shapes], fontsize=8)
+        ax.grid(axis="x", visible=False)
+        ax.set_ylabel("TFLOP/s")
+        ax.set_title(f"{dt}: QKV projection [SQ, E] × [E, (Hq+2·Hkv)·dH]"
+                     + ("  (label: dropbench / torch)" if have_peer else ""))
+        ax.legend(loc="upper left", ncol=2, fontsize=8)
+    dev = device_name(doc)
+    fig.suptitle("QKV GEMM: dropbench (cuBLASLt, top-k tuned) vs PyTorch" + (f" — {dev}" if dev else ""))
+    fig.tight_layout()
+    save(fig, out, f"gemm-{slug(path)}", written)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# (e) pipelines (`dropbench run`)
+# ---------------------------------------------------------------------------------------------------------
+
+def run_records(doc):
+    """Normalises a run report to records {group, sq, rounds, pipeline, median, phases[(name, median)]}.
+    Pipelines are read from variant names (baseline/fused/overlap/chunked); a report that sweeps a
+    `pipeline` axis with one variant per point is accepted too."""
+    recs = []
+    for p in doc.get("points") or []:
+        vs = variants(p)
+        by_axis = "pipeline" in (p.get("axes") or {}) and not any(v["name"] in PIPELINE_ORDER for v in vs)
+        other = {k: v for k, v in (p.get("axes") or {}).items() if k not in ("sq", "rounds", "pipeline")}
+        for v in (vs[:1] if by_axis else vs):
+            pipe = str(axis(p, "pipeline")) if by_axis else v["name"]
+            phases = [(str(q.get("name")), num((q.get("stats") or {}).get("median")))
+                      for q in v.get("phases") or [] if isinstance(q, dict)]
+            recs.append({"group": tuple(sorted((k, json.dumps(x)) for k, x in other.items())),
+                         "sq": int(axis(p, "sq", 0) or 0), "rounds": axis(p, "rounds"), "pipeline": pipe,
+                         "median": median(v), "phases": phases})
+    return recs
+
+
+def group_label(group):
+    def cell(v):
+        x = json.loads(v)
+        return x if isinstance(x, str) else v
+    return " ".join(f"{k}={cell(v)}" for k, v in group)
+
+
+def plot_run(path, doc, out, written):
+    recs = run_records(doc)
+    if not recs:
+        note(f"{path}: no measured run points; skipped")
+        return
+    base = {(r["group"], r["sq"], r["rounds"]): r["median"] for r in recs if r["pipeline"] == "baseline"}
+    pipes = ordered(sorted({r["pipeline"] for r in recs}), PIPELINE_ORDER)
+    others = [p for p in pipes if p != "baseline"]
+    dev = device_name(doc)
+    sqs = sorted({r["sq"] for r in recs})
+    groups = sorted({r["group"] for r in recs})
+    rounds_all = sorted({r["rounds"] for r in recs}, key=lambda x: (x is None, x))
+
+    if base and others:
+        fig, axes = plt.subplots(1, len(others), figsize=(5.4 * len(others), 4.8), squeeze=False, sharey=True)
+        col = {r: colors()[i % 10] for i, r in enumerate(rounds_all)}
+        styles = ["-", "--", ":", "-."]
+        ymin, ymax = 1.0, 1.0
+        for ax, pipe in zip(axes[0], others):
+            for gi, g in enumerate(groups):
+                for rd in rounds_all:
+                    pts = sorted((r["sq"], base[(g, r["sq"], rd)] / r["median"]) for r in recs
+                                 if r["pipeline"] == pipe and r["group"] == g and r["rounds"] == rd
+                                 and (g, r["sq"], rd) in base and finite(r["median"]) and r["median"] > 0
+                                 and finite(base[(g, r["sq"], rd)]))
+                    if not pts:
+                        continue
+                    lab = (f"Philox-{rd}" if rd is not None else "rounds ?") + (f" {group_label(g)}" if g else "")
+                    ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", lw=2, color=col[rd],
+                            ls=styles[gi % len(styles)], label=lab)
+                    ymin = min([ymin] + [y for _, y in pts])
+                    ymax = max([ymax] + [y for _, y in pts])
+            ax.axhline(1.0, color="black", lw=0.8)
+            sq_axis(ax, sqs)
+            ax.set_title(f"{pipe} vs baseline")
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=8)
+            else:
+                ax.text(0.5, 0.5, "no measured points", transform=ax.transAxes, ha="center", color="grey")
+        axes[0][0].set_ylabel("speedup over baseline (baseline time / time)")
+        pad = (ymax - ymin) * 0.1 + 0.02
+        axes[0][0].set_ylim(ymin - pad, ymax + pad)
+        fig.suptitle("Attention-with-dropout pipelines: speedup over baseline" + (f" — {dev}" if dev else ""))
+        fig.tight_layout()
+        save(fig, out, f"run_speedup-{slug(path)}", written)
+    else:
+        note(f"{path}: no baseline pipeline to divide by; speedup plot skipped")
+
+    # Per-phase medians at the largest SQ, one panel per (rounds, group).
+    sq = max(sqs)
+    panels = [(rd, g) for g in groups for rd in rounds_all
+              if any(r["sq"] == sq and r["rounds"] == rd and r["group"] == g for r in recs)]
+    if not panels:
+        return
+    panels = panels[:6]
+    phase_names = []
+    for r in recs:
+        for n, _ in r["phases"]:
+            if n not in phase_names:
+                phase_names.append(n)
+    pcol = {n: colors()[(i + 2) % 10] for i, n in enumerate(phase_names)}
+    ncol = min(3, len(panels))
+    nrow = (len(panels) + ncol - 1) // ncol
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.8 * ncol, 4.6 * nrow), squeeze=False)
+    for k, (rd, g) in enumerate(panels):
+        ax = axes[k // ncol][k % ncol]
+        rows = {r["pipeline"]: r for r in recs if r["sq"] == sq and r["rounds"] == rd and r["group"] == g}
+        names = ordered(list(rows), PIPELINE_ORDER)
+        for i, n in enumerate(names):
+            bottom = 0.0
+            for ph, m in rows[n]["phases"]:
+                if not finite(m):
+                    continue
+                ax.bar(i, m * 1e6, 0.6, bottom=bottom, color=pcol[ph], edgecolor="white", lw=0.5)
+                bottom += m * 1e6
+            tot = rows[n]["median"] * 1e6
+            if bottom == 0 and finite(tot):  # no phases recorded: the whole pipeline as one grey bar
+                ax.bar(i, tot, 0.6, color="lightgrey", edgecolor="grey", lw=0.5)
+            if finite(tot):
+                ax.plot([i - 0.38, i + 0.38], [tot, tot], color="black", lw=2)
+                ax.annotate(f"{tot:.0f} µs", (i, max(tot, bottom)), textcoords="offset points", xytext=(0, 4),
+                            ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels(names)
+        ax.grid(axis="x", visible=False)
+        ax.set_ylabel("µs (phase medians, stacked)")
+        ax.set_title((f"Philox-{rd}" if rd is not None else "") + (f" {group_label(g)}" if g else ""))
+        ax.margins(y=0.12)
+    for k in range(len(panels), nrow * ncol):
+        axes[k // ncol][k % ncol].set_visible(False)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=pcol[n]) for n in phase_names]
+    handles.append(plt.Line2D([0], [0], color="black", lw=2))
+    fig.legend(handles, phase_names + ["whole pipeline (median; phases may overlap)"], loc="lower center",
+               ncol=min(5, len(handles)), bbox_to_anchor=(0.5, -0.01), frameon=False)
+    fig.suptitle(f"Pipeline phases at SQ {sq_label(sq)}" + (f" — {dev}" if dev else ""))
+    fig.tight_layout(rect=(0, 0.5 / fig.get_figheight(), 1, 1))
+    save(fig, out, f"run_phases-{slug(path)}", written)
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+def plot_all(inputs, out, peer_sq_override=None):
+    written = []
+    for path, doc in inputs.reports.get("rng", []):
+        plot_rng(path, doc, out, written)
+    for path, doc in inputs.reports.get("dropout", []):
+        plot_dropout(path, doc, out, written)
+    for path, doc in inputs.reports.get("attention", []):
+        plot_attention(path, doc, out, written, inputs.peer_attention, peer_sq_override)
+    for path, doc in inputs.reports.get("gemm", []):
+        if not inputs.peer_gemm:
+            note(f"{path}: no peer_gemm.json given; plotting dropbench alone")
+        plot_gemm(path, doc, out, written, inputs.peer_gemm)
+    if inputs.reports.get("run"):
+        for path, doc in inputs.reports["run"]:
+            plot_run(path, doc, out, written)
+    else:
+        note("no `dropbench run` report given: pipeline speedup and phase plots skipped")
+    return written
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Self-test: synthetic reports of every kind -> every plot, in a temp dir.
+# ---------------------------------------------------------------------------------------------------------
+
+def _stats(m, rs=0.01):
+    return {"samples": 10, "median": m, "mean": m, "min": m * 0.99, "max": m * 1.02, "stdev": m * rs,
+            "rel_stdev": rs, "discarded": 0, "mean_clock_mhz": 1980.0}
+
+
+def _var(name, m, derived=None, phases=(), extra=None):
+    return {"name": name, "peer": False, "stats": _stats(m), "derived": derived or {},
+            "phases": [{"name": n, "stats": _stats(t)} for n, t in phases], "extra": extra or {}}
+
+
+def _report(cmd, points):
+    return {"schema": "dropbench.report", "schema_version": 1, "command": cmd,
+            "context": {"tool": "dropbench", "device": {"name": "Synthetic GPU"}}, "config": {}, "summary": {},
+            "points": [dict(p, index=i, derived={}) for i, p in enumerate(points)], "skipped": []}
+
+
+def self_test(keep=None):
+    """Synthetic reports of every kind -> every plot; with `keep`, the plots are written there too."""
+    wl = {"batch": 1, "q_heads": 32, "kv_heads": 8, "head_dim": 128, "dropout_p": 0.1, "rounds": 7}
+    rng = _report("rng", [{"axes": {"sq": 8192, "rounds": r, "threshold_bits": b, "layout": "tile"}, "workload": wl,
+                           "variants": [_var("rng", 1e-4 * (0.4 + 0.1 * r) * (1 + b / 32),
+                                             {"gelem_s": 2000.0 / r}, extra={"elements": 2 ** 31})]}
+                          for r in (3, 5, 7, 10) for b in (8, 16, 32)])
+    dropout = _report("dropout", [{"axes": {"dropout_dtype": dt}, "workload": wl, "variants": [
+        _var(n, t * (2 if dt == "fp32" else 1), {"pct_of_copy": 100.0 * 264 / t},
+             [("gen", 60e-6), ("apply", t - 60e-6)] if n.startswith("mask") else [],
+             {"data_bytes": 2 ** 29})
+        for n, t in (("copy", 264e-6), ("mask-i32", 850e-6), ("mask-u8", 440e-6), ("mask-bits", 360e-6),
+                     ("seeded", 287e-6))]} for dt in ("bf16", "fp32")])
+    attention = _report("attention", [{"axes": {"sq": s, "causal": c}, "workload": wl, "variants": [
+        _var(m, 1e-3, {"tflops": 400 - 30 * i - (40 if c else 0)}) for i, m in enumerate(ATTENTION_ORDER)]}
+        for s in (4096, 8192, 16384) for c in (False, True)])
+    gemm = _report("gemm", [{"axes": {"sq": s, "embed": e, "dtype": d}, "workload": wl,
+                             "variants": [_var("cublaslt", 1e-3, {"tflops": 1350.0 if d == "fp8" else 710.0})]}
+                            for s in (4096, 8192) for e in (4096, 8192) for d in ("fp8", "bf16")])
+    peer_gemm = {"tool": "scripts/peer_gemm.py", "rows": [
+        {"dtype": d, "sq": s, "embed": e, "tflops": 1300.0 if d == "fp8" else 690.0, "op": "torch.matmul"}
+        for s in (4096, 8192) for e in (4096, 8192) for d in ("fp8", "bf16")]}
+    def pipelines(sq, r, causal):
+        f = (sq / 4096) ** 2 * (0.55 if causal else 1.0)
+        gemm, rng, att = 0.4e-3 * sq / 4096, 0.03e-3 * r * f, 0.7e-3 * f
+        fused_att = att * (1 + 0.012 * r)
+        return [_var("baseline", gemm + rng + att, phases=[("gemm", gemm), ("rng", rng), ("attention", att)]),
+                _var("fused", gemm + fused_att, phases=[("gemm", gemm), ("attention", fused_att)]),
+                _var("overlap", max(gemm, rng) * 1.05 + att, phases=[("gemm", gemm), ("rng", rng), ("attention", att)]),
+                _var("chunked", gemm + att + rng / 8, phases=[("gemm", gemm), ("rng+attention", att + rng / 8)])]
+    run = _report("run", [{"axes": {"sq": sq, "rounds": r, "causal": c}, "workload": wl,
+                           "variants": pipelines(sq, r, c)}
+                          for sq in (4096, 8192, 16384) for r in (5, 7) for c in (False, True)])
+    peer_attention = ("torch flash causal=0 p=0.0:   3.119 ms   352.5 TFLOP/s\n"
+                      "torch flash causal=1 p=0.1:   2.166 ms   253.8 TFLOP/s\n"
+                      "torch cudnn causal=0 p=0.1:   3.669 ms   299.7 TFLOP/s\n")
+    with tempfile.TemporaryDirectory(prefix="dropbench_plot_") as tmp:
+        tmp = Path(tmp)
+        for name, doc in (("rng", rng), ("dropout", dropout), ("attention", attention), ("gemm", gemm),
+                          ("peer_gemm", peer_gemm), ("run", run)):
+            (tmp / f"{name}.json").write_text(json.dumps(doc))
+        (tmp / "peer_attention.md").write_text(peer_attention)
+        assert parse_peer_attention(tmp / "peer_attention.md")[0]["tflops"] == 352.5
+        assert peer_sq(parse_peer_attention(tmp / "peer_attention.md")[0], 32, 128, 1) == 8192
+        inputs = Inputs()
+        inputs.add(tmp)
+        out = tmp / "plots"
+        written = plot_all(inputs, out)
+        if keep:
+            plot_all(inputs, Path(keep))
+        expect = {f"{k}-{n}.{e}" for k, n in (("philox_ratio", "rng"), ("dropout", "dropout"),
+                                               ("attention", "attention"), ("gemm", "gemm"),
+                                               ("run_speedup", "run"), ("run_phases", "run"))
+                  for e in ("png", "svg")}
+        got = {f.name for f in written}
+        missing = expect - got
+        small = [f.name for f in written if f.stat().st_size < 2000]
+        if missing or small:
+            print(f"plot.py self-test: FAILED (missing {sorted(missing)}, too small {small})", file=sys.stderr)
+            return 1
+        # Without a run report the pipeline plots are skipped, not an error.
+        inputs.reports.pop("run")
+        if any(f.name.startswith("run_") for f in plot_all(inputs, tmp / "plots2")):
+            print("plot.py self-test: FAILED (run plots without a run report)", file=sys.stderr)
+            return 1
+    print(f"plot.py self-test: ok ({len(expect)} files)")
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n".join(__doc__.split("\n")[1:]))
+    ap.add_argument("paths", nargs="*", help="report JSONs, peer_gemm.json, peer_attention.md, or folders "
+                    f"(default: {DEFAULT_RESULTS.relative_to(REPO)})")
+    ap.add_argument("-o", "--out", help="output folder (default: results/h200/plots, or <first folder>/plots)")
+    ap.add_argument("--peer-attention", action="append", default=[], metavar="MD",
+                    help="PyTorch SDPA lines (scripts/attention_torch_ref.py output) to draw with attention")
+    ap.add_argument("--peer-sq", type=int, help="SQ of the peer attention lines (default: solved from ms and TFLOP/s)")
+    ap.add_argument("--self-test", action="store_true", help="plot synthetic reports into a temp dir and check (with -o: keep the plots there)")
+    args = ap.parse_args(argv)
+    import_matplotlib()
+    if args.self_test:
+        return self_test(args.out)
+    paths = args.paths or [str(DEFAULT_RESULTS)]
+    inputs = Inputs()
+    for p in paths:
+        inputs.add(p)
+    for p in args.peer_attention:
+        inputs.add(p)
+    if args.out:
+        out = Path(args.out)
+    elif not args.paths or not Path(paths[0]).is_dir():
+        out = DEFAULT_RESULTS / "plots"
+    else:
+        out = Path(paths[0]) / "plots"
+    if not inputs.reports:
+        note("no dropbench report among the inputs")
+        return 2
+    written = plot_all(inputs, out, args.peer_sq)
+    for f in written:
+        rel = os.path.relpath(f)
+        print(f if rel.startswith("..") else rel)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
