@@ -30,9 +30,22 @@ MaskGeometry attention_mask_geometry(const AttentionParams& p) {
   return g;
 }
 
+MaskWindow attention_mask_window(const AttentionParams& p) {
+  return mask_window(attention_mask_geometry(p), static_cast<uint32_t>(p.row_begin), static_cast<uint32_t>(p.rows));
+}
+
+int attention_query_block(const AttentionParams&) {
+  static_assert(attn::CfgHd128::kBr == 128 && attn::CfgHd128None::kBr == 128 && attn::CfgHd64::kBr == 128,
+                "attention_query_block() assumes 128 query rows per CTA for every tiling");
+  return 128;
+}
+
 double attention_flops(const AttentionParams& p) {
-  const double f = 4.0 * p.batch * p.q_heads * static_cast<double>(p.sq) * p.sq * p.head_dim;
-  return p.causal ? f / 2 : f;
+  const double rb = p.row_begin;
+  const double re = p.rows == 0 ? p.sq : std::min<double>(p.sq, rb + p.rows);
+  const double base = 4.0 * p.batch * p.q_heads * static_cast<double>(p.head_dim);
+  if (re <= rb) return 0;
+  return p.causal ? base * (re - rb) * (rb + re) / 2 : base * (re - rb) * p.sq;
 }
 
 namespace {
@@ -127,6 +140,12 @@ void validate(const AttentionParams& p, DropoutMode m) {
   if (reinterpret_cast<uintptr_t>(p.o) % 4 != 0) fail("o must be 4-byte aligned");
   if (static_cast<int64_t>(p.batch) * p.q_heads >= (int64_t{1} << 31)) fail("batch * q_heads too large");
   if (m == DropoutMode::Mask && p.mask == nullptr) fail("mode mask needs a mask");
+  const int qb = attention_query_block(p);
+  if (p.row_begin < 0 || p.row_begin >= p.sq || p.row_begin % qb != 0)
+    fail("row_begin must be a multiple of " + std::to_string(qb) + " in [0, sq) (got " + std::to_string(p.row_begin) + ")");
+  if (p.rows < 0 || (p.rows % qb != 0 && static_cast<int64_t>(p.row_begin) + p.rows < p.sq))
+    fail("rows must be >= 0 and a multiple of " + std::to_string(qb) + " unless the window reaches the end (got " +
+         std::to_string(p.rows) + ")");
   if (m != DropoutMode::None && !(p.keep_scale > 0.f && std::isfinite(p.keep_scale))) fail("keep_scale must be > 0");
 }
 
@@ -147,7 +166,7 @@ void launch_attention(const AttentionParams& p, DropoutMode mode, cudaStream_t s
   const Instance in = pick(p, mode);
   ensure_smem_attribute(in);
   attn::KernelArgs args = attn::make_kernel_args(p);
-  const dim3 grid(static_cast<unsigned>((p.sq + in.br - 1) / in.br), static_cast<unsigned>(p.q_heads),
+  const dim3 grid(static_cast<unsigned>((attn::window_rows(p) + in.br - 1) / in.br), static_cast<unsigned>(p.q_heads),
                   static_cast<unsigned>(p.batch));
   if (grid.z > 65535 || grid.y > 65535) throw UsageError("attention: batch / q_heads exceed the grid limits");
   void* kargs[] = {&args};

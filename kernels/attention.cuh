@@ -13,6 +13,12 @@
 // (matrix bh = b*Hq + h, tile = r16 * cols64 + c64): mode Mask reads them from `mask` (tile layout of
 // MaskGeometry{B*Hq, SQ, SQ, causal}), mode Fused generates them with attn_keep_word<rounds, threshold_bits>.
 // Causal is top-left aligned: key col <= query row.
+// Query-row window (row_begin, rows): only query rows [row_begin, row_begin + rows) of every (b, h) are computed
+// and written (O rows, LSE entries); every key is still attended to (causal: col <= row). row_begin must be a
+// multiple of attention_query_block() (the query rows of one CTA) and rows a multiple of it unless the window
+// reaches the end of the sequence. Mode Mask then reads the window's mask only (MaskWindow layout of
+// attention_mask_window(p), as the RNG kernel writes it for the same window); mode Fused uses the global tile
+// indices, so a window's rows are bit for bit those of the whole-matrix run.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -44,11 +50,20 @@ struct AttentionParams {
   float keep_scale = 1.f;          // Threshold::scale
   int rounds = 7;                  // 3, 5, 7, 10 (mode Fused)
   int threshold_bits = 8;          // 8, 16, 32 (mode Fused)
+  // Query-row window (chunked pipeline): rows [row_begin, row_begin + rows), rows 0 = to the end.
+  int row_begin = 0;
+  int rows = 0;
 };
+
+// Query rows per CTA of the kernel launch_attention picks (the granularity of row windows): 128.
+int attention_query_block(const AttentionParams& p);
+// The mask window mode Mask reads: mask_window(attention_mask_geometry(p), row_begin, rows).
+MaskWindow attention_mask_window(const AttentionParams& p);
 
 // The mask geometry attention reads in mode Mask: bh = B*Hq, SQ x SQ, causal as in p.
 MaskGeometry attention_mask_geometry(const AttentionParams& p);
-// 4 * B * Hq * SQ^2 * dH, halved when causal (the usual convention).
+// 4 * B * Hq * SQ^2 * dH, halved when causal (the usual convention). For a row window: 4 * B * Hq * rows * SQ * dH,
+// causal 4 * B * Hq * dH * rows * (row_begin + row_end) / 2 (the same convention, summing to the whole).
 double attention_flops(const AttentionParams& p);
 
 // Throws UsageError on an unsupported shape / setting, CudaError on a CUDA failure. Asynchronous.
@@ -68,7 +83,7 @@ struct AttentionKernelInfo {
 AttentionKernelInfo attention_kernel_info(const AttentionParams& p, DropoutMode mode);
 
 // ---- References (kernels/attention_ref.cu) ----
-// Naive fp32 device reference: one block per (b, h, query row), exact expf, fp32 accumulation, the same keep
+// Naive fp32 device reference (whole matrix only: rejects row windows): one block per (b, h, query row), exact expf, fp32 accumulation, the same keep
 // bits (mode Mask: read from p.mask; mode Fused: attn_keep_word<p.rounds, p.threshold_bits>). SQ <= 16384.
 // Writes O to p.o (bf16) or, when o_f32 is given, unrounded to o_f32 ([B*SQ, Hq*dH] dense fp32) instead;
 // LSE to p.lse when set.

@@ -23,7 +23,10 @@ namespace dropbench {
 namespace attn {
 
 // Mask-mode addressing of one warp's row strip: pointer to word (bh, r16, c64 = 0, lane) plus whether the
-// strip exists; tile c64 is at ptr + 32 * c64.
+// strip exists; tile c64 is at ptr + 32 * c64. The mask holds `mrows16` strips of every matrix starting at
+// strip r16_0 (a MaskWindow; the whole matrix: r16_0 = 0, mrows16 = rows16); `mask` is the mask's base
+// shifted back by r16_0 strips (make_kernel_args), so strip r16 of matrix bh is at (bh * mrows16 + r16) strips
+// from it. rows16 is the matrix's own strip count.
 struct MaskStrip {
   const uint32_t* ptr;
   uint32_t r16, cols64;
@@ -31,12 +34,13 @@ struct MaskStrip {
 };
 
 __device__ __forceinline__ MaskStrip mask_strip(const uint32_t* __restrict__ mask, uint32_t bh, uint32_t rows16,
-                                                uint32_t cols64, uint32_t r16, uint32_t lane) {
+                                                uint32_t mrows16, uint32_t cols64, uint32_t r16, uint32_t lane) {
   MaskStrip s;
   s.rows_exist = r16 < rows16;
   s.r16 = r16;
   s.cols64 = cols64;
-  s.ptr = mask + ((static_cast<uint64_t>(bh) * rows16 + (s.rows_exist ? r16 : 0)) * cols64) * kWordsPerTile + lane;
+  // A strip that does not exist is never read: its pointer may be anything.
+  s.ptr = mask + ((static_cast<uint64_t>(bh) * mrows16 + (s.rows_exist ? r16 : 0)) * cols64) * kWordsPerTile + lane;
   return s;
 }
 

@@ -8,6 +8,7 @@
 // double-buffered in XOR-swizzled shared memory, loaded with cp.async one block ahead: one __syncthreads
 // per key block. See docs/attention.md.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -57,7 +58,7 @@ struct KernelArgs {
   const __nv_bfloat16* qkv;
   __nv_bfloat16* o;
   float* lse;
-  const uint32_t* mask;
+  const uint32_t* mask;  // mode Mask: the mask's base shifted back by mask_r16_0 strips (see mask_strip)
   int64_t qkv_stride;  // elements
   int64_t o_stride;    // elements
   int sq, hq, hkv, group;
@@ -66,6 +67,8 @@ struct KernelArgs {
   float keep_scale;
   uint32_t seed_lo, seed_hi, offset, drop;
   uint32_t rows16, cols64;
+  int row0;              // first query row of the window (multiple of kBr)
+  uint32_t mask_rows16;  // mode Mask: strips per matrix the mask holds (its MaskWindow)
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -168,7 +171,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(co
   const int h = blockIdx.y, b = blockIdx.z;
   const int hk = h / a.group;
   const int sq = a.sq, sk = a.sq;
-  const int q0 = qb * C::kBr;
+  const int q0 = a.row0 + qb * C::kBr;
   const int wrow = q0 + warp * WM * 16;  // first query row of this warp
   int n_kv = (sk + BC - 1) / BC;
   if constexpr (kCausal) n_kv = min(n_kv, (q0 + C::kBr - 1) / BC + 1);
@@ -208,7 +211,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(co
   if constexpr (kMode == DropoutMode::Mask) {
 #pragma unroll
     for (int mi = 0; mi < WM; ++mi)
-      mstrip[mi] = mask_strip(a.mask, bh, a.rows16, a.cols64, static_cast<uint32_t>(wrow / 16 + mi), lane);
+      mstrip[mi] = mask_strip(a.mask, bh, a.rows16, a.mask_rows16, a.cols64, static_cast<uint32_t>(wrow / 16 + mi), lane);
   }
   if constexpr (kMode == DropoutMode::Fused) {
     fstream = FusedStream{a.seed_lo, a.seed_hi, bh, a.offset, a.drop};
@@ -464,12 +467,26 @@ inline KernelArgs make_kernel_args(const AttentionParams& p) {
   const MaskGeometry g = attention_mask_geometry(p);
   a.rows16 = g.rows16();
   a.cols64 = g.cols64();
+  a.row0 = p.row_begin;
+  const MaskWindow w = mask_window(g, static_cast<uint32_t>(p.row_begin), static_cast<uint32_t>(p.rows));
+  a.mask_rows16 = w.rows16;
+  // Shift the base back by the window's first strip: integer arithmetic on the device address (never
+  // dereferenced outside the window's words).
+  if (p.mask != nullptr)
+    a.mask = reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p.mask) -
+                                               static_cast<uintptr_t>(w.r16_begin) * a.cols64 * kWordsPerTile * 4);
   return a;
+}
+
+// Query rows of the window [row_begin, end).
+inline int window_rows(const AttentionParams& p) {
+  const int64_t end = p.rows == 0 ? p.sq : std::min<int64_t>(p.sq, static_cast<int64_t>(p.row_begin) + p.rows);
+  return static_cast<int>(end - p.row_begin);
 }
 
 template <class C>
 inline dim3 grid_for(const AttentionParams& p) {
-  return dim3(static_cast<unsigned>((p.sq + C::kBr - 1) / C::kBr), static_cast<unsigned>(p.q_heads),
+  return dim3(static_cast<unsigned>((window_rows(p) + C::kBr - 1) / C::kBr), static_cast<unsigned>(p.q_heads),
               static_cast<unsigned>(p.batch));
 }
 

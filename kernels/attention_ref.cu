@@ -153,6 +153,7 @@ void launch_attention_reference(const AttentionParams& p, DropoutMode mode, cuda
   if (p.q_heads % p.kv_heads != 0) throw UsageError("attention reference: kv_heads must divide q_heads");
   if (mode == DropoutMode::Mask && p.mask == nullptr) throw UsageError("attention reference: mode mask needs a mask");
   if (p.o == nullptr && o_f32 == nullptr) throw UsageError("attention reference: no output");
+  if (p.row_begin != 0 || p.rows != 0) throw UsageError("attention reference: row windows are not supported");
   switch (mode) {
     case DropoutMode::None: return launch_ref_inst<DropoutMode::None, 7, 8>(p, s, o_f32);
     case DropoutMode::Mask: return launch_ref_inst<DropoutMode::Mask, 7, 8>(p, s, o_f32);

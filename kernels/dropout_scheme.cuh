@@ -144,6 +144,41 @@ struct MaskGeometry {
   }
 };
 
+// A window of query rows [row_begin, row_begin + rows) of every matrix (rows = 0: to the end), for work done
+// in pieces (the chunked pipeline). row_begin is a multiple of 16. Its mask holds the row strips r16 in
+// [r16_begin, r16_begin + rows16) of each matrix, densely:
+//     word ((bh * rows16 + (r16 - r16_begin)) * cols64 + c64) * 32 + lane
+// while the COUNTER keeps the global tile index r16 * cols64 + c64, so the bits are exactly those of the full
+// mask. The whole-matrix window (0, 0) is the full layout above, word for word.
+struct MaskWindow {
+  uint32_t r16_begin = 0;
+  uint32_t rows16 = 0;  // strips in the window
+  DB_HD uint64_t words(const MaskGeometry& g) const {
+    return static_cast<uint64_t>(g.bh) * rows16 * g.cols64() * kWordsPerTile;
+  }
+  DB_HD uint64_t bytes(const MaskGeometry& g) const { return words(g) * 4; }
+  DB_HD uint64_t word_index(const MaskGeometry& g, uint32_t bh_i, uint32_t r16, uint32_t c64, uint32_t lane) const {
+    return ((static_cast<uint64_t>(bh_i) * rows16 + (r16 - r16_begin)) * g.cols64() + c64) * kWordsPerTile + lane;
+  }
+  // Elements actually sampled in the window (generated tiles x 1024).
+  DB_HD uint64_t generated_elements(const MaskGeometry& g) const {
+    uint64_t tiles = 0;
+    for (uint32_t r = r16_begin; r < r16_begin + rows16; ++r) tiles += g.tiles_in_strip(r);
+    return tiles * g.bh * kTileRows * kTileCols;
+  }
+};
+
+// The window of rows [row_begin, row_begin + rows) (rows 0 or past the end: to the end); empty when row_begin
+// >= sq. row_begin is expected to be a multiple of 16 (the launchers check it).
+DB_HD MaskWindow mask_window(const MaskGeometry& g, uint32_t row_begin, uint32_t rows) {
+  MaskWindow w;
+  const uint64_t end64 = rows == 0 ? g.sq : static_cast<uint64_t>(row_begin) + rows;
+  const uint32_t end = end64 > g.sq ? g.sq : static_cast<uint32_t>(end64);
+  w.r16_begin = row_begin / kTileRows;
+  w.rows16 = end > row_begin ? (end + kTileRows - 1) / kTileRows - w.r16_begin : 0;
+  return w;
+}
+
 DB_HD u32x4 attn_counter(uint32_t lane, uint32_t k, uint32_t tile, uint32_t bh, uint32_t offset) {
   return u32x4{32u * k + lane, tile, bh, offset};
 }

@@ -320,6 +320,14 @@ const GemmAlgoInfo& QkvGemm::algo() const {
   return candidates_[chosen_].info;
 }
 
+void QkvGemm::select(size_t i) {
+  if (i >= candidates_.size())
+    throw UsageError("gemm: select(" + std::to_string(i) + "): only " + std::to_string(candidates_.size()) +
+                     " candidates");
+  if (candidates_[i].failed) throw UsageError("gemm: select(" + std::to_string(i) + "): cuBLASLt refused it");
+  chosen_ = i;
+}
+
 void QkvGemm::run(cudaStream_t stream) const {
   if (candidates_.empty()) throw UsageError("gemm: run() before bind()");
   const float alpha = 1.f, beta = 0.f;

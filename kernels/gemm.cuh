@@ -104,6 +104,9 @@ class QkvGemm {
   // round-robin rounds, best round), keeps the fastest unless it beats the heuristic's first choice by less
   // than tune_margin, and synchronises `stream`. top_k == 1: no-op. Needs bind().
   void tune(cudaStream_t stream);
+  // Makes candidates()[i] the algorithm run() uses (e.g. the one that overlaps best with other work); throws
+  // UsageError for an index out of range or a candidate cuBLASLt refused in tune(). Needs bind().
+  void select(size_t i);
   // Enqueues Y = X·Wᵀ on `stream` with the chosen algorithm. Needs bind().
   void run(cudaStream_t stream) const;
 

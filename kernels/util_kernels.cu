@@ -59,7 +59,59 @@ __global__ void fill_uniform_kernel(void* p, uint64_t n, bool bf16, uint64_t see
   }
 }
 
+// Sum (mod 2^64) of mix64(word ^ golden * (index + 1)); the tail (< 8 bytes) is word `words`, zero-padded.
+__global__ void checksum_kernel(const uint64_t* p, size_t words, const unsigned char* tail, int tail_bytes,
+                                unsigned long long* out) {
+  unsigned long long local = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x)
+    local += mix64(p[i] ^ (0x9E3779B97F4A7C15ull * (i + 1)));
+  if (blockIdx.x == 0 && threadIdx.x == 0 && tail_bytes > 0) {
+    uint64_t w = 0;
+    for (int b = 0; b < tail_bytes; ++b) w |= static_cast<uint64_t>(tail[b]) << (8 * b);
+    local += mix64(w ^ (0x9E3779B97F4A7C15ull * (words + 1)));
+  }
+  for (int o = 16; o; o >>= 1) local += __shfl_down_sync(0xffffffffu, local, o);
+  if ((threadIdx.x & 31) == 0) atomicAdd(out, local);
+}
+
+__global__ void count_diff_kernel(const uint32_t* a, const uint32_t* b, size_t words, const unsigned char* ta,
+                                  const unsigned char* tb, int tail_bytes, unsigned long long* count) {
+  unsigned long long local = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x)
+    local += a[i] != b[i];
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    bool differ = false;
+    for (int k = 0; k < tail_bytes; ++k) differ |= ta[k] != tb[k];
+    local += differ;
+  }
+  for (int o = 16; o; o >>= 1) local += __shfl_down_sync(0xffffffffu, local, o);
+  if ((threadIdx.x & 31) == 0) atomicAdd(count, local);
+}
+
 }  // namespace
+
+void launch_checksum(const void* p, size_t bytes, unsigned long long* out, cudaStream_t s) {
+  if (reinterpret_cast<uintptr_t>(p) % 8 != 0) throw UsageError("checksum: the buffer must be 8-byte aligned");
+  DB_CUDA(cudaMemsetAsync(out, 0, sizeof(unsigned long long), s));
+  const size_t words = bytes / 8;
+  const unsigned blocks = static_cast<unsigned>(words / 256 + 1 < 2048 ? words / 256 + 1 : 2048);
+  checksum_kernel<<<blocks, 256, 0, s>>>(static_cast<const uint64_t*>(p), words,
+                                         static_cast<const unsigned char*>(p) + words * 8, static_cast<int>(bytes % 8),
+                                         out);
+  DB_CUDA_LAUNCH();
+}
+
+void launch_count_diff(const void* a, const void* b, size_t bytes, unsigned long long* count, cudaStream_t s) {
+  if (reinterpret_cast<uintptr_t>(a) % 4 != 0 || reinterpret_cast<uintptr_t>(b) % 4 != 0)
+    throw UsageError("count_diff: the buffers must be 4-byte aligned");
+  const size_t words = bytes / 4;
+  const unsigned blocks = static_cast<unsigned>(words / 256 + 1 < 2048 ? words / 256 + 1 : 2048);
+  count_diff_kernel<<<blocks, 256, 0, s>>>(static_cast<const uint32_t*>(a), static_cast<const uint32_t*>(b), words,
+                                           static_cast<const unsigned char*>(a) + words * 4,
+                                           static_cast<const unsigned char*>(b) + words * 4,
+                                           static_cast<int>(bytes % 4), count);
+  DB_CUDA_LAUNCH();
+}
 
 void launch_fill_uniform(void* p, uint64_t n, bool bf16, uint64_t seed, cudaStream_t s) {
   fill_uniform_kernel<<<2048, 256, 0, s>>>(p, n, bf16, seed);

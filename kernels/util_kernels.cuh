@@ -24,6 +24,13 @@ void launch_count_keep(const void* p, uint64_t n, int kind, unsigned long long* 
 // (seed, index): fresh, non-zero test/benchmark inputs without a host round trip.
 void launch_fill_uniform(void* p, uint64_t n, bool bf16, uint64_t seed, cudaStream_t s);
 
+// Order-independent 64-bit checksum of `bytes` bytes (sum over 8-byte words of a hash of (word, index); a
+// tail shorter than 8 bytes is zero-padded): *out = the checksum (overwritten, not added to). Same bytes ->
+// same value on any launch geometry.
+void launch_checksum(const void* p, size_t bytes, unsigned long long* out, cudaStream_t s);
+// *count += number of 4-byte words (and a trailing partial word) in which a and b differ.
+void launch_count_diff(const void* a, const void* b, size_t bytes, unsigned long long* count, cudaStream_t s);
+
 double probe_mhz(const unsigned long long* host4);
 
 }  // namespace dropbench

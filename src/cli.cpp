@@ -18,6 +18,7 @@ Command make_rng_command();
 Command make_dropout_command();
 Command make_gemm_command();
 Command make_attention_command();
+Command make_run_command();
 Command make_compare_command();
 
 namespace {
@@ -30,6 +31,7 @@ std::vector<Command> all_commands() {
       make_dropout_command(),
       make_gemm_command(),
       make_attention_command(),
+      make_run_command(),
       make_compare_command(),
   };
 }
