@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set-up + build + the default sweep (configs/quick.json): the RNG mask kernel and standalone dropout.
+# Set-up + build + the default sweep (configs/quick.json): the four dropout pipelines of one transformer
+# block (dropbench run), then the RNG mask kernel and standalone dropout.
 # Reports go to results/latest/. Without a GPU dropbench says so and this exits non-zero.
 # Usage: scripts/run.sh [config.json] [extra dropbench options...]
 set -euo pipefail
@@ -11,7 +12,7 @@ cfg="${1:-configs/quick.json}"
 shift || true
 mkdir -p results/latest
 "$BUILD_DIR/dropbench" devices
-for cmd in rng dropout; do
+for cmd in run rng dropout; do
   echo "== dropbench $cmd --config $cfg" >&2
   "$BUILD_DIR/dropbench" "$cmd" --config "$cfg" -o "results/latest/$cmd.json" "$@"
 done
