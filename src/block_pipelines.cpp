@@ -1,5 +1,7 @@
 #include "block_pipelines.hpp"
 
+#include "workload_params.hpp"
+
 #include <bit>
 #include <cmath>
 
@@ -154,22 +156,10 @@ double BlockRunner::attention_flops() const {
 size_t BlockRunner::qkv_bytes() const { return static_cast<size_t>(shape_.m) * static_cast<size_t>(shape_.n) * 2; }
 
 AttentionParams BlockRunner::attention_params(DropoutMode m, const ChunkRange* window, const uint32_t* mask) const {
-  AttentionParams ap;
+  AttentionParams ap = dropbench::attention_params(w_, thr_);
   ap.qkv = static_cast<const __nv_bfloat16*>(bufs_.y);
   ap.o = o_.get<__nv_bfloat16>();
   ap.lse = lse_.get<float>();
-  ap.batch = static_cast<int>(w_.batch);
-  ap.sq = static_cast<int>(w_.sq);
-  ap.q_heads = static_cast<int>(w_.q_heads);
-  ap.kv_heads = static_cast<int>(w_.kv_heads);
-  ap.head_dim = static_cast<int>(w_.head_dim);
-  ap.causal = w_.causal;
-  ap.seed = w_.seed;
-  ap.offset = w_.offset;
-  ap.drop_threshold = thr_.drop;
-  ap.keep_scale = thr_.scale;
-  ap.rounds = static_cast<int>(w_.rounds);
-  ap.threshold_bits = static_cast<int>(w_.threshold_bits);
   ap.mask = m == DropoutMode::Mask ? mask : nullptr;
   if (window) {
     ap.row_begin = static_cast<int>(window->row_begin);
@@ -179,13 +169,7 @@ AttentionParams BlockRunner::attention_params(DropoutMode m, const ChunkRange* w
 }
 
 RngMaskParams BlockRunner::rng_params(const ChunkRange* window, void* out) const {
-  RngMaskParams rp;
-  rp.seed = w_.seed;
-  rp.offset = w_.offset;
-  rp.rounds = static_cast<int>(w_.rounds);
-  rp.threshold_bits = static_cast<int>(w_.threshold_bits);
-  rp.drop = thr_.drop;
-  rp.layout = MaskLayout::Tile;
+  RngMaskParams rp = rng_mask_params(w_, thr_, MaskLayout::Tile);
   rp.geo = geo_;
   rp.out = out;
   if (window) {

@@ -15,6 +15,7 @@
 #include "rng_mask.cuh"
 #include "sweep_session.hpp"
 #include "sweep_util.hpp"
+#include "workload_params.hpp"
 #include "util_kernels.cuh"
 
 namespace dropbench {
@@ -37,19 +38,7 @@ int run_attention(RunContext& ctx) {
     const Workload& w = pt.workload;
     const Threshold thr = make_threshold(w.dropout_p, static_cast<int>(w.threshold_bits));
 
-    AttentionParams ap;
-    ap.batch = static_cast<int>(w.batch);
-    ap.sq = static_cast<int>(w.sq);
-    ap.q_heads = static_cast<int>(w.q_heads);
-    ap.kv_heads = static_cast<int>(w.kv_heads);
-    ap.head_dim = static_cast<int>(w.head_dim);
-    ap.causal = w.causal;
-    ap.seed = w.seed;
-    ap.offset = w.offset;
-    ap.drop_threshold = thr.drop;
-    ap.keep_scale = thr.scale;
-    ap.rounds = static_cast<int>(w.rounds);
-    ap.threshold_bits = static_cast<int>(w.threshold_bits);
+    AttentionParams ap = attention_params(w, thr);
     const MaskGeometry geo = attention_mask_geometry(ap);
     const uint64_t rows = static_cast<uint64_t>(w.batch) * w.sq;
     const size_t qkv_bytes = rows * (w.q_heads + 2 * w.kv_heads) * w.head_dim * 2;
@@ -78,13 +67,7 @@ int run_attention(RunContext& ctx) {
     ap.o = o.get<__nv_bfloat16>();
     ap.lse = lse.get<float>();
     ap.mask = mask.get<uint32_t>();
-    RngMaskParams rp;
-    rp.seed = w.seed;
-    rp.offset = w.offset;
-    rp.rounds = ap.rounds;
-    rp.threshold_bits = ap.threshold_bits;
-    rp.drop = thr.drop;
-    rp.layout = MaskLayout::Tile;
+    RngMaskParams rp = rng_mask_params(w, thr, MaskLayout::Tile);
     rp.geo = geo;
     rp.out = mask.get();
 

@@ -16,6 +16,7 @@
 #include "nvtx.hpp"
 #include "sweep_session.hpp"
 #include "sweep_util.hpp"
+#include "workload_params.hpp"
 #include "util_kernels.cuh"
 
 namespace dropbench {
@@ -93,13 +94,7 @@ int run_dropout(RunContext& ctx) {
       DB_CUDA(cudaStreamSynchronize(session.harness.stream()));
     }
     for (const VariantDef& vd : kVariants) {
-      RngMaskParams mp;
-      mp.seed = w.seed;
-      mp.offset = w.offset;
-      mp.rounds = static_cast<int>(w.rounds);
-      mp.threshold_bits = static_cast<int>(w.threshold_bits);
-      mp.drop = thr.drop;
-      mp.layout = vd.layout;
+      RngMaskParams mp = rng_mask_params(w, thr, vd.layout);
       mp.elements = n;
       mp.out = mask.get();
       const std::string vname = vd.name;

@@ -12,6 +12,7 @@
 #include "rng_mask.cuh"
 #include "sweep_session.hpp"
 #include "sweep_util.hpp"
+#include "workload_params.hpp"
 #include "util_kernels.cuh"
 
 namespace dropbench {
@@ -54,13 +55,7 @@ int run_rng(RunContext& ctx) {
     NvtxRange point_range("point " + label);
     const Workload& w = pt.workload;
     const Threshold thr = make_threshold(w.dropout_p, static_cast<int>(w.threshold_bits));
-    RngMaskParams rp;
-    rp.seed = w.seed;
-    rp.offset = w.offset;
-    rp.rounds = static_cast<int>(w.rounds);
-    rp.threshold_bits = static_cast<int>(w.threshold_bits);
-    rp.drop = thr.drop;
-    rp.layout = parse_mask_layout(w.layout);
+    RngMaskParams rp = rng_mask_params(w, thr, parse_mask_layout(w.layout));
     rp.geo = MaskGeometry{static_cast<uint32_t>(w.batch * w.q_heads), static_cast<uint32_t>(w.sq),
                           static_cast<uint32_t>(w.sq), w.causal};
     rp.elements = static_cast<uint64_t>(w.batch * w.q_heads) * w.sq * w.sq;

@@ -2,6 +2,8 @@
 // geomean, unmatched rows, the regression gate's exit codes and the bad-file errors.
 #include <gtest/gtest.h>
 
+#include "cli_runner.hpp"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,31 +20,14 @@
 
 namespace {
 
-struct Result {
-  int code;
-  std::string out, err;
-};
+using Result = dropbench_test::CliResult;
 
 std::string fixture(const std::string& name) {
   return std::string(DROPBENCH_SOURCE_DIR) + "/tests/fixtures/compare/" + name;
 }
 
 // Runs `dropbench compare` with `args` (fixture names are expanded by the caller); stdout and stderr apart.
-Result run(const std::string& args) {
-  const auto errf = std::filesystem::temp_directory_path() / ("dropbench_compare_err_" + std::to_string(::getpid()));
-  const std::string cmd = std::string("'") + DROPBENCH_BINARY + "' compare " + args + " 2>'" + errf.string() + "'";
-  Result r{};
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(errf);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  std::filesystem::remove(errf);
-  return r;
-}
+Result run(const std::string& args) { return dropbench_test::run_dropbench("compare " + args); }
 
 // "base.json same.json" -> full quoted paths.
 std::string files(std::initializer_list<const char*> names) {

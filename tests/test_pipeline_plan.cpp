@@ -2,6 +2,8 @@
 // partition, memory and skip logic, pipeline names; the counter-scheme window helpers; `run --dry-run`.
 #include <gtest/gtest.h>
 
+#include "cli_runner.hpp"
+
 #include <sys/wait.h>
 
 #include <array>
@@ -227,25 +229,8 @@ TEST(MaskWindow, ChunkWindowsPartitionTheStrips) {
 }
 
 namespace {
-struct Result {
-  int code;
-  std::string out, err;
-};
-Result run_cli(const std::string& args) {
-  const auto errf = std::filesystem::temp_directory_path() / ("dropbench_plan_err_" + std::to_string(::getpid()));
-  const std::string cmd = std::string("'") + DROPBENCH_BINARY + "' " + args + " 2>'" + errf.string() + "'";
-  Result r{};
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(errf);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  std::filesystem::remove(errf);
-  return r;
-}
+using Result = dropbench_test::CliResult;
+Result run_cli(const std::string& args) { return dropbench_test::run_dropbench(args); }
 }  // namespace
 
 TEST(RunCommand, DryRunWalksThePipelines) {
