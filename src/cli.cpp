@@ -20,6 +20,8 @@ Command make_gemm_command();
 Command make_attention_command();
 Command make_run_command();
 Command make_compare_command();
+Command make_model_command();
+Command make_recommend_command();
 
 namespace {
 
@@ -33,6 +35,8 @@ std::vector<Command> all_commands() {
       make_attention_command(),
       make_run_command(),
       make_compare_command(),
+      make_model_command(),
+      make_recommend_command(),
   };
 }
 

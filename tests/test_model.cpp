@@ -1,0 +1,522 @@
+// The resource model (src/model.{hpp,cpp}) and its commands (`dropbench model`, `dropbench recommend`) on the
+// CPU: hand-made machine / profile fixtures with known answers (tests/fixtures/model/), machine-file
+// validation, pipeline composition, residency, the report comparison, recommend's ranking, exit codes, and
+// the committed H200 data (profile consistency, model error bounds on the committed reports).
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "check.hpp"
+#include "config.hpp"
+#include "model.hpp"
+
+using namespace dropbench;
+using namespace dropbench::model;
+
+namespace {
+
+const std::string kSrc = DROPBENCH_SOURCE_DIR;
+const std::string kFix = kSrc + "/tests/fixtures/model/";
+
+json read(const std::string& path) {
+  std::ifstream f(path);
+  return json::parse(f);
+}
+
+Machine tiny() { return load_machine(kFix + "machine.json"); }
+Profile tiny_profile() { return load_profile(kFix + "profile.json"); }
+
+// B 1, 1 query / 1 KV head, dH 128, SQ 1024, E 1024, non-causal, fp8, Philox-7, 8-bit thresholds.
+Workload w0() {
+  Workload w;
+  w.batch = 1;
+  w.q_heads = 1;
+  w.kv_heads = 1;
+  w.head_dim = 128;
+  w.sq = 1024;
+  w.embed = 1024;
+  w.causal = false;
+  w.dtype = "fp8";
+  w.rounds = 7;
+  w.threshold_bits = 8;
+  w.chunk = 0;
+  return w;
+}
+
+constexpr double kUs = 1e-6;
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+
+Result run(const std::string& args) {
+  const auto errf = std::filesystem::temp_directory_path() / ("dropbench_model_err_" + std::to_string(::getpid()));
+  const std::string cmd = std::string("'") + DROPBENCH_BINARY + "' " + args + " 2>'" + errf.string() + "'";
+  Result r{};
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(errf);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  std::filesystem::remove(errf);
+  return r;
+}
+
+std::string fix_args() { return "--machine '" + kFix + "machine.json' --profile '" + kFix + "profile.json'"; }
+
+// Expects machine_from_json(j) to throw a UsageError whose message names `field`.
+void expect_field_error(const json& j, const std::string& field) {
+  try {
+    machine_from_json(j, "fixture");
+    ADD_FAILURE() << "no error for " << field;
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------
+// Kernel time: max over units of demand / rate / efficiency.
+// ---------------------------------------------------------------------------------------------------------
+TEST(Model, KernelTimeIsMaxOverUnits) {
+  const Machine m = tiny();  // 2 SMs at 1 GHz; ALU 2 warp-inst/clk/SM -> 4e9/s; issue 4/clk/SM -> 8e9/s
+  Options o;
+  KernelTime t = kernel_time(m, "k", {{"alu", 4e9}, {"inst", 4e9}}, 1000, o);
+  EXPECT_NEAR(t.seconds, 1.0, 1e-12);
+  EXPECT_EQ(t.limiter, "alu");
+  EXPECT_NEAR(t.unit_seconds("issue"), 0.5, 1e-12);
+  t = kernel_time(m, "k", {{"alu", 4e9}, {"inst", 16e9}}, 1000, o);
+  EXPECT_NEAR(t.seconds, 2.0, 1e-12);
+  EXPECT_EQ(t.limiter, "issue");
+  // HMMA loads two units (tensor pipe and issue): 1e9 HMMA -> 1 s on each.
+  t = kernel_time(m, "k", {{"hmma16816", 1e9}, {"inst", 8e9}}, 1000, o);
+  EXPECT_NEAR(t.unit_seconds("mma"), 1.0, 1e-12);
+  EXPECT_NEAR(t.unit_seconds("issue"), 2.0, 1e-12);
+  // Per-second units ignore the clock and the SM share; per-SM units scale with both.
+  t = kernel_time(m, "k", {{"hbm_bytes", 1e12}, {"alu", 4e9}}, 500, o, 0.5);
+  EXPECT_NEAR(t.unit_seconds("hbm"), 1.0, 1e-12);
+  EXPECT_NEAR(t.unit_seconds("alu"), 4.0, 1e-12);
+  // A demand the machine does not define is an error naming the op class.
+  EXPECT_THROW(kernel_time(m, "k", {{"mufu", 1.0}}, 1000, o), UsageError);
+}
+
+TEST(Model, EfficiencyDividesAndUncalibratedIgnoresIt) {
+  json j = read(kFix + "machine.json");
+  j["units"]["alu"]["efficiency"]["value"] = 0.5;
+  const Machine m = machine_from_json(j, "fixture");
+  Options o;
+  EXPECT_NEAR(kernel_time(m, "k", {{"alu", 4e9}}, 1000, o).seconds, 2.0, 1e-12);
+  o.calibrated = false;
+  EXPECT_NEAR(kernel_time(m, "k", {{"alu", 4e9}}, 1000, o).seconds, 1.0, 1e-12);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Demands and geometry.
+// ---------------------------------------------------------------------------------------------------------
+TEST(Model, GemmDemand) {
+  const Profile p = tiny_profile();
+  const Demand d = gemm_demand(p, w0());
+  const double M = 1024, N = 3 * 128, K = 1024;
+  EXPECT_DOUBLE_EQ(d.at("wgmma_fp8_flops"), 2 * M * N * K);
+  EXPECT_DOUBLE_EQ(d.at("hbm_bytes"), (M * K + N * K) * 1 + M * N * 2);
+  EXPECT_DOUBLE_EQ(d.at("l2_bytes"), M * K * 2 + N * K * 8 + M * N * 2);  // ceil(384/256) = 2, 1024/128 = 8
+  Workload w = w0();
+  w.dtype = "bf16";
+  EXPECT_DOUBLE_EQ(gemm_demand(p, w).at("wgmma_bf16_flops"), 2 * M * N * K);
+  const KernelTime t = kernel_time(tiny(), "gemm", d, 1000, Options{});
+  EXPECT_NEAR(t.seconds, 2 * M * N * K / (8192.0 * 2 * 1e9), 1e-15);
+  EXPECT_EQ(t.limiter, "mma");
+}
+
+TEST(Model, RngDemandCountsGeneratedTiles) {
+  const Profile p = tiny_profile();
+  Workload w = w0();
+  Demand d = rng_demand(p, w, "tile");
+  EXPECT_DOUBLE_EQ(d.at("alu"), 1024.0 * 1024 / 1024 * 100);  // 1024 iterations x 100 ALU
+  EXPECT_DOUBLE_EQ(d.at("hbm_bytes"), 1024.0 * 1024 / 8);
+  // Causal, SQ 128: strips r16 = 0..3 hold 1 tile on/below the diagonal, r16 = 4..7 hold 2: 12 of 16 tiles.
+  w.sq = 128;
+  w.causal = true;
+  d = rng_demand(p, w, "tile");
+  EXPECT_DOUBLE_EQ(d.at("alu"), 12.0 * 100);
+  // A window of query rows [64, 128): strips 4..7 only.
+  d = rng_demand(p, w, "tile", Window{64, 64});
+  EXPECT_DOUBLE_EQ(d.at("alu"), 8.0 * 100);
+  // Missing profile entries are usage errors naming the key.
+  w.rounds = 5;
+  try {
+    rng_demand(p, w, "bits");
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("rng_bits_r5_tw8"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Model, AttentionWorkGeometry) {
+  const Profile p = tiny_profile();
+  Workload w = w0();
+  w.sq = 256;
+  AttnWork a = attention_work(p, w);
+  EXPECT_DOUBLE_EQ(a.iterations, 2 * 4 * 4);  // 2 query blocks x 4 warps x 4 key blocks
+  EXPECT_DOUBLE_EQ(a.edge_iterations, 0);
+  EXPECT_DOUBLE_EQ(a.ctas, 2);
+  ASSERT_EQ(a.cta_iterations.size(), 2u);
+  // Expected rescaled iterations per warp: sum over key blocks j of 1 - (1 - 1/(j+1))^32 (j = 0: 1).
+  double r = 0;
+  for (int j = 0; j < 4; ++j) r += j == 0 ? 1.0 : 1.0 - std::pow(1.0 - 1.0 / (j + 1), 32);
+  EXPECT_NEAR(a.rescale_iterations, 8 * r, 1e-12);
+  // Causal: warp rows 0, 32, ..., 224 see 1, 1, 2, 2, 3, 3, 4, 4 key blocks; each has one diagonal block.
+  w.causal = true;
+  a = attention_work(p, w);
+  EXPECT_DOUBLE_EQ(a.iterations, 20);
+  EXPECT_DOUBLE_EQ(a.edge_iterations, 8);
+  EXPECT_EQ(a.cta_iterations, (std::vector<double>{4, 2}));  // heaviest query block launched first
+  // Ragged sequence end: the last key block is an edge block for every warp.
+  w.causal = false;
+  w.sq = 200;
+  a = attention_work(p, w);
+  EXPECT_DOUBLE_EQ(a.iterations, 2 * 4 * 4);
+  EXPECT_DOUBLE_EQ(a.edge_iterations, 8);
+  // Heads multiply everything.
+  w.q_heads = 4;
+  EXPECT_DOUBLE_EQ(attention_work(p, w).iterations, 4 * 32);
+  // Only the profiled head dimension.
+  w.head_dim = 64;
+  EXPECT_THROW(attention_work(p, w), UsageError);
+}
+
+TEST(Model, TailFactor) {
+  EXPECT_NEAR(tail_factor(std::vector<double>(10, 1.0), 1, 4), 3.0 / 2.5, 1e-12);  // 10 equal CTAs, 4 slots
+  EXPECT_NEAR(tail_factor(std::vector<double>(8, 1.0), 1, 4), 1.0, 1e-12);
+  EXPECT_NEAR(tail_factor({4, 3, 2, 1}, 2, 4), 1.0, 1e-12);  // greedy packs 4+1, 3+2, ... perfectly
+  EXPECT_NEAR(tail_factor({1}, 1, 4), 4.0, 1e-12);           // one CTA gets a quarter of the GPU
+}
+
+TEST(Model, AttentionDemandModes) {
+  const Machine m = tiny();
+  const Profile p = tiny_profile();
+  const Workload w = w0();  // 8 query blocks x 4 warps x 16 key blocks = 512 iterations, 8 CTAs on 4 slots
+  const double it = 512;
+  Demand d = attention_demand(p, w, "mask");
+  EXPECT_DOUBLE_EQ(d.at("inst"), 600 * it);
+  EXPECT_DOUBLE_EQ(d.at("hmma16816"), 256 * it);
+  const KernelTime t = kernel_time(m, "mask", d, 1000, Options{});
+  EXPECT_EQ(t.limiter, "issue");
+  EXPECT_NEAR(t.seconds, 600 * it / 8e9 + 256 * it / 1e9, 1e-15);
+  // Fused composed = mask kernel + the RNG kernel's instruction demand (no mask bytes).
+  const Demand c = attention_demand(p, w, "fused-composed");
+  EXPECT_DOUBLE_EQ(c.at("inst"), 600 * it + 100 * 1024);
+  EXPECT_DOUBLE_EQ(c.at("alu"), 150 * it + 100 * 1024);
+  EXPECT_NEAR(c.at("hbm_bytes"), d.at("hbm_bytes") - 64 * 16 * 128.0, 1e-6);  // 1024 mask tiles of 128 B
+  // Mode none adds the skip-rescale region on the expected fraction of iterations.
+  AttnWork a;
+  const Demand n = attention_demand(p, w, "none", {}, &a);
+  EXPECT_NEAR(n.at("inst"), 500 * it + 128 * a.rescale_iterations, 1e-9);
+  EXPECT_THROW(attention_demand(p, w, "bogus"), UsageError);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Pipelines and residency.
+// ---------------------------------------------------------------------------------------------------------
+TEST(Model, PipelinesKnownAnswers) {
+  const Machine m = tiny();
+  const Profile p = tiny_profile();
+  const Workload w = w0();
+  const double tg = 2.0 * 1024 * 384 * 1024 / (8192.0 * 2e9);  // 49.152 us, MMA
+  const double tr = 1024 * 100 / 4e9;                          // 25.6 us: 1024 iterations x 100 ALU, ALU
+  const double tm = 600 * 512 / 8e9 + 256 * 512 / 1e9;         // 169.472 us, issue
+  const double tf = 730 * 512 / 8e9 + 256 * 512 / 1e9;         // 177.792 us
+  Options o;
+  Prediction pr = predict(m, p, w, o);
+  EXPECT_NEAR(pr.gemm.seconds, tg, 1e-12);
+  EXPECT_NEAR(pr.rng.seconds, tr, 1e-12);
+  EXPECT_EQ(pr.rng.limiter, "alu");
+  EXPECT_NEAR(pr.attn_mask.seconds, tm, 1e-12);
+  EXPECT_NEAR(pr.attn_fused.seconds, tf, 1e-12);
+  EXPECT_NEAR(pr.pipeline("baseline")->seconds, tg + tr + tm, 1e-12);  // launch gap 0 in the fixture
+  EXPECT_EQ(pr.pipeline("baseline")->limiter, "issue");
+  EXPECT_NEAR(pr.pipeline("fused")->seconds, tg + tf, 1e-12);
+  // auto residency: the GEMM leaves 1,024 registers = one warp of the 32-register RNG kernel; with 16 warps
+  // needed to saturate, the co-resident RNG runs at 1/16 of its rate while the GEMM runs, the rest after.
+  EXPECT_DOUBLE_EQ(pr.rng_coresident_warps, 1);
+  EXPECT_NEAR(pr.pipeline("overlap")->seconds, tg + tr - tg / 16 + tm, 1e-12);
+  // serial: overlap == baseline.
+  o.residency = "serial";
+  pr = predict(m, p, w, o);
+  EXPECT_NEAR(pr.pipeline("overlap")->seconds, pr.pipeline("baseline")->seconds, 1e-12);
+  // co-resident with enough warps: GEMM (MMA) and RNG (ALU, issue) share no unit, the RNG vanishes.
+  o.residency = "coresident";
+  pr = predict(m, p, w, o);
+  EXPECT_NEAR(pr.pipeline("overlap")->seconds, tg + tm, 1e-12);
+  // coresident:8 -> the RNG runs at half rate beside the GEMM (2 tr > tg): tg / (2 tr) of it is done when
+  // the GEMM ends, the rest runs alone.
+  o.residency = "coresident:8";
+  pr = predict(m, p, w, o);
+  EXPECT_NEAR(pr.pipeline("overlap")->seconds, tg + tr - tg / 2 + tm, 1e-12);
+  o.residency = "bogus";
+  EXPECT_THROW(predict(m, p, w, o), UsageError);
+}
+
+TEST(Model, ChunkedPipeline) {
+  const Machine m = tiny();
+  const Profile p = tiny_profile();
+  const Workload w = w0();
+  EXPECT_EQ(chunk_rows_for(w, Options{}), 128);  // ~8 chunks, multiple of 128
+  Options o;
+  o.chunk_rows = 100;
+  EXPECT_THROW(chunk_rows_for(w, o), UsageError);
+  // 8 chunks of one query block: each attention chunk is 1 CTA on 4 slots (tail factor 4); attention uses
+  // every register, so the next chunk's RNG runs after it.
+  const Prediction pr = predict(m, p, w, Options{});
+  const double tg = 2.0 * 1024 * 384 * 1024 / (8192.0 * 2e9);
+  const double rng_chunk = 128 * 100 / 4e9;                             // 8 strips x 16 tiles = 128 iterations
+  const double attn_chunk = (600 * 64 / 8e9 + 256 * 64 / 1e9) * 4;     // 64 iterations, x4 tail
+  EXPECT_NEAR(pr.pipeline("chunked")->seconds, tg + 8 * rng_chunk + 8 * attn_chunk, 1e-12);
+}
+
+TEST(Model, CoresidentWarps) {
+  const Machine m = tiny();
+  EXPECT_DOUBLE_EQ(coresident_warps(m, 64512, 0, 384, 1, 32), 1);
+  EXPECT_DOUBLE_EQ(coresident_warps(m, 64512, 0, 384, 1, 48), 0);   // 1,536 registers per warp do not fit
+  EXPECT_DOUBLE_EQ(coresident_warps(m, 32768, 0, 256, 1, 32), 32);
+  EXPECT_DOUBLE_EQ(coresident_warps(m, 0, 0, 2048, 1, 32), 0);      // no thread slot left
+  EXPECT_DOUBLE_EQ(coresident_warps(m, 0, 0, 0, 32, 32), 0);        // no block slot left
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Machine-file validation: missing or bad fields are UsageErrors naming the field.
+// ---------------------------------------------------------------------------------------------------------
+TEST(Model, MachineValidationNamesTheField) {
+  const json good = read(kFix + "machine.json");
+  EXPECT_NO_THROW(machine_from_json(good, "fixture"));
+  json j = good;
+  j.erase("sm_count");
+  expect_field_error(j, "sm_count");
+  j = good;
+  j["hbm_gbs"]["value"] = -1;
+  expect_field_error(j, "hbm_gbs.value");
+  j = good;
+  j["sm_count"].erase("source");
+  expect_field_error(j, "sm_count.source");
+  j = good;
+  j["clock_mhz"].erase("sustained");
+  expect_field_error(j, "clock_mhz.sustained");
+  j = good;
+  j["clock_mhz"]["max"]["value"] = 0;
+  expect_field_error(j, "clock_mhz.max.value");
+  j = good;
+  j["units"]["alu"]["efficiency"]["value"] = 0;
+  expect_field_error(j, "units.alu.efficiency.value");
+  j = good;
+  j["ops"]["alu"]["loads"] = {{"bogus", 2}};
+  expect_field_error(j, "ops.alu.loads.bogus");
+  j = good;
+  j["ops"]["alu"]["loads"]["alu"] = -2;
+  expect_field_error(j, "ops.alu.loads.alu");
+  j = good;
+  j["ops"]["alu"].erase("source");
+  expect_field_error(j, "ops.alu.source");
+  j = good;
+  j["launch_gap_us"]["value"] = "fast";
+  expect_field_error(j, "launch_gap_us.value");
+  j = good;
+  j["schema_version"] = 2;
+  expect_field_error(j, "schema_version");
+  j = good;
+  j["calibration"]["fit_points"][0]["unit"] = "nosuchunit";
+  expect_field_error(j, "calibration.fit_points");
+  EXPECT_THROW(load_machine(kFix + "nonexistent.json"), UsageError);
+}
+
+TEST(Model, ProfileValidationNamesTheField) {
+  json j = read(kFix + "profile.json");
+  j["kernels"]["attention"].erase("block_keys");
+  try {
+    profile_from_json(j, "fixture");
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("kernels.attention.block_keys"), std::string::npos) << e.what();
+  }
+  j = read(kFix + "profile.json");
+  j["sass"]["attn_mask"]["per_iteration"]["inst"] = -1;
+  EXPECT_THROW(profile_from_json(j, "fixture"), UsageError);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The commands.
+// ---------------------------------------------------------------------------------------------------------
+TEST(Model, ReportComparisonAndFit) {
+  const Result r = run("model " + fix_args() + " --report '" + kFix + "report_rng.json' --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  const json& s = j.at("summary");
+  EXPECT_EQ(s.at("held_out").at("n"), 1);
+  EXPECT_NEAR(s.at("held_out").at("mean_abs_err").get<double>(), 0.04, 1e-9);  // R3: 15.36 us vs 16.0 us
+  ASSERT_EQ(s.at("fit_points").size(), 1u);
+  EXPECT_NEAR(s.at("fit_points")[0].at("efficiency").get<double>(), 1.0, 1e-9);  // R7: 25.6 us both
+  const Result md = run("model " + fix_args() + " --report '" + kFix + "report_rng.json' --fit");
+  EXPECT_EQ(md.code, 0);
+  EXPECT_NE(md.out.find("held out (1 comparisons): mean |err| 4.0%"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("efficiency fit"), std::string::npos);
+}
+
+TEST(Model, RunReportComparison) {
+  // measured = the hand-computed predictions of PipelinesKnownAnswers: every comparison is exact.
+  const Result r = run("model " + fix_args() + " --report '" + kFix + "report_run.json' --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  const json& rows = j.at("rows");
+  EXPECT_EQ(rows.size(), 10u);  // 4 pipelines + baseline's 3 phases + fused's 2 phases + alone:gemm
+  for (const json& row : rows) EXPECT_EQ(row.at("err_%"), "+0.0") << row.dump();
+  EXPECT_EQ(j.at("summary").at("skipped_variants"), 1);  // mech:plain
+  EXPECT_LT(j.at("summary").at("held_out").at("max_abs_err").get<double>(), 1e-9);
+}
+
+TEST(Model, SweepTable) {
+  const Result r = run("model " + fix_args() +
+                       " --set workload.kv_heads=1 --set workload.q_heads=1 --set workload.embed=1024 "
+                       "--set sweep.sq=[1024,2048] --format csv");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("baseline_us"), std::string::npos);
+  EXPECT_NE(r.out.find("\n1024,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n2048,"), std::string::npos) << r.out;
+}
+
+TEST(Model, RecommendRanksOnFixtures) {
+  const std::string shape = "--shape b=1,sq=1024,e=1024,hq=1,hkv=1,dh=128 --reference ''";
+  Result r = run("recommend " + fix_args() + " " + shape + " --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  json j = json::parse(r.out);
+  const json& rk = j.at("ranking");
+  ASSERT_EQ(rk.size(), 16u);  // 4 pipelines x 4 round counts
+  for (size_t i = 1; i < rk.size(); ++i) EXPECT_LE(rk[i - 1].at("seconds"), rk[i].at("seconds"));
+  // Fused Philox-3: 49.152 + (680 x 512 / 8e9 + 131.072 us) = 223.744 us, ahead of every other entry.
+  EXPECT_EQ(rk[0].at("pipeline"), "fused");
+  EXPECT_EQ(rk[0].at("rounds"), 3);
+  EXPECT_NEAR(rk[0].at("seconds").get<double>(), 223.744 * kUs, 1e-12);
+  EXPECT_EQ(j.at("region").at("name"), "RNG <~ GEMM");  // RNG / GEMM = 25.6 / 49.152 = 0.52 at Philox-7
+  EXPECT_NEAR(j.at("region").at("rng_over_gemm").get<double>(), 25.6 / 49.152, 1e-9);
+  EXPECT_TRUE(j.contains("caveat_r3"));
+  // If the RNG can share the GEMM's SMs it vanishes under the GEMM: overlap wins at every round count.
+  r = run("recommend " + fix_args() + " " + shape + " --residency coresident --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = json::parse(r.out);
+  EXPECT_EQ(j.at("ranking")[0].at("pipeline"), "overlap");
+  EXPECT_NEAR(j.at("ranking")[0].at("seconds").get<double>(), (49.152 + 169.472) * kUs, 1e-12);
+  // Markdown: the region, the table and the Philox-3 caveat; no caveat without R = 3.
+  r = run("recommend " + fix_args() + " " + shape);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("region: RNG <~ GEMM"), std::string::npos) << r.out;
+  // The other two regions: a 4x wider model (GEMM 4x longer), and a 4x narrower one.
+  auto region = [&](const std::string& e) {
+    const Result q = run("recommend " + fix_args() + " --shape b=1,sq=1024,e=" + e + ",hq=1,hkv=1,dh=128 --format json");
+    EXPECT_EQ(q.code, 0) << q.err;
+    return json::parse(q.out).at("region").at("name").get<std::string>();
+  };
+  EXPECT_EQ(region("4096"), "GEMM >> RNG");
+  EXPECT_EQ(region("256"), "RNG > GEMM");
+  EXPECT_NE(r.out.find("| rank |"), std::string::npos);
+  EXPECT_NE(r.out.find("caveat (R = 3)"), std::string::npos);
+  r = run("recommend " + fix_args() + " " + shape + " --rounds 5,7");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("caveat (R = 3)"), std::string::npos);
+}
+
+TEST(Model, ExitCodes) {
+  const char* cases[][2] = {
+      {"model --machine /nonexistent/machine.json", "machine"},
+      {"model --clock report", "--clock report"},
+      {"model --fit", "--fit"},
+      {"model --residency bogus", "--residency"},
+      {"recommend --shape b=1,zz=3", "zz"},
+      {"recommend --shape b=1,sq=abc", "sq"},
+      {"recommend --shape b=1,sq=1024,hq=3,hkv=2", "kv_heads"},
+      {"recommend --shape b=1,sq=1024 --rounds 4", "--rounds"},
+      {"recommend", "shape"},
+  };
+  for (const auto& c : cases) {
+    const Result r = run(c[0]);
+    EXPECT_EQ(r.code, 2) << c[0] << "\n" << r.err;
+    EXPECT_NE(r.err.find(c[1]), std::string::npos) << c[0] << ": " << r.err;
+  }
+  Result r = run("model " + fix_args() + " --report '" + kSrc + "/tests/fixtures/compare/not_report.json'");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--report"), std::string::npos) << r.err;
+  r = run("recommend " + fix_args() + " --shape b=1,sq=1024,e=1024,hq=1,hkv=1,dh=64");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("head_dim"), std::string::npos) << r.err;
+  EXPECT_EQ(run("model --help").code, 0);
+  EXPECT_EQ(run("recommend --help").code, 0);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The committed data.
+// ---------------------------------------------------------------------------------------------------------
+TEST(Model, CommittedMachinesLoad) {
+  const Machine h200 = load_machine(kSrc + "/configs/machines/h200.json");
+  const Machine h100 = load_machine(kSrc + "/configs/machines/h100-sxm.json");
+  const Machine bw = load_machine(kSrc + "/configs/machines/blackwell-projection.json");
+  EXPECT_EQ(h200.sm_count, 132);
+  EXPECT_FALSE(h200.fit_points.empty());
+  auto rate = [](const Machine& m, const std::string& op) { return m.op(op)->loads.front().second * m.sm_count; };
+  // The projection: ~2.25x dense tensor throughput per GPU, 1.5x HBM, per-SM integer rates unchanged.
+  EXPECT_NEAR(rate(bw, "wgmma_fp8_flops") / rate(h200, "wgmma_fp8_flops"), 2.25, 0.05);
+  EXPECT_NEAR(rate(bw, "wgmma_bf16_flops") / rate(h200, "wgmma_bf16_flops"), 2.25, 0.05);
+  EXPECT_NEAR(bw.hbm_gbs / h200.hbm_gbs, 1.5, 0.01);
+  EXPECT_DOUBLE_EQ(bw.op("alu")->loads.front().second, h200.op("alu")->loads.front().second);
+  EXPECT_LT(h100.hbm_gbs, h200.hbm_gbs);
+}
+
+TEST(Model, CommittedProfileIsConsistent) {
+  const json j = read(kSrc + "/configs/profiles/h200.json");
+  const Profile p = profile_from_json(j, "h200");
+  for (int r : {3, 5, 7, 10})
+    for (int tw : {8, 16, 32})
+      for (const char* l : {"tile", "bits"})
+        EXPECT_TRUE(p.sass.count(std::string("rng_") + l + "_r" + std::to_string(r) + "_tw" + std::to_string(tw)));
+  for (const char* k : {"attn_none", "attn_mask", "attn_fused_r7_tw8", "attn_none_causal", "attn_mask_causal"})
+    EXPECT_TRUE(p.sass.count(k)) << k;
+  for (const auto& [key, e] : j.at("sass").items()) {
+    const double n = e.at("elements_per_iteration").get<double>();
+    for (const auto& [op, v] : e.at("per_element").items())
+      EXPECT_NEAR(v.get<double>(), e.at("per_iteration").value(op, 0.0) / n, 1e-6) << key << " " << op;
+    EXPECT_TRUE(e.contains("ncu") && e.at("ncu").is_null()) << key;
+    EXPECT_FALSE(e.value("derivation", "").empty()) << key;
+  }
+  // Every attention iteration is 256 HMMA (2 strips x 64 keys x dH 128).
+  for (const auto& [key, k] : p.sass)
+    if (key.rfind("attn_", 0) == 0) EXPECT_DOUBLE_EQ(k.per_iteration.at("hmma16816"), 256) << key;
+}
+
+// The model against the committed H200 reports: held-out error bounds (docs/model.md quotes the figures).
+TEST(Model, CommittedReportsWithinBounds) {
+  const struct {
+    const char* report;
+    double bound;
+  } cases[] = {
+      {"results/h200/foundation/rng_2g.json", 0.10},
+      {"results/h200/kernels/attention.json", 0.05},
+      {"results/h200/kernels/gemm.json", 0.05},
+  };
+  for (const auto& c : cases) {
+    const Result r = run("model --machine '" + kSrc + "/configs/machines/h200.json' --profile '" + kSrc +
+                         "/configs/profiles/h200.json' --report '" + kSrc + "/" + c.report + "' --format json");
+    ASSERT_EQ(r.code, 0) << c.report << "\n" << r.err;
+    const json s = json::parse(r.out).at("summary");
+    EXPECT_GT(s.at("held_out").at("n").get<int>(), 5) << c.report;
+    EXPECT_LT(s.at("held_out").at("mean_abs_err").get<double>(), c.bound) << c.report;
+    for (const json& f : s.at("fit_points")) EXPECT_NEAR(f.at("efficiency").get<double>(), 0.85, 0.15) << c.report;
+  }
+}
