@@ -512,8 +512,19 @@ def run_records(doc):
         other = {k: v for k, v in (p.get("axes") or {}).items() if k not in ("sq", "rounds", "pipeline")}
         for v in (vs[:1] if by_axis else vs):
             pipe = str(axis(p, "pipeline")) if by_axis else v["name"]
-            phases = [(str(q.get("name")), num((q.get("stats") or {}).get("median")))
-                      for q in v.get("phases") or [] if isinstance(q, dict)]
+            # Only the four pipelines: `run` also reports the pieces alone ("alone:*") and the overlap
+            # mechanisms ("mech:*"), which are not pipelines.
+            if not by_axis and pipe not in PIPELINE_ORDER:
+                continue
+            # Chunked phases come per chunk ("rng[3]", "attention[3]"): summed under one name.
+            merged = {}
+            for q in v.get("phases") or []:
+                if not isinstance(q, dict):
+                    continue
+                name = re.sub(r"\[\d+\]$", "", str(q.get("name")))
+                val = num((q.get("stats") or {}).get("median"))
+                merged[name] = (merged.get(name) or 0.0) + (val if finite(val) else 0.0)
+            phases = list(merged.items())
             recs.append({"group": tuple(sorted((k, json.dumps(x)) for k, x in other.items())),
                          "sq": int(axis(p, "sq", 0) or 0), "rounds": axis(p, "rounds"), "pipeline": pipe,
                          "median": median(v), "phases": phases})
