@@ -22,6 +22,7 @@ Command make_run_command();
 Command make_compare_command();
 Command make_model_command();
 Command make_recommend_command();
+Command make_profile_command();
 
 namespace {
 
@@ -37,6 +38,7 @@ std::vector<Command> all_commands() {
       make_compare_command(),
       make_model_command(),
       make_recommend_command(),
+      make_profile_command(),
   };
 }
 

@@ -19,6 +19,7 @@
 #include "pipeline_plan.hpp"
 #include "sweep_session.hpp"
 #include "sweep_util.hpp"
+#include "trace.hpp"
 
 namespace dropbench {
 
@@ -31,6 +32,29 @@ struct RunOptions {
   int top_k = 4;               // --top-k
   double mask_budget_gib = 0;  // --mask-budget (GiB; 0 = free device memory)
   std::string overlap_rng = "auto";  // --overlap-rng
+  std::string trace;           // --trace FILE (Chrome-trace JSON of one untimed execution per pipeline and point)
+};
+
+// --trace: the records of every point so far, the label events, and the names of the timeline's rows.
+struct TraceState {
+  bool on = false;
+  std::vector<TraceRecord> records;
+  std::vector<TraceEvent> labels;
+  std::map<std::pair<uint32_t, uint32_t>, std::string> threads;  // (device, tid) -> row name
+  static constexpr uint32_t kLabelTid = 1u << 30;                // the row of the point/pipeline labels
+  void write(const std::string& path) const {
+    std::vector<TraceEvent> ev = labels;
+    for (const auto& [k, name] : threads) {
+      TraceEvent m;
+      m.name = "thread_name";
+      m.ph = "M";
+      m.pid = k.first;
+      m.tid = k.second;
+      m.args = {{"name", name}};
+      ev.push_back(std::move(m));
+    }
+    write_chrome_trace(path, records, ev);
+  }
 };
 
 const std::vector<std::string> kAxes = {"batch",   "embed",  "q_heads", "kv_heads",       "head_dim", "sq",
@@ -96,6 +120,16 @@ int run_run(RunContext& ctx, const RunOptions& o) {
   const bool validate = !o.no_validate;
   const auto points = expand_sweep(ctx.cfg, kAxes);
   const bool dry = ctx.opts.dry_run;
+  TraceState trace;
+  if (!o.trace.empty()) {
+    try {
+      write_chrome_trace(o.trace, {});  // an empty, valid timeline until the first point is traced
+    } catch (const std::runtime_error& e) {
+      throw UsageError(e.what());
+    }
+    trace.on = !dry;
+    if (dry) fmt::print(stderr, "dropbench: --trace: nothing to trace in a dry run (no GPU work)\n");
+  }
   SweepSession session(ctx, "run", points.size());
   int mismatches = 0;
   int unmeasured = 0;  // measurements left without samples (all discarded as throttled)
@@ -421,6 +455,82 @@ int run_run(RunContext& ctx, const RunOptions& o) {
       v.extra = ex;
       pr.variants.push_back(std::move(v));
     }
+
+    // ---- --trace: one more, untimed execution of every pipeline under CUPTI (after this point's measurements) ----
+    if (trace.on) {
+      KernelTracer tracer;
+      std::string why;
+      DB_CUDA(cudaDeviceSynchronize());
+      if (!tracer.start(&why)) {
+        fmt::print(stderr, "dropbench: WARNING: --trace: CUPTI is unavailable ({}); no kernel trace\n", why);
+        trace.on = false;
+      } else {
+        const uint32_t sa = KernelTracer::stream_id(main);
+        // Pipeline i's kernels start after pipeline i-1 was synchronised: its window runs from that sync to its own
+        // (the first from the start, the last to the end), robust to a small skew of the host timestamps.
+        std::vector<std::pair<std::string, TraceWindow>> windows;
+        for (Pipeline p : plan.run) {
+          TraceWindow win;
+          if (!windows.empty()) win.begin_ns = windows.back().second.end_ns;
+          runner.run(p, main, no_phases(), ovl);
+          DB_CUDA(cudaStreamSynchronize(main));  // the pipelines join their side streams back to main
+          win.end_ns = KernelTracer::now_ns();
+          windows.emplace_back(pipeline_name(p), win);
+        }
+        if (!windows.empty()) windows.back().second.end_ns = std::numeric_limits<uint64_t>::max();
+        std::vector<TraceRecord> recs = tracer.stop_and_collect();
+        DB_CUDA(cudaGetLastError());
+        for (const auto& [name, win] : windows) {
+          size_t kernels = 0;
+          uint64_t first = std::numeric_limits<uint64_t>::max(), last = 0;
+          uint32_t dev = static_cast<uint32_t>(ctx.opts.device);
+          for (const TraceRecord& r : recs)
+            if (r.start_ns >= win.begin_ns && r.start_ns < win.end_ns) {
+              if (r.kind == TraceRecord::Kind::Kernel) ++kernels;
+              first = std::min(first, r.start_ns);
+              last = std::max(last, r.end_ns);
+              dev = r.device;
+              trace.threads.emplace(std::make_pair(r.device, r.stream),
+                                    r.stream == sa ? fmt::format("stream {} (A: main)", r.stream)
+                                                   : fmt::format("stream {} (B: side)", r.stream));
+            }
+          const bool any = first <= last;  // no records: no label (and a span of 0)
+          if (!any) first = last = 0;
+          TraceEvent ev;
+          ev.name = name + " @ " + label;
+          ev.ts_ns = first;
+          ev.dur_ns = last - first;
+          ev.pid = dev;
+          ev.tid = TraceState::kLabelTid;
+          ev.args = {{"point", label}, {"pipeline", name}, {"axes", pt.axes}, {"kernels", kernels}};
+          if (any) trace.labels.push_back(ev);
+          if (any && name == pipeline_name(plan.run.front())) {
+            TraceEvent mark = ev;
+            mark.name = "point " + label;
+            mark.ph = "i";
+            mark.dur_ns = 0;
+            mark.args = {{"point", label}, {"axes", pt.axes}};
+            trace.labels.push_back(mark);
+          }
+          trace.threads.emplace(std::make_pair(dev, TraceState::kLabelTid), "dropbench: pipeline @ point");
+          for (VariantResult& v : pr.variants) {
+            if (v.name != name) continue;
+            v.extra["trace_kernels"] = kernels;
+            v.extra["trace_span_us"] = static_cast<double>(last - first) / 1e3;
+            if ((name == "overlap" || name == "chunked") && sa != kAnyOtherStream) {
+              const TraceOverlap ov = overlap_from_records(recs, sa, kAnyOtherStream, win);
+              v.extra["trace_overlap_us"] = ov.both_ns / 1e3;
+              v.extra["trace_overlap_fraction"] = ov.fraction;
+              v.extra["trace_busy_a_us"] = ov.busy_a_ns / 1e3;
+              v.extra["trace_busy_b_us"] = ov.busy_b_ns / 1e3;
+            }
+          }
+        }
+        trace.records.insert(trace.records.end(), std::make_move_iterator(recs.begin()),
+                             std::make_move_iterator(recs.end()));
+        trace.write(o.trace);  // after every point: an interrupted run keeps a trace of what finished
+      }
+    }
     if (t_pipe.count("baseline"))
       for (auto& v : pr.variants)
         if (t_pipe.count(v.name) && v.stats.median > 0) v.derived["x_baseline"] = t_pipe["baseline"] / v.stats.median;
@@ -521,6 +631,7 @@ int run_run(RunContext& ctx, const RunOptions& o) {
     summary["bitwise_mismatches"] = mismatches;
     summary["measurements_without_samples"] = unmeasured;
     if (!target.empty()) summary["coresidency_target"] = target;
+    if (trace.on) summary["trace"] = {{"file", o.trace}, {"records", trace.records.size()}};
   }
   session.finish(summary, standard_table(session.report, {"tflops", "x_baseline", "hidden", "hidden_self",
                                                           "coresident_share"}));
@@ -567,6 +678,12 @@ Command make_run_command() {
       "--mask-budget) runs fused and chunked only; the others are listed in derived.skipped_pipelines.\n"
       "The QKV GEMMs run power-capped (about 1.5 GHz of 1.98 on an H200): with the default measure.throttle = 0.75\n"
       "their samples can all be discarded as throttled; use --set measure.throttle=0 to time that steady state.\n"
+      "--trace FILE: after each point's measurements, runs every pipeline once more (untimed) under CUPTI and writes\n"
+      "a Chrome-trace JSON timeline of its kernels (open in https://ui.perfetto.dev or chrome://tracing; pid = GPU,\n"
+      "tid = stream, a label row names pipeline and point). Adds to each pipeline's extra: trace_kernels,\n"
+      "trace_span_us, and for overlap/chunked the measured concurrency of stream A (main) and B (side) kernels:\n"
+      "trace_overlap_us and trace_overlap_fraction (= concurrent time / min of the two streams' busy times).\n"
+      "Without libcupti (or with another profiler attached) it warns and traces nothing.\n"
       "Example: dropbench run --config configs/llama3-70b.json --set sweep.sq=[8192] --set sweep.rounds=[3,5,7]\n"
       "         --set measure.throttle=0";
   c.add_options = [o](CLI::App& app) {
@@ -578,6 +695,8 @@ Command make_run_command() {
                    "GiB a whole-matrix mask may take (0 = the free device memory); larger: baseline/overlap skipped");
     app.add_option("--overlap-rng", o->overlap_rng,
                    "RNG of the overlap pipeline: auto, plain, priority, coresident-w1, coresident-w2, coresident-w4");
+    app.add_option("--trace", o->trace,
+                   "Write a CUPTI kernel timeline (Chrome-trace JSON) of one extra untimed run of each pipeline per point");
   };
   c.run = [o](RunContext& ctx) { return run_run(ctx, *o); };
   return c;

@@ -1,0 +1,181 @@
+// `dropbench profile` on the CPU: the ncu CSV parser on Nsight Compute output from the H200
+// (tests/fixtures/profile/, trimmed from results/h200/ncu/), the ncu block, the written profile loading in the
+// model, and the CLI's exit codes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "check.hpp"
+#include "cli_runner.hpp"
+#include "model.hpp"
+#include "profile.hpp"
+
+using namespace dropbench;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string fixture(const std::string& name) {
+  std::ifstream f(std::string(DROPBENCH_SOURCE_DIR) + "/tests/fixtures/profile/" + name);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::string base_profile() { return std::string(DROPBENCH_SOURCE_DIR) + "/configs/profiles/h200.json"; }
+
+}  // namespace
+
+TEST(ProfileNcuCsv, DetailsPageRng) {
+  const auto ls = profile::parse_ncu_csv(fixture("rng_tile_r7_tw8.csv"));
+  ASSERT_EQ(ls.size(), 1u);
+  const auto& l = ls[0];
+  EXPECT_EQ(profile::classify_launch(l.kernel), "rng_tile_r7_tw8");
+  EXPECT_EQ(l.block, "(256, 1, 1)");
+  EXPECT_EQ(l.grid, "(1056, 1, 1)");
+  EXPECT_DOUBLE_EQ(l.get("inst_executed"), 70615808);
+  EXPECT_DOUBLE_EQ(l.get("duration_ns"), 115328);
+  EXPECT_NEAR(l.get("sm_clock_hz"), 1976072592.95, 1);
+  EXPECT_DOUBLE_EQ(l.get("issue_active_pct"), 58.70);
+  EXPECT_DOUBLE_EQ(l.get("elapsed_cycles"), 228076);
+  EXPECT_DOUBLE_EQ(l.get("dram_throughput_pct"), 7.21);
+  // The two "Memory Throughput" rows (% and byte/s) stay apart.
+  EXPECT_DOUBLE_EQ(l.get("memory_throughput_pct"), 11.41);
+  EXPECT_NEAR(l.metrics.at("Memory Workload Analysis/Memory Throughput"), 347025527192.01, 1);
+  // "no data" is absent, not zero; metrics the sections lack are absent.
+  EXPECT_EQ(l.metrics.count("Memory Workload Analysis/Local Memory Spilling Request Overhead"), 0u);
+  EXPECT_LT(l.get("dram_bytes_read"), 0);
+}
+
+TEST(ProfileNcuCsv, DetailsPageAttentionAndGemm) {
+  const auto a = profile::parse_ncu_csv(fixture("attention_fused.csv"));
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(profile::classify_launch(a[0].kernel), "attn_fused");
+  EXPECT_DOUBLE_EQ(a[0].get("inst_executed"), 360538112);
+  const auto g = profile::parse_ncu_csv(fixture("gemm_fp8.csv"));
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(profile::classify_launch(g[0].kernel), "gemm");
+  EXPECT_DOUBLE_EQ(g[0].get("issue_active_pct"), 13.12);
+  EXPECT_EQ(profile::classify_launch("void attn_fwd_kernel<Cfg<128, 4, 2, 64, 2, 1>, 0, 7, 8, 0>(KernelArgs)"),
+            "attn_none");
+  EXPECT_EQ(profile::classify_launch("void attn_fwd_kernel<Cfg<128, 4, 2, 64, 2, 1>, 1, 7, 8, 0>(KernelArgs)"),
+            "attn_mask");
+  EXPECT_EQ(profile::classify_launch("fill_fp8_kernel(__nv_fp8_e4m3 *, unsigned long)"), "");
+}
+
+// Raw page (--page raw --print-units base): one row per launch, a units row. Synthetic values in ncu's layout.
+TEST(ProfileNcuCsv, RawPageUnitsAndPipes) {
+  const std::string csv =
+      "==PROF== Connected to process 1\n"
+      "| sq | table line of the profiled program |\n"
+      "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\",\"Stream\",\"Block Size\","
+      "\"Grid Size\",\"Device\",\"CC\",\"dram__bytes_read.sum\",\"gpu__time_duration.sum\","
+      "\"sm__inst_executed_pipe_alu.sum\",\"smsp__inst_executed_pipe_alu.sum\",\"smsp__inst_executed_pipe_xu.sum\","
+      "\"smsp__inst_executed.sum\",\"launch__registers_per_thread\",\"smsp__cycles_elapsed.avg.per_second\","
+      "\"lts__t_bytes.sum\"\n"
+      "\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"\",\"Mbyte\",\"usecond\",\"inst\",\"inst\",\"inst\","
+      "\"inst\",\"register/thread\",\"cycle/nsecond\",\"byte\"\n"
+      "\"0\",\"9\",\"dropbench\",\"h\",\"void rng_tile_kernel<3, 16>(unsigned int *)\",\"1\",\"7\",\"(256, 1, 1)\","
+      "\"(1056, 1, 1)\",\"0\",\"9.0\",\"2.5\",\"115.5\",\"1,000\",\"999\",\"n/a\",\"4,096\",\"44\",\"1.98\",\"2048\"\n"
+      "\"1\",\"9\",\"dropbench\",\"h\",\"void rng_tile_kernel<7, 8>(unsigned int *)\",\"1\",\"7\",\"(256, 1, 1)\","
+      "\"(1056, 1, 1)\",\"0\",\"9.0\",\"0\",\"1\",\"2\",\"2\",\"3\",\"8\",\"48\",\"1.98\",\"0\"\n"
+      "==PROF== Disconnected from process 1\n";
+  const auto ls = profile::parse_ncu_csv(csv);
+  ASSERT_EQ(ls.size(), 2u);
+  EXPECT_EQ(profile::classify_launch(ls[0].kernel), "rng_tile_r3_tw16");
+  EXPECT_EQ(profile::classify_launch(ls[1].kernel), "rng_tile_r7_tw8");
+  EXPECT_DOUBLE_EQ(ls[0].get("dram_bytes_read"), 2.5e6);
+  EXPECT_DOUBLE_EQ(ls[0].get("duration_ns"), 115500);
+  EXPECT_DOUBLE_EQ(ls[0].get("pipe_alu"), 1000);  // sm__ preferred over smsp__
+  EXPECT_LT(ls[0].get("pipe_xu"), 0);             // n/a: absent
+  EXPECT_DOUBLE_EQ(ls[1].get("pipe_xu"), 3);
+  EXPECT_DOUBLE_EQ(ls[0].get("registers_per_thread"), 44);
+  EXPECT_NEAR(ls[0].get("sm_clock_hz"), 1.98e9, 1);
+
+  const json b = profile::ncu_block(ls[0], 1024, "elements");
+  EXPECT_DOUBLE_EQ(b["demand"]["inst"].get<double>(), 4);
+  EXPECT_DOUBLE_EQ(b["demand"]["alu"].get<double>(), 1000.0 / 1024);
+  EXPECT_DOUBLE_EQ(b["demand"]["hbm_bytes"].get<double>(), 2.5e6 / 1024);
+  EXPECT_DOUBLE_EQ(b["demand"]["l2_bytes"].get<double>(), 2);
+  EXPECT_DOUBLE_EQ(b["launch"]["registers_per_thread"].get<double>(), 44);
+  EXPECT_THROW(profile::ncu_block(ls[0], 0, "elements"), UsageError);
+}
+
+TEST(ProfileNcuCsv, GarbageGivesNothing) {
+  EXPECT_TRUE(profile::parse_ncu_csv("").empty());
+  EXPECT_TRUE(profile::parse_ncu_csv("==ERROR== ERR_NVGPUCTRPERM\nhello\n").empty());
+}
+
+TEST(ProfileKernels, SelectionAndKeys) {
+  auto s = profile::parse_kernels("rng");
+  EXPECT_TRUE(s.rng);
+  EXPECT_FALSE(s.attention || s.gemm);
+  EXPECT_EQ(profile::kernel_keys(s).size(), 12u);
+  s = profile::parse_kernels("rng,attention,gemm");
+  const auto k = profile::kernel_keys(s, 7, 8);
+  EXPECT_EQ(k.size(), 17u);
+  EXPECT_NE(std::find(k.begin(), k.end(), "attn_fused_r7_tw8"), k.end());
+  EXPECT_NE(std::find(k.begin(), k.end(), "gemm_bf16"), k.end());
+  EXPECT_THROW(profile::parse_kernels("rng,bogus"), UsageError);
+  EXPECT_THROW(profile::parse_kernels(""), UsageError);
+}
+
+// The ncu blocks go into the model's schema without disturbing the loader, and the model still predicts.
+TEST(ProfileJson, FilledProfileLoadsInModel) {
+  std::ifstream f(base_profile());
+  json prof = json::parse(f);
+  const auto ls = profile::parse_ncu_csv(fixture("rng_tile_r7_tw8.csv"));
+  prof["sass"]["rng_tile_r7_tw8"]["ncu"] = profile::ncu_block(ls.at(0), 536870912.0, "elements");
+  const auto g = profile::parse_ncu_csv(fixture("gemm_fp8.csv"));
+  prof["kernels"]["gemm_fp8"]["ncu"] = profile::ncu_block(g.at(0), 2.0 * 8192 * 6144 * 8192, "FLOPs");
+  prof["collected"] = {{"path", "ncu"}};
+  const fs::path out = fs::temp_directory_path() / "dropbench_test_profile.json";
+  {
+    std::ofstream o(out);
+    o << prof.dump(2);
+  }
+  const model::Profile p = model::load_profile(out.string());
+  EXPECT_EQ(p.sass.count("rng_tile_r7_tw8"), 1u);
+  EXPECT_EQ(p.gemm.count("fp8"), 1u);
+  const auto d = profile::table_demand(prof, "rng_tile_r7_tw8");
+  EXPECT_NEAR(d.at("inst"), 70615808.0 / 536870912.0, 1e-12);
+  EXPECT_DOUBLE_EQ(d.at("issue_%"), 58.70);
+  // Not measured: the SASS per_element counts.
+  const auto s = profile::table_demand(prof, "rng_tile_r3_tw8");
+  EXPECT_GT(s.at("alu"), 0);
+  // The model CLI reads it.
+  const auto r = dropbench_test::run_dropbench("model --profile '" + out.string() + "' --format csv");
+  EXPECT_EQ(r.code, 0) << r.err;
+  fs::remove(out);
+}
+
+TEST(ProfileCli, ExitCodes) {
+  auto r = dropbench_test::run_dropbench("profile --kernels bogus --no-ncu");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--kernels"), std::string::npos) << r.err;
+  r = dropbench_test::run_dropbench("profile --no-ncu --out /nonexistent-dir/x.json");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--out"), std::string::npos) << r.err;
+  r = dropbench_test::run_dropbench("profile --no-ncu --base /nonexistent.json");
+  EXPECT_EQ(r.code, 2);
+  r = dropbench_test::run_dropbench("profile --help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("SASS path"), std::string::npos);
+
+  // --no-ncu: the SASS path. Where nvcc + cuobjdump exist it writes a loadable profile; else one line, exit 2.
+  const fs::path out = fs::temp_directory_path() / "dropbench_test_profile_sass.json";
+  r = dropbench_test::run_dropbench("profile --no-ncu --kernels rng --out '" + out.string() + "'");
+  if (r.code == 0) {
+    EXPECT_NO_THROW(model::load_profile(out.string()));
+    std::ifstream f(out);
+    EXPECT_EQ(json::parse(f)["collected"]["path"], "sass");
+    EXPECT_NE(r.out.find("rng_tile_r7_tw8"), std::string::npos);
+    fs::remove(out);
+  } else {
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("dropbench: profile: no way to collect counts"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+  }
+}
