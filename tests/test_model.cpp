@@ -4,6 +4,8 @@
 // the committed H200 data (profile consistency, model error bounds on the committed reports).
 #include <gtest/gtest.h>
 
+#include "cli_runner.hpp"
+
 #include <sys/wait.h>
 
 #include <array>
@@ -52,26 +54,8 @@ Workload w0() {
 
 constexpr double kUs = 1e-6;
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result run(const std::string& args) {
-  const auto errf = std::filesystem::temp_directory_path() / ("dropbench_model_err_" + std::to_string(::getpid()));
-  const std::string cmd = std::string("'") + DROPBENCH_BINARY + "' " + args + " 2>'" + errf.string() + "'";
-  Result r{};
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(errf);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  std::filesystem::remove(errf);
-  return r;
-}
+using Result = dropbench_test::CliResult;
+Result run(const std::string& args) { return dropbench_test::run_dropbench(args); }
 
 std::string fix_args() { return "--machine '" + kFix + "machine.json' --profile '" + kFix + "profile.json'"; }
 
