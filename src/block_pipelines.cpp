@@ -199,20 +199,26 @@ void BlockRunner::launch_finisher(const ChunkRange* window, void* out, unsigned 
   ph(name, [&] { launch_rng_mask(rp, main); }, main);
 }
 
-void BlockRunner::overlap_phase(QkvGemm& g, const RngConfig& rc, cudaStream_t main, const PhaseFn& ph) {
-  if (!mask_.get()) throw UsageError("run: the overlap needs the whole mask, which was not allocated");
+void BlockRunner::rng_on_side(const RngConfig& rc, cudaStream_t main, const PhaseFn& ph, const char* who,
+                              const std::function<void()>& main_work) {
+  if (!mask_.get()) throw UsageError(std::string("run: ") + who + " needs the whole mask, which was not allocated");
   auto* work = work_.get<unsigned long long>();
   if (rc.schedule != RngSchedule::Static)
     DB_CUDA(cudaMemsetAsync(work, 0, kRngWorkWords * sizeof(unsigned long long), main));
   const cudaStream_t side = side_stream(rc);
   DB_CUDA(cudaEventRecord(fork_, main));
   DB_CUDA(cudaStreamWaitEvent(side, fork_, 0));
-  if (rc.before_gemm) launch_rng(rc, nullptr, mask_.get(), work, side, ph, "rng");
-  ph("gemm", [&] { g.run(main); }, main);
-  if (!rc.before_gemm) launch_rng(rc, nullptr, mask_.get(), work, side, ph, "rng");
+  const bool rng_first = !main_work || rc.before_gemm;
+  if (rng_first) launch_rng(rc, nullptr, mask_.get(), work, side, ph, "rng");
+  if (main_work) main_work();
+  if (!rng_first) launch_rng(rc, nullptr, mask_.get(), work, side, ph, "rng");
   if (rc.finisher) launch_finisher(nullptr, mask_.get(), work, main, ph, "rng-finish");
   DB_CUDA(cudaEventRecord(join_, side));
   DB_CUDA(cudaStreamWaitEvent(main, join_, 0));
+}
+
+void BlockRunner::overlap_phase(QkvGemm& g, const RngConfig& rc, cudaStream_t main, const PhaseFn& ph) {
+  rng_on_side(rc, main, ph, "the overlap", [&] { ph("gemm", [&] { g.run(main); }, main); });
 }
 
 void BlockRunner::rng_static(cudaStream_t main, const PhaseFn& ph) {
@@ -221,17 +227,7 @@ void BlockRunner::rng_static(cudaStream_t main, const PhaseFn& ph) {
 }
 
 void BlockRunner::rng_alone(const RngConfig& rc, cudaStream_t main, const PhaseFn& ph) {
-  if (!mask_.get()) throw UsageError("run: the RNG needs the whole mask, which was not allocated");
-  auto* work = work_.get<unsigned long long>();
-  if (rc.schedule != RngSchedule::Static)
-    DB_CUDA(cudaMemsetAsync(work, 0, kRngWorkWords * sizeof(unsigned long long), main));
-  const cudaStream_t side = side_stream(rc);
-  DB_CUDA(cudaEventRecord(fork_, main));
-  DB_CUDA(cudaStreamWaitEvent(side, fork_, 0));
-  launch_rng(rc, nullptr, mask_.get(), work, side, ph, "rng");
-  if (rc.finisher) launch_finisher(nullptr, mask_.get(), work, main, ph, "rng-finish");
-  DB_CUDA(cudaEventRecord(join_, side));
-  DB_CUDA(cudaStreamWaitEvent(main, join_, 0));
+  rng_on_side(rc, main, ph, "the RNG", nullptr);
 }
 
 void BlockRunner::attention_full(DropoutMode m, cudaStream_t main) const {

@@ -125,6 +125,10 @@ class BlockRunner {
  private:
   void launch_rng(const RngConfig& rc, const ChunkRange* window, void* out, unsigned long long* work, cudaStream_t side,
                   const PhaseFn& ph, const std::string& name);
+  // Forks to rc's side stream, runs the whole-mask RNG there (before or after `main_work` on the main
+  // stream, as rc.before_gemm says; no main_work: just the RNG), the finisher on main, and joins.
+  void rng_on_side(const RngConfig& rc, cudaStream_t main, const PhaseFn& ph, const char* who,
+                   const std::function<void()>& main_work);
   void launch_finisher(const ChunkRange* window, void* out, unsigned long long* work, cudaStream_t main,
                        const PhaseFn& ph, const std::string& name);
   cudaStream_t side_stream(const RngConfig& rc) const { return rc.high_priority ? side_hi_ : side_; }
