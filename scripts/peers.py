@@ -722,9 +722,11 @@ class Gpu:
         try:
             from torch.profiler import ProfilerActivity, profile
             torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                fn()
-                torch.cuda.synchronize()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "Profiler clears events at the end of each cycle"
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    fn()
+                    torch.cuda.synchronize()
             names = []
             for e in prof.events():
                 if str(getattr(e, "device_type", "")).endswith("CUDA") and e.name not in names:
