@@ -223,7 +223,10 @@ def load_config(path):
     for k, v in raw.get("sweep", {}).items():
         set_key(cfg, f"sweep.{k}", v)
     for k, v in raw.get("measure", {}).items():
-        set_key(cfg, f"measure.{k}", v)
+        if k in MEASURE_DEFAULTS:
+            set_key(cfg, f"measure.{k}", v)
+        else:  # a measurement setting of a newer dropbench: kept in the report, not used by the peers
+            cfg["measure"][k] = v
     if "source" in raw:
         cfg["source"] = raw["source"]
     validate(cfg)
@@ -1186,6 +1189,12 @@ def self_test(args):
     ok(parse_set_value("pow2:2K:8K") == {"pow2": [2048, 8192]} and parse_set_value("3,5,7") == [3, 5, 7]
        and parse_set_value("8K") == 8192 and parse_set_value("bf16") == "bf16"
        and parse_set_value("[2K,4K]") == [2048, 4096], "--set value forms")
+    with tempfile.TemporaryDirectory() as td:
+        f = Path(td) / "c.json"
+        f.write_text(json.dumps({"measure": {"future_knob": 1}, "sweep": {"sq": ["8K"]}}))
+        c3 = load_config(str(f))
+        ok(c3["measure"]["future_knob"] == 1 and c3["sweep"]["sq"] == [8192] and c3["name"] == "c",
+           "unknown measure keys kept, suffixed integers")
     c2 = load_config(None)
     set_key(c2, "sweep.sq", {"pow2": [2048, 8192]})
     set_key(c2, "sweep.dropout_p", {"range": [0, 0.3, 0.1]})
