@@ -75,7 +75,6 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 import warnings
 from pathlib import Path
 
