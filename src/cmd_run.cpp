@@ -33,6 +33,39 @@ struct RunOptions {
   double mask_budget_gib = 0;  // --mask-budget (GiB; 0 = free device memory)
   std::string overlap_rng = "auto";  // --overlap-rng
   std::string trace;           // --trace FILE (Chrome-trace JSON of one untimed execution per pipeline and point)
+  bool graph = false;          // --graph: also replay each pipeline as one CUDA graph (variants <pipeline>:graph)
+};
+
+// One pipeline captured from `main` (and the streams it forks to) into an instantiated CUDA graph.
+class PipelineGraph {
+ public:
+  PipelineGraph(cudaStream_t main, const std::function<void()>& enqueue) {
+    DB_CUDA(cudaStreamBeginCapture(main, cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue();
+    } catch (...) {
+      cudaGraph_t g = nullptr;
+      cudaStreamEndCapture(main, &g);  // leave the stream usable; the capture is invalid anyway
+      if (g) cudaGraphDestroy(g);
+      throw;
+    }
+    DB_CUDA(cudaStreamEndCapture(main, &graph_));
+    DB_CUDA(cudaGraphGetNodes(graph_, nullptr, &nodes_));
+    DB_CUDA(cudaGraphInstantiate(&exec_, graph_, 0));
+  }
+  ~PipelineGraph() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (graph_) cudaGraphDestroy(graph_);
+  }
+  PipelineGraph(const PipelineGraph&) = delete;
+  PipelineGraph& operator=(const PipelineGraph&) = delete;
+  void launch(cudaStream_t s) const { DB_CUDA(cudaGraphLaunch(exec_, s)); }
+  size_t nodes() const { return nodes_; }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  size_t nodes_ = 0;
 };
 
 // --trace: the records of every point so far, the label events, and the names of the timeline's rows.
@@ -368,7 +401,9 @@ int run_run(RunContext& ctx, const RunOptions& o) {
     }
 
     // The overlap pipeline's RNG: the fastest eligible mechanism (same GEMM, same bits), or the one asked for.
-    RngConfig ovl = rng_coresident(1);
+    // Without exploration: the plain second stream, the mechanism that hid the most on the H200 presets (the
+    // co-resident kernels launched first delay cuBLASLt's GEMM: overlap/baseline 0.61-0.69x with coresident-w1).
+    RngConfig ovl = rng_plain();
     std::string ovl_why = "default (no exploration)";
     if (o.overlap_rng != "auto") {
       for (const RngConfig& c : {rng_plain(), rng_priority(), rng_coresident(1), rng_coresident(2), rng_coresident(4)})
@@ -454,6 +489,34 @@ int run_run(RunContext& ctx, const RunOptions& o) {
       }
       v.extra = ex;
       pr.variants.push_back(std::move(v));
+
+      // ---- --graph: the same pipeline captured once into a CUDA graph and replayed (launch overhead and
+      // inter-kernel gaps removed); reported as its own variant, never a candidate for the winner ----
+      if (o.graph && !session.harness.dry_run()) {
+        const PipelineGraph graph(main, [&] { runner.run(p, main, no_phases(), ovl); });
+        json gx = json::object();
+        gx["graph_nodes"] = graph.nodes();
+        if (validate) {
+          runner.poison_outputs(main);
+          graph.launch(main);
+          const auto [od, ld] = runner.diff_reference(main);
+          gx["bitwise_equal"] = od == 0 && ld == 0;
+          gx["compared_with"] = ref_name;
+          if (od != 0 || ld != 0) {
+            fmt::print(stderr, "dropbench: ERROR: pipeline {} replayed as a graph differs from {} at {}: {} O words, "
+                       "{} LSE words\n", name, ref_name, label, od, ld);
+            ++mismatches;
+          }
+        }
+        const Measurement mg = measure(name + ":graph", [&](Sample& s) { graph.launch(s.stream); });
+        VariantResult vg = variant_of(name + ":graph", mg);
+        if (mg.total.median > 0) {
+          vg.derived["tflops"] = flops / mg.total.median / 1e12;
+          if (m.total.median > 0) vg.derived["x_streams"] = m.total.median / mg.total.median;
+        }
+        vg.extra = gx;
+        pr.variants.push_back(std::move(vg));
+      }
     }
 
     // ---- --trace: one more, untimed execution of every pipeline under CUPTI (after this point's measurements) ----
@@ -684,17 +747,22 @@ Command make_run_command() {
       "trace_span_us, and for overlap/chunked the measured concurrency of stream A (main) and B (side) kernels:\n"
       "trace_overlap_us and trace_overlap_fraction (= concurrent time / min of the two streams' busy times).\n"
       "Without libcupti (or with another profiler attached) it warns and traces nothing.\n"
+      "--graph: after each pipeline's stream measurement, captures it once (all its streams) into a CUDA graph and\n"
+      "times graph launches as variant <pipeline>:graph (checked bitwise against the reference; derived.x_streams =\n"
+      "stream time / graph time). Graph variants never decide the winner.\n"
       "Example: dropbench run --config configs/llama3-70b.json --set sweep.sq=[8192] --set sweep.rounds=[3,5,7]\n"
       "         --set measure.throttle=0";
   c.add_options = [o](CLI::App& app) {
     app.add_option("--pipelines", o->pipelines, "Comma list of pipelines to run (default: all four)");
     app.add_flag("--no-validate", o->no_validate, "Skip the bitwise comparison of the pipelines' outputs");
-    app.add_flag("--no-explore", o->no_explore, "Skip the overlap-mechanism exploration (overlap uses coresident-w1)");
+    app.add_flag("--no-explore", o->no_explore, "Skip the overlap-mechanism exploration (overlap uses plain)");
     app.add_option("--top-k", o->top_k, "cuBLASLt heuristic candidates: tuned for the GEMM, scanned by mechanism b");
     app.add_option("--mask-budget", o->mask_budget_gib,
                    "GiB a whole-matrix mask may take (0 = the free device memory); larger: baseline/overlap skipped");
     app.add_option("--overlap-rng", o->overlap_rng,
                    "RNG of the overlap pipeline: auto, plain, priority, coresident-w1, coresident-w2, coresident-w4");
+    app.add_flag("--graph", o->graph,
+                 "Also capture each pipeline into a CUDA graph and time its replay (variants <pipeline>:graph)");
     app.add_option("--trace", o->trace,
                    "Write a CUPTI kernel timeline (Chrome-trace JSON) of one extra untimed run of each pipeline per point");
   };

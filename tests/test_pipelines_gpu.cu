@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 
 #include "attention.cuh"
 #include "block_pipelines.hpp"
+#include "cli_runner.hpp"
 #include "device_buffer.hpp"
 #include "gpu_guard.hpp"
 #include "pipeline_plan.hpp"
@@ -409,4 +412,36 @@ TEST(PipelinesGpu, FourPipelinesBitwiseIdentical) {
     EXPECT_NE(r0.checksum(r0.o(), r0.o_bytes(), st), ref_sum) << nm;
   }
   DB_CUDA(cudaStreamDestroy(st));
+}
+
+// `dropbench run --graph`: every pipeline is also captured into a CUDA graph (its side streams included), replayed
+// bit for bit like the stream version, timed as its own variant, and never chosen as the winner.
+TEST(PipelinesGpu, RunGraphReplayMatchesStreams) {
+  DB_REQUIRE_GPU();
+  const auto dir = std::filesystem::temp_directory_path() / ("dropbench_graph_run_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string report = (dir / "r.json").string();
+  const auto r = dropbench_test::run_dropbench(
+      "run -q --no-explore --graph --set sweep.sq=[1000] --set workload.causal=true --min-time 0.01 --max-noise 1 "
+      "--set measure.timeout=1 --set measure.throttle=0 -o '" + report + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream rf(report);
+  const auto rep = nlohmann::json::parse(rf);
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(rep["points"].size(), 1u);
+  const auto& pt = rep["points"][0];
+  int graphs = 0;
+  for (const auto& v : pt["variants"]) {
+    const std::string n = v["name"];
+    const auto colon = n.find(":graph");
+    if (colon == std::string::npos) continue;
+    ++graphs;
+    EXPECT_TRUE(v["extra"]["bitwise_equal"].get<bool>()) << n;
+    EXPECT_GE(v["extra"]["graph_nodes"].get<int>(), 2) << n;  // at least GEMM and attention
+    EXPECT_GT(v["stats"]["median"].get<double>(), 0) << n;
+    EXPECT_GT(v["derived"]["x_streams"].get<double>(), 0) << n;
+    EXPECT_NE(pt["derived"]["winner"].get<std::string>(), n);
+  }
+  EXPECT_EQ(graphs, 4);
+  EXPECT_EQ(rep["summary"]["bitwise_mismatches"].get<int>(), 0);
 }
