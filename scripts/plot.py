@@ -639,6 +639,51 @@ def plot_run(path, doc, out, written):
 
 # ---------------------------------------------------------------------------------------------------------
 
+def plot_peers_block(inputs, out, written):
+    """One transformer block per preset: dropbench's four pipelines (Philox-7) beside the peers' end-to-end
+    blocks (scripts/peers.py, variants peer:e2e-*), matched by config name and SQ."""
+    runs = {}
+    for path, doc in inputs.reports.get("run", []):
+        name = (doc.get("config") or {}).get("name") or slug(path)
+        for r in run_records(doc):
+            if r["rounds"] in (7, None) and finite(r["median"]):
+                runs.setdefault((name, r["sq"]), {})[r["pipeline"]] = r["median"]
+    rows = []  # (label, {bar: seconds})
+    for path, doc in inputs.reports.get("peers", []):
+        name = (doc.get("config") or {}).get("name") or slug(path)
+        for p in doc.get("points") or []:
+            e2e = {v["name"].split(":", 1)[1]: median(v) for v in variants(p) if v["name"].startswith("peer:e2e-")}
+            sq = int(axis(p, "sq", 0) or 0)
+            if e2e and (name, sq) in runs:
+                bars = {pl: runs[(name, sq)][pl] for pl in PIPELINE_ORDER if pl in runs[(name, sq)]}
+                bars.update({f"torch {k[4:]}": t for k, t in e2e.items() if finite(t)})
+                rows.append((f"{name}\nSQ {sq}", bars))
+    if not rows:
+        if inputs.reports.get("peers"):
+            note("peers reports without a matching `dropbench run` report (same config name and SQ): block plot skipped")
+        return
+    import_matplotlib()
+    names = []
+    for _, bars in rows:
+        names += [n for n in bars if n not in names]
+    fig, ax = plt.subplots(figsize=(max(6, 2.2 * len(rows)), 4))
+    w = 0.8 / len(names)
+    ref = [bars.get("baseline") or min(bars.values()) for _, bars in rows]
+    lo, hi = 1.0, 1.0
+    for i, n in enumerate(names):
+        xs = [k + (i - (len(names) - 1) / 2) * w for k in range(len(rows))]
+        ys = [bars.get(n, float("nan")) / r for (_, bars), r in zip(rows, ref)]
+        lo, hi = min([lo] + [y for y in ys if finite(y)]), max([hi] + [y for y in ys if finite(y)])
+        ax.bar(xs, ys, w, label=n, hatch="//" if n.startswith("torch") else None, color=colors()[i % len(colors())])
+    ax.set_ylim(lo - 0.4 * (hi - lo) - 0.02, hi + 0.15 * (hi - lo) + 0.01)
+    ax.axhline(1.0, color="k", lw=0.6, ls=":")
+    ax.set_xticks(range(len(rows)), [f"{r[0]}\nbaseline {t * 1e3:.2f} ms" for r, t in zip(rows, ref)])
+    ax.set_ylabel("time / dropbench baseline (lower is faster)")
+    ax.set_title("One block (QKV GEMM + attention with dropout): dropbench (Philox-7) vs PyTorch", fontsize=9)
+    ax.legend(fontsize=7, ncol=3)
+    save(fig, out, "peers_block", written)
+
+
 def plot_all(inputs, out, peer_sq_override=None):
     written = []
     for path, doc in inputs.reports.get("rng", []):
@@ -656,6 +701,7 @@ def plot_all(inputs, out, peer_sq_override=None):
             plot_run(path, doc, out, written)
     else:
         note("no `dropbench run` report given: pipeline speedup and phase plots skipped")
+    plot_peers_block(inputs, out, written)
     return written
 
 
@@ -712,13 +758,18 @@ def self_test(keep=None):
     run = _report("run", [{"axes": {"sq": sq, "rounds": r, "causal": c}, "workload": wl,
                            "variants": pipelines(sq, r, c)}
                           for sq in (4096, 8192, 16384) for r in (5, 7) for c in (False, True)])
+    for doc in (run,):
+        doc["config"] = {"name": "synthetic"}
+    peers = _report("peers", [{"axes": {"sq": 8192}, "workload": wl, "variants": [
+        dict(_var("peer:e2e-flash", 2.4e-3), peer=True), dict(_var("peer:e2e-cudnn", 2.2e-3), peer=True)]}])
+    peers["config"] = {"name": "synthetic"}
     peer_attention = ("torch flash causal=0 p=0.0:   3.119 ms   352.5 TFLOP/s\n"
                       "torch flash causal=1 p=0.1:   2.166 ms   253.8 TFLOP/s\n"
                       "torch cudnn causal=0 p=0.1:   3.669 ms   299.7 TFLOP/s\n")
     with tempfile.TemporaryDirectory(prefix="dropbench_plot_") as tmp:
         tmp = Path(tmp)
         for name, doc in (("rng", rng), ("dropout", dropout), ("attention", attention), ("gemm", gemm),
-                          ("peer_gemm", peer_gemm), ("run", run)):
+                          ("peer_gemm", peer_gemm), ("run", run), ("peers", peers)):
             (tmp / f"{name}.json").write_text(json.dumps(doc))
         (tmp / "peer_attention.md").write_text(peer_attention)
         assert parse_peer_attention(tmp / "peer_attention.md")[0]["tflops"] == 352.5
@@ -732,7 +783,7 @@ def self_test(keep=None):
         expect = {f"{k}-{n}.{e}" for k, n in (("philox_ratio", "rng"), ("dropout", "dropout"),
                                                ("attention", "attention"), ("gemm", "gemm"),
                                                ("run_speedup", "run"), ("run_phases", "run"))
-                  for e in ("png", "svg")}
+                  for e in ("png", "svg")} | {"peers_block.png", "peers_block.svg"}
         got = {f.name for f in written}
         missing = expect - got
         small = [f.name for f in written if f.stat().st_size < 2000]
@@ -741,7 +792,7 @@ def self_test(keep=None):
             return 1
         # Without a run report the pipeline plots are skipped, not an error.
         inputs.reports.pop("run")
-        if any(f.name.startswith("run_") for f in plot_all(inputs, tmp / "plots2")):
+        if any(f.name.startswith(("run_", "peers_")) for f in plot_all(inputs, tmp / "plots2")):
             print("plot.py self-test: FAILED (run plots without a run report)", file=sys.stderr)
             return 1
     print(f"plot.py self-test: ok ({len(expect)} files)")
