@@ -6,6 +6,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -52,6 +53,7 @@ struct ModelOpts {
   std::string format = "md";
   bool uncalibrated = false;
   bool fit = false;
+  std::string demand = "ncu";
 };
 
 // One comparison: a measured median against a prediction.
@@ -60,6 +62,7 @@ struct Row {
   std::string variant, piece;
   double measured = 0, predicted = 0, predicted_at_measured_clock = 0, measured_clock = 0;
   std::string limiter;
+  std::string source;  // demand source of the prediction (ncu | ncu(nc) | sass | hand, joined by + for several)
   std::string role;  // fit | held-out | composed
   std::string fit_unit;
   double fit_unit_seconds_uncal = 0;  // the fitted unit's time at efficiency 1 (for --fit)
@@ -100,28 +103,34 @@ bool axes_match(const json& fit_axes, const json& axes) {
   return true;
 }
 
-// Predicted kernel / pipeline time of `piece` for workload w at options o.
+// Predicted kernel / pipeline time of `piece` for workload w at options o; .source: where the demand came from.
 struct Predictor {
   const model::Machine& m;
   const model::Profile& p;
   KernelTime kernel(const std::string& piece, const Workload& w, const Options& o) const {
+    std::string src;
+    KernelTime t;
     if (piece == "gemm") {
       const auto& g = p.gemm.at(w.dtype);
-      return model::kernel_time(m, "gemm", model::gemm_demand(p, w), model::kernel_clock(m, g.clock, o), o);
-    }
-    if (piece.rfind("rng:", 0) == 0) {
+      const model::Demand d = model::gemm_demand(p, w, &src);
+      t = model::kernel_time(m, "gemm", d, model::kernel_clock(m, g.clock, o), model::options_for(o, p, src));
+    } else if (piece.rfind("rng:", 0) == 0) {
       const std::string layout = piece.substr(4);
-      return model::kernel_time(m, "rng", model::rng_demand(p, w, layout), model::kernel_clock(m, p.rng_clock, o), o);
-    }
-    if (piece.rfind("attention:", 0) == 0) {
+      const model::Demand d = model::rng_demand(p, w, layout, {}, &src);
+      t = model::kernel_time(m, "rng", d, model::kernel_clock(m, p.rng_clock, o), model::options_for(o, p, src));
+    } else if (piece.rfind("attention:", 0) == 0) {
       const std::string mode = piece.substr(10);
       model::AttnWork a;
-      const model::Demand d = model::attention_demand(p, w, mode, {}, &a);
+      const model::Demand d = model::attention_demand(p, w, mode, {}, &a, &src);
       const double factor = model::tail_factor(a.cta_iterations, static_cast<double>(w.batch) * w.q_heads,
                                                m.sm_count * p.attn_ctas_per_sm);
-      return model::kernel_time(m, "attention(" + mode + ")", d, model::kernel_clock(m, p.attn_clock, o), o, 1.0, factor);
+      t = model::kernel_time(m, "attention(" + mode + ")", d, model::kernel_clock(m, p.attn_clock, o),
+                             model::options_for(o, p, src), 1.0, factor);
+    } else {
+      throw UsageError("model: unknown piece " + piece);
     }
-    throw UsageError("model: unknown piece " + piece);
+    t.source = src;
+    return t;
   }
   KernelTime pipeline(const std::string& name, const Workload& w, const Options& o) const {
     const model::Prediction pr = model::predict(m, p, w, o);
@@ -131,6 +140,7 @@ struct Predictor {
     t.name = name;
     t.seconds = pt->seconds;
     t.limiter = pt->limiter;
+    t.source = model::pipeline_source(pr, name);
     return t;
   }
   KernelTime any(const std::string& piece, const Workload& w, const Options& o) const {
@@ -143,6 +153,7 @@ struct Predictor {
       t.name = piece;
       t.seconds = a.seconds + b.seconds + m.launch_gap_us * 1e-6;
       t.limiter = a.seconds >= b.seconds ? a.limiter : b.limiter;
+      t.source = model::join_sources({a.source, b.source});
       return t;
     }
     return kernel(piece, w, o);
@@ -272,6 +283,7 @@ int run_report(const ModelOpts& mo, const model::Machine& m, const model::Profil
         }
         row.predicted = t.seconds;
         row.limiter = t.limiter;
+        row.source = t.source;
         Options oc = o;
         oc.clock_mhz = row.measured_clock;
         row.predicted_at_measured_clock = row.measured_clock > 0 ? pred.any(piece, w, oc).seconds : t.seconds;
@@ -298,7 +310,8 @@ int run_report(const ModelOpts& mo, const model::Machine& m, const model::Profil
     for (const auto& [k, v] : row.axes.items())
       if (std::find(axis_names.begin(), axis_names.end(), k) == axis_names.end()) axis_names.push_back(k);
   t.columns = axis_names;
-  for (const char* c : {"variant", "piece", "measured_us", "predicted_us", "err_%", "limiter", "role"}) t.columns.push_back(c);
+  for (const char* c : {"variant", "piece", "measured_us", "predicted_us", "err_%", "limiter", "demand", "role"})
+    t.columns.push_back(c);
   for (const Row& row : rows) {
     std::vector<std::string> cells;
     for (const std::string& a : axis_names) {
@@ -307,7 +320,7 @@ int run_report(const ModelOpts& mo, const model::Machine& m, const model::Profil
       else cells.push_back(row.axes.at(a).dump());
     }
     cells.insert(cells.end(), {row.variant, row.piece, mcli::us(row.measured), mcli::us(row.predicted), pct(row.err()),
-                               row.limiter, row.role});
+                               row.limiter, row.source, row.role});
     t.rows.push_back(cells);
   }
 
@@ -350,6 +363,22 @@ int run_report(const ModelOpts& mo, const model::Machine& m, const model::Profil
     per[k] = {{"n", s.n}, {"mean_abs_err", s.mean}, {"stdev_abs_err", s.stdev}, {"max_abs_err", s.max}};
   }
   summary["held_out_by_piece"] = per;
+  // Where each kernel's demand came from (kernel pieces; pipelines and sums combine them).
+  std::map<std::string, std::set<std::string>> src_by_piece;
+  for (const Row& row : rows) {
+    std::string kind = row.piece;
+    if (const size_t eq = kind.find(" = "); eq != std::string::npos) kind = kind.substr(eq + 3);
+    if (kind.rfind("pipeline:", 0) == 0 || kind.rfind("sum:", 0) == 0) continue;
+    src_by_piece[kind].insert(row.source);
+  }
+  json srcj = json::object();
+  std::string src_line;
+  for (const auto& [k, v] : src_by_piece) {
+    const std::string joined = model::join_sources(std::vector<std::string>(v.begin(), v.end()));
+    srcj[k] = joined;
+    src_line += fmt::format("{}{}: {}", src_line.empty() ? "" : ", ", k, joined);
+  }
+  summary["demand"] = {{"preference", mo.demand}, {"source_by_piece", srcj}};
   json fits = json::array();
   for (const Row& row : rows) {
     if (row.role != "fit") continue;
@@ -380,6 +409,7 @@ int run_report(const ModelOpts& mo, const model::Machine& m, const model::Profil
     std::cout << fmt::format("    {:<32} n={:<3} mean |err| {:.1f}%, stdev {:.1f}%, max {:.1f}%\n", k, s.n, 100 * s.mean,
                              100 * s.stdev, 100 * s.max);
   }
+  std::cout << fmt::format("  demand (--demand {}): {}\n    {}\n", mo.demand, src_line, model::kSourceLegend);
   if (sp.n)
     std::cout << fmt::format(
         "  fused attention composed as mask kernel + RNG demand (the paper's composition), {} comparisons: mean "
@@ -419,7 +449,7 @@ int run_sweep(const ModelOpts& mo, const model::Machine& m, const model::Profile
       if (std::find(axis_names.begin(), axis_names.end(), k) == axis_names.end()) axis_names.push_back(k);
   t.columns = axis_names;
   for (const char* c : {"gemm_us", "rng_us", "attn_mask_us", "attn_fused_us", "baseline_us", "fused_us", "overlap_us",
-                        "chunked_us", "best", "overlap_how"})
+                        "chunked_us", "best", "demand", "overlap_how"})
     t.columns.push_back(c);
   json points = json::array();
   for (const SweepPoint& sp : pts) {
@@ -432,14 +462,15 @@ int run_sweep(const ModelOpts& mo, const model::Machine& m, const model::Profile
     cells.insert(cells.end(), {mcli::cell(pr.gemm), mcli::cell(pr.rng), mcli::cell(pr.attn_mask), mcli::cell(pr.attn_fused)});
     for (const auto& pl : pr.pipelines) cells.push_back(fmt::format("{} ({})", mcli::us(pl.seconds), pl.limiter));
     cells.push_back(best->name);
+    cells.push_back(model::kernel_sources(pr));
     cells.push_back(pr.pipeline("overlap")->detail);
     t.rows.push_back(cells);
   }
   std::cout << render(t, mo.format);
   if (mo.format == "md")
     std::cout << fmt::format("\nmachine {} ({}), profile {}; cells: predicted us (limiting unit); clock: {}; "
-                             "residency: {}\n",
-                             m.name, m.path, p.path, mo.clock, mo.residency);
+                             "residency: {}; --demand {}\n{}\n",
+                             m.name, m.path, p.path, mo.clock, mo.residency, mo.demand, model::kSourceLegend);
   return 0;
 }
 
@@ -460,6 +491,10 @@ Command make_model_command() {
       "With --report FILE (a dropbench rng, attention, gemm or run report): predicted vs measured per point and\n"
       "variant, err = (pred - meas) / meas, and the mean / stdev of |err| over the points not used for the\n"
       "efficiency fit (the machine file's calibration.fit_points).\n"
+      "Demand: --demand ncu (default) takes each kernel's demand from its Nsight Compute counts where the profile\n"
+      "holds them (`dropbench profile`), carried to the shape by the static structure, with the profile's\n"
+      "ncu_calibration efficiencies; other kernels use their static (SASS / hand-written) counts. --demand sass:\n"
+      "static counts only. The demand column / line says which source each kernel's demand came from.\n"
       "Examples:\n"
       "  dropbench model --config configs/llama3-70b.json\n"
       "  dropbench model --report results/h200/foundation/rng_2g.json\n"
@@ -483,11 +518,16 @@ Command make_model_command() {
                    "coresident:WARPS");
     app.add_flag("--uncalibrated", mo->uncalibrated, "Every unit efficiency = 1 (the rates as sourced)");
     app.add_flag("--fit", mo->fit, "With --report: print the efficiency each fit point implies for its unit");
+    app.add_option("--demand", mo->demand,
+                   "Kernel demand: ncu (measured Nsight Compute counts where the profile holds them, static counts "
+                   "otherwise) or sass (static SASS / hand-written counts only)")
+        ->check(CLI::IsMember({"ncu", "sass"}));
     app.add_option("--format", mo->format, "md | csv | json")->check(CLI::IsMember({"md", "json", "csv"}));
   };
   c.run = [mo](RunContext&) {
     const model::Machine m = model::load_machine(mcli::default_path(mo->machine));
-    const model::Profile p = model::load_profile(mcli::default_path(mo->profile));
+    model::Profile p = model::load_profile(mcli::default_path(mo->profile));
+    p.use_ncu = mo->demand == "ncu";
     if (!mo->report.empty()) {
       if (!mo->config.empty() || !mo->sets.empty())
         throw UsageError("--report: the points come from the report; --config / --set do not apply");

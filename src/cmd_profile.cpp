@@ -38,6 +38,7 @@ struct ProfileOptions {
   std::string out = "profile.json";
   std::string kernels = "rng,attention,gemm";
   std::string base;
+  std::string ncu_csv;
   bool no_ncu = false;
   int device = 0;
 };
@@ -118,29 +119,58 @@ json read_json(const std::string& path) {
 struct Family {
   std::string name, command, kernel_regex;
   std::vector<std::string> sets;
-  std::function<double(const std::string& key)> work;  // work for a launch key
+  std::function<double(const std::string& key)> work;     // work of a launch key
+  std::function<json(const std::string& key)> workload;   // the workload (geometry) of a launch key
   std::string work_unit;
 };
 
+// R and TW of "rng_tile_r7_tw8" / "attn_fused_r7_tw8_causal"; {-1, -1} when the key has none.
+std::pair<int, int> rounds_tw(const std::string& key) {
+  const size_t r = key.find("_r"), t = key.find("_tw");
+  if (r == std::string::npos || t == std::string::npos) return {-1, -1};
+  return {std::atoi(key.c_str() + r + 2), std::atoi(key.c_str() + t + 3)};
+}
+
+// Every family at SQ 4096 (small enough for ncu's replay, large enough to fill the GPU), non-causal, except
+// attention, which runs causal too (its causal instantiations are separate kernels).
+constexpr int64_t kSq = 4096, kEmbed = 4096;
+
 std::vector<Family> families(const profile::Selection& s, const Workload& w) {
-  const double sq = 4096, scores = static_cast<double>(w.batch) * w.q_heads * sq * sq;
-  const double M = w.batch * sq, N = static_cast<double>(w.q_heads + 2 * w.kv_heads) * w.head_dim, K = 4096;
+  const double sq = kSq, scores = static_cast<double>(w.batch) * w.q_heads * sq * sq;
+  const double M = w.batch * sq, N = static_cast<double>(w.q_heads + 2 * w.kv_heads) * w.head_dim, K = kEmbed;
+  auto geometry = [w](const std::string& key, bool gemm) {
+    json j = {{"batch", w.batch}, {"q_heads", w.q_heads}, {"kv_heads", w.kv_heads}, {"head_dim", w.head_dim},
+              {"sq", kSq},        {"causal", key.size() > 7 && key.substr(key.size() - 7) == "_causal"}};
+    if (gemm) {
+      j["embed"] = kEmbed;
+      j["dtype"] = key.substr(key.find('_') + 1);
+    } else {
+      const auto [r, tw] = rounds_tw(key);
+      j["rounds"] = r > 0 ? r : w.rounds;
+      j["threshold_bits"] = tw > 0 ? tw : w.threshold_bits;
+      if (key.rfind("rng_", 0) == 0) j["layout"] = "tile";
+    }
+    return j;
+  };
   std::vector<Family> f;
   if (s.rng)
     f.push_back({"rng", "rng", "rng_tile",
                  {"sweep.sq=[4096]", "sweep.rounds=[3,5,7,10]", "sweep.threshold_bits=[8,16,32]", "sweep.layout=[tile]",
                   "sweep.causal=[false]"},
-                 [scores](const std::string&) { return scores; }, "elements"});
+                 [scores](const std::string&) { return scores; },
+                 [geometry](const std::string& k) { return geometry(k, false); }, "elements"});
   if (s.attention)
     f.push_back({"attention", "attention", "attn_fwd",
-                 {"sweep.sq=[4096]", "sweep.causal=[false]", fmt::format("sweep.rounds=[{}]", w.rounds),
+                 {"sweep.sq=[4096]", "sweep.causal=[false,true]", "sweep.rounds=[3,5,7,10]",
                   fmt::format("sweep.threshold_bits=[{}]", w.threshold_bits)},
-                 [scores](const std::string&) { return scores; }, "score elements"});
+                 [scores](const std::string&) { return scores; },
+                 [geometry](const std::string& k) { return geometry(k, false); }, "score elements (full SQ x SQ)"});
   if (s.gemm)
     for (const char* dt : {"fp8", "bf16"})
       f.push_back({std::string("gemm_") + dt, "gemm", "nvjet|xmma|cutlass|gemm|sm90",
                    {"sweep.sq=[4096]", "sweep.embed=[4096]", fmt::format("sweep.dtype=[{}]", dt)},
-                   [=](const std::string&) { return 2 * M * N * K; }, "FLOPs"});
+                   [=](const std::string&) { return 2 * M * N * K; },
+                   [geometry](const std::string& k) { return geometry(k, true); }, "FLOPs"});
   return f;
 }
 
@@ -163,9 +193,10 @@ std::string ncu_command(const std::string& ncu, const Family& f, int device, boo
   return c;
 }
 
-// Fills the ncu blocks; returns "" on success, else why ncu could not be used.
+// Fills the ncu blocks; returns "" on success, else why ncu could not be used. csv_dir: keep ncu's CSV of
+// each family there (<family>.csv) when not empty.
 std::string collect_ncu(const std::string& ncu, const profile::Selection& sel, const Workload& w, int device,
-                        json& prof, std::vector<std::string>& notes) {
+                        const std::string& csv_dir, json& prof, std::vector<std::string>& notes) {
   for (const Family& f : families(sel, w)) {
     std::fprintf(stderr, "profile: ncu on `dropbench %s` (%s)...\n", f.command.c_str(), f.name.c_str());
     std::vector<profile::NcuLaunch> launches;
@@ -175,6 +206,10 @@ std::string collect_ncu(const std::string& ncu, const profile::Selection& sel, c
       const std::string all = r.out + r.err;
       if (all.find("ERR_NVGPUCTRPERM") != std::string::npos)
         return "ncu cannot read the performance counters (ERR_NVGPUCTRPERM: profiling needs admin rights here)";
+      if (!csv_dir.empty()) {
+        std::ofstream c(fs::path(csv_dir) / (f.name + (sections ? "_sections" : "") + ".csv"));
+        c << r.out;
+      }
       launches = profile::parse_ncu_csv(r.out);
       std::erase_if(launches, [](const profile::NcuLaunch& l) { return profile::classify_launch(l.kernel).empty(); });
       if (!launches.empty()) {
@@ -184,14 +219,15 @@ std::string collect_ncu(const std::string& ncu, const profile::Selection& sel, c
     }
     if (launches.empty())
       return fmt::format("ncu profiled no kernel of `dropbench {}` (exit {}): {}", f.command, r.code, reason_of(r.err + r.out));
-    // Last launch of each kind wins (attention: the fused reference comes first; gemm: after any set-up).
+    // Last launch of each kernel wins (attention: the fused reference launch of a point comes first; gemm:
+    // after any set-up).
     std::map<std::string, const profile::NcuLaunch*> last;
     for (const auto& l : launches) last[profile::classify_launch(l.kernel)] = &l;
     for (const auto& [kind, l] : last) {
       std::string key = kind;
-      if (kind == "attn_fused") key = fmt::format("attn_fused_r{}_tw{}", w.rounds, w.threshold_bits);
+      if (kind == "attn_fused") key = fmt::format("attn_fused_r{}_tw{}", w.rounds, w.threshold_bits);  // name without R/TW
       if (kind == "gemm") key = f.name;
-      const json block = profile::ncu_block(*l, f.work(key), f.work_unit);
+      const json block = profile::ncu_block(*l, f.work(key), f.work_unit, f.workload(key));
       if (key.rfind("gemm_", 0) == 0) {
         if (!prof["kernels"].contains(key)) continue;
         prof["kernels"][key]["ncu"] = block;
@@ -243,9 +279,11 @@ Command make_profile_command() {
       "configs/profiles/h200.json (`dropbench model --profile FILE` reads it). Starts from --base (default that\n"
       "file) and fills it in:\n"
       "  ncu path (ncu on PATH, a GPU, readable counters): runs dropbench itself under Nsight Compute\n"
-      "    (--clock-control none), one sweep per family at SQ 4096; each kernel's \"ncu\" block gets executed\n"
-      "    warp instructions per element (per FLOP for the GEMM) in total and per pipe, HBM / L2 bytes, the\n"
-      "    measured utilisations and launch resources.\n"
+      "    (--clock-control none), one sweep per family at SQ 4096 (RNG: every R x TW; attention: none, mask\n"
+      "    and fused for R 3/5/7/10, causal and not; GEMM: fp8, bf16); each kernel's \"ncu\" block gets\n"
+      "    executed warp instructions per element (per FLOP for the GEMM) in total and per pipe, HBM / L2\n"
+      "    bytes, the measured workload, the measured utilisations and launch resources. `dropbench model`\n"
+      "    uses them in place of the static counts (--demand ncu, docs/model.md \"Demand sources\").\n"
       "  SASS path (--no-ncu, or ncu unusable): scripts/profile_sass.py compiles and disassembles the kernels\n"
       "    (needs nvcc, cuobjdump, nvdisasm) and replaces the \"sass\" counts; the GEMM keeps its hand-written\n"
       "    per-FLOP demand.\n"
@@ -261,6 +299,7 @@ Command make_profile_command() {
     app.add_option("--base", o->base, "Profile to start from (default configs/profiles/h200.json)");
     app.add_flag("--no-ncu", o->no_ncu, "Skip Nsight Compute; count SASS instead");
     app.add_option("--device", o->device, "CUDA device index (ncu path)");
+    app.add_option("--ncu-csv", o->ncu_csv, "Keep Nsight Compute's CSV output of each family in this directory");
   };
   c.run = [o](RunContext&) -> int {
     const profile::Selection sel = profile::parse_kernels(o->kernels);
@@ -279,7 +318,8 @@ Command make_profile_command() {
     else if (device_count() == 0) ncu_why = "no CUDA device";
     else {
       require_gpu(o->device);
-      ncu_why = collect_ncu(ncu, sel, w, o->device, prof, notes);
+      if (!o->ncu_csv.empty()) fs::create_directories(o->ncu_csv);
+      ncu_why = collect_ncu(ncu, sel, w, o->device, o->ncu_csv, prof, notes);
       if (ncu_why.empty()) path = "ncu";
     }
     if (path.empty()) {
@@ -316,7 +356,7 @@ Command make_profile_command() {
     Table t;
     std::vector<std::pair<std::string, std::map<std::string, double>>> rows;
     std::set<std::string> cols;
-    for (const std::string& k : profile::kernel_keys(sel, static_cast<int>(w.rounds), static_cast<int>(w.threshold_bits))) {
+    for (const std::string& k : profile::kernel_keys(sel, static_cast<int>(w.threshold_bits))) {
       auto d = profile::table_demand(prof, k);
       for (const auto& [u, v] : d) cols.insert(u);
       rows.emplace_back(k, d);

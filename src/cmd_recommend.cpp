@@ -28,6 +28,7 @@ struct RecOpts {
   std::string clock = "model";
   std::string rounds = "3,5,7,10";
   std::string format = "md";
+  std::string demand = "ncu";
 };
 
 // "b=1,sq=8192,e=8192,hq=64,hkv=8,dh=128[,causal=1][,dtype=fp8][,tw=8][,p=0.1]" -> workload.
@@ -147,12 +148,15 @@ Command make_recommend_command() {
     app.add_option("--clock", ro->clock, "model | max | sustained")->check(CLI::IsMember({"model", "max", "sustained"}));
     app.add_option("--rounds", ro->rounds, "Philox round counts to rank (subset of 3,5,7,10)");
     app.add_option("--format", ro->format, "md | json")->check(CLI::IsMember({"md", "json"}));
+    app.add_option("--demand", ro->demand, "ncu (measured counts where the profile holds them) | sass (static only)")
+        ->check(CLI::IsMember({"ncu", "sass"}));
   };
   c.run = [ro](RunContext&) {
     const Workload base = parse_shape(ro->shape);
     const std::vector<int64_t> rounds = parse_rounds(ro->rounds);
     const model::Machine m = model::load_machine(mcli::default_path(ro->machine));
-    const model::Profile p = model::load_profile(mcli::default_path(ro->profile));
+    model::Profile p = model::load_profile(mcli::default_path(ro->profile));
+    p.use_ncu = ro->demand == "ncu";
     std::optional<model::Machine> ref;
     if (!ro->reference.empty()) {
       const std::string rp = mcli::default_path(ro->reference);
@@ -203,7 +207,9 @@ Command make_recommend_command() {
             {"rng_s", pr.rng.seconds},             {"rng_limiter", pr.rng.limiter},
             {"attention_mask_s", pr.attn_mask.seconds}, {"attention_mask_limiter", pr.attn_mask.limiter},
             {"attention_fused_s", pr.attn_fused.seconds}, {"attention_fused_limiter", pr.attn_fused.limiter},
-            {"rng_share_of_baseline", share(pr)}};
+            {"rng_share_of_baseline", share(pr)},
+            {"demand_source", {{"gemm", pr.gemm.source}, {"rng", pr.rng.source}, {"attention_mask", pr.attn_mask.source},
+                               {"attention_fused", pr.attn_fused.source}}}};
         if (ref) ks[std::to_string(r)]["rng_share_of_baseline_on_reference"] = ref_share.at(r);
       }
       out["kernels"] = ks;
@@ -232,6 +238,7 @@ Command make_recommend_command() {
                              rref, M, N, base.embed, base.dtype, mcli::us(p7.gemm.seconds), p7.gemm.limiter,
                              mcli::us(p7.rng.seconds), p7.rng.limiter, mcli::us(p7.attn_mask.seconds),
                              p7.attn_mask.limiter, mcli::us(p7.attn_fused.seconds), p7.attn_fused.limiter);
+    std::cout << fmt::format("demand (--demand {}): {}\n", ro->demand, model::kernel_sources(p7));
     std::cout << fmt::format("region: {} (RNG / GEMM = {:.2f} at Philox-{}): {}\n\n", region_of(ratio), ratio, rref,
                              region_text(ratio));
     Table t;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <queue>
 #include <set>
 #include <sstream>
@@ -99,6 +100,36 @@ Demand demand_from_json(const json& j, const Fields& f, const std::string& path)
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// An "ncu" block: null / absent -> nothing; an object -> its demand per unit of work, the work and the
+// workload it was measured at. A block without a usable workload or work cannot be carried to other shapes:
+// it is ignored (the static counts are used).
+std::optional<NcuDemand> ncu_from_json(const json& e, const Fields& f, const std::string& path) {
+  if (!e.is_object() || !e.contains("ncu") || e.at("ncu").is_null()) return std::nullopt;
+  const json& n = e.at("ncu");
+  if (!n.is_object()) f.fail(path + ".ncu", "must be null or an object");
+  if (!n.contains("demand") || !n.contains("work") || !n.contains("workload")) return std::nullopt;
+  NcuDemand d;
+  d.work = f.number(n, "work", path + ".ncu.work");
+  const json& dm = f.get(n, "demand", path + ".ncu.demand");
+  if (!dm.is_object()) f.fail(path + ".ncu.demand", "must be an object");
+  for (const auto& [k, v] : dm.items()) {
+    if (!v.is_number() || v.get<double>() < 0) f.fail(path + ".ncu.demand." + k, "must be a number >= 0");
+    d.per_work[k] = v.get<double>();
+  }
+  const json& wj = f.get(n, "workload", path + ".ncu.workload");
+  if (!wj.is_object()) f.fail(path + ".ncu.workload", "must be an object");
+  d.w = builtin_config().workload;
+  for (const auto& [k, v] : wj.items()) {
+    try {
+      set_workload_field(d.w, k, v, path + ".ncu.workload");
+    } catch (const UsageError& err) {
+      f.fail(path + ".ncu.workload." + k, err.what());
+    }
+  }
+  if (d.per_work.empty()) return std::nullopt;
+  return d;
+}
 
 }  // namespace
 
@@ -214,6 +245,11 @@ Profile profile_from_json(const json& j, const std::string& where) {
       k.rescale_extra = demand_from_json(e.at("rescale_extra_per_iteration"), f, path + ".rescale_extra_per_iteration");
     if (e.contains("resources") && e.at("resources").contains("registers"))
       k.registers = e.at("resources").at("registers").get<int>();
+    if (e.contains("opcodes_per_iteration") && e.at("opcodes_per_iteration").is_object())
+      for (const auto& [op, n] : e.at("opcodes_per_iteration").items())
+        if ((op.rfind("IMAD.WIDE", 0) == 0 || op.rfind("IMAD.HI", 0) == 0) && n.is_number())
+          k.imad_wide_per_iteration += n.get<double>();
+    k.ncu = ncu_from_json(e, f, path);
     p.sass[key] = k;
   }
   const json& ks = f.get(j, "kernels", "kernels");
@@ -260,9 +296,28 @@ Profile profile_from_json(const json& j, const std::string& where) {
     gp.smem_per_sm_bytes = f.number(r, "smem_per_sm_bytes", q + "residency.smem_per_sm_bytes", false);
     gp.threads_per_sm = f.number(r, "threads_per_sm", q + "residency.threads_per_sm", false);
     gp.blocks_per_sm = f.number(r, "blocks_per_sm", q + "residency.blocks_per_sm", false);
+    gp.ncu = ncu_from_json(g, f, "kernels." + key);
     p.gemm[dt] = gp;
   }
+  if (j.contains("ncu_calibration") && !j.at("ncu_calibration").is_null()) {
+    const json& c = j.at("ncu_calibration");
+    const json& u = f.get(c, "units", "ncu_calibration.units");
+    if (!u.is_object()) f.fail("ncu_calibration.units", "must be an object unit -> {value, source}");
+    for (const auto& [name, e] : u.items()) {
+      const std::string q = "ncu_calibration.units." + name;
+      f.string(e, "source", q + ".source");
+      p.ncu_efficiency[name] = f.number(e, "value", q + ".value");
+    }
+  }
   return p;
+}
+
+bool Profile::has_ncu() const {
+  for (const auto& [k, s] : sass)
+    if (s.ncu) return true;
+  for (const auto& [k, g] : gemm)
+    if (g.ncu) return true;
+  return false;
 }
 
 Profile load_profile(const std::string& path) { return profile_from_json(read_json_file(path, "profile"), path); }
@@ -296,7 +351,9 @@ KernelTime kernel_time(const Machine& m, const std::string& name, const Demand& 
   for (const Unit& u : m.units) {
     auto it = per_unit.find(u.name);
     if (it == per_unit.end()) continue;
-    const double s = it->second / (o.calibrated ? u.efficiency : 1.0) * factor;
+    double eff = u.efficiency;
+    if (auto ov = o.efficiency.find(u.name); ov != o.efficiency.end()) eff = ov->second;
+    const double s = it->second / (o.calibrated ? eff : 1.0) * factor;
     t.units.push_back({u.name, s});
     if (s > t.seconds) {
       t.seconds = s;
@@ -317,7 +374,13 @@ double kernel_clock(const Machine& m, const std::string& profile_clock, const Op
 // ---------------------------------------------------------------------------------------------------------
 // Demands.
 // ---------------------------------------------------------------------------------------------------------
-Demand gemm_demand(const Profile& p, const Workload& w) {
+namespace {
+
+// The static part of every demand: hand-written (GEMM) or SASS-derived, with the IMAD.WIDE/HI extra weight
+// under kImadWide so that ncu's instruction counts (one per IMAD.WIDE) can be compared (stripped before use).
+const char* const kImadWide = "_imad_wide";
+
+Demand gemm_static(const Profile& p, const Workload& w) {
   auto it = p.gemm.find(w.dtype);
   if (it == p.gemm.end()) throw UsageError(fmt::format("profile {}: kernels.gemm_{} is missing", p.path, w.dtype));
   const GemmProfile& g = it->second;
@@ -329,6 +392,87 @@ Demand gemm_demand(const Profile& p, const Workload& w) {
   d["hbm_bytes"] += (M * K + N * K) * in + M * N * out;
   d["l2_bytes"] += (M * K * in * std::ceil(N / g.tile_n) + N * K * in * std::ceil(M / g.tile_m)) / g.cluster_multicast +
                    M * N * out;
+  return d;
+}
+
+double gemm_flops(const Workload& w) {
+  return 2.0 * static_cast<double>(w.batch) * w.sq * static_cast<double>(w.q_heads + 2 * w.kv_heads) * w.head_dim *
+         static_cast<double>(w.embed);
+}
+
+// Measured demand carried to workload w (docs/model.md, "Demand sources"). st_w / st_p: the static demand at
+// w and at the measured workload; work_ratio: work(w) / work(measured), for what the static demand lacks.
+// Groups of op classes against the ncu counters that measure them:
+//   inst             <- smsp__inst_executed - HMMA (the model's inst excludes HMMA)
+//   hmma16816        <- tensor_op_hmma - tensor_op_gmma (HMMA; the hmma counter includes wgmma on Hopper)
+//   alu              <- alu pipe
+//   imad + fma       <- fma pipe (IMAD and FP32 ops; fmaheavy + fmalite); static count with IMAD.WIDE once
+//   mufu + conv      <- xu pipe
+//   lsu              <- lsu pipe
+//   hbm_bytes        <- dram__bytes_read + write;   l2_bytes <- lts__t_bytes
+// A group the static demand has at the measured workload is scaled by measured / static (its op classes keep
+// their static proportions and geometry); a group it lacks gets measured-per-work x work_ratio on its first
+// op class. Op classes ncu does not measure (smem_bytes, regfile, wgmma FLOPs) keep their static amounts.
+Demand ncu_carried(const Demand& st_w, const Demand& st_p, const NcuDemand& n, double work_ratio) {
+  auto get = [](const Demand& d, const char* k) {
+    auto it = d.find(k);
+    return it == d.end() ? 0.0 : it->second;
+  };
+  auto meas = [&](const char* k) -> std::optional<double> {
+    auto it = n.per_work.find(k);
+    if (it == n.per_work.end()) return std::nullopt;
+    return it->second * n.work;
+  };
+  struct Group {
+    std::vector<const char*> classes;
+    std::optional<double> measured;
+    double static_p;
+  };
+  // On Hopper ncu's tensor_op_hmma pipe counter also counts wgmma (it equals tensor_op_gmma in a wgmma GEMM):
+  // mma.sync HMMAs are the difference.
+  std::optional<double> hmma = meas("tensor_op_hmma"), inst = meas("inst"), fma = meas("fma");
+  if (hmma && meas("tensor_op_gmma")) hmma = std::max(0.0, *hmma - *meas("tensor_op_gmma"));
+  if (!fma && meas("fmaheavy") && meas("fmalite")) fma = *meas("fmaheavy") + *meas("fmalite");
+  std::optional<double> inst_nonhmma;
+  if (inst) inst_nonhmma = std::max(0.0, *inst - (hmma ? *hmma : get(st_p, "hmma16816")));
+  const std::vector<Group> groups = {
+      {{"inst"}, inst_nonhmma, get(st_p, "inst")},
+      {{"hmma16816"}, hmma, get(st_p, "hmma16816")},
+      {{"alu"}, meas("alu"), get(st_p, "alu")},
+      {{"fma", "imad"}, fma, get(st_p, "imad") - get(st_p, kImadWide) + get(st_p, "fma")},
+      {{"mufu", "conv"}, meas("xu"), get(st_p, "mufu") + get(st_p, "conv")},
+      {{"lsu"}, meas("lsu"), get(st_p, "lsu")},
+      {{"hbm_bytes"}, meas("hbm_bytes"), get(st_p, "hbm_bytes")},
+      {{"l2_bytes"}, meas("l2_bytes"), get(st_p, "l2_bytes")},
+  };
+  Demand out = st_w;
+  out.erase(kImadWide);
+  for (const Group& g : groups) {
+    if (!g.measured) continue;
+    if (g.static_p > 0) {
+      const double k = *g.measured / g.static_p;
+      for (const char* c : g.classes)
+        if (auto it = out.find(c); it != out.end()) it->second *= k;
+    } else if (*g.measured > 0) {
+      out[g.classes.front()] += *g.measured * work_ratio;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Demand gemm_demand(const Profile& p, const Workload& w, std::string* source) {
+  Demand d = gemm_static(p, w);
+  const GemmProfile& g = p.gemm.at(w.dtype);
+  if (p.use_ncu && g.ncu) {
+    Workload wp = g.ncu->w;
+    wp.dtype = w.dtype;
+    d = ncu_carried(d, gemm_static(p, wp), *g.ncu, gemm_flops(w) / gemm_flops(wp));
+    if (source) *source = "ncu";
+  } else if (source) {
+    *source = "hand";
+  }
   return d;
 }
 
@@ -363,10 +507,9 @@ double window_tiles(const Workload& w, Window win) {
   return tiles;
 }
 
-}  // namespace
-
-Demand rng_demand(const Profile& p, const Workload& w, const std::string& layout, Window win) {
-  const SassKernel& k = sass_entry(p, rng_key(p, w, layout), "RNG mask kernel, layout " + layout);
+// Static RNG demand (with the kImadWide weight) and the elements it generates.
+Demand rng_static(const SassKernel& k, const Profile& p, const Workload& w, const std::string& layout, Window win,
+                  double* elements_out = nullptr) {
   const double bh = static_cast<double>(w.batch) * w.q_heads;
   double elements = 0;
   if (layout == "tile") {
@@ -375,9 +518,32 @@ Demand rng_demand(const Profile& p, const Workload& w, const std::string& layout
     if (win.rows >= 0) throw UsageError("model: only the tile layout can be generated for a window of rows");
     elements = bh * static_cast<double>(w.sq) * static_cast<double>(w.sq);  // as `dropbench rng` sizes it
   }
-  Demand d = scaled(k.per_iteration, elements / k.elements_per_iteration);
+  const double iters = elements / k.elements_per_iteration;
+  Demand d = scaled(k.per_iteration, iters);
+  if (k.imad_wide_per_iteration > 0) d[kImadWide] = k.imad_wide_per_iteration * iters;
   d["hbm_bytes"] += elements * p.rng_hbm_bytes_per_element;
   d["l2_bytes"] += elements * p.rng_hbm_bytes_per_element;
+  if (elements_out) *elements_out = elements;
+  return d;
+}
+
+}  // namespace
+
+Demand rng_demand(const Profile& p, const Workload& w, const std::string& layout, Window win, std::string* source) {
+  const SassKernel& k = sass_entry(p, rng_key(p, w, layout), "RNG mask kernel, layout " + layout);
+  double elements = 0;
+  Demand d = rng_static(k, p, w, layout, win, &elements);
+  if (p.use_ncu && k.ncu) {
+    // Measured at its own workload, with the layout this entry is (the tile kernel's counts do not depend on
+    // causality: it generates the tiles it is given).
+    double elements_p = 0;
+    const Demand st_p = rng_static(k, p, k.ncu->w, layout, {}, &elements_p);
+    d = ncu_carried(d, st_p, *k.ncu, elements_p > 0 ? elements / elements_p : 0);
+    if (source) *source = "ncu";
+  } else {
+    d.erase(kImadWide);
+    if (source) *source = "sass";
+  }
   return d;
 }
 
@@ -446,18 +612,23 @@ double tail_factor(const std::vector<double>& cta_iters, double heads, double sl
   return ideal > 0 ? std::max(1.0, makespan / ideal) : 1.0;
 }
 
-Demand attention_demand(const Profile& p, const Workload& w, const std::string& mode, Window win, AttnWork* work) {
-  const AttnWork a = attention_work(p, w, win);
-  if (work) *work = a;
-  const std::string base_mode = mode == "fused-composed" ? "mask" : mode;
+namespace {
+
+std::string attn_key(const Profile& p, const Workload& w, const std::string& base_mode, bool causal) {
   auto km = p.attn_sass_key.find(base_mode);
-  if (km == p.attn_sass_key.end())
-    throw UsageError(fmt::format("model: attention mode '{}' (allowed: none, mask, fused, fused-composed)", mode));
+  if (km == p.attn_sass_key.end() || base_mode == "causal_suffix")
+    throw UsageError(fmt::format("model: attention mode '{}' (allowed: none, mask, fused, fused-composed)", base_mode));
   std::string key = replace_all(km->second, "{rounds}", std::to_string(w.rounds));
   key = replace_all(key, "{threshold_bits}", std::to_string(w.threshold_bits));
-  if (w.causal) key += p.attn_sass_key.at("causal_suffix");
-  const SassKernel& k = sass_entry(p, key, "attention mode " + base_mode);
+  if (causal) key += p.attn_sass_key.at("causal_suffix");
+  return key;
+}
+
+// Static demand of attention kernel `k` (mode none / mask / fused) over workload w, window win.
+Demand attention_static(const Profile& p, const SassKernel& k, const Workload& w, const std::string& base_mode,
+                        Window win, const AttnWork& a) {
   Demand d = scaled(k.per_iteration, a.iterations);
+  if (k.imad_wide_per_iteration > 0) d[kImadWide] = k.imad_wide_per_iteration * a.iterations;
   add_to(d, k.edge_extra, a.edge_iterations);
   add_to(d, k.rescale_extra, a.rescale_iterations);
   // Bytes.
@@ -476,18 +647,70 @@ Demand attention_demand(const Profile& p, const Workload& w, const std::string& 
   }
   d["hbm_bytes"] += hbm;
   d["l2_bytes"] += l2;
+  return d;
+}
+
+}  // namespace
+
+Demand attention_demand(const Profile& p, const Workload& w, const std::string& mode, Window win, AttnWork* work,
+                        std::string* source) {
+  const AttnWork a = attention_work(p, w, win);
+  if (work) *work = a;
+  const std::string base_mode = mode == "fused-composed" ? "mask" : mode;
+  const std::string key = attn_key(p, w, base_mode, w.causal);
+  const SassKernel& k = sass_entry(p, key, "attention mode " + base_mode);
+  Demand d = attention_static(p, k, w, base_mode, win, a);
+  std::string src = "sass";
+  // Measured counts: the kernel's own, else (causal) its non-causal twin's, carried through this kernel's
+  // static structure.
+  const SassKernel* mk = nullptr;
+  if (p.use_ncu) {
+    if (k.ncu) {
+      mk = &k;
+      src = "ncu";
+    } else if (w.causal) {
+      auto it = p.sass.find(attn_key(p, w, base_mode, false));
+      if (it != p.sass.end() && it->second.ncu) {
+        mk = &it->second;
+        src = "ncu(nc)";
+      }
+    }
+  }
+  if (mk) {
+    Workload wp = mk->ncu->w;
+    wp.rounds = w.rounds;  // the measured kernel is this mode's at w's R / TW (the key says so)
+    wp.threshold_bits = w.threshold_bits;
+    wp.head_dim = w.head_dim;
+    const AttnWork ap = attention_work(p, wp, {});
+    // Static counts at the measured workload, of the measured kernel (its causality is the measured one's).
+    // For a twin, its factors (measured / static) scale this kernel's static demand.
+    const Demand st_p = attention_static(p, *mk, wp, base_mode, {}, ap);
+    d = ncu_carried(d, st_p, *mk->ncu, ap.iterations > 0 ? a.iterations / ap.iterations : 0);
+  } else {
+    d.erase(kImadWide);
+  }
   if (mode == "fused-composed") {
     // The paper's composition: the mask-mode kernel plus the RNG kernel's instruction demand on the units
     // they share, without the mask traffic (no mask is written or read).
-    Demand r = rng_demand(p, w, "tile", win);
+    std::string rsrc;
+    Demand r = rng_demand(p, w, "tile", win, &rsrc);
     r.erase("hbm_bytes");
     r.erase("l2_bytes");
     add_to(d, r);
-    const double mask = window_tiles(w, win) * 128.0 * B * w.q_heads;
-    d["hbm_bytes"] -= mask;
-    d["l2_bytes"] -= mask;
+    const double mask = window_tiles(w, win) * 128.0 * static_cast<double>(w.batch) * w.q_heads;
+    d["hbm_bytes"] = std::max(0.0, d["hbm_bytes"] - mask);
+    d["l2_bytes"] = std::max(0.0, d["l2_bytes"] - mask);
+    if (rsrc != src) src += "+" + rsrc;
   }
+  if (source) *source = src;
   return d;
+}
+
+Options options_for(const Options& o, const Profile& p, const std::string& source) {
+  if (source.rfind("ncu", 0) != 0 || p.ncu_efficiency.empty()) return o;
+  Options r = o;
+  r.efficiency = p.ncu_efficiency;
+  return r;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -523,6 +746,7 @@ struct Piece {
   Demand d;
   KernelTime t;
   double clock_mhz = 0;
+  Options o;  // the options it is timed with (options_for its demand source)
 };
 
 // A (e.g. the GEMM) and B (an RNG kernel) started together. Candidates: one after the other; B co-resident
@@ -541,10 +765,12 @@ Concurrent concurrent(const Machine& m, const Options& o, const Piece& a, const 
     const double t_b_co = b.t.seconds / rho;  // B alone at its co-resident warp count
     double f = std::min(1.0, a.t.seconds / t_b_co);
     KernelTime t;
+    // Measured-demand efficiencies when either piece's demand is measured (a sum of both demands).
+    const Options& osum = b.o.efficiency.empty() ? a.o : b.o;
     for (int it = 0; it < 8; ++it) {
       Demand sum = a.d;
       add_to(sum, b.d, f);
-      t = kernel_time(m, "co-resident", sum, clk, o);
+      t = kernel_time(m, "co-resident", sum, clk, osum);
       f = std::min(1.0, t.seconds / t_b_co);
     }
     const double total = t.seconds + (1 - f) * b.t.seconds;
@@ -563,8 +789,8 @@ Concurrent concurrent(const Machine& m, const Options& o, const Piece& a, const 
       hbm_both = (h(a.d) + h(b.d)) / hbm_rate;
     }
     for (int k = 2; k <= sms - 2; k += 2) {
-      const KernelTime ta = kernel_time(m, a.t.name, a.d, clk, o, static_cast<double>(sms - k) / sms);
-      const KernelTime tb = kernel_time(m, b.t.name, b.d, clk, o, static_cast<double>(k) / sms);
+      const KernelTime ta = kernel_time(m, a.t.name, a.d, clk, a.o, static_cast<double>(sms - k) / sms);
+      const KernelTime tb = kernel_time(m, b.t.name, b.d, clk, b.o, static_cast<double>(k) / sms);
       const double t = std::max({ta.seconds, tb.seconds, hbm_both});
       if (t < best.seconds) {
         best.seconds = t;
@@ -596,6 +822,36 @@ double residency_warps(const std::string& residency, double auto_warps, const Ma
 
 }  // namespace
 
+std::string join_sources(const std::vector<std::string>& sources) {
+  std::vector<std::string> u;
+  for (const std::string& s : sources)
+    if (!s.empty() && std::find(u.begin(), u.end(), s) == u.end()) u.push_back(s);
+  std::string out;
+  for (const std::string& s : u) out += (out.empty() ? "" : "+") + s;
+  return out;
+}
+
+std::string pipeline_source(const Prediction& pr, const std::string& pipeline) {
+  if (pipeline == "fused") return join_sources({pr.gemm.source, pr.attn_fused.source});
+  return join_sources({pr.gemm.source, pr.rng.source, pr.attn_mask.source});
+}
+
+std::string kernel_sources(const Prediction& pr) {
+  const std::vector<std::pair<const char*, const KernelTime*>> k = {
+      {"gemm", &pr.gemm}, {"rng", &pr.rng}, {"mask", &pr.attn_mask}, {"fused", &pr.attn_fused}};
+  bool same = true;
+  for (const auto& [n, t] : k) same = same && t->source == pr.gemm.source;
+  if (same) return pr.gemm.source;
+  std::string out;
+  for (const auto& [n, t] : k) out += fmt::format("{}{} {}", out.empty() ? "" : ", ", n, t->source);
+  return out;
+}
+
+const char* const kSourceLegend =
+    "demand sources: ncu = the kernel's Nsight Compute counts (dropbench profile) carried to the shape by its static "
+    "structure; ncu(nc) = a causal kernel scaled by its non-causal twin's counts; sass = static SASS counts; "
+    "hand = the GEMM's hand-written per-FLOP demand (docs/model.md, \"Demand sources\")";
+
 Prediction predict(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
   Prediction r;
   r.w = w;
@@ -605,26 +861,33 @@ Prediction predict(const Machine& m, const Profile& p, const Workload& w, const 
   const double clk_gemm = kernel_clock(m, gp->second.clock, o), clk_rng = kernel_clock(m, p.rng_clock, o),
                clk_attn = kernel_clock(m, p.attn_clock, o);
 
-  Piece gemm{gemm_demand(p, w), {}, clk_gemm};
-  gemm.t = kernel_time(m, "gemm", gemm.d, clk_gemm, o);
-  Piece rng{rng_demand(p, w, "tile"), {}, clk_rng};
-  rng.t = kernel_time(m, "rng", rng.d, clk_rng, o);
+  // A kernel timed with the options of its demand source, the source kept on its KernelTime.
+  auto timed = [&](Piece& pc, const std::string& name, const std::string& src, double factor = 1.0) {
+    pc.o = options_for(o, p, src);
+    pc.t = kernel_time(m, name, pc.d, pc.clock_mhz, pc.o, 1.0, factor);
+    pc.t.source = src;
+  };
+  std::string src;
+  Piece gemm{gemm_demand(p, w, &src), {}, clk_gemm, o};
+  timed(gemm, "gemm", src);
+  Piece rng{rng_demand(p, w, "tile", {}, &src), {}, clk_rng, o};
+  timed(rng, "rng", src);
   r.gemm = gemm.t;
   r.rng = rng.t;
 
   auto attn = [&](const std::string& mode, Window win = {}) {
     AttnWork a;
-    Piece pc{attention_demand(p, w, mode, win, &a), {}, clk_attn};
-    pc.t = kernel_time(m, "attention(" + mode + ")", pc.d, clk_attn, o, 1.0,
-                       tail_factor(a.cta_iterations, static_cast<double>(w.batch) * w.q_heads,
-                                   m.sm_count * p.attn_ctas_per_sm));
+    std::string asrc;
+    Piece pc{attention_demand(p, w, mode, win, &a, &asrc), {}, clk_attn, o};
+    timed(pc, "attention(" + mode + ")", asrc,
+          tail_factor(a.cta_iterations, static_cast<double>(w.batch) * w.q_heads, m.sm_count * p.attn_ctas_per_sm));
     return pc;
   };
   const Piece none = attn("none"), mask = attn("mask"), composed = attn("fused-composed");
   r.attn_none = none.t;
   r.attn_mask = mask.t;
   r.attn_fused_composed = composed.t;
-  std::string fused_src = "own SASS profile";
+  std::string fused_src = "own profile";
   Piece fused;
   try {
     fused = attn("fused");
@@ -653,7 +916,7 @@ Prediction predict(const Machine& m, const Profile& p, const Workload& w, const 
                     "GEMM, RNG, attention(mask) one after the other", "serial"};
   PipelineTime fus{"fused", gemm.t.seconds + fused.t.seconds + gap, df.unit(),
                    "GEMM, then attention generating its keep bits (" + fused_src + ")",
-                   fused_src == "own SASS profile" ? "fused kernel" : "fused (composed)"};
+                   fused_src == "own profile" ? "fused kernel" : "fused (composed)"};
 
   const auto& gr = gp->second;
   const int rng_regs = sass_entry(p, rng_key(p, w, "tile"), "RNG").registers;
@@ -686,8 +949,8 @@ Prediction predict(const Machine& m, const Profile& p, const Workload& w, const 
   for (int64_t r0 = 0; r0 < w.sq; r0 += crow) wins.push_back({r0, std::min(crow, w.sq - r0)});
   nchunks = static_cast<int>(wins.size());
   {
-    Piece r0{rng_demand(p, w, "tile", wins[0]), {}, clk_rng};
-    r0.t = kernel_time(m, "rng(chunk)", r0.d, clk_rng, o);
+    Piece r0{rng_demand(p, w, "tile", wins[0], &src), {}, clk_rng, o};
+    timed(r0, "rng(chunk)", src);
     chunked += r0.t.seconds + gap;
     dch.add(r0.t.limiter, r0.t.seconds);
     for (size_t i = 0; i < wins.size(); ++i) {
@@ -695,8 +958,8 @@ Prediction predict(const Machine& m, const Profile& p, const Workload& w, const 
       double t = a.t.seconds;
       std::string lim = a.t.limiter;
       if (i + 1 < wins.size()) {
-        Piece rn{rng_demand(p, w, "tile", wins[i + 1]), {}, clk_rng};
-        rn.t = kernel_time(m, "rng(chunk)", rn.d, clk_rng, o);
+        Piece rn{rng_demand(p, w, "tile", wins[i + 1], &src), {}, clk_rng, o};
+        timed(rn, "rng(chunk)", src);
         const Concurrent c = concurrent(m, o, a, rn, attn_warps_res, /*allow_partition=*/false);
         t = c.seconds;
         lim = c.limiter;

@@ -5,6 +5,7 @@
 // (configs/profiles/*.json) in, predicted times and limiting units out. Tested in tests/test_model.cpp.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,6 +62,16 @@ Machine load_machine(const std::string& path);
 // ---------------------------------------------------------------------------------------------------------
 // Kernel demand profile (configs/profiles/*.json, schema "dropbench.profile" version 1).
 // ---------------------------------------------------------------------------------------------------------
+// An Nsight Compute measurement of one kernel (the "ncu" block `dropbench profile` writes): executed counts
+// per unit of work at the workload it was measured at. The model carries it to other workloads through the
+// static demand (docs/model.md, "Demand sources"): each op-class group is scaled by measured / static at the
+// measured workload, so geometry (causal edges, rescales, windows) still comes from the static structure.
+struct NcuDemand {
+  Workload w;                              // the measured launch's workload
+  double work = 0;                         // units of work of that launch (elements, score elements, FLOPs)
+  std::map<std::string, double> per_work;  // ncu names: inst, alu, fma, fmaheavy, xu, lsu, tensor_op_hmma, hbm_bytes...
+};
+
 struct SassKernel {
   std::string key;
   double elements_per_iteration = 0;
@@ -68,6 +79,9 @@ struct SassKernel {
   Demand edge_extra;      // per edge iteration (attention: block on the causal diagonal / sequence end)
   Demand rescale_extra;   // per rescaled iteration (attention mode none, skip-rescale)
   int registers = 0;
+  // IMAD.WIDE / IMAD.HI per iteration (from opcodes_per_iteration): counted twice in `imad`, once by ncu.
+  double imad_wide_per_iteration = 0;
+  std::optional<NcuDemand> ncu;
 };
 
 struct GemmProfile {
@@ -75,6 +89,7 @@ struct GemmProfile {
   Demand per_flop;
   double input_bytes = 1, output_bytes = 2, tile_m = 128, tile_n = 256, cluster_multicast = 1;
   double registers_per_sm = 0, smem_per_sm_bytes = 0, threads_per_sm = 0, blocks_per_sm = 0;
+  std::optional<NcuDemand> ncu;
 };
 
 struct Profile {
@@ -91,6 +106,13 @@ struct Profile {
   double attn_smem_per_cta = 98304;
   std::map<std::string, std::string> attn_sass_key;  // none / mask / fused / causal_suffix
   std::map<std::string, GemmProfile> gemm;           // "fp8" / "bf16"
+  // Demand source: true (default) = a kernel's measured ncu counts where the profile holds them, its static
+  // (SASS / hand-written) counts otherwise; false = static counts only (`--demand sass`).
+  bool use_ncu = true;
+  // Unit efficiencies for kernels whose demand is measured ("ncu_calibration": fitted on the machine's fit
+  // points with ncu demand); they replace the machine's for those kernels. Empty: the machine's.
+  std::map<std::string, double> ncu_efficiency;
+  bool has_ncu() const;  // any kernel with an ncu block
 };
 
 Profile profile_from_json(const json& j, const std::string& where);
@@ -108,6 +130,7 @@ struct KernelTime {
   std::string name;
   double seconds = 0;
   std::string limiter;         // the unit with the largest time
+  std::string source;          // where its demand came from: ncu | ncu(nc) | sass | hand (set by the caller)
   double clock_mhz = 0;
   std::vector<UnitTime> units; // every unit the demand loads, machine order
   double unit_seconds(const std::string& u) const;
@@ -119,6 +142,7 @@ struct Options {
   double clock_mhz = 0;            // > 0: every kernel at this SM clock (e.g. a report point's measured clock)
   bool calibrated = true;          // false: every unit efficiency taken as 1
   int64_t chunk_rows = 0;          // chunked pipeline: rows per chunk (0: workload.chunk, then ~8 chunks)
+  std::map<std::string, double> efficiency;  // per-unit overrides of the machine's efficiencies (see options_for)
 };
 
 // Time of `d` on `m`: max over units of sum_{ops loading u} demand / rate / efficiency. sm_share (0, 1]
@@ -131,9 +155,15 @@ struct Window {
   int64_t row_begin = 0, rows = -1;
 };
 
-// Demands of the three kernels for a workload (throw UsageError when the profile lacks the case).
-Demand gemm_demand(const Profile& p, const Workload& w);
-Demand rng_demand(const Profile& p, const Workload& w, const std::string& layout, Window win = {});
+// Demands of the three kernels for a workload (throw UsageError when the profile lacks the case). `source`
+// (if given) receives where the demand came from:
+//   ncu      the kernel's own Nsight Compute counts (p.use_ncu and the profile holds them), carried to w by
+//            the static structure: per op-class group x measured / static at the measured workload;
+//   ncu(nc)  a causal attention kernel without its own block, scaled by its non-causal twin's counts;
+//   sass     the static SASS counts (scripts/profile_sass.py); hand: the GEMM's hand-written per-FLOP demand.
+Demand gemm_demand(const Profile& p, const Workload& w, std::string* source = nullptr);
+Demand rng_demand(const Profile& p, const Workload& w, const std::string& layout, Window win = {},
+                  std::string* source = nullptr);
 struct AttnWork {
   double iterations = 0, edge_iterations = 0, rescale_iterations = 0, ctas = 0;
   std::vector<double> cta_iterations;  // key-block iterations of each CTA of one (batch, head), launch order
@@ -142,9 +172,13 @@ struct AttnWork {
 // `slots` CTA slots, over total / slots: 1 for a perfectly balanced grid; ceil(waves) / waves for equal CTAs.
 double tail_factor(const std::vector<double>& cta_iters, double heads, double slots);
 AttnWork attention_work(const Profile& p, const Workload& w, Window win = {});
-// mode: none | mask | fused (its own SASS profile) | fused-composed (mask + the RNG tile kernel's demand)
+// mode: none | mask | fused (its own profile entry) | fused-composed (mask + the RNG tile kernel's demand)
 Demand attention_demand(const Profile& p, const Workload& w, const std::string& mode, Window win = {},
-                        AttnWork* work = nullptr);
+                        AttnWork* work = nullptr, std::string* source = nullptr);
+
+// The options a kernel with demand `source` is timed with: for measured demand (ncu...), the profile's ncu
+// calibration replaces the machine's unit efficiencies; otherwise o unchanged.
+Options options_for(const Options& o, const Profile& p, const std::string& source);
 
 double kernel_clock(const Machine& m, const std::string& profile_clock, const Options& o);
 
@@ -168,7 +202,7 @@ struct PipelineTime {
 
 struct Prediction {
   Workload w;
-  KernelTime gemm, rng, attn_none, attn_mask, attn_fused, attn_fused_composed;
+  KernelTime gemm, rng, attn_none, attn_mask, attn_fused, attn_fused_composed;  // .source: demand source
   std::vector<PipelineTime> pipelines;  // baseline, fused, overlap, chunked
   double rng_coresident_warps = 0;      // RNG warps per SM that fit beside the GEMM (residency input)
   const PipelineTime* pipeline(const std::string& n) const;
@@ -180,6 +214,16 @@ double coresident_warps(const Machine& m, double used_regs, double used_smem, do
                         int rng_regs_per_thread);
 
 Prediction predict(const Machine& m, const Profile& p, const Workload& w, const Options& o);
+
+// Demand sources (KernelTime::source): the distinct ones in order, joined by "+" ("ncu", "hand+ncu").
+std::string join_sources(const std::vector<std::string>& sources);
+// The sources of a pipeline's kernels (baseline / overlap / chunked: GEMM, RNG, attention(mask); fused: GEMM,
+// attention(fused)).
+std::string pipeline_source(const Prediction& pr, const std::string& pipeline);
+// One line for a prediction's kernels: "ncu" when all agree, else "gemm hand, rng ncu, mask ncu(nc), fused sass".
+std::string kernel_sources(const Prediction& pr);
+// What the source names mean (printed under the tables).
+extern const char* const kSourceLegend;
 
 // Chunk rows of the chunked pipeline: o.chunk_rows, else w.chunk, else ~8 chunks rounded up to a multiple of
 // the attention block (128 rows).

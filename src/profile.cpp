@@ -259,10 +259,11 @@ std::vector<NcuLaunch> parse_ncu_csv(const std::string& text) {
   return out;
 }
 
-json ncu_block(const NcuLaunch& l, double work, const std::string& work_unit) {
+json ncu_block(const NcuLaunch& l, double work, const std::string& work_unit, const json& workload) {
   if (!(work > 0)) throw UsageError(fmt::format("profile: work for kernel '{}' must be > 0", l.kernel));
   json b = json::object();
   b["kernel"] = l.kernel;
+  if (workload.is_object() && !workload.empty()) b["workload"] = workload;
   b["launch"] = {{"block", l.block}, {"grid", l.grid}};
   if (double r = l.get("registers_per_thread"); r >= 0) b["launch"]["registers_per_thread"] = r;
   if (double s = l.get("smem_per_block"); s >= 0) b["launch"]["smem_per_block_bytes"] = s;
@@ -287,7 +288,13 @@ json ncu_block(const NcuLaunch& l, double work, const std::string& work_unit) {
     if (double v = l.get(k); v >= 0) u[name] = v;
   if (double ipc = l.get("ipc_active"); ipc >= 0) u["ipc_active"] = ipc;
   b["utilization_pct"] = u;
-  b["metrics"] = l.metrics;
+  // The raw values: the metrics asked for (the raw page adds .avg/.min/.max variants: left in ncu's CSV) or,
+  // from the details page, every "Section/Metric".
+  json raw = json::object();
+  const auto& asked = ncu_metrics();
+  for (const auto& [k, v] : l.metrics)
+    if (k.find('/') != std::string::npos || std::find(asked.begin(), asked.end(), k) != asked.end()) raw[k] = v;
+  b["metrics"] = raw;
   return b;
 }
 
@@ -327,16 +334,17 @@ Selection parse_kernels(const std::string& list) {
   return s;
 }
 
-std::vector<std::string> kernel_keys(const Selection& s, int attn_rounds, int attn_tw) {
+std::vector<std::string> kernel_keys(const Selection& s, int attn_tw) {
   std::vector<std::string> k;
   if (s.rng)
     for (int r : {3, 5, 7, 10})
       for (int tw : {8, 16, 32}) k.push_back(fmt::format("rng_tile_r{}_tw{}", r, tw));
-  if (s.attention) {
-    k.push_back("attn_none");
-    k.push_back("attn_mask");
-    k.push_back(fmt::format("attn_fused_r{}_tw{}", attn_rounds, attn_tw));
-  }
+  if (s.attention)
+    for (const char* causal : {"", "_causal"}) {
+      k.push_back(fmt::format("attn_none{}", causal));
+      k.push_back(fmt::format("attn_mask{}", causal));
+      for (int r : {3, 5, 7, 10}) k.push_back(fmt::format("attn_fused_r{}_tw{}{}", r, attn_tw, causal));
+    }
   if (s.gemm) {
     k.push_back("gemm_fp8");
     k.push_back("gemm_bf16");
@@ -346,9 +354,21 @@ std::vector<std::string> kernel_keys(const Selection& s, int attn_rounds, int at
 
 std::string classify_launch(const std::string& name) {
   static const std::regex rng(R"(rng_tile_kernel<\s*(\d+)\s*,\s*(\d+)\s*>)");
-  static const std::regex attn(R"(attn_fwd_kernel<\s*Cfg<[^>]*>\s*,\s*(\d+))");
+  // attn_fwd_kernel<Cfg<...>, mode, R, TW, causal>: mode 0 none, 1 mask, 2 fused; causal 0/1 or false/true
+  // (an enum may print as "(DropoutMode)2").
+  static const std::regex attn_full(
+      R"(attn_fwd_kernel<\s*(?:\w+::)?Cfg<[^>]*>\s*,\s*(?:\([\w:]+\))?(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\w+)\s*>)");
+  static const std::regex attn(R"(attn_fwd_kernel<\s*(?:\w+::)?Cfg<[^>]*>\s*,\s*(?:\([\w:]+\))?(\d+))");
   std::smatch m;
   if (std::regex_search(name, m, rng)) return fmt::format("rng_tile_r{}_tw{}", m[1].str(), m[2].str());
+  if (std::regex_search(name, m, attn_full)) {
+    const int mode = std::stoi(m[1].str());
+    const std::string c = m[4].str();
+    const std::string suffix = (c == "1" || c == "true") ? "_causal" : "";
+    if (mode == 0) return "attn_none" + suffix;
+    if (mode == 1) return "attn_mask" + suffix;
+    return fmt::format("attn_fused_r{}_tw{}{}", m[2].str(), m[3].str(), suffix);
+  }
   if (std::regex_search(name, m, attn)) {
     const int mode = std::stoi(m[1].str());
     return mode == 0 ? "attn_none" : mode == 1 ? "attn_mask" : "attn_fused";

@@ -40,8 +40,10 @@ const std::vector<std::string>& canonical_names();
 const std::vector<std::string>& ncu_metrics();
 
 // The "ncu" block of one profile kernel: executed counts divided by `work` (elements generated / score
-// elements / FLOPs; `work_unit` names it), measured utilisations, launch resources, the raw metrics.
-json ncu_block(const NcuLaunch& l, double work, const std::string& work_unit);
+// elements of the full SQ x SQ matrix / FLOPs; `work_unit` names it), the workload of the measured launch
+// (`workload`: the geometry fields; the model needs it to carry the counts to other shapes, and ignores a
+// block without it), measured utilisations, launch resources, the raw metrics.
+json ncu_block(const NcuLaunch& l, double work, const std::string& work_unit, const json& workload = json::object());
 
 // Demand per unit of work of one kernel, for the table: from an ncu block ("demand") or, on the SASS path,
 // a sass entry's per_element.
@@ -53,11 +55,13 @@ struct Selection {
 };
 Selection parse_kernels(const std::string& list);  // "rng,attention,gemm"; UsageError on anything else
 
-// Profile keys of the kernels a selection covers (rng_tile_r{R}_tw{TW}, attn_none, attn_mask,
-// attn_fused_r7_tw8 and the like, gemm_fp8 / gemm_bf16).
-std::vector<std::string> kernel_keys(const Selection& s, int attn_rounds = 7, int attn_threshold_bits = 8);
+// Profile keys of the kernels a selection covers: rng_tile_r{R}_tw{TW} (R 3/5/7/10 x TW 8/16/32), attention
+// attn_none, attn_mask, attn_fused_r{R}_tw{attn_threshold_bits} (R 3/5/7/10), each also _causal, and
+// gemm_fp8 / gemm_bf16 (26 with every family).
+std::vector<std::string> kernel_keys(const Selection& s, int attn_threshold_bits = 8);
 
-// Recognise a profiled launch: "rng_tile_r7_tw8", "attn_fused", "attn_none", "attn_mask", "gemm" or "".
+// Recognise a profiled launch: "rng_tile_r7_tw8", "attn_none", "attn_mask", "attn_fused_r7_tw8" (each with
+// "_causal" for the causal instantiation; "attn_fused" etc. when the name lacks R / TW / causal), "gemm", "".
 std::string classify_launch(const std::string& kernel_name);
 
 }  // namespace dropbench::profile

@@ -52,7 +52,7 @@ TEST(ProfileNcuCsv, DetailsPageRng) {
 TEST(ProfileNcuCsv, DetailsPageAttentionAndGemm) {
   const auto a = profile::parse_ncu_csv(fixture("attention_fused.csv"));
   ASSERT_EQ(a.size(), 1u);
-  EXPECT_EQ(profile::classify_launch(a[0].kernel), "attn_fused");
+  EXPECT_EQ(profile::classify_launch(a[0].kernel), "attn_fused_r7_tw8");
   EXPECT_DOUBLE_EQ(a[0].get("inst_executed"), 360538112);
   const auto g = profile::parse_ncu_csv(fixture("gemm_fp8.csv"));
   ASSERT_EQ(g.size(), 1u);
@@ -62,6 +62,15 @@ TEST(ProfileNcuCsv, DetailsPageAttentionAndGemm) {
             "attn_none");
   EXPECT_EQ(profile::classify_launch("void attn_fwd_kernel<Cfg<128, 4, 2, 64, 2, 1>, 1, 7, 8, 0>(KernelArgs)"),
             "attn_mask");
+  // R / TW of the fused kernel and the causal instantiation, however the template arguments print.
+  EXPECT_EQ(profile::classify_launch("void attn_fwd_kernel<Cfg<128, 4, 2, 64, 2, 0>, 2, 3, 16, 1>(KernelArgs)"),
+            "attn_fused_r3_tw16_causal");
+  EXPECT_EQ(profile::classify_launch(
+                "void attn::attn_fwd_kernel<attn::Cfg<128, 4, 2, 64, 2, 0>, (DropoutMode)1, 7, 8, true>(KernelArgs)"),
+            "attn_mask_causal");
+  EXPECT_EQ(profile::classify_launch("void attn_fwd_kernel<Cfg<128, 4, 2, 64, 2, 1>, 0, 7, 8, false>(KernelArgs)"),
+            "attn_none");
+  EXPECT_EQ(profile::classify_launch("void attn_fwd_kernel<Cfg<128, 4, 2, 64, 2, 0>, 2>(KernelArgs)"), "attn_fused");
   EXPECT_EQ(profile::classify_launch("fill_fp8_kernel(__nv_fp8_e4m3 *, unsigned long)"), "");
 }
 
@@ -94,13 +103,61 @@ TEST(ProfileNcuCsv, RawPageUnitsAndPipes) {
   EXPECT_DOUBLE_EQ(ls[0].get("registers_per_thread"), 44);
   EXPECT_NEAR(ls[0].get("sm_clock_hz"), 1.98e9, 1);
 
-  const json b = profile::ncu_block(ls[0], 1024, "elements");
+  const json b = profile::ncu_block(ls[0], 1024, "elements", {{"sq", 32}, {"rounds", 3}});
+  EXPECT_EQ(b["workload"]["sq"], 32);
+  EXPECT_FALSE(profile::ncu_block(ls[0], 1024, "elements").contains("workload"));
   EXPECT_DOUBLE_EQ(b["demand"]["inst"].get<double>(), 4);
   EXPECT_DOUBLE_EQ(b["demand"]["alu"].get<double>(), 1000.0 / 1024);
   EXPECT_DOUBLE_EQ(b["demand"]["hbm_bytes"].get<double>(), 2.5e6 / 1024);
   EXPECT_DOUBLE_EQ(b["demand"]["l2_bytes"].get<double>(), 2);
   EXPECT_DOUBLE_EQ(b["launch"]["registers_per_thread"].get<double>(), 44);
   EXPECT_THROW(profile::ncu_block(ls[0], 0, "elements"), UsageError);
+}
+
+// The raw page from the H200 run of `dropbench profile` (trimmed: three attention launches of
+// results/h200/ncu/profile_attention.csv): launches told apart by mode, R, TW and causality; the counts the
+// model carries; the block loads in the model, which then takes the kernel's demand from it.
+TEST(ProfileNcuCsv, RawPageAttentionFromH200) {
+  const auto ls = profile::parse_ncu_csv(fixture("attention_raw.csv"));
+  ASSERT_EQ(ls.size(), 3u);
+  EXPECT_EQ(profile::classify_launch(ls[0].kernel), "attn_mask_causal");
+  EXPECT_EQ(profile::classify_launch(ls[1].kernel), "attn_fused_r3_tw8_causal");
+  EXPECT_EQ(profile::classify_launch(ls[2].kernel), "attn_none");
+  const auto& m = ls[0];
+  EXPECT_DOUBLE_EQ(m.get("inst_executed"), 156338176);
+  EXPECT_DOUBLE_EQ(m.get("pipe_tensor_op_hmma"), 34078720);  // 256 per visited 64-key block x 32 rows
+  EXPECT_DOUBLE_EQ(m.get("pipe_tensor_op_gmma"), 0);
+  EXPECT_DOUBLE_EQ(m.get("pipe_alu"), 42133504);
+  EXPECT_DOUBLE_EQ(m.get("pipe_fma"), 51283968);
+  EXPECT_DOUBLE_EQ(m.get("dram_bytes_read"), 84576512);
+  EXPECT_DOUBLE_EQ(m.get("l2_bytes"), 1283746368);
+  EXPECT_DOUBLE_EQ(m.get("duration_ns"), 492864);
+  EXPECT_DOUBLE_EQ(m.get("registers_per_thread"), 255);
+  EXPECT_DOUBLE_EQ(ls[2].get("pipe_tensor_op_hmma"), 67108864);  // non-causal: 32 x 4096^2 / 2048 x 256 = 2^26
+
+  // Into the committed profile's attn_mask_causal entry (at its measured workload), the model carries exactly
+  // the measured counts back at that workload.
+  std::ifstream f(base_profile());
+  json prof = json::parse(f);
+  const double work = 32.0 * 4096 * 4096;
+  const json wl = {{"batch", 1}, {"q_heads", 32}, {"kv_heads", 8}, {"head_dim", 128}, {"sq", 4096}, {"causal", true}};
+  const json b = profile::ncu_block(m, work, "score elements (full SQ x SQ)", wl);
+  EXPECT_EQ(b["workload"]["causal"], true);
+  EXPECT_EQ(b["metrics"].count("sm__inst_executed_pipe_alu.avg"), 0u);  // only the metrics asked for
+  EXPECT_EQ(b["metrics"].count("sm__inst_executed_pipe_alu.sum"), 1u);
+  prof["sass"]["attn_mask_causal"]["ncu"] = b;
+  const model::Profile p = model::profile_from_json(prof, "test");
+  Workload w = builtin_config().workload;
+  w.sq = 4096;
+  w.causal = true;
+  std::string src;
+  const model::Demand d = model::attention_demand(p, w, "mask", {}, nullptr, &src);
+  EXPECT_EQ(src, "ncu");
+  EXPECT_NEAR(d.at("hmma16816"), 34078720, 1e-3);
+  EXPECT_NEAR(d.at("inst"), 156338176.0 - 34078720, 1e-3);
+  EXPECT_NEAR(d.at("alu"), 42133504, 1e-3);
+  EXPECT_NEAR(d.at("l2_bytes"), 1283746368, 1e-1);
+  EXPECT_NEAR(d.at("hbm_bytes"), 84576512.0 + 19532288, 1e-2);
 }
 
 TEST(ProfileNcuCsv, GarbageGivesNothing) {
@@ -114,10 +171,11 @@ TEST(ProfileKernels, SelectionAndKeys) {
   EXPECT_FALSE(s.attention || s.gemm);
   EXPECT_EQ(profile::kernel_keys(s).size(), 12u);
   s = profile::parse_kernels("rng,attention,gemm");
-  const auto k = profile::kernel_keys(s, 7, 8);
-  EXPECT_EQ(k.size(), 17u);
-  EXPECT_NE(std::find(k.begin(), k.end(), "attn_fused_r7_tw8"), k.end());
-  EXPECT_NE(std::find(k.begin(), k.end(), "gemm_bf16"), k.end());
+  const auto k = profile::kernel_keys(s, 8);
+  EXPECT_EQ(k.size(), 26u);  // 12 RNG, 2 x (none, mask, fused R 3/5/7/10), 2 GEMM
+  for (const char* key : {"attn_fused_r7_tw8", "attn_fused_r3_tw8_causal", "attn_mask_causal", "attn_none", "gemm_bf16"})
+    EXPECT_NE(std::find(k.begin(), k.end(), key), k.end()) << key;
+  EXPECT_EQ(profile::kernel_keys(profile::parse_kernels("attention"), 16).at(2), "attn_fused_r3_tw16");
   EXPECT_THROW(profile::parse_kernels("rng,bogus"), UsageError);
   EXPECT_THROW(profile::parse_kernels(""), UsageError);
 }
