@@ -3,6 +3,9 @@
 # (Philox-7, 8-bit), attention in modes none / fused, and the cuBLASLt FP8 QKV GEMM — one launch each, at
 # the clocks the card runs (--clock-control none), sections SpeedOfLight, ComputeWorkloadAnalysis,
 # InstructionStats, MemoryWorkloadAnalysis, as CSV. Usage: scripts/profile_ncu.sh [BIN] [OUT_DIR]
+# (The per-pipe counts the model uses come from `dropbench profile --ncu-csv DIR`, which runs every kernel
+# under ncu's raw metrics and writes them into a profile: docs/model.md, "Collecting a profile". This script
+# gives ncu's section pages for reading.)
 set -uo pipefail
 BIN="${1:-build/dropbench}"
 OUT="${2:-results/h200/ncu}"
