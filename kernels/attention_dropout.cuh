@@ -68,7 +68,7 @@ struct FusedStream {
 template <int R, int TW>
 __device__ __forceinline__ uint32_t fused_word_part(const FusedStream& f, uint32_t tile, uint32_t lane, int k) {
   const u32x4 r = philox4x32<R>(attn_counter(lane, static_cast<uint32_t>(k), tile, f.bh, f.offset), f.key_lo, f.key_hi);
-  return keep_bits<TW>(r, f.drop) << (k * kElemsPerCall<TW>);
+  return tile_call_bits<TW>(r, f.drop, k);
 }
 
 template <int R, int TW>

@@ -85,7 +85,13 @@ bool ref_attn_keep(uint64_t seed, uint32_t offset, int rounds, int tw, uint32_t 
   const uint32_t nblk = tc / 8, lane = (tr % 8) * 4 + (tc % 8) / 2;
   const uint32_t e = nblk * 4 + (tr / 8) * 2 + (tc % 2);
   const uint32_t per_call = 128 / tw;
-  const uint32_t k = e / per_call, idx = e % per_call;
+  // Which call and which field of it decide bit e: TW 16/32, call e / E, field e % E; TW 8 interleaves the two
+  // calls byte-wise: bit 8f + 4k + q is byte f of output word q of call k, i.e. field 4q + f of call k.
+  uint32_t k = e / per_call, idx = e % per_call;
+  if (tw == 8) {
+    k = (e >> 2) & 1u;
+    idx = 4 * (e & 3u) + (e >> 3);
+  }
   const u32x4 ctr{32 * k + lane, r16 * cols64 + c64, bh, offset};
   const u32x4 r = philox4x32_rt(rounds, ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
   return naive_keep(r, tw, idx, drop);

@@ -88,6 +88,23 @@ TEST(Threshold, KeepBitsPerFieldOrder) {
   EXPECT_EQ(b32, 0b1100u);
 }
 
+TEST(Threshold, TileWordInterleavesTheTwoCallsBytewise) {
+  // TW 8 tile words: bit 8f + 4k + q <- byte f of output word q of call k (dropout_scheme.cuh).
+  const u32x4 r{0x00FF10FFu, 0x0u, 0xFFFFFFFFu, 0x1A1A1A19u};
+  const uint32_t c0 = tile_call_bits<8>(r, 0x1A, 0), c1 = tile_call_bits<8>(r, 0x1A, 1);
+  uint32_t want0 = 0;
+  const bool keep[4][4] = {{true, false, true, false}, {false, false, false, false}, {true, true, true, true},
+                           {false, true, true, true}};  // [q][f], as in KeepBitsPerFieldOrder
+  for (int q = 0; q < 4; ++q)
+    for (int f = 0; f < 4; ++f) want0 |= static_cast<uint32_t>(keep[q][f]) << (8 * f + q);
+  EXPECT_EQ(c0, want0);
+  EXPECT_EQ(c1, want0 << 4);  // call 1: the upper nibble of every byte
+  EXPECT_EQ(c0 & c1, 0u);
+  // TW 16 / 32 keep the contiguous runs.
+  EXPECT_EQ(tile_call_bits<16>(r, 0x10FF, 1), keep_bits<16>(r, 0x10FF) << 8);
+  EXPECT_EQ(tile_call_bits<32>(r, 0x1A1A1A19u, 3), keep_bits<32>(r, 0x1A1A1A19u) << 12);
+}
+
 namespace {
 
 struct Case {
