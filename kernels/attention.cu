@@ -99,10 +99,12 @@ Instance pick_rtw(const AttentionParams& p) {
   }
 }
 
-// CNone serves mode none, CDrop modes mask and fused (they must share the tiling: p = 0 is bit for bit none).
-template <class CNone, class CDrop>
+// CNone serves mode none, CDrop mode mask and causal fused, CFusedNc non-causal fused (they must share the
+// tiling: p = 0 is bit for bit none; they may differ in the bitwise-neutral skip-rescale switch).
+template <class CNone, class CDrop, class CFusedNc = CDrop>
 Instance pick_mode(const AttentionParams& p, DropoutMode m) {
-  static_assert(CNone::kBr == CDrop::kBr && CNone::kBc == CDrop::kBc && CNone::kWM == CDrop::kWM,
+  static_assert(CNone::kBr == CDrop::kBr && CNone::kBc == CDrop::kBc && CNone::kWM == CDrop::kWM &&
+                    CFusedNc::kBr == CDrop::kBr && CFusedNc::kBc == CDrop::kBc && CFusedNc::kWM == CDrop::kWM,
                 "mode none and the dropout modes must use the same tiling");
   const bool c = p.causal;
   switch (m) {
@@ -111,14 +113,14 @@ Instance pick_mode(const AttentionParams& p, DropoutMode m) {
     case DropoutMode::Mask:
       return c ? pick_rtw<CDrop, DropoutMode::Mask, true>(p) : pick_rtw<CDrop, DropoutMode::Mask, false>(p);
     case DropoutMode::Fused:
-      return c ? pick_rtw<CDrop, DropoutMode::Fused, true>(p) : pick_rtw<CDrop, DropoutMode::Fused, false>(p);
+      return c ? pick_rtw<CDrop, DropoutMode::Fused, true>(p) : pick_rtw<CFusedNc, DropoutMode::Fused, false>(p);
   }
   throw UsageError("attention: unknown dropout mode");
 }
 
 Instance pick(const AttentionParams& p, DropoutMode m) {
   switch (p.head_dim) {
-    case 128: return pick_mode<attn::CfgHd128None, CfgHd128>(p, m);
+    case 128: return pick_mode<attn::CfgHd128None, CfgHd128, attn::CfgHd128FusedNc>(p, m);
     case 64: return pick_mode<CfgHd64, CfgHd64>(p, m);
   }
   throw UsageError("attention: head_dim must be 64 or 128 (got " + std::to_string(p.head_dim) + ")");

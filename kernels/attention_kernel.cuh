@@ -47,10 +47,12 @@ struct Cfg {
 };
 
 // Default tilings (what launch_attention uses). Skipping the no-op rescale is exact, so instances with and
-// without it give bit-identical results; it pays in mode none at dH 128 (+3-4%) but costs the dropout modes
-// registers (spills: -1% non-causal, -8% causal fused) and dH 64 everything (-10%), as measured on the H200.
+// without it give bit-identical results; it pays in mode none at dH 128 (+3-4%) and, since the 8-bit tile
+// words need no bit gather (fewer live registers), in non-causal fused mode; it costs mode mask and causal
+// fused mode registers (spills) and dH 64 everything (-10%), as measured on the H200 (docs/attention.md).
 using CfgHd128None = Cfg<128, 4, 2, 64, 2, true>;
 using CfgHd128 = Cfg<128, 4, 2, 64, 2, false>;
+using CfgHd128FusedNc = CfgHd128None;  // fused, non-causal
 using CfgHd64 = Cfg<64, 4, 2, 64, 2, false>;
 
 // Kernel arguments, prepared on the host from AttentionParams.
