@@ -24,7 +24,7 @@ namespace wg {
 
 constexpr int kBM = 128, kBK = 128, kThreads = 384;
 constexpr int kABytes = kBM * kBK;                  // 16 KiB
-constexpr int kGroupM = 16;                         // tile raster: 16 M-tiles per group, N-tiles across
+[[maybe_unused]] constexpr int kGroupM = 16;                         // tile raster: 16 M-tiles per group, N-tiles across
 
 // Per N-tile width (the CTA tile is 128 x BN; each consumer warpgroup owns 64 x BN, one m64nBNk32 wgmma per
 // 32-byte K slice):
@@ -225,6 +225,11 @@ __global__ void __maxnreg__(Tile<kBN>::kRegs)
     gemm_wgmma_fp8_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                           __nv_bfloat16* __restrict__ y, const float* __restrict__ scale_x,
                           const float* __restrict__ scale_w, int M, int N, int K, int tiles_m, int tiles_n) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  // A plain compute_90 / PTX pass (-DDROPBENCH_CUDA_GENCODE with a PTX target): wgmma, TMA and mbarrier
+  // transaction counts exist only on sm_90a, so that image holds a stub; the sm_90a image is the one that runs.
+  __trap();
+#else
   constexpr int kStages = Tile<kBN>::kStages;
   constexpr int kBBytes = wg::kBBytes<kBN>;
   constexpr int kSmemData = wg::kSmemData<kBN>;
@@ -371,6 +376,7 @@ __global__ void __maxnreg__(Tile<kBN>::kRegs)
     __syncwarp();
     cluster_sync();
   }
+#endif
 }
 
 using KernelFn = void (*)(CUtensorMap, CUtensorMap, __nv_bfloat16*, const float*, const float*, int, int, int, int, int);
