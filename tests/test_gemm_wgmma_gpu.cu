@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "gpu_guard.hpp"
+#include "test_random.hpp"
 #include "kernels/gemm.cuh"
 #include "kernels/gemm_wgmma.cuh"
 #include "src/check.hpp"
@@ -28,6 +29,9 @@
 using namespace dropbench;
 
 namespace {
+
+using dropbench_test::bf16_bits_to_float;
+using dropbench_test::fresh_seed;
 
 constexpr double kRelBound = 1e-2;
 constexpr double kElemRms = 0.1, kElemRel = 0.02;
@@ -43,22 +47,6 @@ struct Case {
 };
 
 std::string case_name(const testing::TestParamInfo<Case>& i) { return i.param.name; }
-
-float bf16_bits_to_float(uint16_t b) {
-  uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-uint64_t fresh_seed() {
-  static uint64_t counter = 0;
-  uint64_t z = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) +
-               0x9e3779b97f4a7c15ULL * ++counter;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 class WgmmaVsRef : public testing::TestWithParam<Case> {};
 
