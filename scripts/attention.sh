@@ -12,23 +12,12 @@ FLAGS=(-gencode=arch=compute_90a,code=sm_90a -std=c++20 --expt-relaxed-constexpr
 case "${1:-build}" in
   build)
     mkdir -p $B
-    # DB_CUDA's thrower without fmt/cuBLAS (the CMake build uses src/check.cpp instead).
-    cat > $B/check_stub.cpp <<'CPP'
-#include <string>
-#include "src/check.hpp"
-namespace dropbench {
-void throw_cuda_error(const char* what, int code, const char* code_name, const char* call, const char* file, int line) {
-  throw CudaError(std::string(file) + ":" + std::to_string(line) + ": " + what + " error " + std::to_string(code) + " (" +
-                  code_name + ") in `" + call + "`");
-}
-}  // namespace dropbench
-CPP
     $NVCC "${FLAGS[@]}" -Xptxas -v -c kernels/attention.cu -o $B/attention.o 2> $B/ptxas.log &
     $NVCC "${FLAGS[@]}" -c kernels/attention_ref.cu -o $B/attention_ref.o &
     wait
     $NVCC "${FLAGS[@]}" -c tests/test_attention_gpu.cu -o $B/test_attention_gpu.o &
     $NVCC "${FLAGS[@]}" -Xptxas -v -c tests/bench_attention.cu -o $B/bench_attention.o 2> $B/ptxas_bench.log &
-    g++ -std=c++20 -O2 -I. -I/usr/local/cuda/include -c $B/check_stub.cpp -o $B/check_stub.o
+    g++ -std=c++20 -O2 -I. -I/usr/local/cuda/include -c tests/standalone_check.cpp -o $B/check_stub.o
     wait
     LINK=(-Xcompiler -static-libstdc++ -Xcompiler -static-libgcc)
     $NVCC -arch=sm_90a "${LINK[@]}" $B/test_attention_gpu.o $B/attention.o $B/attention_ref.o $B/check_stub.o \
@@ -44,8 +33,7 @@ CPP
     if ! $B/test_attention_gpu --gtest_list_tests >/dev/null 2>&1; then
       echo "prebuilt binaries do not start here ($(ldd --version | head -1)); building the benchmark with nvcc"
       $B/test_attention_gpu --gtest_list_tests 2>&1 | head -3
-      mkdir -p /tmp/ab && cp $B/check_stub.cpp /tmp/ab/
-      $NVCC "${FLAGS[@]}" tests/bench_attention.cu kernels/attention.cu kernels/attention_ref.cu /tmp/ab/check_stub.cpp -o $B/bench_attention
+      $NVCC "${FLAGS[@]}" tests/bench_attention.cu kernels/attention.cu kernels/attention_ref.cu tests/standalone_check.cpp -o $B/bench_attention
     fi
     $B/test_attention_gpu --gtest_brief=0 2>&1 | tee $LOG/test.log | grep -E "^\[ info|FAILED|PASSED|OK \]|Failure|error" | tail -60
     echo "test exit: ${PIPESTATUS[0]}"

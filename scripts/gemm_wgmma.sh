@@ -15,20 +15,6 @@ FLAGS=(-gencode=arch=compute_90a,code=sm_90a -std=c++20 --expt-relaxed-constexpr
 LINK=(-Xcompiler -static-libstdc++ -Xcompiler -static-libgcc)
 build() {
   mkdir -p $B
-  # DB_CUDA / DB_CUBLAS throwers without fmt (the CMake build uses src/check.cpp instead).
-  cat > $B/check_stub.cpp <<'CPP'
-#include <string>
-#include "src/check.hpp"
-namespace dropbench {
-void throw_cuda_error(const char* what, int code, const char* code_name, const char* call, const char* file, int line) {
-  throw CudaError(std::string(file) + ":" + std::to_string(line) + ": " + what + " error " + std::to_string(code) + " (" +
-                  code_name + ") in `" + call + "`");
-}
-void check_cublas(int status, const char* call, const char* file, int line) {
-  if (status != 0) throw_cuda_error("cuBLAS", status, "status", call, file, line);
-}
-}  // namespace dropbench
-CPP
   $NVCC "${FLAGS[@]}" -Xptxas -v -c kernels/gemm_wgmma.cu -o $B/gemm_wgmma.o 2> $B/ptxas.log &
   $NVCC "${FLAGS[@]}" -c kernels/gemm.cu -o $B/gemm.o &
   wait
@@ -37,7 +23,7 @@ CPP
   wait
   $NVCC "${FLAGS[@]}" -c tests/test_gemm_wgmma_gpu.cu -o $B/test_gemm_wgmma_gpu.o &
   $NVCC "${FLAGS[@]}" -c tests/bench_gemm_wgmma.cu -o $B/bench_gemm_wgmma.o &
-  g++ -std=c++20 -O2 -I. -I/usr/local/cuda/include -c $B/check_stub.cpp -o $B/check_stub.o
+  g++ -std=c++20 -O2 -I. -I/usr/local/cuda/include -c tests/standalone_check.cpp -o $B/check_stub.o
   wait
   $NVCC -arch=sm_90a "${LINK[@]}" $B/test_gemm_wgmma_gpu.o $B/gemm_wgmma.o $B/gemm.o $B/gemm_ref.o $B/check_stub.o \
     -lcublasLt -lgtest -lgtest_main -lpthread -o $B/test_gemm_wgmma_gpu
