@@ -10,8 +10,9 @@
 //   rng-static     the standard grid-stride RNG kernel alone (RngSchedule::Static)
 //   rng-<mech>     a co-resident RNG kernel (grid = SMs) on a side stream + the project's Steal finisher on the
 //                  main stream, nothing else (BlockRunner::rng_alone). <mech>:
-//                    cores  the project's RngSchedule::Coresident kernel, 128 threads (default carveout)
-//                    msN    a copy of its protocol in this file with the max-shared-memory carveout, N threads
+//                    cores  the project's RngSchedule::Coresident kernel, 128 threads (it asks for the
+//                           max-shared-memory carveout; before that fix the default carveout kept it off the SMs)
+//                    msN    the same kernel with N threads (the first runs used a copy of it with the carveout)
 //   G||<mech>[g]   G (A, B or cublas) beside it: the RNG launched first on the side stream, the GEMM on the main
 //                  stream, the finisher after the GEMM on the main stream, fork/join by events (overlap_phase);
 //                  "g": a gate kernel before the GEMM waits until every RNG block has started
@@ -95,41 +96,6 @@ __global__ void mask_diff_kernel(const uint32_t* a, const uint32_t* b, size_t wo
 // Copies the co-resident kernel's counters at the moment it runs (right after the GEMM on the main stream).
 __global__ void snapshot_kernel(const unsigned long long* work, unsigned long long* out) {
   for (int i = 0; i < kRngWorkWords; ++i) out[i] = *reinterpret_cast<const volatile unsigned long long*>(&work[i]);
-}
-
-// A copy of the co-resident RNG kernel's protocol (rng_mask.cu, RngSchedule::Coresident: strips from work[0],
-// work[1] strips done, work[2..5] SM bitmap, work[6] blocks; same keep words through attn_keep_word), so that
-// it can be given the max-shared-memory carveout preference (cudaFuncSetAttribute needs the kernel symbol, which
-// rng_mask.cu keeps private). The project's Steal finisher shares its counter.
-template <int R, int TW>
-__global__ void __maxnreg__(32) cores_ms_kernel(uint32_t* __restrict__ out, MaskGeometry geo, MaskWindow win,
-                                                uint64_t seed, uint32_t offset, uint32_t drop,
-                                                unsigned long long* work) {
-  if (threadIdx.x == 0) {
-    uint32_t smid;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-    if (smid < 256) atomicOr(&work[2 + smid / 64], 1ull << (smid % 64));
-    atomicAdd(&work[6], 1ull);
-  }
-  const uint32_t lane = threadIdx.x & 31;
-  const uint32_t wrows16 = win.rows16, cols64 = geo.cols64();
-  const uint64_t strips = static_cast<uint64_t>(geo.bh) * wrows16;
-  uint32_t done = 0;
-  for (;;) {
-    unsigned long long st = 0;
-    if (lane == 0) st = atomicAdd(work, 1ull);
-    st = __shfl_sync(0xffffffffu, st, 0);
-    if (st >= strips) break;
-    const uint32_t bh = static_cast<uint32_t>(st / wrows16);
-    const uint32_t r16 = win.r16_begin + static_cast<uint32_t>(st - static_cast<uint64_t>(bh) * wrows16);
-    const uint32_t n = geo.tiles_in_strip(r16), t0 = r16 * cols64;
-    uint32_t* strip_out = out + st * cols64 * kWordsPerTile + lane;
-#pragma unroll 1
-    for (uint32_t c64 = 0; c64 < n; ++c64)
-      strip_out[c64 * kWordsPerTile] = attn_keep_word<R, TW>(seed, offset, drop, bh, t0 + c64, lane);
-    ++done;
-  }
-  if (lane == 0 && done) atomicAdd(&work[1], static_cast<unsigned long long>(done));
 }
 
 // Occupies its block for `ns` nanoseconds of %globaltimer and records its SM (bitmap in bits[0..3]). kTag 1
@@ -238,16 +204,8 @@ int main(int argc, char** argv) {
   DB_CUDA(cudaMalloc(&d_cnt, sizeof(unsigned long long)));
   DB_CUDA(cudaMalloc(&d_work, kRngWorkWords * sizeof(unsigned long long)));
   DB_CUDA(cudaMalloc(&d_snap, kRngWorkWords * sizeof(unsigned long long)));
-  DB_CUDA(cudaFuncSetAttribute(cores_ms_kernel<7, 8>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                               cudaSharedmemCarveoutMaxShared));
   DB_CUDA(cudaFuncSetAttribute(spin_kernel<1>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                cudaSharedmemCarveoutMaxShared));
-  {
-    cudaFuncAttributes fa{};
-    DB_CUDA(cudaFuncGetAttributes(&fa, cores_ms_kernel<7, 8>));
-    std::printf("cores-ms kernel (copy of the co-resident protocol, carveout max shared): %d regs, %zu B local\n",
-                fa.numRegs, fa.localSizeBytes);
-  }
 
   const Nvml nvml;
   std::printf("NVML: %s\n", nvml.ok ? "clock/power sampling on" : "unavailable");
@@ -326,25 +284,21 @@ int main(int argc, char** argv) {
     fin.work = d_work;
     RngMaskParams st_side = st;
     st_side.out = mask;
-    const MaskWindow win = rng_mask_window(rp);
 
     // Co-resident mechanisms: how the small persistent RNG kernel is launched on the side stream.
-    //   cores       the project's RngSchedule::Coresident kernel (default carveout), 128 threads, grid = SMs
-    //   msB         the copy of its protocol with the max-shared carveout, B threads a block, grid = SMs
+    //   cores       the project's RngSchedule::Coresident kernel, 128 threads, grid = SMs
+    //   msB         the same kernel with B threads a block (the name is from the first runs, when the
+    //               max-shared carveout existed only in a copy of the kernel in this file; rng_mask.cu has it now)
     //   ...g        + a gate on the GEMM's stream: the GEMM starts once every RNG block has started
     struct Mech {
       std::string name;
       int block;
-      bool ms, gate;
+      bool ms, gate;  // ms: only in the name (see above)
     };
     auto launch_mech = [&](const Mech& m, cudaStream_t s) {
-      if (!m.ms) {
-        launch_rng_mask(co, s);
-        return;
-      }
-      cores_ms_kernel<7, 8><<<sms, m.block, 0, s>>>(static_cast<uint32_t*>(mask), rp.geo, win, rp.seed, rp.offset,
-                                                      rp.drop, d_work);
-      DB_CUDA_LAUNCH();
+      RngMaskParams c = co;
+      c.block = m.block;
+      launch_rng_mask(c, s);
     };
     auto fork_side = [&] {
       DB_CUDA(cudaEventRecord(fork, main_s));
