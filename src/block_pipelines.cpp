@@ -71,7 +71,7 @@ PhaseFn no_phases() {
 
 void validate_block_workload(const Workload& w) {
   const GemmDtype dt = parse_gemm_dtype(w.dtype);
-  validate_gemm_shape(qkv_gemm_shape(w.batch, w.sq, w.embed, w.q_heads, w.kv_heads, w.head_dim), dt);
+  validate_gemm_shape(qkv_gemm_shape(w), dt);
   if (w.head_dim != 64 && w.head_dim != 128) throw UsageError("run: head_dim must be 64 or 128");
   if (w.q_heads % w.kv_heads != 0) throw UsageError("run: kv_heads must divide q_heads");
   if (w.sq > (int64_t{1} << 30)) throw UsageError("run: sq too large");
@@ -79,7 +79,7 @@ void validate_block_workload(const Workload& w) {
 }
 
 BlockRunner::BlockRunner(const Workload& w, const Options& o, cudaStream_t setup)
-    : w_(w), opt_(o), shape_(qkv_gemm_shape(w.batch, w.sq, w.embed, w.q_heads, w.kv_heads, w.head_dim)) {
+    : w_(w), opt_(o), shape_(qkv_gemm_shape(w)) {
   validate_block_workload(w);
   thr_ = make_threshold(w.dropout_p, static_cast<int>(w.threshold_bits));
   geo_ = MaskGeometry{static_cast<uint32_t>(w.batch * w.q_heads), static_cast<uint32_t>(w.sq),

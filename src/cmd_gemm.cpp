@@ -9,6 +9,7 @@
 #include "cli.hpp"
 #include "device_buffer.hpp"
 #include "gemm.cuh"
+#include "workload_params.hpp"
 #include "harness.hpp"
 #include "nvtx.hpp"
 #include "sweep_session.hpp"
@@ -66,7 +67,7 @@ int run_gemm(RunContext& ctx, const GemmCmdOptions& o) {
     NvtxRange point_range("point " + label);
     const Workload& w = pt.workload;
     const GemmDtype dtype = parse_gemm_dtype(w.dtype);
-    const GemmShape shape = qkv_gemm_shape(w.batch, w.sq, w.embed, w.q_heads, w.kv_heads, w.head_dim);
+    const GemmShape shape = qkv_gemm_shape(w);
     validate_gemm_shape(shape, dtype);
 
     GemmOptions go;

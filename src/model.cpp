@@ -380,24 +380,29 @@ namespace {
 // under kImadWide so that ncu's instruction counts (one per IMAD.WIDE) can be compared (stripped before use).
 const char* const kImadWide = "_imad_wide";
 
+// M, N, K of the QKV GEMM, as qkv_gemm_shape() (kernels/gemm.cu) defines them; the model does not link the
+// kernels library, so it runs anywhere.
+struct GemmMnk {
+  double m, n, k;
+  double flops() const { return 2 * m * n * k; }
+};
+GemmMnk gemm_mnk(const Workload& w) {
+  return {static_cast<double>(w.batch) * w.sq, static_cast<double>(w.q_heads + 2 * w.kv_heads) * w.head_dim,
+          static_cast<double>(w.embed)};
+}
+
 Demand gemm_static(const Profile& p, const Workload& w) {
   auto it = p.gemm.find(w.dtype);
   if (it == p.gemm.end()) throw UsageError(fmt::format("profile {}: kernels.gemm_{} is missing", p.path, w.dtype));
   const GemmProfile& g = it->second;
-  const double M = static_cast<double>(w.batch) * w.sq, N = static_cast<double>(w.q_heads + 2 * w.kv_heads) * w.head_dim,
-               K = static_cast<double>(w.embed);
-  const double flops = 2 * M * N * K;
-  Demand d = scaled(g.per_flop, flops);
+  const GemmMnk s = gemm_mnk(w);
+  const double M = s.m, N = s.n, K = s.k;
+  Demand d = scaled(g.per_flop, s.flops());
   const double in = g.input_bytes, out = g.output_bytes;
   d["hbm_bytes"] += (M * K + N * K) * in + M * N * out;
   d["l2_bytes"] += (M * K * in * std::ceil(N / g.tile_n) + N * K * in * std::ceil(M / g.tile_m)) / g.cluster_multicast +
                    M * N * out;
   return d;
-}
-
-double gemm_flops(const Workload& w) {
-  return 2.0 * static_cast<double>(w.batch) * w.sq * static_cast<double>(w.q_heads + 2 * w.kv_heads) * w.head_dim *
-         static_cast<double>(w.embed);
 }
 
 // Measured demand carried to workload w (docs/model.md, "Demand sources"). st_w / st_p: the static demand at
@@ -468,7 +473,7 @@ Demand gemm_demand(const Profile& p, const Workload& w, std::string* source) {
   if (p.use_ncu && g.ncu) {
     Workload wp = g.ncu->w;
     wp.dtype = w.dtype;
-    d = ncu_carried(d, gemm_static(p, wp), *g.ncu, gemm_flops(w) / gemm_flops(wp));
+    d = ncu_carried(d, gemm_static(p, wp), *g.ncu, gemm_mnk(w).flops() / gemm_mnk(wp).flops());
     if (source) *source = "ncu";
   } else if (source) {
     *source = "hand";

@@ -3,9 +3,14 @@
 #pragma once
 #include "attention.cuh"
 #include "config.hpp"
+#include "gemm.cuh"
 #include "rng_mask.cuh"
 
 namespace dropbench {
+
+inline GemmShape qkv_gemm_shape(const Workload& w) {
+  return qkv_gemm_shape(w.batch, w.sq, w.embed, w.q_heads, w.kv_heads, w.head_dim);
+}
 
 inline AttentionParams attention_params(const Workload& w, const Threshold& t) {
   AttentionParams ap;
