@@ -440,6 +440,19 @@ int run_run(RunContext& ctx, const RunOptions& o) {
     // ---- the pipelines ----
     std::map<std::string, double> t_pipe;
     std::string ref_name;
+    // O and LSE just written against the reference pipeline's, into `ex`; a difference is an error.
+    auto compare_with_reference = [&](const std::string& what, json& ex) {
+      const auto [od, ld] = runner.diff_reference(main);
+      ex["bitwise_equal"] = od == 0 && ld == 0;
+      ex["o_words_differing"] = od;
+      ex["lse_words_differing"] = ld;
+      ex["compared_with"] = ref_name;
+      if (od != 0 || ld != 0) {
+        fmt::print(stderr, "dropbench: ERROR: {} differs from {} at {}: {} O words, {} LSE words\n", what, ref_name,
+                   label, od, ld);
+        ++mismatches;
+      }
+    };
     for (Pipeline p : plan.run) {
       const std::string name = pipeline_name(p);
       VariantResult v;
@@ -456,16 +469,7 @@ int run_run(RunContext& ctx, const RunOptions& o) {
           ex["bitwise_equal"] = true;
           ex["reference"] = true;
         } else {
-          const auto [od, ld] = runner.diff_reference(main);
-          ex["bitwise_equal"] = od == 0 && ld == 0;
-          ex["o_words_differing"] = od;
-          ex["lse_words_differing"] = ld;
-          ex["compared_with"] = ref_name;
-          if (od != 0 || ld != 0) {
-            fmt::print(stderr, "dropbench: ERROR: pipeline {} differs from {} at {}: {} O words, {} LSE words\n", name,
-                       ref_name, label, od, ld);
-            ++mismatches;
-          }
+          compare_with_reference("pipeline " + name, ex);
         }
       }
       const Measurement m = measure(name, [&](Sample& s) { runner.run(p, s.stream, hook(s), ovl); });
@@ -499,14 +503,7 @@ int run_run(RunContext& ctx, const RunOptions& o) {
         if (validate) {
           runner.poison_outputs(main);
           graph.launch(main);
-          const auto [od, ld] = runner.diff_reference(main);
-          gx["bitwise_equal"] = od == 0 && ld == 0;
-          gx["compared_with"] = ref_name;
-          if (od != 0 || ld != 0) {
-            fmt::print(stderr, "dropbench: ERROR: pipeline {} replayed as a graph differs from {} at {}: {} O words, "
-                       "{} LSE words\n", name, ref_name, label, od, ld);
-            ++mismatches;
-          }
+          compare_with_reference("pipeline " + name + " replayed as a graph", gx);
         }
         const Measurement mg = measure(name + ":graph", [&](Sample& s) { graph.launch(s.stream); });
         VariantResult vg = variant_of(name + ":graph", mg);
