@@ -11,19 +11,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${B:-build-gw-nv}
 NVCC=${NVCC:-nvcc}
-FLAGS=(-gencode=arch=compute_90a,code=sm_90a -std=c++20 --expt-relaxed-constexpr -O3 -lineinfo -I. -Ikernels -Itests)
+FLAGS=(-gencode=arch=compute_90a,code=sm_90a -std=c++20 --expt-relaxed-constexpr -O3 -lineinfo -I. -Itests)
 LINK=(-Xcompiler -static-libstdc++ -Xcompiler -static-libgcc)
 build() {
   mkdir -p $B
-  $NVCC "${FLAGS[@]}" -Xptxas -v -c kernels/gemm_wgmma.cu -o $B/gemm_wgmma.o 2> $B/ptxas.log &
-  $NVCC "${FLAGS[@]}" -c kernels/gemm.cu -o $B/gemm.o &
+  $NVCC "${FLAGS[@]}" -Xptxas -v -c kernels/gemm/gemm_wgmma.cu -o $B/gemm_wgmma.o 2> $B/ptxas.log &
+  $NVCC "${FLAGS[@]}" -c kernels/gemm/gemm.cu -o $B/gemm.o &
   wait
-  $NVCC "${FLAGS[@]}" -c kernels/gemm_ref.cu -o $B/gemm_ref.o &
-  $NVCC "${FLAGS[@]}" -c kernels/rng_mask.cu -o $B/rng_mask.o &
+  $NVCC "${FLAGS[@]}" -c kernels/gemm/gemm_ref.cu -o $B/gemm_ref.o &
+  $NVCC "${FLAGS[@]}" -c kernels/rng/rng_mask.cu -o $B/rng_mask.o &
   wait
   $NVCC "${FLAGS[@]}" -c tests/test_gemm_wgmma_gpu.cu -o $B/test_gemm_wgmma_gpu.o &
   $NVCC "${FLAGS[@]}" -c tests/bench_gemm_wgmma.cu -o $B/bench_gemm_wgmma.o &
-  g++ -std=c++20 -O2 -I. -I/usr/local/cuda/include -c tests/standalone_check.cpp -o $B/check_stub.o
+  g++ -std=c++20 -O2 -I. -I/usr/local/cuda/include -c kernels/common/check.cpp -o $B/check_stub.o
   wait
   $NVCC -arch=sm_90a "${LINK[@]}" $B/test_gemm_wgmma_gpu.o $B/gemm_wgmma.o $B/gemm.o $B/gemm_ref.o $B/check_stub.o \
     -lcublasLt -lgtest -lgtest_main -lpthread -o $B/test_gemm_wgmma_gpu

@@ -1,9 +1,11 @@
-// Standalone benchmark of the attention forward kernel (not part of the CMake build; scripts/attention_device.sh
-// builds it with nvcc). CUDA events around each launch, warm-up, median of many runs. Prints one table:
-//   kernel, mode, causal, ms (median), TFLOP/s (4*B*Hq*SQ^2*dH, causal halved), ratio to mode none.
-// Also times alternative tilings of the same kernel template (mode none) and checks them against the default.
+// Standalone benchmark of the attention forward kernels (not part of the CMake build; scripts/attention.sh
+// builds it with nvcc). Both kernel families (mma.sync, wgmma), modes none / mask / fused, causal and not,
+// dH 128 and 64. CUDA events around each launch, warm-up, median of many runs. Prints one table:
+//   kernel, mode, causal, ms (median), TFLOP/s (4*B*Hq*SQ^2*dH, causal halved), ratio to the same kernel's none.
+// Each wgmma output is checked against the mma kernel's (rel L2, printed). BENCH_VARIANTS=1 also times the
+// alternative mma tilings of the template.
 //
-// usage: bench_attention [sq=8192] [heads=32] [reps=30]
+// usage: bench_attention [sq=8192] [q_heads=32] [kv_heads=8] [reps=30] [hd=0 (both) | 128 | 64]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,9 +16,9 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
-#include "kernels/attention.cuh"
-#include "kernels/attention_kernel.cuh"
-#include "src/check.hpp"
+#include "kernels/attention/attention.cuh"
+#include "kernels/attention/attention_kernel.cuh"
+#include "kernels/common/check.hpp"
 
 using namespace dropbench;
 using bf16 = __nv_bfloat16;
@@ -101,14 +103,19 @@ int main(int argc, char** argv) {
   try {
     const int sq = argc > 1 ? std::atoi(argv[1]) : 8192;
     const int heads = argc > 2 ? std::atoi(argv[2]) : 32;
-    const int reps = argc > 3 ? std::atoi(argv[3]) : 30;
+    const int kv_heads = argc > 3 ? std::atoi(argv[3]) : 8;
+    const int reps = argc > 4 ? std::atoi(argv[4]) : 30;
+    const int only_hd = argc > 5 ? std::atoi(argv[5]) : 0;
+    const bool variants = std::getenv("BENCH_VARIANTS") && std::atoi(std::getenv("BENCH_VARIANTS")) != 0;
     cudaDeviceProp prop{};
     DB_CUDA(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+    const bool sm90 = prop.major == 9 && prop.minor == 0;
 
     std::vector<Row> rows;
     for (int hd : {128, 64}) {
-      const int b = 1, hq = heads, hkv = heads;
+      if (only_hd != 0 && hd != only_hd) continue;
+      const int b = 1, hq = heads, hkv = kv_heads;
       const size_t n_qkv = static_cast<size_t>(b) * sq * (hq + 2 * hkv) * hd;
       const size_t n_o = static_cast<size_t>(b) * sq * hq * hd;
       bf16 *qkv, *o, *o2;
@@ -141,7 +148,6 @@ int main(int argc, char** argv) {
         launch_attention_mask_reference(mask, attention_mask_geometry(p), 0x5eed, 0, th.drop, 7, 8, nullptr);
         DB_CUDA(cudaDeviceSynchronize());
         const double flops = attention_flops(p);
-        double t_none = 0;
         struct M {
           DropoutMode mode;
           int r, tw;
@@ -150,35 +156,54 @@ int main(int argc, char** argv) {
         std::vector<M> ms = {{DropoutMode::None, 7, 8, 0}, {DropoutMode::Mask, 7, 8, 0.1}, {DropoutMode::Fused, 7, 8, 0.1}};
         if (hd == 128 && !causal) {
           ms.push_back({DropoutMode::Fused, 3, 8, 0.1});
-          ms.push_back({DropoutMode::Fused, 10, 8, 0.1});
           ms.push_back({DropoutMode::Fused, 7, 16, 0.1});
-          ms.push_back({DropoutMode::Fused, 7, 32, 0.1});
         }
-        for (const M& m : ms) {
-          AttentionParams q = p;
-          const Threshold t = make_threshold(m.pdrop, m.tw);
-          q.seed = 0x5eed;
-          q.offset = 0;
-          q.drop_threshold = t.drop;
-          q.keep_scale = t.scale;
-          q.rounds = m.r;
-          q.threshold_bits = m.tw;
-          const double ms_ = median_ms([&] { launch_attention(q, m.mode, nullptr); }, reps);
-          if (m.mode == DropoutMode::None) t_none = ms_;
-          const AttentionKernelInfo info = attention_kernel_info(q, m.mode);
-          std::string mode = dropout_mode_name(m.mode);
-          if (m.mode == DropoutMode::Fused) mode += " R" + std::to_string(m.r) + "/TW" + std::to_string(m.tw);
-          rows.push_back({info.name, mode, causal, hd, ms_, flops / (ms_ * 1e-3) / 1e12, ms_ / t_none});
-          std::printf("  %-52s regs %3d local %4zu B smem %6zu B  %d CTA/SM\n", info.name.c_str(), info.registers,
-                      info.local_bytes, info.smem_dynamic, info.ctas_per_sm);
+        for (AttentionKernel kern : {AttentionKernel::Mma, AttentionKernel::Wgmma}) {
+          if (kern == AttentionKernel::Wgmma && !sm90) continue;
+          double t_none = 0;
+          for (const M& m : ms) {
+            AttentionParams q = p;
+            q.kernel = kern;
+            const Threshold t = make_threshold(m.pdrop, m.tw);
+            q.seed = 0x5eed;
+            q.offset = 0;
+            q.drop_threshold = t.drop;
+            q.keep_scale = t.scale;
+            q.rounds = m.r;
+            q.threshold_bits = m.tw;
+            // Correctness at full size: the wgmma output against the mma kernel's (same inputs, same bits).
+            double diff = -1;
+            if (kern == AttentionKernel::Wgmma) {
+              AttentionParams r = q;
+              r.kernel = AttentionKernel::Mma;
+              r.o = o2;
+              launch_attention(r, m.mode, nullptr);
+              DB_CUDA(cudaMemset(o, 0xFF, n_o * sizeof(bf16)));
+              launch_attention(q, m.mode, nullptr);
+              DB_CUDA(cudaDeviceSynchronize());
+              diff = rel_diff(o, o2, n_o);
+            }
+            const double ms_ = median_ms([&] { launch_attention(q, m.mode, nullptr); }, reps);
+            if (m.mode == DropoutMode::None) t_none = ms_;
+            const AttentionKernelInfo info = attention_kernel_info(q, m.mode);
+            std::string mode = dropout_mode_name(m.mode);
+            if (m.mode == DropoutMode::Fused) mode += " R" + std::to_string(m.r) + "/TW" + std::to_string(m.tw);
+            rows.push_back({info.name, mode, causal, hd, ms_, flops / (ms_ * 1e-3) / 1e12, ms_ / t_none});
+            std::printf("  %-56s regs %3d local %4zu B smem %6zu B  %d CTA/SM  %7.1f TFLOP/s", info.name.c_str(),
+                        info.registers, info.local_bytes, info.smem_dynamic, info.ctas_per_sm, rows.back().tflops);
+            if (diff >= 0) std::printf("  rel diff vs mma %.2e%s", diff, diff > 1e-2 || !(diff == diff) ? "  <-- MISMATCH" : "");
+            std::printf("\n");
+            std::fflush(stdout);
+          }
         }
       }
 
-      // Alternative configurations of the same template (hd 128; modes none, mask, fused R7/TW8), each
+      // Alternative configurations of the mma template (hd 128; modes none, mask, fused R7/TW8), each
       // checked against the default instance's output.
-      if (hd == 128) {
+      if (hd == 128 && variants) {
         for (bool causal : {false, true}) {
           p.causal = causal;
+          p.kernel = AttentionKernel::Mma;
           const Threshold th = make_threshold(0.1, 8);
           launch_attention_mask_reference(mask, attention_mask_geometry(p), 0x5eed, 0, th.drop, 7, 8, nullptr);
           const double flops = attention_flops(p);
@@ -230,40 +255,8 @@ int main(int argc, char** argv) {
       cudaFree(mask);
     }
 
-    // GQA and batch: B=2, SQ=sq/2, Hq=heads, Hkv=heads/4, dH 128, non-causal.
-    {
-      AttentionParams p;
-      p.batch = 2;
-      p.sq = sq / 2;
-      p.q_heads = heads;
-      p.kv_heads = std::max(1, heads / 4);
-      p.head_dim = 128;
-      const size_t n_qkv = static_cast<size_t>(p.batch) * p.sq * (p.q_heads + 2 * p.kv_heads) * 128;
-      const size_t n_o = static_cast<size_t>(p.batch) * p.sq * p.q_heads * 128;
-      bf16 *qkv, *o;
-      DB_CUDA(cudaMalloc(&qkv, n_qkv * sizeof(bf16)));
-      DB_CUDA(cudaMalloc(&o, n_o * sizeof(bf16)));
-      fill_normal<<<1024, 256>>>(qkv, n_qkv, 777);
-      DB_CUDA_LAUNCH();
-      p.qkv = qkv;
-      p.o = o;
-      const Threshold t = make_threshold(0.1, 8);
-      p.seed = 1;
-      p.drop_threshold = t.drop;
-      p.keep_scale = t.scale;
-      double t_none = 0;
-      for (DropoutMode m : {DropoutMode::None, DropoutMode::Fused}) {
-        const double ms_ = median_ms([&] { launch_attention(p, m, nullptr); }, reps);
-        if (m == DropoutMode::None) t_none = ms_;
-        rows.push_back({attention_kernel_name(p, m) + " B2 GQA" + std::to_string(p.q_heads) + ":" + std::to_string(p.kv_heads),
-                        dropout_mode_name(m), false, 128, ms_, attention_flops(p) / (ms_ * 1e-3) / 1e12, ms_ / t_none});
-      }
-      cudaFree(qkv);
-      cudaFree(o);
-    }
-
-    std::printf("\nB=1 SQ=%d Hq=Hkv=%d (GQA row: B=2 SQ=%d), bf16, p=0.1 for mask/fused; median of %d runs\n", sq,
-                heads, sq / 2, reps);
+    std::printf("\nB=1 SQ=%d Hq=%d Hkv=%d, bf16, p=0.1 for mask/fused (Philox-7, 8-bit unless named); median of %d runs\n",
+                sq, heads, kv_heads, reps);
     std::printf("%-3s %-6s %-16s %-60s %9s %9s %7s\n", "dH", "causal", "mode", "kernel", "ms", "TFLOP/s", "x none");
     for (const Row& r : rows)
       std::printf("%-3d %-6s %-16s %-60s %9.3f %9.1f %7.3f\n", r.hd, r.causal ? "yes" : "no", r.mode.c_str(),

@@ -50,11 +50,11 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
-#include "kernels/dropout_scheme.cuh"
-#include "kernels/gemm.cuh"
-#include "kernels/gemm_wgmma.cuh"
-#include "kernels/rng_mask.cuh"
-#include "src/check.hpp"
+#include "kernels/rng/dropout_scheme.cuh"
+#include "kernels/gemm/gemm.cuh"
+#include "kernels/gemm/gemm_wgmma.cuh"
+#include "kernels/rng/rng_mask.cuh"
+#include "kernels/common/check.hpp"
 
 using namespace dropbench;
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "nvtx.hpp"
+#include "src/core/nvtx.hpp"
 
 namespace {
 

@@ -1,5 +1,7 @@
-// Attention forward kernel (kernels/attention.cu) against the naive fp32 device reference, the reference
-// against a CPU fp64 computation, and the dropout modes against each other (bitwise).
+// Attention forward kernels (kernels/attention/: the mma.sync kernel and the sm_90a wgmma kernel, every kernel
+// test runs for both families) against the naive fp32 device reference, the reference against a CPU fp64
+// computation, the dropout modes against each other (bitwise), and the dropped elements of both kernels against
+// the counter scheme (bit for bit).
 // Every run draws fresh N(0,1) bf16 inputs and poisons the outputs (0xFF bytes: NaN in bf16 and fp32) first.
 #include <gtest/gtest.h>
 
@@ -11,15 +13,16 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include "gpu_guard.hpp"
-#include "kernels/attention.cuh"
-#include "kernels/dropout_scheme.cuh"
-#include "src/check.hpp"
+#include "kernels/attention/attention.cuh"
+#include "kernels/rng/dropout_scheme.cuh"
+#include "kernels/common/check.hpp"
 
 namespace {
 
@@ -73,8 +76,25 @@ uint64_t base_seed() {
 }
 uint64_t g_draw = 0;
 
+// Whether kernel family k can run here (wgmma: an sm_90 device).
+bool kernel_available(AttentionKernel k) {
+  if (k != AttentionKernel::Wgmma) return true;
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return major == 9 && minor == 0;
+}
+
+#define DB_REQUIRE_KERNEL(k)                                                                           \
+  do {                                                                                                 \
+    DB_REQUIRE_GPU();                                                                                  \
+    if (!kernel_available(k)) GTEST_SKIP() << attention_kernel_family_name(k) << " needs an sm_90 device"; \
+  } while (0)
+
 struct Problem {
   Shape s;
+  AttentionKernel kernel = AttentionKernel::Mma;
   int64_t stride;
   std::vector<bf16> h_qkv;
   DevBuf<bf16> qkv;
@@ -83,8 +103,9 @@ struct Problem {
   DevBuf<uint32_t> mask;
   MaskGeometry geo;
 
-  explicit Problem(const Shape& sh)
+  explicit Problem(const Shape& sh, AttentionKernel k = AttentionKernel::Mma)
       : s(sh),
+        kernel(k),
         stride(static_cast<int64_t>(sh.hq + 2 * sh.hkv) * sh.hd + sh.pad),
         qkv(static_cast<size_t>(sh.b) * sh.sq * stride),
         o(static_cast<size_t>(sh.b) * sh.sq * sh.hq * sh.hd),
@@ -106,6 +127,7 @@ struct Problem {
 
   AttentionParams params(DropoutMode m, const Dropout& d) const {
     AttentionParams p;
+    p.kernel = kernel;
     p.qkv = qkv.p;
     p.qkv_row_stride = s.pad ? stride : 0;
     p.o = o.p;
@@ -200,11 +222,12 @@ const Shape kShapes[] = {
     {2, 300, 8, 2, 64, true},
 };
 
-class AttentionVsRef : public ::testing::TestWithParam<Shape> {};
+class AttentionVsRef : public ::testing::TestWithParam<std::tuple<AttentionKernel, Shape>> {};
 
 TEST_P(AttentionVsRef, AllModesMatchReference) {
-  DB_REQUIRE_GPU();
-  const Shape sh = GetParam();
+  const AttentionKernel kern = std::get<0>(GetParam());
+  DB_REQUIRE_KERNEL(kern);
+  const Shape sh = std::get<1>(GetParam());
   const Dropout none{};
   const Dropout drop{0.1, 0x1234567890abcdefULL, 17, 7, 8};
   struct Case {
@@ -212,7 +235,7 @@ TEST_P(AttentionVsRef, AllModesMatchReference) {
     Dropout d;
   } cases[] = {{DropoutMode::None, none}, {DropoutMode::Mask, drop}, {DropoutMode::Fused, drop}};
   for (const auto& c : cases) {
-    Problem pr(sh);  // fresh inputs per mode
+    Problem pr(sh, kern);  // fresh inputs per mode
     auto [o, lse] = pr.run(c.mode, c.d);
     // The reference uses the counter scheme directly (mode Fused) for both dropout modes.
     auto [o_ref, lse_ref] = pr.reference(c.mode == DropoutMode::None ? DropoutMode::None : DropoutMode::Fused, c.d);
@@ -221,20 +244,32 @@ TEST_P(AttentionVsRef, AllModesMatchReference) {
     EXPECT_LE(err, 1e-2) << sh.name() << " " << dropout_mode_name(c.mode);
     EXPECT_LE(lerr, 2e-3) << sh.name() << " " << dropout_mode_name(c.mode) << " LSE";
     EXPECT_TRUE(std::isfinite(err));
-    std::printf("[ info ] %-28s %-5s rel_l2(O)=%.3e max|dLSE|=%.3e\n", sh.name().c_str(), dropout_mode_name(c.mode),
-                err, lerr);
+    std::printf("[ info ] %-5s %-28s %-5s rel_l2(O)=%.3e max|dLSE|=%.3e\n", attention_kernel_family_name(kern),
+                sh.name().c_str(), dropout_mode_name(c.mode), err, lerr);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, AttentionVsRef, ::testing::ValuesIn(kShapes),
-                         [](const ::testing::TestParamInfo<Shape>& i) { return i.param.name(); });
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionVsRef,
+                         ::testing::Combine(::testing::Values(AttentionKernel::Mma, AttentionKernel::Wgmma),
+                                            ::testing::ValuesIn(kShapes)),
+                         [](const ::testing::TestParamInfo<std::tuple<AttentionKernel, Shape>>& i) {
+                           return std::string(attention_kernel_family_name(std::get<0>(i.param))) + "_" +
+                                  std::get<1>(i.param).name();
+                         });
+
+// Every kernel test below runs once per kernel family.
+class AttentionGpu : public ::testing::TestWithParam<AttentionKernel> {};
+INSTANTIATE_TEST_SUITE_P(Kernels, AttentionGpu, ::testing::Values(AttentionKernel::Mma, AttentionKernel::Wgmma),
+                         [](const ::testing::TestParamInfo<AttentionKernel>& i) {
+                           return std::string(attention_kernel_family_name(i.param));
+                         });
 
 // p = 0: modes Mask and Fused (drop threshold 0, scale 1) are bit for bit mode None.
-TEST(AttentionGpu, ZeroDropoutEqualsNoneBitwise) {
-  DB_REQUIRE_GPU();
+TEST_P(AttentionGpu, ZeroDropoutEqualsNoneBitwise) {
+  DB_REQUIRE_KERNEL(GetParam());
   for (const Shape& sh : {Shape{1, 1000, 8, 2, 128, true}, Shape{2, 333, 4, 4, 128, false},
                           Shape{1, 700, 4, 2, 64, true}}) {
-    Problem pr(sh);
+    Problem pr(sh, GetParam());
     const Dropout d0{0.0, 99, 3, 7, 8};
     auto [o_none, l_none] = pr.run(DropoutMode::None, {});
     auto [o_mask, l_mask] = pr.run(DropoutMode::Mask, d0);
@@ -247,8 +282,8 @@ TEST(AttentionGpu, ZeroDropoutEqualsNoneBitwise) {
 }
 
 // Mask mode (bits read from memory) and fused mode (bits generated in the kernel) agree bit for bit.
-TEST(AttentionGpu, MaskEqualsFusedBitwise) {
-  DB_REQUIRE_GPU();
+TEST_P(AttentionGpu, MaskEqualsFusedBitwise) {
+  DB_REQUIRE_KERNEL(GetParam());
   const Dropout ds[] = {
       {0.1, 1, 0, 7, 8},
       {0.25, 0xdeadbeefcafef00dULL, 5, 3, 16},
@@ -260,7 +295,7 @@ TEST(AttentionGpu, MaskEqualsFusedBitwise) {
   int i = 0;
   for (const Dropout& d : ds) {
     const Shape sh = (i++ % 2) ? Shape{1, 1000, 8, 2, 128, true} : Shape{2, 517, 4, 1, 64, false};
-    Problem pr(sh);
+    Problem pr(sh, GetParam());
     auto [o_mask, l_mask] = pr.run(DropoutMode::Mask, d);
     auto [o_fused, l_fused] = pr.run(DropoutMode::Fused, d);
     auto [o_none, l_none] = pr.run(DropoutMode::None, {});
@@ -272,12 +307,12 @@ TEST(AttentionGpu, MaskEqualsFusedBitwise) {
 }
 
 // Other rounds / threshold widths against the reference (all fused instances dispatch correctly).
-TEST(AttentionGpu, FusedRoundsAndWidthsMatchReference) {
-  DB_REQUIRE_GPU();
+TEST_P(AttentionGpu, FusedRoundsAndWidthsMatchReference) {
+  DB_REQUIRE_KERNEL(GetParam());
   for (int r : {3, 5, 7, 10})
     for (int tw : {8, 16, 32}) {
       const Shape sh{1, 200, 4, 2, 128, (r + tw) % 2 == 1};
-      Problem pr(sh);
+      Problem pr(sh, GetParam());
       const Dropout d{0.2, 0xabcdefULL + r, static_cast<uint32_t>(tw), r, tw};
       auto [o, lse] = pr.run(DropoutMode::Fused, d);
       auto [o_ref, lse_ref] = pr.reference(DropoutMode::Fused, d);
@@ -287,7 +322,7 @@ TEST(AttentionGpu, FusedRoundsAndWidthsMatchReference) {
 }
 
 // Mode Mask on the reference reads the same bits it generates in mode Fused.
-TEST(AttentionGpu, ReferenceMaskEqualsReferenceFused) {
+TEST(AttentionRef, ReferenceMaskEqualsReferenceFused) {
   DB_REQUIRE_GPU();
   Problem pr(Shape{1, 150, 4, 2, 64, true});
   const Dropout d{0.4, 77, 1, 5, 16};
@@ -344,7 +379,7 @@ void cpu_attention(const Problem& pr, DropoutMode m, const Dropout& d, std::vect
     }
 }
 
-TEST(AttentionGpu, ReferenceMatchesCpuFp64) {
+TEST(AttentionRef, ReferenceMatchesCpuFp64) {
   DB_REQUIRE_GPU();
   const Dropout ds[] = {{0.3, 5, 2, 7, 8}, {0.5, 0xfeedULL, 0, 3, 16}, {0.2, 11, 7, 10, 32}};
   int k = 0;
@@ -367,9 +402,9 @@ TEST(AttentionGpu, ReferenceMatchesCpuFp64) {
   }
 }
 
-TEST(AttentionGpu, RejectsBadParams) {
-  DB_REQUIRE_GPU();
-  Problem pr(Shape{1, 64, 4, 4, 128, false});
+TEST_P(AttentionGpu, RejectsBadParams) {
+  DB_REQUIRE_KERNEL(GetParam());
+  Problem pr(Shape{1, 64, 4, 4, 128, false}, GetParam());
   AttentionParams p = pr.params(DropoutMode::None, {});
   p.head_dim = 96;
   EXPECT_THROW(launch_attention(p, DropoutMode::None, nullptr), UsageError);
@@ -381,6 +416,140 @@ TEST(AttentionGpu, RejectsBadParams) {
   p = pr.params(DropoutMode::Mask, {0.1, 1, 0, 7, 8});
   p.mask = nullptr;
   EXPECT_THROW(launch_attention(p, DropoutMode::Mask, nullptr), UsageError);
+}
+
+
+// The dropped elements themselves, bit for bit against the counter scheme (host attn_keep_word), for both
+// kernel families and both dropout modes: V is the identity (key j's value row is the unit vector e_j, SQ <= dH),
+// so O[i, j] = P_ij * keep_ij * scale / l_i is exactly zero iff element (i, j) was dropped (P_ij > 0 for every
+// visible element: scores are O(1), so no exp underflows).
+TEST_P(AttentionGpu, DroppedElementsMatchCounterScheme) {
+  DB_REQUIRE_KERNEL(GetParam());
+  for (const bool causal : {false, true}) {
+    const Shape sh{2, 120, 4, 2, 128, causal};
+    Problem pr(sh, GetParam());
+    const int vcol0 = (sh.hq + sh.hkv) * sh.hd;
+    for (int b = 0; b < sh.b; ++b)
+      for (int j = 0; j < sh.sq; ++j)
+        for (int hk = 0; hk < sh.hkv; ++hk)
+          for (int e = 0; e < sh.hd; ++e)
+            pr.h_qkv[(static_cast<int64_t>(b) * sh.sq + j) * pr.stride + vcol0 + hk * sh.hd + e] =
+                __float2bfloat16(e == j ? 1.f : 0.f);
+    pr.qkv.put(pr.h_qkv);
+    const Dropout d{0.3, 0x0123456789ULL, 11, 7, 8};
+    const Threshold t = make_threshold(d.p, d.tw);
+    for (DropoutMode m : {DropoutMode::Mask, DropoutMode::Fused}) {
+      auto [o, lse] = pr.run(m, d);
+      size_t wrong = 0, dropped = 0, visible = 0;
+      for (int b = 0; b < sh.b; ++b)
+        for (int h = 0; h < sh.hq; ++h) {
+          const uint32_t bh = static_cast<uint32_t>(b * sh.hq + h);
+          for (int i = 0; i < sh.sq; ++i)
+            for (int j = 0; j < sh.sq; ++j) {
+              if (causal && j > i) continue;
+              const uint32_t tile = (i / 16) * pr.geo.cols64() + j / 64;
+              const uint32_t w = attn_keep_word<7, 8>(d.seed, d.offset, t.drop, bh, tile, tile_lane_of(i % 16, j % 64));
+              const bool keep = (w >> tile_bit_of(i % 16, j % 64)) & 1u;
+              const float v = __bfloat162float(o[((static_cast<size_t>(b) * sh.sq + i) * sh.hq + h) * sh.hd + j]);
+              wrong += keep != (v != 0.f);
+              dropped += !keep;
+              ++visible;
+            }
+        }
+      EXPECT_EQ(wrong, 0u) << attention_kernel_family_name(GetParam()) << " " << dropout_mode_name(m)
+                           << (causal ? " causal" : "");
+      EXPECT_GT(dropped, visible / 5);  // p = 0.3: the test saw dropping
+    }
+  }
+}
+
+// Row windows (the chunked pipeline): a window's rows are bit for bit those of the whole-matrix run, and rows
+// outside it are not written (modes none and fused; mode mask's window layout is tested in test_pipelines_gpu).
+TEST_P(AttentionGpu, RowWindowEqualsWholeMatrixRows) {
+  DB_REQUIRE_KERNEL(GetParam());
+  for (const Shape& sh : {Shape{2, 1000, 4, 2, 128, true}, Shape{1, 700, 4, 4, 64, false}}) {
+    Problem pr(sh, GetParam());
+    const Dropout d{0.2, 0xabcULL, 5, 7, 8};
+    for (DropoutMode m : {DropoutMode::None, DropoutMode::Fused}) {
+      auto [o_all, l_all] = pr.run(m, d);
+      const int rb = 256, rows = 256;
+      pr.o.poison();
+      pr.lse.poison();
+      AttentionParams p = pr.params(m, d);
+      p.row_begin = rb;
+      p.rows = rows;
+      launch_attention(p, m, nullptr);
+      DB_CUDA(cudaDeviceSynchronize());
+      auto o_w = pr.o.get();
+      auto l_w = pr.lse.get();
+      size_t diff = 0, unwritten = 0, written_outside = 0;
+      const size_t row_elems = static_cast<size_t>(sh.hq) * sh.hd;
+      for (int b = 0; b < sh.b; ++b)
+        for (int i = 0; i < sh.sq; ++i) {
+          const bool in = i >= rb && i < rb + rows;
+          const size_t off = (static_cast<size_t>(b) * sh.sq + i) * row_elems;
+          for (size_t e = 0; e < row_elems; ++e) {
+            const uint16_t* w = reinterpret_cast<const uint16_t*>(&o_w[off + e]);
+            const uint16_t* a = reinterpret_cast<const uint16_t*>(&o_all[off + e]);
+            if (in) diff += *w != *a;
+            else written_outside += *w != 0xFFFFu;
+          }
+          for (int h = 0; h < sh.hq; ++h) {
+            const size_t li = (static_cast<size_t>(b) * sh.hq + h) * sh.sq + i;
+            if (in) unwritten += std::memcmp(&l_w[li], &l_all[li], 4) != 0;
+          }
+        }
+      EXPECT_EQ(diff, 0u) << sh.name() << " " << dropout_mode_name(m);
+      EXPECT_EQ(unwritten, 0u) << sh.name() << " " << dropout_mode_name(m) << " LSE";
+      EXPECT_EQ(written_outside, 0u) << sh.name() << " " << dropout_mode_name(m);
+    }
+  }
+}
+
+// The two kernel families compute the same function with the same keep bits: with heavy dropout (p = 0.5, where
+// any difference in the bits would change O by O(1)) they agree to bf16 rounding, in every mode.
+TEST(AttentionKernels, WgmmaAgreesWithMma) {
+  DB_REQUIRE_KERNEL(AttentionKernel::Wgmma);
+  const Dropout d{0.5, 0xfeedfaceULL, 3, 7, 8};
+  for (const Shape& sh : {Shape{2, 1000, 8, 2, 128, true}, Shape{1, 777, 4, 1, 128, false}, Shape{2, 300, 4, 2, 64, true}}) {
+    Problem pm(sh, AttentionKernel::Mma);
+    for (DropoutMode m : {DropoutMode::None, DropoutMode::Mask, DropoutMode::Fused}) {
+      pm.kernel = AttentionKernel::Mma;
+      auto [o_mma, l_mma] = pm.run(m, d);
+      pm.kernel = AttentionKernel::Wgmma;
+      auto [o_wg, l_wg] = pm.run(m, d);
+      std::vector<float> ref(o_mma.size());
+      for (size_t i = 0; i < ref.size(); ++i) ref[i] = __bfloat162float(o_mma[i]);
+      const double err = rel_l2(o_wg, ref);
+      EXPECT_LE(err, 1e-2) << sh.name() << " " << dropout_mode_name(m);
+      EXPECT_LE(max_abs_diff(l_wg, l_mma), 2e-3) << sh.name() << " " << dropout_mode_name(m);
+      std::printf("[ info ] wgmma vs mma %-28s %-5s rel_l2(O)=%.3e\n", sh.name().c_str(), dropout_mode_name(m), err);
+    }
+  }
+}
+
+// Auto picks wgmma on sm_90 and the names say which family ran.
+TEST(AttentionKernels, SelectionAndNames) {
+  DB_REQUIRE_GPU();
+  Problem pr(Shape{1, 256, 4, 4, 128, false}, AttentionKernel::Auto);
+  const AttentionParams p = pr.params(DropoutMode::None, {});
+  const bool sm90 = kernel_available(AttentionKernel::Wgmma);
+  EXPECT_EQ(attention_kernel_resolved(p), sm90 ? AttentionKernel::Wgmma : AttentionKernel::Mma);
+  EXPECT_EQ(attention_kernel_name(p, DropoutMode::None).rfind(sm90 ? "attn_fwd_wgmma_hd128" : "attn_fwd_mma_hd128", 0), 0u);
+  AttentionParams q = p;
+  q.kernel = AttentionKernel::Mma;
+  EXPECT_EQ(attention_kernel_name(q, DropoutMode::None).rfind("attn_fwd_mma_", 0), 0u);
+  if (sm90) {
+    q.kernel = AttentionKernel::Wgmma;
+    const AttentionKernelInfo info = attention_kernel_info(q, DropoutMode::Fused);
+    EXPECT_EQ(info.threads, 384);
+    EXPECT_EQ(info.block_rows, attention_query_block(q));
+    EXPECT_EQ(info.local_bytes, 0u);
+    EXPECT_GE(info.ctas_per_sm, 1);
+  } else {
+    q.kernel = AttentionKernel::Wgmma;
+    EXPECT_THROW(launch_attention(q, DropoutMode::None, nullptr), UsageError);
+  }
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "context.hpp"
+#include "src/core/context.hpp"
 
 namespace {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "check.hpp"
-#include "config.hpp"
+#include "kernels/common/check.hpp"
+#include "src/core/config.hpp"
 
 #ifndef DROPBENCH_SOURCE_DIR
 #error "DROPBENCH_SOURCE_DIR must be defined (repo root)"

@@ -7,11 +7,11 @@
 #include <random>
 #include <vector>
 
-#include "device_buffer.hpp"
-#include "dropout.cuh"
+#include "src/core/device_buffer.hpp"
+#include "kernels/dropout/dropout.cuh"
 #include "gpu_guard.hpp"
-#include "mask_host.hpp"
-#include "util_kernels.cuh"
+#include "src/core/mask_host.hpp"
+#include "kernels/util/util_kernels.cuh"
 
 using namespace dropbench;
 

@@ -20,8 +20,8 @@
 
 #include "gpu_guard.hpp"
 #include "test_random.hpp"
-#include "kernels/gemm.cuh"
-#include "src/check.hpp"
+#include "kernels/gemm/gemm.cuh"
+#include "kernels/common/check.hpp"
 
 using namespace dropbench;
 

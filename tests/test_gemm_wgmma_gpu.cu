@@ -22,9 +22,9 @@
 
 #include "gpu_guard.hpp"
 #include "test_random.hpp"
-#include "kernels/gemm.cuh"
-#include "kernels/gemm_wgmma.cuh"
-#include "src/check.hpp"
+#include "kernels/gemm/gemm.cuh"
+#include "kernels/gemm/gemm_wgmma.cuh"
+#include "kernels/common/check.hpp"
 
 using namespace dropbench;
 

@@ -4,10 +4,10 @@
 
 #include <cmath>
 
-#include "device_buffer.hpp"
+#include "src/core/device_buffer.hpp"
 #include "gpu_guard.hpp"
-#include "harness.hpp"
-#include "util_kernels.cuh"
+#include "src/core/harness.hpp"
+#include "kernels/util/util_kernels.cuh"
 
 using namespace dropbench;
 

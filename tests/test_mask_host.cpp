@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "mask_host.hpp"
+#include "src/core/mask_host.hpp"
 
 using namespace dropbench;
 

@@ -15,9 +15,9 @@
 #include <fstream>
 #include <string>
 
-#include "check.hpp"
-#include "config.hpp"
-#include "model.hpp"
+#include "kernels/common/check.hpp"
+#include "src/core/config.hpp"
+#include "src/model/model.hpp"
 
 using namespace dropbench;
 using namespace dropbench::model;

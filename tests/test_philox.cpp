@@ -7,7 +7,7 @@
 #include <random>
 #include <string>
 
-#include "philox.cuh"
+#include "kernels/rng/philox.cuh"
 
 using dropbench::u32x4;
 

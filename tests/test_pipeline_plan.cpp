@@ -15,9 +15,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "check.hpp"
-#include "dropout_scheme.cuh"
-#include "pipeline_plan.hpp"
+#include "kernels/common/check.hpp"
+#include "kernels/rng/dropout_scheme.cuh"
+#include "src/block/pipeline_plan.hpp"
 
 using namespace dropbench;
 

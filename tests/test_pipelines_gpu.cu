@@ -14,13 +14,13 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
-#include "attention.cuh"
-#include "block_pipelines.hpp"
+#include "kernels/attention/attention.cuh"
+#include "src/block/block_pipelines.hpp"
 #include "cli_runner.hpp"
-#include "device_buffer.hpp"
+#include "src/core/device_buffer.hpp"
 #include "gpu_guard.hpp"
-#include "pipeline_plan.hpp"
-#include "rng_mask.cuh"
+#include "src/block/pipeline_plan.hpp"
+#include "kernels/rng/rng_mask.cuh"
 
 using namespace dropbench;
 

@@ -7,10 +7,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "check.hpp"
+#include "kernels/common/check.hpp"
 #include "cli_runner.hpp"
-#include "model.hpp"
-#include "profile.hpp"
+#include "src/model/model.hpp"
+#include "src/model/profile.hpp"
 
 using namespace dropbench;
 namespace fs = std::filesystem;

@@ -15,8 +15,8 @@
 
 #include "cli_runner.hpp"
 #include "gpu_guard.hpp"
-#include "model.hpp"
-#include "profile.hpp"
+#include "src/model/model.hpp"
+#include "src/model/profile.hpp"
 
 using namespace dropbench;
 namespace fs = std::filesystem;

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <vector>
 
-#include "device_buffer.hpp"
+#include "src/core/device_buffer.hpp"
 #include "gpu_guard.hpp"
-#include "mask_host.hpp"
-#include "rng_mask.cuh"
+#include "src/core/mask_host.hpp"
+#include "kernels/rng/rng_mask.cuh"
 
 using namespace dropbench;
 

@@ -13,8 +13,8 @@
 
 #include <gtest/gtest.h>
 
-#include "report.hpp"
-#include "stats.hpp"
+#include "src/core/report.hpp"
+#include "src/core/stats.hpp"
 
 namespace fs = std::filesystem;
 using dropbench::json;

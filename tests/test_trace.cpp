@@ -7,7 +7,7 @@
 #include <map>
 
 #include "cli_runner.hpp"
-#include "trace.hpp"
+#include "src/core/trace.hpp"
 
 using namespace dropbench;
 

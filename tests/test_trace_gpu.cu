@@ -7,12 +7,12 @@
 #include <fstream>
 #include <string>
 
-#include "check.hpp"
+#include "kernels/common/check.hpp"
 #include "cli_runner.hpp"
-#include "device_buffer.hpp"
+#include "src/core/device_buffer.hpp"
 #include "gpu_guard.hpp"
-#include "trace.hpp"
-#include "util_kernels.cuh"
+#include "src/core/trace.hpp"
+#include "kernels/util/util_kernels.cuh"
 
 using namespace dropbench;
 

@@ -1,0 +1,232 @@
+// Host launcher of the attention forward kernels: validation, the kernel family (AttentionParams::kernel:
+// mma.sync here, wgmma in attention_wgmma.cu), run-time dispatch over (head_dim, mode, rounds, threshold bits,
+// causal) to the instances of attn_fwd_kernel.
+#include "kernels/attention/attention.cuh"
+
+#include <cmath>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
+#include "kernels/attention/attention_kernel.cuh"
+#include "kernels/attention/attention_wgmma.cuh"
+#include "kernels/common/check.hpp"
+
+namespace dropbench {
+
+const char* dropout_mode_name(DropoutMode m) {
+  switch (m) {
+    case DropoutMode::None: return "none";
+    case DropoutMode::Mask: return "mask";
+    case DropoutMode::Fused: return "fused";
+  }
+  return "?";
+}
+
+const char* attention_kernel_family_name(AttentionKernel k) {
+  switch (k) {
+    case AttentionKernel::Auto: return "auto";
+    case AttentionKernel::Mma: return "mma";
+    case AttentionKernel::Wgmma: return "wgmma";
+  }
+  return "?";
+}
+
+AttentionKernel attention_kernel_resolved(const AttentionParams& p) {
+  switch (p.kernel) {
+    case AttentionKernel::Mma: return AttentionKernel::Mma;
+    case AttentionKernel::Wgmma:
+      if (!attn_wg::device_is_sm90())
+        throw UsageError("attention: the wgmma kernel needs an sm_90 device (H100/H200); use kernel mma or auto");
+      return AttentionKernel::Wgmma;
+    case AttentionKernel::Auto: break;
+  }
+  return attn_wg::supported(p) ? AttentionKernel::Wgmma : AttentionKernel::Mma;
+}
+
+MaskGeometry attention_mask_geometry(const AttentionParams& p) {
+  MaskGeometry g;
+  g.bh = static_cast<uint32_t>(p.batch) * static_cast<uint32_t>(p.q_heads);
+  g.sq = static_cast<uint32_t>(p.sq);
+  g.sk = static_cast<uint32_t>(p.sq);
+  g.causal = p.causal;
+  return g;
+}
+
+MaskWindow attention_mask_window(const AttentionParams& p) {
+  return mask_window(attention_mask_geometry(p), static_cast<uint32_t>(p.row_begin), static_cast<uint32_t>(p.rows));
+}
+
+int attention_query_block(const AttentionParams&) {
+  static_assert(attn::CfgHd128::kBr == 128 && attn::CfgHd128None::kBr == 128 && attn::CfgHd64::kBr == 128,
+                "attention_query_block() assumes 128 query rows per CTA for every tiling");
+  // The wgmma kernel (attention_wgmma_kernel.cuh) also runs 128 query rows per CTA, so the granularity of row
+  // windows does not depend on the kernel family.
+  return 128;
+}
+
+double attention_flops(const AttentionParams& p) {
+  const double rb = p.row_begin;
+  const double re = p.rows == 0 ? p.sq : std::min<double>(p.sq, rb + p.rows);
+  const double base = 4.0 * p.batch * p.q_heads * static_cast<double>(p.head_dim);
+  if (re <= rb) return 0;
+  return p.causal ? base * (re - rb) * (rb + re) / 2 : base * (re - rb) * p.sq;
+}
+
+namespace {
+
+using attn::Cfg;
+using attn::CfgHd128;
+using attn::CfgHd64;
+
+struct Instance {
+  const void* fn = nullptr;
+  int threads = 0, smem = 0, br = 0, bc = 0, warps = 0;
+  std::string name;
+};
+
+template <class C, DropoutMode M, int R, int TW, bool kCausal>
+Instance make_instance() {
+  Instance in;
+  in.fn = reinterpret_cast<const void*>(&attn::attn_fwd_kernel<C, M, R, TW, kCausal>);
+  in.threads = C::kThreads;
+  in.smem = C::kSmem;
+  in.br = C::kBr;
+  in.bc = C::kBc;
+  in.warps = C::kWarps;
+  in.name = "attn_fwd_mma_hd" + std::to_string(C::kHeadDim) + "_q" + std::to_string(C::kBr) + "k" +
+            std::to_string(C::kBc) + "w" + std::to_string(C::kWarps) + "_" + dropout_mode_name(M);
+  if (M == DropoutMode::Fused) in.name += "_r" + std::to_string(R) + "_tw" + std::to_string(TW);
+  if (kCausal) in.name += "_causal";
+  return in;
+}
+
+template <class C, DropoutMode M, bool kCausal>
+Instance pick_rtw(const AttentionParams& p) {
+  if constexpr (M != DropoutMode::Fused) {
+    return make_instance<C, M, 7, 8, kCausal>();  // R/TW unused
+  } else {
+    auto by_tw = [&]<int R>() -> Instance {
+      switch (p.threshold_bits) {
+        case 8: return make_instance<C, M, R, 8, kCausal>();
+        case 16: return make_instance<C, M, R, 16, kCausal>();
+        case 32: return make_instance<C, M, R, 32, kCausal>();
+      }
+      throw UsageError("attention: threshold_bits must be 8, 16 or 32 (got " + std::to_string(p.threshold_bits) + ")");
+    };
+    switch (p.rounds) {
+      case 3: return by_tw.template operator()<3>();
+      case 5: return by_tw.template operator()<5>();
+      case 7: return by_tw.template operator()<7>();
+      case 10: return by_tw.template operator()<10>();
+    }
+    throw UsageError("attention: rounds must be 3, 5, 7 or 10 (got " + std::to_string(p.rounds) + ")");
+  }
+}
+
+// CNone serves mode none, CDrop mode mask and causal fused, CFusedNc non-causal fused (they must share the
+// tiling: p = 0 is bit for bit none; they may differ in the bitwise-neutral skip-rescale switch).
+template <class CNone, class CDrop, class CFusedNc = CDrop>
+Instance pick_mode(const AttentionParams& p, DropoutMode m) {
+  static_assert(CNone::kBr == CDrop::kBr && CNone::kBc == CDrop::kBc && CNone::kWM == CDrop::kWM &&
+                    CFusedNc::kBr == CDrop::kBr && CFusedNc::kBc == CDrop::kBc && CFusedNc::kWM == CDrop::kWM,
+                "mode none and the dropout modes must use the same tiling");
+  const bool c = p.causal;
+  switch (m) {
+    case DropoutMode::None:
+      return c ? pick_rtw<CNone, DropoutMode::None, true>(p) : pick_rtw<CNone, DropoutMode::None, false>(p);
+    case DropoutMode::Mask:
+      return c ? pick_rtw<CDrop, DropoutMode::Mask, true>(p) : pick_rtw<CDrop, DropoutMode::Mask, false>(p);
+    case DropoutMode::Fused:
+      return c ? pick_rtw<CDrop, DropoutMode::Fused, true>(p) : pick_rtw<CFusedNc, DropoutMode::Fused, false>(p);
+  }
+  throw UsageError("attention: unknown dropout mode");
+}
+
+Instance pick(const AttentionParams& p, DropoutMode m) {
+  switch (p.head_dim) {
+    case 128: return pick_mode<attn::CfgHd128None, CfgHd128, attn::CfgHd128FusedNc>(p, m);
+    case 64: return pick_mode<CfgHd64, CfgHd64>(p, m);
+  }
+  throw UsageError("attention: head_dim must be 64 or 128 (got " + std::to_string(p.head_dim) + ")");
+}
+
+void validate(const AttentionParams& p, DropoutMode m) {
+  auto fail = [](const std::string& s) { throw UsageError("attention: " + s); };
+  if (p.qkv == nullptr || p.o == nullptr) fail("qkv and o must be set");
+  if (p.batch < 1 || p.sq < 1 || p.q_heads < 1 || p.kv_heads < 1) fail("batch, sq, q_heads, kv_heads must be >= 1");
+  if (p.q_heads % p.kv_heads != 0) fail("kv_heads must divide q_heads");
+  if (p.head_dim != 64 && p.head_dim != 128) fail("head_dim must be 64 or 128");
+  if (p.softmax_scale < 0.f || !std::isfinite(p.softmax_scale)) fail("softmax_scale must be > 0 (0 = 1/sqrt(dH))");
+  const int64_t min_stride = static_cast<int64_t>(p.q_heads + 2 * p.kv_heads) * p.head_dim;
+  if (p.qkv_row_stride != 0 && (p.qkv_row_stride < min_stride || p.qkv_row_stride % 8 != 0))
+    fail("qkv_row_stride must be >= (Hq+2*Hkv)*dH and a multiple of 8");
+  if (p.o_row_stride != 0 && (p.o_row_stride < static_cast<int64_t>(p.q_heads) * p.head_dim || p.o_row_stride % 2 != 0))
+    fail("o_row_stride must be >= Hq*dH and even");
+  if (reinterpret_cast<uintptr_t>(p.qkv) % 16 != 0) fail("qkv must be 16-byte aligned");
+  if (reinterpret_cast<uintptr_t>(p.o) % 4 != 0) fail("o must be 4-byte aligned");
+  if (static_cast<int64_t>(p.batch) * p.q_heads >= (int64_t{1} << 31)) fail("batch * q_heads too large");
+  if (m == DropoutMode::Mask && p.mask == nullptr) fail("mode mask needs a mask");
+  const int qb = attention_query_block(p);
+  if (p.row_begin < 0 || p.row_begin >= p.sq || p.row_begin % qb != 0)
+    fail("row_begin must be a multiple of " + std::to_string(qb) + " in [0, sq) (got " + std::to_string(p.row_begin) + ")");
+  if (p.rows < 0 || (p.rows % qb != 0 && static_cast<int64_t>(p.row_begin) + p.rows < p.sq))
+    fail("rows must be >= 0 and a multiple of " + std::to_string(qb) + " unless the window reaches the end (got " +
+         std::to_string(p.rows) + ")");
+  if (m != DropoutMode::None && !(p.keep_scale > 0.f && std::isfinite(p.keep_scale))) fail("keep_scale must be > 0");
+}
+
+void ensure_smem_attribute(const Instance& in) {
+  static std::mutex mu;
+  static std::unordered_set<const void*> done;
+  std::lock_guard<std::mutex> lock(mu);
+  if (done.count(in.fn)) return;
+  DB_CUDA(cudaFuncSetAttribute(in.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, in.smem));
+  DB_CUDA(cudaFuncSetAttribute(in.fn, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  done.insert(in.fn);
+}
+
+}  // namespace
+
+void launch_attention(const AttentionParams& p, DropoutMode mode, cudaStream_t stream) {
+  validate(p, mode);
+  if (attention_kernel_resolved(p) == AttentionKernel::Wgmma) {
+    attn_wg::launch(p, mode, stream);
+    return;
+  }
+  const Instance in = pick(p, mode);
+  ensure_smem_attribute(in);
+  attn::KernelArgs args = attn::make_kernel_args(p);
+  const dim3 grid(static_cast<unsigned>((attn::window_rows(p) + in.br - 1) / in.br), static_cast<unsigned>(p.q_heads),
+                  static_cast<unsigned>(p.batch));
+  if (grid.z > 65535 || grid.y > 65535) throw UsageError("attention: batch / q_heads exceed the grid limits");
+  void* kargs[] = {&args};
+  DB_CUDA(cudaLaunchKernel(in.fn, grid, dim3(in.threads), kargs, static_cast<size_t>(in.smem), stream));
+  DB_CUDA_LAUNCH();
+}
+
+std::string attention_kernel_name(const AttentionParams& p, DropoutMode mode) {
+  if (attention_kernel_resolved(p) == AttentionKernel::Wgmma) return attn_wg::kernel_name(p, mode);
+  return pick(p, mode).name;
+}
+
+AttentionKernelInfo attention_kernel_info(const AttentionParams& p, DropoutMode mode) {
+  if (attention_kernel_resolved(p) == AttentionKernel::Wgmma) return attn_wg::kernel_info(p, mode);
+  const Instance in = pick(p, mode);
+  ensure_smem_attribute(in);
+  cudaFuncAttributes fa{};
+  DB_CUDA(cudaFuncGetAttributes(&fa, in.fn));
+  AttentionKernelInfo info;
+  info.name = in.name;
+  info.threads = in.threads;
+  info.block_rows = in.br;
+  info.block_cols = in.bc;
+  info.registers = fa.numRegs;
+  info.smem_dynamic = static_cast<size_t>(in.smem);
+  info.smem_static = fa.sharedSizeBytes;
+  info.local_bytes = fa.localSizeBytes;
+  DB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&info.ctas_per_sm, in.fn, in.threads, static_cast<size_t>(in.smem)));
+  return info;
+}
+
+}  // namespace dropbench

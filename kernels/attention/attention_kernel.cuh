@@ -1,0 +1,496 @@
+// The FlashAttention-2-style forward kernel template (mma.sync m16n8k16, bf16 in, fp32 accumulate).
+// Included by attention.cu (which instantiates and dispatches it) and by benchmarks that try other tilings.
+//
+// One CTA = one (batch b, query head h, block of kBr query rows). kWarps warps, each owning kWM strips of 16
+// query rows. The CTA walks the key/value blocks of kBc keys: S = Q K^T (A = Q from shared memory or
+// registers, B = K from shared memory), online softmax (log2 domain, fp32), dropout on P, P converted to
+// bf16 in registers and used as the A operand of O += P V (B = V via ldmatrix.trans). K/V blocks are
+// double-buffered in XOR-swizzled shared memory, loaded with cp.async one block ahead: one __syncthreads
+// per key block. See docs/attention.md.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include <cuda_bf16.h>
+
+#include "kernels/attention/attention.cuh"
+#include "kernels/attention/attention_dropout.cuh"
+#include "kernels/rng/dropout_scheme.cuh"
+
+namespace dropbench {
+namespace attn {
+
+// ---------------------------------------------------------------------------------------------------------
+// Tiling configuration.
+// ---------------------------------------------------------------------------------------------------------
+template <int HD, int WARPS, int WM, int BC, int MINB, bool SKIP_RESCALE = false>
+struct Cfg {
+  static constexpr int kHeadDim = HD;
+  static constexpr int kWarps = WARPS;
+  static constexpr int kWM = WM;               // 16-row strips per warp
+  static constexpr int kBr = WARPS * WM * 16;  // query rows per CTA
+  static constexpr int kBc = BC;               // keys per block
+  static constexpr int kThreads = WARPS * 32;
+  static constexpr int kMinBlocks = MINB;      // __launch_bounds__ min blocks per SM
+  static constexpr bool kQInRegs = (WM == 1);  // one strip per warp: Q fragments fit in registers
+  // Skip the O rescale of a key block when no row max of the warp changed (alpha == 1 exactly: the result is
+  // bit for bit the same either way; a warp vote and a branch against 2*WM*HD/8 FMULs).
+  static constexpr bool kSkipRescale = SKIP_RESCALE;
+  static constexpr int kRowBytes = HD * 2;
+  static constexpr int kTiles = BC / 64;       // 16x64 mask tiles per strip per key block
+  static constexpr int kSmemQ = kBr * kRowBytes;
+  static constexpr int kSmemKV = BC * kRowBytes;  // one K (or V) stage
+  static constexpr int kSmem = kSmemQ + 4 * kSmemKV;  // Q + 2 K stages + 2 V stages
+  static_assert(HD == 64 || HD == 128, "head_dim 64 or 128");
+  static_assert(BC % 64 == 0, "key block must be a multiple of the 64-column mask tile");
+};
+
+// Default tilings (what launch_attention uses). Skipping the no-op rescale is exact, so instances with and
+// without it give bit-identical results; it pays in mode none at dH 128 (+3-4%) and, since the 8-bit tile
+// words need no bit gather (fewer live registers), in non-causal fused mode; it costs mode mask and causal
+// fused mode registers (spills) and dH 64 everything (-10%), as measured on the H200 (docs/attention.md).
+using CfgHd128None = Cfg<128, 4, 2, 64, 2, true>;
+using CfgHd128 = Cfg<128, 4, 2, 64, 2, false>;
+using CfgHd128FusedNc = CfgHd128None;  // fused, non-causal
+using CfgHd64 = Cfg<64, 4, 2, 64, 2, false>;
+
+// Kernel arguments, prepared on the host from AttentionParams.
+struct KernelArgs {
+  const __nv_bfloat16* qkv;
+  __nv_bfloat16* o;
+  float* lse;
+  const uint32_t* mask;  // mode Mask: the mask's base shifted back by mask_r16_0 strips (see mask_strip)
+  int64_t qkv_stride;  // elements
+  int64_t o_stride;    // elements
+  int sq, hq, hkv, group;
+  float scale_log2;    // softmax_scale * log2(e)
+  float softmax_scale;
+  float keep_scale;
+  uint32_t seed_lo, seed_hi, offset, drop;
+  uint32_t rows16, cols64;
+  int row0;              // first query row of the window (multiple of kBr)
+  uint32_t mask_rows16;  // mode Mask: strips per matrix the mask holds (its MaskWindow)
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// PTX helpers.
+// ---------------------------------------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte async copy; src_bytes = 0 zero-fills the destination (rows past the sequence end).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// D += A * B, m16n8k16, bf16 inputs, fp32 accumulators.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Copies ROWS x HD bf16 tiles from global memory into XOR-swizzled shared memory (16-byte chunk c of row r
+// lands at chunk c ^ (r & 7), so ldmatrix reads of 8 rows hit 8 distinct bank groups). Thread t always moves
+// chunk t % (HD/8) of rows t / (HD/8) + i * kRowsPerPass: its source pointer and destination offset are
+// computed once. Rows at or past `nvalid` are zero-filled (ragged sequence end).
+template <int ROWS, int HD, int THREADS>
+struct TileLoader {
+  static constexpr int kChunks = HD / 8;
+  static constexpr int kRowsPerPass = THREADS / kChunks;
+  static constexpr int kPasses = ROWS / kRowsPerPass;
+  static_assert(THREADS % kChunks == 0 && ROWS % kRowsPerPass == 0 && kRowsPerPass % 8 == 0, "tile/thread mismatch");
+  __device__ __forceinline__ static int row0() { return static_cast<int>(threadIdx.x) / kChunks; }
+  // g: the tile's row 0 column 0; rows `stride` elements apart; first_row: its row index (for the bound).
+  __device__ __forceinline__ static void load(uint32_t s, const __nv_bfloat16* g, int64_t stride, int first_row,
+                                              int nvalid) {
+    const int c = static_cast<int>(threadIdx.x) % kChunks, r0 = row0();
+    const __nv_bfloat16* src = g + r0 * stride + c * 8;
+    const int64_t step = kRowsPerPass * stride;
+    const uint32_t dst = s + r0 * (HD * 2) + ((c ^ (r0 & 7)) << 4);
+    const int left = nvalid - first_row - r0;  // pass i is valid iff i * kRowsPerPass < left
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const bool valid = i * kRowsPerPass < left;
+      // Invalid rows: the copy's source operand is predicated off in hardware (zero-fill, no memory access),
+      // so the row pointer may run past the end of the buffer.
+      cp_async16(dst + i * kRowsPerPass * (HD * 2), src, valid);
+      src += step;
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// The kernel.
+// ---------------------------------------------------------------------------------------------------------
+template <class C, DropoutMode kMode, int R, int TW, bool kCausal>
+__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(const KernelArgs a) {
+  constexpr int HD = C::kHeadDim, WM = C::kWM, BC = C::kBc, RB = C::kRowBytes;
+  constexpr int KS = HD / 16;      // k-steps of S = Q K^T
+  constexpr int DB = HD / 8;       // n8-blocks of O
+  constexpr int PK = BC / 16;      // k-steps of O += P V
+  constexpr int NT = C::kTiles;    // 64-key mask tiles per block
+  constexpr bool kDrop = kMode != DropoutMode::None;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t sQ = smem_addr(smem);
+  const uint32_t sK = sQ + C::kSmemQ;
+  const uint32_t sV = sK + 2 * C::kSmemKV;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int qb = kCausal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int hk = h / a.group;
+  const int sq = a.sq, sk = a.sq;
+  const int q0 = a.row0 + qb * C::kBr;
+  const int wrow = q0 + warp * WM * 16;  // first query row of this warp
+  int n_kv = (sk + BC - 1) / BC;
+  if constexpr (kCausal) n_kv = min(n_kv, (q0 + C::kBr - 1) / BC + 1);
+
+  const __nv_bfloat16* gQ = a.qkv + static_cast<int64_t>(b) * sq * a.qkv_stride + h * HD;
+  const __nv_bfloat16* gK = a.qkv + static_cast<int64_t>(b) * sq * a.qkv_stride + (a.hq + hk) * HD;
+  const __nv_bfloat16* gV = gK + a.hkv * HD;
+
+  // Prologue: Q, K_0, V_0 in one group.
+  using QLoad = TileLoader<C::kBr, HD, C::kThreads>;
+  using KVLoad = TileLoader<BC, HD, C::kThreads>;
+  QLoad::load(sQ, gQ + static_cast<int64_t>(q0) * a.qkv_stride, a.qkv_stride, q0, sq);
+  KVLoad::load(sK, gK, a.qkv_stride, 0, sk);
+  KVLoad::load(sV, gV, a.qkv_stride, 0, sk);
+  cp_async_commit();
+
+  // Per-lane ldmatrix addressing. Lane l supplies the row address of 8x8 matrix l/8. "A" pattern (Q, and V
+  // read transposed): row (l%8) + 8*((l/8)%2), chunk 2*kk + l/16; "B" pattern (K): row (l%8) + 8*(l/16), chunk
+  // 2*kk + (l/8)%2. With the swizzle, chunk 2*kk + bit of row r sits at ((2*kk) ^ (bit ^ (r%8))) -- bit 3 of
+  // the chunk is untouched (+128 bytes for kk >= 4) and bits 1..2 are an XOR of (kk%4)*32 into the byte
+  // offset, which never carries into the row part since every tile base is 128-byte aligned.
+  uint32_t offA, offB;
+  {
+    const int x = lane & 7;
+    offA = (x + (((lane >> 3) & 1) << 3)) * RB + (((lane >> 4) ^ x) << 4);
+    offB = (x + ((lane >> 4) << 3)) * RB + ((((lane >> 3) & 1) ^ x) << 4);
+  }
+  const uint32_t aQ = sQ + warp * WM * 16 * RB + offA;
+  // Address of the chunk pair kk (compile-time) of an A/B-pattern base.
+  auto at = [](uint32_t base, int kk) -> uint32_t { return (base ^ static_cast<uint32_t>((kk & 3) * 32)) + (kk >> 2) * 128; };
+
+  // Dropout state.
+  [[maybe_unused]] MaskStrip mstrip[WM];
+  [[maybe_unused]] FusedStream fstream;
+  [[maybe_unused]] uint32_t tile_row[WM];  // r16 * cols64
+  const uint32_t bh = static_cast<uint32_t>(b * a.hq + h);
+  if constexpr (kMode == DropoutMode::Mask) {
+#pragma unroll
+    for (int mi = 0; mi < WM; ++mi)
+      mstrip[mi] = mask_strip(a.mask, bh, a.rows16, a.mask_rows16, a.cols64, static_cast<uint32_t>(wrow / 16 + mi), lane);
+  }
+  if constexpr (kMode == DropoutMode::Fused) {
+    fstream = FusedStream{a.seed_lo, a.seed_hi, bh, a.offset, a.drop};
+#pragma unroll
+    for (int mi = 0; mi < WM; ++mi) tile_row[mi] = static_cast<uint32_t>(wrow / 16 + mi) * a.cols64;
+  }
+
+  float o[WM][DB][4];
+  float row_max[WM][2], row_sum[WM][2];
+#pragma unroll
+  for (int mi = 0; mi < WM; ++mi) {
+#pragma unroll
+    for (int d = 0; d < DB; ++d) o[mi][d][0] = o[mi][d][1] = o[mi][d][2] = o[mi][d][3] = 0.f;
+    row_max[mi][0] = row_max[mi][1] = -INFINITY;
+    row_sum[mi][0] = row_sum[mi][1] = 0.f;
+  }
+  const float sl2 = a.scale_log2;
+
+  [[maybe_unused]] uint32_t qf[C::kQInRegs ? KS : 1][4];
+
+  for (int j = 0; j < n_kv; ++j) {
+    const int st = j & 1;
+    const uint32_t aK = sK + st * C::kSmemKV + offB, aV = sV + st * C::kSmemKV + offA;
+    cp_async_wait<0>();
+    __syncthreads();  // block j visible to all; every warp is done with block j-1 (the other stage)
+    if (j + 1 < n_kv) {
+      const int64_t off = static_cast<int64_t>((j + 1) * BC) * a.qkv_stride;
+      KVLoad::load(sK + (st ^ 1) * C::kSmemKV, gK + off, a.qkv_stride, (j + 1) * BC, sk);
+      KVLoad::load(sV + (st ^ 1) * C::kSmemKV, gV + off, a.qkv_stride, (j + 1) * BC, sk);
+    }
+    cp_async_commit();
+    if constexpr (C::kQInRegs) {
+      if (j == 0) {
+#pragma unroll
+        for (int kk = 0; kk < KS; ++kk) ldsm_x4(qf[kk], at(aQ, kk));
+      }
+    }
+
+    const int kv0 = j * BC;
+    // Causal: a warp whose rows all precede this key block has nothing to do here.
+    const bool active = !kCausal || kv0 <= wrow + WM * 16 - 1;
+    if (!active) continue;
+
+    // Mode Mask: issue the keep-word loads now, consumed after the softmax.
+    [[maybe_unused]] uint32_t kw[WM][NT];
+    if constexpr (kMode == DropoutMode::Mask) {
+#pragma unroll
+      for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+        for (int t = 0; t < NT; ++t) kw[mi][t] = mask_tile_word<kCausal>(mstrip[mi], static_cast<uint32_t>(j * NT + t));
+    }
+    if constexpr (kMode == DropoutMode::Fused) {
+#pragma unroll
+      for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+        for (int t = 0; t < NT; ++t) kw[mi][t] = 0u;
+    }
+
+    // ---- S = Q K^T (fused mode: Philox calls interleaved across the k-steps) ----
+    float s[WM][NT][8][4];
+#pragma unroll
+    for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int nb = 0; nb < 8; ++nb) s[mi][t][nb][0] = s[mi][t][nb][1] = s[mi][t][nb][2] = s[mi][t][nb][3] = 0.f;
+
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+      uint32_t qa[WM][4];
+#pragma unroll
+      for (int mi = 0; mi < WM; ++mi) {
+        if constexpr (C::kQInRegs) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) qa[mi][i] = qf[kk][i];
+        } else {
+          ldsm_x4(qa[mi], at(aQ, kk) + mi * 16 * RB);
+        }
+      }
+#pragma unroll
+      for (int n2 = 0; n2 < BC / 16; ++n2) {
+        uint32_t kb[4];
+        ldsm_x4(kb, at(aK, kk) + n2 * 16 * RB);
+#pragma unroll
+        for (int mi = 0; mi < WM; ++mi) {
+          mma_bf16(s[mi][n2 / 4][(2 * n2) % 8], qa[mi], kb[0], kb[1]);
+          mma_bf16(s[mi][n2 / 4][(2 * n2 + 1) % 8], qa[mi], kb[2], kb[3]);
+        }
+      }
+      if constexpr (kMode == DropoutMode::Fused) {
+        constexpr int kCalls = WM * NT * kCallsPerWord<TW>;
+        // Calls [kk*kCalls/KS, (kk+1)*kCalls/KS) happen in this k-step.
+#pragma unroll
+        for (int ci = kk * kCalls / KS; ci < (kk + 1) * kCalls / KS; ++ci) {
+          const int k = ci % kCallsPerWord<TW>;
+          const int t = (ci / kCallsPerWord<TW>) % NT;
+          const int mi = ci / (kCallsPerWord<TW> * NT);
+          kw[mi][t] |= fused_word_part<R, TW>(fstream, tile_row[mi] + static_cast<uint32_t>(j * NT + t),
+                                              static_cast<uint32_t>(lane), k);
+        }
+      }
+    }
+
+    // ---- mask: keys past the end, and (causal) keys after the query row ----
+    const bool edge = (kv0 + BC > sk) || (kCausal && kv0 + BC - 1 > wrow);
+    if (edge) {
+#pragma unroll
+      for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+#pragma unroll
+          for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              const int col = kv0 + t * 64 + nb * 8 + 2 * (lane & 3) + (i & 1);
+              const int row = wrow + mi * 16 + (lane >> 2) + 8 * (i >> 1);
+              if (col >= sk || (kCausal && col > row)) s[mi][t][nb][i] = -INFINITY;
+            }
+    }
+
+    // ---- online softmax (log2 domain): running max, rescale O and the row sum, P = exp2(S*c - m*c) ----
+    float alphas[WM][2];
+#pragma unroll
+    for (int mi = 0; mi < WM; ++mi) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        float mx = row_max[mi][hh];
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+#pragma unroll
+          for (int nb = 0; nb < 8; ++nb) mx = fmaxf(mx, fmaxf(s[mi][t][nb][2 * hh], s[mi][t][nb][2 * hh + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float ms = (mx == -INFINITY) ? 0.f : mx * sl2;
+        const float alpha = fast_exp2(row_max[mi][hh] * sl2 - ms);
+        row_max[mi][hh] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+#pragma unroll
+          for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const float p = fast_exp2(__fmaf_rn(s[mi][t][nb][2 * hh + e], sl2, -ms));
+              s[mi][t][nb][2 * hh + e] = p;
+              sum += p;
+            }
+        row_sum[mi][hh] = __fmaf_rn(row_sum[mi][hh], alpha, sum);
+        alphas[mi][hh] = alpha;
+      }
+    }
+    bool rescale = true;
+    if constexpr (C::kSkipRescale) {
+      bool any = false;
+#pragma unroll
+      for (int mi = 0; mi < WM; ++mi) any |= (alphas[mi][0] != 1.f) | (alphas[mi][1] != 1.f);
+      rescale = __any_sync(0xffffffffu, any);
+    }
+    if (rescale) {
+#pragma unroll
+      for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+        for (int d = 0; d < DB; ++d) {
+          o[mi][d][0] *= alphas[mi][0];
+          o[mi][d][1] *= alphas[mi][0];
+          o[mi][d][2] *= alphas[mi][1];
+          o[mi][d][3] *= alphas[mi][1];
+        }
+    }
+
+    // ---- dropout on P (the row sums above are of the undropped P) ----
+    if constexpr (kDrop) {
+#pragma unroll
+      for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+        for (int t = 0; t < NT; ++t) apply_keep_word(s[mi][t], kw[mi][t]);
+    }
+
+    // ---- P (bf16, registers) as the A operand: O += P V ----
+    uint32_t pa[WM][PK][4];
+#pragma unroll
+    for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+      for (int kk = 0; kk < PK; ++kk) {
+        const int t = kk / 4, nb = (2 * kk) % 8;
+        pa[mi][kk][0] = pack_bf16(s[mi][t][nb][0], s[mi][t][nb][1]);
+        pa[mi][kk][1] = pack_bf16(s[mi][t][nb][2], s[mi][t][nb][3]);
+        pa[mi][kk][2] = pack_bf16(s[mi][t][nb + 1][0], s[mi][t][nb + 1][1]);
+        pa[mi][kk][3] = pack_bf16(s[mi][t][nb + 1][2], s[mi][t][nb + 1][3]);
+      }
+#pragma unroll
+    for (int kk = 0; kk < PK; ++kk) {
+#pragma unroll
+      for (int d2 = 0; d2 < DB / 2; ++d2) {
+        uint32_t vb[4];
+        ldsm_x4_trans(vb, at(aV, d2) + kk * 16 * RB);
+#pragma unroll
+        for (int mi = 0; mi < WM; ++mi) {
+          mma_bf16(o[mi][2 * d2], pa[mi][kk], vb[0], vb[1]);
+          mma_bf16(o[mi][2 * d2 + 1], pa[mi][kk], vb[2], vb[3]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();  // nothing outstanding at exit
+
+  // ---- epilogue: O /= rowsum (times 1/keep with dropout), LSE = m*scale + ln(rowsum) ----
+#pragma unroll
+  for (int mi = 0; mi < WM; ++mi) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      float l = row_sum[mi][hh];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv = 1.f / l;
+      const float fac = kDrop ? inv * a.keep_scale : inv;
+      const int row = wrow + mi * 16 + (lane >> 2) + 8 * hh;
+      if (row < sq) {
+        __nv_bfloat16* dst = a.o + (static_cast<int64_t>(b) * sq + row) * a.o_stride + h * HD + 2 * (lane & 3);
+#pragma unroll
+        for (int d = 0; d < DB; ++d)
+          *reinterpret_cast<uint32_t*>(dst + d * 8) = pack_bf16(o[mi][d][2 * hh] * fac, o[mi][d][2 * hh + 1] * fac);
+        if (a.lse != nullptr && (lane & 3) == 0)
+          a.lse[(static_cast<int64_t>(b) * a.hq + h) * sq + row] = row_max[mi][hh] * a.softmax_scale + logf(l);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Host side helpers shared by attention.cu and benchmarks.
+// ---------------------------------------------------------------------------------------------------------
+inline KernelArgs make_kernel_args(const AttentionParams& p) {
+  KernelArgs a{};
+  a.qkv = p.qkv;
+  a.o = p.o;
+  a.lse = p.lse;
+  a.mask = p.mask;
+  a.qkv_stride = p.qkv_row_stride ? p.qkv_row_stride
+                                  : static_cast<int64_t>(p.q_heads + 2 * p.kv_heads) * p.head_dim;
+  a.o_stride = p.o_row_stride ? p.o_row_stride : static_cast<int64_t>(p.q_heads) * p.head_dim;
+  a.sq = p.sq;
+  a.hq = p.q_heads;
+  a.hkv = p.kv_heads;
+  a.group = p.q_heads / p.kv_heads;
+  a.softmax_scale = p.softmax_scale > 0.f ? p.softmax_scale : 1.f / std::sqrt(static_cast<float>(p.head_dim));
+  a.scale_log2 = a.softmax_scale * 1.4426950408889634f;
+  a.keep_scale = p.keep_scale;
+  a.seed_lo = seed_lo(p.seed);
+  a.seed_hi = seed_hi(p.seed);
+  a.offset = p.offset;
+  a.drop = p.drop_threshold;
+  const MaskGeometry g = attention_mask_geometry(p);
+  a.rows16 = g.rows16();
+  a.cols64 = g.cols64();
+  a.row0 = p.row_begin;
+  const MaskWindow w = mask_window(g, static_cast<uint32_t>(p.row_begin), static_cast<uint32_t>(p.rows));
+  a.mask_rows16 = w.rows16;
+  // Shift the base back by the window's first strip: integer arithmetic on the device address (never
+  // dereferenced outside the window's words).
+  if (p.mask != nullptr)
+    a.mask = reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p.mask) -
+                                               static_cast<uintptr_t>(w.r16_begin) * a.cols64 * kWordsPerTile * 4);
+  return a;
+}
+
+// Query rows of the window [row_begin, end).
+inline int window_rows(const AttentionParams& p) {
+  const int64_t end = p.rows == 0 ? p.sq : std::min<int64_t>(p.sq, static_cast<int64_t>(p.row_begin) + p.rows);
+  return static_cast<int>(end - p.row_begin);
+}
+
+template <class C>
+inline dim3 grid_for(const AttentionParams& p) {
+  return dim3(static_cast<unsigned>((window_rows(p) + C::kBr - 1) / C::kBr), static_cast<unsigned>(p.q_heads),
+              static_cast<unsigned>(p.batch));
+}
+
+}  // namespace attn
+}  // namespace dropbench

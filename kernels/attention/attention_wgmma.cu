@@ -1,0 +1,195 @@
+// Host launcher of the Hopper-native attention kernel (attention_wgmma_kernel.cuh): tensor maps over the QKV
+// buffer, run-time dispatch over (head_dim, mode, rounds, threshold bits, causal).
+#include "kernels/attention/attention_wgmma.cuh"
+
+#include <cuda.h>
+
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
+#include "kernels/attention/attention_wgmma_kernel.cuh"
+#include "kernels/common/check.hpp"
+
+namespace dropbench {
+namespace attn_wg {
+namespace {
+
+using KernelFn = void (*)(CUtensorMap, CUtensorMap, attn::KernelArgs);
+
+struct Instance {
+  KernelFn fn = nullptr;
+  int threads = 0, smem = 0, br = 0, bc = 0;
+  std::string name;
+};
+
+template <class C, DropoutMode M, int R, int TW, bool kCausal>
+Instance make_instance() {
+  Instance in;
+  in.fn = &attn_fwd_wgmma_kernel<C, M, R, TW, kCausal>;
+  in.threads = C::kThreads;
+  in.smem = C::kSmem;
+  in.br = C::kBr;
+  in.bc = C::kBc;
+  in.name = "attn_fwd_wgmma_hd" + std::to_string(C::kHeadDim) + "_q" + std::to_string(C::kBr) + "k" +
+            std::to_string(C::kBc) + "s" + std::to_string(C::kStages) + "_" + dropout_mode_name(M);
+  if (M == DropoutMode::Fused) in.name += "_r" + std::to_string(R) + "_tw" + std::to_string(TW);
+  if (kCausal) in.name += "_causal";
+  return in;
+}
+
+template <class C, DropoutMode M, bool kCausal>
+Instance pick_rtw(const AttentionParams& p) {
+  if constexpr (M != DropoutMode::Fused) {
+    return make_instance<C, M, 7, 8, kCausal>();
+  } else {
+    auto by_tw = [&]<int R>() -> Instance {
+      switch (p.threshold_bits) {
+        case 8: return make_instance<C, M, R, 8, kCausal>();
+        case 16: return make_instance<C, M, R, 16, kCausal>();
+        case 32: return make_instance<C, M, R, 32, kCausal>();
+      }
+      throw UsageError("attention: threshold_bits must be 8, 16 or 32 (got " + std::to_string(p.threshold_bits) + ")");
+    };
+    switch (p.rounds) {
+      case 3: return by_tw.template operator()<3>();
+      case 5: return by_tw.template operator()<5>();
+      case 7: return by_tw.template operator()<7>();
+      case 10: return by_tw.template operator()<10>();
+    }
+    throw UsageError("attention: rounds must be 3, 5, 7 or 10 (got " + std::to_string(p.rounds) + ")");
+  }
+}
+
+template <class C>
+Instance pick_mode(const AttentionParams& p, DropoutMode m) {
+  const bool c = p.causal;
+  switch (m) {
+    case DropoutMode::None: return c ? pick_rtw<C, DropoutMode::None, true>(p) : pick_rtw<C, DropoutMode::None, false>(p);
+    case DropoutMode::Mask: return c ? pick_rtw<C, DropoutMode::Mask, true>(p) : pick_rtw<C, DropoutMode::Mask, false>(p);
+    case DropoutMode::Fused: return c ? pick_rtw<C, DropoutMode::Fused, true>(p) : pick_rtw<C, DropoutMode::Fused, false>(p);
+  }
+  throw UsageError("attention: unknown dropout mode");
+}
+
+Instance pick(const AttentionParams& p, DropoutMode m) {
+  switch (p.head_dim) {
+    case 128: return pick_mode<CfgWgHd128>(p, m);
+    case 64: return pick_mode<CfgWgHd64>(p, m);
+  }
+  throw UsageError("attention: head_dim must be 64 or 128 (got " + std::to_string(p.head_dim) + ")");
+}
+
+void ensure_smem_attribute(const Instance& in) {
+  static std::mutex mu;
+  static std::unordered_set<const void*> done;
+  std::lock_guard<std::mutex> lock(mu);
+  const void* fn = reinterpret_cast<const void*>(in.fn);
+  if (done.count(fn)) return;
+  DB_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, in.smem));
+  done.insert(fn);
+}
+
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeTiledFn encoder() {
+  static EncodeTiledFn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    DB_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || f == nullptr)
+      throw CudaError("attention (wgmma): the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<EncodeTiledFn>(f);
+  }();
+  return fn;
+}
+
+// The QKV buffer as a 3-D bf16 tensor {columns, SQ rows, batch} (row stride qkv_row_stride, batch stride
+// SQ rows): boxes of 64 columns (128 bytes, 128-byte swizzle) x box_rows rows of one batch. Rows past SQ are
+// out of bounds of their batch and are zero-filled by the copy engine.
+CUtensorMap encode_qkv_map(const AttentionParams& p, const attn::KernelArgs& a, uint32_t box_rows) {
+  CUtensorMap m;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(p.q_heads + 2 * p.kv_heads) * p.head_dim,
+                              static_cast<cuuint64_t>(p.sq), static_cast<cuuint64_t>(p.batch)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(a.qkv_stride) * 2,
+                                 static_cast<cuuint64_t>(a.qkv_stride) * 2 * static_cast<cuuint64_t>(p.sq)};
+  const cuuint32_t box[3] = {64, box_rows, 1};
+  const cuuint32_t estr[3] = {1, 1, 1};
+  const CUresult r = encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<__nv_bfloat16*>(p.qkv), dims, strides,
+                               box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw CudaError("attention (wgmma): cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) + ")");
+  return m;
+}
+
+}  // namespace
+
+bool device_is_sm90() {
+  static std::mutex mu;
+  static int cached[64];
+  static bool init = false;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!init) {
+    for (int& c : cached) c = -1;
+    init = true;
+  }
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    cudaGetLastError();
+    return false;
+  }
+  if (cached[dev] < 0) {
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    cached[dev] = (major == 9 && minor == 0) ? 1 : 0;
+  }
+  return cached[dev] == 1;
+}
+
+bool supported(const AttentionParams& p) { return (p.head_dim == 64 || p.head_dim == 128) && device_is_sm90(); }
+
+void launch(const AttentionParams& p, DropoutMode mode, cudaStream_t stream) {
+  const Instance in = pick(p, mode);
+  ensure_smem_attribute(in);
+  const attn::KernelArgs args = attn::make_kernel_args(p);
+  CUtensorMap tm_q = encode_qkv_map(p, args, static_cast<uint32_t>(in.br));
+  CUtensorMap tm_kv = encode_qkv_map(p, args, static_cast<uint32_t>(in.bc));
+  const dim3 grid(static_cast<unsigned>((attn::window_rows(p) + in.br - 1) / in.br), static_cast<unsigned>(p.q_heads),
+                  static_cast<unsigned>(p.batch));
+  if (grid.z > 65535 || grid.y > 65535) throw UsageError("attention: batch / q_heads exceed the grid limits");
+  void* kargs[] = {&tm_q, &tm_kv, const_cast<attn::KernelArgs*>(&args)};
+  DB_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(in.fn), grid, dim3(in.threads), kargs,
+                           static_cast<size_t>(in.smem), stream));
+  DB_CUDA_LAUNCH();
+}
+
+std::string kernel_name(const AttentionParams& p, DropoutMode mode) { return pick(p, mode).name; }
+
+AttentionKernelInfo kernel_info(const AttentionParams& p, DropoutMode mode) {
+  const Instance in = pick(p, mode);
+  ensure_smem_attribute(in);
+  const void* fn = reinterpret_cast<const void*>(in.fn);
+  cudaFuncAttributes fa{};
+  DB_CUDA(cudaFuncGetAttributes(&fa, fn));
+  AttentionKernelInfo info;
+  info.name = in.name;
+  info.threads = in.threads;
+  info.block_rows = in.br;
+  info.block_cols = in.bc;
+  info.registers = fa.numRegs;
+  info.smem_dynamic = static_cast<size_t>(in.smem);
+  info.smem_static = fa.sharedSizeBytes;
+  info.local_bytes = fa.localSizeBytes;
+  DB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&info.ctas_per_sm, fn, in.threads, static_cast<size_t>(in.smem)));
+  return info;
+}
+
+}  // namespace attn_wg
+}  // namespace dropbench

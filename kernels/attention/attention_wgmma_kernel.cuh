@@ -1,0 +1,317 @@
+// The Hopper-native (sm_90a) attention forward kernel template: TMA loads through an mbarrier ring, a producer
+// warpgroup and two consumer warpgroups (register reallocation with setmaxnreg), S = Q K^T and O += P V with
+// wgmma.mma_async, online softmax in fp32, dropout through the hooks of attention_dropout.cuh. Included by
+// attention_wgmma.cu (instances, tensor maps, launch) only. docs/attention.md has the design.
+//
+// CTA = one (batch b, query head h, block of 128 query rows). 384 threads:
+//   warpgroup 0 (producer): one thread issues the TMA loads (Q once; K_j and V_j into an ST-stage ring);
+//   warpgroups 1, 2 (consumers): 64 query rows each; warp w of consumer c owns rows q0 + 64c + 16w .. +15,
+//   which is exactly one 16-row strip of the counter scheme's mask tiles, so the dropout hooks apply per 64-key
+//   slice of the m64nBN accumulator unchanged.
+// Shared memory (128-byte swizzle, as TMA writes it and wgmma reads it): every tile is stored as HD/64 column
+// slices of 64 bf16 (128 bytes) per row; a slice of R rows is R*128 bytes, 8-row groups 1024 bytes apart.
+//   Q (A of S, K-major), K (B of S, K-major): k-step kk reads slice kk/4 at byte 32*(kk%4) of each row.
+//   V (B of P V, MN-major: keys are K, dH is N): k-step kk (16 keys) starts 16*128 bytes further; the dH
+//   slices are LBO = BN*128 bytes apart, 8-key groups SBO = 1024.
+// Consumer main loop, software-pipelined inside the warpgroup (block j):
+//   issue S_j = Q K_j^T; issue O += P_{j-1} V_{j-1}; [fused: Philox for block j's keep words]; wait S_j;
+//   mask + online softmax + dropout on S_j (overlaps P_{j-1} V_{j-1} on the tensor cores); wait PV; release
+//   stage j-1; rescale O; P_j -> bf16 registers.
+#pragma once
+#include <cstdint>
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include "kernels/attention/attention.cuh"
+#include "kernels/attention/attention_dropout.cuh"
+#include "kernels/attention/attention_kernel.cuh"  // KernelArgs, make_kernel_args, fast_exp2, pack_bf16
+#include "kernels/common/ptx.cuh"
+#include "kernels/rng/dropout_scheme.cuh"
+
+namespace dropbench {
+namespace attn_wg {
+
+template <int HD, int BN, int STAGES>
+struct WgCfg {
+  static constexpr int kHeadDim = HD;
+  static constexpr int kBr = 128;   // query rows per CTA (2 consumer warpgroups x 64)
+  static constexpr int kBc = BN;    // keys per block
+  static constexpr int kStages = STAGES;
+  static constexpr int kThreads = 384;
+  static constexpr int kSlices = HD / 64;            // 128-byte column slices per row
+  static constexpr int kQBytes = kBr * HD * 2;
+  static constexpr int kKVBytes = BN * HD * 2;       // one K (or V) stage
+  static constexpr int kBarOffset = kQBytes + 2 * STAGES * kKVBytes;
+  static constexpr int kSmem = 1024 + kBarOffset + 8 * (1 + 3 * STAGES);  // + alignment slack + barriers
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+  static_assert(HD == 64 || HD == 128, "head_dim 64 or 128");
+  static_assert(BN == 64 || BN == 128, "key block 64 or 128 (a multiple of the 64-column mask tile)");
+  static_assert(kProducerRegs * 128 + 2 * kConsumerRegs * 128 <= 65536, "register file");
+};
+
+using CfgWgHd128 = WgCfg<128, 128, 2>;
+using CfgWgHd64 = WgCfg<64, 128, 3>;
+
+template <class C, DropoutMode kMode, int R, int TW, bool kCausal>
+__global__ void __launch_bounds__(384, 1)
+    attn_fwd_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_kv,
+                          const attn::KernelArgs a) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  // A plain sm_90 / PTX pass: wgmma, setmaxnreg and TMA transaction counts exist only on sm_90a.
+  __trap();
+#else
+  using namespace ptx;
+  constexpr int HD = C::kHeadDim, BN = C::kBc, ST = C::kStages;
+  constexpr int KS = HD / 16;   // k-steps of S = Q K^T
+  constexpr int PK = BN / 16;   // k-steps of O += P V
+  constexpr int NT = BN / 64;   // 16x64 mask tiles per warp per key block
+  constexpr int NS = BN / 2;    // S accumulators per thread
+  constexpr int NO = HD / 2;    // O accumulators per thread
+  constexpr bool kDrop = kMode != DropoutMode::None;
+
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  const uint32_t sQ = base, sK = base + C::kQBytes, sV = sK + ST * C::kKVBytes;
+  const uint32_t bar = base + C::kBarOffset;
+  const uint32_t q_full = bar;
+  auto k_full = [&](int s) { return bar + 8u + 8u * s; };
+  auto v_full = [&](int s) { return bar + 8u + 8u * (ST + s); };
+  auto kv_empty = [&](int s) { return bar + 8u + 8u * (2 * ST + s); };
+
+  const int qb = kCausal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int hk = h / a.group;
+  const int sq = a.sq, sk = a.sq;
+  const int q0 = a.row0 + qb * C::kBr;
+  int n_kv = (sk + BN - 1) / BN;
+  if constexpr (kCausal) n_kv = min(n_kv, (q0 + C::kBr - 1) / BN + 1);
+
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 1);
+#pragma unroll
+    for (int s = 0; s < ST; ++s) {
+      mbar_init(k_full(s), 1);
+      mbar_init(v_full(s), 1);
+      mbar_init(kv_empty(s), 8);  // one arrival per consumer warp
+    }
+    fence_mbar_init();
+    prefetch_tensormap(&tm_q);
+    prefetch_tensormap(&tm_kv);
+  }
+  __syncthreads();
+
+  const int wgi = threadIdx.x / 128;
+  if (wgi == 0) {
+    // ---------------- producer ----------------
+    setmaxnreg_dec<C::kProducerRegs>();
+    if (threadIdx.x == 0) {
+      mbar_arrive_expect_tx(q_full, C::kQBytes);
+#pragma unroll
+      for (int sl = 0; sl < C::kSlices; ++sl) tma_load_3d(sQ + sl * (C::kBr * 128), &tm_q, h * HD + sl * 64, q0, b, q_full);
+      const int kcol = (a.hq + hk) * HD, vcol = (a.hq + a.hkv + hk) * HD;
+      for (int j = 0; j < n_kv; ++j) {
+        const int s = j % ST;
+        if (j >= ST) mbar_wait(kv_empty(s), ((j / ST) - 1) & 1);
+        mbar_arrive_expect_tx(k_full(s), C::kKVBytes);
+#pragma unroll
+        for (int sl = 0; sl < C::kSlices; ++sl)
+          tma_load_3d(sK + s * C::kKVBytes + sl * (BN * 128), &tm_kv, kcol + sl * 64, j * BN, b, k_full(s));
+        mbar_arrive_expect_tx(v_full(s), C::kKVBytes);
+#pragma unroll
+        for (int sl = 0; sl < C::kSlices; ++sl)
+          tma_load_3d(sV + s * C::kKVBytes + sl * (BN * 128), &tm_kv, vcol + sl * 64, j * BN, b, v_full(s));
+      }
+    }
+  } else {
+    // ---------------- consumers ----------------
+    setmaxnreg_inc<C::kConsumerRegs>();
+    const int c = wgi - 1;
+    const int t = threadIdx.x - 128 * wgi;
+    const int warp = t >> 5, lane = t & 31;
+    const int wrow = q0 + 64 * c + 16 * warp;  // first query row of this warp's strip
+    const int r_lo = wrow + (lane >> 2);       // accumulator rows r_lo (elements 0,1) and r_lo + 8 (2,3)
+
+    // Dropout state.
+    const uint32_t bh = static_cast<uint32_t>(b * a.hq + h);
+    const uint32_t r16 = static_cast<uint32_t>(wrow / 16);
+    [[maybe_unused]] attn::MaskStrip mstrip;
+    [[maybe_unused]] attn::FusedStream fstream;
+    [[maybe_unused]] uint32_t tile_row = 0;
+    if constexpr (kMode == DropoutMode::Mask)
+      mstrip = attn::mask_strip(a.mask, bh, a.rows16, a.mask_rows16, a.cols64, r16, static_cast<uint32_t>(lane));
+    if constexpr (kMode == DropoutMode::Fused) {
+      fstream = attn::FusedStream{a.seed_lo, a.seed_hi, bh, a.offset, a.drop};
+      tile_row = r16 * a.cols64;
+    }
+
+    float o[NO];
+#pragma unroll
+    for (int i = 0; i < NO; ++i) o[i] = 0.f;
+    float s[NS];
+    uint32_t p[PK][4];
+    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+    const float sl2 = a.scale_log2;
+
+    // Descriptors (k-step offsets are compile-time adds to the 14-bit address field: +16 bytes = +1).
+    const uint64_t dq0 = desc_sw128(sQ + c * 64 * 128, 16, 1024);
+    auto desc_q = [&](int kk) -> uint64_t { return dq0 + static_cast<uint64_t>(((kk >> 2) * (C::kBr * 128) + (kk & 3) * 32) >> 4); };
+    auto desc_k = [&](int st, int kk) -> uint64_t {
+      return desc_sw128(sK + st * C::kKVBytes + (kk >> 2) * (BN * 128) + (kk & 3) * 32, 16, 1024);
+    };
+    auto desc_v = [&](int st, int kk) -> uint64_t {
+      return desc_sw128(sV + st * C::kKVBytes + kk * 16 * 128, BN * 128, 1024);
+    };
+
+    auto issue_s = [&](int st) {
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < KS; ++kk) wgmma_ss_bf16<BN>(s, desc_q(kk), desc_k(st, kk), kk > 0 ? 1 : 0);
+      wgmma_commit();
+    };
+    auto issue_pv = [&](int st) {
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < PK; ++kk) wgmma_rs_bf16_tn<HD>(o, p[kk], desc_v(st, kk), 1);
+      wgmma_commit();
+    };
+
+    // Mode Mask: the block's keep words (loads issued early, consumed after the softmax).
+    auto load_words = [&](int j, uint32_t (&kw)[NT]) {
+      if constexpr (kMode == DropoutMode::Mask) {
+#pragma unroll
+        for (int tt = 0; tt < NT; ++tt) kw[tt] = attn::mask_tile_word<kCausal>(mstrip, static_cast<uint32_t>(j * NT + tt));
+      }
+    };
+    // Mode Fused: the block's keep words from Philox (design (a): in the consumer, while the tensor cores run).
+    auto gen_words = [&](int j, uint32_t (&kw)[NT]) {
+      if constexpr (kMode == DropoutMode::Fused) {
+#pragma unroll
+        for (int tt = 0; tt < NT; ++tt) {
+          uint32_t w = 0;
+#pragma unroll
+          for (int k = 0; k < kCallsPerWord<TW>; ++k)
+            w |= attn::fused_word_part<R, TW>(fstream, tile_row + static_cast<uint32_t>(j * NT + tt), static_cast<uint32_t>(lane), k);
+          kw[tt] = w;
+        }
+      }
+    };
+
+    // Mask (keys past the end; causal: keys after the row), online softmax, dropout. S becomes P (fp32).
+    auto softmax = [&](int j, const uint32_t (&kw)[NT], float (&alpha)[2]) {
+      const int kv0 = j * BN;
+      const bool edge = (kv0 + BN > sk) || (kCausal && kv0 + BN - 1 > wrow);
+      if (edge) {
+#pragma unroll
+        for (int i = 0; i < NS; ++i) {
+          const int col = kv0 + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+          const int row = r_lo + 8 * ((i >> 1) & 1);
+          if (col >= sk || (kCausal && col > row)) s[i] = -INFINITY;
+        }
+      }
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        float mx = row_max[hh];
+#pragma unroll
+        for (int nb = 0; nb < BN / 8; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float ms = (mx == -INFINITY) ? 0.f : mx * sl2;
+        alpha[hh] = attn::fast_exp2(row_max[hh] * sl2 - ms);
+        row_max[hh] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int nb = 0; nb < BN / 8; ++nb)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float pe = attn::fast_exp2(__fmaf_rn(s[4 * nb + 2 * hh + e], sl2, -ms));
+            s[4 * nb + 2 * hh + e] = pe;
+            sum += pe;
+          }
+        row_sum[hh] = __fmaf_rn(row_sum[hh], alpha[hh], sum);
+      }
+      if constexpr (kDrop) {
+#pragma unroll
+        for (int tt = 0; tt < NT; ++tt) attn::apply_keep_word(*reinterpret_cast<float(*)[8][4]>(&s[32 * tt]), kw[tt]);
+      }
+    };
+    auto convert_p = [&]() {
+#pragma unroll
+      for (int kk = 0; kk < PK; ++kk) {
+        p[kk][0] = attn::pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
+        p[kk][1] = attn::pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+        p[kk][2] = attn::pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+        p[kk][3] = attn::pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+      }
+    };
+
+    mbar_wait(q_full, 0);
+    uint32_t kw[NT];
+#pragma unroll
+    for (int tt = 0; tt < NT; ++tt) kw[tt] = 0u;
+    float alpha[2];
+
+    // Block 0.
+    load_words(0, kw);
+    mbar_wait(k_full(0), 0);
+    issue_s(0);
+    gen_words(0, kw);
+    wgmma_wait<0>();
+    reg_fence(s);
+    softmax(0, kw, alpha);
+    convert_p();
+
+    for (int j = 1; j < n_kv; ++j) {
+      const int st = j % ST, pst = (j - 1) % ST;
+      load_words(j, kw);
+      mbar_wait(k_full(st), (j / ST) & 1);
+      issue_s(st);
+      mbar_wait(v_full(pst), ((j - 1) / ST) & 1);
+      issue_pv(pst);
+      gen_words(j, kw);
+      wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
+      reg_fence(s);
+      softmax(j, kw, alpha);
+      wgmma_wait<0>();
+      reg_fence(o);
+#pragma unroll
+      for (int kk = 0; kk < PK; ++kk) reg_fence(p[kk]);
+      if (lane == 0) mbar_arrive(kv_empty(pst));
+#pragma unroll
+      for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
+      convert_p();
+    }
+    {
+      const int last = n_kv - 1, st = last % ST;
+      mbar_wait(v_full(st), (last / ST) & 1);
+      issue_pv(st);
+      wgmma_wait<0>();
+      reg_fence(o);
+    }
+
+    // Epilogue: O /= rowsum (times 1/keep with dropout), LSE = m*scale + ln(rowsum).
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      float l = row_sum[hh];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv = 1.f / l;
+      const float fac = kDrop ? inv * a.keep_scale : inv;
+      const int row = r_lo + 8 * hh;
+      if (row < sq) {
+        __nv_bfloat16* dst = a.o + (static_cast<int64_t>(b) * sq + row) * a.o_stride + h * HD + 2 * (lane & 3);
+#pragma unroll
+        for (int nb = 0; nb < HD / 8; ++nb)
+          *reinterpret_cast<uint32_t*>(dst + nb * 8) = attn::pack_bf16(o[4 * nb + 2 * hh] * fac, o[4 * nb + 2 * hh + 1] * fac);
+        if (a.lse != nullptr && (lane & 3) == 0)
+          a.lse[(static_cast<int64_t>(b) * a.hq + h) * sq + row] = row_max[hh] * a.softmax_scale + logf(l);
+      }
+    }
+  }
+#endif
+}
+
+}  // namespace attn_wg
+}  // namespace dropbench

@@ -1,0 +1,286 @@
+#include "kernels/rng/rng_mask.cuh"
+
+#include <mutex>
+
+#include <stdexcept>
+
+#include "kernels/common/check.hpp"
+
+namespace dropbench {
+namespace {
+
+// One row strip (bh, r16) per block iteration; warp w produces tiles c64 = w, w + warps, ... of the strip,
+// one keep word per lane. Consecutive lanes write consecutive words: one 128-byte store per tile. Strips are
+// those of the window `win` (all of them for the whole matrix); strip s of the window is stored at word
+// s * cols64 * 32, the MaskWindow layout.
+template <int R, int TW>
+__global__ void __launch_bounds__(256) rng_tile_kernel(uint32_t* __restrict__ out, MaskGeometry geo, MaskWindow win,
+                                                       uint64_t seed, uint32_t offset, uint32_t drop) {
+  const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const uint32_t wrows16 = win.rows16, cols64 = geo.cols64();
+  const uint64_t strips = static_cast<uint64_t>(geo.bh) * wrows16;
+  for (uint64_t s = blockIdx.x; s < strips; s += gridDim.x) {
+    const uint32_t bh = static_cast<uint32_t>(s / wrows16), r16 = win.r16_begin + static_cast<uint32_t>(s % wrows16);
+    const uint32_t n = geo.tiles_in_strip(r16);
+    uint32_t* strip_out = out + s * cols64 * kWordsPerTile + lane;
+#pragma unroll 2
+    for (uint32_t c64 = warp; c64 < n; c64 += warps) {
+      strip_out[c64 * kWordsPerTile] = attn_keep_word<R, TW>(seed, offset, drop, bh, r16 * cols64 + c64, lane);
+    }
+  }
+}
+
+// The strip loop of the Coresident and Steal schedules: each warp takes whole strips from work[0] (one
+// atomicAdd per strip, broadcast by shuffle) and writes every tile of it. Returns the strips it did.
+template <int R, int TW, int UNROLL>
+__device__ __forceinline__ uint32_t steal_strips(uint32_t* __restrict__ out, const MaskGeometry& geo,
+                                                           const MaskWindow& win, uint64_t seed, uint32_t offset,
+                                                           uint32_t drop, unsigned long long* work) {
+  const uint32_t lane = threadIdx.x & 31;
+  const uint32_t wrows16 = win.rows16, cols64 = geo.cols64();
+  const uint64_t strips = static_cast<uint64_t>(geo.bh) * wrows16;
+  uint32_t done = 0;
+  for (;;) {
+    unsigned long long s = 0;
+    if (lane == 0) s = atomicAdd(work, 1ull);
+    s = __shfl_sync(0xffffffffu, s, 0);
+    if (s >= strips) break;
+    const uint32_t bh = static_cast<uint32_t>(s / wrows16);
+    const uint32_t r16 = win.r16_begin + static_cast<uint32_t>(s - static_cast<uint64_t>(bh) * wrows16);
+    const uint32_t n = geo.tiles_in_strip(r16), t0 = r16 * cols64;
+    uint32_t* strip_out = out + s * cols64 * kWordsPerTile + lane;
+#pragma unroll UNROLL
+    for (uint32_t c64 = 0; c64 < n; ++c64)
+      strip_out[c64 * kWordsPerTile] = attn_keep_word<R, TW>(seed, offset, drop, bh, t0 + c64, lane);
+    ++done;
+  }
+  return done;
+}
+
+// Coresident: at most 32 registers per thread and no shared memory, so a 32-thread block needs 1024
+// registers and fits beside a GEMM CTA that leaves that much of the register file. Records the SMs it ran on.
+template <int R, int TW>
+__global__ void __maxnreg__(32) rng_tile_coresident_kernel(uint32_t* __restrict__ out, MaskGeometry geo,
+                                                           MaskWindow win, uint64_t seed, uint32_t offset,
+                                                           uint32_t drop, unsigned long long* work) {
+  if (threadIdx.x == 0) {
+    uint32_t smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    if (smid < 256) atomicOr(&work[2 + smid / 64], 1ull << (smid % 64));
+    atomicAdd(&work[6], 1ull);
+  }
+  const uint32_t done = steal_strips<R, TW, 1>(out, geo, win, seed, offset, drop, work);
+  if ((threadIdx.x & 31) == 0 && done) atomicAdd(&work[1], static_cast<unsigned long long>(done));
+}
+
+template <int R, int TW>
+__global__ void __launch_bounds__(1024) rng_tile_steal_kernel(uint32_t* __restrict__ out, MaskGeometry geo,
+                                                              MaskWindow win, uint64_t seed, uint32_t offset,
+                                                              uint32_t drop, unsigned long long* work) {
+  steal_strips<R, TW, 2>(out, geo, win, seed, offset, drop, work);
+}
+
+// Flat layouts. Bits: thread t writes keep word t (elements [32t, 32t + 32)). U8 / I32: a warp owns chunks of
+// 1024 elements; lane l generates word l of the chunk, then the chunk is stored as lane-consecutive 16-byte
+// vectors (fully coalesced), each lane fetching the bits of its vector from the owning lane by a shuffle.
+template <int R, int TW>
+__global__ void __launch_bounds__(256) rng_bits_kernel(uint32_t* __restrict__ out, uint64_t n, uint64_t seed,
+                                                       uint32_t offset, uint32_t drop) {
+  const uint64_t words = (n + 31) / 32;
+  for (uint64_t w = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; w < words; w += uint64_t(gridDim.x) * blockDim.x)
+    out[w] = flat_keep_word<R, TW>(seed, offset, drop, w);
+}
+
+template <int R, int TW, MaskLayout L>
+__global__ void __launch_bounds__(256) rng_wide_kernel(void* __restrict__ out, uint64_t n, uint64_t seed,
+                                                       uint32_t offset, uint32_t drop) {
+  constexpr int kChunk = 1024;
+  constexpr int kPerVec = L == MaskLayout::U8 ? 16 : 4;  // elements per 16-byte store
+  const int lane = threadIdx.x & 31;
+  const uint64_t chunks = (n + kChunk - 1) / kChunk;
+  const uint64_t warp = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) >> 5;
+  const uint64_t warps = (uint64_t(gridDim.x) * blockDim.x) >> 5;
+  for (uint64_t c = warp; c < chunks; c += warps) {
+    const uint32_t word = flat_keep_word<R, TW>(seed, offset, drop, c * 32 + lane);
+    const uint64_t base = c * kChunk;
+    if (base + kChunk <= n) {
+#pragma unroll
+      for (int j = 0; j < kChunk / kPerVec / 32; ++j) {
+        const int v = j * 32 + lane;
+        const uint32_t bits = __shfl_sync(0xffffffffu, word, (v * kPerVec) >> 5) >> ((v * kPerVec) & 31);
+        if constexpr (L == MaskLayout::U8) {
+          uint32_t q[4];
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const uint32_t nib = (bits >> (4 * k)) & 0xFu;  // 4 bits -> 4 bytes of 0x00 / 0x01
+            q[k] = (nib & 1u) | ((nib & 2u) << 7) | ((nib & 4u) << 14) | ((nib & 8u) << 21);
+          }
+          reinterpret_cast<uint4*>(static_cast<uint8_t*>(out) + base)[v] = make_uint4(q[0], q[1], q[2], q[3]);
+        } else {
+          reinterpret_cast<int4*>(static_cast<int32_t*>(out) + base)[v] =
+              make_int4(bits & 1, (bits >> 1) & 1, (bits >> 2) & 1, (bits >> 3) & 1);
+        }
+      }
+    } else {
+      for (int i = lane; i < kChunk; i += 32) {
+        const uint32_t bit = (__shfl_sync(0xffffffffu, word, i >> 5) >> (i & 31)) & 1u;
+        if (base + i < n) {
+          if constexpr (L == MaskLayout::U8) static_cast<uint8_t*>(out)[base + i] = static_cast<uint8_t>(bit);
+          else static_cast<int32_t*>(out)[base + i] = static_cast<int32_t>(bit);
+        }
+      }
+    }
+  }
+}
+
+int sm_count() {
+  int dev = 0, sms = 0;
+  DB_CUDA(cudaGetDevice(&dev));
+  DB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
+int default_grid(int block) {
+  return sm_count() * (2048 / block);  // one full wave of resident blocks; grid-stride loops do the rest
+}
+
+template <int R, int TW>
+void launch_tile(const RngMaskParams& p, cudaStream_t s) {
+  const MaskWindow win = rng_mask_window(p);
+  const uint64_t strips = static_cast<uint64_t>(p.geo.bh) * win.rows16;
+  if (strips == 0) return;
+  auto* out = static_cast<uint32_t*>(p.out);
+  switch (p.schedule) {
+    case RngSchedule::Static: {
+      int grid = p.grid > 0 ? p.grid : default_grid(p.block);
+      if (static_cast<uint64_t>(grid) > strips) grid = static_cast<int>(strips);
+      rng_tile_kernel<R, TW><<<grid, p.block, 0, s>>>(out, p.geo, win, p.seed, p.offset, p.drop);
+      break;
+    }
+    case RngSchedule::Coresident: {
+      const int grid = p.grid > 0 ? p.grid : sm_count();
+      // Without shared memory the SM would run this kernel with a small shared-memory carveout, and a GEMM CTA
+      // needing ~190 KiB could not start beside it until the SM drained: ask for the largest carveout, so the
+      // SM's split already fits the GEMM (measured with kernels/gemm_wgmma.cu: without it the GEMM waited for
+      // the RNG to finish; with it both ran on all 132 SMs; results/h200/gemm_wgmma/).
+      static std::once_flag carveout;
+      std::call_once(carveout, [] {
+        DB_CUDA(cudaFuncSetAttribute(rng_tile_coresident_kernel<R, TW>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     static_cast<int>(cudaSharedmemCarveoutMaxShared)));
+      });
+      rng_tile_coresident_kernel<R, TW><<<grid, p.block, 0, s>>>(out, p.geo, win, p.seed, p.offset, p.drop, p.work);
+      break;
+    }
+    case RngSchedule::Steal: {
+      const int grid = p.grid > 0 ? p.grid : default_grid(p.block);
+      if (p.reserve_smem > 48 * 1024)
+        DB_CUDA(cudaFuncSetAttribute(rng_tile_steal_kernel<R, TW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(p.reserve_smem)));
+      rng_tile_steal_kernel<R, TW><<<grid, p.block, p.reserve_smem, s>>>(out, p.geo, win, p.seed, p.offset, p.drop,
+                                                                        p.work);
+      break;
+    }
+  }
+}
+
+template <int R, int TW>
+void launch_rt(const RngMaskParams& p, cudaStream_t s) {
+  const int block = p.block;
+  int grid = p.grid > 0 ? p.grid : default_grid(block);
+  switch (p.layout) {
+    case MaskLayout::Tile:
+      launch_tile<R, TW>(p, s);
+      break;
+    case MaskLayout::Bits:
+      rng_bits_kernel<R, TW><<<grid, block, 0, s>>>(static_cast<uint32_t*>(p.out), p.elements, p.seed, p.offset, p.drop);
+      break;
+    case MaskLayout::U8:
+      rng_wide_kernel<R, TW, MaskLayout::U8><<<grid, block, 0, s>>>(p.out, p.elements, p.seed, p.offset, p.drop);
+      break;
+    case MaskLayout::I32:
+      rng_wide_kernel<R, TW, MaskLayout::I32><<<grid, block, 0, s>>>(p.out, p.elements, p.seed, p.offset, p.drop);
+      break;
+  }
+  DB_CUDA_LAUNCH();
+}
+
+template <int R>
+void launch_tw(const RngMaskParams& p, cudaStream_t s) {
+  switch (p.threshold_bits) {
+    case 8: return launch_rt<R, 8>(p, s);
+    case 16: return launch_rt<R, 16>(p, s);
+    case 32: return launch_rt<R, 32>(p, s);
+  }
+  throw UsageError("threshold_bits must be 8, 16 or 32");
+}
+
+}  // namespace
+
+MaskLayout parse_mask_layout(const std::string& s) {
+  if (s == "tile") return MaskLayout::Tile;
+  if (s == "bits") return MaskLayout::Bits;
+  if (s == "u8") return MaskLayout::U8;
+  if (s == "i32") return MaskLayout::I32;
+  throw UsageError("layout: '" + s + "' is not a mask layout (allowed: tile, bits, u8, i32)");
+}
+
+const char* mask_layout_name(MaskLayout l) {
+  switch (l) {
+    case MaskLayout::Tile: return "tile";
+    case MaskLayout::Bits: return "bits";
+    case MaskLayout::U8: return "u8";
+    case MaskLayout::I32: return "i32";
+  }
+  return "?";
+}
+
+const char* rng_schedule_name(RngSchedule s) {
+  switch (s) {
+    case RngSchedule::Static: return "static";
+    case RngSchedule::Coresident: return "coresident";
+    case RngSchedule::Steal: return "steal";
+  }
+  return "?";
+}
+
+MaskWindow rng_mask_window(const RngMaskParams& p) { return mask_window(p.geo, p.row_begin, p.rows); }
+
+size_t mask_bytes(const RngMaskParams& p) {
+  switch (p.layout) {
+    case MaskLayout::Tile: return rng_mask_window(p).bytes(p.geo);
+    case MaskLayout::Bits: return (p.elements + 31) / 32 * 4;
+    case MaskLayout::U8: return p.elements;
+    case MaskLayout::I32: return p.elements * 4;
+  }
+  return 0;
+}
+
+uint64_t mask_elements_generated(const RngMaskParams& p) {
+  return p.layout == MaskLayout::Tile ? rng_mask_window(p).generated_elements(p.geo) : p.elements;
+}
+
+void launch_rng_mask(const RngMaskParams& p, cudaStream_t s) {
+  // (Literal messages only: string arithmetic here would make this object define std::string members that
+  // unrelated test binaries then pull from the kernels archive.)
+  const int max_block = p.schedule == RngSchedule::Static ? 256 : 1024;
+  if (p.block <= 0 || p.block % 32 || p.block > max_block)
+    throw UsageError("rng block size must be a multiple of 32 in [32, 256] (static schedule) or [32, 1024] "
+                     "(coresident, steal)");
+  if (p.layout != MaskLayout::Tile && (p.row_begin != 0 || p.rows != 0 || p.schedule != RngSchedule::Static))
+    throw UsageError("rng: row windows and the coresident / steal schedules need the tile layout");
+  if (p.layout == MaskLayout::Tile && p.row_begin % kTileRows != 0)
+    throw UsageError("rng: row_begin must be a multiple of 16");
+  if (p.schedule != RngSchedule::Static && p.work == nullptr)
+    throw UsageError("rng: the coresident and steal schedules need a work counter");
+  if (p.schedule != RngSchedule::Steal && p.reserve_smem != 0)
+    throw UsageError("rng: reserve_smem is for the steal schedule only");
+  switch (p.rounds) {
+    case 3: return launch_tw<3>(p, s);
+    case 5: return launch_tw<5>(p, s);
+    case 7: return launch_tw<7>(p, s);
+    case 10: return launch_tw<10>(p, s);
+  }
+  throw UsageError("rounds must be 3, 5, 7 or 10");
+}
+
+}  // namespace dropbench

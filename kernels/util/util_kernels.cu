@@ -1,0 +1,155 @@
+#include "kernels/util/util_kernels.cuh"
+
+#include <cuda_bf16.h>
+
+#include "kernels/common/check.hpp"
+
+namespace dropbench {
+namespace {
+
+__device__ __forceinline__ unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void spin_kernel(unsigned long long* out, long long cycles) {
+  const unsigned long long t0 = globaltimer_ns();
+  const long long c0 = clock64();
+  long long c = c0;
+  while (c - c0 < cycles) c = clock64();
+  const unsigned long long t1 = globaltimer_ns();
+  out[0] = t0;
+  out[1] = static_cast<unsigned long long>(c0);
+  out[2] = t1;
+  out[3] = static_cast<unsigned long long>(c);
+}
+
+__global__ void poison_kernel(uint32_t* p, size_t words, uint32_t pattern) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x)
+    p[i] = pattern;
+}
+
+__global__ void poison_tail_kernel(unsigned char* p, size_t n, uint32_t pattern) {
+  for (size_t i = threadIdx.x; i < n; i += blockDim.x) p[i] = static_cast<unsigned char>(pattern >> (8 * (i & 3)));
+}
+
+__global__ void count_keep_kernel(const void* p, uint64_t n, int kind, unsigned long long* count) {
+  unsigned long long local = 0;
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    if (kind == 0) local += __popc(static_cast<const uint32_t*>(p)[i]);
+    else if (kind == 1) local += static_cast<const uint8_t*>(p)[i] != 0;
+    else local += static_cast<const int32_t*>(p)[i] != 0;
+  }
+  for (int o = 16; o; o >>= 1) local += __shfl_down_sync(0xffffffffu, local, o);
+  if ((threadIdx.x & 31) == 0) atomicAdd(count, local);
+}
+
+__device__ __forceinline__ uint64_t mix64(uint64_t z) {  // splitmix64 finaliser
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+__global__ void fill_uniform_kernel(void* p, uint64_t n, bool bf16, uint64_t seed) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    const float u = static_cast<float>(mix64(seed * 0x9E3779B97F4A7C15ull + i) >> 40) * (2.0f / 16777216.0f) - 1.0f;
+    if (bf16) static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(u);
+    else static_cast<float*>(p)[i] = u;
+  }
+}
+
+// Sum (mod 2^64) of mix64(word ^ golden * (index + 1)); the tail (< 8 bytes) is word `words`, zero-padded.
+__global__ void checksum_kernel(const uint64_t* p, size_t words, const unsigned char* tail, int tail_bytes,
+                                unsigned long long* out) {
+  unsigned long long local = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x)
+    local += mix64(p[i] ^ (0x9E3779B97F4A7C15ull * (i + 1)));
+  if (blockIdx.x == 0 && threadIdx.x == 0 && tail_bytes > 0) {
+    uint64_t w = 0;
+    for (int b = 0; b < tail_bytes; ++b) w |= static_cast<uint64_t>(tail[b]) << (8 * b);
+    local += mix64(w ^ (0x9E3779B97F4A7C15ull * (words + 1)));
+  }
+  for (int o = 16; o; o >>= 1) local += __shfl_down_sync(0xffffffffu, local, o);
+  if ((threadIdx.x & 31) == 0) atomicAdd(out, local);
+}
+
+__global__ void count_diff_kernel(const uint32_t* a, const uint32_t* b, size_t words, const unsigned char* ta,
+                                  const unsigned char* tb, int tail_bytes, unsigned long long* count) {
+  unsigned long long local = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x)
+    local += a[i] != b[i];
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    bool differ = false;
+    for (int k = 0; k < tail_bytes; ++k) differ |= ta[k] != tb[k];
+    local += differ;
+  }
+  for (int o = 16; o; o >>= 1) local += __shfl_down_sync(0xffffffffu, local, o);
+  if ((threadIdx.x & 31) == 0) atomicAdd(count, local);
+}
+
+}  // namespace
+
+void launch_checksum(const void* p, size_t bytes, unsigned long long* out, cudaStream_t s) {
+  if (reinterpret_cast<uintptr_t>(p) % 8 != 0) throw UsageError("checksum: the buffer must be 8-byte aligned");
+  DB_CUDA(cudaMemsetAsync(out, 0, sizeof(unsigned long long), s));
+  const size_t words = bytes / 8;
+  const unsigned blocks = static_cast<unsigned>(words / 256 + 1 < 2048 ? words / 256 + 1 : 2048);
+  checksum_kernel<<<blocks, 256, 0, s>>>(static_cast<const uint64_t*>(p), words,
+                                         static_cast<const unsigned char*>(p) + words * 8, static_cast<int>(bytes % 8),
+                                         out);
+  DB_CUDA_LAUNCH();
+}
+
+void launch_count_diff(const void* a, const void* b, size_t bytes, unsigned long long* count, cudaStream_t s) {
+  if (reinterpret_cast<uintptr_t>(a) % 4 != 0 || reinterpret_cast<uintptr_t>(b) % 4 != 0)
+    throw UsageError("count_diff: the buffers must be 4-byte aligned");
+  const size_t words = bytes / 4;
+  const unsigned blocks = static_cast<unsigned>(words / 256 + 1 < 2048 ? words / 256 + 1 : 2048);
+  count_diff_kernel<<<blocks, 256, 0, s>>>(static_cast<const uint32_t*>(a), static_cast<const uint32_t*>(b), words,
+                                           static_cast<const unsigned char*>(a) + words * 4,
+                                           static_cast<const unsigned char*>(b) + words * 4,
+                                           static_cast<int>(bytes % 4), count);
+  DB_CUDA_LAUNCH();
+}
+
+void launch_fill_uniform(void* p, uint64_t n, bool bf16, uint64_t seed, cudaStream_t s) {
+  fill_uniform_kernel<<<2048, 256, 0, s>>>(p, n, bf16, seed);
+  DB_CUDA_LAUNCH();
+}
+
+void launch_count_keep(const void* p, uint64_t n, int kind, unsigned long long* count, cudaStream_t s) {
+  count_keep_kernel<<<1024, 256, 0, s>>>(p, n, kind, count);
+  DB_CUDA_LAUNCH();
+}
+
+void launch_clock_probe(unsigned long long* out, long long spin_cycles, cudaStream_t s) {
+  spin_kernel<<<1, 1, 0, s>>>(out, spin_cycles);
+  DB_CUDA_LAUNCH();
+}
+
+void launch_spin(unsigned long long* out, long long cycles, cudaStream_t s) {
+  spin_kernel<<<1, 1, 0, s>>>(out, cycles);
+  DB_CUDA_LAUNCH();
+}
+
+void launch_poison(void* p, size_t bytes, uint32_t pattern, cudaStream_t s) {
+  const size_t words = bytes / 4;
+  if (words) {
+    const unsigned blocks = static_cast<unsigned>(words / 256 + 1 < 65536 ? words / 256 + 1 : 65536);
+    poison_kernel<<<blocks, 256, 0, s>>>(static_cast<uint32_t*>(p), words, pattern);
+    DB_CUDA_LAUNCH();
+  }
+  if (bytes % 4) {
+    poison_tail_kernel<<<1, 32, 0, s>>>(static_cast<unsigned char*>(p) + words * 4, bytes % 4, pattern);
+    DB_CUDA_LAUNCH();
+  }
+}
+
+double probe_mhz(const unsigned long long* h) {
+  const double dt = static_cast<double>(h[2] - h[0]);
+  const double dc = static_cast<double>(h[3] - h[1]);
+  return dt > 0 ? dc / dt * 1000.0 : 0.0;
+}
+
+}  // namespace dropbench

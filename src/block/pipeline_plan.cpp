@@ -1,0 +1,170 @@
+#include "src/block/pipeline_plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "kernels/common/check.hpp"
+
+namespace dropbench {
+
+const std::vector<Pipeline>& all_pipelines() {
+  static const std::vector<Pipeline> v = {Pipeline::Baseline, Pipeline::Fused, Pipeline::Overlap, Pipeline::Chunked};
+  return v;
+}
+
+const char* pipeline_name(Pipeline p) {
+  switch (p) {
+    case Pipeline::Baseline: return "baseline";
+    case Pipeline::Fused: return "fused";
+    case Pipeline::Overlap: return "overlap";
+    case Pipeline::Chunked: return "chunked";
+  }
+  return "?";
+}
+
+Pipeline parse_pipeline(const std::string& s) {
+  for (Pipeline p : all_pipelines())
+    if (s == pipeline_name(p)) return p;
+  throw UsageError("pipeline: '" + s + "' is not a pipeline (allowed: baseline, fused, overlap, chunked)");
+}
+
+std::vector<Pipeline> parse_pipeline_list(const std::string& csv) {
+  std::vector<Pipeline> out;
+  size_t start = 0;
+  while (start <= csv.size()) {
+    const size_t comma = csv.find(',', start);
+    const std::string item = csv.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (!item.empty()) {
+      const Pipeline p = parse_pipeline(item);
+      if (std::find(out.begin(), out.end(), p) != out.end())
+        throw UsageError("pipelines: '" + item + "' is listed twice");
+      out.push_back(p);
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (out.empty()) throw UsageError("pipelines: the list is empty (allowed: baseline, fused, overlap, chunked)");
+  return out;
+}
+
+int64_t auto_chunk_rows(int64_t sq, int64_t block_rows, int target_chunks) {
+  if (sq < 1 || block_rows < 1 || target_chunks < 1) throw UsageError("chunk: bad auto-chunk arguments");
+  const int64_t want = (sq + target_chunks - 1) / target_chunks;
+  const int64_t rows = (want + block_rows - 1) / block_rows * block_rows;
+  return std::max(rows, block_rows);
+}
+
+std::vector<ChunkRange> plan_chunks(int64_t sq, int64_t chunk_rows, int64_t block_rows) {
+  if (block_rows < 16 || block_rows % 16 != 0) throw UsageError("chunk: the query block must be a multiple of 16");
+  if (sq < 1) throw UsageError("chunk: sq must be >= 1");
+  if (chunk_rows < 0) throw UsageError(fmt::format("chunk: {} is negative", chunk_rows));
+  if (chunk_rows == 0) chunk_rows = auto_chunk_rows(sq, block_rows);
+  if (chunk_rows % block_rows != 0)
+    throw UsageError(fmt::format("chunk: {} query rows is not a multiple of {} (the attention kernel's query block; "
+                                 "allowed: 0 = auto, {}, {}, ...)",
+                                 chunk_rows, block_rows, block_rows, 2 * block_rows));
+  std::vector<ChunkRange> out;
+  for (int64_t r = 0; r < sq; r += chunk_rows) out.push_back({r, std::min(chunk_rows, sq - r)});
+  return out;
+}
+
+double hidden_fraction(double t_a, double t_b, double t_ab) {
+  if (!(t_a > 0) || !(t_b > 0) || !(t_ab > 0)) return 0.0;
+  return (t_a + t_b - t_ab) / std::min(t_a, t_b);
+}
+
+int partition_rng_sms(int sms, double t_gemm, double t_rng, double scale, int granularity) {
+  if (granularity < 1) granularity = 1;
+  if (sms < 2 * granularity) throw UsageError("partition: too few SMs to split");
+  double share = (t_gemm > 0 && t_rng > 0) ? t_rng / (t_gemm + t_rng) : 0.5;
+  double k = sms * share * scale;
+  int ki = static_cast<int>(std::lround(k / granularity)) * granularity;
+  return std::clamp(ki, granularity, sms - granularity);
+}
+
+BlockMemory block_memory(const Workload& w, int64_t chunk_rows, int gemm_objects, bool validate) {
+  BlockMemory m;
+  const size_t tokens = static_cast<size_t>(w.batch) * static_cast<size_t>(w.sq);
+  const size_t in_bytes = w.dtype == "fp8" ? 1 : 2;
+  const size_t n = static_cast<size_t>(w.q_heads + 2 * w.kv_heads) * static_cast<size_t>(w.head_dim);
+  m.x = tokens * static_cast<size_t>(w.embed) * in_bytes;
+  m.w = n * static_cast<size_t>(w.embed) * in_bytes;
+  m.qkv = tokens * n * 2;
+  m.o = tokens * static_cast<size_t>(w.q_heads * w.head_dim) * 2;
+  m.lse = static_cast<size_t>(w.batch) * static_cast<size_t>(w.q_heads) * static_cast<size_t>(w.sq) * 4;
+  m.o_ref = validate ? m.o : 0;
+  const size_t bh = static_cast<size_t>(w.batch) * static_cast<size_t>(w.q_heads);
+  const size_t rows16 = (static_cast<size_t>(w.sq) + 15) / 16, cols64 = (static_cast<size_t>(w.sq) + 63) / 64;
+  m.full_mask = bh * rows16 * cols64 * 128;
+  const size_t crows16 = (static_cast<size_t>(std::min<int64_t>(chunk_rows, w.sq)) + 15) / 16;
+  m.chunk_mask = bh * crows16 * cols64 * 128;
+  m.gemm_workspaces = static_cast<size_t>(gemm_objects) * (size_t{64} << 20);
+  return m;
+}
+
+PipelinePlan plan_pipelines(const BlockMemory& m, size_t free_bytes, size_t mask_budget,
+                            const std::vector<Pipeline>& wanted, size_t headroom) {
+  PipelinePlan plan;
+  const size_t common = m.common() + headroom;
+  if (common > free_bytes) {
+    plan.point_fits = false;
+    plan.point_reason = fmt::format("X, W, QKV, O and LSE need {} (with {} headroom), more than the {} of free device "
+                                    "memory",
+                                    human_bytes(m.common()), human_bytes(headroom), human_bytes(free_bytes));
+    return plan;
+  }
+  const size_t left = free_bytes - common;
+  const bool want_full = std::any_of(wanted.begin(), wanted.end(),
+                                     [](Pipeline p) { return p == Pipeline::Baseline || p == Pipeline::Overlap; });
+  const bool want_chunk = std::find(wanted.begin(), wanted.end(), Pipeline::Chunked) != wanted.end();
+  const size_t chunk_need = want_chunk ? 2 * m.chunk_mask : 0;
+  const bool chunk_ok = chunk_need <= left;
+  const bool full_ok = !want_full || (m.full_mask <= mask_budget && m.full_mask + chunk_need <= left);
+  for (Pipeline p : wanted) {
+    switch (p) {
+      case Pipeline::Fused: plan.run.push_back(p); break;
+      case Pipeline::Baseline:
+      case Pipeline::Overlap:
+        if (full_ok) {
+          plan.run.push_back(p);
+        } else {
+          plan.skipped.emplace_back(
+              p, m.full_mask > mask_budget
+                     ? fmt::format("the full dropout mask needs {}, more than the mask budget of {}",
+                                   human_bytes(m.full_mask), human_bytes(mask_budget))
+                     : fmt::format("the full dropout mask needs {}, more than the {} of device memory left",
+                                   human_bytes(m.full_mask), human_bytes(left - std::min(left, chunk_need))));
+        }
+        break;
+      case Pipeline::Chunked:
+        if (chunk_ok) {
+          plan.run.push_back(p);
+        } else {
+          plan.skipped.emplace_back(p, fmt::format("two chunk masks need {}, more than the {} of device memory left",
+                                                   human_bytes(chunk_need), human_bytes(left)));
+        }
+        break;
+    }
+  }
+  for (Pipeline p : plan.run) {
+    if (p == Pipeline::Baseline || p == Pipeline::Overlap) plan.needs_full_mask = true;
+    if (p == Pipeline::Chunked) plan.needs_chunk_masks = true;
+  }
+  if (plan.run.empty()) {
+    plan.point_fits = false;
+    plan.point_reason = "no wanted pipeline fits: " + (plan.skipped.empty() ? std::string("?") : plan.skipped.front().second);
+  }
+  return plan;
+}
+
+std::string human_bytes(size_t b) {
+  const double v = static_cast<double>(b);
+  if (b >= (size_t{1} << 30)) return fmt::format("{:.1f} GiB", v / (1ull << 30));
+  if (b >= (size_t{1} << 20)) return fmt::format("{:.0f} MiB", v / (1ull << 20));
+  if (b >= (size_t{1} << 10)) return fmt::format("{:.0f} KiB", v / (1ull << 10));
+  return fmt::format("{} B", b);
+}
+
+}  // namespace dropbench

@@ -1,0 +1,83 @@
+// Host-side planning of `dropbench run` (no CUDA): the four pipelines, how the chunked pipeline cuts the
+// query rows, what each pipeline needs in device memory and which ones fit, the hidden-fraction arithmetic
+// of an overlap, and the SM split of the spatial-partition mechanism. Tested on the CPU
+// (tests/test_pipeline_plan.cpp).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/core/config.hpp"
+
+namespace dropbench {
+
+// The four ways to run one transformer block's QKV GEMM + attention with dropout:
+//   Baseline  one stream: GEMM -> RNG mask kernel -> attention reading the mask
+//   Fused     GEMM -> attention generating its keep bits (no mask)
+//   Overlap   GEMM on stream A || RNG on stream B (event fork / join) -> attention reading the mask
+//   Chunked   RNG for query-row chunk i+1 || attention for chunk i, two chunk-sized mask buffers
+enum class Pipeline { Baseline, Fused, Overlap, Chunked };
+const std::vector<Pipeline>& all_pipelines();
+const char* pipeline_name(Pipeline p);                // "baseline" | "fused" | "overlap" | "chunked"
+Pipeline parse_pipeline(const std::string& s);        // throws UsageError naming the allowed values
+std::vector<Pipeline> parse_pipeline_list(const std::string& csv);  // "overlap,fused"; no duplicates, not empty
+
+// Query rows [row_begin, row_begin + rows) of one chunk.
+struct ChunkRange {
+  int64_t row_begin = 0;
+  int64_t rows = 0;
+  bool operator==(const ChunkRange&) const = default;
+};
+
+// Automatic chunk size: about `target_chunks` chunks, rounded up to a multiple of block_rows (at least one
+// block, at most the whole sequence rounded up).
+int64_t auto_chunk_rows(int64_t sq, int64_t block_rows = 128, int target_chunks = 8);
+// Cuts [0, sq) into chunks of chunk_rows (0 = auto_chunk_rows); the last one is ragged. chunk_rows must be a
+// multiple of block_rows (itself a multiple of 16): otherwise UsageError("chunk: ...").
+std::vector<ChunkRange> plan_chunks(int64_t sq, int64_t chunk_rows, int64_t block_rows = 128);
+
+// Hidden fraction of an overlap of two pieces of work measured alone (t_a, t_b) and together (t_ab):
+// (t_a + t_b - t_ab) / min(t_a, t_b). 1 = the shorter one vanished completely, 0 = no gain (serial), < 0 = the
+// overlap is slower than running them one after the other. 0 when a time is not positive.
+double hidden_fraction(double t_a, double t_b, double t_ab);
+
+// SMs to give the RNG in a spatial partition (the GEMM keeps the others): proportional to the RNG's share
+// of the serial time, sms * t_rng / (t_gemm + t_rng), times `scale`, rounded to a multiple of granularity and
+// kept in [granularity, sms - granularity].
+int partition_rng_sms(int sms, double t_gemm, double t_rng, double scale = 1.0, int granularity = 2);
+
+// Device memory of one point.
+struct BlockMemory {
+  size_t x = 0, w = 0;        // GEMM inputs
+  size_t qkv = 0;             // GEMM output = attention input
+  size_t o = 0, lse = 0;      // attention outputs
+  size_t o_ref = 0;           // validation copy of O
+  size_t full_mask = 0;       // 1-bit tile mask of the whole B x Hq x SQ x SQ (baseline, overlap)
+  size_t chunk_mask = 0;      // one chunk's mask (chunked pipeline: two of them)
+  size_t gemm_workspaces = 0; // cuBLASLt workspaces of the GEMM objects
+  size_t common() const { return x + w + qkv + o + lse + o_ref + gemm_workspaces; }
+};
+
+// chunk_rows: as resolved by plan_chunks (the first chunk's rows). gemm_objects: QkvGemm instances alive.
+BlockMemory block_memory(const Workload& w, int64_t chunk_rows, int gemm_objects, bool validate);
+
+// Which of the wanted pipelines run at a point: the full mask must fit `mask_budget` (bytes; the device's
+// free memory or --mask-budget) next to everything else within `free_bytes`; pipelines that need it are
+// skipped with a reason otherwise. Fused needs no mask, Chunked two chunk masks. When even the common
+// buffers do not fit, the whole point is skipped.
+struct PipelinePlan {
+  bool point_fits = true;
+  std::string point_reason;                                  // why the point is skipped
+  std::vector<Pipeline> run;                                 // in the order wanted
+  std::vector<std::pair<Pipeline, std::string>> skipped;     // pipeline, reason
+  bool needs_full_mask = false, needs_chunk_masks = false;
+};
+PipelinePlan plan_pipelines(const BlockMemory& m, size_t free_bytes, size_t mask_budget,
+                            const std::vector<Pipeline>& wanted, size_t headroom = size_t{512} << 20);
+
+// "1.5 GiB", "512 MiB", "12 KiB", "100 B".
+std::string human_bytes(size_t bytes);
+
+}  // namespace dropbench

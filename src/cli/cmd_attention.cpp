@@ -1,0 +1,160 @@
+// `dropbench attention`: the FlashAttention forward kernel alone, reading Q, K, V out of a QKV projection
+// buffer, in every dropout mode: none, mask (reads the 1-bit tile mask the RNG kernel wrote), rng+mask
+// (the RNG kernel then the attention: the baseline pipeline minus its GEMM) and fused (Philox in-kernel).
+#include <map>
+#include <memory>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kernels/attention/attention.cuh"
+#include "kernels/common/check.hpp"
+#include "src/cli/cli.hpp"
+#include "src/core/device_buffer.hpp"
+#include "src/core/nvtx.hpp"
+#include "kernels/rng/rng_mask.cuh"
+#include "src/core/sweep_session.hpp"
+#include "src/core/sweep_util.hpp"
+#include "src/core/workload_params.hpp"
+#include "kernels/util/util_kernels.cuh"
+
+namespace dropbench {
+
+namespace {
+
+int run_attention(RunContext& ctx) {
+  const std::vector<std::string> axes = {"sq",       "q_heads", "kv_heads",       "head_dim", "causal",
+                                         "dropout_p", "rounds",  "threshold_bits"};
+  const std::map<std::string, std::vector<json>> defaults = {{"sq", {4096, 8192, 16384}}, {"causal", {false, true}}};
+  const auto points = expand_sweep(ctx.cfg, axes, defaults);
+  const bool dry = ctx.opts.dry_run;
+  SweepSession session(ctx, "attention", points.size());
+  DeviceBuffer qkv, o, o_ref, lse, mask;
+
+  for (const SweepPoint& pt : points) {
+    const std::string label = axes_label(pt.axes);
+    session.step(pt.index, label);
+    NvtxRange point_range("point " + label);
+    const Workload& w = pt.workload;
+    const Threshold thr = make_threshold(w.dropout_p, static_cast<int>(w.threshold_bits));
+
+    AttentionParams ap = attention_params(w, thr);
+    const MaskGeometry geo = attention_mask_geometry(ap);
+    const uint64_t rows = static_cast<uint64_t>(w.batch) * w.sq;
+    const size_t qkv_bytes = rows * (w.q_heads + 2 * w.kv_heads) * w.head_dim * 2;
+    const size_t o_bytes = rows * w.q_heads * w.head_dim * 2;
+    const size_t lse_bytes = static_cast<size_t>(w.batch) * w.q_heads * w.sq * 4;
+
+    PointResult pr;
+    pr.index = pt.index;
+    pr.axes = pt.axes;
+    pr.workload = to_json(w);
+    const size_t need = qkv_bytes + 2 * o_bytes + lse_bytes + geo.bytes();
+    if (!dry && need + (256u << 20) > device_free_bytes() + qkv.size() + o.size() + o_ref.size() + lse.size() + mask.size()) {
+      session.report.add_skipped({pt.axes, fmt::format("QKV, O, LSE and the mask need {:.1f} GiB, more than the free "
+                                                       "device memory", need / double(1ull << 30))});
+      continue;
+    }
+    if (!dry) {
+      qkv.reserve(qkv_bytes);
+      o.reserve(o_bytes);
+      o_ref.reserve(o_bytes);
+      lse.reserve(lse_bytes);
+      mask.reserve(geo.bytes());
+      launch_fill_uniform(qkv.get(), qkv_bytes / 2, true, w.seed ^ (0x51ull * (pt.index + 1)), session.harness.stream());
+    }
+    ap.qkv = qkv.get<__nv_bfloat16>();
+    ap.o = o.get<__nv_bfloat16>();
+    ap.lse = lse.get<float>();
+    ap.mask = mask.get<uint32_t>();
+    RngMaskParams rp = rng_mask_params(w, thr, MaskLayout::Tile);
+    rp.geo = geo;
+    rp.out = mask.get();
+
+    // Mask and fused must agree bit for bit: fused output first, kept as the reference.
+    if (!dry) {
+      launch_rng_mask(rp, session.harness.stream());
+      AttentionParams fp = ap;
+      fp.o = o_ref.get<__nv_bfloat16>();
+      launch_attention(fp, DropoutMode::Fused, session.harness.stream());
+      DB_CUDA(cudaStreamSynchronize(session.harness.stream()));
+    }
+    std::vector<uint8_t> h_ref, h_out;
+    if (!dry) {
+      h_ref.resize(o_bytes);
+      DB_CUDA(cudaMemcpy(h_ref.data(), o_ref.get(), o_bytes, cudaMemcpyDeviceToHost));
+    }
+
+    const double flops = attention_flops(ap);
+    double t_none = 0;
+    struct V {
+      const char* name;
+      DropoutMode mode;
+      bool gen;
+    };
+    for (const V& vd : {V{"none", DropoutMode::None, false}, V{"mask", DropoutMode::Mask, false},
+                        V{"rng+mask", DropoutMode::Mask, true}, V{"fused", DropoutMode::Fused, false}}) {
+      if (!dry) launch_poison(o.get(), o_bytes, 0xFFFFFFFFu, session.harness.stream());
+      Measurement m;
+      {
+        NvtxRange vr(std::string("variant ") + vd.name);
+        m = session.harness.measure([&](Sample& s) {
+          if (vd.gen) s.phase("gen", [&] { launch_rng_mask(rp, s.stream); });
+          s.phase("attention", [&] { launch_attention(ap, vd.mode, s.stream); });
+        });
+      }
+      VariantResult v;
+      v.name = vd.name;
+      v.stats = m.total;
+      v.phases = m.phases;
+      v.extra["flops"] = flops;
+      v.extra["mask_bytes"] = vd.mode == DropoutMode::Mask ? geo.bytes() : 0;
+      v.extra["keep_effective"] = thr.keep_effective;
+      if (!dry) {
+        const AttentionKernelInfo ki = attention_kernel_info(ap, vd.mode);
+        v.extra["kernel"] = ki.name;
+        v.extra["registers"] = ki.registers;
+        v.extra["smem_bytes"] = ki.smem_dynamic + ki.smem_static;
+        v.extra["local_bytes"] = ki.local_bytes;
+        v.extra["ctas_per_sm"] = ki.ctas_per_sm;
+        v.derived["tflops"] = flops / m.total.median / 1e12;
+        if (vd.mode == DropoutMode::None) t_none = m.total.median;
+        if (t_none > 0) v.derived["x_none"] = m.total.median / t_none;
+        if (vd.mode != DropoutMode::None) {
+          h_out.resize(o_bytes);
+          DB_CUDA(cudaMemcpy(h_out.data(), o.get(), o_bytes, cudaMemcpyDeviceToHost));
+          const bool same = h_out == h_ref;
+          v.extra["bitwise_equal_fused"] = same;
+          if (!same) fmt::print(stderr, "dropbench: WARNING: {} output differs from fused at {}\n", vd.name, label);
+        }
+      }
+      pr.variants.push_back(v);
+    }
+    session.report.add_point(pr);
+  }
+  session.finish(json::object(), standard_table(session.report, {"tflops", "x_none"}));
+  return 0;
+}
+
+}  // namespace
+
+Command make_attention_command() {
+  Command c;
+  c.name = "attention";
+  c.summary = "Benchmark FlashAttention forward with dropout: none / mask / rng+mask / fused";
+  c.help =
+      "Q, K, V are strided views into one random QKV buffer [B*SQ, (Hq+2*Hkv)*dH] (as the QKV GEMM writes it);\n"
+      "O [B*SQ, Hq*dH] bf16 and the per-row log-sum-exp are written. Variants at every point:\n"
+      "  none      no dropout\n"
+      "  mask      reads the 1-bit tile mask (docs/rng-scheme.md) that the RNG kernel wrote beforehand\n"
+      "  rng+mask  the RNG kernel then the attention (phases gen, attention): the baseline pipeline minus the GEMM\n"
+      "  fused     keep bits generated in-kernel with Philox (workload.rounds, workload.threshold_bits)\n"
+      "TFLOP/s = 4*B*Hq*SQ^2*dH / time, halved when causal; x_none = time / time of mode none. Mask and\n"
+      "rng+mask outputs are checked bit for bit against fused at every point (extra.bitwise_equal_fused).\n"
+      "Default sweep: sq 4096,8192,16384 x causal false,true at the workload's heads, dH, p, rounds.\n"
+      "Example: dropbench attention --set workload.q_heads=32 --set sweep.sq=[8192] --set sweep.causal=[false]";
+  c.run = run_attention;
+  return c;
+}
+
+}  // namespace dropbench

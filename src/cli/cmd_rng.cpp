@@ -1,0 +1,178 @@
+// `dropbench rng`: the RNG mask kernel alone, over sequence length, Philox rounds, threshold width and
+// output layout: time, Gelem/s, GB/s written, the keep rate actually sampled, and each R's runtime / R=7.
+#include <map>
+
+#include <fmt/format.h>
+
+#include "kernels/common/check.hpp"
+#include "src/cli/cli.hpp"
+#include "src/core/device_buffer.hpp"
+#include "src/core/harness.hpp"
+#include "src/core/nvtx.hpp"
+#include "kernels/rng/rng_mask.cuh"
+#include "src/core/sweep_session.hpp"
+#include "src/core/sweep_util.hpp"
+#include "src/core/workload_params.hpp"
+#include "kernels/util/util_kernels.cuh"
+
+namespace dropbench {
+
+namespace {
+
+int count_kind(MaskLayout l) { return l == MaskLayout::U8 ? 1 : l == MaskLayout::I32 ? 2 : 0; }
+
+uint64_t count_items(const RngMaskParams& p) {
+  switch (p.layout) {
+    case MaskLayout::Tile: return p.geo.words();
+    case MaskLayout::Bits: return (p.elements + 31) / 32;
+    default: return p.elements;
+  }
+}
+
+// Elements the count covers (tile/bits count every generated bit, padding included).
+double counted_elements(const RngMaskParams& p) {
+  switch (p.layout) {
+    case MaskLayout::Tile: return static_cast<double>(p.geo.generated_elements());
+    case MaskLayout::Bits: return static_cast<double>((p.elements + 31) / 32 * 32);
+    default: return static_cast<double>(p.elements);
+  }
+}
+
+int run_rng(RunContext& ctx) {
+  const std::vector<std::string> axes = {"sq", "causal", "rounds", "threshold_bits", "layout"};
+  const std::map<std::string, std::vector<json>> defaults = {
+      {"rounds", {3, 5, 7, 10}}, {"threshold_bits", {8, 16, 32}}, {"layout", {"tile", "bits", "u8", "i32"}}};
+  const auto points = expand_sweep(ctx.cfg, axes, defaults);
+  const bool dry = ctx.opts.dry_run;
+
+  SweepSession session(ctx, "rng", points.size());
+  DeviceBuffer mask, counter;
+  if (!dry) counter.resize(sizeof(unsigned long long));
+  Table table;
+  for (const SweepPoint& pt : points) {
+    const std::string label = axes_label(pt.axes);
+    session.step(pt.index, label);
+    NvtxRange point_range("point " + label);
+    const Workload& w = pt.workload;
+    const Threshold thr = make_threshold(w.dropout_p, static_cast<int>(w.threshold_bits));
+    RngMaskParams rp = rng_mask_params(w, thr, parse_mask_layout(w.layout));
+    rp.geo = MaskGeometry{static_cast<uint32_t>(w.batch * w.q_heads), static_cast<uint32_t>(w.sq),
+                          static_cast<uint32_t>(w.sq), w.causal};
+    rp.elements = static_cast<uint64_t>(w.batch * w.q_heads) * w.sq * w.sq;
+    const size_t bytes = mask_bytes(rp);
+    const double generated = static_cast<double>(mask_elements_generated(rp));
+
+    PointResult pr;
+    pr.index = pt.index;
+    pr.axes = pt.axes;
+    pr.workload = to_json(w);
+    if (!dry && bytes + (64u << 20) > device_free_bytes() + mask.size()) {
+      session.report.add_skipped({pt.axes, fmt::format("mask needs {:.1f} GiB, more than the free device memory",
+                                               bytes / double(1ull << 30))});
+      continue;
+    }
+    if (!dry) mask.reserve(bytes);
+    rp.out = mask.get();
+
+    Measurement m;
+    {
+      NvtxRange vr("variant rng");
+      m = session.harness.measure([&](Sample& s) { s.phase("gen", [&] { launch_rng_mask(rp, s.stream); }); });
+    }
+    VariantResult v;
+    v.name = "rng";
+    v.stats = m.total;
+    v.phases = m.phases;
+    v.extra["elements"] = rp.elements;
+    v.extra["elements_generated"] = generated;
+    v.extra["mask_bytes"] = bytes;
+    v.extra["drop_threshold"] = thr.drop;
+    v.extra["p_requested"] = thr.p_requested;
+    v.extra["keep_effective"] = thr.keep_effective;
+    v.extra["p_error"] = thr.p_error;
+    v.extra["scale"] = thr.scale;
+    if (!dry) {
+      // The keep rate actually sampled: zero the mask (causal tiles stay zero), generate once, count.
+      DB_CUDA(cudaMemsetAsync(mask.get(), 0, bytes, session.harness.stream()));
+      DB_CUDA(cudaMemsetAsync(counter.get(), 0, sizeof(unsigned long long), session.harness.stream()));
+      launch_rng_mask(rp, session.harness.stream());
+      launch_count_keep(mask.get(), count_items(rp), count_kind(rp.layout), counter.get<unsigned long long>(), session.harness.stream());
+      unsigned long long kept = 0;
+      DB_CUDA(cudaMemcpyAsync(&kept, counter.get(), sizeof kept, cudaMemcpyDeviceToHost, session.harness.stream()));
+      DB_CUDA(cudaStreamSynchronize(session.harness.stream()));
+      const double n = counted_elements(rp);
+      v.extra["keep_sampled"] = kept / n;
+      v.extra["keep_z"] = binomial_z(kept / n, thr.keep_effective, n);
+      v.derived["gelem_s"] = generated / m.total.median / 1e9;
+      v.derived["gb_s"] = bytes / m.total.median / 1e9;
+    }
+    pr.variants.push_back(v);
+    session.report.add_point(pr);
+  }
+
+  // Runtime of each R relative to R = 7 at the same other axes.
+  json ratios = json::array();
+  auto key_without_rounds = [](const json& axes) {
+    json k = axes;
+    k.erase("rounds");
+    return k.dump();
+  };
+  std::map<std::string, double> r7;
+  for (const PointResult& p : session.report.points())
+    if (p.workload["rounds"] == 7 && !p.variants.empty()) r7[key_without_rounds(p.axes)] = p.variants[0].stats.median;
+  if (!points.empty()) table.columns = axis_columns(points[0].axes);
+  for (const char* c : {"elements", "median_us", "rel_stdev_%", "samples", "Gelem/s", "GB/s", "keep_eff", "keep_sampled",
+                        "z", "R/R7"})
+    table.columns.push_back(c);
+  for (const PointResult& p : session.report.points()) {
+    const VariantResult& v = p.variants[0];
+    std::vector<std::string> row;
+    for (auto it = p.axes.begin(); it != p.axes.end(); ++it) row.push_back(axis_value_str(it.value()));
+    row.push_back(fmt::format("{}", v.extra["elements"].get<uint64_t>()));
+    if (dry) {
+      row.insert(row.end(), 9, "-");
+    } else {
+      std::string ratio;
+      const auto it7 = r7.find(key_without_rounds(p.axes));
+      if (it7 != r7.end()) {
+        const double r = v.stats.median / it7->second;
+        ratio = fmt_num(r);
+        json rj = p.axes;
+        rj["ratio_to_r7"] = r;
+        ratios.push_back(rj);
+      }
+      row.insert(row.end(), {fmt_num(v.stats.median * 1e6), fmt_num(v.stats.rel_stdev * 100), std::to_string(v.stats.samples),
+                             fmt_num(v.derived["gelem_s"].get<double>()), fmt_num(v.derived["gb_s"].get<double>()),
+                             fmt::format("{:.5f}", v.extra["keep_effective"].get<double>()),
+                             fmt::format("{:.5f}", v.extra["keep_sampled"].get<double>()),
+                             fmt::format("{:.1f}", v.extra["keep_z"].get<double>()), ratio});
+    }
+    table.rows.push_back(row);
+  }
+  json summary;
+  summary["ratios_to_r7"] = ratios;
+  session.finish(summary, table);
+  return 0;
+}
+
+}  // namespace
+
+Command make_rng_command() {
+  Command c;
+  c.name = "rng";
+  c.summary = "Benchmark the Philox mask kernel: rounds, threshold width, layout, size";
+  c.help =
+      "Generates keep masks for B x Hq x SQ x SQ attention probabilities with Philox4x32-R and the dropbench\n"
+      "counter scheme (docs/rng-scheme.md). Default sweep (unless the config sweeps these axes):\n"
+      "  rounds 3,5,7,10  x  threshold_bits 8,16,32  x  layout tile,bits,u8,i32   at workload.sq\n"
+      "Columns: Gelem/s (elements sampled per second), GB/s (mask bytes written), keep_eff (the keep probability\n"
+      "the quantised threshold implies), keep_sampled (counted in the generated mask) and its z-score, R/R7\n"
+      "(runtime of R rounds over R = 7, the paper's Philox-5/7 and 3/7 ratios).\n"
+      "Examples:\n"
+      "  dropbench rng --set workload.sq=8192 --set sweep.layout=[tile] -o rng.json\n"
+      "  dropbench rng --config configs/llama3-8b.json --set sweep.threshold_bits=[8]";
+  c.run = run_rng;
+  return c;
+}
+
+}  // namespace dropbench

@@ -1,0 +1,79 @@
+// Measurement harness (nvbench-style): CUDA events around every sample and every phase, warm-up, repeat
+// until the relative stdev is <= max_noise after min_time (or the timeout / max_samples), >= min_samples
+// kept; optional L2 flush before each sample; the SM clock measured around each sample (a one-thread probe
+// that reads %globaltimer and clock64 over a fixed spin), samples run below measure.throttle (default 75%)
+// of the max SM clock are discarded and counted.
+#pragma once
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "src/core/config.hpp"
+#include "src/core/stats.hpp"
+
+namespace dropbench {
+
+class Harness;
+
+// Handed to the body of a measurement once per run. Phases are timed with their own events on the
+// stream they run on; the sample's total runs from the start to the end event on the main stream, so a
+// body that forks to other streams must join back to `stream` before returning.
+class Sample {
+ public:
+  cudaStream_t stream;
+  // Runs fn (which enqueues work on `on`, default the main stream) between two events, in an NVTX range.
+  void phase(const std::string& name, const std::function<void()>& fn, cudaStream_t on = nullptr);
+  bool dry() const { return dry_; }
+
+ private:
+  friend class Harness;
+  struct Rec {
+    std::string name;
+    cudaEvent_t start, stop;
+  };
+  Harness* h_ = nullptr;
+  bool dry_ = false;
+  std::vector<Rec> recs_;
+  size_t next_ = 0;
+};
+
+struct Measurement {
+  Stats total;
+  std::vector<std::pair<std::string, Stats>> phases;
+  double seconds_spent = 0;   // wall time of the whole measurement (warm-up included)
+};
+
+class Harness {
+ public:
+  // dry_run: no GPU work at all; measure() calls the body once with phases that only push NVTX ranges.
+  Harness(const MeasureSettings& m, bool dry_run);
+  ~Harness();
+  Harness(const Harness&) = delete;
+  Harness& operator=(const Harness&) = delete;
+
+  Measurement measure(const std::function<void(Sample&)>& body);
+  cudaStream_t stream() const { return stream_; }
+  double max_clock_mhz() const { return max_clock_mhz_; }
+  bool dry_run() const { return dry_; }
+  const MeasureSettings& settings() const { return m_; }
+  // SM clock (MHz) measured right now by the probe (synchronises the stream).
+  double probe_clock_mhz();
+
+ private:
+  friend class Sample;
+  cudaEvent_t event();  // from a pool, reused across samples
+  MeasureSettings m_;
+  bool dry_;
+  cudaStream_t stream_ = nullptr;
+  void* flush_buf_ = nullptr;
+  size_t flush_bytes_ = 0;
+  unsigned long long* probe_buf_ = nullptr;  // device: [t0, c0, t1, c1] x 2 probes
+  double max_clock_mhz_ = 0;
+  std::vector<cudaEvent_t> pool_;
+  size_t pool_next_ = 0;
+};
+
+}  // namespace dropbench

@@ -1,0 +1,454 @@
+// Reports, tables and progress (see report.hpp; the JSON layout is documented in docs/report-schema.md).
+#include "src/core/report.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <system_error>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace dropbench {
+
+// ---------------------------------------------------------------------------------------------------
+// Report
+// ---------------------------------------------------------------------------------------------------
+
+Report::Report(std::string command, json context, json config)
+    : command_(std::move(command)), context_(std::move(context)), config_(std::move(config)) {}
+
+void Report::set_output(const std::string& path) { path_ = path; }
+
+void Report::add_point(PointResult p) {
+  points_.push_back(std::move(p));
+  write();
+}
+
+void Report::add_skipped(SkippedPoint s) {
+  skipped_.push_back(std::move(s));
+  write();
+}
+
+void Report::set_summary(json summary) {
+  summary_ = std::move(summary);
+  write();
+}
+
+namespace {
+
+json variant_to_json(const VariantResult& v) {
+  json j = json::object();
+  j["name"] = v.name;
+  j["peer"] = v.peer;
+  j["stats"] = to_json(v.stats);
+  json phases = json::array();
+  for (const auto& [name, st] : v.phases) {
+    json ph = json::object();
+    ph["name"] = name;
+    ph["stats"] = to_json(st);
+    phases.push_back(std::move(ph));
+  }
+  j["phases"] = std::move(phases);
+  j["derived"] = v.derived.is_null() ? json::object() : v.derived;
+  j["extra"] = v.extra.is_null() ? json::object() : v.extra;
+  return j;
+}
+
+json point_to_json(const PointResult& p) {
+  json j = json::object();
+  j["index"] = p.index;
+  j["axes"] = p.axes.is_null() ? json::object() : p.axes;
+  j["workload"] = p.workload.is_null() ? json::object() : p.workload;
+  json variants = json::array();
+  for (const auto& v : p.variants) variants.push_back(variant_to_json(v));
+  j["variants"] = std::move(variants);
+  j["derived"] = p.derived.is_null() ? json::object() : p.derived;
+  return j;
+}
+
+}  // namespace
+
+json Report::to_json() const {
+  json j = json::object();
+  j["schema"] = "dropbench.report";
+  j["schema_version"] = kReportSchemaVersion;
+  j["command"] = command_;
+  j["context"] = context_.is_null() ? json::object() : context_;
+  j["config"] = config_.is_null() ? json::object() : config_;
+  j["summary"] = summary_.is_null() ? json::object() : summary_;
+  json points = json::array();
+  for (const auto& p : points_) points.push_back(point_to_json(p));
+  j["points"] = std::move(points);
+  json skipped = json::array();
+  for (const auto& s : skipped_) {
+    json e = json::object();
+    e["axes"] = s.axes.is_null() ? json::object() : s.axes;
+    e["reason"] = s.reason;
+    skipped.push_back(std::move(e));
+  }
+  j["skipped"] = std::move(skipped);
+  return j;
+}
+
+void Report::write() const {
+  if (path_.empty()) return;
+  // Replace invalid UTF-8 (e.g. from a hostname or a kernel name) instead of failing mid-sweep.
+  std::string text = to_json().dump(2, ' ', false, json::error_handler_t::replace);
+  text += '\n';
+  write_file_atomic(path_, text);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Atomic file write
+// ---------------------------------------------------------------------------------------------------
+
+namespace {
+
+[[noreturn]] void throw_io(const std::string& what, const std::string& path, int err) {
+  throw std::runtime_error(fmt::format("{} {}: {}", what, path, std::strerror(err)));
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  if (path.empty()) throw std::runtime_error("write: empty output path");
+  const std::string tmp = fmt::format("{}.tmp.{}", path, static_cast<long>(::getpid()));
+
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) throw_io("cannot write", path, errno);
+
+  auto fail = [&](const char* what, int err) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw_io(what, path, err);
+  };
+
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot write", errno);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) fail("cannot fsync", errno);
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw_io("cannot close", path, err);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw_io("cannot rename temp file onto", path, err);
+  }
+
+  // Make the rename itself durable (best effort: some file systems refuse fsync on directories).
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Tables
+// ---------------------------------------------------------------------------------------------------
+
+namespace {
+
+void check_table(const Table& t) {
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    if (t.rows[r].size() > t.columns.size()) {
+      throw std::invalid_argument(fmt::format("table: row {} has {} cells for {} columns", r, t.rows[r].size(),
+                                              t.columns.size()));
+    }
+  }
+}
+
+// Cell c of a row; short rows read as empty cells.
+const std::string& cell(const std::vector<std::string>& row, size_t c) {
+  static const std::string empty;
+  return c < row.size() ? row[c] : empty;
+}
+
+bool is_number(const std::string& s) {
+  if (s.empty()) return false;
+  const char* b = s.data();
+  const char* e = b + s.size();
+  if (*b == '+') ++b;  // from_chars rejects a leading '+'
+  if (b == e) return false;
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(b, e, v);
+  // Out-of-range values are still numbers as far as alignment goes.
+  return ptr == e && (ec == std::errc() || ec == std::errc::result_out_of_range);
+}
+
+// Display width: UTF-8 code points (continuation bytes do not count).
+size_t display_width(const std::string& s) {
+  size_t w = 0;
+  for (unsigned char ch : s) w += (ch & 0xC0) != 0x80;
+  return w;
+}
+
+// Markdown cell text: '|' would end the cell and a newline the row.
+std::string md_escape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char ch : s) {
+    if (ch == '|') {
+      out += "\\|";
+    } else if (ch == '\n' || ch == '\r') {
+      out += ' ';
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"') out += '"';
+    out += ch;
+  }
+  out += '"';
+  return out;
+}
+
+}  // namespace
+
+std::string render_markdown(const Table& t) {
+  check_table(t);
+  const size_t nc = t.columns.size();
+  if (nc == 0) return {};
+
+  std::vector<std::string> header(nc);
+  std::vector<std::vector<std::string>> body(t.rows.size(), std::vector<std::string>(nc));
+  std::vector<std::vector<bool>> numeric(t.rows.size(), std::vector<bool>(nc, false));
+  std::vector<size_t> width(nc, 3);  // "---" is the shortest separator
+  std::vector<bool> col_numeric(nc, false);  // every non-empty cell numeric, at least one such cell
+
+  for (size_t c = 0; c < nc; ++c) {
+    header[c] = md_escape(t.columns[c]);
+    width[c] = std::max(width[c], display_width(header[c]));
+    bool any = false, all = true;
+    for (size_t r = 0; r < t.rows.size(); ++r) {
+      const std::string& raw = cell(t.rows[r], c);
+      body[r][c] = md_escape(raw);
+      numeric[r][c] = is_number(raw);
+      width[c] = std::max(width[c], display_width(body[r][c]));
+      if (!raw.empty()) {
+        any = true;
+        all = all && numeric[r][c];
+      }
+    }
+    col_numeric[c] = any && all;
+  }
+
+  auto pad = [](const std::string& s, size_t w, bool right) {
+    const size_t n = display_width(s);
+    const std::string fill(w > n ? w - n : 0, ' ');
+    return right ? fill + s : s + fill;
+  };
+
+  std::string out;
+  out += '|';
+  for (size_t c = 0; c < nc; ++c) out += ' ' + pad(header[c], width[c], col_numeric[c]) + " |";
+  out += '\n';
+  out += '|';
+  for (size_t c = 0; c < nc; ++c) {
+    // Right-aligned columns get "---:"; the dashes fill the column so the separator lines up too.
+    out += ' ';
+    out += col_numeric[c] ? std::string(width[c] - 1, '-') + ':' : std::string(width[c], '-');
+    out += " |";
+  }
+  out += '\n';
+  for (size_t r = 0; r < body.size(); ++r) {
+    out += '|';
+    for (size_t c = 0; c < nc; ++c) out += ' ' + pad(body[r][c], width[c], numeric[r][c]) + " |";
+    out += '\n';
+  }
+  return out;
+}
+
+std::string render_csv(const Table& t) {
+  check_table(t);
+  const size_t nc = t.columns.size();
+  std::string out;
+  auto line = [&](const std::vector<std::string>& row) {
+    for (size_t c = 0; c < nc; ++c) {
+      if (c) out += ',';
+      out += csv_field(cell(row, c));
+    }
+    out += '\n';
+  };
+  if (nc == 0) return out;
+  line(t.columns);
+  for (const auto& row : t.rows) line(row);
+  return out;
+}
+
+json table_to_json(const Table& t) {
+  check_table(t);
+  json arr = json::array();
+  for (const auto& row : t.rows) {
+    json o = json::object();
+    for (size_t c = 0; c < t.columns.size(); ++c) o[t.columns[c]] = cell(row, c);
+    arr.push_back(std::move(o));
+  }
+  return arr;
+}
+
+std::string render(const Table& t, const std::string& format) {
+  if (format == "md") return render_markdown(t);
+  if (format == "csv") return render_csv(t);
+  if (format == "json") return table_to_json(t).dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  throw std::invalid_argument(fmt::format("unknown table format '{}' (allowed: md, csv, json)", format));
+}
+
+namespace {
+
+// Axis value as a table cell: strings bare, integers exact, other numbers/bools as JSON writes them.
+std::string axis_cell(const json& v) {
+  if (v.is_null()) return {};
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!std::isfinite(d)) return fmt_num(d);
+  }
+  return v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string derived_cell(const json& obj, const std::string& key) {
+  if (!obj.is_object()) return {};
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return {};
+  if (it->is_number()) return fmt_num(it->get<double>());
+  if (it->is_string()) return it->get<std::string>();
+  return it->dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace
+
+Table standard_table(const Report& r, const std::vector<std::string>& derived_cols) {
+  Table t;
+  std::vector<std::string> axis_keys;
+  for (const auto& p : r.points()) {
+    if (!p.axes.is_object()) continue;
+    for (auto it = p.axes.begin(); it != p.axes.end(); ++it) {
+      if (std::find(axis_keys.begin(), axis_keys.end(), it.key()) == axis_keys.end()) axis_keys.push_back(it.key());
+    }
+  }
+  t.columns = axis_keys;
+  for (const char* c : {"variant", "median_us", "rel_stdev_%", "samples"}) t.columns.emplace_back(c);
+  for (const auto& d : derived_cols) t.columns.push_back(d);
+
+  for (const auto& p : r.points()) {
+    std::vector<std::string> axis_cells;
+    axis_cells.reserve(axis_keys.size());
+    for (const auto& k : axis_keys) {
+      if (p.axes.is_object() && p.axes.contains(k)) {
+        axis_cells.push_back(axis_cell(p.axes.at(k)));
+      } else {
+        axis_cells.emplace_back();
+      }
+    }
+    for (const auto& v : p.variants) {
+      std::vector<std::string> row = axis_cells;
+      row.push_back(v.name);
+      row.push_back(fmt_num(v.stats.median * 1e6));
+      row.push_back(fmt_num(v.stats.rel_stdev * 100.0));
+      row.push_back(std::to_string(v.stats.samples));
+      for (const auto& d : derived_cols) row.push_back(derived_cell(v.derived, d));
+      t.rows.push_back(std::move(row));
+    }
+  }
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Progress
+// ---------------------------------------------------------------------------------------------------
+
+Progress::Progress(size_t total, bool quiet)
+    : total_(total), quiet_(quiet), t0_(std::chrono::steady_clock::now()) {}
+
+void Progress::step(size_t i, const std::string& label) {
+  if (quiet_) return;
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  std::string eta = "?";
+  if (i > 0) {
+    const size_t remaining = total_ > i ? total_ - i : 0;
+    eta = fmt::format("{:.1f} s", elapsed / static_cast<double>(i) * static_cast<double>(remaining));
+  }
+  fmt::print(stderr, "[{}/{}] {}  elapsed {:.1f} s  ETA {}\n", i + 1, total_, label, elapsed, eta);
+  std::fflush(stderr);
+}
+
+void Progress::done() {
+  if (quiet_) return;
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  fmt::print(stderr, "[{}/{}] done  elapsed {:.1f} s\n", total_, total_, elapsed);
+  std::fflush(stderr);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Numbers
+// ---------------------------------------------------------------------------------------------------
+
+namespace {
+
+// Decimals shown for magnitude `a` (1e-3 <= a < 1e7): >=100: 0, >=10: 1, >=1: 2, <1: 3 significant digits.
+int decimals_for(double a) {
+  if (a >= 100) return 0;
+  if (a >= 10) return 1;
+  if (a >= 1) return 2;
+  if (a >= 0.1) return 3;
+  if (a >= 0.01) return 4;
+  return 5;
+}
+
+// Round half away from zero (printf rounds exact binary ties to even: 1234.5 would print "1234").
+double round_to(double a, int dec) {
+  const double scale = std::pow(10.0, dec);
+  return std::round(a * scale) / scale;
+}
+
+}  // namespace
+
+std::string fmt_num(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (v == 0.0) return "0";
+
+  const double a = std::fabs(v);
+  if (a < 1e-3 || a >= 1e7) return fmt::format("{:.2e}", v);
+
+  int dec = decimals_for(a);
+  double r = round_to(a, dec);
+  // Rounding can carry into the next magnitude (9.996 -> 10.00, 0.09996 -> 0.1000): re-pick the decimals
+  // for the rounded value so the figure keeps the shape of any other of its size.
+  if (r >= 1e7) return fmt::format("{:.2e}", v);
+  if (decimals_for(r) < dec) {
+    dec = decimals_for(r);
+    r = round_to(a, dec);
+  }
+  return fmt::format("{:.{}f}", v < 0 ? -r : r, dec);
+}
+
+}  // namespace dropbench

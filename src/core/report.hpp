@@ -1,0 +1,93 @@
+// Reports: a JSON document (docs/report-schema.md, "schema_version") rewritten atomically after every
+// point, a markdown/CSV/JSON table on stdout, and a progress line on stderr.
+#pragma once
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/core/config.hpp"
+#include "src/core/stats.hpp"
+
+namespace dropbench {
+
+constexpr int kReportSchemaVersion = 1;
+
+// One measured variant at one point (e.g. "philox7" of rng, "seeded" of dropout, "overlap" of run).
+struct VariantResult {
+  std::string name;
+  bool peer = false;                       // measured from another tool (scripts/peers.py)
+  Stats stats;                             // the whole variant (seconds)
+  std::vector<std::pair<std::string, Stats>> phases;  // per-phase stats, in execution order
+  json derived = json::object();           // Gelem/s, GB/s, TFLOP/s, ratios... (name -> number)
+  json extra = json::object();             // anything else (memory, checksums, thresholds...)
+};
+
+struct PointResult {
+  size_t index = 0;
+  json axes = json::object();
+  json workload = json::object();          // resolved workload at this point
+  std::vector<VariantResult> variants;
+  json derived = json::object();           // point-level figures (e.g. winner, speedups)
+};
+
+struct SkippedPoint {
+  json axes = json::object();
+  std::string reason;
+};
+
+class Report {
+ public:
+  // `command` is the subcommand ("rng"...); `context` from make_context(); `config` resolved config JSON.
+  Report(std::string command, json context, json config);
+  void set_output(const std::string& path);      // "" = no file
+  void add_point(PointResult p);                 // then rewrites the file atomically
+  void add_skipped(SkippedPoint s);              // likewise
+  void set_summary(json summary);                // command-level results (e.g. R ratios); rewrites
+  json to_json() const;
+  const std::vector<PointResult>& points() const { return points_; }
+  const std::vector<SkippedPoint>& skipped() const { return skipped_; }
+  void write() const;                            // no-op without output path
+
+ private:
+  std::string command_, path_;
+  json context_, config_, summary_ = json::object();
+  std::vector<PointResult> points_;
+  std::vector<SkippedPoint> skipped_;
+};
+
+// Write `text` to `path` through a temp file in the same directory + rename (readers never see half a file).
+void write_file_atomic(const std::string& path, const std::string& text);
+
+// A table: column headers and rows of already-formatted cells.
+struct Table {
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::string>> rows;
+};
+std::string render_markdown(const Table& t);
+std::string render_csv(const Table& t);
+// Table -> JSON array of objects (numbers stay strings as formatted).
+json table_to_json(const Table& t);
+std::string render(const Table& t, const std::string& format);  // "md" | "csv" | "json"
+
+// Standard rows for a report: one row per (point, variant): axes..., variant, median (us), rel stdev,
+// samples, then the derived figures named in `derived_cols` (header = the key).
+Table standard_table(const Report& r, const std::vector<std::string>& derived_cols);
+
+// "[i/N] elapsed 12.3s, ETA 45.6s: <label>" on stderr (suppressed when quiet).
+class Progress {
+ public:
+  Progress(size_t total, bool quiet);
+  void step(size_t i, const std::string& label);  // call before measuring point i (0-based)
+  void done();
+ private:
+  size_t total_;
+  bool quiet_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+// Human number formatting used in tables: 3 significant digits.
+std::string fmt_num(double v);
+
+}  // namespace dropbench

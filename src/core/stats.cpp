@@ -1,0 +1,102 @@
+// Sample statistics of timed runs (see stats.hpp).
+#include "src/core/stats.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace dropbench {
+
+namespace {
+
+double mean_of(const std::vector<double>& x) {
+  double sum = 0;
+  for (double v : x) sum += v;
+  return sum / static_cast<double>(x.size());
+}
+
+// Sample standard deviation around a known mean (two-pass: no cancellation on tightly clustered timings).
+double stdev_of(const std::vector<double>& x, double mean) {
+  if (x.size() < 2) return 0.0;
+  double ss = 0;
+  for (double v : x) {
+    const double d = v - mean;
+    ss += d * d;
+  }
+  return std::sqrt(ss / static_cast<double>(x.size() - 1));
+}
+
+// JSON number -> double; null (how nlohmann writes NaN/inf) -> NaN; absent -> `def`.
+double get_double(const nlohmann::ordered_json& j, const char* key, double def) {
+  auto it = j.find(key);
+  if (it == j.end()) return def;
+  if (it->is_null()) return std::numeric_limits<double>::quiet_NaN();
+  return it->get<double>();
+}
+
+size_t get_size(const nlohmann::ordered_json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return 0;
+  return it->get<size_t>();
+}
+
+}  // namespace
+
+Stats compute_stats(const std::vector<double>& seconds) {
+  Stats s;
+  const size_t n = seconds.size();
+  if (n == 0) return s;
+
+  std::vector<double> sorted(seconds);
+  std::sort(sorted.begin(), sorted.end());
+
+  s.samples = n;
+  s.min = sorted.front();
+  s.max = sorted.back();
+  s.median = (n % 2 == 1) ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  s.mean = mean_of(sorted);
+  s.stdev = stdev_of(sorted, s.mean);
+  s.rel_stdev = (s.mean != 0.0) ? s.stdev / s.mean : 0.0;
+  return s;
+}
+
+double relative_stdev(const std::vector<double>& seconds) {
+  if (seconds.size() < 2) return 0.0;
+  const double m = mean_of(seconds);
+  if (m == 0.0) return 0.0;
+  return stdev_of(seconds, m) / m;
+}
+
+nlohmann::ordered_json to_json(const Stats& s) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  j["samples"] = s.samples;
+  j["median"] = s.median;
+  j["mean"] = s.mean;
+  j["min"] = s.min;
+  j["max"] = s.max;
+  j["stdev"] = s.stdev;
+  j["rel_stdev"] = s.rel_stdev;
+  j["discarded"] = s.discarded;
+  j["mean_clock_mhz"] = s.mean_clock_mhz;
+  return j;
+}
+
+Stats stats_from_json(const nlohmann::ordered_json& j) {
+  if (!j.is_object()) {
+    const std::string what = "stats: expected an object, got " + std::string(j.type_name());
+    throw nlohmann::ordered_json::type_error::create(302, what, &j);
+  }
+  Stats s;
+  s.samples = get_size(j, "samples");
+  s.median = get_double(j, "median", 0.0);
+  s.mean = get_double(j, "mean", 0.0);
+  s.min = get_double(j, "min", 0.0);
+  s.max = get_double(j, "max", 0.0);
+  s.stdev = get_double(j, "stdev", 0.0);
+  s.rel_stdev = get_double(j, "rel_stdev", 0.0);
+  s.discarded = get_size(j, "discarded");
+  s.mean_clock_mhz = get_double(j, "mean_clock_mhz", 0.0);
+  return s;
+}
+
+}  // namespace dropbench

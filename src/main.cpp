@@ -1,3 +1,0 @@
-#include "cli.hpp"
-
-int main(int argc, char** argv) { return dropbench::run_cli(argc, argv); }

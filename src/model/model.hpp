@@ -1,0 +1,232 @@
+// The resource model (docs/model.md), after Ma, Liu, Krashinsky (arXiv:2410.07531): a kernel's time is the
+// maximum over the units it loads (tensor-core math, issue slots, integer ALU, IMAD, FMA, MUFU, LSU, shared
+// memory, register file, HBM, L2) of demand / (rate x efficiency). Two kernels overlap well only when they
+// load different units. CPU only: machine descriptions (configs/machines/*.json) and kernel demand profiles
+// (configs/profiles/*.json) in, predicted times and limiting units out. Tested in tests/test_model.cpp.
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/core/config.hpp"
+
+namespace dropbench::model {
+
+// Demand of a piece of work: op class -> amount (warp instructions, HMMA instructions, bytes, FLOPs...).
+using Demand = std::map<std::string, double>;
+void add_to(Demand& acc, const Demand& d, double scale = 1.0);
+Demand scaled(const Demand& d, double scale);
+
+// ---------------------------------------------------------------------------------------------------------
+// Machine description (configs/machines/*.json, schema "dropbench.machine" version 1).
+// ---------------------------------------------------------------------------------------------------------
+struct Unit {
+  std::string name, description;
+  double efficiency = 1.0;  // fitted factor (<= 1 typically); 1 = the rate as sourced
+  std::string efficiency_source;
+};
+
+struct OpClass {
+  std::string name, demand;  // demand: what one unit of this op class is ("warp instructions", "bytes")
+  bool per_second = false;   // rates are per second for the whole device (HBM, L2), else per clock per SM
+  std::vector<std::pair<std::string, double>> loads;  // unit -> rate (amount per clock per SM, or per second)
+  std::string source;
+};
+
+struct FitPoint {
+  std::string unit, command, variant, report;
+  json axes = json::object();
+};
+
+struct Machine {
+  std::string name, path, description;
+  double sm_count = 0;
+  double clock_max_mhz = 0, clock_sustained_mhz = 0;
+  double hbm_gbs = 0, l2_gbs = 0, l2_bytes = 0;
+  double registers_per_sm = 0, smem_per_sm_bytes = 0, max_threads_per_sm = 0, max_blocks_per_sm = 0;
+  double launch_gap_us = 0;
+  double rng_saturation_warps = 0;
+  std::vector<Unit> units;
+  std::vector<OpClass> ops;
+  std::vector<FitPoint> fit_points;
+  const Unit* unit(const std::string& n) const;
+  const OpClass* op(const std::string& n) const;
+};
+
+// Parse + validate; throws UsageError("machine <where>: <field> ...") naming the missing / bad field.
+Machine machine_from_json(const json& j, const std::string& where);
+Machine load_machine(const std::string& path);
+
+// ---------------------------------------------------------------------------------------------------------
+// Kernel demand profile (configs/profiles/*.json, schema "dropbench.profile" version 1).
+// ---------------------------------------------------------------------------------------------------------
+// An Nsight Compute measurement of one kernel (the "ncu" block `dropbench profile` writes): executed counts
+// per unit of work at the workload it was measured at. The model carries it to other workloads through the
+// static demand (docs/model.md, "Demand sources"): each op-class group is scaled by measured / static at the
+// measured workload, so geometry (causal edges, rescales, windows) still comes from the static structure.
+struct NcuDemand {
+  Workload w;                              // the measured launch's workload
+  double work = 0;                         // units of work of that launch (elements, score elements, FLOPs)
+  std::map<std::string, double> per_work;  // ncu names: inst, alu, fma, fmaheavy, xu, lsu, tensor_op_hmma, hbm_bytes...
+};
+
+struct SassKernel {
+  std::string key;
+  double elements_per_iteration = 0;
+  Demand per_iteration;   // op classes (only the ones a machine defines are used)
+  Demand edge_extra;      // per edge iteration (attention: block on the causal diagonal / sequence end)
+  Demand rescale_extra;   // per rescaled iteration (attention mode none, skip-rescale)
+  int registers = 0;
+  // IMAD.WIDE / IMAD.HI per iteration (from opcodes_per_iteration): counted twice in `imad`, once by ncu.
+  double imad_wide_per_iteration = 0;
+  std::optional<NcuDemand> ncu;
+};
+
+struct GemmProfile {
+  std::string clock = "sustained";
+  Demand per_flop;
+  double input_bytes = 1, output_bytes = 2, tile_m = 128, tile_n = 256, cluster_multicast = 1;
+  double registers_per_sm = 0, smem_per_sm_bytes = 0, threads_per_sm = 0, blocks_per_sm = 0;
+  std::optional<NcuDemand> ncu;
+};
+
+struct Profile {
+  std::string name, path;
+  std::map<std::string, SassKernel> sass;
+  // RNG mask kernel
+  std::string rng_clock = "max", rng_sass_key = "rng_{layout}_r{rounds}_tw{threshold_bits}";
+  int rng_block_threads = 256;
+  double rng_hbm_bytes_per_element = 0.125;
+  // attention
+  std::string attn_clock = "max";
+  int attn_head_dim = 128, attn_block_rows = 128, attn_block_keys = 64, attn_warps = 4, attn_rows_per_warp = 32;
+  int attn_ctas_per_sm = 2, attn_registers = 255;
+  double attn_smem_per_cta = 98304;
+  std::map<std::string, std::string> attn_sass_key;  // none / mask / fused / causal_suffix
+  std::map<std::string, GemmProfile> gemm;           // "fp8" / "bf16"
+  // Demand source: true (default) = a kernel's measured ncu counts where the profile holds them, its static
+  // (SASS / hand-written) counts otherwise; false = static counts only (`--demand sass`).
+  bool use_ncu = true;
+  // Unit efficiencies for kernels whose demand is measured ("ncu_calibration": fitted on the machine's fit
+  // points with ncu demand); they replace the machine's for those kernels. Empty: the machine's.
+  std::map<std::string, double> ncu_efficiency;
+  bool has_ncu() const;  // any kernel with an ncu block
+};
+
+Profile profile_from_json(const json& j, const std::string& where);
+Profile load_profile(const std::string& path);
+
+// ---------------------------------------------------------------------------------------------------------
+// Kernel times.
+// ---------------------------------------------------------------------------------------------------------
+struct UnitTime {
+  std::string unit;
+  double seconds = 0;
+};
+
+struct KernelTime {
+  std::string name;
+  double seconds = 0;
+  std::string limiter;         // the unit with the largest time
+  std::string source;          // where its demand came from: ncu | ncu(nc) | sass | hand (set by the caller)
+  double clock_mhz = 0;
+  std::vector<UnitTime> units; // every unit the demand loads, machine order
+  double unit_seconds(const std::string& u) const;
+};
+
+struct Options {
+  std::string residency = "auto";  // auto | serial | coresident | coresident:WARPS (RNG warps/SM beside GEMM)
+  std::string clock = "model";     // model (each kernel's profile clock) | max | sustained
+  double clock_mhz = 0;            // > 0: every kernel at this SM clock (e.g. a report point's measured clock)
+  bool calibrated = true;          // false: every unit efficiency taken as 1
+  int64_t chunk_rows = 0;          // chunked pipeline: rows per chunk (0: workload.chunk, then ~8 chunks)
+  std::map<std::string, double> efficiency;  // per-unit overrides of the machine's efficiencies (see options_for)
+};
+
+// Time of `d` on `m`: max over units of sum_{ops loading u} demand / rate / efficiency. sm_share (0, 1]
+// scales every per-SM rate (a kernel confined to part of the GPU); `factor` multiplies the result (waves).
+KernelTime kernel_time(const Machine& m, const std::string& name, const Demand& d, double clock_mhz,
+                       const Options& o, double sm_share = 1.0, double factor = 1.0);
+
+// Rows [row_begin, row_begin + rows) of the query dimension (chunked pipeline); rows < 0 = all.
+struct Window {
+  int64_t row_begin = 0, rows = -1;
+};
+
+// Demands of the three kernels for a workload (throw UsageError when the profile lacks the case). `source`
+// (if given) receives where the demand came from:
+//   ncu      the kernel's own Nsight Compute counts (p.use_ncu and the profile holds them), carried to w by
+//            the static structure: per op-class group x measured / static at the measured workload;
+//   ncu(nc)  a causal attention kernel without its own block, scaled by its non-causal twin's counts;
+//   sass     the static SASS counts (scripts/profile_sass.py); hand: the GEMM's hand-written per-FLOP demand.
+Demand gemm_demand(const Profile& p, const Workload& w, std::string* source = nullptr);
+Demand rng_demand(const Profile& p, const Workload& w, const std::string& layout, Window win = {},
+                  std::string* source = nullptr);
+struct AttnWork {
+  double iterations = 0, edge_iterations = 0, rescale_iterations = 0, ctas = 0;
+  std::vector<double> cta_iterations;  // key-block iterations of each CTA of one (batch, head), launch order
+};
+// Makespan of the grid (the CTAs of cta_iters repeated `heads` times, launch order) greedily scheduled on
+// `slots` CTA slots, over total / slots: 1 for a perfectly balanced grid; ceil(waves) / waves for equal CTAs.
+double tail_factor(const std::vector<double>& cta_iters, double heads, double slots);
+AttnWork attention_work(const Profile& p, const Workload& w, Window win = {});
+// mode: none | mask | fused (its own profile entry) | fused-composed (mask + the RNG tile kernel's demand)
+Demand attention_demand(const Profile& p, const Workload& w, const std::string& mode, Window win = {},
+                        AttnWork* work = nullptr, std::string* source = nullptr);
+
+// The options a kernel with demand `source` is timed with: for measured demand (ncu...), the profile's ncu
+// calibration replaces the machine's unit efficiencies; otherwise o unchanged.
+Options options_for(const Options& o, const Profile& p, const std::string& source);
+
+double kernel_clock(const Machine& m, const std::string& profile_clock, const Options& o);
+
+// ---------------------------------------------------------------------------------------------------------
+// Pipelines.
+// ---------------------------------------------------------------------------------------------------------
+struct Concurrent {
+  double seconds = 0;
+  std::string mechanism;  // "serial", "co-resident (W warps/SM)", "SM partition (k SMs for the RNG)"
+  std::string limiter;
+  double hidden = 0;      // (t_a + t_b - t) / min(t_a, t_b)
+};
+
+struct PipelineTime {
+  std::string name;       // baseline | fused | overlap | chunked
+  double seconds = 0;
+  std::string limiter;    // the unit that limits most of its time (pieces' times summed by limiting unit)
+  std::string detail;     // how it was composed
+  std::string how;        // the same, short
+};
+
+struct Prediction {
+  Workload w;
+  KernelTime gemm, rng, attn_none, attn_mask, attn_fused, attn_fused_composed;  // .source: demand source
+  std::vector<PipelineTime> pipelines;  // baseline, fused, overlap, chunked
+  double rng_coresident_warps = 0;      // RNG warps per SM that fit beside the GEMM (residency input)
+  const PipelineTime* pipeline(const std::string& n) const;
+};
+
+// RNG warps per SM that fit beside a kernel using (regs, smem, threads, blocks) per SM (register
+// allocation granularity 256 per warp).
+double coresident_warps(const Machine& m, double used_regs, double used_smem, double used_threads, double used_blocks,
+                        int rng_regs_per_thread);
+
+Prediction predict(const Machine& m, const Profile& p, const Workload& w, const Options& o);
+
+// Demand sources (KernelTime::source): the distinct ones in order, joined by "+" ("ncu", "hand+ncu").
+std::string join_sources(const std::vector<std::string>& sources);
+// The sources of a pipeline's kernels (baseline / overlap / chunked: GEMM, RNG, attention(mask); fused: GEMM,
+// attention(fused)).
+std::string pipeline_source(const Prediction& pr, const std::string& pipeline);
+// One line for a prediction's kernels: "ncu" when all agree, else "gemm hand, rng ncu, mask ncu(nc), fused sass".
+std::string kernel_sources(const Prediction& pr);
+// What the source names mean (printed under the tables).
+extern const char* const kSourceLegend;
+
+// Chunk rows of the chunked pipeline: o.chunk_rows, else w.chunk, else ~8 chunks rounded up to a multiple of
+// the attention block (128 rows).
+int64_t chunk_rows_for(const Workload& w, const Options& o, int block_rows = 128);
+
+}  // namespace dropbench::model
