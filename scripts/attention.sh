@@ -24,7 +24,7 @@ case "${1:-build}" in
     wait
     LINK=(-Xcompiler -static-libstdc++ -Xcompiler -static-libgcc)
     $NVCC -arch=sm_90a "${LINK[@]}" $B/test_attention_gpu.o $B/attention.o $B/attention_wgmma.o $B/attention_ref.o $B/check_stub.o \
-      -lcuda -lcublasLt -lgtest -lgtest_main -lpthread -o $B/test_attention_gpu
+      -lcublasLt -lgtest -lgtest_main -lpthread -o $B/test_attention_gpu
     $NVCC -arch=sm_90a "${LINK[@]}" $B/bench_attention.o $B/attention.o $B/attention_wgmma.o $B/attention_ref.o $B/check_stub.o -lcublasLt -o $B/bench_attention
     echo "mma.sync kernel instances:"
     grep -E "registers|spill" $B/ptxas.log | paste - - | sed 's/ptxas info    : //' | sort | uniq -c | sort -rn | head -20
@@ -41,7 +41,7 @@ case "${1:-build}" in
       $B/test_attention_gpu --gtest_list_tests 2>&1 | head -3
       $NVCC "${FLAGS[@]}" tests/bench_attention.cu kernels/attention/attention.cu kernels/attention/attention_wgmma.cu kernels/attention/attention_ref.cu kernels/common/check.cpp -lcublasLt -o $B/bench_attention
     fi
-    $B/test_attention_gpu --gtest_brief=0 2>&1 | tee $LOG/test.log | grep -E "^\[ info|FAILED|PASSED|OK \]|Failure|error" | tail -60
+    timeout ${TEST_TIMEOUT:-300} $B/test_attention_gpu --gtest_brief=0 ${GTEST_FILTER:+--gtest_filter=$GTEST_FILTER} 2>&1 | tee $LOG/test.log | grep -E "FAILED|PASSED|Failure|error|tests ran" | tail -40
     echo "test exit: ${PIPESTATUS[0]}"
     if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
       timeout 180 compute-sanitizer --tool memcheck --error-exitcode 3 $B/test_attention_gpu \
@@ -58,5 +58,14 @@ case "${1:-build}" in
       fi
     done
     nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv | tee -a $LOG/smi.txt || true
+    ;;
+  sass)
+    # Per-instance SASS summary of the wgmma kernel (needs cuobjdump, and build-attn/attention_wgmma.o).
+    LOG=${OUT:-$B}
+    cuobjdump --dump-sass $B/attention_wgmma.o > $B/wgmma.sass
+    awk '/Function :/ {name=$3} /HGMMA/ {hg[name]++} /STL|LDL/ {sp[name]++} /MUFU.EX2/ {ex[name]++} /IMAD.WIDE.U32/ {im[name]++}
+         /^ +\/\*[0-9a-f]+\*\// {n[name]++}
+         END {for (k in n) printf "%6d instr %4d HGMMA %4d EX2 %4d IMAD.WIDE.U32 %3d LDL/STL  %s\n", n[k], hg[k], ex[k], im[k], sp[k], k}' \
+      $B/wgmma.sass | sort -k9 | tee $LOG/sass_summary.txt
     ;;
 esac

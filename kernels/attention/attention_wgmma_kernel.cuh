@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(384, 1)
       const int kcol = (a.hq + hk) * HD, vcol = (a.hq + a.hkv + hk) * HD;
       for (int j = 0; j < n_kv; ++j) {
         const int s = j % ST;
-        if (j >= ST) mbar_wait(kv_empty(s), ((j / ST) - 1) & 1);
+        if (j >= ST) mbar_wait_or_trap(kv_empty(s), ((j / ST) - 1) & 1);
         mbar_arrive_expect_tx(k_full(s), C::kKVBytes);
 #pragma unroll
         for (int sl = 0; sl < C::kSlices; ++sl)
@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(384, 1)
       }
     };
 
-    mbar_wait(q_full, 0);
+    mbar_wait_or_trap(q_full, 0);
     uint32_t kw[NT];
 #pragma unroll
     for (int tt = 0; tt < NT; ++tt) kw[tt] = 0u;
@@ -255,7 +255,7 @@ __global__ void __launch_bounds__(384, 1)
 
     // Block 0.
     load_words(0, kw);
-    mbar_wait(k_full(0), 0);
+    mbar_wait_or_trap(k_full(0), 0);
     issue_s(0);
     gen_words(0, kw);
     wgmma_wait<0>();
