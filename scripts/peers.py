@@ -4,9 +4,20 @@ dropbench report (schema "dropbench.report", version 1, command "peers"; docs/re
 
     scripts/peers.py --config configs/llama3-70b.json --sq 8192 -o results/h200/peers/llama3-70b.json
 
+The points come from dropbench itself: each block runs `dropbench COMMAND --config .. --set .. --dry-run
+--format json` (binary: --dropbench PATH, else $DROPBENCH_BINARY, else build/dropbench; no GPU needed) and
+times that command's points, read from the dry run's report with scripts/dropbench_report.py, as is the
+resolved config (workload, sweep, measure) that the peers report carries. --config, --set and the axis
+shortcuts (--sq V = --set sweep.sq=V, ...) go to dropbench unchanged, so its rules and its one-line errors
+apply. A point's axes that no peer has (rounds, threshold_bits, chunk) are dropped and the points that then
+coincide are timed once. An axis a block records (below) that the config does not sweep is held at the
+workload's value (`--set sweep.AXIS=[value]`), so a preset is timed at its own shape even where the command
+would sweep defaults of its own. context.points_from names the binary and every dry run.
+
 Four blocks, each point's variants tagged `"peer": true` and named "peer:...":
 
-  attention  axes sq, causal (+ any of q_heads, kv_heads, head_dim, dropout_p, batch the config sweeps).
+  attention  the points of `dropbench attention`: axes sq, causal (+ any of q_heads, kv_heads, head_dim,
+             dropout_p the config sweeps).
              F.scaled_dot_product_attention, bf16, with one backend forced at a time (flash, cudnn,
              efficient = memory-efficient), without dropout (":none") and with dropout_p (":dropout").
              Q/K/V are strided views of one bf16 QKV buffer [B*SQ, (Hq+2Hkv)*dH], as dropbench's attention
@@ -14,12 +25,14 @@ Four blocks, each point's variants tagged `"peer": true` and named "peer:...":
              expanded to Hq heads with repeat_interleave OUTSIDE the timed region; a backend that refuses
              the views gets contiguous copies, also untimed. extra.gqa / extra.layout say which was used.
              derived: tflops = 4*B*Hq*SQ^2*dH / t (halved when causal), x_none (time / same backend's none).
-  gemm       axes sq, embed, dtype (dtype: the config's sweep, else fp8 and bf16 as `dropbench gemm`).
+  gemm       the points of `dropbench gemm`: axes sq, embed, dtype (dtype: the config's sweep, else the
+             command's fp8 and bf16); batch and the heads come from the workload, as in dropbench gemm.
              Y[M, N] = X[M, K] W[N, K]^T with M = B*SQ, K = E, N = (Hq + 2Hkv)*dH.
              peer:scaled_mm  torch._scaled_mm, e4m3 inputs, per-tensor fp32 scales, bf16 out,
                              use_fast_accum=True, W passed as W.t() (column-major: cuBLASLt's TN).
              peer:matmul     torch.matmul(X, W.t()) in bf16.          derived: tflops = 2*M*N*K / t.
-  dropout    axes elements, dropout_dtype. The standalone dropout of `elements` values:
+  dropout    the points of `dropbench dropout`: axes elements, dropout_dtype (+ dropout_p where swept).
+             The standalone dropout of `elements` values:
              peer:copy                y.copy_(x), the device-to-device bandwidth ceiling
              peer:torch-dropout       torch.nn.functional.dropout(x, p, training=True) (native_dropout,
                                       which also writes a 1-byte mask)
@@ -32,8 +45,8 @@ Four blocks, each point's variants tagged `"peer": true` and named "peer:...":
              derived: gb_s = every byte moved (x, y, mask written and read) / t, as dropbench's dropout;
              xy_gb_s = (x + y bytes) / t; pct_of_copy = gb_s / copy's gb_s * 100 (dropbench's definition);
              pct_of_copy_time = copy's time / t * 100.
-  e2e        axes: those of `dropbench run` that the config sweeps (sq for the Llama-3 presets; peers have
-             no Philox round count). One block as PyTorch users would write it: the QKV GEMM (fp8
+  e2e        the points of `dropbench run`, its axes without rounds / threshold_bits / chunk (sq for the
+             Llama-3 presets). One block as PyTorch users would write it: the QKV GEMM (fp8
              _scaled_mm or bf16 matmul, per workload.dtype; phase gemm) then SDPA with dropout_p on Q/K/V
              taken as views of the GEMM output (reshape + transpose, no copy; phase attention), with
              peer:e2e-flash and peer:e2e-cudnn. Anything a backend needs beyond the views (GQA expansion,
@@ -53,8 +66,9 @@ exception (and warning) text: peers' skipped entries name their variant, so a po
 
 Other modes:
   --dry-run          the points of each block, no GPU
-  --self-test        CPU only (no torch): argument parsing, config reading, the report writer, and
-                     `dropbench compare` on the written report when the binary is there (--dropbench PATH)
+  --self-test        CPU only (no torch): argument parsing, the points from the binary's dry runs (and its
+                     refusals), the report writer read back through dropbench_report.py, --versus, and
+                     `dropbench compare` on the written report; needs the binary (--dropbench PATH)
   --versus RUN.json PEERS.json [--versus ...]
                      markdown: per preset, dropbench's best pipeline (at Philox-7 and at the best round
                      count) against the best peer end-to-end block
@@ -81,6 +95,8 @@ from pathlib import Path
 TOOL_VERSION = "1"
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+import dropbench_report as dr  # noqa: E402  (the shared report reader, scripts/dropbench_report.py)
 
 
 class UsageError(Exception):
@@ -88,276 +104,146 @@ class UsageError(Exception):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Config: the subset of dropbench's config rules a peer needs (docs/config.md)
+# Points: dropbench's own, from a dry run of the command each block mirrors (no copy of its config rules)
 # ---------------------------------------------------------------------------------------------------------
 
-WORKLOAD_DEFAULTS = {
-    "batch": 1, "embed": 4096, "q_heads": 32, "kv_heads": 8, "head_dim": 128, "sq": 4096, "causal": False,
-    "dropout_p": 0.1, "dtype": "fp8", "rounds": 7, "threshold_bits": 8, "layout": "tile",
-    "elements": 268435456, "dropout_dtype": "bf16", "pipeline": "baseline", "chunk": 0, "seed": "0x5eed5eed",
-    "offset": 0,
-}
-MEASURE_DEFAULTS = {"min_samples": 10, "max_samples": 2000, "min_time": 0.2, "max_noise": 0.005, "timeout": 5.0,
-                    "warmup": 3, "cold": False, "throttle": 0.75}
-INT_FIELDS = {"batch", "embed", "q_heads", "kv_heads", "head_dim", "sq", "rounds", "threshold_bits", "elements",
-              "chunk"}
-CHOICES = {"dtype": ("fp8", "bf16"), "dropout_dtype": ("bf16", "fp32"), "head_dim": (64, 128),
-           "rounds": (3, 5, 7, 10), "threshold_bits": (8, 16, 32), "layout": ("tile", "bits", "u8", "i32"),
-           "pipeline": ("baseline", "fused", "overlap", "chunked")}
-RANGES = {"batch": (1, 4096), "embed": (64, 65536), "q_heads": (1, 1024), "kv_heads": (1, 1024),
-          "sq": (1, 1048576), "elements": (1, 2 ** 34), "chunk": (0, 1048576)}
-
-# Axes of each block, in order; ALWAYS: recorded in the point's axes even when the config does not sweep them.
+# `<dropbench> COMMAND --config .. --set .. --dry-run --format json -o R.json` loads the config, applies the
+# --set overrides, expands and validates the sweep exactly as COMMAND would, and R.json lists every point
+# (axes + full workload) and the resolved config (measure settings included), without a GPU.
 BLOCKS = ("attention", "gemm", "dropout", "e2e")
-AXES = {
-    "attention": ["sq", "q_heads", "kv_heads", "head_dim", "causal", "dropout_p", "batch"],
-    "gemm": ["sq", "embed", "dtype", "batch", "q_heads", "kv_heads", "head_dim"],
-    "dropout": ["elements", "dropout_dtype", "dropout_p"],
-    "e2e": ["batch", "embed", "q_heads", "kv_heads", "head_dim", "sq", "causal", "dropout_p", "dtype"],
+COMMAND = {"attention": "attention", "gemm": "gemm", "dropout": "dropout", "e2e": "run"}
+# The workload fields that a block's peers read. A point's axes outside them (rounds, threshold_bits, chunk:
+# dropbench's own RNG and pipeline settings, which no peer has) are dropped; points that then coincide are
+# timed once, and their workload keeps the config's value of the dropped fields.
+USES = {
+    "attention": ("sq", "q_heads", "kv_heads", "head_dim", "causal", "dropout_p", "batch"),
+    "gemm": ("sq", "embed", "dtype", "batch", "q_heads", "kv_heads", "head_dim"),
+    "dropout": ("elements", "dropout_dtype", "dropout_p"),
+    "e2e": ("batch", "embed", "q_heads", "kv_heads", "head_dim", "sq", "causal", "dropout_p", "dtype"),
 }
-ALWAYS = {"attention": ["sq", "causal"], "gemm": ["sq", "embed", "dtype"], "dropout": ["elements", "dropout_dtype"],
-          "e2e": []}
-DEFAULT_VALUES = {"gemm": {"dtype": ["fp8", "bf16"]}}
+# Axes that a block always records and, when the config does not sweep them, holds at the workload's value:
+# the peers time a preset's own shape (llama3-70b: E 8192, causal, bf16 dropout tensor) where the command
+# sweeps defaults of its own (`dropbench COMMAND --help`). Passed as `--set sweep.AXIS=[value]`. gemm's dtype is
+# left to `dropbench gemm` (its fp8 and bf16 unless the config sweeps dtype).
+PINNED = {"attention": ("sq", "causal"), "gemm": ("sq", "embed"), "dropout": ("elements", "dropout_dtype"),
+          "e2e": ()}
+SHORTCUTS = ("batch", "sq", "embed", "q_heads", "kv_heads", "head_dim", "causal", "dropout_p", "dtype", "elements",
+             "dropout_dtype")
 
 
-def parse_int(v, where):
-    if isinstance(v, bool):
-        raise UsageError(f"config: {where}: {json.dumps(v)} must be an integer")
-    if isinstance(v, int):
-        return v
-    if isinstance(v, float) and v == int(v):
-        return int(v)
-    if isinstance(v, str):
-        m = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)\s*", v)
-        if m:
-            return int(m.group(1)) * {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}[m.group(2).lower()]
-    raise UsageError(f"config: {where}: {json.dumps(v)} must be an integer (a number or a string like \"8K\")")
+def find_dropbench(explicit):
+    """--dropbench PATH, else $DROPBENCH_BINARY, else the build folder's build/dropbench."""
+    if explicit:
+        if Path(explicit).is_file() and os.access(explicit, os.X_OK):
+            return str(explicit)
+        raise UsageError(f"--dropbench {explicit}: not an executable file")
+    for c in (os.environ.get("DROPBENCH_BINARY", ""), str(REPO / "build" / "dropbench")):
+        if c and Path(c).is_file() and os.access(c, os.X_OK):
+            return c
+    raise UsageError("no dropbench binary (the points come from its --dry-run; looked for $DROPBENCH_BINARY and "
+                     f"{REPO / 'build' / 'dropbench'}): cmake --build build --target dropbench, or pass --dropbench PATH")
 
 
-def check_field(name, v, where):
-    """Normalise and check one workload value; raises UsageError naming `where`."""
-    if name in INT_FIELDS:
-        v = parse_int(v, where)
-        lo, hi = RANGES.get(name, (None, None))
-        if lo is not None and not lo <= v <= hi:
-            raise UsageError(f"config: {where}: {v} is out of range (allowed: [{lo}, {hi}])")
-        if name == "embed" and v % 16:
-            raise UsageError(f"config: {where}: {v} is not a multiple of 16")
-    elif name == "causal":
-        if not isinstance(v, bool):
-            raise UsageError(f"config: {where}: {json.dumps(v)} must be a boolean (allowed: true, false)")
-    elif name == "dropout_p":
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
-            raise UsageError(f"config: {where}: {json.dumps(v)} is out of range (allowed: [0, 1))")
-        v = float(v)
-    elif name in ("seed", "offset"):
-        if isinstance(v, str):
-            v = int(v, 16) if v.lower().startswith("0x") else int(v)
-        v = int(v)
-    if name in CHOICES and v not in CHOICES[name]:
-        raise UsageError(f"config: {where}: {json.dumps(v)} is not allowed (allowed: "
-                         f"{', '.join(str(c) for c in CHOICES[name])})")
-    return v
+def dry_run(binary, command, args):
+    """dropbench's report (dropbench_report.Report) of `COMMAND ARGS --dry-run`; UsageError with dropbench's
+    one-line message when it refuses the input."""
+    with tempfile.TemporaryDirectory(prefix="peers_dry_run_") as td:
+        out = Path(td) / f"{command}.json"
+        argv = [binary, command, *args, "--dry-run", "--format", "json", "-q", "-o", str(out)]
+        try:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise UsageError(f"dropbench {command} --dry-run: {e}")
+        if r.returncode != 0:
+            lines = [x.strip() for x in r.stderr.splitlines() if x.strip()]
+            msg = re.sub(r"^dropbench: (error: )?", "", lines[-1]) if lines else f"exit code {r.returncode}"
+            raise UsageError(f"dropbench {command}: {msg}")
+        try:
+            return dr.load(out)
+        except dr.ReportError as e:
+            raise UsageError(f"dropbench {command} --dry-run: {e}")
 
 
-def expand_axis(name, spec, where):
-    if isinstance(spec, dict):
-        if set(spec) == {"pow2"} and name in INT_FIELDS:
-            lo, hi = (parse_int(x, where + ".pow2") for x in spec["pow2"])
-            if lo <= 0 or hi < lo or lo & (lo - 1) or hi & (hi - 1):
-                raise UsageError(f"config: {where}.pow2: [{lo}, {hi}] must be powers of two with lo <= hi")
-            vals, v = [], lo
-            while v <= hi:
-                vals.append(v)
-                v *= 2
-        elif set(spec) == {"range"}:
-            lo, hi, step = spec["range"]
-            if name == "dropout_p":
-                n = int(math.floor((hi - lo) / step + 1e-9)) + 1
-                vals = [round(lo + i * step, 12) for i in range(n)]
-            else:
-                lo, hi, step = (parse_int(x, where + ".range") for x in (lo, hi, step))
-                if step <= 0 or hi < lo:
-                    raise UsageError(f"config: {where}.range: needs step > 0 and lo <= hi")
-                vals = list(range(lo, hi + 1, step))
-        else:
-            raise UsageError(f"config: {where}: {json.dumps(spec)} is not a list, scalar, pow2 or range")
-    elif isinstance(spec, list):
-        if not spec:
-            raise UsageError(f"config: {where}: an empty list is not allowed")
-        vals = spec
-    else:
-        vals = [spec]
-    out = []
-    for i, v in enumerate(vals):
-        v = check_field(name, v, f"{where}[{i}]")
-        if v not in out:
-            out.append(v)
+def dropbench_args(a):
+    """The config part of peers' command line as dropbench options: --config, every --set in order, then the
+    shortcuts (--sq V is --set sweep.sq=V; dropbench reads V: 8192, 4096,8192, pow2:2K:16K, ...)."""
+    out = ["--config", a.config] if a.config else []
+    for s in a.set:
+        out += ["--set", s]
+    for s in SHORTCUTS:
+        v = getattr(a, "ax_" + s)
+        if v is not None:
+            out += ["--set", f"sweep.{s}={v}"]
     return out
 
 
-def load_config(path):
-    if path:
-        try:
-            text = Path(path).read_text()
-        except OSError as e:
-            raise UsageError(f"--config: {path}: {e.strerror or e}")
-        try:
-            raw = json.loads(text)
-        except ValueError as e:
-            raise UsageError(f"--config: {path}: not JSON ({e})")
-        name_default = Path(path).stem
-    else:
-        raw, name_default = {}, "default"
-    if not isinstance(raw, dict):
-        raise UsageError(f"--config: {path}: the top level must be a JSON object")
-    allowed = {"name", "description", "workload", "sweep", "measure", "source"}
-    for k in raw:
-        if k not in allowed:
-            raise UsageError(f"config: {k}: unknown key (allowed: {', '.join(sorted(allowed))})")
-    cfg = {"name": raw.get("name", name_default), "description": raw.get("description", ""),
-           "workload": dict(WORKLOAD_DEFAULTS), "sweep": {}, "measure": dict(MEASURE_DEFAULTS)}
-    for k, v in raw.get("workload", {}).items():
-        set_key(cfg, f"workload.{k}", v)
-    for k, v in raw.get("sweep", {}).items():
-        set_key(cfg, f"sweep.{k}", v)
-    for k, v in raw.get("measure", {}).items():
-        if k in MEASURE_DEFAULTS:
-            set_key(cfg, f"measure.{k}", v)
-        else:  # a measurement setting of a newer dropbench: kept in the report, not used by the peers
-            cfg["measure"][k] = v
-    if "source" in raw:
-        cfg["source"] = raw["source"]
-    validate(cfg)
-    return cfg
-
-
-def validate(cfg):
-    w = cfg["workload"]
-    if w["q_heads"] % w["kv_heads"]:
-        divs = [d for d in range(1, w["q_heads"] + 1) if w["q_heads"] % d == 0]
-        raise UsageError(f"config: workload.kv_heads: {w['kv_heads']} does not divide q_heads = {w['q_heads']} "
-                         f"(allowed: {', '.join(map(str, divs))})")
-    m = cfg["measure"]
-    if m["max_samples"] < m["min_samples"]:
-        raise UsageError("config: measure.max_samples: must be >= measure.min_samples")
-
-
-def set_key(cfg, key, value):
-    parts = key.split(".")
-    if parts[0] in ("name", "description") and len(parts) == 1:
-        cfg[parts[0]] = str(value)
-        return
-    if len(parts) != 2 or parts[0] not in ("workload", "sweep", "measure"):
-        raise UsageError(f"{key}: unknown key (allowed: name, description, workload.FIELD, sweep.AXIS, measure.FIELD)")
-    sec, field = parts
-    if sec == "measure":
-        if field not in MEASURE_DEFAULTS:
-            raise UsageError(f"measure.{field}: unknown key (allowed: {', '.join(MEASURE_DEFAULTS)})")
-        if field in ("min_samples", "max_samples", "warmup"):
-            value = parse_int(value, key)
-            if value < (0 if field == "warmup" else 1):
-                raise UsageError(f"config: {key}: {value} is out of range")
-        elif field == "cold":
-            if not isinstance(value, bool):
-                raise UsageError(f"config: {key}: {json.dumps(value)} must be a boolean")
-        else:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise UsageError(f"config: {key}: {json.dumps(value)} must be a number >= 0")
-            value = float(value)
-        cfg["measure"][field] = value
-        return
-    if field not in WORKLOAD_DEFAULTS:
-        raise UsageError(f"{sec}.{field}: unknown key (allowed: {', '.join(WORKLOAD_DEFAULTS)})")
-    if sec == "workload":
-        if isinstance(value, (list, dict)):
-            raise UsageError(f"workload.{field}: {json.dumps(value)} is not a single value (allowed: one value; "
-                             f"to sweep it use --set sweep.{field}=...)")
-        cfg["workload"][field] = check_field(field, value, key)
-    else:
-        if field in ("seed", "offset"):
-            raise UsageError(f"sweep.{field}: not sweepable")
-        if value is None:
-            cfg["sweep"].pop(field, None)
-        else:
-            cfg["sweep"][field] = expand_axis(field, value, key)
-
-
-def parse_set_value(text):
-    """VALUE of --set KEY=VALUE, read as docs/config.md says: JSON, pow2:LO:HI, range:LO:HI:STEP, comma list,
-    K/M/G integer, bare word."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-
-    def item(s):
-        s = s.strip()
-        try:
-            return json.loads(s)
-        except ValueError:
-            m = re.fullmatch(r"(\d+)([kKmMgG])", s)
-            return int(m.group(1)) * {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}[m.group(2).lower()] if m else s
-
-    if text.startswith("pow2:"):
-        a = text.split(":")[1:]
-        if len(a) == 2:
-            return {"pow2": [item(a[0]), item(a[1])]}
-    if text.startswith("range:"):
-        a = text.split(":")[1:]
-        if len(a) == 3:
-            return {"range": [item(x) for x in a]}
-    t = text[1:-1] if text.startswith("[") and text.endswith("]") else text
-    if "," in t or t != text:
-        return [item(x) for x in t.split(",") if x.strip()]
-    return item(text)
-
-
-def block_points(cfg, block):
-    """Cartesian product of the block's axes, last fastest (as dropbench's expand_sweep)."""
-    dims = []
-    for name in AXES[block]:
-        if name in cfg["sweep"]:
-            dims.append((name, cfg["sweep"][name], True))
-        elif name in DEFAULT_VALUES.get(block, {}):
-            dims.append((name, DEFAULT_VALUES[block][name], True))
-        else:
-            dims.append((name, [cfg["workload"][name]], name in ALWAYS[block]))
-    points = [({}, dict(cfg["workload"]))]
-    for name, values, recorded in dims:
-        nxt = []
-        for axes, wl in points:
-            for v in values:
-                a = dict(axes)
-                if recorded:
-                    a[name] = v
-                nxt.append((a, dict(wl, **{name: v})))
-        points = nxt
-    out = []
-    for axes, wl in points:
-        if wl["q_heads"] % wl["kv_heads"]:
-            raise UsageError(f"config: sweep point {json.dumps(axes)}: kv_heads: {wl['kv_heads']} does not divide "
-                             f"q_heads = {wl['q_heads']}")
+def block_points(rep, block, base_workload):
+    """[(axes, workload)] of a block from the dry-run report of its command."""
+    uses = USES[block]
+    out, seen = [], set()
+    for p in rep.points:
+        missing = [k for k in uses if k not in p.workload]
+        if missing:
+            raise UsageError(f"dropbench {rep.command} --dry-run: points[{p.index}].workload lacks "
+                             f"{', '.join(missing)} (peers' {block} block reads them)")
+        axes = {k: x for k, x in p.axes.items() if k in uses}
+        key = json.dumps(axes, sort_keys=True)
+        if key in seen:
+            continue
+        seen.add(key)
+        wl = dict(p.workload)
+        for k in p.axes:
+            if k not in uses and k in base_workload:
+                wl[k] = base_workload[k]
         out.append((axes, wl))
     return out
 
 
-def resolved_config(cfg):
-    out = {"name": cfg["name"], "description": cfg["description"], "workload": dict(cfg["workload"]),
-           "sweep": {k: list(v) for k, v in cfg["sweep"].items()}, "measure": dict(cfg["measure"])}
-    out["workload"]["seed"] = "0x%x" % check_field("seed", out["workload"]["seed"], "workload.seed")
-    if "source" in cfg:
-        out["source"] = cfg["source"]
-    return out
+def plan(a, blocks):
+    """(resolved config, {block: [(axes, workload)]}, where the points came from), all from dropbench."""
+    binary = find_dropbench(a.dropbench)
+    args = dropbench_args(a)
+    first = COMMAND[blocks[0]]
+    probe = dry_run(binary, first, args)
+    if a.min_samples is not None:  # as before: --min-samples N also lifts measure.max_samples to N
+        if dr.number(probe.config.get("measure", {}).get("max_samples")) < a.min_samples:
+            args += ["--set", f"measure.max_samples={a.min_samples}"]
+        args += ["--set", f"measure.min_samples={a.min_samples}"]
+        probe = dry_run(binary, first, args)
+    cfg = probe.config
+    for sec, keys in (("workload", ("seed",)), ("measure", ("min_samples", "max_samples", "min_time", "timeout",
+                                                            "warmup"))):
+        lacks = [k for k in keys if k not in (cfg.get(sec) or {})]
+        if lacks:
+            raise UsageError(f"dropbench {first} --dry-run: config.{sec} lacks {', '.join(lacks)}")
+    points, runs = {}, {}
+    for b in blocks:
+        pins = []
+        for ax in PINNED[b]:
+            if ax not in (cfg.get("sweep") or {}):
+                if ax not in cfg["workload"]:
+                    raise UsageError(f"dropbench {first} --dry-run: config.workload lacks {ax}")
+                pins += ["--set", f"sweep.{ax}={json.dumps([cfg['workload'][ax]])}"]
+        rep = probe if not pins and COMMAND[b] == first else dry_run(binary, COMMAND[b], args + pins)
+        points[b] = block_points(rep, b, cfg["workload"])
+        runs[b] = ["dropbench", COMMAND[b], *args, *pins, "--dry-run"]
+    source = {"binary": binary, "version": probe.context.get("version"), "git_sha": probe.context.get("git_sha"),
+              "dry_runs": runs}
+    return cfg, points, source
+
+
+def seed_of(cfg):
+    """workload.seed of a resolved config (dropbench writes it as a "0x..." string) as an integer."""
+    s = cfg["workload"]["seed"]
+    if isinstance(s, int) and not isinstance(s, bool):
+        return s
+    s = str(s).strip()
+    return int(s, 16) if s.lower().startswith("0x") else int(s)
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Statistics and the report (docs/report-schema.md)
 # ---------------------------------------------------------------------------------------------------------
-
-def finite_or_none(x):
-    return x if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
-
 
 def stats_of(samples, clock_mhz=0.0, discarded=0):
     """The nine stats keys, in order, of samples in seconds."""
@@ -427,62 +313,41 @@ class Report:
             raise SystemExit(f"peers: cannot write {path}: {e.strerror or e}")
 
 
-def check_report(doc):
-    """Structural check of a dropbench.report document; returns a list of problems (empty = valid)."""
-    bad = []
-    if list(doc)[:8] != ["schema", "schema_version", "command", "context", "config", "summary", "points", "skipped"]:
-        bad.append(f"top-level keys/order: {list(doc)}")
-    if doc.get("schema") != "dropbench.report" or doc.get("schema_version") != 1:
-        bad.append("schema / schema_version")
-    keys = ["samples", "median", "mean", "min", "max", "stdev", "rel_stdev", "discarded", "mean_clock_mhz"]
-    for i, p in enumerate(doc.get("points", [])):
-        if list(p) != ["index", "axes", "workload", "variants", "derived"]:
-            bad.append(f"points[{i}] keys {list(p)}")
-        names = [v.get("name") for v in p.get("variants", [])]
-        if len(set(names)) != len(names):
-            bad.append(f"points[{i}]: duplicate variant names")
-        for v in p.get("variants", []):
-            if list(v) != ["name", "peer", "stats", "phases", "derived", "extra"]:
-                bad.append(f"points[{i}] variant keys {list(v)}")
-            if list(v.get("stats", {})) != keys:
-                bad.append(f"points[{i}] {v.get('name')}: stats keys {list(v.get('stats', {}))}")
-            for ph in v.get("phases", []):
-                if list(ph) != ["name", "stats"] or list(ph["stats"]) != keys:
-                    bad.append(f"points[{i}] {v.get('name')}: phase {ph}")
-    for s in doc.get("skipped", []):
-        if "axes" not in s or "reason" not in s:
-            bad.append(f"skipped entry {s}")
-    return bad
-
 
 # ---------------------------------------------------------------------------------------------------------
 # Markdown
 # ---------------------------------------------------------------------------------------------------------
 
 def fmt3(x):
-    if x is None or not isinstance(x, (int, float)) or not math.isfinite(x):
+    if not dr.finite(x):
         return ""
     return f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
 
 
-def md_table(doc):
+def md_table(rep):
+    """The table of a peers report (dropbench_report.Report)."""
     lines = ["| block | axes | variant | median µs | rel stdev % | samples | MHz | figures | how |",
              "|---|---|---|---:|---:|---:|---:|---|---|"]
-    for p in doc["points"]:
-        axes = " ".join(f"{k}={v}" for k, v in p["axes"].items())
-        for v in p["variants"]:
-            s = v["stats"]
-            figs = ", ".join(f"{k} {fmt3(x)}" for k, x in v["derived"].items() if isinstance(x, (int, float)))
-            ph = " + ".join(f"{q['name']} {fmt3(q['stats']['median'] * 1e6)}" for q in v["phases"]) \
-                if len(v["phases"]) > 1 else ""
-            how = "; ".join(str(v["extra"][k]) for k in ("gqa", "layout") if k in v["extra"])
-            lines.append(f"| {v['extra'].get('block', '')} | {axes} | {v['name']} | {fmt3(s['median'] * 1e6)} | "
-                         f"{fmt3(s['rel_stdev'] * 100)} | {s['samples']} | {fmt3(s['mean_clock_mhz'])} | "
-                         f"{figs}{' (' + ph + ')' if ph else ''} | {how} |")
-    for s in doc["skipped"]:
-        axes = " ".join(f"{k}={v}" for k, v in s["axes"].items())
-        lines.append(f"| skipped | {axes} | {s.get('variant', '')} | | | | | {s['reason'][:300]} | |")
+    for p, v in rep.each_variant():
+        axes = " ".join(f"{k}={x}" for k, x in p.axes.items())
+        s = v.stats
+        figs = ", ".join(f"{k} {fmt3(x)}" for k, x in v.derived.items() if isinstance(x, (int, float)))
+        ph = " + ".join(f"{q.name} {fmt3(q.median * 1e6)}" for q in v.phases) if len(v.phases) > 1 else ""
+        how = "; ".join(str(v.extra[k]) for k in ("gqa", "layout") if k in v.extra)
+        lines.append(f"| {v.extra.get('block', '')} | {axes} | {v.name} | {fmt3(s.median * 1e6)} | "
+                     f"{fmt3(s.rel_stdev * 100)} | {s.samples} | {fmt3(s.mean_clock_mhz)} | "
+                     f"{figs}{' (' + ph + ')' if ph else ''} | {how} |")
+    for s in rep.skipped:
+        axes = " ".join(f"{k}={x}" for k, x in s.axes.items())
+        lines.append(f"| skipped | {axes} | {s.variant or ''} | | | | | {s.reason[:300]} | |")
     return "\n".join(lines)
+
+
+def read_report(path):
+    try:
+        return dr.load(path)
+    except dr.ReportError as e:
+        raise UsageError(str(e))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -492,27 +357,27 @@ def md_table(doc):
 PIPELINES = ("baseline", "fused", "overlap", "chunked")
 
 
-def versus_rows(run_doc, peers_doc):
+def measured(v):
+    return dr.finite(v.median) and v.median > 0
+
+
+def versus_rows(run_rep, peers_rep):
     """One row per e2e SQ present in both: dropbench best at Philox-7 and at the best R, and the best peer."""
     rows = []
     db = {}
-    for p in run_doc.get("points", []):
-        wl = p.get("workload", {})
-        sq, r = p["axes"].get("sq", wl.get("sq")), p["axes"].get("rounds", wl.get("rounds"))
-        for v in p.get("variants", []):
-            if v["name"] in PIPELINES and v["stats"].get("median"):
-                db.setdefault(sq, []).append((v["stats"]["median"], v["name"], r))
-    for p in peers_doc.get("points", []):
-        e2e = [v for v in p["variants"] if v["name"].startswith("peer:e2e") and v["stats"].get("median")]
-        if not e2e:
+    for p in run_rep.points:
+        for v in p.variants:
+            if v.name in PIPELINES and measured(v):
+                db.setdefault(p.get("sq"), []).append((v.median, v.name, p.get("rounds")))
+    for p in peers_rep.points:
+        e2e = [v for v in p.variants if v.name.startswith("peer:e2e") and measured(v)]
+        sq = p.get("sq")
+        if not e2e or sq not in db:
             continue
-        sq = p["axes"].get("sq", p["workload"].get("sq"))
-        if sq not in db:
-            continue
-        best_peer = min(e2e, key=lambda v: v["stats"]["median"])
+        best_peer = min(e2e, key=lambda v: v.median)
         r7 = [x for x in db[sq] if x[2] == 7]
-        rows.append({"name": peers_doc.get("config", {}).get("name", "?"), "sq": sq,
-                     "r7": min(r7) if r7 else None, "any": min(db[sq]), "peer": best_peer, "peers": e2e})
+        rows.append({"name": peers_rep.config_name or "?", "sq": sq, "r7": min(r7) if r7 else None,
+                     "any": min(db[sq]), "peer": best_peer, "peers": e2e})
     return rows
 
 
@@ -520,25 +385,25 @@ def brief(paths):
     """Compact lines of peers reports, for a terminal."""
     out = []
     for path in paths:
-        doc = json.loads(Path(path).read_text())
-        c = doc.get("context", {})
-        out.append(f"== {path}: {doc.get('config', {}).get('name')} on {c.get('device', {}).get('name')}, torch "
-                   f"{c.get('torch_version')}, triton {c.get('triton_version')}, cudnn {c.get('cudnn_version')}")
-        for p in doc["points"]:
-            out.append("  " + " ".join(f"{k}={v}" for k, v in p["axes"].items()))
-            for v in p["variants"]:
-                s, e = v["stats"], v["extra"]
-                figs = " ".join(f"{k}={fmt3(x)}" for k, x in v["derived"].items() if isinstance(x, (int, float)))
-                ph = "+".join(fmt3(q["stats"]["median"] * 1e6) for q in v["phases"]) if len(v["phases"]) > 1 else ""
+        rep = read_report(path)
+        c = rep.context
+        out.append(f"== {path}: {rep.config_name} on {rep.device_name}, torch {c.get('torch_version')}, triton "
+                   f"{c.get('triton_version')}, cudnn {c.get('cudnn_version')}")
+        for p in rep.points:
+            out.append("  " + " ".join(f"{k}={x}" for k, x in p.axes.items()))
+            for v in p.variants:
+                s, e = v.stats, v.extra
+                figs = " ".join(f"{k}={fmt3(x)}" for k, x in v.derived.items() if isinstance(x, (int, float)))
+                ph = "+".join(fmt3(q.median * 1e6) for q in v.phases) if len(v.phases) > 1 else ""
                 tags = ",".join(t for t in (str(e.get("gqa", ""))[:12], str(e.get("layout", ""))[:12]) if t)
                 kern = e.get("kernels")
                 ks = (" k=" + "|".join(k[:40] for k in kern[:4])) if kern else ""
                 cp = f" COPIES={e['copy_kernels']}" if e.get("copy_kernels") else ""
-                out.append(f"    {v['name']:26s} {fmt3(s['median'] * 1e6):>7s} us ±{fmt3(s['rel_stdev'] * 100)}% "
-                           f"n={s['samples']} {fmt3(s['mean_clock_mhz'])}MHz {figs} {('(' + ph + ')') if ph else ''} "
+                out.append(f"    {v.name:26s} {fmt3(s.median * 1e6):>7s} us ±{fmt3(s.rel_stdev * 100)}% "
+                           f"n={s.samples} {fmt3(s.mean_clock_mhz)}MHz {figs} {('(' + ph + ')') if ph else ''} "
                            f"{tags}{ks}{cp}")
-        for sk in doc["skipped"]:
-            out.append(f"  SKIP {sk.get('variant', '')} {json.dumps(sk['axes'])}: {sk['reason'][:260]}")
+        for sk in rep.skipped:
+            out.append(f"  SKIP {sk.variant or ''} {json.dumps(sk.axes)}: {sk.reason[:260]}")
     return "\n".join(out)
 
 
@@ -547,16 +412,14 @@ def versus_markdown(pairs):
            "| peer phases: GEMM + attention (µs) | other peer | peer / dropbench (R7) | peer / dropbench (best R) |",
            "|---|---:|---|---|---|---|---|---:|---:|"]
     for run_path, peers_path in pairs:
-        run_doc = json.loads(Path(run_path).read_text())
-        peers_doc = json.loads(Path(peers_path).read_text())
-        for r in versus_rows(run_doc, peers_doc):
+        for r in versus_rows(read_report(run_path), read_report(peers_path)):
             pv = r["peer"]
-            tp = pv["stats"]["median"]
-            ph = " + ".join(f"{fmt3(q['stats']['median'] * 1e6)}" for q in pv["phases"])
-            others = ", ".join(f"{v['name'][5:]} {fmt3(v['stats']['median'] * 1e6)}" for v in r["peers"] if v is not pv)
+            tp = pv.median
+            ph = " + ".join(f"{fmt3(q.median * 1e6)}" for q in pv.phases)
+            others = ", ".join(f"{v.name[5:]} {fmt3(v.median * 1e6)}" for v in r["peers"] if v is not pv)
             r7 = f"{r['r7'][1]} {fmt3(r['r7'][0] * 1e6)}" if r["r7"] else "n/a"
             anyr = f"{r['any'][1]} R{r['any'][2]} {fmt3(r['any'][0] * 1e6)}"
-            out.append(f"| {r['name']} | {r['sq']} | {r7} | {anyr} | {pv['name'][5:]} {fmt3(tp * 1e6)} | {ph} | "
+            out.append(f"| {r['name']} | {r['sq']} | {r7} | {anyr} | {pv.name[5:]} {fmt3(tp * 1e6)} | {ph} | "
                        f"{others} | {tp / r['r7'][0] if r['r7'] else float('nan'):.2f}× | "
                        f"{tp / r['any'][0]:.2f}× |")
     return "\n".join(out)
@@ -662,7 +525,7 @@ class Gpu:
             self.ms["min_time"] = args.min_time
         self.dev = torch.device("cuda", args.device)
         self.nvml = Nvml(args.device)
-        self.seed = check_field("seed", cfg["workload"]["seed"], "workload.seed")
+        self.seed = seed_of(cfg)
         self.gen = torch.Generator(device=self.dev)
         self.gen.manual_seed(self.seed)
         self.verbose = not args.quiet
@@ -1116,7 +979,8 @@ def device_context(torch, args, nvml):
     return ctx
 
 
-def run_gpu(args, cfg, blocks):
+
+def run_gpu(args, cfg, blocks, points, source):
     try:
         import torch
     except Exception as e:
@@ -1134,19 +998,15 @@ def run_gpu(args, cfg, blocks):
     ctx["timing"] = ("CUDA event pair around every sample; warm-up; samples until >= min_samples and >= min_time s; "
                      "median; SM clock from NVML every 2 ms")
     ctx["min_time_s"] = args.min_time if args.min_time is not None else cfg["measure"]["min_time"]
-    report = Report(args.output, ctx, resolved_config(cfg))
+    ctx["points_from"] = source
+    report = Report(args.output, ctx, cfg)
     g = Gpu(args, cfg, report)
     torch.backends.cuda.matmul.allow_tf32 = False
     with torch.inference_mode():
         for block in blocks:
-            getattr(g, f"{block}_block")(block_points(cfg, block))
-    summary = {"sm_mhz_at_end": nvml.sm_mhz(), "skipped_variants": len(report.doc["skipped"])}
-    e2e = [p for p in report.doc["points"] if p["variants"] and p["variants"][0]["extra"].get("block") == "e2e"]
-    if e2e:
-        summary["e2e_winners"] = [{"axes": p["axes"], "winner": p["derived"]["winner"], "t": p["derived"]["t_best"]}
-                                  for p in e2e]
-    report.set_summary(summary)
-    table = md_table(report.doc)
+            getattr(g, f"{block}_block")(points[block])
+    report.set_summary(final_summary(report, nvml.sm_mhz()))
+    table = md_table(dr.Report.from_doc(report.doc, args.output or "<peers>"))
     print(table)
     if args.md:
         Path(args.md).write_text(f"# peers: {cfg['name']} on {ctx['device']['name']}\n\n"
@@ -1156,15 +1016,36 @@ def run_gpu(args, cfg, blocks):
     return 0
 
 
+def final_summary(report, sm_mhz):
+    rep = dr.Report.from_doc(report.doc, report.path or "<peers>")
+    summary = {"sm_mhz_at_end": sm_mhz, "skipped_variants": len(rep.skipped)}
+    e2e = [p for p in rep.points if p.variants and p.variants[0].extra.get("block") == "e2e"]
+    if e2e:
+        summary["e2e_winners"] = [{"axes": p.axes, "winner": p.derived["winner"], "t": p.derived["t_best"]}
+                                  for p in e2e]
+    return summary
+
+
 # ---------------------------------------------------------------------------------------------------------
-# Self-test (CPU only)
+# Self-test (CPU only, no torch): the points from dropbench's dry run, the report writer, --versus, compare
 # ---------------------------------------------------------------------------------------------------------
 
-def find_dropbench(explicit):
-    for c in ([explicit] if explicit else []) + [os.environ.get("DROPBENCH_BINARY", ""), str(REPO / "build/dropbench")]:
-        if c and Path(c).is_file() and os.access(c, os.X_OK):
-            return c
-    return None
+FAKE_DROPBENCH = """#!{python}
+# A stand-in dropbench for peers' self-test: PEERS_FAKE=fail refuses the input, PEERS_FAKE=lacks writes a
+# report whose workload lacks `elements`.
+import json, os, sys
+if os.environ.get("PEERS_FAKE") == "fail":
+    print("dropbench: warning: a first line", file=sys.stderr)
+    print("dropbench: error: config: workload.sq: the last line is the message", file=sys.stderr)
+    sys.exit(2)
+doc = {{"schema": "dropbench.report", "schema_version": 1, "command": sys.argv[1], "context": {{}},
+       "config": {{"name": "fake", "workload": {{"sq": 1, "seed": "0x1", "dropout_dtype": "bf16"}}, "sweep": {{"elements": [1]}},
+                  "measure": {{"min_samples": 1, "max_samples": 1, "min_time": 0, "timeout": 1, "warmup": 0}}}},
+       "summary": {{}}, "skipped": [],
+       "points": [{{"index": 0, "axes": {{}}, "workload": {{"sq": 1, "dropout_dtype": "bf16", "dropout_p": 0.1}},
+                   "variants": [], "derived": {{}}}}]}}
+open(sys.argv[sys.argv.index("-o") + 1], "w").write(json.dumps(doc))
+"""
 
 
 def self_test(args):
@@ -1177,46 +1058,90 @@ def self_test(args):
             raise AssertionError(what)
         checks += 1
 
-    # 1. argument parsing and config reading
-    cfgfile = REPO / "configs/llama3-70b.json"
-    a = parse_args(["--config", str(cfgfile), "--sq", "8192", "--set", "measure.min_samples=4",
-                    "--only", "attention,e2e", "--min-time", "0.01"])
-    cfg = build_config(a)
-    ok(cfg["sweep"]["sq"] == [8192] and cfg["sweep"]["rounds"] == [3, 5, 7, 10], "--sq replaces sweep.sq")
-    ok(cfg["measure"]["min_samples"] == 4 and cfg["workload"]["q_heads"] == 64, "config + --set")
-    ok(a.only == "attention,e2e" and a.min_time == 0.01, "--only / --min-time")
-    ok(parse_set_value("pow2:2K:8K") == {"pow2": [2048, 8192]} and parse_set_value("3,5,7") == [3, 5, 7]
-       and parse_set_value("8K") == 8192 and parse_set_value("bf16") == "bf16"
-       and parse_set_value("[2K,4K]") == [2048, 4096], "--set value forms")
-    with tempfile.TemporaryDirectory() as td:
-        f = Path(td) / "c.json"
-        f.write_text(json.dumps({"measure": {"future_knob": 1}, "sweep": {"sq": ["8K"]}}))
-        c3 = load_config(str(f))
-        ok(c3["measure"]["future_knob"] == 1 and c3["sweep"]["sq"] == [8192] and c3["name"] == "c",
-           "unknown measure keys kept, suffixed integers")
-    c2 = load_config(None)
-    set_key(c2, "sweep.sq", {"pow2": [2048, 8192]})
-    set_key(c2, "sweep.dropout_p", {"range": [0, 0.3, 0.1]})
-    ok(c2["sweep"]["sq"] == [2048, 4096, 8192] and c2["sweep"]["dropout_p"] == [0.0, 0.1, 0.2, 0.3], "pow2/range")
-    for bad in (["--set", "workload.sqq=1"], ["--set", "workload.kv_heads=5"], ["--dtype", "fp16"],
-                ["--set", "sweep.seed=1"], ["--sq", "0"]):
+    def refused(argv, needle, blocks=BLOCKS):
+        nonlocal checks
         try:
-            build_config(parse_args(["--config", str(cfgfile)] + bad))
-            ok(False, f"{bad} must be rejected")
-        except UsageError:
+            plan(parse_args(argv), list(blocks))
+        except UsageError as e:
+            if needle not in str(e) or "\n" in str(e):
+                raise AssertionError(f"{argv}: message {str(e)!r} lacks {needle!r} or is not one line")
             checks += 1
-    pts = {b: block_points(cfg, b) for b in BLOCKS}
-    ok([ax for ax, _ in pts["attention"]] == [{"sq": 8192, "causal": True}], "attention axes")
+            return
+        raise AssertionError(f"{argv} must be refused")
+
+    binary = find_dropbench(args.dropbench)  # UsageError (exit 2) when there is none: the points need it
+    db = ["--dropbench", binary]
+    cfgfile = str(REPO / "configs/llama3-70b.json")
+
+    # 1. argument parsing: peers' options, and the config part handed to dropbench as is
+    a = parse_args(["--config", cfgfile, "--sq", "8192", "--set", "measure.min_samples=4", "--only", "attention,e2e",
+                    "--min-time", "0.01", "--causal", "false,true"] + db)
+    ok(a.only == "attention,e2e" and a.min_time == 0.01 and selected_blocks(a) == ["attention", "e2e"],
+       "--only / --min-time")
+    ok(dropbench_args(a) == ["--config", cfgfile, "--set", "measure.min_samples=4", "--set", "sweep.sq=8192",
+                             "--set", "sweep.causal=false,true"], f"dropbench args: {dropbench_args(a)}")
+    for bad, needle in ((["--only", "attention,flops"], "'flops' is not a block"), (["--min-time", "-1"], ">= 0")):
+        try:
+            selected_blocks(parse_args(bad))
+            ok(False, f"{bad} must be rejected")
+        except UsageError as e:
+            ok(needle in str(e), f"{bad}: {e}")
+
+    # 2. the points, from `dropbench COMMAND --dry-run` (README's example: llama3-70b at SQ 8192)
+    cfg, pts, src = plan(parse_args(["--config", cfgfile, "--sq", "8192", "--set", "measure.min_samples=4"] + db),
+                         list(BLOCKS))
+    ok(cfg["name"] == "llama3-70b" and cfg["sweep"] == {"sq": [8192], "rounds": [3, 5, 7, 10]}
+       and cfg["measure"]["min_samples"] == 4 and cfg["workload"]["q_heads"] == 64 and seed_of(cfg) == 0x5eed5eed,
+       f"resolved config from dropbench: {cfg['sweep']}, {cfg['measure']}")
+    ok([ax for ax, _ in pts["attention"]] == [{"sq": 8192, "causal": True}], f"attention: {pts['attention']}")
     ok([ax for ax, _ in pts["gemm"]] == [{"sq": 8192, "embed": 8192, "dtype": "fp8"},
                                           {"sq": 8192, "embed": 8192, "dtype": "bf16"}], "gemm axes")
     ok([ax for ax, _ in pts["dropout"]] == [{"elements": 2 ** 30, "dropout_dtype": "bf16"}], "dropout axes")
-    ok([ax for ax, _ in pts["e2e"]] == [{"sq": 8192}] and pts["e2e"][0][1]["embed"] == 8192, "e2e axes (rounds dropped)")
+    e2e_wl = pts["e2e"][0][1]
+    ok([ax for ax, _ in pts["e2e"]] == [{"sq": 8192}] and e2e_wl["embed"] == 8192 and e2e_wl["rounds"] == 7
+       and e2e_wl["q_heads"] == 64 and e2e_wl["causal"] is True, "e2e: rounds dropped, workload = config's rounds")
+    ok(all(wl["sq"] == 8192 and wl["seed"] == "0x5eed5eed" for b in BLOCKS for _, wl in pts[b]), "workloads")
+    ok("sweep.causal=[true]" in src["dry_runs"]["attention"] and "sweep.embed=[8192]" in src["dry_runs"]["gemm"]
+       and src["dry_runs"]["e2e"][1] == "run" and src["binary"] == binary, f"pinned axes: {src['dry_runs']}")
+    # a swept axis is the user's, not pinned; coinciding points (threshold_bits) are timed once
+    _, p2, _ = plan(parse_args(["--config", cfgfile, "--causal", "false,true", "--embed", "4096,8192", "--set",
+                                "sweep.dropout_dtype=[bf16,fp32]", "--set", "sweep.threshold_bits=[8,16]",
+                                "--sq", "pow2:4K:8K"] + db), list(BLOCKS))
+    ok([(ax["sq"], ax["causal"]) for ax, _ in p2["attention"]] == [(4096, False), (4096, True), (8192, False),
+                                                                   (8192, True)], f"attention: {p2['attention']}")
+    ok(len(p2["gemm"]) == 8 and [ax["dropout_dtype"] for ax, _ in p2["dropout"]] == ["bf16", "fp32"]
+       and [ax for ax, _ in p2["e2e"]] == [{"embed": e, "sq": s, "causal": c} for e in (4096, 8192)
+                                           for s in (4096, 8192) for c in (False, True)], f"user sweeps: {p2}")
+    c3, p3, _ = plan(parse_args(["--min-samples", "3000"] + db), ["dropout"])
+    ok(c3["name"] == "quick" and c3["measure"]["min_samples"] == 3000 and c3["measure"]["max_samples"] == 3000
+       and [ax for ax, _ in p3["dropout"]] == [{"elements": 2 ** 26, "dropout_dtype": "bf16"}],
+       f"--min-samples lifts max_samples; the built-in config: {c3['measure']}")
+    # bad input: dropbench's own one-line message
+    for bad, needle in ((["--set", "workload.sqq=1"], "workload.sqq: unknown key"),
+                        (["--set", "workload.kv_heads=5"], "does not divide"), (["--dtype", "fp16"], "\"fp16\""),
+                        (["--set", "sweep.seed=1"], "not sweepable"), (["--sq", "0"], "sweep.sq: 0 is out of range"),
+                        (["--config", "/nonexistent.json"], "cannot open")):
+        refused(["--config", cfgfile] + bad + db, needle)
+    refused(["--dropbench", "/nonexistent/dropbench"], "--dropbench /nonexistent/dropbench: not an executable")
+    with tempfile.TemporaryDirectory() as td:
+        fake = Path(td) / "dropbench"
+        fake.write_text(FAKE_DROPBENCH.format(python=sys.executable))
+        fake.chmod(0o755)
+        old = os.environ.get("PEERS_FAKE")
+        try:
+            os.environ["PEERS_FAKE"] = "fail"
+            refused(["--dropbench", str(fake)], "dropbench attention: config: workload.sq: the last line is")
+            os.environ["PEERS_FAKE"] = "lacks"
+            refused(["--dropbench", str(fake)], "points[0].workload lacks elements", blocks=["dropout"])
+        finally:
+            os.environ.pop("PEERS_FAKE") if old is None else os.environ.update(PEERS_FAKE=old)
 
-    # 2. the report writer, on synthetic timings through the same helpers as the GPU mode
+    # 3. the report writer, on synthetic timings through the same helpers as the GPU mode
     with tempfile.TemporaryDirectory() as td:
         td = Path(td)
         out = td / "peers.json"
-        rep = Report(str(out), base_context(["--self-test"], "selftest"), resolved_config(cfg))
+        ctx = dict(base_context(["--self-test"], "selftest"), points_from=src)
+        rep = Report(str(out), ctx, cfg)
         ok(json.loads(out.read_text())["points"] == [], "empty report written at start")
         for block in BLOCKS:
             for axes, wl in pts[block]:
@@ -1226,79 +1151,88 @@ def self_test(args):
                     st = stats_of(s, 1500.0)
                     vs.append(make_variant(name, st, [("x", stats_of(s[:5])), ("y", stats_of(s[5:]))],
                                            {"tflops": 1.0, "nan": float("nan")}, {"block": block}))
-                rep.add_point(axes, wl, vs, {"winner": vs[0]["name"]})
+                derived = {"winner": vs[0]["name"], "t_best": vs[0]["stats"]["median"]}
+                rep.add_point(axes, wl, vs, derived)
         rep.add_skipped({"sq": 8192, "causal": True}, "RuntimeError: No available kernel.\n  Aborting.",
                         variant="peer:sdpa-efficient:dropout")
-        rep.set_summary({"e2e_winners": []})
+        rep.set_summary(final_summary(rep, None))
         doc = json.loads(out.read_text())
         ok(out.read_text().endswith("}\n") and not list(td.glob("*.tmp.*")), "atomic write, trailing newline")
-        ok(check_report(doc) == [], f"report structure: {check_report(doc)}")
-        ok(doc["points"][0]["variants"][0]["derived"]["nan"] is None, "NaN written as null")
-        ok(all(v["peer"] is True and v["name"].startswith("peer:") for p in doc["points"] for v in p["variants"]),
-           "variants tagged as peers")
-        ok(doc["skipped"][0]["reason"] == "RuntimeError: No available kernel. Aborting.", "one-line reason")
-        ok("peer:gemm-a" in md_table(doc) and "peer:e2e-b" in brief([out]), "markdown table, --brief")
-        st = doc["points"][0]["variants"][0]["stats"]
-        ok(st["samples"] == 10 and abs(st["median"] - 1.045e-3) < 1e-12 and st["mean_clock_mhz"] == 1500.0, "stats")
+        ok(dr.layout_problems(doc) == [], f"report layout: {dr.layout_problems(doc)}")
+        back = dr.load(out)
+        ok(back.command == "peers" and back.config == cfg and back.context["points_from"]["dry_runs"]
+           and len(back.points) == 5 and all(v.peer and v.name.startswith("peer:") for _, v in back.each_variant())
+           and not list(back.each_variant(peer=False)), "read back: config, context, peer variants")
+        ok(math.isnan(back.points[0].variants[0].derived.get("nan") or math.nan)
+           and doc["points"][0]["variants"][0]["derived"]["nan"] is None, "NaN written as null")
+        ok(back.skipped[0].reason == "RuntimeError: No available kernel. Aborting."
+           and back.skipped[0].variant == "peer:sdpa-efficient:dropout", "one-line reason, variant")
+        w = back.summary["e2e_winners"]
+        ok(len(w) == 1 and w[0]["axes"] == {"sq": 8192} and w[0]["winner"] == "peer:e2e-a"
+           and abs(w[0]["t"] - 1.045e-3) < 1e-12 and back.summary["skipped_variants"] == 1, f"summary: {back.summary}")
+        ok("peer:gemm-a" in md_table(back) and "peer:e2e-b" in brief([out]), "markdown table, --brief")
+        st = back.points[0].variants[0].stats
+        ok(st.samples == 10 and abs(st.median - 1.045e-3) < 1e-12 and st.mean_clock_mhz == 1500.0, "stats")
 
-        # 3. --versus on a synthetic `dropbench run` report
-        run = {"schema": "dropbench.report", "schema_version": 1, "command": "run", "context": {}, "config": {},
-               "summary": {}, "skipped": [], "points": [
-                   {"index": i, "axes": {"sq": 8192, "rounds": r}, "workload": {"sq": 8192, "rounds": r},
-                    "derived": {}, "variants": [make_variant(pn, stats_of([t * 1e-3]))
-                                                for pn, t in (("baseline", 4.6 + 0.2 * i), ("fused", 4.9),
-                                                              ("alone:gemm", 0.5))]}
-                   for i, r in enumerate((3, 5, 7))]}
-        e2e_doc = {"config": {"name": "syn"}, "points": [
-            {"axes": {"sq": 8192}, "workload": {"sq": 8192}, "variants": [
-                make_variant("peer:e2e-flash", stats_of([6e-3]), [("gemm", stats_of([1e-3])),
-                                                                  ("attention", stats_of([5e-3]))]),
-                make_variant("peer:e2e-cudnn", stats_of([5.5e-3]), [("gemm", stats_of([1e-3])),
-                                                                    ("attention", stats_of([4.5e-3]))])]}]}
-        (td / "run.json").write_text(json.dumps(run))
-        (td / "e2e.json").write_text(json.dumps(e2e_doc))
+        # 4. --versus on a synthetic `dropbench run` report and a peers report
+        run = Report(str(td / "run.json"), {"tool": "dropbench"}, {"name": "syn"})
+        run.doc["command"] = "run"
+        for r, base in ((3, 4.6), (5, 4.8), (7, 5.0)):
+            run.add_point({"sq": 8192, "rounds": r}, {"sq": 8192, "rounds": r},
+                          [dict(make_variant(pn, stats_of([t * 1e-3])), peer=False)
+                           for pn, t in (("baseline", base), ("fused", 4.9), ("alone:gemm", 0.5))])
+        e2e = Report(str(td / "e2e.json"), {"tool": "scripts/peers.py"}, {"name": "syn"})
+        e2e.add_point({"sq": 8192}, {"sq": 8192}, [
+            make_variant("peer:e2e-flash", stats_of([6e-3]), [("gemm", stats_of([1e-3])),
+                                                              ("attention", stats_of([5e-3]))]),
+            make_variant("peer:e2e-cudnn", stats_of([5.5e-3]), [("gemm", stats_of([1e-3])),
+                                                                ("attention", stats_of([4.5e-3]))])])
         md = versus_markdown([(td / "run.json", td / "e2e.json")])
         ok("| syn | 8192 | fused 4900 | baseline R3 4600 | e2e-cudnn 5500 | 1000 + 4500 | e2e-flash 6000 | 1.12× | "
            "1.20× |" in md, f"versus table: {md}")
+        (td / "not_report.json").write_text("{\"rows\": []}")
+        try:
+            versus_markdown([(td / "run.json", td / "not_report.json")])
+            ok(False, "--versus on a file that is not a report")
+        except UsageError as e:
+            ok("not_report.json: not a dropbench report" in str(e), str(e))
 
-        # 4. dropbench compare reads it (when the binary is there)
-        db = find_dropbench(args.dropbench)
-        if db:
-            r = subprocess.run([db, "compare", str(out), str(out), "--format", "json"], capture_output=True,
-                               text=True, timeout=60)
-            ok(r.returncode == 0, f"dropbench compare exit {r.returncode}: {r.stderr.strip()}")
-            cj = json.loads(r.stdout)
-            n_var = sum(len(p["variants"]) for p in doc["points"])
-            rows = cj["comparisons"][0]["rows"]
-            ok(len(rows) == n_var and all(x["verdict"] == "same" for x in rows) and cj["command"] == "peers",
-               f"compare verdicts: {r.stdout[:400]}")
-            r = subprocess.run([db, "compare", str(out), str(out)], capture_output=True, text=True, timeout=60)
-            ok(r.returncode == 0 and "peer:e2e-a" in r.stdout, "compare markdown")
-            compared = "dropbench compare: read and matched"
-        else:
-            compared = "dropbench compare: binary not found, skipped"
+        # 5. dropbench compare reads the peers report
+        r = subprocess.run([binary, "compare", str(out), str(out), "--format", "json"], capture_output=True,
+                           text=True, timeout=60)
+        ok(r.returncode == 0, f"dropbench compare exit {r.returncode}: {r.stderr.strip()}")
+        cj = json.loads(r.stdout)
+        rows = cj["comparisons"][0]["rows"]
+        ok(len(rows) == sum(len(p.variants) for p in back.points) and all(x["verdict"] == "same" for x in rows)
+           and cj["command"] == "peers", f"compare verdicts: {r.stdout[:400]}")
+        r = subprocess.run([binary, "compare", str(out), str(out)], capture_output=True, text=True, timeout=60)
+        ok(r.returncode == 0 and "peer:e2e-a" in r.stdout, "compare markdown")
 
-        # 5. the real mode without a GPU: one line, exit 2 (CUDA_VISIBLE_DEVICES= hides any GPU)
+        # 6. the command line end to end: --dry-run lists the points; without a GPU (CUDA_VISIBLE_DEVICES= hides
+        # any) one line and exit 2; bad input one line and exit 2
+        me = [sys.executable, str(Path(__file__).resolve())]
+        r = subprocess.run(me + ["--config", cfgfile, "--sq", "8192", "--dry-run"] + db, capture_output=True,
+                           text=True, timeout=120)
+        ok(r.returncode == 0 and r.stdout.splitlines() == [
+            'attention: {"sq": 8192, "causal": true}', 'gemm: {"sq": 8192, "embed": 8192, "dtype": "fp8"}',
+            'gemm: {"sq": 8192, "embed": 8192, "dtype": "bf16"}',
+            'dropout: {"elements": 1073741824, "dropout_dtype": "bf16"}', 'e2e: {"sq": 8192}'],
+           f"--dry-run: rc {r.returncode} {r.stdout!r} {r.stderr!r}")
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
-        r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--config", str(cfgfile), "--sq", "8192",
-                            "-o", str(td / "x.json"), "--quiet"], capture_output=True, text=True, env=env, timeout=300)
+        r = subprocess.run(me + ["--config", cfgfile, "--sq", "8192", "-o", str(td / "x.json"), "--quiet"] + db,
+                           capture_output=True, text=True, env=env, timeout=300)
         ok(r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
            and r.stderr.startswith("peers: no CUDA device found"), f"no-GPU path: rc {r.returncode}, {r.stderr!r}")
-        # bad input: one line, exit 2
-        r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--set", "workload.sqq=1"],
-                           capture_output=True, text=True, timeout=60)
-        ok(r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "sqq" in r.stderr, f"bad input: {r.stderr!r}")
-    print(f"peers self-test: {checks} checks passed; {compared} ({time.time() - t0:.1f} s)")
+        r = subprocess.run(me + ["--set", "workload.sqq=1"] + db, capture_output=True, text=True, timeout=60)
+        ok(r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "sqq" in r.stderr
+           and r.stderr.startswith("peers: dropbench attention: --set workload.sqq=1"), f"bad input: {r.stderr!r}")
+    print(f"peers self-test: {checks} checks passed; points from {binary} --dry-run ({time.time() - t0:.1f} s)")
     return 0
 
 
 # ---------------------------------------------------------------------------------------------------------
 # CLI
 # ---------------------------------------------------------------------------------------------------------
-
-SHORTCUTS = ("batch", "sq", "embed", "q_heads", "kv_heads", "head_dim", "causal", "dropout_p", "dtype", "elements",
-             "dropout_dtype")
-
 
 class Parser(argparse.ArgumentParser):
     def error(self, message):
@@ -1307,9 +1241,9 @@ class Parser(argparse.ArgumentParser):
 
 def parse_args(argv):
     ap = Parser(prog="scripts/peers.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", help="a dropbench config (configs/*.json); default: the built-in quick defaults")
+    ap.add_argument("--config", help="a dropbench config (configs/*.json); default: dropbench's built-in quick config")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="as dropbench: workload.FIELD=, sweep.AXIS=, measure.FIELD= (repeatable)")
+                    help="passed to dropbench: workload.FIELD=, sweep.AXIS=, measure.FIELD= (repeatable)")
     for s in SHORTCUTS:
         ap.add_argument("--" + s.replace("_", "-"), dest="ax_" + s, metavar="V[,V...]",
                         help=f"shorthand for --set sweep.{s}=V[,V...]")
@@ -1317,13 +1251,15 @@ def parse_args(argv):
     ap.add_argument("-o", "--output", help="report path (rewritten after every point)")
     ap.add_argument("--md", help="also write the markdown table here")
     ap.add_argument("--min-time", type=float, help="seconds of samples per measurement (default: measure.min_time)")
-    ap.add_argument("--min-samples", type=int, help="= --set measure.min_samples=N")
+    ap.add_argument("--min-samples", type=int, help="= --set measure.min_samples=N (lifting max_samples to N)")
     ap.add_argument("--device", type=int, default=0)
     ap.add_argument("--git-sha", help="context.git_sha (default: git rev-parse --short HEAD)")
     ap.add_argument("--no-kernel-list", action="store_true", help="skip the torch.profiler kernel listing")
     ap.add_argument("--dry-run", action="store_true", help="print each block's points; no GPU")
     ap.add_argument("--self-test", action="store_true", help="CPU-only checks (no torch needed)")
-    ap.add_argument("--dropbench", help="--self-test: the dropbench binary for the compare check")
+    ap.add_argument("--dropbench", metavar="PATH",
+                    help="the dropbench binary whose --dry-run gives the points (default: $DROPBENCH_BINARY, "
+                    "else build/dropbench)")
     ap.add_argument("--versus", nargs=2, action="append", metavar=("RUN.json", "PEERS.json"),
                     help="markdown: dropbench's best pipeline vs the best peer end-to-end block (repeatable)")
     ap.add_argument("--brief", nargs="+", metavar="PEERS.json", help="print compact lines of peers reports")
@@ -1335,32 +1271,16 @@ def parse_args(argv):
     return a
 
 
-def build_config(a):
-    cfg = load_config(a.config)
-    for s in a.set:
-        if "=" not in s:
-            raise UsageError(f"--set {s}: expected KEY=VALUE")
-        key, val = s.split("=", 1)
-        try:
-            set_key(cfg, key.strip(), parse_set_value(val))
-        except UsageError as e:
-            raise UsageError(f"--set {s}: {e}")
-    for s in SHORTCUTS:
-        v = getattr(a, "ax_" + s)
-        if v is not None:
-            pv = parse_set_value(v)
-            try:
-                set_key(cfg, f"sweep.{s}", pv if isinstance(pv, (list, dict)) else [pv])
-            except UsageError as e:
-                raise UsageError(f"--{s.replace('_', '-')} {v}: {e}")
-    if a.min_samples is not None:
-        set_key(cfg, "measure.min_samples", a.min_samples)
-        if cfg["measure"]["max_samples"] < a.min_samples:
-            cfg["measure"]["max_samples"] = a.min_samples
-    validate(cfg)
-    for b in BLOCKS:
-        block_points(cfg, b)  # cross-field checks of every point
-    return cfg
+def selected_blocks(a):
+    if not a.only:
+        return list(BLOCKS)
+    blocks = [b.strip() for b in a.only.split(",") if b.strip()]
+    for b in blocks:
+        if b not in BLOCKS:
+            raise UsageError(f"--only: {b!r} is not a block (allowed: {', '.join(BLOCKS)})")
+    if not blocks:
+        raise UsageError(f"--only: no block given (allowed: {', '.join(BLOCKS)})")
+    return blocks
 
 
 def main(argv=None):
@@ -1375,24 +1295,18 @@ def main(argv=None):
         if a.versus:
             print(versus_markdown(a.versus))
             return 0
-        cfg = build_config(a)
-        blocks = list(BLOCKS)
-        if a.only:
-            blocks = [b.strip() for b in a.only.split(",") if b.strip()]
-            for b in blocks:
-                if b not in BLOCKS:
-                    raise UsageError(f"--only: {b!r} is not a block (allowed: {', '.join(BLOCKS)})")
+        blocks = selected_blocks(a)
+        cfg, points, source = plan(a, blocks)
         if a.dry_run:
             for b in blocks:
-                for axes, wl in block_points(cfg, b):
+                for axes, _ in points[b]:
                     print(f"{b}: {json.dumps(axes)}")
             return 0
         if a.output:
             d = Path(a.output).parent
             if not d.is_dir():
                 raise UsageError(f"-o {a.output}: the directory {d} does not exist")
-        rc = run_gpu(a, cfg, blocks)
-        return rc
+        return run_gpu(a, cfg, blocks, points, source)
     except UsageError as e:
         print(f"peers: {e}", file=sys.stderr)
         return 2

@@ -17,7 +17,9 @@ What is drawn, per input (docs/report-schema.md, schema_version 1):
   gemm report       gemm-<name>: dropbench (cuBLASLt) vs torch TFLOP/s per shape, with peer_gemm.json.
   run report        run_speedup-<name>: speedup over the baseline pipeline vs SQ, one line per Philox round
                     count (one panel per pipeline); run_phases-<name>: per-phase medians stacked per pipeline.
-Unknown JSON (devices.json...) is ignored. Exit code 2 on unreadable input or without matplotlib.
+Reports are read and validated by scripts/dropbench_report.py (shared with scripts/peers.py). Unknown JSON
+(devices.json...) is ignored; in a folder, unreadable reports are skipped with a note. Exit code 2 on an
+unreadable report given by name, or without matplotlib.
 """
 import argparse
 import json
@@ -29,6 +31,8 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+import dropbench_report as dr  # noqa: E402  (the shared report reader)
 DEFAULT_RESULTS = REPO / "results" / "h200"
 PAPER_RATIOS = {3: 0.67, 5: 0.81}  # Ma et al. (arXiv:2410.07531), H100: Philox-R runtime / Philox-7
 PIPELINE_ORDER = ["baseline", "fused", "overlap", "chunked"]
@@ -65,36 +69,10 @@ def die(msg):
 # Reading
 # ---------------------------------------------------------------------------------------------------------
 
-def num(x):
-    """A report number as float; None (non-finite in the report) and non-numbers become NaN."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return math.nan
-    return float(x)
-
-
-def finite(x):
-    return isinstance(x, float) and math.isfinite(x)
-
-
-def axis(point, key, default=None):
-    """An axis value of a point, else the resolved workload's field, else default."""
-    axes = point.get("axes") or {}
-    if key in axes:
-        return axes[key]
-    return (point.get("workload") or {}).get(key, default)
-
-
-def median(variant):
-    return num((variant.get("stats") or {}).get("median"))
-
-
-def variants(point):
-    return [v for v in point.get("variants") or [] if isinstance(v, dict) and "name" in v]
-
-
-def device_name(doc):
-    dev = (doc.get("context") or {}).get("device") or {}
-    return dev.get("name") if isinstance(dev, dict) and dev.get("name") else ""
+# Reports are read by the shared reader (scripts/dropbench_report.py): schema/version check, validation,
+# Report / Point / Variant objects; a report number that is null reads as NaN.
+num = dr.number
+finite = dr.finite
 
 
 def parse_peer_attention(path):
@@ -114,26 +92,27 @@ def parse_peer_attention(path):
 
 class Inputs:
     def __init__(self):
-        self.reports = {}          # command -> [(path, doc)]
+        self.reports = {}          # command -> [(path, dropbench_report.Report)]
         self.peer_gemm = []        # [(path, doc)]
         self.peer_attention = []   # [(path, rows)]
 
     def add_json(self, path, explicit):
         try:
-            doc = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as e:
+            doc = dr.read_json(path)
+        except dr.ReportError as e:
             if explicit:
-                die(f"{path}: cannot read a JSON report ({e})")
-            note(f"{path}: skipped (not JSON: {e})")
+                die(str(e))
+            note(f"{e}; skipped")
             return
-        if isinstance(doc, dict) and doc.get("schema") == "dropbench.report":
-            if doc.get("schema_version") != 1:
-                msg = f"{path}: schema_version {doc.get('schema_version')} is not supported (reads 1)"
+        if dr.is_report(doc):
+            try:
+                rep = dr.Report.from_doc(doc, str(path))
+            except dr.ReportError as e:
                 if explicit:
-                    die(msg)
-                note(msg + "; skipped")
+                    die(str(e))
+                note(f"{e}; skipped")
                 return
-            self.reports.setdefault(str(doc.get("command")), []).append((Path(path), doc))
+            self.reports.setdefault(rep.command, []).append((Path(path), rep))
         elif isinstance(doc, dict) and isinstance(doc.get("rows"), list) and "gemm" in str(doc.get("tool", "")):
             self.peer_gemm.append((Path(path), doc))
         elif explicit:
@@ -214,25 +193,25 @@ def sq_axis(ax, sqs):
 # (a) Philox R / R=7
 # ---------------------------------------------------------------------------------------------------------
 
-def plot_rng(path, doc, out, written):
-    pts = [p for p in doc.get("points") or [] if variants(p)]
-    layouts = sorted({str(axis(p, "layout")) for p in pts})
+def plot_rng(path, rep, out, written):
+    pts = [p for p in rep.points if p.variants]
+    layouts = sorted({str(p.get("layout")) for p in pts})
     layout = "tile" if "tile" in layouts else (layouts[0] if layouts else None)
-    pts = [p for p in pts if str(axis(p, "layout")) == layout]
+    pts = [p for p in pts if str(p.get("layout")) == layout]
     if not pts:
         note(f"{path}: no measured rng points; skipped")
         return
-    sq = max(int(axis(p, "sq", 0) or 0) for p in pts)
-    pts = [p for p in pts if int(axis(p, "sq", 0) or 0) == sq]
+    sq = max(int(p.get("sq", 0) or 0) for p in pts)
+    pts = [p for p in pts if int(p.get("sq", 0) or 0) == sq]
     t = {}      # (bits, rounds) -> median s
     gel = {}    # (bits, rounds) -> Gelem/s
     elements = None
     for p in pts:
-        v = variants(p)[0]
-        key = (int(axis(p, "threshold_bits")), int(axis(p, "rounds")))
-        t[key] = median(v)
-        gel[key] = num((v.get("derived") or {}).get("gelem_s"))
-        elements = (v.get("extra") or {}).get("elements", elements)
+        v = p.variants[0]
+        key = (int(p.get("threshold_bits")), int(p.get("rounds")))
+        t[key] = v.median
+        gel[key] = num(v.derived.get("gelem_s"))
+        elements = v.extra.get("elements", elements)
     bits = sorted({k[0] for k in t})
     rounds = sorted({k[1] for k in t})
     if 7 not in rounds:
@@ -271,7 +250,7 @@ def plot_rng(path, doc, out, written):
     ax2.set_ylabel("Telem/s")
     ax2.set_title("throughput")
     ax2.legend(loc="upper right", fontsize=8)
-    dev = device_name(doc)
+    dev = rep.device_name
     fig.suptitle(f"Philox4x32-R dropout masks, {layout} layout, SQ {sq_label(sq)}"
                  + (f", {pow2_label(elements)} elements" if elements else "") + (f" — {dev}" if dev else ""))
     fig.tight_layout()
@@ -282,13 +261,13 @@ def plot_rng(path, doc, out, written):
 # (b) standalone dropout
 # ---------------------------------------------------------------------------------------------------------
 
-def plot_dropout(path, doc, out, written):
+def plot_dropout(path, rep, out, written):
     by_dtype = {}
-    for p in doc.get("points") or []:
-        if not variants(p):
+    for p in rep.points:
+        if not p.variants:
             continue
-        dt = str(axis(p, "dropout_dtype", "?"))
-        el = int(axis(p, "elements", 0) or 0)
+        dt = str(p.get("dropout_dtype", "?"))
+        el = int(p.get("elements", 0) or 0)
         if dt not in by_dtype or el > by_dtype[dt][0]:
             by_dtype[dt] = (el, p)
     if not by_dtype:
@@ -298,15 +277,15 @@ def plot_dropout(path, doc, out, written):
     fig, axes = plt.subplots(1, len(dtypes), figsize=(6.2 * len(dtypes), 5.0), squeeze=False)
     for ax, dt in zip(axes[0], dtypes):
         el, p = by_dtype[dt]
-        vs = {v["name"]: v for v in variants(p)}
+        vs = {v.name: v for v in p.variants}
         names = ordered(list(vs), DROPOUT_ORDER)
-        times = [median(vs[n]) * 1e6 for n in names]
-        copy_t = median(vs["copy"]) * 1e6 if "copy" in vs else math.nan
+        times = [vs[n].median * 1e6 for n in names]
+        copy_t = vs["copy"].median * 1e6 if "copy" in vs else math.nan
         cols = ["#7f7f7f" if n == "copy" else "#2ca02c" if n == "seeded" else "#1f77b4" for n in names]
         ax.bar(range(len(names)), times, 0.7, color=cols)
         gen = []
         for n in names:
-            ph = {q.get("name"): num((q.get("stats") or {}).get("median")) for q in vs[n].get("phases") or []}
+            ph = dict(vs[n].phase_medians())
             gen.append(ph.get("gen", math.nan) * 1e6)
         if any(finite(g) for g in gen):
             ax.bar(range(len(names)), [g if finite(g) else 0 for g in gen], 0.7, color="#ffbb78",
@@ -314,14 +293,14 @@ def plot_dropout(path, doc, out, written):
             ax.legend(loc="upper right")
         top = max(t for t in times if finite(t))
         for i, n in enumerate(names):
-            pct = num((vs[n].get("derived") or {}).get("pct_of_copy"))
+            pct = num(vs[n].derived.get("pct_of_copy"))
             lines = []
             if finite(pct):
                 lines.append(f"{pct:.0f}% of copy")
             if finite(copy_t) and n != "copy":
                 lines.append(f"{times[i] / copy_t:.2f}× time")
             lines.append(f"{times[i]:.0f} µs")
-            extra_b = num((vs[n].get("extra") or {}).get("extra_memory_bytes"))
+            extra_b = num(vs[n].extra.get("extra_memory_bytes"))
             if finite(extra_b) and extra_b > 0:
                 lines.append(f"mask {extra_b / 2**20:.0f} MiB")
             ax.text(i, times[i] + top * 0.015, "\n".join(lines), ha="center", va="bottom", fontsize=8)
@@ -330,10 +309,10 @@ def plot_dropout(path, doc, out, written):
         ax.set_xticklabels(names)
         ax.grid(axis="x", visible=False)
         ax.set_ylabel("time per dropout pass (µs, median)")
-        data_mib = ((vs.get("copy") or {}).get("extra") or {}).get("data_bytes")
+        data_mib = vs["copy"].extra.get("data_bytes") if "copy" in vs else None
         ax.set_title(f"{dt}" + (f", {pow2_label(el)} elements" if el else "")
                      + (f" ({data_mib / 2**20:.0f} MiB)" if isinstance(data_mib, (int, float)) else ""))
-    dev = device_name(doc)
+    dev = rep.device_name
     fig.suptitle("Standalone dropout: mask tensor vs seeded (Philox in the apply kernel)"
                  + (f" — {dev}" if dev else "")
                  + "\n% of copy = effective GB/s (data + mask traffic) / D2D-copy GB/s;  × time = time / copy time",
@@ -355,24 +334,27 @@ def peer_sq(row, heads, head_dim, batch):
     return int(round(sq / 128.0) * 128)
 
 
-def plot_attention(path, doc, out, written, peers, peer_sq_override):
-    pts = [p for p in doc.get("points") or [] if variants(p)]
+def plot_attention(path, rep, out, written, peers, peer_sq_override):
+    pts = [p for p in rep.points if p.variants]
     if not pts:
         note(f"{path}: no measured attention points; skipped")
         return
     series = {}  # (causal, mode) -> {sq: tflops}
     for p in pts:
-        c = bool(axis(p, "causal", False))
-        sq = int(axis(p, "sq"))
-        for v in variants(p):
-            tf = num((v.get("derived") or {}).get("tflops"))
+        c = bool(p.get("causal", False))
+        sq = int(p.get("sq"))
+        for v in p.variants:
+            tf = num(v.derived.get("tflops"))
             if not finite(tf):
-                fl, m = num((v.get("extra") or {}).get("flops")), median(v)
+                fl, m = num(v.extra.get("flops")), v.median
                 tf = fl / m / 1e12 if finite(fl) and finite(m) and m > 0 else math.nan
-            series.setdefault((c, v["name"]), {})[sq] = tf
+            series.setdefault((c, v.name), {})[sq] = tf
+    if not any(finite(y) for d in series.values() for y in d.values()):
+        note(f"{path}: no TFLOP/s (derived.tflops, or extra.flops and a median) at any point; skipped")
+        return
     causals = sorted({k[0] for k in series})
     modes = ordered(sorted({k[1] for k in series}), ATTENTION_ORDER)
-    w0 = pts[0].get("workload") or {}
+    w0 = pts[0].workload
     heads, hd, batch = int(w0.get("q_heads", 32)), int(w0.get("head_dim", 128)), int(w0.get("batch", 1))
     peer_rows = []
     for ppath, rows in peers:
@@ -384,7 +366,7 @@ def plot_attention(path, doc, out, written, peers, peer_sq_override):
     col = {m: colors()[i % 10] for i, m in enumerate(modes)}
     peer_style = {("flash", 0.0): ("#9467bd", "D", "none"), ("flash", 0.1): ("#9467bd", "D", "full"),
                   ("cudnn", 0.0): ("#8c564b", "*", "none"), ("cudnn", 0.1): ("#8c564b", "*", "full")}
-    all_sqs = sorted({int(axis(p, "sq")) for p in pts} | {r["sq"] for r in peer_rows})
+    all_sqs = sorted({int(p.get("sq")) for p in pts} | {r["sq"] for r in peer_rows})
     ymax = max([r["tflops"] for r in peer_rows] + [y for d in series.values() for y in d.values() if finite(y)])
     for ax, c in zip(axes[0], causals):
         ends = []  # (y, text, color) of the last point of every line, labelled right of it
@@ -433,7 +415,7 @@ def plot_attention(path, doc, out, written, peers, peer_sq_override):
         fig.text(0.5, -0.04, "PyTorch SDPA (bf16, same machine) points are drawn just left (flash) / right (cuDNN) "
                  "of their SQ; hollow: p=0 (no dropout), filled: p=0.1", ha="center", va="bottom", fontsize=8,
                  color="dimgrey")
-    dev = device_name(doc)
+    dev = rep.device_name
     p_drop = w0.get("dropout_p")
     fig.suptitle(f"FlashAttention forward with dropout, B={batch} Hq={heads} dH={hd}"
                  + (f", p={p_drop:g}" if isinstance(p_drop, (int, float)) else "")
@@ -448,13 +430,11 @@ def plot_attention(path, doc, out, written, peers, peer_sq_override):
 # (d) GEMM vs torch
 # ---------------------------------------------------------------------------------------------------------
 
-def plot_gemm(path, doc, out, written, peers):
+def plot_gemm(path, rep, out, written, peers):
     ours = {}  # (dtype, sq, embed) -> tflops
-    for p in doc.get("points") or []:
-        for v in variants(p):
-            tf = num((v.get("derived") or {}).get("tflops"))
-            ours[(str(axis(p, "dtype")), int(axis(p, "sq")), int(axis(p, "embed")))] = tf
-            break
+    for p in rep.points:
+        if p.variants:
+            ours[(str(p.get("dtype")), int(p.get("sq")), int(p.get("embed")))] = num(p.variants[0].derived.get("tflops"))
     if not ours:
         note(f"{path}: no measured gemm points; skipped")
         return
@@ -491,7 +471,7 @@ def plot_gemm(path, doc, out, written, peers):
         ax.set_title(f"{dt}: QKV projection [SQ, E] × [E, (Hq+2·Hkv)·dH]"
                      + ("  (label: dropbench / torch)" if have_peer else ""))
         ax.legend(loc="upper left", ncol=2, fontsize=8)
-    dev = device_name(doc)
+    dev = rep.device_name
     fig.suptitle("QKV GEMM: dropbench (cuBLASLt, top-k tuned) vs PyTorch" + (f" — {dev}" if dev else ""))
     fig.tight_layout()
     save(fig, out, f"gemm-{slug(path)}", written)
@@ -501,33 +481,30 @@ def plot_gemm(path, doc, out, written, peers):
 # (e) pipelines (`dropbench run`)
 # ---------------------------------------------------------------------------------------------------------
 
-def run_records(doc):
+def run_records(rep):
     """Normalises a run report to records {group, sq, rounds, pipeline, median, phases[(name, median)]}.
     Pipelines are read from variant names (baseline/fused/overlap/chunked); a report that sweeps a
     `pipeline` axis with one variant per point is accepted too."""
     recs = []
-    for p in doc.get("points") or []:
-        vs = variants(p)
-        by_axis = "pipeline" in (p.get("axes") or {}) and not any(v["name"] in PIPELINE_ORDER for v in vs)
-        other = {k: v for k, v in (p.get("axes") or {}).items() if k not in ("sq", "rounds", "pipeline")}
+    for p in rep.points:
+        vs = p.variants
+        by_axis = "pipeline" in p.axes and not any(v.name in PIPELINE_ORDER for v in vs)
+        other = {k: v for k, v in p.axes.items() if k not in ("sq", "rounds", "pipeline")}
         for v in (vs[:1] if by_axis else vs):
-            pipe = str(axis(p, "pipeline")) if by_axis else v["name"]
+            pipe = str(p.get("pipeline")) if by_axis else v.name
             # Only the four pipelines: `run` also reports the pieces alone ("alone:*") and the overlap
             # mechanisms ("mech:*"), which are not pipelines.
             if not by_axis and pipe not in PIPELINE_ORDER:
                 continue
             # Chunked phases come per chunk ("rng[3]", "attention[3]"): summed under one name.
             merged = {}
-            for q in v.get("phases") or []:
-                if not isinstance(q, dict):
-                    continue
-                name = re.sub(r"\[\d+\]$", "", str(q.get("name")))
-                val = num((q.get("stats") or {}).get("median"))
+            for qname, val in v.phase_medians():
+                name = re.sub(r"\[\d+\]$", "", qname)
                 merged[name] = (merged.get(name) or 0.0) + (val if finite(val) else 0.0)
             phases = list(merged.items())
             recs.append({"group": tuple(sorted((k, json.dumps(x)) for k, x in other.items())),
-                         "sq": int(axis(p, "sq", 0) or 0), "rounds": axis(p, "rounds"), "pipeline": pipe,
-                         "median": median(v), "phases": phases})
+                         "sq": int(p.get("sq", 0) or 0), "rounds": p.get("rounds"), "pipeline": pipe,
+                         "median": v.median, "phases": phases})
     return recs
 
 
@@ -538,15 +515,15 @@ def group_label(group):
     return " ".join(f"{k}={cell(v)}" for k, v in group)
 
 
-def plot_run(path, doc, out, written):
-    recs = run_records(doc)
+def plot_run(path, rep, out, written):
+    recs = run_records(rep)
     if not recs:
         note(f"{path}: no measured run points; skipped")
         return
     base = {(r["group"], r["sq"], r["rounds"]): r["median"] for r in recs if r["pipeline"] == "baseline"}
     pipes = ordered(sorted({r["pipeline"] for r in recs}), PIPELINE_ORDER)
     others = [p for p in pipes if p != "baseline"]
-    dev = device_name(doc)
+    dev = rep.device_name
     sqs = sorted({r["sq"] for r in recs})
     groups = sorted({r["group"] for r in recs})
     rounds_all = sorted({r["rounds"] for r in recs}, key=lambda x: (x is None, x))
@@ -643,17 +620,17 @@ def plot_peers_block(inputs, out, written):
     """One transformer block per preset: dropbench's four pipelines (Philox-7) beside the peers' end-to-end
     blocks (scripts/peers.py, variants peer:e2e-*), matched by config name and SQ."""
     runs = {}
-    for path, doc in inputs.reports.get("run", []):
-        name = (doc.get("config") or {}).get("name") or slug(path)
-        for r in run_records(doc):
+    for path, rep in inputs.reports.get("run", []):
+        name = rep.config_name or slug(path)
+        for r in run_records(rep):
             if r["rounds"] in (7, None) and finite(r["median"]):
                 runs.setdefault((name, r["sq"]), {})[r["pipeline"]] = r["median"]
     rows = []  # (label, {bar: seconds})
-    for path, doc in inputs.reports.get("peers", []):
-        name = (doc.get("config") or {}).get("name") or slug(path)
-        for p in doc.get("points") or []:
-            e2e = {v["name"].split(":", 1)[1]: median(v) for v in variants(p) if v["name"].startswith("peer:e2e-")}
-            sq = int(axis(p, "sq", 0) or 0)
+    for path, rep in inputs.reports.get("peers", []):
+        name = rep.config_name or slug(path)
+        for p in rep.points:
+            e2e = {v.name.split(":", 1)[1]: v.median for v in p.variants if v.peer and v.name.startswith("peer:e2e-")}
+            sq = int(p.get("sq", 0) or 0)
             if e2e and (name, sq) in runs:
                 bars = {pl: runs[(name, sq)][pl] for pl in PIPELINE_ORDER if pl in runs[(name, sq)]}
                 bars.update({f"torch {k[4:]}": t for k, t in e2e.items() if finite(t)})
@@ -686,19 +663,19 @@ def plot_peers_block(inputs, out, written):
 
 def plot_all(inputs, out, peer_sq_override=None):
     written = []
-    for path, doc in inputs.reports.get("rng", []):
-        plot_rng(path, doc, out, written)
-    for path, doc in inputs.reports.get("dropout", []):
-        plot_dropout(path, doc, out, written)
-    for path, doc in inputs.reports.get("attention", []):
-        plot_attention(path, doc, out, written, inputs.peer_attention, peer_sq_override)
-    for path, doc in inputs.reports.get("gemm", []):
+    for path, rep in inputs.reports.get("rng", []):
+        plot_rng(path, rep, out, written)
+    for path, rep in inputs.reports.get("dropout", []):
+        plot_dropout(path, rep, out, written)
+    for path, rep in inputs.reports.get("attention", []):
+        plot_attention(path, rep, out, written, inputs.peer_attention, peer_sq_override)
+    for path, rep in inputs.reports.get("gemm", []):
         if not inputs.peer_gemm:
             note(f"{path}: no peer_gemm.json given; plotting dropbench alone")
-        plot_gemm(path, doc, out, written, inputs.peer_gemm)
+        plot_gemm(path, rep, out, written, inputs.peer_gemm)
     if inputs.reports.get("run"):
-        for path, doc in inputs.reports["run"]:
-            plot_run(path, doc, out, written)
+        for path, rep in inputs.reports["run"]:
+            plot_run(path, rep, out, written)
     else:
         note("no `dropbench run` report given: pipeline speedup and phase plots skipped")
     plot_peers_block(inputs, out, written)
@@ -795,8 +772,49 @@ def self_test(keep=None):
         if any(f.name.startswith(("run_", "peers_")) for f in plot_all(inputs, tmp / "plots2")):
             print("plot.py self-test: FAILED (run plots without a run report)", file=sys.stderr)
             return 1
-    print(f"plot.py self-test: ok ({len(expect)} files)")
+        problem = fixture_checks(tmp)
+        if problem:
+            print(f"plot.py self-test: FAILED ({problem})", file=sys.stderr)
+            return 1
+    print(f"plot.py self-test: ok ({len(expect)} files from synthetic reports; tests/fixtures/compare and "
+          f"model reports read through dropbench_report.py, 6 files from them)")
     return 0
+
+
+def fixture_checks(tmp):
+    """The shared reader on the fixture reports, as plot.py meets files: a folder walk keeps the reports,
+    recognises peer_gemm.json, skips what it cannot read; an explicit unreadable file stops with exit 2;
+    the run and rng fixtures of tests/fixtures/model plot."""
+    fixtures = REPO / "tests" / "fixtures" / "compare"
+    inputs = Inputs()
+    inputs.add(fixtures)
+    att = sorted(p.name for p, _ in inputs.reports.get("attention", []))
+    if att != ["base.json", "empty.json", "faster.json", "same.json", "slower_beyond.json", "slower_noise.json",
+               "unmatched.json"] or [p.name for p, _ in inputs.reports.get("gemm", [])] != ["other_command.json"] \
+            or [p.name for p, _ in inputs.peer_gemm] != ["not_report.json"]:
+        return f"folder walk of {fixtures}: attention {att}, gemm {inputs.reports.get('gemm')}, peer_gemm {inputs.peer_gemm}"
+    base = dict(inputs.reports["attention"])[fixtures / "base.json"]
+    if base.points[1].get("sq") != 8192 or base.points[1].variant("fused").median != 0.0008:
+        return f"base.json read as {base.points}"
+    written = []
+    plot_attention(fixtures / "base.json", base, tmp / "fixture_plots", written, [], None)  # no TFLOP/s: a note
+    model = REPO / "tests" / "fixtures" / "model"
+    for f in ("report_run.json", "report_rng.json"):
+        inputs.add(model / f)
+    plot_run(model / "report_run.json", inputs.reports["run"][0][1], tmp / "fixture_plots", written)
+    plot_rng(model / "report_rng.json", inputs.reports["rng"][0][1], tmp / "fixture_plots", written)
+    want = [f"{k}-{n}.{e}" for k, n in (("philox_ratio", "report_rng"), ("run_phases", "report_run"),
+                                        ("run_speedup", "report_run")) for e in ("png", "svg")]
+    if sorted(f.name for f in written) != want:
+        return f"plots of the fixture reports: {sorted(f.name for f in written)}, expected {want}"
+    for name in ("wrong_version.json", "not_json.json"):
+        try:
+            Inputs().add(fixtures / name)
+            return f"{name} given explicitly was accepted"
+        except SystemExit as e:
+            if e.code != 2:
+                return f"{name}: exit {e.code}"
+    return None
 
 
 def main(argv=None):

@@ -33,7 +33,7 @@ for s in "b=1,sq=8192,e=4096,hq=32,hkv=8,dh=128" "b=1,sq=8192,e=8192,hq=64,hkv=8
     echo
   done
 done >"$OUT/model/recommend.md"
-mkdir -p "$OUT/peers"; for p in 8b 70b 405b; do python3 scripts/peers.py --config "configs/llama3-$p.json" --sq 8192 -q -o "$OUT/peers/llama3-$p.json" --md "$OUT/peers/llama3-$p.md" >/dev/null || echo "reproduce: peers for llama3-$p skipped (needs a GPU with PyTorch + Triton)" >&2; done
+mkdir -p "$OUT/peers"; for p in 8b 70b 405b; do python3 scripts/peers.py --dropbench "$B" --config "configs/llama3-$p.json" --sq 8192 -q -o "$OUT/peers/llama3-$p.json" --md "$OUT/peers/llama3-$p.md" >/dev/null || echo "reproduce: peers for llama3-$p skipped (needs a GPU with PyTorch + Triton)" >&2; done
 # Plots last: the peers block plot pairs run/llama3-*.json with peers/llama3-*.json.
 /usr/bin/python3 scripts/plot.py -o "$OUT/plots" "$OUT"/foundation/*.json "$OUT"/kernels/*.json "$OUT"/run/llama3-*.json \
   "$OUT"/run/paper_reduced.json "$OUT"/peers/llama3-*.json || true
