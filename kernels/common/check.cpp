@@ -21,4 +21,9 @@ void check_cublas(int status, const char* call, const char* file, int line) {
   throw_cuda_error("cuBLAS", status, name ? name : "?", call, file, line);
 }
 
+void throw_unsupported_value(const char* what, const char* field, int got, const char* allowed) {
+  throw UsageError(std::string(what) + ": " + field + " must be one of " + allowed + " (got " + std::to_string(got) +
+                   ")");
+}
+
 }  // namespace dropbench

@@ -33,6 +33,10 @@ inline void check_cuda(cudaError_t e, const char* call, const char* file, int li
 }
 void check_cublas(int status, const char* call, const char* file, int line);  // cublasStatus_t as int
 
+// UsageError "<what>: <field> must be one of <allowed> (got <got>)". Out of line, so that kernel objects that
+// report bad values carry no std::string code of their own (kernels/common/dispatch.cuh).
+[[noreturn]] void throw_unsupported_value(const char* what, const char* field, int got, const char* allowed);
+
 }  // namespace dropbench
 
 #define DB_CUDA(call) ::dropbench::check_cuda((call), #call, __FILE__, __LINE__)

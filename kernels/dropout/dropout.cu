@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/dispatch.cuh"
 
 namespace dropbench {
 namespace {
@@ -177,30 +178,16 @@ void apply_typed(const DropoutApplyParams& p, MaskLayout layout, const void* mas
   DB_CUDA_LAUNCH();
 }
 
-template <typename T, int R>
-void seeded_tw(const DropoutApplyParams& p, uint64_t seed, uint32_t offset, int tw, uint32_t drop, cudaStream_t s) {
-  const auto* x = static_cast<const T*>(p.x);
-  auto* y = static_cast<T*>(p.y);
-  const unsigned g = grid_for(p);
-  switch (tw) {
-    case 8: dropout_seeded_kernel<T, R, 8><<<g, 256, 0, s>>>(x, y, p.n, p.scale, seed, offset, drop); break;
-    case 16: dropout_seeded_kernel<T, R, 16><<<g, 256, 0, s>>>(x, y, p.n, p.scale, seed, offset, drop); break;
-    case 32: dropout_seeded_kernel<T, R, 32><<<g, 256, 0, s>>>(x, y, p.n, p.scale, seed, offset, drop); break;
-    default: throw UsageError("threshold_bits must be 8, 16 or 32");
-  }
-  DB_CUDA_LAUNCH();
-}
-
 template <typename T>
 void seeded_typed(const DropoutApplyParams& p, uint64_t seed, uint32_t offset, int rounds, int tw, uint32_t drop,
                   cudaStream_t s) {
-  switch (rounds) {
-    case 3: return seeded_tw<T, 3>(p, seed, offset, tw, drop, s);
-    case 5: return seeded_tw<T, 5>(p, seed, offset, tw, drop, s);
-    case 7: return seeded_tw<T, 7>(p, seed, offset, tw, drop, s);
-    case 10: return seeded_tw<T, 10>(p, seed, offset, tw, drop, s);
-  }
-  throw UsageError("rounds must be 3, 5, 7 or 10");
+  const auto* x = static_cast<const T*>(p.x);
+  auto* y = static_cast<T*>(p.y);
+  const unsigned g = grid_for(p);
+  with_rounds_tw(rounds, tw, "dropout", [&](auto r, auto b) {
+    dropout_seeded_kernel<T, r(), b()><<<g, 256, 0, s>>>(x, y, p.n, p.scale, seed, offset, drop);
+  });
+  DB_CUDA_LAUNCH();
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/dispatch.cuh"
 
 namespace dropbench {
 namespace {
@@ -204,16 +205,6 @@ void launch_rt(const RngMaskParams& p, cudaStream_t s) {
   DB_CUDA_LAUNCH();
 }
 
-template <int R>
-void launch_tw(const RngMaskParams& p, cudaStream_t s) {
-  switch (p.threshold_bits) {
-    case 8: return launch_rt<R, 8>(p, s);
-    case 16: return launch_rt<R, 16>(p, s);
-    case 32: return launch_rt<R, 32>(p, s);
-  }
-  throw UsageError("threshold_bits must be 8, 16 or 32");
-}
-
 }  // namespace
 
 MaskLayout parse_mask_layout(const std::string& s) {
@@ -274,13 +265,7 @@ void launch_rng_mask(const RngMaskParams& p, cudaStream_t s) {
     throw UsageError("rng: the coresident and steal schedules need a work counter");
   if (p.schedule != RngSchedule::Steal && p.reserve_smem != 0)
     throw UsageError("rng: reserve_smem is for the steal schedule only");
-  switch (p.rounds) {
-    case 3: return launch_tw<3>(p, s);
-    case 5: return launch_tw<5>(p, s);
-    case 7: return launch_tw<7>(p, s);
-    case 10: return launch_tw<10>(p, s);
-  }
-  throw UsageError("rounds must be 3, 5, 7 or 10");
+  with_rounds_tw(p.rounds, p.threshold_bits, "rng", [&](auto r, auto tw) { launch_rt<r(), tw()>(p, s); });
 }
 
 }  // namespace dropbench

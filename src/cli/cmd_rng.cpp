@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/dispatch.cuh"
 #include "src/cli/cli.hpp"
 #include "src/core/device_buffer.hpp"
 #include "src/core/harness.hpp"
@@ -41,7 +42,8 @@ double counted_elements(const RngMaskParams& p) {
 int run_rng(RunContext& ctx) {
   const std::vector<std::string> axes = {"sq", "causal", "rounds", "threshold_bits", "layout"};
   const std::map<std::string, std::vector<json>> defaults = {
-      {"rounds", {3, 5, 7, 10}}, {"threshold_bits", {8, 16, 32}}, {"layout", {"tile", "bits", "u8", "i32"}}};
+      {"rounds", std::vector<json>(std::begin(kPhiloxRounds), std::end(kPhiloxRounds))},
+      {"threshold_bits", std::vector<json>(std::begin(kThresholdBits), std::end(kThresholdBits))}, {"layout", {"tile", "bits", "u8", "i32"}}};
   const auto points = expand_sweep(ctx.cfg, axes, defaults);
   const bool dry = ctx.opts.dry_run;
 

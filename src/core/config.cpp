@@ -14,11 +14,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <sstream>
 #include <string_view>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/dispatch.cuh"
 
 namespace dropbench {
 namespace {
@@ -183,7 +185,7 @@ std::string chk_int(const json& v, int64_t lo, int64_t hi, int64_t& out) {
   return {};
 }
 
-std::string chk_int_in(const json& v, std::initializer_list<int64_t> allowed, int64_t& out) {
+std::string chk_int_in(const json& v, const std::vector<int64_t>& allowed, int64_t& out) {
   const auto i = as_int(v);
   if (!i) return show(v) + " must be an integer (allowed: " + join(allowed) + ")";
   if (std::find(allowed.begin(), allowed.end(), *i) == allowed.end())
@@ -317,12 +319,12 @@ const std::vector<WorkloadField>& workload_fields() {
        [](const Workload& w) { return json(w.dtype); }},
       {"rounds", Kind::Int,
        [](Workload& w, const json& v) {
-         return chk_int_in(v, {3, 5, 7, 10}, w.rounds);
+         return chk_int_in(v, std::vector<int64_t>(std::begin(kPhiloxRounds), std::end(kPhiloxRounds)), w.rounds);
        },
        [](const Workload& w) { return json(w.rounds); }},
       {"threshold_bits", Kind::Int,
        [](Workload& w, const json& v) {
-         return chk_int_in(v, {8, 16, 32}, w.threshold_bits);
+         return chk_int_in(v, std::vector<int64_t>(std::begin(kThresholdBits), std::end(kThresholdBits)), w.threshold_bits);
        },
        [](const Workload& w) { return json(w.threshold_bits); }},
       {"layout", Kind::Text,

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "kernels/common/dispatch.cuh"
+
 namespace dropbench {
 namespace {
 
@@ -20,39 +22,6 @@ void flat_rt(uint64_t words, uint64_t seed, uint32_t offset, uint32_t drop, std:
   for (uint64_t w = 0; w < words; ++w) out[w] = flat_keep_word<R, TW>(seed, offset, drop, w);
 }
 
-// Dispatch a (rounds, tw) pair to a template instantiation.
-template <template <int, int> class F, typename... A>
-void dispatch(int rounds, int tw, A&&... a) {
-#define DB_TW(R)                                     \
-  switch (tw) {                                      \
-    case 8: return F<R, 8>::run(a...);               \
-    case 16: return F<R, 16>::run(a...);             \
-    case 32: return F<R, 32>::run(a...);             \
-  }                                                  \
-  break;
-  switch (rounds) {
-    case 3: DB_TW(3)
-    case 5: DB_TW(5)
-    case 7: DB_TW(7)
-    case 10: DB_TW(10)
-  }
-#undef DB_TW
-  throw std::invalid_argument("rounds must be 3/5/7/10 and threshold bits 8/16/32");
-}
-
-template <int R, int TW>
-struct TileF {
-  static void run(const MaskGeometry& g, uint64_t s, uint32_t o, uint32_t d, std::vector<uint32_t>& out) {
-    tile_rt<R, TW>(g, s, o, d, out);
-  }
-};
-template <int R, int TW>
-struct FlatF {
-  static void run(uint64_t w, uint64_t s, uint32_t o, uint32_t d, std::vector<uint32_t>& out) {
-    flat_rt<R, TW>(w, s, o, d, out);
-  }
-};
-
 // Field `idx` of a call's output for width tw, read without any of the packing helpers.
 bool naive_keep(const u32x4& r, int tw, uint32_t idx, uint32_t drop) {
   const uint32_t per_word = 32 / tw;
@@ -68,13 +37,13 @@ bool naive_keep(const u32x4& r, int tw, uint32_t idx, uint32_t drop) {
 std::vector<uint32_t> host_tile_mask(const MaskGeometry& g, uint64_t seed, uint32_t offset, int rounds, int tw,
                                      uint32_t drop, uint32_t fill) {
   std::vector<uint32_t> out(g.words(), fill);
-  dispatch<TileF>(rounds, tw, g, seed, offset, drop, out);
+  with_rounds_tw(rounds, tw, "host mask", [&](auto r, auto b) { tile_rt<r(), b()>(g, seed, offset, drop, out); });
   return out;
 }
 
 std::vector<uint32_t> host_flat_mask(uint64_t n, uint64_t seed, uint32_t offset, int rounds, int tw, uint32_t drop) {
   std::vector<uint32_t> out((n + 31) / 32);
-  dispatch<FlatF>(rounds, tw, static_cast<uint64_t>(out.size()), seed, offset, drop, out);
+  with_rounds_tw(rounds, tw, "host mask", [&](auto r, auto b) { flat_rt<r(), b()>(out.size(), seed, offset, drop, out); });
   return out;
 }
 

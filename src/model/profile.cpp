@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/dispatch.cuh"
 
 namespace dropbench::profile {
 
@@ -337,13 +338,13 @@ Selection parse_kernels(const std::string& list) {
 std::vector<std::string> kernel_keys(const Selection& s, int attn_tw) {
   std::vector<std::string> k;
   if (s.rng)
-    for (int r : {3, 5, 7, 10})
-      for (int tw : {8, 16, 32}) k.push_back(fmt::format("rng_tile_r{}_tw{}", r, tw));
+    for (int r : kPhiloxRounds)
+      for (int tw : kThresholdBits) k.push_back(fmt::format("rng_tile_r{}_tw{}", r, tw));
   if (s.attention)
     for (const char* causal : {"", "_causal"}) {
       k.push_back(fmt::format("attn_none{}", causal));
       k.push_back(fmt::format("attn_mask{}", causal));
-      for (int r : {3, 5, 7, 10}) k.push_back(fmt::format("attn_fused_r{}_tw{}{}", r, attn_tw, causal));
+      for (int r : kPhiloxRounds) k.push_back(fmt::format("attn_fused_r{}_tw{}{}", r, attn_tw, causal));
     }
   if (s.gemm) {
     k.push_back("gemm_fp8");

@@ -1,0 +1,134 @@
+#include "src/block/run_figures.hpp"
+
+#include <fmt/format.h>
+
+namespace dropbench {
+
+namespace {
+
+// Dropout's exposed cost in each pipeline: its time minus GEMM + attention without dropout work (vs the
+// mask-reading attention alone; fused: the in-kernel Philox's extra time).
+json exposed_dropout(const PointTimes& t) {
+  const auto& tp = t.pipelines;
+  const double t_g = t.alone.gemm();
+  const double t_am = t.alone.get("attention-mask");
+  json exposed = json::object();
+  for (const char* p : {"baseline", "overlap", "fused"})
+    if (tp.count(p) && t_am > 0) exposed[p] = tp.at(p) - t_g - t_am;
+  if (tp.count("chunked") && t.alone.t.count("attention-chunks"))
+    exposed["chunked"] = tp.at("chunked") - t_g - t.alone.get("attention-chunks");
+  return exposed;
+}
+
+}  // namespace
+
+json point_figures(PointResult& pr, const Workload& w, const PointTimes& t) {
+  const auto& tp = t.pipelines;
+  if (tp.count("baseline"))
+    for (auto& v : pr.variants)
+      if (tp.count(v.name) && v.stats.median > 0) v.derived["x_baseline"] = tp.at("baseline") / v.stats.median;
+
+  json d = pr.derived;
+  for (const auto& [n, s] : tp) d["t_" + n] = s;
+  auto ratio = [&](const char* num, const char* den, const char* key) {
+    if (tp.count(num) && tp.count(den) && tp.at(den) > 0) d[key] = tp.at(num) / tp.at(den);
+  };
+  ratio("baseline", "overlap", "speedup_overlap_vs_baseline");
+  ratio("fused", "overlap", "speedup_overlap_vs_fused");
+  ratio("baseline", "fused", "speedup_fused_vs_baseline");
+  ratio("baseline", "chunked", "speedup_chunked_vs_baseline");
+  ratio("overlap", "chunked", "speedup_chunked_vs_overlap");
+  const json exposed = exposed_dropout(t);
+  d["rng_exposed_s"] = exposed;
+  const double t_g = t.alone.gemm(), t_r = t.alone.rng();
+  std::string winner;
+  for (const auto& [n, s] : tp)
+    if (winner.empty() || s < tp.at(winner)) winner = n;
+  d["winner"] = winner;
+  if (!winner.empty()) {
+    std::string why = fmt::format("{} is fastest ({:.1f} us); GEMM {:.1f} us, RNG alone {:.1f} us, attention "
+                                  "(mask) {:.1f} us, (fused) {:.1f} us; dropout exposed:",
+                                  winner, tp.at(winner) * 1e6, t_g * 1e6, t_r * 1e6,
+                                  t.alone.get("attention-mask") * 1e6, t.alone.get("attention-fused") * 1e6);
+    for (auto it = exposed.begin(); it != exposed.end(); ++it)
+      why += fmt::format(" {} {:.1f} us", it.key(), it.value().get<double>() * 1e6);
+    d["why"] = why;
+  }
+  d["mask_bytes_full"] = t.mem.full_mask;
+  d["mask_bytes_chunked"] = 2 * t.mem.chunk_mask;
+  d["overlap_rng"] = t.ovl.rc.name;
+  const Mech* best = t.mechs.best;
+  if (!t.mechs.hidden_by.empty()) {
+    d["hidden_by_mechanism"] = t.mechs.hidden_by;
+    d["best_mechanism"] = best->rc.name;
+    d["best_hidden"] = best->hidden;
+  }
+  if (t_r > 0 && t_g > 0) d["rng_over_gemm"] = t_r / t_g;
+  pr.derived = d;
+  if (w.embed == 8192 && w.sq == 8192 && w.rounds == 7 && best) {
+    json row;
+    row["axes"] = pr.axes;
+    row["dtype"] = w.dtype;
+    row["best_mechanism"] = best->rc.name;
+    row["best_hidden"] = best->hidden;
+    row["met_80_percent"] = best->hidden >= 0.8;
+    row["hidden_by_mechanism"] = t.mechs.hidden_by;
+    return row;
+  }
+  return nullptr;
+}
+
+namespace {
+
+// Philox R / R7 time ratios of every variant (and of the baseline's RNG phase) between points that differ only
+// in rounds.
+json rounds_vs_r7(const Report& report) {
+  std::map<std::string, std::map<int64_t, const PointResult*>> groups;
+  for (const PointResult& p : report.points()) {
+    json key = p.axes;
+    key.erase("rounds");
+    groups[key.dump()][p.workload.value("rounds", int64_t{7})] = &p;
+  }
+  json ratios = json::array();
+  for (const auto& [key, by_r] : groups) {
+    auto r7 = by_r.find(7);
+    if (r7 == by_r.end()) continue;
+    for (const auto& [r, p] : by_r) {
+      if (r == 7) continue;
+      json row;
+      row["axes"] = json::parse(key);
+      row["rounds"] = r;
+      for (const VariantResult& v : p->variants) {
+        for (const VariantResult& v7 : r7->second->variants)
+          if (v7.name == v.name && v7.stats.median > 0) {
+            if (v.name.rfind("alone:", 0) == 0 || v.name.find(':') == std::string::npos)
+              row["x_r7"][v.name] = v.stats.median / v7.stats.median;
+            if (v.name == "baseline")
+              for (size_t k = 0; k < v.phases.size() && k < v7.phases.size(); ++k)
+                if (v.phases[k].first == "rng" && v7.phases[k].second.median > 0)
+                  row["x_r7"]["baseline/rng-phase"] = v.phases[k].second.median / v7.phases[k].second.median;
+          }
+      }
+      ratios.push_back(row);
+    }
+  }
+  return ratios;
+}
+
+}  // namespace
+
+json run_summary(const Report& report, const RunTotals& totals) {
+  json summary = json::object();
+  summary["rounds_vs_r7"] = rounds_vs_r7(report);
+  json winners = json::array();
+  for (const PointResult& p : report.points())
+    if (p.derived.contains("winner")) winners.push_back({{"axes", p.axes}, {"winner", p.derived["winner"]}});
+  summary["winners"] = winners;
+  summary["bitwise_mismatches"] = totals.counters.mismatches;
+  summary["measurements_without_samples"] = totals.counters.unmeasured;
+  if (!totals.target.empty()) summary["coresidency_target"] = totals.target;
+  if (totals.traced) summary["trace"] = {{"file", totals.trace_path}, {"records", totals.trace_records}};
+  return summary;
+}
+
+}  // namespace dropbench

@@ -1,0 +1,209 @@
+#include "src/block/run_point.hpp"
+
+#include <fmt/format.h>
+
+#include "kernels/common/check.hpp"
+#include "src/block/mechanisms.hpp"
+#include "src/block/pipeline_graph.hpp"
+#include "src/core/nvtx.hpp"
+
+namespace dropbench {
+
+void validate_run_options(const RunOptions& o) {
+  if (o.top_k < 1 || o.top_k > 16) throw UsageError(fmt::format("--top-k: {} is out of range (allowed: [1, 16])", o.top_k));
+  if (o.mask_budget_gib < 0) throw UsageError("--mask-budget: must be >= 0 (GiB; 0 = the free device memory)");
+  bool known = o.overlap_rng == "auto";
+  for (const FixedMechanism& m : fixed_mechanisms()) known = known || m.rc.name == o.overlap_rng;
+  if (!known)
+    throw UsageError("--overlap-rng: '" + o.overlap_rng + "' is not allowed (allowed: " + overlap_rng_choices() + ")");
+}
+
+std::vector<Pipeline> wanted_pipelines(const RunOptions& o, const Config& cfg) {
+  if (!o.pipelines.empty()) return parse_pipeline_list(o.pipelines);
+  std::vector<Pipeline> wanted = all_pipelines();
+  for (const auto& [axis, values] : cfg.sweep)
+    if (axis == "pipeline") {
+      wanted.clear();
+      for (const json& v : values) wanted.push_back(parse_pipeline(v.get<std::string>()));
+    }
+  return wanted;
+}
+
+Measurement PointScope::measure(const std::string& name, const std::function<void(Sample&)>& body) {
+  NvtxRange vr("variant " + name);
+  Measurement m = harness.measure(body);
+  if (m.total.samples == 0) {
+    ++counters.unmeasured;
+    fmt::print(stderr, "dropbench: WARNING: {} at {}: every sample was discarded as clock-throttled ({} of them); "
+               "power-capped GEMMs need --set measure.throttle=0\n", name, label, m.total.discarded);
+  }
+  return m;
+}
+
+PhaseFn hook(Sample& s) {
+  return [&s](const std::string& n, const std::function<void()>& fn, cudaStream_t on) { s.phase(n, fn, on); };
+}
+
+VariantResult variant_of(const std::string& name, const Measurement& m) {
+  VariantResult v;
+  v.name = name;
+  v.stats = m.total;
+  v.phases = m.phases;
+  return v;
+}
+
+json algo_brief(const GemmAlgoInfo& a) {
+  json j;
+  j["id"] = a.algo_id;
+  j["tile"] = a.tile_name();
+  j["stages"] = a.stages_name();
+  j["cluster"] = a.cluster_name();
+  j["splitk"] = a.splitk;
+  j["heuristic_rank"] = a.heuristic_rank;
+  j["summary"] = a.summary();
+  return j;
+}
+
+AloneTimes measure_alone(PointScope& ps) {
+  BlockRunner& runner = ps.runner;
+  AloneTimes alone;
+  auto add = [&](const std::string& name, const Measurement& m, double fl, json extra = json::object()) {
+    VariantResult v = variant_of("alone:" + name, m);
+    alone.t[name] = m.total.median;
+    if (fl > 0 && m.total.median > 0) v.derived["tflops"] = fl / m.total.median / 1e12;
+    v.extra = std::move(extra);
+    ps.pr.variants.push_back(std::move(v));
+  };
+  {
+    json ex;
+    ex["algo"] = algo_brief(runner.gemm().algo());
+    ex["tuned"] = runner.gemm().tuned();
+    add("gemm", ps.measure("alone:gemm", [&](Sample& s) { s.phase("gemm", [&] { runner.gemm().run(s.stream); }); }),
+        runner.gemm_flops(), ex);
+  }
+  const double attn_flops = runner.attention_flops();
+  if (ps.plan.needs_full_mask) {
+    add("rng", ps.measure("alone:rng", [&](Sample& s) { runner.rng_static(s.stream, hook(s)); }), 0,
+        json{{"mask_bytes", runner.full_mask_bytes()}});
+    add("attention-mask", ps.measure("alone:attention-mask", [&](Sample& s) {
+          s.phase("attention", [&] { runner.attention_full(DropoutMode::Mask, s.stream); });
+        }), attn_flops);
+  }
+  add("attention-fused", ps.measure("alone:attention-fused", [&](Sample& s) {
+        s.phase("attention", [&] { runner.attention_full(DropoutMode::Fused, s.stream); });
+      }), attn_flops);
+  if (ps.plan.needs_chunk_masks) {
+    add("rng-chunks", ps.measure("alone:rng-chunks", [&](Sample& s) { runner.rng_chunks_alone(s.stream, hook(s)); }), 0,
+        json{{"chunks", runner.chunks().size()}, {"chunk_rows", runner.chunks().front().rows}});
+    add("attention-chunks", ps.measure("alone:attention-chunks", [&](Sample& s) {
+          runner.attention_chunks_alone(s.stream, hook(s));
+        }), attn_flops);
+  }
+  return alone;
+}
+
+namespace {
+
+std::string hex64(uint64_t v) { return fmt::format("0x{:016x}", v); }
+
+// The validation state of one point: the first pipeline run is the reference the others must equal bitwise.
+struct Reference {
+  PointScope& ps;
+  std::string name;
+  // O and LSE just written, compared with the reference pipeline's, into `ex`; a difference is an error.
+  void compare(const std::string& what, json& ex) {
+    const auto [od, ld] = ps.runner.diff_reference(ps.harness.stream());
+    ex["bitwise_equal"] = od == 0 && ld == 0;
+    ex["o_words_differing"] = od;
+    ex["lse_words_differing"] = ld;
+    ex["compared_with"] = name;
+    if (od != 0 || ld != 0) {
+      fmt::print(stderr, "dropbench: ERROR: {} differs from {} at {}: {} O words, {} LSE words\n", what, name,
+                 ps.label, od, ld);
+      ++ps.counters.mismatches;
+    }
+  }
+};
+
+// What the report says of each pipeline's memory and RNG configuration.
+void pipeline_extra(Pipeline p, const BlockRunner& runner, const OverlapChoice& ovl, json& ex) {
+  switch (p) {
+    case Pipeline::Baseline: ex["mask_bytes"] = runner.full_mask_bytes(); break;
+    case Pipeline::Fused: ex["mask_bytes"] = 0; break;
+    case Pipeline::Overlap:
+      ex["mask_bytes"] = runner.full_mask_bytes();
+      ex["rng"] = ovl.rc.to_json();
+      ex["rng_choice"] = ovl.why;
+      break;
+    case Pipeline::Chunked:
+      ex["mask_bytes"] = 2 * runner.chunk_mask_bytes();
+      ex["chunk_rows"] = runner.chunks().front().rows;
+      ex["chunks"] = runner.chunks().size();
+      ex["first_chunk_rng"] = ovl.rc.to_json();
+      break;
+  }
+}
+
+// --graph: the same pipeline captured once into a CUDA graph and replayed (launch overhead and inter-kernel gaps
+// removed); reported as its own variant, never a candidate for the winner.
+void measure_graph(PointScope& ps, Pipeline p, const OverlapChoice& ovl, Reference& ref, const Measurement& streams,
+                   double flops) {
+  const std::string name = pipeline_name(p);
+  const cudaStream_t main = ps.harness.stream();
+  const PipelineGraph graph(main, [&] { ps.runner.run(p, main, no_phases(), ovl.rc); });
+  json gx = json::object();
+  gx["graph_nodes"] = graph.nodes();
+  if (!ps.opts.no_validate) {
+    ps.runner.poison_outputs(main);
+    graph.launch(main);
+    ref.compare("pipeline " + name + " replayed as a graph", gx);
+  }
+  const Measurement mg = ps.measure(name + ":graph", [&](Sample& s) { graph.launch(s.stream); });
+  VariantResult vg = variant_of(name + ":graph", mg);
+  if (mg.total.median > 0) {
+    vg.derived["tflops"] = flops / mg.total.median / 1e12;
+    if (streams.total.median > 0) vg.derived["x_streams"] = streams.total.median / mg.total.median;
+  }
+  vg.extra = gx;
+  ps.pr.variants.push_back(std::move(vg));
+}
+
+}  // namespace
+
+std::map<std::string, double> measure_pipelines(PointScope& ps, const OverlapChoice& ovl) {
+  BlockRunner& runner = ps.runner;
+  const cudaStream_t main = ps.harness.stream();
+  const double flops = runner.gemm_flops() + runner.attention_flops();
+  std::map<std::string, double> t_pipe;
+  Reference ref{ps, ""};
+  for (Pipeline p : ps.plan.run) {
+    const std::string name = pipeline_name(p);
+    json ex = json::object();
+    if (!ps.opts.no_validate) {
+      runner.poison_outputs(main);
+      runner.run(p, main, no_phases(), ovl.rc);
+      DB_CUDA(cudaStreamSynchronize(main));
+      ex["o_checksum"] = hex64(runner.checksum(runner.o(), runner.o_bytes(), main));
+      ex["lse_checksum"] = hex64(runner.checksum(runner.lse(), runner.lse_bytes(), main));
+      if (ref.name.empty()) {
+        runner.keep_reference(main);
+        ref.name = name;
+        ex["bitwise_equal"] = true;
+        ex["reference"] = true;
+      } else {
+        ref.compare("pipeline " + name, ex);
+      }
+    }
+    const Measurement m = ps.measure(name, [&](Sample& s) { runner.run(p, s.stream, hook(s), ovl.rc); });
+    VariantResult v = variant_of(name, m);
+    t_pipe[name] = m.total.median;
+    if (m.total.median > 0) v.derived["tflops"] = flops / m.total.median / 1e12;
+    pipeline_extra(p, runner, ovl, ex);
+    v.extra = ex;
+    ps.pr.variants.push_back(std::move(v));
+    if (ps.opts.graph && !ps.harness.dry_run()) measure_graph(ps, p, ovl, ref, m, flops);
+  }
+  return t_pipe;
+}
+
+}  // namespace dropbench
