@@ -59,6 +59,20 @@ case "${1:-build}" in
     done
     nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv | tee -a $LOG/smi.txt || true
     ;;
+  profile)
+    # Nsight Compute (full set, clocks left alone) of one wgmma launch per named mode at SQ ${PSQ:-4096}, dH 128,
+    # non-causal: the benchmark's wgmma launches come 7 per mode (check + 3 warm-ups + 3 timed) in the order
+    # none, mask, fused (a), fused (b); text reports under $OUT.
+    LOG=${OUT:-$B}
+    for pm in ${PMODES:-none:0 fused_a:14}; do
+      name=${pm%%:*}; skip=${pm##*:}
+      timeout 240 ncu --clock-control none -k regex:attn_fwd_wgmma --launch-skip $skip --launch-count 1 --set full \
+        --import-source no -f -o /tmp/prof_$name $B/bench_attention ${PSQ:-4096} 32 8 3 128 > /tmp/prof_$name.log 2>&1
+      echo "ncu $name: exit $? $(grep -c '==PROF==' /tmp/prof_$name.log) prof lines"
+      ncu --import /tmp/prof_$name.ncu-rep --page details > $LOG/prof_${name}_details.txt 2>&1
+      ncu --import /tmp/prof_$name.ncu-rep --page source --csv --print-source sass > $LOG/prof_${name}_sass.csv 2>&1
+    done
+    ;;
   sass)
     # Per-instance SASS summary of the wgmma kernel (needs cuobjdump, and build-attn/attention_wgmma.o).
     LOG=${OUT:-$B}

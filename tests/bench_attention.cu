@@ -18,6 +18,8 @@
 
 #include "kernels/attention/attention.cuh"
 #include "kernels/attention/attention_kernel.cuh"
+#include "kernels/attention/attention_wgmma.cuh"
+#include "kernels/attention/attention_wgmma_kernel.cuh"
 #include "kernels/common/check.hpp"
 
 using namespace dropbench;
@@ -61,6 +63,38 @@ void launch_variant(const AttentionParams& p, cudaStream_t s) {
   auto fn = attn::attn_fwd_kernel<C, M, 7, 8, kCausal>;
   DB_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
   fn<<<attn::grid_for<C>(p), C::kThreads, C::kSmem, s>>>(attn::make_kernel_args(p));
+  DB_CUDA_LAUNCH();
+}
+
+// Alternative tilings / schedules of the wgmma template (mode none and fused (a) R7/TW8), launched directly.
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+CUtensorMap wg_map(const AttentionParams& p, uint32_t box_rows) {
+  static EncodeTiledFn enc = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    DB_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
+    return reinterpret_cast<EncodeTiledFn>(f);
+  }();
+  const int64_t stride = p.qkv_row_stride ? p.qkv_row_stride : static_cast<int64_t>(p.q_heads + 2 * p.kv_heads) * p.head_dim;
+  CUtensorMap m;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(p.q_heads + 2 * p.kv_heads) * p.head_dim, static_cast<cuuint64_t>(p.sq),
+                              static_cast<cuuint64_t>(p.batch)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(stride) * 2, static_cast<cuuint64_t>(stride) * 2 * p.sq};
+  const cuuint32_t box[3] = {64, box_rows, 1};
+  const cuuint32_t estr[3] = {1, 1, 1};
+  if (enc(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(p.qkv), dims, strides, box, estr,
+          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    throw CudaError("bench: cuTensorMapEncodeTiled failed");
+  return m;
+}
+template <class C, DropoutMode M, bool kCausal>
+void launch_wg_variant(const AttentionParams& p, cudaStream_t s) {
+  auto fn = attn_wg::attn_fwd_wgmma_kernel<C, M, 7, 8, kCausal, false>;
+  DB_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+  fn<<<attn::grid_for<C>(p), C::kThreads, C::kSmem, s>>>(wg_map(p, C::kBr), wg_map(p, C::kBc), attn::make_kernel_args(p));
   DB_CUDA_LAUNCH();
 }
 
@@ -152,8 +186,10 @@ int main(int argc, char** argv) {
           DropoutMode mode;
           int r, tw;
           double pdrop;
+          bool rng_warps = false;  // wgmma fused design (b)
         };
-        std::vector<M> ms = {{DropoutMode::None, 7, 8, 0}, {DropoutMode::Mask, 7, 8, 0.1}, {DropoutMode::Fused, 7, 8, 0.1}};
+        std::vector<M> ms = {{DropoutMode::None, 7, 8, 0}, {DropoutMode::Mask, 7, 8, 0.1}, {DropoutMode::Fused, 7, 8, 0.1},
+                             {DropoutMode::Fused, 7, 8, 0.1, true}};
         if (hd == 128 && !causal) {
           ms.push_back({DropoutMode::Fused, 3, 8, 0.1});
           ms.push_back({DropoutMode::Fused, 7, 16, 0.1});
@@ -162,6 +198,12 @@ int main(int argc, char** argv) {
           if (kern == AttentionKernel::Wgmma && !sm90) continue;
           double t_none = 0;
           for (const M& m : ms) {
+            if (m.rng_warps && kern != AttentionKernel::Wgmma) continue;
+            const attn_wg::FusedDesign design = m.rng_warps ? attn_wg::FusedDesign::RngWarps : attn_wg::FusedDesign::ConsumerPhilox;
+            auto run = [&](const AttentionParams& x) {
+              if (kern == AttentionKernel::Wgmma) attn_wg::launch_design(x, m.mode, design, nullptr);
+              else launch_attention(x, m.mode, nullptr);
+            };
             AttentionParams q = p;
             q.kernel = kern;
             const Threshold t = make_threshold(m.pdrop, m.tw);
@@ -179,21 +221,74 @@ int main(int argc, char** argv) {
               r.o = o2;
               launch_attention(r, m.mode, nullptr);
               DB_CUDA(cudaMemset(o, 0xFF, n_o * sizeof(bf16)));
-              launch_attention(q, m.mode, nullptr);
+              run(q);
               DB_CUDA(cudaDeviceSynchronize());
               diff = rel_diff(o, o2, n_o);
             }
-            const double ms_ = median_ms([&] { launch_attention(q, m.mode, nullptr); }, reps);
+            const double ms_ = median_ms([&] { run(q); }, reps);
             if (m.mode == DropoutMode::None) t_none = ms_;
-            const AttentionKernelInfo info = attention_kernel_info(q, m.mode);
+            const AttentionKernelInfo info = kern == AttentionKernel::Wgmma ? attn_wg::kernel_info_design(q, m.mode, design)
+                                                                           : attention_kernel_info(q, m.mode);
             std::string mode = dropout_mode_name(m.mode);
             if (m.mode == DropoutMode::Fused) mode += " R" + std::to_string(m.r) + "/TW" + std::to_string(m.tw);
+            if (m.mode == DropoutMode::Fused && kern == AttentionKernel::Wgmma) mode += m.rng_warps ? " (b)" : " (a)";
             rows.push_back({info.name, mode, causal, hd, ms_, flops / (ms_ * 1e-3) / 1e12, ms_ / t_none});
             std::printf("  %-56s regs %3d local %4zu B smem %6zu B  %d CTA/SM  %7.1f TFLOP/s", info.name.c_str(),
                         info.registers, info.local_bytes, info.smem_dynamic, info.ctas_per_sm, rows.back().tflops);
             if (diff >= 0) std::printf("  rel diff vs mma %.2e%s", diff, diff > 1e-2 || !(diff == diff) ? "  <-- MISMATCH" : "");
             std::printf("\n");
             std::fflush(stdout);
+          }
+        }
+      }
+
+      // Alternative schedules / tilings of the wgmma template (BENCH_WG_VARIANTS=1), each checked against the
+      // default instance's output (bitwise-neutral changes: rel diff 0).
+      if (sm90 && std::getenv("BENCH_WG_VARIANTS") && std::atoi(std::getenv("BENCH_WG_VARIANTS")) != 0) {
+        for (bool causal : {false, true}) {
+          p.causal = causal;
+          p.kernel = AttentionKernel::Wgmma;
+          const Threshold th = make_threshold(0.1, 8);
+          const double flops = attention_flops(p);
+          for (DropoutMode mode : {DropoutMode::None, DropoutMode::Fused}) {
+            AttentionParams q = p;
+            if (mode != DropoutMode::None) {
+              q.seed = 0x5eed;
+              q.drop_threshold = th.drop;
+              q.keep_scale = th.scale;
+            }
+            launch_attention(q, mode, nullptr);
+            DB_CUDA(cudaDeviceSynchronize());
+            AttentionParams p2 = q;
+            p2.o = o2;
+            p2.lse = nullptr;
+            auto bench_wg = [&]<class C>(const char* name) {
+              auto launch = [&] {
+                if (mode == DropoutMode::None) {
+                  if (causal) launch_wg_variant<C, DropoutMode::None, true>(p2, nullptr);
+                  else launch_wg_variant<C, DropoutMode::None, false>(p2, nullptr);
+                } else {
+                  if (causal) launch_wg_variant<C, DropoutMode::Fused, true>(p2, nullptr);
+                  else launch_wg_variant<C, DropoutMode::Fused, false>(p2, nullptr);
+                }
+              };
+              DB_CUDA(cudaMemset(o2, 0xFF, n_o * sizeof(bf16)));
+              launch();
+              DB_CUDA(cudaDeviceSynchronize());
+              const double diff = rel_diff(o2, o, n_o);
+              const double t = median_ms(launch, reps);
+              std::printf("  wg variant %-30s %-5s causal=%d %.1f TFLOP/s, rel diff vs default %.2e\n", name,
+                          dropout_mode_name(mode), causal, flops / (t * 1e-3) / 1e12, diff);
+              rows.push_back({std::string("wg variant ") + name, dropout_mode_name(mode), causal, hd, t,
+                              flops / (t * 1e-3) / 1e12, 0});
+            };
+            if (hd == 128) {
+              bench_wg.template operator()<attn_wg::WgCfg<128, 128, 2, false>>("hd128 k128 s2 no-pingpong");
+              bench_wg.template operator()<attn_wg::WgCfg<128, 128, 3, true, 0>>("hd128 k128 s3 pingpong");
+            } else {
+              bench_wg.template operator()<attn_wg::WgCfg<64, 128, 3, false>>("hd64 k128 s3 no-pingpong");
+              bench_wg.template operator()<attn_wg::WgCfg<64, 128, 2, true>>("hd64 k128 s2 pingpong");
+            }
           }
         }
       }

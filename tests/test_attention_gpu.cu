@@ -21,6 +21,7 @@
 
 #include "gpu_guard.hpp"
 #include "kernels/attention/attention.cuh"
+#include "kernels/attention/attention_wgmma.cuh"
 #include "kernels/rng/dropout_scheme.cuh"
 #include "kernels/common/check.hpp"
 
@@ -525,6 +526,29 @@ TEST(AttentionKernels, WgmmaAgreesWithMma) {
       EXPECT_LE(max_abs_diff(l_wg, l_mma), 2e-3) << sh.name() << " " << dropout_mode_name(m);
       std::printf("[ info ] wgmma vs mma %-28s %-5s rel_l2(O)=%.3e\n", sh.name().c_str(), dropout_mode_name(m), err);
     }
+  }
+}
+
+// The wgmma kernel's two fused-mode designs ((a) Philox in the consumers, (b) dedicated RNG warps) and mode
+// mask: bit for bit the same O and LSE.
+TEST(AttentionKernels, WgmmaFusedDesignsEqualMaskBitwise) {
+  DB_REQUIRE_KERNEL(AttentionKernel::Wgmma);
+  const Dropout d{0.1, 0x5eedULL, 42, 7, 8};
+  for (const Shape& sh : {Shape{1, 1000, 8, 2, 128, true}, Shape{2, 517, 4, 1, 128, false}, Shape{2, 300, 4, 2, 64, true},
+                          Shape{1, 77, 2, 2, 64, false}}) {
+    Problem pr(sh, AttentionKernel::Wgmma);
+    auto [o_mask, l_mask] = pr.run(DropoutMode::Mask, d);
+    auto [o_a, l_a] = pr.run(DropoutMode::Fused, d);
+    pr.o.poison();
+    pr.lse.poison();
+    attn_wg::launch_design(pr.params(DropoutMode::Fused, d), DropoutMode::Fused, attn_wg::FusedDesign::RngWarps, nullptr);
+    DB_CUDA(cudaDeviceSynchronize());
+    const auto o_b = pr.o.get();
+    const auto l_b = pr.lse.get();
+    EXPECT_TRUE(bitwise_equal(o_mask, o_a)) << sh.name();
+    EXPECT_TRUE(bitwise_equal(o_mask, o_b)) << sh.name();
+    EXPECT_TRUE(bitwise_equal(l_mask, l_a)) << sh.name();
+    EXPECT_TRUE(bitwise_equal(l_mask, l_b)) << sh.name();
   }
 }
 

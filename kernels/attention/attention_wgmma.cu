@@ -23,10 +23,10 @@ struct Instance {
   std::string name;
 };
 
-template <class C, DropoutMode M, int R, int TW, bool kCausal>
+template <class C, DropoutMode M, int R, int TW, bool kCausal, bool kRngWarps = false>
 Instance make_instance() {
   Instance in;
-  in.fn = &attn_fwd_wgmma_kernel<C, M, R, TW, kCausal>;
+  in.fn = &attn_fwd_wgmma_kernel<C, M, R, TW, kCausal, kRngWarps>;
   in.threads = C::kThreads;
   in.smem = C::kSmem;
   in.br = C::kBr;
@@ -34,6 +34,7 @@ Instance make_instance() {
   in.name = "attn_fwd_wgmma_hd" + std::to_string(C::kHeadDim) + "_q" + std::to_string(C::kBr) + "k" +
             std::to_string(C::kBc) + "s" + std::to_string(C::kStages) + "_" + dropout_mode_name(M);
   if (M == DropoutMode::Fused) in.name += "_r" + std::to_string(R) + "_tw" + std::to_string(TW);
+  if (kRngWarps) in.name += "_rngwarps";
   if (kCausal) in.name += "_causal";
   return in;
 }
@@ -62,8 +63,13 @@ Instance pick_rtw(const AttentionParams& p) {
 }
 
 template <class C>
-Instance pick_mode(const AttentionParams& p, DropoutMode m) {
+Instance pick_mode(const AttentionParams& p, DropoutMode m, FusedDesign d) {
   const bool c = p.causal;
+  if (m == DropoutMode::Fused && d == FusedDesign::RngWarps) {
+    if (p.rounds != 7 || p.threshold_bits != 8)
+      throw UsageError("attention (wgmma): fused design b-rng-warps is built for rounds 7 / threshold_bits 8 only");
+    return c ? make_instance<C, DropoutMode::Fused, 7, 8, true, true>() : make_instance<C, DropoutMode::Fused, 7, 8, false, true>();
+  }
   switch (m) {
     case DropoutMode::None: return c ? pick_rtw<C, DropoutMode::None, true>(p) : pick_rtw<C, DropoutMode::None, false>(p);
     case DropoutMode::Mask: return c ? pick_rtw<C, DropoutMode::Mask, true>(p) : pick_rtw<C, DropoutMode::Mask, false>(p);
@@ -72,10 +78,10 @@ Instance pick_mode(const AttentionParams& p, DropoutMode m) {
   throw UsageError("attention: unknown dropout mode");
 }
 
-Instance pick(const AttentionParams& p, DropoutMode m) {
+Instance pick(const AttentionParams& p, DropoutMode m, FusedDesign d) {
   switch (p.head_dim) {
-    case 128: return pick_mode<CfgWgHd128>(p, m);
-    case 64: return pick_mode<CfgWgHd64>(p, m);
+    case 128: return pick_mode<CfgWgHd128>(p, m, d);
+    case 64: return pick_mode<CfgWgHd64>(p, m, d);
   }
   throw UsageError("attention: head_dim must be 64 or 128 (got " + std::to_string(p.head_dim) + ")");
 }
@@ -155,8 +161,22 @@ bool device_is_sm90() {
 
 bool supported(const AttentionParams& p) { return (p.head_dim == 64 || p.head_dim == 128) && device_is_sm90(); }
 
+const FusedDesign kDefaultFusedDesign = FusedDesign::ConsumerPhilox;
+
+const char* fused_design_name(FusedDesign d) {
+  return d == FusedDesign::RngWarps ? "b-rng-warps" : "a-consumer-philox";
+}
+
 void launch(const AttentionParams& p, DropoutMode mode, cudaStream_t stream) {
-  const Instance in = pick(p, mode);
+  launch_design(p, mode, kDefaultFusedDesign, stream);
+}
+std::string kernel_name(const AttentionParams& p, DropoutMode mode) { return kernel_name_design(p, mode, kDefaultFusedDesign); }
+AttentionKernelInfo kernel_info(const AttentionParams& p, DropoutMode mode) {
+  return kernel_info_design(p, mode, kDefaultFusedDesign);
+}
+
+void launch_design(const AttentionParams& p, DropoutMode mode, FusedDesign d, cudaStream_t stream) {
+  const Instance in = pick(p, mode, d);
   ensure_smem_attribute(in);
   const attn::KernelArgs args = attn::make_kernel_args(p);
   CUtensorMap tm_q = encode_qkv_map(p, args, static_cast<uint32_t>(in.br));
@@ -170,10 +190,10 @@ void launch(const AttentionParams& p, DropoutMode mode, cudaStream_t stream) {
   DB_CUDA_LAUNCH();
 }
 
-std::string kernel_name(const AttentionParams& p, DropoutMode mode) { return pick(p, mode).name; }
+std::string kernel_name_design(const AttentionParams& p, DropoutMode mode, FusedDesign d) { return pick(p, mode, d).name; }
 
-AttentionKernelInfo kernel_info(const AttentionParams& p, DropoutMode mode) {
-  const Instance in = pick(p, mode);
+AttentionKernelInfo kernel_info_design(const AttentionParams& p, DropoutMode mode, FusedDesign d) {
+  const Instance in = pick(p, mode, d);
   ensure_smem_attribute(in);
   const void* fn = reinterpret_cast<const void*>(in.fn);
   cudaFuncAttributes fa{};

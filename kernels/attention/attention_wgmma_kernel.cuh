@@ -14,9 +14,14 @@
 //   V (B of P V, MN-major: keys are K, dH is N): k-step kk (16 keys) starts 16*128 bytes further; the dH
 //   slices are LBO = BN*128 bytes apart, 8-key groups SBO = 1024.
 // Consumer main loop, software-pipelined inside the warpgroup (block j):
-//   issue S_j = Q K_j^T; issue O += P_{j-1} V_{j-1}; [fused: Philox for block j's keep words]; wait S_j;
-//   mask + online softmax + dropout on S_j (overlaps P_{j-1} V_{j-1} on the tensor cores); wait PV; release
-//   stage j-1; rescale O; P_j -> bf16 registers.
+//   [turn] issue S_j = Q K_j^T; issue O += P_{j-1} V_{j-1} [pass the turn]; [fused (a): Philox for block j's
+//   keep words]; wait S_j; mask + online softmax + dropout on S_j (overlaps P_{j-1} V_{j-1} and the other
+//   warpgroup's GEMMs on the tensor cores); wait PV; release stage j-1; rescale O; P_j -> bf16 registers.
+// Ping-pong between the two consumer warpgroups (two named barriers): a warpgroup issues its GEMMs only in its
+// turn and then hands the turn over, so one warpgroup's softmax runs under the other's GEMMs.
+// Fused-mode designs: (a) kRngWarps = false: each consumer thread runs the Philox calls of its own keep words;
+// (b) kRngWarps = true: warps 1-3 of the producer warpgroup generate every keep word of the CTA into a
+// shared-memory ring (kRngStages blocks ahead at most) and the consumers read them like mode Mask does.
 #pragma once
 #include <cstdint>
 
@@ -32,8 +37,9 @@
 namespace dropbench {
 namespace attn_wg {
 
-template <int HD, int BN, int STAGES>
+template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3>
 struct WgCfg {
+  static constexpr bool kPingPong = PINGPONG;  // turn-taking between the consumer warpgroups
   static constexpr int kHeadDim = HD;
   static constexpr int kBr = 128;   // query rows per CTA (2 consumer warpgroups x 64)
   static constexpr int kBc = BN;    // keys per block
@@ -42,19 +48,28 @@ struct WgCfg {
   static constexpr int kSlices = HD / 64;            // 128-byte column slices per row
   static constexpr int kQBytes = kBr * HD * 2;
   static constexpr int kKVBytes = BN * HD * 2;       // one K (or V) stage
-  static constexpr int kBarOffset = kQBytes + 2 * STAGES * kKVBytes;
-  static constexpr int kSmem = 1024 + kBarOffset + 8 * (1 + 3 * STAGES);  // + alignment slack + barriers
-  static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
+  static constexpr int kRngStages = RNG_STAGES;  // design (b): keep-word ring depth (0: no ring, no design (b))
+  static constexpr int kRngWordsPerStage = 8 * (BN / 64) * 32;           // 8 consumer warps x tiles x lanes
+  static constexpr int kRngOffset = kQBytes + 2 * STAGES * kKVBytes;
+  static constexpr int kBarOffset = kRngOffset + kRngStages * kRngWordsPerStage * 4;
+  static constexpr int kSmem = 1024 + kBarOffset + 8 * (1 + 3 * STAGES + 2 * kRngStages);  // + alignment slack + barriers
+  static_assert(kSmem <= 232448, "shared memory per block");
   static_assert(HD == 64 || HD == 128, "head_dim 64 or 128");
   static_assert(BN == 64 || BN == 128, "key block 64 or 128 (a multiple of the 64-column mask tile)");
-  static_assert(kProducerRegs * 128 + 2 * kConsumerRegs * 128 <= 65536, "register file");
+};
+// Register split (setmaxnreg): producer warpgroup down, consumers up. Design (b)'s RNG warps need more than the
+// TMA warp's 24.
+template <bool kRngWarps>
+struct Regs {
+  static constexpr int kProducer = kRngWarps ? 40 : 24;
+  static constexpr int kConsumer = kRngWarps ? 232 : 240;
+  static_assert(kProducer * 128 + 2 * kConsumer * 128 <= 65536, "register file");
 };
 
 using CfgWgHd128 = WgCfg<128, 128, 2>;
 using CfgWgHd64 = WgCfg<64, 128, 3>;
 
-template <class C, DropoutMode kMode, int R, int TW, bool kCausal>
+template <class C, DropoutMode kMode, int R, int TW, bool kCausal, bool kRngWarps = false>
 __global__ void __launch_bounds__(384, 1)
     attn_fwd_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_kv,
                           const attn::KernelArgs a) {
@@ -70,6 +85,10 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int NS = BN / 2;    // S accumulators per thread
   constexpr int NO = HD / 2;    // O accumulators per thread
   constexpr bool kDrop = kMode != DropoutMode::None;
+  constexpr bool kRng = kRngWarps && kMode == DropoutMode::Fused;  // design (b)
+  constexpr int RS = C::kRngStages > 0 ? C::kRngStages : 1;
+  static_assert(!kRng || C::kRngStages > 0, "design (b) needs the keep-word ring");
+  using RG = Regs<kRng>;
 
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
@@ -80,6 +99,9 @@ __global__ void __launch_bounds__(384, 1)
   auto k_full = [&](int s) { return bar + 8u + 8u * s; };
   auto v_full = [&](int s) { return bar + 8u + 8u * (ST + s); };
   auto kv_empty = [&](int s) { return bar + 8u + 8u * (2 * ST + s); };
+  [[maybe_unused]] auto rng_full = [&](int s) { return bar + 8u + 8u * (3 * ST + s); };
+  [[maybe_unused]] auto rng_empty = [&](int s) { return bar + 8u + 8u * (3 * ST + RS + s); };
+  [[maybe_unused]] const uint32_t sRng = base + C::kRngOffset;
 
   const int qb = kCausal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
   const int h = blockIdx.y, b = blockIdx.z;
@@ -97,6 +119,13 @@ __global__ void __launch_bounds__(384, 1)
       mbar_init(v_full(s), 1);
       mbar_init(kv_empty(s), 8);  // one arrival per consumer warp
     }
+    if constexpr (kRng) {
+#pragma unroll
+      for (int s = 0; s < RS; ++s) {
+        mbar_init(rng_full(s), 96);  // every RNG thread
+        mbar_init(rng_empty(s), 8);  // one arrival per consumer warp
+      }
+    }
     fence_mbar_init();
     prefetch_tensormap(&tm_q);
     prefetch_tensormap(&tm_kv);
@@ -106,7 +135,34 @@ __global__ void __launch_bounds__(384, 1)
   const int wgi = threadIdx.x / 128;
   if (wgi == 0) {
     // ---------------- producer ----------------
-    setmaxnreg_dec<C::kProducerRegs>();
+    setmaxnreg_dec<RG::kProducer>();
+    if constexpr (kRng) {
+      if (threadIdx.x >= 32) {
+        // Design (b): warps 1-3 generate the CTA's keep words, block by block, into the ring. Word w of a stage
+        // is (consumer warp w / 64 (strip), tile (w / 32) % 2, lane w % 32): the consumer lane reads word
+        // strip*64 + tile*32 + lane, conflict-free.
+        constexpr int NTL = BN / 64;
+        constexpr int kWords = C::kRngWordsPerStage;
+        const int r = threadIdx.x - 32;  // 0..95
+        const attn::FusedStream fs{a.seed_lo, a.seed_hi, static_cast<uint32_t>(b * a.hq + h), a.offset, a.drop};
+        const uint32_t r16_0 = static_cast<uint32_t>(q0 / 16);
+        for (int j = 0; j < n_kv; ++j) {
+          const int st = j % RS;
+          if (j >= RS) mbar_wait_or_trap(rng_empty(st), ((j / RS) - 1) & 1);
+          for (int w = r; w < kWords; w += 96) {
+            const uint32_t strip = static_cast<uint32_t>(w / (32 * NTL));
+            const uint32_t tt = static_cast<uint32_t>((w / 32) % NTL);
+            const uint32_t tile = (r16_0 + strip) * a.cols64 + static_cast<uint32_t>(j * NTL) + tt;
+            uint32_t word = 0;
+#pragma unroll
+            for (int k = 0; k < kCallsPerWord<TW>; ++k)
+              word |= attn::fused_word_part<R, TW>(fs, tile, static_cast<uint32_t>(w % 32), k);
+            asm volatile("st.shared.u32 [%0], %1;" ::"r"(sRng + 4u * (st * kWords + w)), "r"(word) : "memory");
+          }
+          mbar_arrive(rng_full(st));
+        }
+      }
+    }
     if (threadIdx.x == 0) {
       mbar_arrive_expect_tx(q_full, C::kQBytes);
 #pragma unroll
@@ -127,7 +183,7 @@ __global__ void __launch_bounds__(384, 1)
     }
   } else {
     // ---------------- consumers ----------------
-    setmaxnreg_inc<C::kConsumerRegs>();
+    setmaxnreg_inc<RG::kConsumer>();
     const int c = wgi - 1;
     const int t = threadIdx.x - 128 * wgi;
     const int warp = t >> 5, lane = t & 31;
@@ -178,16 +234,31 @@ __global__ void __launch_bounds__(384, 1)
       wgmma_commit();
     };
 
-    // Mode Mask: the block's keep words (loads issued early, consumed after the softmax).
+    // Mode Mask: the block's keep words (loads issued one block ahead, consumed after the softmax).
     auto load_words = [&](int j, uint32_t (&kw)[NT]) {
       if constexpr (kMode == DropoutMode::Mask) {
 #pragma unroll
         for (int tt = 0; tt < NT; ++tt) kw[tt] = attn::mask_tile_word<kCausal>(mstrip, static_cast<uint32_t>(j * NT + tt));
       }
     };
-    // Mode Fused: the block's keep words from Philox (design (a): in the consumer, while the tensor cores run).
+    // Design (b): the block's keep words from the RNG warps' ring (wait, read, release).
+    auto ring_words = [&](int j, uint32_t (&kw)[NT]) {
+      if constexpr (kRng) {
+        const int st = j % RS;
+        mbar_wait(rng_full(st), (j / RS) & 1);
+#pragma unroll
+        for (int tt = 0; tt < NT; ++tt)
+          asm volatile("ld.shared.u32 %0, [%1];"
+                       : "=r"(kw[tt])
+                       : "r"(sRng + 4u * (st * C::kRngWordsPerStage + (4 * c + warp) * 32 * NT + tt * 32 + lane))
+                       : "memory");
+        __syncwarp();
+        if (lane == 0) mbar_arrive(rng_empty(st));
+      }
+    };
+    // Mode Fused, design (a): the block's keep words from Philox in the consumer, while the tensor cores run.
     auto gen_words = [&](int j, uint32_t (&kw)[NT]) {
-      if constexpr (kMode == DropoutMode::Fused) {
+      if constexpr (kMode == DropoutMode::Fused && !kRng) {
 #pragma unroll
         for (int tt = 0; tt < NT; ++tt) {
           uint32_t w = 0;
@@ -247,17 +318,35 @@ __global__ void __launch_bounds__(384, 1)
       }
     };
 
+    // Ping-pong turns: named barrier 2 + c is "consumer c may issue"; 128 threads of c sync on it, 128 of the
+    // other consumer arrive. Consumer 1 grants the first turn; both take n_kv + 1 turns (n_kv blocks + the
+    // tail P V), and consumer 1 skips its last hand-over so every barrier generation completes.
+    const int my_turn = 2 + c, other_turn = 3 - c;
+    if (C::kPingPong && c == 1) named_bar_arrive(2, 256);
+    auto take_turn = [&]() {
+      if constexpr (C::kPingPong) named_bar_sync(my_turn, 256);
+    };
+    auto pass_turn = [&](bool last) {
+      if constexpr (C::kPingPong) {
+        if (!(last && c == 1)) named_bar_arrive(other_turn, 256);
+      }
+    };
+
     mbar_wait_or_trap(q_full, 0);
-    uint32_t kw[NT];
+    uint32_t kw[NT], kw_next[NT];
 #pragma unroll
-    for (int tt = 0; tt < NT; ++tt) kw[tt] = 0u;
+    for (int tt = 0; tt < NT; ++tt) kw[tt] = kw_next[tt] = 0u;
     float alpha[2];
 
     // Block 0.
     load_words(0, kw);
     mbar_wait_or_trap(k_full(0), 0);
+    take_turn();
     issue_s(0);
+    pass_turn(false);
+    if (n_kv > 1) load_words(1, kw_next);
     gen_words(0, kw);
+    ring_words(0, kw);
     wgmma_wait<0>();
     reg_fence(s);
     softmax(0, kw, alpha);
@@ -265,12 +354,19 @@ __global__ void __launch_bounds__(384, 1)
 
     for (int j = 1; j < n_kv; ++j) {
       const int st = j % ST, pst = (j - 1) % ST;
-      load_words(j, kw);
+      if constexpr (kMode == DropoutMode::Mask) {
+#pragma unroll
+        for (int tt = 0; tt < NT; ++tt) kw[tt] = kw_next[tt];
+      }
       mbar_wait(k_full(st), (j / ST) & 1);
-      issue_s(st);
       mbar_wait(v_full(pst), ((j - 1) / ST) & 1);
+      take_turn();
+      issue_s(st);
       issue_pv(pst);
+      pass_turn(false);
+      if (j + 1 < n_kv) load_words(j + 1, kw_next);
       gen_words(j, kw);
+      ring_words(j, kw);
       wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
       reg_fence(s);
       softmax(j, kw, alpha);
@@ -286,7 +382,9 @@ __global__ void __launch_bounds__(384, 1)
     {
       const int last = n_kv - 1, st = last % ST;
       mbar_wait(v_full(st), (last / ST) & 1);
+      take_turn();
       issue_pv(st);
+      pass_turn(true);
       wgmma_wait<0>();
       reg_fence(o);
     }
