@@ -22,7 +22,7 @@ build() {
   $NVCC "${FLAGS[@]}" -c kernels/rng/rng_mask.cu -o $B/rng_mask.o &
   wait
   $NVCC "${FLAGS[@]}" -c tests/test_gemm_wgmma_gpu.cu -o $B/test_gemm_wgmma_gpu.o &
-  $NVCC "${FLAGS[@]}" -c tests/bench_gemm_wgmma.cu -o $B/bench_gemm_wgmma.o &
+  $NVCC "${FLAGS[@]}" -c bench/bench_gemm_wgmma.cu -o $B/bench_gemm_wgmma.o &
   g++ -std=c++20 -O2 -I. -I/usr/local/cuda/include -c kernels/common/check.cpp -o $B/check_stub.o
   wait
   $NVCC -arch=sm_90a "${LINK[@]}" $B/test_gemm_wgmma_gpu.o $B/gemm_wgmma.o $B/gemm.o $B/gemm_ref.o $B/check_stub.o \

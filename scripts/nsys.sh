@@ -25,7 +25,7 @@
 #   -h, --help          this text
 #
 # How the capture works:
-#   dropbench pushes NVTX ranges in the domain "dropbench" (src/nvtx.hpp): "<command>" > "point <axis>=<v>
+#   dropbench pushes NVTX ranges in the domain "dropbench" (src/core/nvtx.hpp): "<command>" > "point <axis>=<v>
 #   ..." (axes in sweep order, e.g. "point sq=8192 rounds=7 threshold_bits=8 layout=tile") > "variant
 #   <name>" > "<phase>". `--capture-range=nvtx --nvtx-capture='<range name>@dropbench'` starts collection
 #   when a range with exactly that name is pushed in that domain, and --capture-range-end ends it when that

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate the SASS-derived demand counts of configs/profiles/<machine>.json.
 
-Compiles the RNG mask kernels (kernels/rng_mask.cu) and the attention kernels (kernels/attention.cu) for
+Compiles the RNG mask kernels (kernels/rng/rng_mask.cu) and the attention kernels (kernels/attention/attention.cu) for
 sm_90a, disassembles them (cuobjdump -sass), finds the main loop of each kernel (the innermost backward
 branch whose body holds the kernel's characteristic instruction: STG for the RNG kernels, HMMA for
 attention), and counts the loop body's instructions by execution pipe. Forward branches inside the loop
@@ -429,8 +429,8 @@ def main():
             subprocess.run(["tar", "-x", "-C", src], input=arch, check=True)
         rng_cubin = os.path.join(work, "rng_mask.cubin")
         attn_cubin = os.path.join(work, "attention.cubin")
-        compile_cubin(nvcc, src, "kernels/rng_mask.cu", rng_cubin)
-        compile_cubin(nvcc, src, "kernels/attention.cu", attn_cubin)
+        compile_cubin(nvcc, src, "kernels/rng/rng_mask.cu", rng_cubin)
+        compile_cubin(nvcc, src, "kernels/attention/attention.cu", attn_cubin)
         rf, ru = sass_of(cuobjdump, env, rng_cubin)
         af, au = sass_of(cuobjdump, env, attn_cubin)
         sass = OrderedDict()

@@ -9,6 +9,7 @@
 
 #include "kernels/common/check.hpp"
 #include "src/core/config.hpp"
+#include "src/core/workload_params.hpp"
 
 #ifndef DROPBENCH_SOURCE_DIR
 #error "DROPBENCH_SOURCE_DIR must be defined (repo root)"
@@ -214,6 +215,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"dropout_p_one", R"({"workload": {"dropout_p": 1.0}})", "workload.dropout_p", "allowed: [0, 1)"},
         BadCase{"dropout_p_negative", R"({"workload": {"dropout_p": -0.1}})", "workload.dropout_p", "-0.1"},
         BadCase{"rounds_4", R"({"workload": {"rounds": 4}})", "workload.rounds", "allowed: 3, 5, 7, 10"},
+        BadCase{"attention_kernel_bogus", R"({"workload": {"attention_kernel": "fa3"}})", "workload.attention_kernel",
+                "allowed: auto, wgmma, mma"},
         BadCase{"threshold_bits_12", R"({"workload": {"threshold_bits": 12}})", "workload.threshold_bits",
                 "allowed: 8, 16, 32"},
         BadCase{"kv_heads_not_dividing", R"({"workload": {"q_heads": 32, "kv_heads": 12}})", "workload.kv_heads",
@@ -269,9 +272,9 @@ TEST(Config, LoadConfigNamesConfigAfterFileWhenNameMissing) {
 
 TEST(Sweep, AxisNamesAreAllWorkloadFieldsButSeedAndOffset) {
   const auto& a = db::axis_names();
-  EXPECT_EQ(a.size(), 16u);
+  EXPECT_EQ(a.size(), 17u);
   EXPECT_EQ(a.front(), "batch");
-  EXPECT_EQ(a.back(), "chunk");
+  EXPECT_EQ(a.back(), "attention_kernel");
   EXPECT_EQ(std::count(a.begin(), a.end(), "seed"), 0);
   EXPECT_EQ(std::count(a.begin(), a.end(), "offset"), 0);
   EXPECT_EQ(std::count(a.begin(), a.end(), "dropout_p"), 1);
@@ -541,7 +544,7 @@ TEST(RoundTrip, ToJsonThenBackReproducesTheConfig) {
   const json j = db::to_json(c);
   // All fields present, defaults included.
   EXPECT_EQ(j.size(), 5u);
-  EXPECT_EQ(j["workload"].size(), 18u);
+  EXPECT_EQ(j["workload"].size(), 19u);
   EXPECT_EQ(j["measure"].size(), 8u);
   EXPECT_TRUE(j["sweep"]["sq"].is_array());  // explicit lists
   EXPECT_EQ(j["sweep"]["sq"], json::parse("[1024, 2048, 4096]"));
@@ -619,4 +622,15 @@ TEST(Presets, BuiltinEqualsQuickJson) {
   std::stringstream ss;
   ss << in.rdbuf();
   EXPECT_EQ(json::parse(ss.str()), db::to_json(q));
+}
+
+// workload.attention_kernel reaches the kernels' AttentionParams (the one Workload -> kernel-params mapping).
+TEST(WorkloadParams, AttentionKernelFamilyReachesTheKernelParams) {
+  db::Workload w;
+  const db::Threshold t = db::make_threshold(0.1, 8);
+  EXPECT_EQ(db::attention_params(w, t).kernel, db::AttentionKernel::Auto);
+  w.attention_kernel = "mma";
+  EXPECT_EQ(db::attention_params(w, t).kernel, db::AttentionKernel::Mma);
+  w.attention_kernel = "wgmma";
+  EXPECT_EQ(db::attention_params(w, t).kernel, db::AttentionKernel::Wgmma);
 }

@@ -155,6 +155,10 @@ double BlockRunner::attention_flops() const {
 
 size_t BlockRunner::qkv_bytes() const { return static_cast<size_t>(shape_.m) * static_cast<size_t>(shape_.n) * 2; }
 
+std::string BlockRunner::attention_kernel_name(DropoutMode m) const {
+  return dropbench::attention_kernel_name(attention_params(m, nullptr, mask_.get<uint32_t>()), m);
+}
+
 AttentionParams BlockRunner::attention_params(DropoutMode m, const ChunkRange* window, const uint32_t* mask) const {
   AttentionParams ap = dropbench::attention_params(w_, thr_);
   ap.qkv = static_cast<const __nv_bfloat16*>(bufs_.y);

@@ -88,6 +88,8 @@ class BlockRunner {
   // The same RNG without a GEMM (the alone time of the configuration).
   void rng_alone(const RngConfig& rc, cudaStream_t main, const PhaseFn& ph);
   void attention_full(DropoutMode m, cudaStream_t main) const;
+  // The attention kernel instance the pipelines launch in mode m (workload.attention_kernel resolved).
+  std::string attention_kernel_name(DropoutMode m) const;
   void rng_chunks_alone(cudaStream_t main, const PhaseFn& ph);
   void attention_chunks_alone(cudaStream_t main, const PhaseFn& ph) const;
 

@@ -87,11 +87,11 @@ AloneTimes measure_alone(PointScope& ps) {
         json{{"mask_bytes", runner.full_mask_bytes()}});
     add("attention-mask", ps.measure("alone:attention-mask", [&](Sample& s) {
           s.phase("attention", [&] { runner.attention_full(DropoutMode::Mask, s.stream); });
-        }), attn_flops);
+        }), attn_flops, json{{"kernel", runner.attention_kernel_name(DropoutMode::Mask)}});
   }
   add("attention-fused", ps.measure("alone:attention-fused", [&](Sample& s) {
         s.phase("attention", [&] { runner.attention_full(DropoutMode::Fused, s.stream); });
-      }), attn_flops);
+      }), attn_flops, json{{"kernel", runner.attention_kernel_name(DropoutMode::Fused)}});
   if (ps.plan.needs_chunk_masks) {
     add("rng-chunks", ps.measure("alone:rng-chunks", [&](Sample& s) { runner.rng_chunks_alone(s.stream, hook(s)); }), 0,
         json{{"chunks", runner.chunks().size()}, {"chunk_rows", runner.chunks().front().rows}});

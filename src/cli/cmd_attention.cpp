@@ -23,8 +23,8 @@ namespace dropbench {
 namespace {
 
 int run_attention(RunContext& ctx) {
-  const std::vector<std::string> axes = {"sq",       "q_heads", "kv_heads",       "head_dim", "causal",
-                                         "dropout_p", "rounds",  "threshold_bits"};
+  const std::vector<std::string> axes = {"batch",     "sq",     "q_heads",        "kv_heads",        "head_dim",
+                                         "causal",    "dropout_p", "rounds",      "threshold_bits", "attention_kernel"};
   const std::map<std::string, std::vector<json>> defaults = {{"sq", {4096, 8192, 16384}}, {"causal", {false, true}}};
   const auto points = expand_sweep(ctx.cfg, axes, defaults);
   const bool dry = ctx.opts.dry_run;
@@ -152,6 +152,8 @@ Command make_attention_command() {
       "TFLOP/s = 4*B*Hq*SQ^2*dH / time, halved when causal; x_none = time / time of mode none. Mask and\n"
       "rng+mask outputs are checked bit for bit against fused at every point (extra.bitwise_equal_fused).\n"
       "Default sweep: sq 4096,8192,16384 x causal false,true at the workload's heads, dH, p, rounds.\n"
+      "workload.attention_kernel (an axis too) picks the kernel family: wgmma (Hopper TMA + wgmma), mma\n"
+      "(FlashAttention-2-class mma.sync), auto = wgmma where supported; extra.kernel names the instance.\n"
       "Example: dropbench attention --set workload.q_heads=32 --set sweep.sq=[8192] --set sweep.causal=[false]";
   c.run = run_attention;
   return c;

@@ -26,7 +26,8 @@ namespace dropbench {
 namespace {
 
 const std::vector<std::string> kAxes = {"batch",   "embed",  "q_heads", "kv_heads",       "head_dim", "sq",
-                                        "causal",  "dropout_p", "dtype", "rounds", "threshold_bits", "chunk"};
+                                        "causal",  "dropout_p", "dtype", "rounds", "threshold_bits", "chunk",
+                                        "attention_kernel"};
 
 // A dry run walks the NVTX tree without a GPU: one range per pipeline and its phases.
 void walk_dry(SweepSession& session, const PipelinePlan& plan, PointResult& pr) {

@@ -46,6 +46,7 @@ constexpr const char* kBuiltinConfig = R"json({
     "dropout_dtype": "bf16",
     "pipeline": "baseline",
     "chunk": 0,
+    "attention_kernel": "auto",
     "seed": "0x5eed5eed",
     "offset": 0
   },
@@ -347,6 +348,9 @@ const std::vector<WorkloadField>& workload_fields() {
        [](const Workload& w) { return json(w.pipeline); }},
       {"chunk", Kind::Int, [](Workload& w, const json& v) { return chk_int(v, 0, 1048576, w.chunk); },
        [](const Workload& w) { return json(w.chunk); }},
+      {"attention_kernel", Kind::Text,
+       [](Workload& w, const json& v) { return chk_choice(v, {"auto", "wgmma", "mma"}, w.attention_kernel); },
+       [](const Workload& w) { return json(w.attention_kernel); }},
       {"seed", Kind::UInt,
        [](Workload& w, const json& v) {
          return chk_uint(v, std::numeric_limits<uint64_t>::max(), "uint64", w.seed);

@@ -12,8 +12,16 @@ inline GemmShape qkv_gemm_shape(const Workload& w) {
   return qkv_gemm_shape(w.batch, w.sq, w.embed, w.q_heads, w.kv_heads, w.head_dim);
 }
 
+// workload.attention_kernel (validated by the config: auto | wgmma | mma).
+inline AttentionKernel attention_kernel_of(const Workload& w) {
+  if (w.attention_kernel == "wgmma") return AttentionKernel::Wgmma;
+  if (w.attention_kernel == "mma") return AttentionKernel::Mma;
+  return AttentionKernel::Auto;
+}
+
 inline AttentionParams attention_params(const Workload& w, const Threshold& t) {
   AttentionParams ap;
+  ap.kernel = attention_kernel_of(w);
   ap.batch = static_cast<int>(w.batch);
   ap.sq = static_cast<int>(w.sq);
   ap.q_heads = static_cast<int>(w.q_heads);

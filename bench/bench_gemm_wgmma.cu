@@ -1,6 +1,6 @@
 // Standalone benchmark: our wgmma FP8 GEMM (kernels/gemm_wgmma.cu) against cuBLASLt's (QkvGemm, top-4 tuned),
-// alone and beside co-resident RNG mask kernels. Not part of the CMake build: scripts/gemm_wgmma.sh builds it
-// with nvcc.
+// alone and beside co-resident RNG mask kernels. CMake target bench_gemm_wgmma (bench/CMakeLists.txt; a GPU smoke
+// test runs one round of the 8B shape); scripts/gemm_wgmma.sh runs it with logs, SASS check and memcheck.
 //
 // Per Llama-3 shape (M = 8192; 8B: K 4096 N 6144 Hq 32; 70B: K 8192 N 10240 Hq 64; 405B: K 16384 N 18432
 // Hq 128), with the RNG mask = tile layout, Philox-7, 8-bit thresholds, p 0.1, B 1 x Hq x 8192 x 8192 causal:
@@ -181,6 +181,11 @@ int main(int argc, char** argv) {
   }
   const std::vector<ShapeCfg> all = {{"8b", 4096, 6144, 32}, {"70b", 8192, 10240, 64}, {"405b", 16384, 18432, 128}};
 
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("no CUDA device: nothing to benchmark (skipped)\n");
+    return 77;  // ctest SKIP_RETURN_CODE
+  }
   cudaDeviceProp prop{};
   DB_CUDA(cudaGetDeviceProperties(&prop, 0));
   const int sms = prop.multiProcessorCount;
