@@ -249,8 +249,9 @@ int main(int argc, char** argv) {
           p.causal = causal;
           p.kernel = AttentionKernel::Wgmma;
           const Threshold th = make_threshold(0.1, 8);
+          launch_attention_mask_reference(mask, attention_mask_geometry(p), 0x5eed, 0, th.drop, 7, 8, nullptr);
           const double flops = attention_flops(p);
-          for (DropoutMode mode : {DropoutMode::None, DropoutMode::Fused}) {
+          for (DropoutMode mode : {DropoutMode::None, DropoutMode::Mask, DropoutMode::Fused}) {
             AttentionParams q = p;
             if (mode != DropoutMode::None) {
               q.seed = 0x5eed;
@@ -264,12 +265,16 @@ int main(int argc, char** argv) {
             p2.lse = nullptr;
             auto bench_wg = [&]<class C>(const char* name) {
               auto launch = [&] {
-                if (mode == DropoutMode::None) {
-                  if (causal) launch_wg_variant<C, DropoutMode::None, true>(p2, nullptr);
-                  else launch_wg_variant<C, DropoutMode::None, false>(p2, nullptr);
-                } else {
-                  if (causal) launch_wg_variant<C, DropoutMode::Fused, true>(p2, nullptr);
-                  else launch_wg_variant<C, DropoutMode::Fused, false>(p2, nullptr);
+                switch (mode) {
+                  case DropoutMode::None:
+                    return causal ? launch_wg_variant<C, DropoutMode::None, true>(p2, nullptr)
+                                  : launch_wg_variant<C, DropoutMode::None, false>(p2, nullptr);
+                  case DropoutMode::Mask:
+                    return causal ? launch_wg_variant<C, DropoutMode::Mask, true>(p2, nullptr)
+                                  : launch_wg_variant<C, DropoutMode::Mask, false>(p2, nullptr);
+                  case DropoutMode::Fused:
+                    return causal ? launch_wg_variant<C, DropoutMode::Fused, true>(p2, nullptr)
+                                  : launch_wg_variant<C, DropoutMode::Fused, false>(p2, nullptr);
                 }
               };
               DB_CUDA(cudaMemset(o2, 0xFF, n_o * sizeof(bf16)));
@@ -277,17 +282,27 @@ int main(int argc, char** argv) {
               DB_CUDA(cudaDeviceSynchronize());
               const double diff = rel_diff(o2, o, n_o);
               const double t = median_ms(launch, reps);
-              std::printf("  wg variant %-30s %-5s causal=%d %.1f TFLOP/s, rel diff vs default %.2e\n", name,
+              std::printf("  wg variant hd%d %-24s %-5s causal=%d %6.1f TFLOP/s, rel diff vs default %.2e\n", hd, name,
                           dropout_mode_name(mode), causal, flops / (t * 1e-3) / 1e12, diff);
               rows.push_back({std::string("wg variant ") + name, dropout_mode_name(mode), causal, hd, t,
                               flops / (t * 1e-3) / 1e12, 0});
             };
             if (hd == 128) {
-              bench_wg.template operator()<attn_wg::WgCfg<128, 128, 2, false>>("hd128 k128 s2 no-pingpong");
-              bench_wg.template operator()<attn_wg::WgCfg<128, 128, 3, true, 0>>("hd128 k128 s3 pingpong");
+              bench_wg.template operator()<attn_wg::WgCfg<128, 128, 3, true, 0>>("s3 pingpong");
+              bench_wg.template operator()<attn_wg::WgCfg<128, 128, 3, false, 0>>("s3 no-pingpong");
+              if (mode == DropoutMode::Fused) {
+                bench_wg.template operator()<attn_wg::WgCfg<128, 128, 3, true, 0, true>>("s3 pingpong philox-ahead");
+                bench_wg.template operator()<attn_wg::WgCfg<128, 128, 3, false, 0, true>>("s3 no-pp philox-ahead");
+              }
             } else {
-              bench_wg.template operator()<attn_wg::WgCfg<64, 128, 3, false>>("hd64 k128 s3 no-pingpong");
-              bench_wg.template operator()<attn_wg::WgCfg<64, 128, 2, true>>("hd64 k128 s2 pingpong");
+              bench_wg.template operator()<attn_wg::WgCfg<64, 128, 3, true, 0>>("s3 pingpong");
+              bench_wg.template operator()<attn_wg::WgCfg<64, 128, 4, true, 0>>("s4 pingpong");
+              bench_wg.template operator()<attn_wg::WgCfg<64, 128, 4, false, 0>>("s4 no-pingpong");
+              bench_wg.template operator()<attn_wg::WgCfg<64, 128, 6, true, 0>>("s6 pingpong");
+              if (mode == DropoutMode::Fused) {
+                bench_wg.template operator()<attn_wg::WgCfg<64, 128, 4, true, 0, true>>("s4 pingpong philox-ahead");
+                bench_wg.template operator()<attn_wg::WgCfg<64, 128, 6, true, 0, true>>("s6 pingpong philox-ahead");
+              }
             }
           }
         }

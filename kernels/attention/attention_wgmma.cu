@@ -32,15 +32,18 @@ Instance make_instance() {
   in.br = C::kBr;
   in.bc = C::kBc;
   in.name = "attn_fwd_wgmma_hd" + std::to_string(C::kHeadDim) + "_q" + std::to_string(C::kBr) + "k" +
-            std::to_string(C::kBc) + "s" + std::to_string(C::kStages) + "_" + dropout_mode_name(M);
+            std::to_string(C::kBc) + "s" + std::to_string(C::kStages) + (C::kPingPong ? "pp" : "") + "_" +
+            dropout_mode_name(M);
   if (M == DropoutMode::Fused) in.name += "_r" + std::to_string(R) + "_tw" + std::to_string(TW);
+  if (M == DropoutMode::Fused && C::kPhiloxAhead && !kRngWarps) in.name += "_ahead";
   if (kRngWarps) in.name += "_rngwarps";
   if (kCausal) in.name += "_causal";
   return in;
 }
 
-template <class C, DropoutMode M, bool kCausal>
+template <int HD, DropoutMode M, bool kCausal>
 Instance pick_rtw(const AttentionParams& p) {
+  using C = typename Sched<HD, M, kCausal>::type;
   if constexpr (M != DropoutMode::Fused) {
     return make_instance<C, M, 7, 8, kCausal>();
   } else {
@@ -62,26 +65,27 @@ Instance pick_rtw(const AttentionParams& p) {
   }
 }
 
-template <class C>
+template <int HD>
 Instance pick_mode(const AttentionParams& p, DropoutMode m, FusedDesign d) {
   const bool c = p.causal;
   if (m == DropoutMode::Fused && d == FusedDesign::RngWarps) {
     if (p.rounds != 7 || p.threshold_bits != 8)
       throw UsageError("attention (wgmma): fused design b-rng-warps is built for rounds 7 / threshold_bits 8 only");
-    return c ? make_instance<C, DropoutMode::Fused, 7, 8, true, true>() : make_instance<C, DropoutMode::Fused, 7, 8, false, true>();
+    using CR = typename Sched<HD, DropoutMode::Fused, false, true>::type;
+    return c ? make_instance<CR, DropoutMode::Fused, 7, 8, true, true>() : make_instance<CR, DropoutMode::Fused, 7, 8, false, true>();
   }
   switch (m) {
-    case DropoutMode::None: return c ? pick_rtw<C, DropoutMode::None, true>(p) : pick_rtw<C, DropoutMode::None, false>(p);
-    case DropoutMode::Mask: return c ? pick_rtw<C, DropoutMode::Mask, true>(p) : pick_rtw<C, DropoutMode::Mask, false>(p);
-    case DropoutMode::Fused: return c ? pick_rtw<C, DropoutMode::Fused, true>(p) : pick_rtw<C, DropoutMode::Fused, false>(p);
+    case DropoutMode::None: return c ? pick_rtw<HD, DropoutMode::None, true>(p) : pick_rtw<HD, DropoutMode::None, false>(p);
+    case DropoutMode::Mask: return c ? pick_rtw<HD, DropoutMode::Mask, true>(p) : pick_rtw<HD, DropoutMode::Mask, false>(p);
+    case DropoutMode::Fused: return c ? pick_rtw<HD, DropoutMode::Fused, true>(p) : pick_rtw<HD, DropoutMode::Fused, false>(p);
   }
   throw UsageError("attention: unknown dropout mode");
 }
 
 Instance pick(const AttentionParams& p, DropoutMode m, FusedDesign d) {
   switch (p.head_dim) {
-    case 128: return pick_mode<CfgWgHd128>(p, m, d);
-    case 64: return pick_mode<CfgWgHd64>(p, m, d);
+    case 128: return pick_mode<128>(p, m, d);
+    case 64: return pick_mode<64>(p, m, d);
   }
   throw UsageError("attention: head_dim must be 64 or 128 (got " + std::to_string(p.head_dim) + ")");
 }

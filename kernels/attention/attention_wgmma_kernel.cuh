@@ -24,6 +24,7 @@
 // shared-memory ring (kRngStages blocks ahead at most) and the consumers read them like mode Mask does.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -37,9 +38,12 @@
 namespace dropbench {
 namespace attn_wg {
 
-template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3>
+template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3, bool PHILOX_AHEAD = false>
 struct WgCfg {
   static constexpr bool kPingPong = PINGPONG;  // turn-taking between the consumer warpgroups
+  // Fused design (a): false = block j's Philox calls right after its GEMMs are issued (under S_j); true = block
+  // j+1's calls after block j's softmax (under P_{j-1} V_{j-1} and the other warpgroup's GEMMs).
+  static constexpr bool kPhiloxAhead = PHILOX_AHEAD;
   static constexpr int kHeadDim = HD;
   static constexpr int kBr = 128;   // query rows per CTA (2 consumer warpgroups x 64)
   static constexpr int kBc = BN;    // keys per block
@@ -61,13 +65,33 @@ struct WgCfg {
 // TMA warp's 24.
 template <bool kRngWarps>
 struct Regs {
-  static constexpr int kProducer = kRngWarps ? 40 : 24;
-  static constexpr int kConsumer = kRngWarps ? 232 : 240;
+  static constexpr int kProducer = kRngWarps ? 56 : 24;
+  static constexpr int kConsumer = kRngWarps ? 224 : 240;
   static_assert(kProducer * 128 + 2 * kConsumer * 128 <= 65536, "register file");
 };
 
-using CfgWgHd128 = WgCfg<128, 128, 2>;
-using CfgWgHd64 = WgCfg<64, 128, 3>;
+// The schedules launch_attention uses, per (dH, mode, causal). Stage count, ping-pong and the Philox slot do
+// not change the arithmetic (bit-identical outputs, checked by the benchmark and the tests), so each mode may
+// take its fastest; measured on the H200 (docs/attention.md). dH 128 needs 3 K/V stages (2 starve the tensor
+// cores: 543 -> 678 TFLOP/s), which leaves no room for design (b)'s keep-word ring: design (b) runs on 2.
+template <int HD, DropoutMode M, bool kCausal, bool kRngWarps = false>
+struct Sched;
+template <DropoutMode M, bool kCausal>
+struct Sched<128, M, kCausal, false> {
+  using type = std::conditional_t<
+      M == DropoutMode::Mask && kCausal, WgCfg<128, 128, 3, false, 0>,
+      std::conditional_t<M == DropoutMode::Fused && kCausal, WgCfg<128, 128, 3, true, 0, true>, WgCfg<128, 128, 3, true, 0>>>;
+};
+template <DropoutMode M, bool kCausal>
+struct Sched<64, M, kCausal, false> {
+  using type = std::conditional_t<
+      M == DropoutMode::None && !kCausal, WgCfg<64, 128, 4, false, 0>,
+      std::conditional_t<M == DropoutMode::Fused && kCausal, WgCfg<64, 128, 4, true, 0, true>, WgCfg<64, 128, 4, true, 0>>>;
+};
+template <DropoutMode M, bool kCausal>
+struct Sched<128, M, kCausal, true> { using type = WgCfg<128, 128, 2, true, 3>; };
+template <DropoutMode M, bool kCausal>
+struct Sched<64, M, kCausal, true> { using type = WgCfg<64, 128, 4, true, 3>; };
 
 template <class C, DropoutMode kMode, int R, int TW, bool kCausal, bool kRngWarps = false>
 __global__ void __launch_bounds__(384, 1)
@@ -149,15 +173,23 @@ __global__ void __launch_bounds__(384, 1)
         for (int j = 0; j < n_kv; ++j) {
           const int st = j % RS;
           if (j >= RS) mbar_wait_or_trap(rng_empty(st), ((j / RS) - 1) & 1);
-          for (int w = r; w < kWords; w += 96) {
-            const uint32_t strip = static_cast<uint32_t>(w / (32 * NTL));
-            const uint32_t tt = static_cast<uint32_t>((w / 32) % NTL);
-            const uint32_t tile = (r16_0 + strip) * a.cols64 + static_cast<uint32_t>(j * NTL) + tt;
-            uint32_t word = 0;
+          // Two words per step (four independent Philox calls for TW 8) for instruction-level parallelism.
+          for (int w0 = r; w0 < kWords; w0 += 192) {
+            uint32_t word[2] = {0u, 0u};
 #pragma unroll
-            for (int k = 0; k < kCallsPerWord<TW>; ++k)
-              word |= attn::fused_word_part<R, TW>(fs, tile, static_cast<uint32_t>(w % 32), k);
-            asm volatile("st.shared.u32 [%0], %1;" ::"r"(sRng + 4u * (st * kWords + w)), "r"(word) : "memory");
+            for (int u = 0; u < 2; ++u) {
+              const int w = min(w0 + 96 * u, kWords - 1);  // the clamped duplicate is computed, not stored
+              const uint32_t strip = static_cast<uint32_t>(w / (32 * NTL));
+              const uint32_t tt = static_cast<uint32_t>((w / 32) % NTL);
+              const uint32_t tile = (r16_0 + strip) * a.cols64 + static_cast<uint32_t>(j * NTL) + tt;
+#pragma unroll
+              for (int k = 0; k < kCallsPerWord<TW>; ++k)
+                word[u] |= attn::fused_word_part<R, TW>(fs, tile, static_cast<uint32_t>(w % 32), k);
+            }
+#pragma unroll
+            for (int u = 0; u < 2; ++u)
+              if (w0 + 96 * u < kWords)
+                asm volatile("st.shared.u32 [%0], %1;" ::"r"(sRng + 4u * (st * kWords + w0 + 96 * u)), "r"(word[u]) : "memory");
           }
           mbar_arrive(rng_full(st));
         }
@@ -346,15 +378,19 @@ __global__ void __launch_bounds__(384, 1)
     pass_turn(false);
     if (n_kv > 1) load_words(1, kw_next);
     gen_words(0, kw);
+    [[maybe_unused]] constexpr bool kAhead = C::kPhiloxAhead && kMode == DropoutMode::Fused && !kRng;
     ring_words(0, kw);
     wgmma_wait<0>();
     reg_fence(s);
     softmax(0, kw, alpha);
+    if constexpr (kAhead) {
+      if (n_kv > 1) gen_words(1, kw_next);
+    }
     convert_p();
 
     for (int j = 1; j < n_kv; ++j) {
       const int st = j % ST, pst = (j - 1) % ST;
-      if constexpr (kMode == DropoutMode::Mask) {
+      if constexpr (kMode == DropoutMode::Mask || kAhead) {
 #pragma unroll
         for (int tt = 0; tt < NT; ++tt) kw[tt] = kw_next[tt];
       }
@@ -365,11 +401,14 @@ __global__ void __launch_bounds__(384, 1)
       issue_pv(pst);
       pass_turn(false);
       if (j + 1 < n_kv) load_words(j + 1, kw_next);
-      gen_words(j, kw);
+      if constexpr (!kAhead) gen_words(j, kw);
       ring_words(j, kw);
       wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
       reg_fence(s);
       softmax(j, kw, alpha);
+      if constexpr (kAhead) {
+        if (j + 1 < n_kv) gen_words(j + 1, kw_next);
+      }
       wgmma_wait<0>();
       reg_fence(o);
 #pragma unroll
