@@ -175,6 +175,12 @@ class Variant:
     def median(self):
         return self.stats.median
 
+    @property
+    def is_pipeline(self):
+        """In a `dropbench run` report, the pipeline variants are those whose name has no ':' (alone:*, mech:*,
+        <pipeline>:graph and peer:* are not pipelines; src/core/pipelines.hpp), so no list of names is kept here."""
+        return not self.peer and ":" not in self.name
+
     def phase_medians(self):
         """[(phase name, median s)] in execution order (names may repeat, e.g. per chunk)."""
         return [(q.name, q.median) for q in self.phases]

@@ -354,9 +354,6 @@ def read_report(path):
 # --versus: dropbench's best pipeline against the best peer end-to-end block
 # ---------------------------------------------------------------------------------------------------------
 
-PIPELINES = ("baseline", "fused", "overlap", "chunked")
-
-
 def measured(v):
     return dr.finite(v.median) and v.median > 0
 
@@ -367,7 +364,7 @@ def versus_rows(run_rep, peers_rep):
     db = {}
     for p in run_rep.points:
         for v in p.variants:
-            if v.name in PIPELINES and measured(v):
+            if v.is_pipeline and measured(v):
                 db.setdefault(p.get("sq"), []).append((v.median, v.name, p.get("rounds")))
     for p in peers_rep.points:
         e2e = [v for v in p.variants if v.name.startswith("peer:e2e") and measured(v)]

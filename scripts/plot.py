@@ -35,6 +35,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 import dropbench_report as dr  # noqa: E402  (the shared report reader)
 DEFAULT_RESULTS = REPO / "results" / "h200"
 PAPER_RATIOS = {3: 0.67, 5: 0.81}  # Ma et al. (arXiv:2410.07531), H100: Philox-R runtime / Philox-7
+# Preferred plotting order; pipelines not listed here (a new one in src/core/pipelines.cpp) follow in name order.
 PIPELINE_ORDER = ["baseline", "fused", "overlap", "chunked"]
 DROPOUT_ORDER = ["copy", "mask-i32", "mask-u8", "mask-bits", "seeded"]
 ATTENTION_ORDER = ["none", "mask", "rng+mask", "fused"]
@@ -488,13 +489,13 @@ def run_records(rep):
     recs = []
     for p in rep.points:
         vs = p.variants
-        by_axis = "pipeline" in p.axes and not any(v.name in PIPELINE_ORDER for v in vs)
+        by_axis = "pipeline" in p.axes and not any(v.is_pipeline for v in vs)
         other = {k: v for k, v in p.axes.items() if k not in ("sq", "rounds", "pipeline")}
         for v in (vs[:1] if by_axis else vs):
             pipe = str(p.get("pipeline")) if by_axis else v.name
-            # Only the four pipelines: `run` also reports the pieces alone ("alone:*") and the overlap
-            # mechanisms ("mech:*"), which are not pipelines.
-            if not by_axis and pipe not in PIPELINE_ORDER:
+            # Only the pipelines: `run` also reports the pieces alone ("alone:*"), the overlap mechanisms
+            # ("mech:*") and graph replays ("<pipeline>:graph"), which are not pipelines.
+            if not by_axis and not v.is_pipeline:
                 continue
             # Chunked phases come per chunk ("rng[3]", "attention[3]"): summed under one name.
             merged = {}
@@ -632,7 +633,7 @@ def plot_peers_block(inputs, out, written):
             e2e = {v.name.split(":", 1)[1]: v.median for v in p.variants if v.peer and v.name.startswith("peer:e2e-")}
             sq = int(p.get("sq", 0) or 0)
             if e2e and (name, sq) in runs:
-                bars = {pl: runs[(name, sq)][pl] for pl in PIPELINE_ORDER if pl in runs[(name, sq)]}
+                bars = {pl: runs[(name, sq)][pl] for pl in ordered(list(runs[(name, sq)]), PIPELINE_ORDER)}
                 bars.update({f"torch {k[4:]}": t for k, t in e2e.items() if finite(t)})
                 rows.append((f"{name}\nSQ {sq}", bars))
     if not rows:

@@ -9,46 +9,6 @@
 
 namespace dropbench {
 
-const std::vector<Pipeline>& all_pipelines() {
-  static const std::vector<Pipeline> v = {Pipeline::Baseline, Pipeline::Fused, Pipeline::Overlap, Pipeline::Chunked};
-  return v;
-}
-
-const char* pipeline_name(Pipeline p) {
-  switch (p) {
-    case Pipeline::Baseline: return "baseline";
-    case Pipeline::Fused: return "fused";
-    case Pipeline::Overlap: return "overlap";
-    case Pipeline::Chunked: return "chunked";
-  }
-  return "?";
-}
-
-Pipeline parse_pipeline(const std::string& s) {
-  for (Pipeline p : all_pipelines())
-    if (s == pipeline_name(p)) return p;
-  throw UsageError("pipeline: '" + s + "' is not a pipeline (allowed: baseline, fused, overlap, chunked)");
-}
-
-std::vector<Pipeline> parse_pipeline_list(const std::string& csv) {
-  std::vector<Pipeline> out;
-  size_t start = 0;
-  while (start <= csv.size()) {
-    const size_t comma = csv.find(',', start);
-    const std::string item = csv.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (!item.empty()) {
-      const Pipeline p = parse_pipeline(item);
-      if (std::find(out.begin(), out.end(), p) != out.end())
-        throw UsageError("pipelines: '" + item + "' is listed twice");
-      out.push_back(p);
-    }
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  if (out.empty()) throw UsageError("pipelines: the list is empty (allowed: baseline, fused, overlap, chunked)");
-  return out;
-}
-
 int64_t auto_chunk_rows(int64_t sq, int64_t block_rows, int target_chunks) {
   if (sq < 1 || block_rows < 1 || target_chunks < 1) throw UsageError("chunk: bad auto-chunk arguments");
   const int64_t want = (sq + target_chunks - 1) / target_chunks;
@@ -116,41 +76,32 @@ PipelinePlan plan_pipelines(const BlockMemory& m, size_t free_bytes, size_t mask
     return plan;
   }
   const size_t left = free_bytes - common;
-  const bool want_full = std::any_of(wanted.begin(), wanted.end(),
-                                     [](Pipeline p) { return p == Pipeline::Baseline || p == Pipeline::Overlap; });
-  const bool want_chunk = std::find(wanted.begin(), wanted.end(), Pipeline::Chunked) != wanted.end();
+  const bool want_full =
+      std::any_of(wanted.begin(), wanted.end(), [](Pipeline p) { return pipeline_spec(p).full_mask; });
+  const bool want_chunk =
+      std::any_of(wanted.begin(), wanted.end(), [](Pipeline p) { return pipeline_spec(p).chunk_masks; });
   const size_t chunk_need = want_chunk ? 2 * m.chunk_mask : 0;
   const bool chunk_ok = chunk_need <= left;
   const bool full_ok = !want_full || (m.full_mask <= mask_budget && m.full_mask + chunk_need <= left);
   for (Pipeline p : wanted) {
-    switch (p) {
-      case Pipeline::Fused: plan.run.push_back(p); break;
-      case Pipeline::Baseline:
-      case Pipeline::Overlap:
-        if (full_ok) {
-          plan.run.push_back(p);
-        } else {
-          plan.skipped.emplace_back(
-              p, m.full_mask > mask_budget
-                     ? fmt::format("the full dropout mask needs {}, more than the mask budget of {}",
-                                   human_bytes(m.full_mask), human_bytes(mask_budget))
-                     : fmt::format("the full dropout mask needs {}, more than the {} of device memory left",
-                                   human_bytes(m.full_mask), human_bytes(left - std::min(left, chunk_need))));
-        }
-        break;
-      case Pipeline::Chunked:
-        if (chunk_ok) {
-          plan.run.push_back(p);
-        } else {
-          plan.skipped.emplace_back(p, fmt::format("two chunk masks need {}, more than the {} of device memory left",
-                                                   human_bytes(chunk_need), human_bytes(left)));
-        }
-        break;
+    const PipelineSpec& spec = pipeline_spec(p);
+    if (spec.full_mask && !full_ok) {
+      plan.skipped.emplace_back(
+          p, m.full_mask > mask_budget
+                 ? fmt::format("the full dropout mask needs {}, more than the mask budget of {}",
+                               human_bytes(m.full_mask), human_bytes(mask_budget))
+                 : fmt::format("the full dropout mask needs {}, more than the {} of device memory left",
+                               human_bytes(m.full_mask), human_bytes(left - std::min(left, chunk_need))));
+    } else if (spec.chunk_masks && !chunk_ok) {
+      plan.skipped.emplace_back(p, fmt::format("two chunk masks need {}, more than the {} of device memory left",
+                                               human_bytes(chunk_need), human_bytes(left)));
+    } else {
+      plan.run.push_back(p);
     }
   }
   for (Pipeline p : plan.run) {
-    if (p == Pipeline::Baseline || p == Pipeline::Overlap) plan.needs_full_mask = true;
-    if (p == Pipeline::Chunked) plan.needs_chunk_masks = true;
+    plan.needs_full_mask = plan.needs_full_mask || pipeline_spec(p).full_mask;
+    plan.needs_chunk_masks = plan.needs_chunk_masks || pipeline_spec(p).chunk_masks;
   }
   if (plan.run.empty()) {
     plan.point_fits = false;

@@ -1,4 +1,4 @@
-// Host-side planning of `dropbench run` (no CUDA): the four pipelines, how the chunked pipeline cuts the
+// Host-side planning of `dropbench run` (no CUDA; the pipelines themselves: src/core/pipelines.hpp): how the chunked pipeline cuts the
 // query rows, what each pipeline needs in device memory and which ones fit, the hidden-fraction arithmetic
 // of an overlap, and the SM split of the spatial-partition mechanism. Tested on the CPU
 // (tests/test_pipeline_plan.cpp).
@@ -10,19 +10,9 @@
 #include <vector>
 
 #include "src/core/config.hpp"
+#include "src/core/pipelines.hpp"
 
 namespace dropbench {
-
-// The four ways to run one transformer block's QKV GEMM + attention with dropout:
-//   Baseline  one stream: GEMM -> RNG mask kernel -> attention reading the mask
-//   Fused     GEMM -> attention generating its keep bits (no mask)
-//   Overlap   GEMM on stream A || RNG on stream B (event fork / join) -> attention reading the mask
-//   Chunked   RNG for query-row chunk i+1 || attention for chunk i, two chunk-sized mask buffers
-enum class Pipeline { Baseline, Fused, Overlap, Chunked };
-const std::vector<Pipeline>& all_pipelines();
-const char* pipeline_name(Pipeline p);                // "baseline" | "fused" | "overlap" | "chunked"
-Pipeline parse_pipeline(const std::string& s);        // throws UsageError naming the allowed values
-std::vector<Pipeline> parse_pipeline_list(const std::string& csv);  // "overlap,fused"; no duplicates, not empty
 
 // Query rows [row_begin, row_begin + rows) of one chunk.
 struct ChunkRange {

@@ -34,9 +34,7 @@ void walk_dry(SweepSession& session, const PipelinePlan& plan, PointResult& pr) 
   for (Pipeline p : plan.run) {
     NvtxRange vr(std::string("variant ") + pipeline_name(p));
     session.harness.measure([&](Sample& s) {
-      s.phase("gemm", [] {});
-      if (p == Pipeline::Baseline || p == Pipeline::Overlap) s.phase("rng", [] {});
-      s.phase("attention", [] {});
+      for (const char* phase : pipeline_spec(p).dry_phases) s.phase(phase, [] {});
     });
     pr.variants.push_back(variant_of(pipeline_name(p), Measurement{}));
   }

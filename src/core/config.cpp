@@ -21,6 +21,7 @@
 
 #include "kernels/common/check.hpp"
 #include "kernels/common/dispatch.cuh"
+#include "src/core/pipelines.hpp"
 
 namespace dropbench {
 namespace {
@@ -211,14 +212,16 @@ std::string chk_bool(const json& v, bool& out) {
   return {};
 }
 
-std::string chk_choice(const json& v, std::initializer_list<const char*> allowed, std::string& out) {
-  std::vector<std::string> names(allowed.begin(), allowed.end());
+std::string chk_choice(const json& v, const std::vector<std::string>& names, std::string& out) {
   if (!v.is_string()) return show(v) + " must be a string (allowed: " + join(names) + ")";
   const auto& s = v.get_ref<const std::string&>();
   if (std::find(names.begin(), names.end(), s) == names.end())
     return show(v) + " is not a valid choice (allowed: " + join(names) + ")";
   out = s;
   return {};
+}
+std::string chk_choice(const json& v, std::initializer_list<const char*> allowed, std::string& out) {
+  return chk_choice(v, std::vector<std::string>(allowed.begin(), allowed.end()), out);
 }
 
 std::string chk_text(const json& v, bool nonempty, std::string& out) {
@@ -343,7 +346,7 @@ const std::vector<WorkloadField>& workload_fields() {
        [](const Workload& w) { return json(w.dropout_dtype); }},
       {"pipeline", Kind::Text,
        [](Workload& w, const json& v) {
-         return chk_choice(v, {"baseline", "fused", "overlap", "chunked"}, w.pipeline);
+         return chk_choice(v, pipeline_names(), w.pipeline);
        },
        [](const Workload& w) { return json(w.pipeline); }},
       {"chunk", Kind::Int, [](Workload& w, const json& v) { return chk_int(v, 0, 1048576, w.chunk); },
