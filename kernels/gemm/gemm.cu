@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/shapes.hpp"
 
 namespace dropbench {
 
@@ -24,10 +25,11 @@ const char* gemm_dtype_name(GemmDtype d) { return d == GemmDtype::fp8_e4m3 ? "fp
 
 GemmShape qkv_gemm_shape(int64_t batch, int64_t sq, int64_t embed, int64_t q_heads, int64_t kv_heads,
                          int64_t head_dim) {
+  const QkvDims d = qkv_dims(batch, sq, embed, q_heads, kv_heads, head_dim);
   GemmShape s;
-  s.m = batch * sq;
-  s.k = embed;
-  s.n = (q_heads + 2 * kv_heads) * head_dim;
+  s.m = d.m;
+  s.k = d.k;
+  s.n = d.n;
   return s;
 }
 

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/shapes.hpp"
+#include "kernels/rng/dropout_scheme.cuh"
 
 namespace dropbench {
 
@@ -47,19 +49,19 @@ int partition_rng_sms(int sms, double t_gemm, double t_rng, double scale, int gr
 BlockMemory block_memory(const Workload& w, int64_t chunk_rows, int gemm_objects, bool validate) {
   BlockMemory m;
   const size_t tokens = static_cast<size_t>(w.batch) * static_cast<size_t>(w.sq);
-  const size_t in_bytes = w.dtype == "fp8" ? 1 : 2;
-  const size_t n = static_cast<size_t>(w.q_heads + 2 * w.kv_heads) * static_cast<size_t>(w.head_dim);
-  m.x = tokens * static_cast<size_t>(w.embed) * in_bytes;
-  m.w = n * static_cast<size_t>(w.embed) * in_bytes;
-  m.qkv = tokens * n * 2;
+  const int in_bytes = w.dtype == "fp8" ? 1 : 2;
+  const QkvDims d = qkv_dims(w.batch, w.sq, w.embed, w.q_heads, w.kv_heads, w.head_dim);
+  m.x = d.x_bytes(in_bytes);
+  m.w = d.w_bytes(in_bytes);
+  m.qkv = d.qkv_bytes();
   m.o = tokens * static_cast<size_t>(w.q_heads * w.head_dim) * 2;
   m.lse = static_cast<size_t>(w.batch) * static_cast<size_t>(w.q_heads) * static_cast<size_t>(w.sq) * 4;
   m.o_ref = validate ? m.o : 0;
-  const size_t bh = static_cast<size_t>(w.batch) * static_cast<size_t>(w.q_heads);
-  const size_t rows16 = (static_cast<size_t>(w.sq) + 15) / 16, cols64 = (static_cast<size_t>(w.sq) + 63) / 64;
-  m.full_mask = bh * rows16 * cols64 * 128;
-  const size_t crows16 = (static_cast<size_t>(std::min<int64_t>(chunk_rows, w.sq)) + 15) / 16;
-  m.chunk_mask = bh * crows16 * cols64 * 128;
+  // Dense tile storage (causal too): the mask's bytes as MaskGeometry counts them; a chunk's mask holds its rows.
+  const auto bh = static_cast<uint32_t>(w.batch * w.q_heads);
+  const auto sq = static_cast<uint32_t>(w.sq);
+  m.full_mask = MaskGeometry{bh, sq, sq, w.causal}.bytes();
+  m.chunk_mask = MaskGeometry{bh, static_cast<uint32_t>(std::min<int64_t>(chunk_rows, w.sq)), sq, w.causal}.bytes();
   m.gemm_workspaces = static_cast<size_t>(gemm_objects) * (size_t{64} << 20);
   return m;
 }

@@ -9,6 +9,7 @@
 
 #include "kernels/attention/attention.cuh"
 #include "kernels/common/check.hpp"
+#include "kernels/common/shapes.hpp"
 #include "src/cli/cli.hpp"
 #include "src/core/device_buffer.hpp"
 #include "src/core/nvtx.hpp"
@@ -41,7 +42,7 @@ int run_attention(RunContext& ctx) {
     AttentionParams ap = attention_params(w, thr);
     const MaskGeometry geo = attention_mask_geometry(ap);
     const uint64_t rows = static_cast<uint64_t>(w.batch) * w.sq;
-    const size_t qkv_bytes = rows * (w.q_heads + 2 * w.kv_heads) * w.head_dim * 2;
+    const size_t qkv_bytes = qkv_dims(w.batch, w.sq, w.embed, w.q_heads, w.kv_heads, w.head_dim).qkv_bytes();
     const size_t o_bytes = rows * w.q_heads * w.head_dim * 2;
     const size_t lse_bytes = static_cast<size_t>(w.batch) * w.q_heads * w.sq * 4;
 

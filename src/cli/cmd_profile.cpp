@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/shapes.hpp"
 #include "src/cli/cli.hpp"
 #include "src/core/context.hpp"
 #include "src/model/model.hpp"
@@ -137,7 +138,8 @@ constexpr int64_t kSq = 4096, kEmbed = 4096;
 
 std::vector<Family> families(const profile::Selection& s, const Workload& w) {
   const double sq = kSq, scores = static_cast<double>(w.batch) * w.q_heads * sq * sq;
-  const double M = w.batch * sq, N = static_cast<double>(w.q_heads + 2 * w.kv_heads) * w.head_dim, K = kEmbed;
+  const QkvDims d = qkv_dims(w.batch, kSq, kEmbed, w.q_heads, w.kv_heads, w.head_dim);
+  const double M = static_cast<double>(d.m), N = static_cast<double>(d.n), K = static_cast<double>(d.k);
   auto geometry = [w](const std::string& key, bool gemm) {
     json j = {{"batch", w.batch}, {"q_heads", w.q_heads}, {"kv_heads", w.kv_heads}, {"head_dim", w.head_dim},
               {"sq", kSq},        {"causal", key.size() > 7 && key.substr(key.size() - 7) == "_causal"}};

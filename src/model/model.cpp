@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/shapes.hpp"
 
 namespace dropbench::model {
 
@@ -380,15 +381,15 @@ namespace {
 // under kImadWide so that ncu's instruction counts (one per IMAD.WIDE) can be compared (stripped before use).
 const char* const kImadWide = "_imad_wide";
 
-// M, N, K of the QKV GEMM, as qkv_gemm_shape() (kernels/gemm.cu) defines them; the model does not link the
-// kernels library, so it runs anywhere.
+// M, N, K of the QKV GEMM (kernels/common/shapes.hpp, header-only: the model does not link the kernels library,
+// so it runs anywhere), in doubles for the model's arithmetic.
 struct GemmMnk {
   double m, n, k;
   double flops() const { return 2 * m * n * k; }
 };
 GemmMnk gemm_mnk(const Workload& w) {
-  return {static_cast<double>(w.batch) * w.sq, static_cast<double>(w.q_heads + 2 * w.kv_heads) * w.head_dim,
-          static_cast<double>(w.embed)};
+  const QkvDims d = qkv_dims(w.batch, w.sq, w.embed, w.q_heads, w.kv_heads, w.head_dim);
+  return {static_cast<double>(d.m), static_cast<double>(d.n), static_cast<double>(d.k)};
 }
 
 Demand gemm_static(const Profile& p, const Workload& w) {
