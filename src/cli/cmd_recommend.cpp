@@ -1,7 +1,6 @@
 // `dropbench recommend`: rank the pipelines (fused / overlap / chunked / baseline) and the Philox round counts
-// for one attention-block shape on one machine, with the resource model (docs/model.md). CPU only.
-#include <algorithm>
-#include <cmath>
+// for one attention-block shape on one machine, with the resource model (docs/model.md). CPU only. This file
+// parses the options and prints; the ranking is src/model/recommend.{hpp,cpp}.
 #include <iostream>
 #include <map>
 #include <memory>
@@ -12,8 +11,9 @@
 
 #include "kernels/common/check.hpp"
 #include "src/cli/cli.hpp"
-#include "src/model/model.hpp"
 #include "src/cli/model_cli.hpp"
+#include "src/model/model.hpp"
+#include "src/model/recommend.hpp"
 
 namespace dropbench {
 
@@ -92,33 +92,116 @@ std::vector<int64_t> parse_rounds(const std::string& s) {
   return out;
 }
 
-struct Entry {
-  std::string pipeline;
-  int64_t rounds = 0;
-  double seconds = 0;
-  std::string limiter, how, detail;
-};
+using model::Recommendation;
 
-std::string region_of(double ratio) {
-  if (ratio < 0.5) return "GEMM >> RNG";
-  if (ratio <= 1.0) return "RNG <~ GEMM";
-  return "RNG > GEMM";
+json recommend_json(const Recommendation& rec, const Workload& shape, const model::Machine& m,
+                    const model::Profile& p) {
+  json out;
+  out["shape"] = to_json(shape);
+  out["machine"] = m.path;
+  out["profile"] = p.path;
+  out["region"] = {{"name", model::region_of(rec.rng_over_gemm)},
+                   {"rng_over_gemm", rec.rng_over_gemm},
+                   {"rounds", rec.reference_rounds}};
+  json ks = json::object();
+  for (const auto& [r, pr] : rec.predictions) {
+    ks[std::to_string(r)] = {
+        {"gemm_s", pr.gemm.seconds},           {"gemm_limiter", pr.gemm.limiter},
+        {"rng_s", pr.rng.seconds},             {"rng_limiter", pr.rng.limiter},
+        {"attention_mask_s", pr.attn_mask.seconds}, {"attention_mask_limiter", pr.attn_mask.limiter},
+        {"attention_fused_s", pr.attn_fused.seconds}, {"attention_fused_limiter", pr.attn_fused.limiter},
+        {"rng_share_of_baseline", model::rng_share_of_baseline(pr)},
+        {"demand_source", {{"gemm", pr.gemm.source}, {"rng", pr.rng.source}, {"attention_mask", pr.attn_mask.source},
+                           {"attention_fused", pr.attn_fused.source}}}};
+    if (rec.reference)
+      ks[std::to_string(r)]["rng_share_of_baseline_on_reference"] = rec.reference->rng_share_of_baseline.at(r);
+  }
+  out["kernels"] = ks;
+  json rk = json::array();
+  for (size_t i = 0; i < rec.ranking.size(); ++i)
+    rk.push_back({{"rank", i + 1},
+                  {"pipeline", rec.ranking[i].pipeline},
+                  {"rounds", rec.ranking[i].rounds},
+                  {"seconds", rec.ranking[i].seconds},
+                  {"limiter", rec.ranking[i].limiter},
+                  {"how", rec.ranking[i].detail}});
+  out["ranking"] = rk;
+  if (rec.reference) out["reference"] = rec.reference->path;
+  if (rec.ranks(3)) out["caveat_r3"] = model::kR3Caveat;
+  return out;
 }
 
-std::string region_text(double ratio) {
-  if (ratio < 0.5)
-    return "the GEMM is long enough to hide the whole RNG if they can share the SMs (overlap), and fusing the RNG "
-           "into attention adds its integer work to a kernel that is already issue-bound";
-  if (ratio <= 1.0)
-    return "the RNG still fits under the GEMM in time, but only a good overlap mechanism hides most of it";
-  return "the RNG is longer than the GEMM: overlap can hide at most the GEMM's length; the rest shows";
+// The shape, the kernels at the reference round count, the region.
+void print_header(const Recommendation& rec, const Workload& base, const model::Machine& m, const model::Profile& p,
+                  const std::string& demand) {
+  const int64_t rref = rec.reference_rounds;
+  const model::Prediction& p7 = rec.at_reference_rounds();
+  const double M = static_cast<double>(base.batch) * base.sq,
+               N = static_cast<double>(base.q_heads + 2 * base.kv_heads) * base.head_dim;
+  std::cout << fmt::format(
+      "dropbench recommend: B {} x SQ {}, E {}, {} query / {} KV heads, dH {}, {}, {} QKV GEMM, dropout p {}, "
+      "{}-bit thresholds\nmachine {} ({}), profile {}\n\n",
+      base.batch, base.sq, base.embed, base.q_heads, base.kv_heads, base.head_dim, base.causal ? "causal" : "non-causal",
+      base.dtype, base.dropout_p, base.threshold_bits, m.name, m.path, p.path);
+  std::cout << fmt::format("kernels at Philox-{}: QKV GEMM {:g}x{:g}x{} {} {} us ({}) | RNG mask {} us ({}) | "
+                           "attention(mask) {} us ({}) | attention(fused) {} us ({})\n",
+                           rref, M, N, base.embed, base.dtype, mcli::us(p7.gemm.seconds), p7.gemm.limiter,
+                           mcli::us(p7.rng.seconds), p7.rng.limiter, mcli::us(p7.attn_mask.seconds),
+                           p7.attn_mask.limiter, mcli::us(p7.attn_fused.seconds), p7.attn_fused.limiter);
+  std::cout << fmt::format("demand (--demand {}): {}\n", demand, model::kernel_sources(p7));
+  std::cout << fmt::format("region: {} (RNG / GEMM = {:.2f} at Philox-{}): {}\n\n", model::region_of(rec.rng_over_gemm),
+                           rec.rng_over_gemm, rref, model::region_text(rec.rng_over_gemm));
 }
 
-constexpr const char* kR3Caveat =
-    "caveat (R = 3): Philox-3 is biased under dropbench's structured counters (docs/rng-scheme.md): byte chi^2 ~ "
-    "850,000 vs ~240 for R >= 5, and the keep rate actually applied is off -- z = -24.6 in the attention tile "
-    "scheme at TW 8, up to +2.5 points (z = +3862) in the flat scheme at TW 32 (H200, 2^31 elements). R >= 5 is "
-    "statistically clean in these tests; rank R = 3 only if that bias is acceptable.";
+Table ranking_table(const Recommendation& rec) {
+  Table t;
+  t.columns = {"rank", "pipeline", "rounds", "predicted_us", "vs_best_%", "limiting_unit", "how"};
+  const double best = rec.ranking.front().seconds;
+  for (size_t i = 0; i < rec.ranking.size(); ++i) {
+    const model::RankedEntry& e = rec.ranking[i];
+    t.rows.push_back({std::to_string(i + 1), e.pipeline, std::to_string(e.rounds), mcli::us(e.seconds),
+                      fmt::format("+{:.1f}", 100 * (e.seconds / best - 1)), e.limiter, e.how});
+  }
+  return t;
+}
+
+// How each pipeline is composed, the co-resident what-if, the RNG shares, the best entries, the R = 3 caveat.
+void print_details(const Recommendation& rec, const model::Machine& m) {
+  const int64_t rref = rec.reference_rounds;
+  const model::Prediction& p7 = rec.at_reference_rounds();
+  std::cout << fmt::format("\nhow (Philox-{}):\n", rref);
+  for (const auto& pl : p7.pipelines) std::cout << fmt::format("  {:<9} {}\n", pl.name, pl.detail);
+  if (rec.coresident)
+    std::cout << fmt::format(
+        "what if the GEMM left room for the RNG (--residency coresident: >= {:g} RNG warps per SM beside it, e.g. a GEMM "
+        "built to share its SMs): overlap at Philox-{} = {} us, hiding {:.0f}% of the RNG (limited by {})\n",
+        m.rng_saturation_warps, rref, mcli::us(rec.coresident->overlap.seconds),
+        100 * rec.coresident->saved_seconds / p7.rng.seconds, rec.coresident->overlap.limiter);
+  std::cout << "\nRNG share of the baseline block time (RNG / (GEMM + RNG + attention(mask))):";
+  for (int64_t r : rec.rounds) std::cout << fmt::format(" R{} {:.1f}%", r, 100 * model::rng_share_of_baseline(rec.predictions.at(r)));
+  std::cout << "\n";
+  if (const auto& ref = rec.reference) {
+    std::cout << fmt::format("  on {} (reference):", ref->name);
+    for (int64_t r : rec.rounds) std::cout << fmt::format(" R{} {:.1f}%", r, 100 * ref->rng_share_of_baseline.at(r));
+    std::cout << fmt::format("\n  -> Philox-{} share moves from {:.1f}% ({}) to {:.1f}% ({})\n", rref,
+                             100 * ref->rng_share_of_baseline.at(rref), ref->name,
+                             100 * model::rng_share_of_baseline(p7), m.name);
+  }
+  std::cout << fmt::format("RNG / (GEMM + RNG), the part an overlap acts on, at Philox-{}: {:.1f}%", rref,
+                           100 * model::rng_share_of_gemm_rng(p7));
+  if (rec.reference)
+    std::cout << fmt::format(" (on {}: {:.1f}%)", rec.reference->name, 100 * rec.reference->rng_share_of_gemm_rng);
+  std::cout << "\n";
+  const model::RankedEntry& best = rec.ranking.front();
+  std::cout << fmt::format("best: {} at Philox-{} ({} us, limited by {})", best.pipeline, best.rounds,
+                           mcli::us(best.seconds), best.limiter);
+  const model::RankedEntry* clean = rec.best_clean();
+  if (best.rounds == 3 && clean)
+    std::cout << fmt::format("; best with R >= 5: {} at Philox-{} ({} us, +{:.1f}%)", clean->pipeline, clean->rounds,
+                             mcli::us(clean->seconds), 100 * (clean->seconds / best.seconds - 1));
+  std::cout << "\n";
+  if (rec.ranks(3)) std::cout << model::kR3Caveat << "\n";
+}
 
 }  // namespace
 
@@ -152,146 +235,24 @@ Command make_recommend_command() {
         ->check(CLI::IsMember({"ncu", "sass"}));
   };
   c.run = [ro](RunContext&) {
-    const Workload base = parse_shape(ro->shape);
+    const Workload shape = parse_shape(ro->shape);
     const std::vector<int64_t> rounds = parse_rounds(ro->rounds);
     const model::Machine m = model::load_machine(mcli::default_path(ro->machine));
     model::Profile p = model::load_profile(mcli::default_path(ro->profile));
     p.use_ncu = ro->demand == "ncu";
     std::optional<model::Machine> ref;
-    if (!ro->reference.empty()) {
-      const std::string rp = mcli::default_path(ro->reference);
-      model::Machine r = model::load_machine(rp);
-      if (r.name != m.name) ref = r;
-    }
+    if (!ro->reference.empty()) ref = model::load_machine(mcli::default_path(ro->reference));
     model::Options o;
     o.residency = ro->residency;
     o.clock = ro->clock;
-
-    std::vector<Entry> entries;
-    std::map<int64_t, model::Prediction> preds;
-    for (int64_t r : rounds) {
-      Workload w = base;
-      w.rounds = r;
-      const model::Prediction pr = model::predict(m, p, w, o);
-      preds.emplace(r, pr);
-      for (const auto& pl : pr.pipelines) entries.push_back({pl.name, r, pl.seconds, pl.limiter, pl.how, pl.detail});
-    }
-    std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.seconds < b.seconds; });
-    const int64_t rref = std::find(rounds.begin(), rounds.end(), 7) != rounds.end() ? 7 : rounds.back();
-    const model::Prediction& p7 = preds.at(rref);
-    const double ratio = p7.rng.seconds / p7.gemm.seconds;
-    auto share = [](const model::Prediction& pr) {
-      const model::PipelineTime* b = pr.pipeline("baseline");
-      return pr.rng.seconds / b->seconds;
-    };
-    std::map<int64_t, double> ref_share;
-    if (ref)
-      for (int64_t r : rounds) {
-        Workload w = base;
-        w.rounds = r;
-        ref_share[r] = share(model::predict(*ref, p, w, o));
-      }
-    const double M = static_cast<double>(base.batch) * base.sq,
-                 N = static_cast<double>(base.q_heads + 2 * base.kv_heads) * base.head_dim;
-
+    const Recommendation rec = model::recommend(m, p, shape, rounds, o, ref ? &*ref : nullptr);
     if (ro->format == "json") {
-      json out;
-      out["shape"] = to_json(base);
-      out["machine"] = m.path;
-      out["profile"] = p.path;
-      out["region"] = {{"name", region_of(ratio)}, {"rng_over_gemm", ratio}, {"rounds", rref}};
-      json ks = json::object();
-      for (const auto& [r, pr] : preds) {
-        ks[std::to_string(r)] = {
-            {"gemm_s", pr.gemm.seconds},           {"gemm_limiter", pr.gemm.limiter},
-            {"rng_s", pr.rng.seconds},             {"rng_limiter", pr.rng.limiter},
-            {"attention_mask_s", pr.attn_mask.seconds}, {"attention_mask_limiter", pr.attn_mask.limiter},
-            {"attention_fused_s", pr.attn_fused.seconds}, {"attention_fused_limiter", pr.attn_fused.limiter},
-            {"rng_share_of_baseline", share(pr)},
-            {"demand_source", {{"gemm", pr.gemm.source}, {"rng", pr.rng.source}, {"attention_mask", pr.attn_mask.source},
-                               {"attention_fused", pr.attn_fused.source}}}};
-        if (ref) ks[std::to_string(r)]["rng_share_of_baseline_on_reference"] = ref_share.at(r);
-      }
-      out["kernels"] = ks;
-      json rk = json::array();
-      for (size_t i = 0; i < entries.size(); ++i)
-        rk.push_back({{"rank", i + 1},
-                      {"pipeline", entries[i].pipeline},
-                      {"rounds", entries[i].rounds},
-                      {"seconds", entries[i].seconds},
-                      {"limiter", entries[i].limiter},
-                      {"how", entries[i].detail}});
-      out["ranking"] = rk;
-      if (ref) out["reference"] = ref->path;
-      if (std::find(rounds.begin(), rounds.end(), 3) != rounds.end()) out["caveat_r3"] = kR3Caveat;
-      std::cout << out.dump(2) << "\n";
+      std::cout << recommend_json(rec, shape, m, p).dump(2) << "\n";
       return 0;
     }
-
-    std::cout << fmt::format(
-        "dropbench recommend: B {} x SQ {}, E {}, {} query / {} KV heads, dH {}, {}, {} QKV GEMM, dropout p {}, "
-        "{}-bit thresholds\nmachine {} ({}), profile {}\n\n",
-        base.batch, base.sq, base.embed, base.q_heads, base.kv_heads, base.head_dim, base.causal ? "causal" : "non-causal",
-        base.dtype, base.dropout_p, base.threshold_bits, m.name, m.path, p.path);
-    std::cout << fmt::format("kernels at Philox-{}: QKV GEMM {:g}x{:g}x{} {} {} us ({}) | RNG mask {} us ({}) | "
-                             "attention(mask) {} us ({}) | attention(fused) {} us ({})\n",
-                             rref, M, N, base.embed, base.dtype, mcli::us(p7.gemm.seconds), p7.gemm.limiter,
-                             mcli::us(p7.rng.seconds), p7.rng.limiter, mcli::us(p7.attn_mask.seconds),
-                             p7.attn_mask.limiter, mcli::us(p7.attn_fused.seconds), p7.attn_fused.limiter);
-    std::cout << fmt::format("demand (--demand {}): {}\n", ro->demand, model::kernel_sources(p7));
-    std::cout << fmt::format("region: {} (RNG / GEMM = {:.2f} at Philox-{}): {}\n\n", region_of(ratio), ratio, rref,
-                             region_text(ratio));
-    Table t;
-    t.columns = {"rank", "pipeline", "rounds", "predicted_us", "vs_best_%", "limiting_unit", "how"};
-    const double best = entries.front().seconds;
-    for (size_t i = 0; i < entries.size(); ++i) {
-      const Entry& e = entries[i];
-      t.rows.push_back({std::to_string(i + 1), e.pipeline, std::to_string(e.rounds), mcli::us(e.seconds),
-                        fmt::format("+{:.1f}", 100 * (e.seconds / best - 1)), e.limiter, e.how});
-    }
-    std::cout << render(t, "md");
-    std::cout << fmt::format("\nhow (Philox-{}):\n", rref);
-    for (const auto& pl : p7.pipelines) std::cout << fmt::format("  {:<9} {}\n", pl.name, pl.detail);
-    if (ro->residency != "coresident") {
-      Workload w = base;
-      w.rounds = rref;
-      model::Options oc = o;
-      oc.residency = "coresident";
-      const model::Prediction pc = model::predict(m, p, w, oc);
-      const double saved = p7.pipeline("baseline")->seconds - pc.pipeline("overlap")->seconds;
-      std::cout << fmt::format(
-          "what if the GEMM left room for the RNG (--residency coresident: >= {:g} RNG warps per SM beside it, e.g. a GEMM "
-          "built to share its SMs): overlap at Philox-{} = {} us, hiding {:.0f}% of the RNG (limited by {})\n",
-          m.rng_saturation_warps, rref, mcli::us(pc.pipeline("overlap")->seconds), 100 * saved / p7.rng.seconds,
-          pc.pipeline("overlap")->limiter);
-    }
-    std::cout << "\nRNG share of the baseline block time (RNG / (GEMM + RNG + attention(mask))):";
-    for (int64_t r : rounds) std::cout << fmt::format(" R{} {:.1f}%", r, 100 * share(preds.at(r)));
-    std::cout << "\n";
-    if (ref) {
-      std::cout << fmt::format("  on {} (reference):", ref->name);
-      for (int64_t r : rounds) std::cout << fmt::format(" R{} {:.1f}%", r, 100 * ref_share.at(r));
-      std::cout << fmt::format("\n  -> Philox-{} share moves from {:.1f}% ({}) to {:.1f}% ({})\n", rref,
-                               100 * ref_share.at(rref), ref->name, 100 * share(p7), m.name);
-    }
-    auto gr_share = [](const model::Prediction& pr) { return pr.rng.seconds / (pr.gemm.seconds + pr.rng.seconds); };
-    std::cout << fmt::format("RNG / (GEMM + RNG), the part an overlap acts on, at Philox-{}: {:.1f}%", rref, 100 * gr_share(p7));
-    if (ref) {
-      Workload w = base;
-      w.rounds = rref;
-      std::cout << fmt::format(" (on {}: {:.1f}%)", ref->name, 100 * gr_share(model::predict(*ref, p, w, o)));
-    }
-    std::cout << "\n";
-    const auto& best_e = entries.front();
-    std::cout << fmt::format("best: {} at Philox-{} ({} us, limited by {})", best_e.pipeline, best_e.rounds,
-                             mcli::us(best_e.seconds), best_e.limiter);
-    const auto first_clean = std::find_if(entries.begin(), entries.end(), [](const Entry& e) { return e.rounds >= 5; });
-    if (best_e.rounds == 3 && first_clean != entries.end())
-      std::cout << fmt::format("; best with R >= 5: {} at Philox-{} ({} us, +{:.1f}%)", first_clean->pipeline,
-                               first_clean->rounds, mcli::us(first_clean->seconds),
-                               100 * (first_clean->seconds / best - 1));
-    std::cout << "\n";
-    if (std::find(rounds.begin(), rounds.end(), 3) != rounds.end()) std::cout << kR3Caveat << "\n";
+    print_header(rec, shape, m, p, ro->demand);
+    std::cout << render(ranking_table(rec), "md");
+    print_details(rec, m);
     return 0;
   };
   return c;

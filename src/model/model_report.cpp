@@ -1,0 +1,303 @@
+// Predicted vs measured for a report (model_report.hpp).
+#include "src/model/model_report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "kernels/common/check.hpp"
+
+namespace dropbench::model {
+
+namespace {
+
+Workload workload_of(const json& wj, const std::string& where) {
+  json cfg = {{"name", "report-point"}, {"workload", wj}};
+  try {
+    return config_from_json(cfg, where).workload;
+  } catch (const UsageError& e) {
+    throw UsageError(fmt::format("--report {}: point workload: {}", where, e.what()));
+  }
+}
+
+const json* find_phase(const json& v, const std::string& name) {
+  if (!v.contains("phases")) return nullptr;
+  for (const json& ph : v.at("phases"))
+    if (ph.value("name", "") == name) return &ph;
+  return nullptr;
+}
+
+double median_of(const json& stats) {
+  const json& m = stats.at("median");
+  return m.is_number() ? m.get<double>() : 0.0;
+}
+
+double clock_of(const json& stats) {
+  const json& c = stats.value("mean_clock_mhz", json(0.0));
+  return c.is_number() ? c.get<double>() : 0.0;
+}
+
+bool axes_match(const json& fit_axes, const json& axes) {
+  for (const auto& [k, v] : fit_axes.items()) {
+    if (!axes.contains(k) || axes.at(k) != v) return false;
+  }
+  return true;
+}
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// Predicted kernel / pipeline time of `piece` for workload w at options o; .source: where the demand came from.
+// Pieces: gemm, rng:LAYOUT, attention:MODE, pipeline:NAME, sum:A+B (two kernels back to back).
+struct Predictor {
+  const Machine& m;
+  const Profile& p;
+  KernelTime kernel(const std::string& piece, const Workload& w, const Options& o) const {
+    std::string src;
+    KernelTime t;
+    if (piece == "gemm") {
+      const auto& g = p.gemm.at(w.dtype);
+      const Demand d = gemm_demand(p, w, &src);
+      t = kernel_time(m, "gemm", d, kernel_clock(m, g.clock, o), options_for(o, p, src));
+    } else if (starts_with(piece, "rng:")) {
+      const std::string layout = piece.substr(4);
+      const Demand d = rng_demand(p, w, layout, {}, &src);
+      t = kernel_time(m, "rng", d, kernel_clock(m, p.rng_clock, o), options_for(o, p, src));
+    } else if (starts_with(piece, "attention:")) {
+      const std::string mode = piece.substr(10);
+      AttnWork a;
+      const Demand d = attention_demand(p, w, mode, {}, &a, &src);
+      const double factor =
+          tail_factor(a.cta_iterations, static_cast<double>(w.batch) * w.q_heads, m.sm_count * p.attn_ctas_per_sm);
+      t = kernel_time(m, "attention(" + mode + ")", d, kernel_clock(m, p.attn_clock, o), options_for(o, p, src), 1.0,
+                      factor);
+    } else {
+      throw UsageError("model: unknown piece " + piece);
+    }
+    t.source = src;
+    return t;
+  }
+  KernelTime pipeline(const std::string& name, const Workload& w, const Options& o) const {
+    const Prediction pr = predict(m, p, w, o);
+    const PipelineTime* pt = pr.pipeline(name);
+    if (!pt) throw UsageError("model: unknown pipeline " + name);
+    KernelTime t;
+    t.name = name;
+    t.seconds = pt->seconds;
+    t.limiter = pt->limiter;
+    t.source = pipeline_source(pr, name);
+    return t;
+  }
+  KernelTime any(const std::string& piece, const Workload& w, const Options& o) const {
+    if (starts_with(piece, "pipeline:")) return pipeline(piece.substr(9), w, o);
+    if (starts_with(piece, "sum:")) {  // "sum:rng:tile+attention:mask": serial kernels with a launch gap
+      const std::string rest = piece.substr(4);
+      const size_t plus = rest.find('+');
+      const KernelTime a = kernel(rest.substr(0, plus), w, o), b = kernel(rest.substr(plus + 1), w, o);
+      KernelTime t;
+      t.name = piece;
+      t.seconds = a.seconds + b.seconds + m.launch_gap_us * 1e-6;
+      t.limiter = a.seconds >= b.seconds ? a.limiter : b.limiter;
+      t.source = join_sources({a.source, b.source});
+      return t;
+    }
+    return kernel(piece, w, o);
+  }
+};
+
+// What one report variant is compared on.
+struct Comparand {
+  std::string variant;
+  std::string phase;  // "" = the whole variant
+  std::string piece;  // Predictor piece
+};
+
+std::vector<Comparand> comparands(const std::string& command, const json& v, const Workload& w) {
+  const std::string name = v.value("name", "");
+  std::vector<Comparand> out;
+  auto add = [&](const std::string& phase, const std::string& piece) { out.push_back({name, phase, piece}); };
+  if (command == "rng") {
+    if (w.layout == "tile" || w.layout == "bits") add("gen", "rng:" + w.layout);
+  } else if (command == "attention") {
+    if (name == "none" || name == "mask" || name == "fused") add("attention", "attention:" + name);
+    if (name == "fused") add("attention", "attention:fused-composed");
+    if (name == "rng+mask") {
+      add("gen", "rng:tile");
+      add("attention", "attention:mask");
+      add("", "sum:rng:tile+attention:mask");
+    }
+  } else if (command == "gemm") {
+    add("gemm", "gemm");
+  } else if (command == "run") {
+    // Pipelines as wholes; the phases of the serial ones; the pieces measured alone. Overlap-mechanism
+    // variants ("mech:...") and chunk-level pieces are not compared.
+    if (name == "baseline" || name == "fused" || name == "overlap" || name == "chunked") add("", "pipeline:" + name);
+    if (name == "baseline") {
+      add("gemm", "gemm");
+      add("rng", "rng:tile");
+      add("attention", "attention:mask");
+    }
+    if (name == "fused") {
+      add("gemm", "gemm");
+      add("attention", "attention:fused");
+    }
+    if (name == "alone:gemm") add("gemm", "gemm");
+    if (name == "alone:rng") add("rng", "rng:tile");
+    if (name == "alone:attention-mask") add("attention", "attention:mask");
+    if (name == "alone:attention-fused") add("attention", "attention:fused");
+  }
+  return out;
+}
+
+// The stats a comparand is measured by: the variant's, or its phase's; nullptr when that phase was not timed
+// (run and attention reports leave out phases they did not time; rng and gemm fall back to the variant).
+const json* stats_for(const std::string& command, const json& v, const std::string& phase) {
+  const json& whole = v.at("stats");
+  if (phase.empty()) return &whole;
+  if (const json* ph = find_phase(v, phase)) return &ph->at("stats");
+  if (command == "run" || command == "attention") return nullptr;
+  return &whole;
+}
+
+// Marks `row` as a fit point when the machine's calibration names it (last match wins); composed rows,
+// sums and pipelines are never fit points.
+void mark_fit(ReportRow& row, const Machine& m, const Predictor& pred, const std::string& command,
+              const std::string& piece, const Workload& w, const Options& uncalibrated) {
+  for (const FitPoint& fp : m.fit_points) {
+    if (fp.command == command && fp.variant == row.variant && axes_match(fp.axes, row.axes) &&
+        !starts_with(piece, "sum:") && !starts_with(piece, "pipeline:") && row.role != "composed") {
+      row.role = "fit";
+      row.fit_unit = fp.unit;
+      row.fit_unit_seconds_uncal = pred.any(piece, w, uncalibrated).unit_seconds(fp.unit);
+    }
+  }
+}
+
+}  // namespace
+
+MeasuredReport load_measured_report(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw UsageError(fmt::format("--report: cannot open '{}'", path));
+  MeasuredReport r;
+  r.path = path;
+  try {
+    r.doc = json::parse(f);
+  } catch (const json::exception& e) {
+    throw UsageError(fmt::format("--report: '{}' is not valid JSON ({})", path, e.what()));
+  }
+  const json& d = r.doc;
+  if (!d.is_object() || d.value("schema", "") != "dropbench.report")
+    throw UsageError(fmt::format("--report: '{}' is not a dropbench report (schema != \"dropbench.report\")", path));
+  if (d.value("schema_version", 0) != 1)
+    throw UsageError(fmt::format("--report: '{}' has schema_version {} (this dropbench reads 1)", path,
+                                 d.value("schema_version", 0)));
+  r.command = d.value("command", "");
+  if (r.command != "rng" && r.command != "attention" && r.command != "gemm" && r.command != "run")
+    throw UsageError(
+        fmt::format("--report: command '{}' is not modelled (allowed: rng, attention, gemm, run)", r.command));
+  return r;
+}
+
+ReportComparison compare_with_report(const Machine& m, const Profile& p, const MeasuredReport& r, const Options& o,
+                                     bool at_measured_clock) {
+  Options ou = o;
+  ou.calibrated = false;
+  const Predictor pred{m, p};
+  ReportComparison out;
+  for (const json& pt : r.doc.at("points")) {
+    const json axes = pt.value("axes", json::object());
+    const Workload w = workload_of(pt.at("workload"), r.path);
+    for (const json& v : pt.at("variants")) {
+      if (v.value("peer", false)) continue;
+      const std::vector<Comparand> cmp = comparands(r.command, v, w);
+      if (cmp.empty()) ++out.skipped;
+      for (const Comparand& c : cmp) {
+        const json* stats = stats_for(r.command, v, c.phase);
+        if (!stats) continue;
+        ReportRow row;
+        row.axes = axes;
+        row.variant = c.variant;
+        row.piece = c.phase.empty() ? c.piece : c.phase + " = " + c.piece;
+        row.measured = median_of(*stats);
+        row.measured_clock = clock_of(*stats);
+        if (row.measured <= 0) continue;
+        KernelTime t;
+        try {
+          t = pred.any(c.piece, w, o);
+        } catch (const UsageError&) {
+          ++out.skipped;  // the profile lacks this case (layout, mode, head_dim...)
+          continue;
+        }
+        row.predicted = t.seconds;
+        row.limiter = t.limiter;
+        row.source = t.source;
+        Options oc = o;
+        oc.clock_mhz = row.measured_clock;
+        row.predicted_at_measured_clock = row.measured_clock > 0 ? pred.any(c.piece, w, oc).seconds : t.seconds;
+        row.role = c.piece == "attention:fused-composed" ? "composed" : "held-out";
+        mark_fit(row, m, pred, r.command, c.piece, w, ou);
+        out.rows.push_back(row);
+      }
+    }
+  }
+  if (at_measured_clock)
+    for (ReportRow& row : out.rows) row.predicted = row.predicted_at_measured_clock;
+  return out;
+}
+
+ErrStats err_stats(const std::vector<double>& e) {
+  ErrStats s;
+  s.n = e.size();
+  if (e.empty()) return s;
+  for (double x : e) {
+    s.mean += std::fabs(x);
+    s.max = std::max(s.max, std::fabs(x));
+  }
+  s.mean /= static_cast<double>(e.size());
+  if (e.size() > 1) {
+    double acc = 0;
+    for (double x : e) acc += (std::fabs(x) - s.mean) * (std::fabs(x) - s.mean);
+    s.stdev = std::sqrt(acc / static_cast<double>(e.size() - 1));
+  }
+  return s;
+}
+
+std::string piece_kind(const std::string& piece) {
+  const size_t eq = piece.find(" = ");
+  return eq == std::string::npos ? piece : piece.substr(eq + 3);
+}
+
+ReportErrors report_errors(const std::vector<ReportRow>& rows) {
+  std::vector<double> held, held_clk, composed, all;
+  std::map<std::string, std::vector<double>> by_piece;
+  std::map<std::string, std::set<std::string>> sources;
+  ReportErrors out;
+  for (const ReportRow& row : rows) {
+    const std::string kind = piece_kind(row.piece);
+    if (!starts_with(kind, "pipeline:") && !starts_with(kind, "sum:")) sources[kind].insert(row.source);
+    if (row.role == "composed") {
+      composed.push_back(row.err());
+      continue;
+    }
+    all.push_back(row.err());
+    if (row.role == "fit") {
+      ++out.fitted;
+      continue;
+    }
+    held.push_back(row.err());
+    held_clk.push_back(row.err_clk());
+    by_piece[kind].push_back(row.err());
+  }
+  out.held_out = err_stats(held);
+  out.held_out_at_measured_clock = err_stats(held_clk);
+  out.composed = err_stats(composed);
+  out.all_including_fit = err_stats(all);
+  for (const auto& [k, e] : by_piece) out.held_out_by_piece[k] = err_stats(e);
+  for (const auto& [k, s] : sources) out.source_by_piece[k] = join_sources(std::vector<std::string>(s.begin(), s.end()));
+  return out;
+}
+
+}  // namespace dropbench::model

@@ -1,0 +1,68 @@
+// The resource model against a measured report (`dropbench model --report`): which pieces of which report
+// variants the model predicts, predicted vs measured per (point, variant, piece), the rows that are the
+// machine's efficiency-fit points, and the error statistics over the rest. Printing lives in
+// src/cli/cmd_model.cpp. Tested in tests/test_model_report.cpp.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "src/model/model.hpp"
+
+namespace dropbench::model {
+
+// A report the model can be compared with: schema dropbench.report v1 of command rng, attention, gemm or run.
+struct MeasuredReport {
+  std::string path, command;
+  json doc;
+};
+// Throws UsageError ("--report: ...") for a missing / unparsable file, another schema or an unmodelled command.
+MeasuredReport load_measured_report(const std::string& path);
+
+// One comparison: a measured median against a prediction.
+struct ReportRow {
+  json axes;
+  std::string variant;
+  std::string piece;  // "phase = piece" when a phase of the variant is compared, else the piece
+  double measured = 0, predicted = 0, predicted_at_measured_clock = 0, measured_clock = 0;
+  std::string limiter;
+  std::string source;  // demand source of the prediction (ncu | ncu(nc) | sass | hand, joined by + for several)
+  std::string role;    // fit | held-out | composed
+  std::string fit_unit;
+  double fit_unit_seconds_uncal = 0;  // the fitted unit's time at efficiency 1 (for --fit)
+  double err() const { return (predicted - measured) / measured; }
+  double err_clk() const { return (predicted_at_measured_clock - measured) / measured; }
+  // The efficiency a fit row implies for its unit: unit time at efficiency 1 / measured.
+  double fit_efficiency() const { return fit_unit_seconds_uncal / measured; }
+};
+
+struct ReportComparison {
+  std::vector<ReportRow> rows;  // report order: point, variant, piece
+  size_t skipped = 0;           // variants with nothing to compare, or a piece the profile cannot predict
+};
+
+// Predicts every comparable piece of every non-peer variant of `r` with options `o` (each row also at its
+// point's measured SM clock). at_measured_clock (--clock report): `predicted` is the measured-clock one.
+ReportComparison compare_with_report(const Machine& m, const Profile& p, const MeasuredReport& r, const Options& o,
+                                     bool at_measured_clock);
+
+// |err| statistics of a set of relative errors.
+struct ErrStats {
+  size_t n = 0;
+  double mean = 0, stdev = 0, max = 0;  // of |err|; stdev with n - 1 (0 for n < 2)
+};
+ErrStats err_stats(const std::vector<double>& e);
+
+// The kernel / pipeline a row's piece names, without its phase: "gen = rng:tile" -> "rng:tile".
+std::string piece_kind(const std::string& piece);
+
+struct ReportErrors {
+  ErrStats held_out, held_out_at_measured_clock, composed, all_including_fit;
+  size_t fitted = 0;                                  // rows that are fit points (excluded from held_out)
+  std::map<std::string, ErrStats> held_out_by_piece;  // by piece_kind
+  // Demand sources of each kernel piece (pipelines and sums combine them), joined (join_sources).
+  std::map<std::string, std::string> source_by_piece;
+};
+ReportErrors report_errors(const std::vector<ReportRow>& rows);
+
+}  // namespace dropbench::model

@@ -1,0 +1,89 @@
+// Ranking pipelines and Philox round counts for one shape (recommend.hpp).
+#include "src/model/recommend.hpp"
+
+#include <algorithm>
+
+namespace dropbench::model {
+
+namespace {
+
+Workload at_rounds(const Workload& shape, int64_t rounds) {
+  Workload w = shape;
+  w.rounds = rounds;
+  return w;
+}
+
+}  // namespace
+
+double rng_share_of_baseline(const Prediction& pr) { return pr.rng.seconds / pr.pipeline("baseline")->seconds; }
+
+double rng_share_of_gemm_rng(const Prediction& pr) { return pr.rng.seconds / (pr.gemm.seconds + pr.rng.seconds); }
+
+std::string region_of(double ratio) {
+  if (ratio < 0.5) return "GEMM >> RNG";
+  if (ratio <= 1.0) return "RNG <~ GEMM";
+  return "RNG > GEMM";
+}
+
+std::string region_text(double ratio) {
+  if (ratio < 0.5)
+    return "the GEMM is long enough to hide the whole RNG if they can share the SMs (overlap), and fusing the RNG "
+           "into attention adds its integer work to a kernel that is already issue-bound";
+  if (ratio <= 1.0)
+    return "the RNG still fits under the GEMM in time, but only a good overlap mechanism hides most of it";
+  return "the RNG is longer than the GEMM: overlap can hide at most the GEMM's length; the rest shows";
+}
+
+const char* const kR3Caveat =
+    "caveat (R = 3): Philox-3 is biased under dropbench's structured counters (docs/rng-scheme.md): byte chi^2 ~ "
+    "850,000 vs ~240 for R >= 5, and the keep rate actually applied is off -- z = -24.6 in the attention tile "
+    "scheme at TW 8, up to +2.5 points (z = +3862) in the flat scheme at TW 32 (H200, 2^31 elements). R >= 5 is "
+    "statistically clean in these tests; rank R = 3 only if that bias is acceptable.";
+
+bool Recommendation::ranks(int64_t r) const { return std::find(rounds.begin(), rounds.end(), r) != rounds.end(); }
+
+const RankedEntry* Recommendation::best_clean() const {
+  const auto it = std::find_if(ranking.begin(), ranking.end(), [](const RankedEntry& e) { return e.rounds >= 5; });
+  return it == ranking.end() ? nullptr : &*it;
+}
+
+Recommendation recommend(const Machine& m, const Profile& p, const Workload& shape, const std::vector<int64_t>& rounds,
+                         const Options& o, const Machine* reference) {
+  Recommendation rec;
+  rec.rounds = rounds;
+  for (int64_t r : rounds) {
+    const Prediction pr = predict(m, p, at_rounds(shape, r), o);
+    rec.predictions.emplace(r, pr);
+    for (const auto& pl : pr.pipelines) rec.ranking.push_back({pl.name, r, pl.seconds, pl.limiter, pl.how, pl.detail});
+  }
+  std::stable_sort(rec.ranking.begin(), rec.ranking.end(),
+                   [](const RankedEntry& a, const RankedEntry& b) { return a.seconds < b.seconds; });
+  rec.reference_rounds = rec.ranks(7) ? 7 : rounds.back();
+  const Prediction& pref = rec.at_reference_rounds();
+  rec.rng_over_gemm = pref.rng.seconds / pref.gemm.seconds;
+
+  if (o.residency != "coresident") {
+    // What a GEMM that leaves room for RNG warps on its SMs would give the overlap pipeline.
+    Options oc = o;
+    oc.residency = "coresident";
+    const Prediction pc = predict(m, p, at_rounds(shape, rec.reference_rounds), oc);
+    CoresidentWhatIf wi;
+    wi.overlap = *pc.pipeline("overlap");
+    wi.saved_seconds = pref.pipeline("baseline")->seconds - wi.overlap.seconds;
+    rec.coresident = wi;
+  }
+
+  if (reference && reference->name != m.name) {
+    ReferenceShares ref;
+    ref.name = reference->name;
+    ref.path = reference->path;
+    for (int64_t r : rounds)
+      ref.rng_share_of_baseline[r] = rng_share_of_baseline(predict(*reference, p, at_rounds(shape, r), o));
+    ref.rng_share_of_gemm_rng =
+        rng_share_of_gemm_rng(predict(*reference, p, at_rounds(shape, rec.reference_rounds), o));
+    rec.reference = ref;
+  }
+  return rec;
+}
+
+}  // namespace dropbench::model

@@ -1,0 +1,65 @@
+// `dropbench recommend`'s ranking: every pipeline at every Philox round count for one block shape, ranked by
+// predicted time, with the shape's region (RNG / GEMM), the RNG's share of the block, the co-resident
+// what-if and the same shares on a reference machine. Printing lives in src/cli/cmd_recommend.cpp. Tested in
+// tests/test_recommend.cpp.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/model/model.hpp"
+
+namespace dropbench::model {
+
+struct RankedEntry {
+  std::string pipeline;
+  int64_t rounds = 0;
+  double seconds = 0;
+  std::string limiter, how, detail;  // how / detail: PipelineTime's
+};
+
+// The RNG's share of the baseline block: RNG / (GEMM + RNG + attention(mask)), as the baseline composes it.
+double rng_share_of_baseline(const Prediction& pr);
+// RNG / (GEMM + RNG): the part an overlap acts on.
+double rng_share_of_gemm_rng(const Prediction& pr);
+
+// Region of a shape by RNG / GEMM: "GEMM >> RNG" (< 0.5), "RNG <~ GEMM" (0.5..1), "RNG > GEMM" (> 1), and
+// what it means for the pipelines.
+std::string region_of(double rng_over_gemm);
+std::string region_text(double rng_over_gemm);
+
+// Why Philox-3 carries a caveat wherever it is ranked (docs/rng-scheme.md).
+extern const char* const kR3Caveat;
+
+struct ReferenceShares {
+  std::string name, path;
+  std::map<int64_t, double> rng_share_of_baseline;  // per round count
+  double rng_share_of_gemm_rng = 0;                 // at the reference round count
+};
+
+struct CoresidentWhatIf {
+  PipelineTime overlap;        // overlap at the reference round count with --residency coresident
+  double saved_seconds = 0;    // baseline - that overlap (both at the reference round count)
+};
+
+struct Recommendation {
+  std::vector<int64_t> rounds;                 // as asked, in order
+  std::map<int64_t, Prediction> predictions;   // per round count
+  std::vector<RankedEntry> ranking;            // fastest first; ties keep (rounds as asked, pipeline) order
+  int64_t reference_rounds = 0;                // 7 when ranked, else the last round count asked
+  double rng_over_gemm = 0;                    // at reference_rounds
+  std::optional<CoresidentWhatIf> coresident;  // unless o.residency is already "coresident"
+  std::optional<ReferenceShares> reference;    // when a reference machine other than m is given
+  const Prediction& at_reference_rounds() const { return predictions.at(reference_rounds); }
+  bool ranks(int64_t r) const;
+  // The fastest entry with R >= 5 (Philox-3 is biased), or nullptr.
+  const RankedEntry* best_clean() const;
+};
+
+// rounds: non-empty. reference: may be nullptr; ignored when it is the same machine (by name) as m.
+Recommendation recommend(const Machine& m, const Profile& p, const Workload& shape, const std::vector<int64_t>& rounds,
+                         const Options& o, const Machine* reference);
+
+}  // namespace dropbench::model

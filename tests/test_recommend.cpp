@@ -1,0 +1,92 @@
+// recommend's ranking (src/model/recommend.{hpp,cpp}) as a library, on the hand-made fixtures of
+// tests/fixtures/model/: order, ties, the reference round count, the co-resident what-if, the reference
+// machine (ignored when it is the same machine) and the regions.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "src/model/recommend.hpp"
+
+using namespace dropbench;
+using namespace dropbench::model;
+
+namespace {
+
+const std::string kFix = std::string(DROPBENCH_SOURCE_DIR) + "/tests/fixtures/model/";
+constexpr double kUs = 1e-6;
+
+Machine tiny() { return load_machine(kFix + "machine.json"); }
+Profile tiny_profile() { return load_profile(kFix + "profile.json"); }
+
+// B 1, 1 query / 1 KV head, dH 128, SQ 1024, E 1024, non-causal, fp8, 8-bit thresholds (test_model.cpp's w0).
+Workload shape() {
+  Workload w = builtin_config().workload;
+  w.batch = 1;
+  w.q_heads = 1;
+  w.kv_heads = 1;
+  w.head_dim = 128;
+  w.sq = 1024;
+  w.embed = 1024;
+  w.causal = false;
+  w.dtype = "fp8";
+  w.threshold_bits = 8;
+  w.chunk = 0;
+  return w;
+}
+
+}  // namespace
+
+TEST(Recommend, RanksEveryPipelineAtEveryRoundCount) {
+  const Machine m = tiny();
+  const Recommendation rec = recommend(m, tiny_profile(), shape(), {3, 5, 7, 10}, {}, nullptr);
+  ASSERT_EQ(rec.ranking.size(), 16u);
+  for (size_t i = 1; i < rec.ranking.size(); ++i) EXPECT_LE(rec.ranking[i - 1].seconds, rec.ranking[i].seconds);
+  // Fused Philox-3: 49.152 + (680 x 512 / 8e9 + 131.072 us) = 223.744 us.
+  EXPECT_EQ(rec.ranking[0].pipeline, "fused");
+  EXPECT_EQ(rec.ranking[0].rounds, 3);
+  EXPECT_NEAR(rec.ranking[0].seconds, 223.744 * kUs, 1e-12);
+  EXPECT_EQ(rec.reference_rounds, 7);
+  EXPECT_NEAR(rec.rng_over_gemm, 25.6 / 49.152, 1e-9);
+  EXPECT_EQ(region_of(rec.rng_over_gemm), "RNG <~ GEMM");
+  ASSERT_NE(rec.best_clean(), nullptr);
+  EXPECT_GE(rec.best_clean()->rounds, 5);
+  EXPECT_TRUE(rec.ranks(3));
+  EXPECT_FALSE(rec.reference);  // none given
+  // The what-if: a co-resident RNG vanishes under the GEMM (overlap = GEMM + attention(mask)).
+  ASSERT_TRUE(rec.coresident);
+  EXPECT_NEAR(rec.coresident->overlap.seconds, (49.152 + 169.472) * kUs, 1e-12);
+  EXPECT_NEAR(rec.coresident->saved_seconds,
+              rec.at_reference_rounds().pipeline("baseline")->seconds - rec.coresident->overlap.seconds, 1e-15);
+}
+
+TEST(Recommend, ReferenceRoundsAndCoresidentOption) {
+  Options o;
+  o.residency = "coresident";
+  const Recommendation rec = recommend(tiny(), tiny_profile(), shape(), {5, 10}, o, nullptr);
+  EXPECT_EQ(rec.reference_rounds, 10);  // no 7 asked: the last one
+  EXPECT_FALSE(rec.coresident);         // already co-resident: no what-if
+  EXPECT_FALSE(rec.ranks(3));
+  EXPECT_EQ(rec.ranking[0].pipeline, "overlap");
+}
+
+TEST(Recommend, ReferenceMachine) {
+  const Machine m = tiny();
+  const Profile p = tiny_profile();
+  EXPECT_FALSE(recommend(m, p, shape(), {7}, {}, &m).reference);  // the same machine: nothing to compare
+  Machine other = m;
+  other.name = "tiny-other";
+  const Recommendation rec = recommend(m, p, shape(), {3, 7}, {}, &other);
+  ASSERT_TRUE(rec.reference);
+  EXPECT_EQ(rec.reference->name, "tiny-other");
+  ASSERT_EQ(rec.reference->rng_share_of_baseline.size(), 2u);
+  // Same rates under another name: the same shares.
+  EXPECT_DOUBLE_EQ(rec.reference->rng_share_of_baseline.at(7), rng_share_of_baseline(rec.predictions.at(7)));
+  EXPECT_DOUBLE_EQ(rec.reference->rng_share_of_gemm_rng, rng_share_of_gemm_rng(rec.predictions.at(7)));
+}
+
+TEST(Recommend, Regions) {
+  EXPECT_EQ(region_of(0.49), "GEMM >> RNG");
+  EXPECT_EQ(region_of(0.5), "RNG <~ GEMM");
+  EXPECT_EQ(region_of(1.0), "RNG <~ GEMM");
+  EXPECT_EQ(region_of(1.01), "RNG > GEMM");
+}
