@@ -163,8 +163,10 @@ std::vector<Family> families(const profile::Selection& s, const Workload& w) {
                  [geometry](const std::string& k) { return geometry(k, false); }, "elements"});
   if (s.attention)
     f.push_back({"attention", "attention", "attn_fwd",
+                 // The model's attention demand is the mma.sync kernel's (its kernel keys and SASS counts); the
+                 // wgmma kernel has no profile yet.
                  {"sweep.sq=[4096]", "sweep.causal=[false,true]", "sweep.rounds=[3,5,7,10]",
-                  fmt::format("sweep.threshold_bits=[{}]", w.threshold_bits)},
+                  fmt::format("sweep.threshold_bits=[{}]", w.threshold_bits), "workload.attention_kernel=mma"},
                  [scores](const std::string&) { return scores; },
                  [geometry](const std::string& k) { return geometry(k, false); }, "score elements (full SQ x SQ)"});
   if (s.gemm)
