@@ -1,0 +1,264 @@
+// Comparing reports of one command (compare.hpp).
+#include "src/core/compare.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "kernels/common/check.hpp"
+#include "src/core/report.hpp"
+
+namespace dropbench::compare {
+
+namespace {
+
+[[noreturn]] void bad_file(const std::string& path, const std::string& what) {
+  throw UsageError(fmt::format("compare: {}: {}", path, what));
+}
+
+double number_or_nan(const json& obj, const char* key, const std::string& path, const std::string& where) {
+  auto it = obj.find(key);
+  if (it == obj.end()) bad_file(path, fmt::format("{}.{} is missing", where, key));
+  if (it->is_null()) return kNaN;
+  if (!it->is_number()) bad_file(path, fmt::format("{}.{} is not a number", where, key));
+  return it->get<double>();
+}
+
+// The document at `path`, checked to be a dropbench report of the schema version this build reads.
+json read_report_doc(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) bad_file(path, "no such file");
+  if (fs::is_directory(path, ec)) bad_file(path, "is a directory, not a report file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) bad_file(path, fmt::format("cannot open ({})", std::strerror(errno)));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) bad_file(path, "read error");
+
+  json doc;
+  try {
+    doc = json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    bad_file(path, fmt::format("not JSON (parse error at byte {})", e.byte));
+  }
+  if (!doc.is_object()) bad_file(path, "not a dropbench report (the top level is not a JSON object)");
+  const auto schema = doc.find("schema");
+  if (schema == doc.end() || !schema->is_string() || schema->get<std::string>() != "dropbench.report")
+    bad_file(path, fmt::format("not a dropbench report (\"schema\" is {}, expected \"dropbench.report\")",
+                               schema == doc.end() ? std::string("missing") : schema->dump()));
+  const auto version = doc.find("schema_version");
+  if (version == doc.end() || !version->is_number_integer() || version->get<int64_t>() != kReportSchemaVersion)
+    bad_file(path, fmt::format("schema_version {} is not supported (this dropbench reads {})",
+                               version == doc.end() ? std::string("missing") : version->dump(), kReportSchemaVersion));
+  return doc;
+}
+
+// Appends the variants of point `pi` to r (a key already seen counts as a duplicate).
+void add_point_entries(LoadedReport& r, const json& p, size_t pi, std::map<std::string, bool>& seen) {
+  const std::string& path = r.path;
+  const std::string where = fmt::format("points[{}]", pi);
+  if (!p.is_object()) bad_file(path, where + " is not an object");
+  json axes = json::object();
+  if (auto a = p.find("axes"); a != p.end() && !a->is_null()) {
+    if (!a->is_object()) bad_file(path, where + ".axes is not an object");
+    axes = *a;
+  }
+  const auto vars = p.find("variants");
+  if (vars == p.end() || !vars->is_array()) bad_file(path, where + ".variants is missing or not an array");
+  const std::string axes_key = canonical(axes);
+  for (size_t vi = 0; vi < vars->size(); ++vi) {
+    const json& v = (*vars)[vi];
+    const std::string vwhere = fmt::format("{}.variants[{}]", where, vi);
+    if (!v.is_object()) bad_file(path, vwhere + " is not an object");
+    const auto name = v.find("name");
+    if (name == v.end() || !name->is_string()) bad_file(path, vwhere + ".name is missing or not a string");
+    const auto stats = v.find("stats");
+    if (stats == v.end() || !stats->is_object()) bad_file(path, vwhere + ".stats is missing or not an object");
+    Entry e;
+    e.axes = axes;
+    e.variant = name->get<std::string>();
+    e.key = axes_key + '\x1f' + e.variant;
+    e.median = number_or_nan(*stats, "median", path, vwhere + ".stats");
+    e.rel_stdev = stats->contains("rel_stdev") ? number_or_nan(*stats, "rel_stdev", path, vwhere + ".stats") : kNaN;
+    if (seen.count(e.key)) {
+      ++r.duplicates;
+      continue;
+    }
+    seen[e.key] = true;
+    r.entries.push_back(std::move(e));
+  }
+}
+
+double noise_of(double rs) { return std::isfinite(rs) && rs > 0 ? rs : 0.0; }
+
+}  // namespace
+
+std::string canonical(const json& v) {
+  if (v.is_object()) {
+    std::vector<std::string> keys;
+    for (auto it = v.begin(); it != v.end(); ++it) keys.push_back(it.key());
+    std::sort(keys.begin(), keys.end());
+    std::string out = "{";
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (i) out += ',';
+      out += json(keys[i]).dump() + ':' + canonical(v.at(keys[i]));
+    }
+    return out + '}';
+  }
+  if (v.is_array()) {
+    std::string out = "[";
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i) out += ',';
+      out += canonical(v[i]);
+    }
+    return out + ']';
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 9.0e15) return fmt::format("{}", static_cast<int64_t>(d));
+  }
+  return v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+LoadedReport load_report(const std::string& path) {
+  const json doc = read_report_doc(path);
+  const auto command = doc.find("command");
+  if (command == doc.end() || !command->is_string()) bad_file(path, "\"command\" is missing or not a string");
+  const auto points = doc.find("points");
+  if (points == doc.end() || !points->is_array()) bad_file(path, "\"points\" is missing or not an array");
+
+  LoadedReport r;
+  r.path = path;
+  r.command = command->get<std::string>();
+  std::map<std::string, bool> seen;
+  for (size_t pi = 0; pi < points->size(); ++pi) add_point_entries(r, (*points)[pi], pi, seen);
+  return r;
+}
+
+std::vector<LoadedReport> load_reports(const std::vector<std::string>& paths) {
+  std::vector<LoadedReport> reports;
+  reports.reserve(paths.size());
+  for (const auto& f : paths) reports.push_back(load_report(f));
+  for (size_t i = 1; i < reports.size(); ++i)
+    if (reports[i].command != reports[0].command)
+      throw UsageError(fmt::format("compare: {}: command \"{}\" differs from the baseline's ({}: \"{}\")",
+                                   reports[i].path, reports[i].command, reports[0].path, reports[0].command));
+  return reports;
+}
+
+Row judge(const Entry& a, const Entry& b, const Settings& s) {
+  Row r;
+  r.a = &a;
+  r.b = &b;
+  if (!(std::isfinite(a.median) && a.median > 0 && std::isfinite(b.median) && b.median > 0)) {
+    r.verdict = "n/a";
+    return r;
+  }
+  r.ratio = b.median / a.median;
+  const double na = noise_of(a.rel_stdev), nb = noise_of(b.rel_stdev);
+  r.threshold = std::max(s.k * std::sqrt(na * na + nb * nb), std::log1p(s.floor_pct / 100.0));
+  const double d = std::log(r.ratio);
+  r.verdict = std::fabs(d) <= r.threshold ? "same" : d > 0 ? "slower" : "faster";
+  if (s.fail_pct) r.regression = d > r.threshold + std::log1p(*s.fail_pct / 100.0);
+  return r;
+}
+
+Comparison compare_reports(const LoadedReport& base, const LoadedReport& cand, const Settings& s) {
+  Comparison c;
+  c.base = &base;
+  c.cand = &cand;
+  std::map<std::string, size_t> in_b;
+  for (size_t i = 0; i < cand.entries.size(); ++i) in_b[cand.entries[i].key] = i;
+  std::vector<bool> used(cand.entries.size(), false);
+  double log_sum = 0;
+  size_t n_log = 0;
+  for (const Entry& a : base.entries) {
+    auto it = in_b.find(a.key);
+    if (it == in_b.end()) {
+      c.only_a.push_back(&a);
+      continue;
+    }
+    used[it->second] = true;
+    Row r = judge(a, cand.entries[it->second], s);
+    if (r.verdict == "same") ++c.n_same;
+    else if (r.verdict == "faster") ++c.n_faster;
+    else if (r.verdict == "slower") ++c.n_slower;
+    else ++c.n_na;
+    if (r.regression) ++c.n_regressions;
+    if (std::isfinite(r.ratio)) {
+      log_sum += std::log(r.ratio);
+      ++n_log;
+    }
+    c.rows.push_back(std::move(r));
+  }
+  for (size_t i = 0; i < cand.entries.size(); ++i)
+    if (!used[i]) c.only_b.push_back(&cand.entries[i]);
+  if (n_log) c.geomean = std::exp(log_sum / static_cast<double>(n_log));
+  return c;
+}
+
+namespace {
+
+json num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+json entry_json(const Entry& e) {
+  json j = json::object();
+  j["axes"] = e.axes;
+  j["variant"] = e.variant;
+  j["median"] = num(e.median);
+  j["rel_stdev"] = num(e.rel_stdev);
+  return j;
+}
+
+}  // namespace
+
+json comparisons_json(const std::vector<Comparison>& cs, const Settings& s) {
+  json out = json::object();
+  out["baseline"] = cs.front().base->path;
+  out["command"] = cs.front().base->command;
+  out["noise_k"] = s.k;
+  out["noise_floor_pct"] = s.floor_pct;
+  out["fail_on_regression_pct"] = s.fail_pct ? json(*s.fail_pct) : json(nullptr);
+  out["comparisons"] = json::array();
+  size_t total_regressions = 0;
+  for (const Comparison& c : cs) {
+    json jc = json::object();
+    jc["candidate"] = c.cand->path;
+    jc["rows"] = json::array();
+    for (const Row& r : c.rows) {
+      json jr = json::object();
+      jr["axes"] = r.a->axes;
+      jr["variant"] = r.a->variant;
+      jr["median_a"] = num(r.a->median);
+      jr["rel_stdev_a"] = num(r.a->rel_stdev);
+      jr["median_b"] = num(r.b->median);
+      jr["rel_stdev_b"] = num(r.b->rel_stdev);
+      jr["ratio"] = num(r.ratio);
+      jr["threshold_ln"] = num(r.threshold);
+      jr["verdict"] = r.verdict;
+      jr["regression"] = r.regression;
+      jc["rows"].push_back(std::move(jr));
+    }
+    jc["geomean"] = num(c.geomean);
+    jc["counts"] = {{"faster", c.n_faster}, {"same", c.n_same}, {"slower", c.n_slower}, {"n/a", c.n_na}};
+    jc["regressions"] = c.n_regressions;
+    jc["only_in_a"] = json::array();
+    for (const Entry* e : c.only_a) jc["only_in_a"].push_back(entry_json(*e));
+    jc["only_in_b"] = json::array();
+    for (const Entry* e : c.only_b) jc["only_in_b"].push_back(entry_json(*e));
+    total_regressions += c.n_regressions;
+    out["comparisons"].push_back(std::move(jc));
+  }
+  out["regressions"] = total_regressions;
+  return out;
+}
+
+}  // namespace dropbench::compare

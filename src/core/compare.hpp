@@ -1,0 +1,78 @@
+// Comparing reports of one command (`dropbench compare`): reading the (point, variant) medians of a report,
+// matching them to a baseline's by canonical axes + variant, the noise-aware verdict per match, the
+// geometric mean of the ratios and the regression gate. Printing lives in src/cli/cmd_compare.cpp. Tested
+// end to end in tests/test_compare.cpp, as a library in tests/test_compare_core.cpp.
+#pragma once
+#include <cstddef>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/core/config.hpp"
+
+namespace dropbench::compare {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// One (point, variant) of a report: what compare needs of it.
+struct Entry {
+  json axes = json::object();
+  std::string key;  // canonical axes + variant: equal keys are the same measurement
+  std::string variant;
+  double median = kNaN;     // s; NaN when null
+  double rel_stdev = kNaN;  // ratio; NaN when null
+};
+
+struct LoadedReport {
+  std::string path;
+  std::string command;
+  std::vector<Entry> entries;  // report order; duplicates of a key dropped (first wins)
+  size_t duplicates = 0;
+};
+
+// Integral floats print as integers so that 4096 and 4096.0 match; object keys are sorted so that the order
+// in which a report lists its axes does not matter.
+std::string canonical(const json& v);
+
+// Throws UsageError ("compare: PATH: what") for a missing / unreadable file, not JSON, not a dropbench
+// report, another schema_version, or a malformed point / variant.
+LoadedReport load_report(const std::string& path);
+// Every file in order (the first is the baseline); throws UsageError when a report's command differs from
+// the baseline's.
+std::vector<LoadedReport> load_reports(const std::vector<std::string>& paths);
+
+struct Settings {
+  double k = 2.0;                  // --noise-k
+  double floor_pct = 1.0;          // --noise-floor (percent)
+  std::optional<double> fail_pct;  // --fail-on-regression (percent)
+};
+
+// One matched (point, variant).
+struct Row {
+  const Entry* a = nullptr;
+  const Entry* b = nullptr;
+  double ratio = kNaN;      // B/A
+  double threshold = kNaN;  // t in ln units: |ln(B/A)| <= t is "same"
+  std::string verdict;      // same | faster | slower | n/a
+  bool regression = false;
+};
+
+// Entries point into the two LoadedReports, which must outlive it.
+struct Comparison {
+  const LoadedReport* base = nullptr;
+  const LoadedReport* cand = nullptr;
+  std::vector<Row> rows;  // baseline order
+  std::vector<const Entry*> only_a, only_b;
+  double geomean = kNaN;  // over the rows with a finite ratio
+  size_t n_same = 0, n_faster = 0, n_slower = 0, n_na = 0, n_regressions = 0;
+};
+
+// t = max(k * sqrt(noiseA^2 + noiseB^2), ln(1 + floor/100)); regression: ln(B/A) > t + ln(1 + fail/100).
+Row judge(const Entry& a, const Entry& b, const Settings& s);
+Comparison compare_reports(const LoadedReport& base, const LoadedReport& cand, const Settings& s);
+
+// Every figure unrounded (times in seconds), the --format json document.
+json comparisons_json(const std::vector<Comparison>& cs, const Settings& s);
+
+}  // namespace dropbench::compare
