@@ -1,4 +1,4 @@
-// Helpers shared by `dropbench model` and `dropbench recommend` (src/cmd_model.cpp, src/cmd_recommend.cpp).
+// Helpers shared by `dropbench model` and `dropbench recommend` (src/cli/cmd_model.cpp, src/cli/cmd_recommend.cpp).
 #pragma once
 #include <string>
 
