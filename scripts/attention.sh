@@ -19,7 +19,7 @@ case "${1:-build}" in
     wait
     if grep -E "error|warning" $B/ptxas_wgmma.log; then echo "wgmma kernel: compiler errors/warnings (above)"; fi
     $NVCC "${FLAGS[@]}" -c tests/test_attention_gpu.cu -o $B/test_attention_gpu.o &
-    $NVCC "${FLAGS[@]}" -Xptxas -v -c tests/bench_attention.cu -o $B/bench_attention.o 2> $B/ptxas_bench.log &
+    $NVCC "${FLAGS[@]}" -Xptxas -v -c bench/bench_attention.cu -o $B/bench_attention.o 2> $B/ptxas_bench.log &
     g++ -std=c++20 -O2 -I. -I/usr/local/cuda/include -c kernels/common/check.cpp -o $B/check_stub.o
     wait
     LINK=(-Xcompiler -static-libstdc++ -Xcompiler -static-libgcc)
@@ -39,7 +39,7 @@ case "${1:-build}" in
     if ! $B/test_attention_gpu --gtest_list_tests >/dev/null 2>&1; then
       echo "prebuilt binaries do not start here ($(ldd --version | head -1)); building the benchmark with nvcc"
       $B/test_attention_gpu --gtest_list_tests 2>&1 | head -3
-      $NVCC "${FLAGS[@]}" tests/bench_attention.cu kernels/attention/attention.cu kernels/attention/attention_wgmma.cu kernels/attention/attention_ref.cu kernels/common/check.cpp -lcublasLt -o $B/bench_attention
+      $NVCC "${FLAGS[@]}" bench/bench_attention.cu kernels/attention/attention.cu kernels/attention/attention_wgmma.cu kernels/attention/attention_ref.cu kernels/common/check.cpp -lcublasLt -o $B/bench_attention
     fi
     timeout ${TEST_TIMEOUT:-300} $B/test_attention_gpu --gtest_brief=0 ${GTEST_FILTER:+--gtest_filter=$GTEST_FILTER} 2>&1 | tee $LOG/test.log | grep -E "FAILED|PASSED|Failure|error|tests ran" | tail -40
     echo "test exit: ${PIPESTATUS[0]}"

@@ -11,6 +11,7 @@
 #include "kernels/attention/attention_kernel.cuh"
 #include "kernels/attention/attention_wgmma.cuh"
 #include "kernels/common/check.hpp"
+#include "kernels/common/dispatch.cuh"
 
 namespace dropbench {
 
@@ -106,21 +107,8 @@ Instance pick_rtw(const AttentionParams& p) {
   if constexpr (M != DropoutMode::Fused) {
     return make_instance<C, M, 7, 8, kCausal>();  // R/TW unused
   } else {
-    auto by_tw = [&]<int R>() -> Instance {
-      switch (p.threshold_bits) {
-        case 8: return make_instance<C, M, R, 8, kCausal>();
-        case 16: return make_instance<C, M, R, 16, kCausal>();
-        case 32: return make_instance<C, M, R, 32, kCausal>();
-      }
-      throw UsageError("attention: threshold_bits must be 8, 16 or 32 (got " + std::to_string(p.threshold_bits) + ")");
-    };
-    switch (p.rounds) {
-      case 3: return by_tw.template operator()<3>();
-      case 5: return by_tw.template operator()<5>();
-      case 7: return by_tw.template operator()<7>();
-      case 10: return by_tw.template operator()<10>();
-    }
-    throw UsageError("attention: rounds must be 3, 5, 7 or 10 (got " + std::to_string(p.rounds) + ")");
+    return with_rounds_tw(p.rounds, p.threshold_bits, "attention",
+                          [](auto r, auto tw) { return make_instance<C, M, r(), tw(), kCausal>(); });
   }
 }
 

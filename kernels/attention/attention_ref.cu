@@ -9,6 +9,7 @@
 #include "kernels/attention/attention.cuh"
 #include "kernels/rng/dropout_scheme.cuh"
 #include "kernels/common/check.hpp"
+#include "kernels/common/dispatch.cuh"
 
 namespace dropbench {
 namespace {
@@ -105,16 +106,6 @@ void launch_ref_inst(const AttentionParams& p, cudaStream_t s, float* o_f32) {
   DB_CUDA_LAUNCH();
 }
 
-template <int R>
-void launch_ref_tw(const AttentionParams& p, cudaStream_t s, float* o_f32) {
-  switch (p.threshold_bits) {
-    case 8: return launch_ref_inst<DropoutMode::Fused, R, 8>(p, s, o_f32);
-    case 16: return launch_ref_inst<DropoutMode::Fused, R, 16>(p, s, o_f32);
-    case 32: return launch_ref_inst<DropoutMode::Fused, R, 32>(p, s, o_f32);
-  }
-  throw UsageError("attention reference: threshold_bits must be 8, 16 or 32");
-}
-
 template <int R, int TW>
 __global__ void attn_mask_ref_kernel(uint32_t* __restrict__ mask, MaskGeometry g, uint64_t seed, uint32_t offset,
                                      uint32_t drop) {
@@ -131,20 +122,6 @@ __global__ void attn_mask_ref_kernel(uint32_t* __restrict__ mask, MaskGeometry g
   }
 }
 
-template <int R>
-void launch_mask_tw(uint32_t* m, const MaskGeometry& g, uint64_t seed, uint32_t offset, uint32_t drop, int tw,
-                    cudaStream_t s) {
-  const uint64_t tiles = static_cast<uint64_t>(g.bh) * g.rows16() * g.cols64();
-  const unsigned blocks = static_cast<unsigned>(std::min<uint64_t>((tiles + 7) / 8, 65535));
-  switch (tw) {
-    case 8: attn_mask_ref_kernel<R, 8><<<blocks, 256, 0, s>>>(m, g, seed, offset, drop); break;
-    case 16: attn_mask_ref_kernel<R, 16><<<blocks, 256, 0, s>>>(m, g, seed, offset, drop); break;
-    case 32: attn_mask_ref_kernel<R, 32><<<blocks, 256, 0, s>>>(m, g, seed, offset, drop); break;
-    default: throw UsageError("attention mask reference: threshold_bits must be 8, 16 or 32");
-  }
-  DB_CUDA_LAUNCH();
-}
-
 }  // namespace
 
 void launch_attention_reference(const AttentionParams& p, DropoutMode mode, cudaStream_t s, float* o_f32) {
@@ -158,25 +135,21 @@ void launch_attention_reference(const AttentionParams& p, DropoutMode mode, cuda
     case DropoutMode::None: return launch_ref_inst<DropoutMode::None, 7, 8>(p, s, o_f32);
     case DropoutMode::Mask: return launch_ref_inst<DropoutMode::Mask, 7, 8>(p, s, o_f32);
     case DropoutMode::Fused:
-      switch (p.rounds) {
-        case 3: return launch_ref_tw<3>(p, s, o_f32);
-        case 5: return launch_ref_tw<5>(p, s, o_f32);
-        case 7: return launch_ref_tw<7>(p, s, o_f32);
-        case 10: return launch_ref_tw<10>(p, s, o_f32);
-      }
-      throw UsageError("attention reference: rounds must be 3, 5, 7 or 10");
+      return with_rounds_tw(p.rounds, p.threshold_bits, "attention reference", [&](auto r, auto tw) {
+        launch_ref_inst<DropoutMode::Fused, r(), tw()>(p, s, o_f32);
+      });
   }
 }
 
 void launch_attention_mask_reference(uint32_t* mask, const MaskGeometry& g, uint64_t seed, uint32_t offset,
                                      uint32_t drop, int rounds, int tw, cudaStream_t s) {
-  switch (rounds) {
-    case 3: return launch_mask_tw<3>(mask, g, seed, offset, drop, tw, s);
-    case 5: return launch_mask_tw<5>(mask, g, seed, offset, drop, tw, s);
-    case 7: return launch_mask_tw<7>(mask, g, seed, offset, drop, tw, s);
-    case 10: return launch_mask_tw<10>(mask, g, seed, offset, drop, tw, s);
-  }
-  throw UsageError("attention mask reference: rounds must be 3, 5, 7 or 10");
+  // One warp per tile, 8 per block.
+  const uint64_t tiles = static_cast<uint64_t>(g.bh) * g.rows16() * g.cols64();
+  const unsigned blocks = static_cast<unsigned>(std::min<uint64_t>((tiles + 7) / 8, 65535));
+  with_rounds_tw(rounds, tw, "attention mask reference", [&](auto r, auto b) {
+    attn_mask_ref_kernel<r(), b()><<<blocks, 256, 0, s>>>(mask, g, seed, offset, drop);
+  });
+  DB_CUDA_LAUNCH();
 }
 
 }  // namespace dropbench
