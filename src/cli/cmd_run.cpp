@@ -122,6 +122,13 @@ int run_run(RunContext& ctx, const RunOptions& o) {
   return 0;
 }
 
+// One line per entry of the pipeline table (src/core/pipelines.hpp).
+std::string pipelines_help() {
+  std::string h;
+  for (const PipelineSpec& p : pipeline_specs()) h += fmt::format("  {:<9} {}\n", p.name, p.summary);
+  return h;
+}
+
 }  // namespace
 
 Command make_run_command() {
@@ -131,13 +138,11 @@ Command make_run_command() {
   c.summary = "One block's QKV GEMM + attention with dropout four ways: baseline / fused / overlap / chunked";
   c.help =
       "Runs one transformer block's QKV GEMM (cuBLASLt, workload.dtype) and attention with dropout on its real output,\n"
-      "four ways, at every sweep point (axes: any workload field except pipeline/layout/elements):\n"
-      "  baseline  one stream: GEMM -> RNG mask kernel -> attention reading the 1-bit mask\n"
-      "  fused     GEMM -> attention generating the keep bits with Philox in the kernel (no mask)\n"
-      "  overlap   GEMM on stream A || RNG on stream B (event fork/join) -> attention reading the mask\n"
-      "  chunked   RNG for query-row chunk i+1 || attention for chunk i, double-buffered chunk masks (memory\n"
-      "            O(chunk), workload.chunk rows, 0 = auto = ~8 chunks); chunk 0's RNG runs beside the GEMM\n"
+      "four ways, at every sweep point (axes: any workload field except pipeline/layout/elements):\n" +
+      pipelines_help() +
       "All four write bit-identical O and LSE for one (seed, offset): checked at every point (--no-validate skips).\n"
+      "workload.attention_kernel (also an axis): wgmma (Hopper TMA + wgmma), mma (FlashAttention-2 class), auto =\n"
+      "wgmma where supported; alone:attention-mask/-fused extra.kernel names the instance the pipelines launch.\n"
       "Overlap mechanisms (variants mech:*; each: GEMM || RNG timed together, both alone, hidden fraction\n"
       "(T_gemm + T_rng - T_overlap) / min(T_gemm, T_rng) with the default GEMM and the standard RNG kernel alone\n"
       "(hidden), and with the mechanism's own kernels alone (hidden_self)):\n"

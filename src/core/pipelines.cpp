@@ -6,20 +6,6 @@
 
 namespace dropbench {
 
-const std::vector<PipelineSpec>& pipeline_specs() {
-  static const std::vector<PipelineSpec> specs = {
-      {Pipeline::Baseline, "baseline", true, false, {"gemm", "rng", "attention"},
-       "one stream: GEMM -> RNG mask kernel -> attention reading the 1-bit mask"},
-      {Pipeline::Fused, "fused", false, false, {"gemm", "attention"},
-       "GEMM -> attention generating the keep bits with Philox in the kernel (no mask)"},
-      {Pipeline::Overlap, "overlap", true, false, {"gemm", "rng", "attention"},
-       "GEMM on stream A || RNG on stream B (event fork/join) -> attention reading the mask"},
-      {Pipeline::Chunked, "chunked", false, true, {"gemm", "attention"},
-       "RNG for query-row chunk i+1 || attention for chunk i, double-buffered chunk masks"},
-  };
-  return specs;
-}
-
 const PipelineSpec& pipeline_spec(Pipeline p) {
   for (const PipelineSpec& s : pipeline_specs())
     if (s.id == p) return s;

@@ -22,11 +22,26 @@ struct PipelineSpec {
   bool full_mask;                       // needs the whole-matrix mask in device memory
   bool chunk_masks;                     // needs the two chunk-sized masks
   std::vector<const char*> dry_phases;  // the phases a dry run walks (NVTX tree without a GPU)
-  const char* summary;
+  const char* summary;                  // for `run --help`
 };
 
-// In the order they are measured and reported.
-const std::vector<PipelineSpec>& pipeline_specs();
+// In the order they are measured and reported. Adding a pipeline: an enum value and an entry here, its execution
+// in BlockRunner::run, its composition in the model (docs/architecture.md).
+inline const std::vector<PipelineSpec>& pipeline_specs() {
+  static const std::vector<PipelineSpec> specs = {
+      {Pipeline::Baseline, "baseline", true, false, {"gemm", "rng", "attention"},
+       "one stream: GEMM -> RNG mask kernel -> attention reading the 1-bit mask"},
+      {Pipeline::Fused, "fused", false, false, {"gemm", "attention"},
+       "GEMM -> attention generating the keep bits with Philox in the kernel (no mask)"},
+      {Pipeline::Overlap, "overlap", true, false, {"gemm", "rng", "attention"},
+       "GEMM on stream A || RNG on stream B (event fork/join) -> attention reading the mask"},
+      {Pipeline::Chunked, "chunked", false, true, {"gemm", "attention"},
+       "RNG for query-row chunk i+1 || attention for chunk i, double-buffered chunk masks (memory\n"
+       "            O(chunk), workload.chunk rows, 0 = auto = ~8 chunks); chunk 0's RNG runs beside the GEMM"},
+  };
+  return specs;
+}
+
 const PipelineSpec& pipeline_spec(Pipeline p);
 const std::vector<Pipeline>& all_pipelines();
 const char* pipeline_name(Pipeline p);                // "baseline" | "fused" | "overlap" | "chunked"
