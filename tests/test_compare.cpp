@@ -279,3 +279,151 @@ TEST(Compare, HelpStatesTheRule) {
   EXPECT_NE(r.out.find("B/A > (1 + PCT/100) * exp(t)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("max(K * sqrt(noiseA^2 + noiseB^2), ln(1 + FLOOR/100))"), std::string::npos) << r.out;
 }
+
+namespace {
+
+// Reports derived from base.json for the comparability and range checks, written once per process to a temp
+// folder (not to tests/fixtures/compare/, whose exact file list scripts/plot.py's self-test checks).
+std::string derived(const std::string& name) {
+  namespace fs = std::filesystem;
+  struct Dir {  // removed when the test program exits
+    fs::path p = fs::temp_directory_path() / ("dropbench_compare_" + std::to_string(::getpid()));
+    Dir() { fs::create_directories(p); }
+    ~Dir() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  };
+  static const Dir dir;
+  const fs::path path = dir.p / name;
+  if (fs::exists(path)) return path.string();
+  std::ifstream in(fixture("base.json"));
+  nlohmann::ordered_json d = nlohmann::ordered_json::parse(in);
+  if (name.rfind("ctx_", 0) == 0) {  // a report as dropbench writes it: context and config filled in
+    d["context"]["git_sha"] = "1111111aaaaa";
+    d["context"]["date_utc"] = "2026-11-29T18:39:28Z";
+    d["context"]["device"] = {{"name", "NVIDIA H200"}, {"cc", "9.0"}};
+    d["config"]["workload"] = {{"batch", 1}, {"embed", 4096}, {"q_heads", 32}, {"kv_heads", 8},
+                               {"head_dim", 128}, {"sq", 4096}, {"causal", false}, {"dropout_p", 0.1}};
+    d["config"]["sweep"] = {{"sq", {4096, 8192}}};
+    d["config"]["measure"] = {{"min_samples", 10}, {"max_samples", 2000}, {"min_time", 0.2}, {"max_noise", 0.005},
+                              {"timeout", 5.0}, {"warmup", 3}, {"cold", false}, {"throttle", 0.75}};
+  }
+  if (name == "ctx_same_workload.json") {  // another build, and a workload sq that both reports sweep
+    d["context"]["git_sha"] = "2222222bbbbb";
+    d["context"]["date_utc"] = "2026-11-30T09:00:00Z";
+    d["config"]["workload"]["sq"] = 8192;
+  } else if (name == "ctx_other_workload.json") {
+    d["config"]["workload"]["embed"] = 8192;
+    d["config"]["workload"]["q_heads"] = 64;
+  } else if (name == "ctx_other_device.json") {
+    d["context"]["device"]["name"] = "NVIDIA H100 80GB HBM3";
+  } else if (name == "ctx_other_measure.json") {
+    d["config"]["measure"]["min_time"] = 0.03;
+  } else if (name == "negative_median.json") {
+    d["points"][1]["variants"][0]["stats"]["median"] = -0.0004;
+  } else if (name == "negative_stdev.json") {
+    d["points"][0]["variants"][1]["stats"]["rel_stdev"] = -0.01;
+  }
+  std::ofstream(path) << d.dump(2) << "\n";
+  return path.string();
+}
+
+// files() for derived reports; "base.json" stays the fixture.
+std::string dfiles(std::initializer_list<const char*> names) {
+  std::string out;
+  for (const char* n : names) out += " '" + (std::string(n) == "base.json" ? fixture(n) : derived(n)) + "'";
+  return out;
+}
+
+}  // namespace
+
+// Issue 14: reports of another workload, device or measure settings are refused (exit 2, one line naming the
+// fields) unless --force, which compares them with a warning. The swept axes may differ.
+TEST(Compare, RefusesUnlikeReportsNamingTheFields) {
+  struct Case {
+    const char* file;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {"ctx_other_workload.json", "workload.embed 4096 vs 8192, workload.q_heads 32 vs 64 (--force compares anyway)"},
+      {"ctx_other_device.json", "device NVIDIA H200 vs NVIDIA H100 80GB HBM3"},
+      {"ctx_other_measure.json", "measure.min_time 0.2 vs 0.03"},
+      {"base.json", "workload (present) vs (none)"},
+  };
+  for (const Case& c : cases) {
+    for (const char* extra : {"", " --format json", " --fail-on-regression 5"}) {
+      const Result r = run(dfiles({"ctx_base.json", c.file}) + extra);
+      EXPECT_EQ(r.code, 2) << c.file << "\n" << r.err;
+      EXPECT_EQ(lines_of(r.err).size(), 1u) << r.err;
+      EXPECT_EQ(r.err.rfind("dropbench: error: compare: " + (std::string(c.file) == "base.json" ? fixture(c.file) : derived(c.file)) + ": not comparable with the baseline", 0), 0u)
+          << r.err;
+      EXPECT_NE(r.err.find(c.needle), std::string::npos) << r.err;
+      EXPECT_TRUE(r.out.empty()) << r.out;
+    }
+  }
+  // The workload's sq differs, but both reports sweep sq: comparable.
+  const Result ok = run(dfiles({"ctx_base.json", "ctx_same_workload.json"}) + " --fail-on-regression 5");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(ok.err, "");
+}
+
+TEST(Compare, ForceComparesUnlikeReportsWithAWarning) {
+  const Result r = run(dfiles({"ctx_base.json", "ctx_other_workload.json"}) + " --force");
+  EXPECT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(lines_of(r.err).size(), 1u) << r.err;
+  EXPECT_EQ(r.err.rfind("dropbench: warning: compare: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("workload.embed 4096 vs 8192"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("compared anyway (--force)"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("differs from A (--force): workload.embed 4096 vs 8192"), std::string::npos) << r.out;
+  const auto j = run_json(dfiles({"ctx_base.json", "ctx_other_workload.json"}) + " --force");
+  EXPECT_EQ(j["comparisons"][0]["differences"].size(), 2u);
+  EXPECT_EQ(j["comparisons"][0]["rows"].size(), 4u);
+}
+
+TEST(Compare, HeaderShowsGitShaDateAndDeviceOfBothReports) {
+  const Result r = run(dfiles({"ctx_base.json", "ctx_same_workload.json"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("A: git 1111111aaaaa, date 2026-11-29T18:39:28Z, device NVIDIA H200\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("B: git 2222222bbbbb, date 2026-11-30T09:00:00Z, device NVIDIA H200\n"), std::string::npos) << r.out;
+  const auto j = run_json(dfiles({"ctx_base.json", "ctx_same_workload.json"}));
+  EXPECT_EQ(j["baseline_info"]["git_sha"], "1111111aaaaa");
+  EXPECT_EQ(j["comparisons"][0]["candidate_info"]["date_utc"], "2026-11-30T09:00:00Z");
+  EXPECT_EQ(j["comparisons"][0]["candidate_info"]["device"], "NVIDIA H200");
+  // A hand-written report without them says so.
+  EXPECT_NE(run(files({"base.json", "same.json"})).out.find("A: git fixture, date unknown, device unknown"),
+            std::string::npos);
+}
+
+// Issue 14: settings out of range or not numbers, and negative figures in a report, are one readable line.
+TEST(Compare, BadSettingsAndNegativeFiguresExitTwoWithARange) {
+  struct Case {
+    std::string args, line;
+  };
+  const std::vector<Case> cases = {
+      {" --noise-k -1", "dropbench: error: compare: --noise-k: -1 is out of range (allowed: [0, 100])"},
+      {" --noise-k 1e6", "dropbench: error: compare: --noise-k: 1e6 is out of range (allowed: [0, 100])"},
+      {" --noise-floor -0.5", "dropbench: error: compare: --noise-floor: -0.5 is out of range (allowed: [0, 100])"},
+      {" --noise-floor nan", "dropbench: error: compare: --noise-floor: 'nan' is not a number (allowed: [0, 100])"},
+      {" --fail-on-regression abc",
+       "dropbench: error: compare: --fail-on-regression: 'abc' is not a number (allowed: [0, 1000])"},
+      {" --fail-on-regression 5x",
+       "dropbench: error: compare: --fail-on-regression: '5x' is not a number (allowed: [0, 1000])"},
+  };
+  for (const Case& c : cases) {
+    const Result r = run(files({"base.json", "same.json"}) + c.args);
+    EXPECT_EQ(r.code, 2) << c.args;
+    EXPECT_EQ(r.err, c.line + "\n") << c.args;
+    EXPECT_TRUE(r.out.empty());
+  }
+  const Result m = run(dfiles({"base.json", "negative_median.json"}));
+  EXPECT_EQ(m.code, 2);
+  EXPECT_EQ(m.err, "dropbench: error: compare: " + derived("negative_median.json") +
+                       ": points[1].variants[0].stats.median: -0.0004 is out of range (allowed: >= 0, or null)\n");
+  const Result s = run(dfiles({"negative_stdev.json", "base.json"}));
+  EXPECT_EQ(s.code, 2);
+  EXPECT_NE(s.err.find("points[0].variants[1].stats.rel_stdev: -0.01 is out of range (allowed: >= 0, or null)"),
+            std::string::npos) << s.err;
+  // In range: accepted.
+  EXPECT_EQ(run(files({"base.json", "same.json"}) + " --noise-k 100 --noise-floor 0 --fail-on-regression 1000").code, 0);
+}

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <string>
 
 #include "kernels/common/check.hpp"
@@ -88,4 +90,65 @@ TEST(CompareCore, LoadErrors) {
   expect_error({fixture("wrong_version.json")}, "schema_version 2 is not supported");
   expect_error({fixture("base.json"), fixture("other_command.json")}, "differs from the baseline's");
   EXPECT_EQ(load_reports({fixture("base.json"), fixture("same.json")}).size(), 2u);
+}
+
+// A report as load_report fills in what makes it comparable.
+LoadedReport comparable(json workload, json measure, json device, std::vector<std::string> swept) {
+  LoadedReport r;
+  r.workload = std::move(workload);
+  r.measure = std::move(measure);
+  r.device = std::move(device);
+  r.swept = std::move(swept);
+  return r;
+}
+
+TEST(CompareCore, DifferencesNameWorkloadDeviceAndMeasureFields) {
+  const json w = {{"embed", 4096}, {"q_heads", 32}, {"sq", 4096}, {"causal", false}};
+  const json m = {{"min_time", 0.2}, {"cold", false}};
+  const LoadedReport base = comparable(w, m, "NVIDIA H200", {"sq"});
+  json w_sq = w, w_70b = w, m_fast = m;
+  w_sq["sq"] = 8192.0;  // swept by the baseline: not a difference
+  w_70b["embed"] = 8192;
+  w_70b["q_heads"] = 64;
+  m_fast["min_time"] = 0.03;
+  EXPECT_TRUE(differences(base, comparable(w_sq, m, "NVIDIA H200", {})).empty());
+  EXPECT_EQ(differences(base, comparable(w_70b, m, "NVIDIA H200", {"sq"})),
+            (std::vector<std::string>{"workload.embed 4096 vs 8192", "workload.q_heads 32 vs 64"}));
+  EXPECT_EQ(differences(base, comparable(w, m, "NVIDIA H100 80GB HBM3", {"sq"})),
+            (std::vector<std::string>{"device NVIDIA H200 vs NVIDIA H100 80GB HBM3"}));
+  EXPECT_EQ(differences(base, comparable(w, m_fast, "NVIDIA H200", {"sq"})),
+            (std::vector<std::string>{"measure.min_time 0.2 vs 0.03"}));
+  // A field only one side has, and a section only one side has.
+  json w_more = w;
+  w_more["layout"] = "bits";
+  EXPECT_EQ(differences(base, comparable(w_more, m, "NVIDIA H200", {})),
+            (std::vector<std::string>{"workload.layout (none) vs bits"}));
+  EXPECT_EQ(differences(base, comparable(nullptr, m, "NVIDIA H200", {})),
+            (std::vector<std::string>{"workload (present) vs (none)"}));
+  // Reports that record none of it (hand-written) compare as before; load_report reads what a report holds.
+  const LoadedReport f = load_report(fixture("base.json"));
+  EXPECT_TRUE(differences(f, load_report(fixture("same.json"))).empty());
+  EXPECT_EQ(f.git_sha, "fixture");
+  EXPECT_TRUE(f.workload.is_null());
+  EXPECT_EQ(f.swept, (std::vector<std::string>{"sq", "causal"}));  // from the points' axes
+}
+
+TEST(CompareCore, NegativeMedianOrStdevIsALoadError) {
+  const std::string path = testing::TempDir() + "dropbench_compare_negative.json";
+  for (const char* field : {"median", "rel_stdev"}) {
+    std::ifstream in(fixture("base.json"));
+    json d = json::parse(in);
+    d["points"][0]["variants"][1]["stats"][field] = -0.01;
+    std::ofstream(path) << d.dump();
+    try {
+      load_report(path);
+      ADD_FAILURE() << "no error for a negative " << field;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("points[0].variants[1].stats.") + field +
+                                           ": -0.01 is out of range (allowed: >= 0, or null)"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  std::remove(path.c_str());
 }

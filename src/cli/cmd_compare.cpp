@@ -2,7 +2,9 @@
 // point and variant by variant, with a noise-aware verdict (same / faster / slower), the geometric mean of
 // the ratios, the rows only one side has, and an optional regression gate for CI. Loading, matching and the
 // verdict are src/core/compare.{hpp,cpp}; this file maps the options to them and prints.
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -134,18 +136,47 @@ std::string unmatched_text(const std::vector<const Entry*>& es, const std::strin
 
 std::string fmt_setting(double v) { return fmt::format("{:g}", v); }
 
+// A number option read here rather than by CLI11, whose range message prints DBL_MAX in full.
+double parse_setting(const std::string& option, const std::string& text, double lo, double hi) {
+  const std::string allowed = fmt::format("(allowed: [{}, {}])", fmt_setting(lo), fmt_setting(hi));
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(v))
+    throw UsageError(fmt::format("compare: {}: '{}' is not a number {}", option, text, allowed));
+  if (v < lo || v > hi) throw UsageError(fmt::format("compare: {}: {} is out of range {}", option, text, allowed));
+  return v;
+}
+
+// "A: git abc123, 2026-11-29T18:39:28Z, NVIDIA H200" (what was measured where, when).
+std::string origin_line(const char* side, const LoadedReport& r) {
+  auto or_unknown = [](const std::string& s) { return s.empty() ? std::string("unknown") : s; };
+  return fmt::format("{}: git {}, date {}, device {}\n", side, or_unknown(r.git_sha), or_unknown(r.date_utc),
+                     r.device.is_string() ? r.device.get<std::string>() : std::string("unknown"));
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
 // --format md: the settings, then per candidate its summary line, table and unmatched rows.
 void print_markdown(const std::vector<Comparison>& cs, const std::vector<std::string>& keys, const Settings& s) {
   const LoadedReport& base = *cs.front().base;
   std::cout << fmt::format("A = {} (baseline), command {}\n", base.path, base.command);
+  std::cout << origin_line("A", base);
   std::cout << fmt::format(
       "verdict: same when |ln(B/A)| <= t = max({} * sqrt(noiseA^2 + noiseB^2), ln(1 + {}%)); B/A < 1: B faster\n",
       fmt_setting(s.k), fmt_setting(s.floor_pct));
   if (s.fail_pct) std::cout << fmt::format("regression: B/A > (1 + {}%) * exp(t)\n", fmt_setting(*s.fail_pct));
   for (size_t ci = 0; ci < cs.size(); ++ci) {
     const Comparison& c = cs[ci];
-    std::cout << fmt::format("\nB = {}: {} matched, geomean B/A {} ({})\n\n", c.cand->path, c.rows.size(),
+    std::cout << fmt::format("\nB = {}: {} matched, geomean B/A {} ({})\n", c.cand->path, c.rows.size(),
                              ratio_cell(c.geomean).empty() ? "n/a" : ratio_cell(c.geomean), counts_text(c));
+    std::cout << origin_line("B", *c.cand);
+    if (!c.differences.empty()) std::cout << "differs from A (--force): " << joined(c.differences) << "\n";
+    std::cout << "\n";
     if (c.rows.empty())
       std::cout << "(no matched rows)\n";
     else
@@ -183,7 +214,8 @@ Command make_compare_command() {
   struct Opts {
     std::vector<std::string> files;
     std::string format = "md";
-    compare::Settings s;
+    std::string noise_k, noise_floor, fail_pct;  // parsed in run: parse_setting
+    bool force = false;
   };
   auto o = std::make_shared<Opts>();
   Command c;
@@ -211,28 +243,42 @@ Command make_compare_command() {
       "\n"
       "Exit codes: 0 compared (no regression), 1 regression (only with --fail-on-regression), 2 bad input: a\n"
       "missing or unreadable file, not JSON, not a dropbench report, schema_version other than 1, reports of\n"
-      "different commands (one line on stderr naming the file).\n"
+      "different commands, a negative median or rel_stdev, or reports that are not comparable (one line on\n"
+      "stderr naming the file and what differs).\n"
+      "\n"
+      "Comparable: the workload fields (all but the axes either report sweeps), the device name and the\n"
+      "measure settings of the config are equal. --force compares unlike reports anyway, with a warning on\n"
+      "stderr listing what differs. The header names each report's git sha, date and device.\n"
       "Example:\n"
       "  dropbench compare results/h200/foundation/rng_quick.json results/latest/rng.json --fail-on-regression 5";
   c.sweeps = false;
   c.add_options = [o](CLI::App& app) {
     app.add_option("files", o->files, "Reports: baseline A.json first, then B.json [C.json ...]")->required();
     app.add_option("--format", o->format, "md | csv | json")->check(CLI::IsMember({"md", "json", "csv"}));
-    app.add_option("--noise-k", o->s.k, "K: how many combined standard deviations count as noise (default 2)")
-        ->check(CLI::NonNegativeNumber);
-    app.add_option("--noise-floor", o->s.floor_pct, "Smallest difference (%) that can be a change (default 1)")
-        ->check(CLI::NonNegativeNumber);
-    app.add_option("--fail-on-regression", o->s.fail_pct,
-                   "Exit code 1 if a row is slower by more than PCT % beyond its noise (rule below)")
-        ->check(CLI::NonNegativeNumber);
+    app.add_option("--noise-k", o->noise_k, "K: how many combined standard deviations count as noise, [0, 100] (default 2)");
+    app.add_option("--noise-floor", o->noise_floor, "Smallest difference (%) that can be a change, [0, 100] (default 1)");
+    app.add_option("--fail-on-regression", o->fail_pct,
+                   "Exit code 1 if a row is slower by more than PCT % beyond its noise (rule below), [0, 1000]");
+    app.add_flag("--force", o->force, "Compare reports whose workload, device or measure settings differ");
   };
   c.run = [o](RunContext&) {
     if (o->files.size() < 2)
       throw UsageError(fmt::format("compare: needs at least two reports (baseline first), got {}", o->files.size()));
-    const Settings& s = o->s;
-    if (!std::isfinite(s.k) || !std::isfinite(s.floor_pct) || (s.fail_pct && !std::isfinite(*s.fail_pct)))
-      throw UsageError("compare: --noise-k, --noise-floor and --fail-on-regression must be finite numbers");
+    Settings s;
+    if (!o->noise_k.empty()) s.k = parse_setting("--noise-k", o->noise_k, 0, 100);
+    if (!o->noise_floor.empty()) s.floor_pct = parse_setting("--noise-floor", o->noise_floor, 0, 100);
+    if (!o->fail_pct.empty()) s.fail_pct = parse_setting("--fail-on-regression", o->fail_pct, 0, 1000);
     const std::vector<LoadedReport> reports = compare::load_reports(o->files);
+    // Unlike reports give ratios that measure the difference in workload, not in code: refused up front.
+    for (size_t i = 1; i < reports.size(); ++i) {
+      const std::vector<std::string> d = compare::differences(reports[0], reports[i]);
+      if (d.empty()) continue;
+      if (!o->force)
+        throw UsageError(fmt::format("compare: {}: not comparable with the baseline {}: {} (--force compares anyway)",
+                                     reports[i].path, reports[0].path, joined(d)));
+      std::fprintf(stderr, "dropbench: warning: compare: %s: differs from the baseline %s: %s; compared anyway (--force)\n",
+                   reports[i].path.c_str(), reports[0].path.c_str(), joined(d).c_str());
+    }
     for (const LoadedReport& r : reports)
       if (r.duplicates)
         std::fprintf(stderr, "dropbench: compare: %s: %zu repeated (point, variant) rows ignored (first kept)\n",

@@ -28,7 +28,10 @@ double number_or_nan(const json& obj, const char* key, const std::string& path, 
   if (it == obj.end()) bad_file(path, fmt::format("{}.{} is missing", where, key));
   if (it->is_null()) return kNaN;
   if (!it->is_number()) bad_file(path, fmt::format("{}.{} is not a number", where, key));
-  return it->get<double>();
+  const double v = it->get<double>();
+  // A time or a relative stdev below 0 is a broken report, not a fast one.
+  if (v < 0) bad_file(path, fmt::format("{}.{}: {} is out of range (allowed: >= 0, or null)", where, key, it->dump()));
+  return v;
 }
 
 // The document at `path`, checked to be a dropbench report of the schema version this build reads.
@@ -140,7 +143,60 @@ LoadedReport load_report(const std::string& path) {
   r.command = command->get<std::string>();
   std::map<std::string, bool> seen;
   for (size_t pi = 0; pi < points->size(); ++pi) add_point_entries(r, (*points)[pi], pi, seen);
+
+  auto member = [](const json& obj, const char* key) -> json {
+    if (!obj.is_object()) return nullptr;
+    auto it = obj.find(key);
+    return it == obj.end() ? json(nullptr) : *it;
+  };
+  const json config = member(doc, "config"), context = member(doc, "context");
+  r.workload = member(config, "workload");
+  r.measure = member(config, "measure");
+  r.device = member(member(context, "device"), "name");
+  if (const json sha = member(context, "git_sha"); sha.is_string()) r.git_sha = sha.get<std::string>();
+  if (const json date = member(context, "date_utc"); date.is_string()) r.date_utc = date.get<std::string>();
+  auto add_swept = [&r](const std::string& k) {
+    if (std::find(r.swept.begin(), r.swept.end(), k) == r.swept.end()) r.swept.push_back(k);
+  };
+  if (const json sweep = member(config, "sweep"); sweep.is_object())
+    for (auto it = sweep.begin(); it != sweep.end(); ++it) add_swept(it.key());
+  for (const Entry& e : r.entries)
+    for (auto it = e.axes.begin(); it != e.axes.end(); ++it) add_swept(it.key());
   return r;
+}
+
+std::vector<std::string> differences(const LoadedReport& base, const LoadedReport& cand) {
+  std::vector<std::string> out;
+  auto text = [](const json& v) {
+    if (v.is_null()) return std::string("(none)");
+    return v.is_string() ? v.get<std::string>() : canonical(v);
+  };
+  auto differ = [&out, &text](const std::string& name, const json& a, const json& b) {
+    if (canonical(a) != canonical(b)) out.push_back(fmt::format("{} {} vs {}", name, text(a), text(b)));
+  };
+  // Field by field within an object section; a section only one side has is one difference.
+  auto section = [&](const std::string& name, const json& a, const json& b, const std::vector<std::string>& skip) {
+    if (a.is_null() && b.is_null()) return;
+    if (!a.is_object() || !b.is_object()) {
+      out.push_back(fmt::format("{} {} vs {}", name, a.is_null() ? "(none)" : "(present)",
+                                b.is_null() ? "(none)" : "(present)"));
+      return;
+    }
+    std::vector<std::string> keys;
+    for (const json* side : {&a, &b})
+      for (auto it = side->begin(); it != side->end(); ++it)
+        if (std::find(keys.begin(), keys.end(), it.key()) == keys.end()) keys.push_back(it.key());
+    for (const auto& k : keys) {
+      if (std::find(skip.begin(), skip.end(), k) != skip.end()) continue;
+      differ(name + "." + k, a.contains(k) ? a.at(k) : json(nullptr), b.contains(k) ? b.at(k) : json(nullptr));
+    }
+  };
+  std::vector<std::string> swept = base.swept;
+  swept.insert(swept.end(), cand.swept.begin(), cand.swept.end());
+  section("workload", base.workload, cand.workload, swept);
+  differ("device", base.device, cand.device);
+  section("measure", base.measure, cand.measure, {});
+  return out;
 }
 
 std::vector<LoadedReport> load_reports(const std::vector<std::string>& paths) {
@@ -175,6 +231,7 @@ Comparison compare_reports(const LoadedReport& base, const LoadedReport& cand, c
   Comparison c;
   c.base = &base;
   c.cand = &cand;
+  c.differences = differences(base, cand);
   std::map<std::string, size_t> in_b;
   for (size_t i = 0; i < cand.entries.size(); ++i) in_b[cand.entries[i].key] = i;
   std::vector<bool> used(cand.entries.size(), false);
@@ -209,6 +266,11 @@ namespace {
 
 json num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
+json info_json(const LoadedReport& r) {
+  return {{"path", r.path}, {"git_sha", r.git_sha.empty() ? json(nullptr) : json(r.git_sha)},
+          {"date_utc", r.date_utc.empty() ? json(nullptr) : json(r.date_utc)}, {"device", r.device}};
+}
+
 json entry_json(const Entry& e) {
   json j = json::object();
   j["axes"] = e.axes;
@@ -224,6 +286,7 @@ json comparisons_json(const std::vector<Comparison>& cs, const Settings& s) {
   json out = json::object();
   out["baseline"] = cs.front().base->path;
   out["command"] = cs.front().base->command;
+  out["baseline_info"] = info_json(*cs.front().base);
   out["noise_k"] = s.k;
   out["noise_floor_pct"] = s.floor_pct;
   out["fail_on_regression_pct"] = s.fail_pct ? json(*s.fail_pct) : json(nullptr);
@@ -232,6 +295,8 @@ json comparisons_json(const std::vector<Comparison>& cs, const Settings& s) {
   for (const Comparison& c : cs) {
     json jc = json::object();
     jc["candidate"] = c.cand->path;
+    jc["candidate_info"] = info_json(*c.cand);
+    jc["differences"] = c.differences;
     jc["rows"] = json::array();
     for (const Row& r : c.rows) {
       json jr = json::object();

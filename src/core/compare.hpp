@@ -29,6 +29,12 @@ struct LoadedReport {
   std::string command;
   std::vector<Entry> entries;  // report order; duplicates of a key dropped (first wins)
   size_t duplicates = 0;
+  // What makes two reports comparable; null where the report does not say (hand-written fixtures).
+  json workload;              // config.workload
+  json measure;               // config.measure
+  json device;                // context.device.name
+  std::vector<std::string> swept;  // config.sweep keys and every point's axes: excluded from the workload check
+  std::string git_sha, date_utc;   // context.git_sha, context.date_utc ("" when absent)
 };
 
 // Integral floats print as integers so that 4096 and 4096.0 match; object keys are sorted so that the order
@@ -36,11 +42,16 @@ struct LoadedReport {
 std::string canonical(const json& v);
 
 // Throws UsageError ("compare: PATH: what") for a missing / unreadable file, not JSON, not a dropbench
-// report, another schema_version, or a malformed point / variant.
+// report, another schema_version, a malformed point / variant, or a negative median / rel_stdev.
 LoadedReport load_report(const std::string& path);
 // Every file in order (the first is the baseline); throws UsageError when a report's command differs from
 // the baseline's.
 std::vector<LoadedReport> load_reports(const std::vector<std::string>& paths);
+
+// Why `cand` is not comparable with `base`: one "field A vs B" per differing workload field (the fields
+// either report sweeps excepted), measure setting and device name, e.g. "workload.embed 4096 vs 8192".
+// Empty when comparable. A section only one report has counts as differing ("(none)" on the other side).
+std::vector<std::string> differences(const LoadedReport& base, const LoadedReport& cand);
 
 struct Settings {
   double k = 2.0;                  // --noise-k
@@ -64,6 +75,7 @@ struct Comparison {
   const LoadedReport* cand = nullptr;
   std::vector<Row> rows;  // baseline order
   std::vector<const Entry*> only_a, only_b;
+  std::vector<std::string> differences;  // differences(base, cand): non-empty only when compared with --force
   double geomean = kNaN;  // over the rows with a finite ratio
   size_t n_same = 0, n_faster = 0, n_slower = 0, n_na = 0, n_regressions = 0;
 };
