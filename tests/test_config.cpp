@@ -257,6 +257,17 @@ TEST(Config, LoadConfigReportsMissingFileAndBadJson) {
   std::filesystem::remove(path);
 }
 
+// A directory used to read as an empty file: "invalid JSON ... unexpected end of input".
+TEST(Config, LoadConfigOfADirectorySaysSo) {
+  const std::string dir = testing::TempDir() + "dropbench_config_dir";
+  std::filesystem::create_directories(dir);
+  const std::string msg = usage_error([&] { db::load_config(dir); });
+  EXPECT_CONTAINS(msg, dir);
+  EXPECT_CONTAINS(msg, "is a directory");
+  EXPECT_EQ(msg.find("invalid JSON"), std::string::npos) << msg;
+  std::filesystem::remove(dir);
+}
+
 TEST(Config, LoadConfigNamesConfigAfterFileWhenNameMissing) {
   const std::string path = testing::TempDir() + "my_sweep.json";
   { std::ofstream(path) << R"({"workload": {"sq": 1024}})"; }

@@ -1,6 +1,13 @@
 #include "src/cli/cli.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 
@@ -42,7 +49,13 @@ std::vector<Command> all_commands() {
   };
 }
 
-void add_common_options(CLI::App& sub, CommonOptions& o) {
+// The numeric common options as typed. CLI11 would convert them itself, but it wraps --seed -1 to 2^64-1 and
+// reports a failed conversion without a range; as text they go through the config's own field rules instead.
+struct RawNumbers {
+  std::optional<std::string> seed, offset, device, min_samples, min_time, max_noise;
+};
+
+void add_common_options(CLI::App& sub, CommonOptions& o, RawNumbers& raw) {
   sub.add_option("--config", o.config_path, "JSON config (configs/*.json); default: the built-in quick config");
   sub.add_option("--set", o.sets,
                  "Override a config field: --set workload.sq=8192, --set sweep.sq=[2048,4096], "
@@ -51,35 +64,125 @@ void add_common_options(CLI::App& sub, CommonOptions& o) {
       ->allow_extra_args(false);
   sub.add_option("-o,--output", o.output, "Write the JSON report here (rewritten atomically after every point)");
   sub.add_option("--format", o.format, "Table format on stdout")->check(CLI::IsMember({"md", "json", "csv"}));
-  sub.add_option("--device", o.device, "CUDA device index");
-  sub.add_option("--seed", o.seed, "Philox key (64-bit); overrides workload.seed");
-  sub.add_option("--offset", o.offset, "Philox counter word 3 (32-bit); overrides workload.offset");
-  sub.add_option("--min-samples", o.min_samples, "Keep at least this many samples per measurement");
-  sub.add_option("--min-time", o.min_time, "Seconds of samples before the noise criterion may stop");
-  sub.add_option("--max-noise", o.max_noise, "Stop when the relative stdev is at most this (0.005 = 0.5%)");
+  sub.add_option("--device", raw.device, "CUDA device index (0..count-1)")->type_name("INT");
+  sub.add_option("--seed", raw.seed, "Philox key, 0..2^64-1, decimal or 0x hex; overrides workload.seed")
+      ->type_name("UINT64");
+  sub.add_option("--offset", raw.offset, "Philox counter word 3, 0..2^32-1, decimal or 0x hex; overrides workload.offset")
+      ->type_name("UINT32");
+  sub.add_option("--min-samples", raw.min_samples, "Keep at least this many samples per measurement (1..1000000)")
+      ->type_name("INT");
+  sub.add_option("--min-time", raw.min_time, "Seconds of samples before the noise criterion may stop (0..3600)")
+      ->type_name("FLOAT");
+  sub.add_option("--max-noise", raw.max_noise, "Stop when the relative stdev is at most this (0.005 = 0.5%; (0, 1])")
+      ->type_name("FLOAT");
   sub.add_flag("--cold", o.cold, "Flush the L2 cache before every sample");
   sub.add_flag("-q,--quiet", o.quiet, "No progress lines on stderr");
   sub.add_flag("--dry-run", o.dry_run, "Expand and walk the sweep (NVTX ranges included) without touching a GPU");
 }
 
-Config resolve_config(const CommonOptions& o) {
+// `flag TEXT` = `--set key=TEXT`, so flags, config and --set share one rule; the message names the flag.
+void apply_flag(Config& cfg, const std::string& flag, const std::string& key, const std::string& text) {
+  // Past 2^64 a decimal word would parse as a double ("1e+20 must be a uint64"); the seed and offset rules
+  // take digit strings too, with a digit-by-digit range check.
+  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  const bool word = key == "workload.seed" || key == "workload.offset";
+  const std::string value = digits && word ? json(text).dump() : text;
+  const std::string assignment = key + "=" + value;
+  try {
+    apply_override(cfg, assignment);
+  } catch (const UsageError& e) {
+    std::string msg = e.what();
+    for (const std::string& prefix : {"--set " + assignment + ": ", key + ": "})
+      if (msg.rfind(prefix, 0) == 0) msg = msg.substr(prefix.size());
+    // The rule quotes text values ("abc"); the flag's value was typed without quotes.
+    if (const size_t q = msg.find(json(text).dump()); q != std::string::npos) msg.replace(q, text.size() + 2, text);
+    throw UsageError(flag + ": " + msg);
+  }
+}
+
+Config resolve_config(CommonOptions& o, const RawNumbers& raw) {
   Config cfg = o.config_path.empty() ? builtin_config() : load_config(o.config_path);
   for (const std::string& s : o.sets) apply_override(cfg, s);
   // Common flags go through the same validation as config fields.
-  if (o.seed) apply_override(cfg, fmt::format("workload.seed={}", *o.seed));
-  if (o.offset) apply_override(cfg, fmt::format("workload.offset={}", *o.offset));
-  if (o.min_samples) apply_override(cfg, fmt::format("measure.min_samples={}", *o.min_samples));
-  if (o.min_time) apply_override(cfg, fmt::format("measure.min_time={}", *o.min_time));
-  if (o.max_noise) apply_override(cfg, fmt::format("measure.max_noise={}", *o.max_noise));
+  if (raw.seed) apply_flag(cfg, "--seed", "workload.seed", *raw.seed);
+  if (raw.offset) apply_flag(cfg, "--offset", "workload.offset", *raw.offset);
+  if (raw.min_samples) apply_flag(cfg, "--min-samples", "measure.min_samples", *raw.min_samples);
+  if (raw.min_time) apply_flag(cfg, "--min-time", "measure.min_time", *raw.min_time);
+  if (raw.max_noise) apply_flag(cfg, "--max-noise", "measure.max_noise", *raw.max_noise);
   if (o.cold) apply_override(cfg, "measure.cold=true");
+  if (raw.seed) o.seed = cfg.workload.seed;
+  if (raw.offset) o.offset = cfg.workload.offset;
+  if (raw.min_samples) o.min_samples = cfg.measure.min_samples;
+  if (raw.min_time) o.min_time = cfg.measure.min_time;
+  if (raw.max_noise) o.max_noise = cfg.measure.max_noise;
   return cfg;
 }
 
+// The device count is known only with a GPU (require_gpu checks the upper end); the form is checked here.
+int parse_device(const std::string& text) {
+  int d = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
+  if (ec != std::errc() || end != text.data() + text.size() || d < 0)
+    throw UsageError(fmt::format("--device: '{}' is not a device index (allowed: an integer 0..count-1)", text));
+  return d;
+}
+
+// The report is first written after a point has been measured: a path that cannot take it must fail now.
 void check_output_path(const std::string& path) {
   if (path.empty()) return;
-  const auto dir = std::filesystem::absolute(path).parent_path();
-  if (!std::filesystem::is_directory(dir))
-    throw UsageError(fmt::format("--output: directory '{}' does not exist", dir.string()));
+  namespace fs = std::filesystem;
+  const char* allowed = "(allowed: a file path in an existing, writable directory, e.g. report.json)";
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::is_directory(st)) throw UsageError(fmt::format("--output: '{}' is a directory {}", path, allowed));
+  // The report replaces the file by rename(); onto a device or a pipe (/dev/null, /dev/stdout) that would
+  // replace the node itself.
+  if (fs::exists(st) && !fs::is_regular_file(st))
+    throw UsageError(fmt::format("--output: '{}' is not a regular file {}", path, allowed));
+  const auto dir = fs::absolute(path).parent_path();
+  if (!fs::is_directory(dir, ec))
+    throw UsageError(fmt::format("--output: directory '{}' does not exist {}", dir.string(), allowed));
+  // access(W_OK) says yes to root on /proc; creating a file, as the report writer does, is the real test.
+  const std::string probe = fmt::format("{}.probe.{}", path, static_cast<long>(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0 && errno != EEXIST)
+    throw UsageError(fmt::format("--output: cannot create a file in '{}' ({}) {}", dir.string(),
+                                 std::strerror(errno), allowed));
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
+}
+
+std::string command_list(const std::vector<Command>& cmds) {
+  std::string s;
+  for (const Command& c : cmds) s += (s.empty() ? "" : ", ") + c.name;
+  return s;
+}
+
+// One line for any CLI11 parse error: CLI11's own report is two lines without the prefix, and a failed
+// conversion names no type.
+std::string parse_error_line(const CLI::App& app, const CLI::ParseError& e, const std::vector<Command>& cmds) {
+  std::string msg = e.what();
+  const CLI::App* sub = nullptr;
+  for (const CLI::App* s : app.get_subcommands()) sub = s;
+  const std::string help = sub ? fmt::format("dropbench {} --help", sub->get_name()) : "dropbench --help";
+  if (!sub && e.get_name() == "RequiredError")
+    return fmt::format("a command is required (allowed: {})", command_list(cmds));
+  if (const std::string conv = "Could not convert: "; msg.rfind(conv, 0) == 0) {
+    const size_t eq = msg.find(" = ", conv.size());
+    if (eq != std::string::npos) {
+      const std::string name = msg.substr(conv.size(), eq - conv.size()), value = msg.substr(eq + 3);
+      const CLI::Option* opt = sub ? sub->get_option_no_throw(name) : nullptr;
+      const std::string type = opt ? opt->get_type_name() : "value";
+      msg = fmt::format("{}: '{}' is not a valid {} (allowed: see `{}`)", name, value, type, help);
+    }
+  } else {
+    msg += fmt::format(" (see `{}`)", help);
+  }
+  for (char& ch : msg)
+    if (ch == '\n') ch = ' ';
+  return msg;
 }
 
 }  // namespace
@@ -106,37 +209,52 @@ int run_cli(int argc, char** argv) {
              "failure, 2 bad input or no GPU.");
 
   CommonOptions opts;
+  RawNumbers raw;
   std::vector<Command> cmds = all_commands();
   std::vector<CLI::App*> subs;
   for (Command& c : cmds) {
     CLI::App* sub = app.add_subcommand(c.name, c.summary);
     sub->footer(c.help);
-    if (c.sweeps) add_common_options(*sub, opts);
+    if (c.sweeps) add_common_options(*sub, opts, raw);
     if (c.add_options) c.add_options(*sub);
     subs.push_back(sub);
   }
 
   std::vector<std::string> args(argv, argv + argc);
+  // The top level has flags only, so its first word that is not a flag must be a command. CLI11 would say
+  // "A subcommand is required" for a misspelt one.
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.empty() || a[0] == '-') continue;
+    if (std::none_of(cmds.begin(), cmds.end(), [&](const Command& c) { return c.name == a; })) {
+      std::fprintf(stderr, "dropbench: error: unknown command '%s' (allowed: %s)\n", a.c_str(),
+                   command_list(cmds).c_str());
+      return 2;
+    }
+    break;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);  // prints help/version (rc 0) or the parse error
-    return rc == 0 ? 0 : 2;
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version
+    std::fprintf(stderr, "dropbench: error: %s\n", parse_error_line(app, e, cmds).c_str());
+    return 2;
   }
 
   try {
     for (size_t i = 0; i < cmds.size(); ++i) {
       if (!subs[i]->parsed()) continue;
       RunContext ctx;
-      ctx.opts = opts;
       ctx.argv = args;
       if (cmds[i].sweeps) {
-        ctx.cfg = resolve_config(opts);
+        if (raw.device) opts.device = parse_device(*raw.device);
+        ctx.cfg = resolve_config(opts, raw);  // also fills opts.seed, opts.offset, ... from the checked values
         check_output_path(opts.output);
         if (!opts.dry_run) require_gpu(opts.device);
         ctx.context = make_context(args, opts.dry_run ? -1 : opts.device);
         ctx.context["dry_run"] = opts.dry_run;
       }
+      ctx.opts = opts;
       return cmds[i].run(ctx);
     }
   } catch (const NoDeviceError& e) {

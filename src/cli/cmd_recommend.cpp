@@ -1,6 +1,7 @@
 // `dropbench recommend`: rank the pipelines (fused / overlap / chunked / baseline) and the Philox round counts
 // for one attention-block shape on one machine, with the resource model (docs/model.md). CPU only. This file
 // parses the options and prints; the ranking is src/model/recommend.{hpp,cpp}.
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -40,6 +41,7 @@ Workload parse_shape(const std::string& s) {
       {"chunk", "chunk"}};
   Workload w = builtin_config().workload;
   if (s.empty()) throw UsageError("--shape: empty (example: b=1,sq=8192,e=8192,hq=64,hkv=8,dh=128)");
+  std::map<std::string, std::string> seen;  // field -> the item that set it: b and batch are one key
   std::stringstream ss(s);
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -50,6 +52,11 @@ Workload parse_shape(const std::string& s) {
     auto it = keys.find(k);
     if (it == keys.end())
       throw UsageError(fmt::format("--shape: unknown key '{}' (allowed: b, sq, e, hq, hkv, dh, causal, dtype, tw, p, chunk)", k));
+    // The last value used to win without a word.
+    if (auto [prev, fresh] = seen.emplace(it->second, item); !fresh)
+      throw UsageError(fmt::format("--shape: key '{}' given twice ('{}', '{}'; allowed: each key once, b = batch, "
+                                   "e = embed)",
+                                   k, prev->second, item));
     json val;
     if (it->second == "dtype") {
       val = v;
@@ -86,6 +93,8 @@ std::vector<int64_t> parse_rounds(const std::string& s) {
   while (std::getline(ss, item, ',')) {
     if (item != "3" && item != "5" && item != "7" && item != "10")
       throw UsageError(fmt::format("--rounds: '{}' (allowed: 3, 5, 7, 10, comma-separated)", item));
+    if (std::find(out.begin(), out.end(), std::stoll(item)) != out.end())  // it was ranked twice
+      throw UsageError(fmt::format("--rounds: {} given twice (allowed: 3, 5, 7, 10, each at most once)", item));
     out.push_back(std::stoll(item));
   }
   if (out.empty()) throw UsageError("--rounds: empty (allowed: 3, 5, 7, 10)");

@@ -688,6 +688,9 @@ Config config_from_json(const json& j, const std::string& source) {
 }
 
 Config load_config(const std::string& path) {
+  // A directory opens as a stream that reads nothing, which JSON calls "unexpected end of input".
+  if (std::error_code ec; std::filesystem::is_directory(path, ec))
+    throw UsageError("config: " + path + ": is a directory (allowed: a JSON config file, e.g. configs/quick.json)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UsageError("config: " + path + ": cannot open (" + std::strerror(errno) + ")");
   std::stringstream ss;
