@@ -645,3 +645,24 @@ TEST(WorkloadParams, AttentionKernelFamilyReachesTheKernelParams) {
   w.attention_kernel = "wgmma";
   EXPECT_EQ(db::attention_params(w, t).kernel, db::AttentionKernel::Wgmma);
 }
+
+// Issue 14: JSON keeps the last of two equal keys silently; a config file with a repeated key is refused,
+// naming the key's path.
+TEST(Config, LoadConfigRefusesDuplicateKeysNamingThePath) {
+  const std::string path = testing::TempDir() + "dropbench_dup_keys.json";
+  auto msg_for = [&](const std::string& text) {
+    { std::ofstream(path) << text; }
+    return usage_error([&] { db::load_config(path); });
+  };
+  EXPECT_EQ(msg_for(R"({"workload": {"sq": 4096, "causal": true, "sq": 8192}})"),
+            "config: " + path + ": workload.sq: duplicate key (allowed: each key once per object)");
+  EXPECT_CONTAINS(msg_for(R"({"sweep": {"sq": [1024]}, "measure": {}, "sweep": {"rounds": [3]}})"),
+                  ": sweep: duplicate key");
+  EXPECT_CONTAINS(msg_for(R"({"sweep": {"sq": {"pow2": [1024, 4096], "pow2": [1, 2]}}})"),
+                  ": sweep.sq.pow2: duplicate key");
+  EXPECT_CONTAINS(msg_for(R"({"sweep": {"sq": [1, {"a": 1}, {"b": 1, "b": 2}]}})"), ": sweep.sq[2].b: duplicate key");
+  // Equal keys in different objects, and comments, are fine.
+  { std::ofstream(path) << "{\"workload\": {\"sq\": 2048}, // a comment\n \"sweep\": {\"sq\": [1024, 2048]}}"; }
+  EXPECT_EQ(db::load_config(path).workload.sq, 2048);
+  std::filesystem::remove(path);
+}

@@ -687,6 +687,58 @@ Config config_from_json(const json& j, const std::string& source) {
   return c;
 }
 
+namespace {
+
+// JSON keeps the last of two equal keys in an object without a word; a config that says sq twice is a
+// mistake (a paste, a merge), so the raw text is walked once more and the first repeated key refused.
+void reject_duplicate_keys(const std::string& text, const std::string& source) {
+  struct Frame {
+    bool object;
+    std::vector<std::string> keys;  // seen in this object
+    size_t index = 0;               // next element of this array
+  };
+  std::vector<Frame> stack;
+  std::string dup;  // path of the first repeated key
+  auto path_to = [&stack](const std::string& key) {
+    std::string out;
+    for (const Frame& f : stack) {
+      if (&f == &stack.back()) break;
+      if (f.object) out += (out.empty() ? "" : ".") + f.keys.back();
+      else out += "[" + std::to_string(f.index) + "]";
+    }
+    return out + (out.empty() ? "" : ".") + key;
+  };
+  auto element_done = [&stack] {
+    if (!stack.empty() && !stack.back().object) ++stack.back().index;
+  };
+  const json::parser_callback_t cb = [&](int, json::parse_event_t ev, json& parsed) {
+    switch (ev) {
+      case json::parse_event_t::object_start: stack.push_back({true, {}}); break;
+      case json::parse_event_t::array_start: stack.push_back({false, {}}); break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        if (!stack.empty()) stack.pop_back();
+        element_done();
+        break;
+      case json::parse_event_t::key: {
+        if (stack.empty() || !parsed.is_string()) break;
+        const std::string k = parsed.get<std::string>();
+        auto& keys = stack.back().keys;
+        if (dup.empty() && std::find(keys.begin(), keys.end(), k) != keys.end()) dup = path_to(k);
+        keys.push_back(k);  // back() is the current key: the path of what follows
+        break;
+      }
+      case json::parse_event_t::value: element_done(); break;
+    }
+    return true;
+  };
+  // Syntax errors are load_config's to report; this pass only looks for repeated keys.
+  (void)json::parse(text, cb, /*allow_exceptions=*/false, /*ignore_comments=*/true);
+  if (!dup.empty()) fail(source + ": " + dup, "duplicate key (allowed: each key once per object)");
+}
+
+}  // namespace
+
 Config load_config(const std::string& path) {
   // A directory opens as a stream that reads nothing, which JSON calls "unexpected end of input".
   if (std::error_code ec; std::filesystem::is_directory(path, ec))
@@ -704,6 +756,7 @@ Config load_config(const std::string& path) {
       msg = msg.substr(p + 2);
     throw UsageError("config: " + path + ": invalid JSON: " + msg);
   }
+  reject_duplicate_keys(ss.str(), path);
   Config c = config_from_json(j, path);
   if (j.is_object() && !j.contains("name")) c.name = std::filesystem::path(path).stem().string();
   return c;
