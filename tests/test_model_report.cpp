@@ -3,7 +3,11 @@
 // error statistics, on the hand-made fixtures of tests/fixtures/model/ (known answers as in test_model.cpp).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "kernels/common/check.hpp"
@@ -109,4 +113,38 @@ TEST(ModelReport, PieceKind) {
   EXPECT_EQ(piece_kind("gen = rng:tile"), "rng:tile");
   EXPECT_EQ(piece_kind("pipeline:overlap"), "pipeline:overlap");
   EXPECT_EQ(piece_kind("sum:rng:tile+attention:mask"), "sum:rng:tile+attention:mask");
+}
+
+// Issue 14: a machine file with an unknown key, a directory where a file is expected, and a dry-run report are
+// bad input (UsageError: exit 2 at the CLI), not silently accepted or a crash.
+TEST(ModelReport, RejectsDryRunReportsAndDirectories) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dropbench_model_report_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  nlohmann::ordered_json d = nlohmann::ordered_json::parse(std::ifstream(kFix + "report_rng.json"));
+  d["context"]["dry_run"] = true;
+  std::ofstream(dir / "dry.json") << d.dump();
+  expect_load_error((dir / "dry.json").string(), "is a dry run");
+  expect_load_error(dir.string(), "is a directory");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ModelMachine, UnknownKeyAndDirectoryAreErrors) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dropbench_model_machine_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  nlohmann::ordered_json m = nlohmann::ordered_json::parse(std::ifstream(kFix + "machine.json"));
+  m["hbm_gbs_typo"] = 1;
+  std::ofstream(dir / "m.json") << m.dump();
+  try {
+    load_machine((dir / "m.json").string());
+    ADD_FAILURE() << "unknown key accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("hbm_gbs_typo is not a machine field"), std::string::npos) << e.what();
+  }
+  try {
+    load_machine(dir.string());
+    ADD_FAILURE() << "directory accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }

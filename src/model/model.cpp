@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -29,6 +30,10 @@ Demand scaled(const Demand& d, double scale) {
 namespace {
 
 json read_json_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UsageError(fmt::format("{}: '{}' is a directory (allowed: a {} JSON file, e.g. configs/{}s/h200.json)", what,
+                                 path, what, what == "machine" ? "machine" : "profile"));
   std::ifstream f(path);
   if (!f) throw UsageError(fmt::format("{}: cannot open '{}'", what, path));
   try {
@@ -152,6 +157,16 @@ const OpClass* Machine::op(const std::string& n) const {
 Machine machine_from_json(const json& j, const std::string& where) {
   const Fields f{"machine", where};
   check_schema(j, "dropbench.machine", f);
+  // A misspelt key would otherwise be ignored and its default silently used.
+  static const std::set<std::string> known = {
+      "schema",   "schema_version",   "name",      "description",        "sm_count",          "clock_mhz",
+      "hbm_gbs",  "l2_gbs",           "l2_bytes",  "registers_per_sm",   "smem_per_sm_bytes", "max_threads_per_sm",
+      "max_blocks_per_sm", "launch_gap_us", "rng_saturation_warps", "units", "ops", "calibration"};
+  for (const auto& [key, value] : j.items())
+    if (!known.count(key))
+      f.fail(key, "is not a machine field (allowed: schema, schema_version, name, description, sm_count, clock_mhz, "
+                  "hbm_gbs, l2_gbs, l2_bytes, registers_per_sm, smem_per_sm_bytes, max_threads_per_sm, "
+                  "max_blocks_per_sm, launch_gap_us, rng_saturation_warps, units, ops, calibration)");
   Machine m;
   m.path = where;
   m.name = f.string(j, "name", "name");

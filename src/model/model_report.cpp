@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <tuple>
@@ -179,6 +180,9 @@ void mark_fit(ReportRow& row, const Machine& m, const Predictor& pred, const std
 }  // namespace
 
 MeasuredReport load_measured_report(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UsageError(fmt::format("--report: '{}' is a directory (allowed: a dropbench report JSON file)", path));
   std::ifstream f(path);
   if (!f) throw UsageError(fmt::format("--report: cannot open '{}'", path));
   MeasuredReport r;
@@ -194,6 +198,10 @@ MeasuredReport load_measured_report(const std::string& path) {
   if (d.value("schema_version", 0) != 1)
     throw UsageError(fmt::format("--report: '{}' has schema_version {} (this dropbench reads 1)", path,
                                  d.value("schema_version", 0)));
+  // A dry run has points but no measurements: comparing with it would report 0 comparisons as a 0 % error.
+  if (d.contains("context") && d["context"].value("dry_run", false))
+    throw UsageError(fmt::format("--report: '{}' is a dry run (nothing was measured; allowed: a report measured on a GPU)",
+                                 path));
   r.command = d.value("command", "");
   if (r.command != "rng" && r.command != "attention" && r.command != "gemm" && r.command != "run")
     throw UsageError(
