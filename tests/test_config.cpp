@@ -666,3 +666,51 @@ TEST(Config, LoadConfigRefusesDuplicateKeysNamingThePath) {
   EXPECT_EQ(db::load_config(path).workload.sq, 2048);
   std::filesystem::remove(path);
 }
+
+// Issue 14: `rng --set sweep.dropout_p=...` used to be ignored without a word. An axis --set adds that the
+// command does not sweep is one warning line naming it and the command's axes; a preset's sweep of such an
+// axis (every preset sweeps sq, which dropout does not) stays quiet.
+TEST(Config, ExpandSweepWarnsAboutSetAxesTheCommandDoesNotSweep) {
+  const std::vector<std::string> rng_axes = {"sq", "causal", "rounds", "threshold_bits", "layout"};
+  db::Config c = db::builtin_config();
+  db::apply_override(c, "sweep.dropout_p=[0.1,0.2]");
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(db::expand_sweep(c, rng_axes).size(), 2u);  // the built-in sq sweep; dropout_p is not an axis here
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "dropbench: warning: --set sweep.dropout_p: not swept by this command, ignored "
+            "(it sweeps sq, causal, rounds, threshold_bits, layout)\n");
+
+  testing::internal::CaptureStderr();
+  db::expand_sweep(db::builtin_config(), {"elements", "dropout_dtype"});  // the built-in config sweeps sq
+  db::expand_sweep(db::load_config(std::string(DROPBENCH_SOURCE_DIR) + "/configs/paper-sweep.json"),
+                   {"sq", "causal", "rounds"});  // the preset sweeps embed
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+
+  // --set changing a preset's axis counts as the user's.
+  db::Config p = db::load_config(std::string(DROPBENCH_SOURCE_DIR) + "/configs/llama3-8b.json");
+  db::apply_override(p, "sweep.sq=[1024]");
+  testing::internal::CaptureStderr();
+  db::expand_sweep(p, {"elements", "rounds"});
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "dropbench: warning: --set sweep.sq: not swept by this command, ignored (it sweeps elements, rounds)\n");
+}
+
+// Issue 14: `gemm --config configs/llama3-70b.json` sweeps E over gemm's defaults, not the preset's 8192.
+// The sweep stays (scripts rely on it); a workload value the built-in config does not have, replaced by a
+// command's default sweep, is said in one line with how to keep it.
+TEST(Config, ExpandSweepSaysWhenADefaultSweepReplacesTheConfigsValue) {
+  const std::map<std::string, std::vector<json>> gemm_defaults = {{"embed", {4096, 8192, 16384}},
+                                                                   {"dtype", {"fp8", "bf16"}}};
+  const db::Config c = db::load_config(std::string(DROPBENCH_SOURCE_DIR) + "/configs/llama3-70b.json");
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(db::expand_sweep(c, {"sq", "embed", "dtype"}, gemm_defaults).size(), 3u * 3 * 2);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "dropbench: warning: this command's default sweep replaces the config's workload.embed 8192 by "
+            "[4096, 8192, 16384] (keep it: --set sweep.embed=[8192])\n");
+  // The preset's fp8 is the built-in value: the dtype sweep says nothing. Nor does a preset that sweeps E.
+  testing::internal::CaptureStderr();
+  db::expand_sweep(db::builtin_config(), {"sq", "embed", "dtype"}, gemm_defaults);
+  db::expand_sweep(db::load_config(std::string(DROPBENCH_SOURCE_DIR) + "/configs/paper-sweep.json"),
+                   {"sq", "embed", "dtype"}, gemm_defaults);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+}
