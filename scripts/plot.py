@@ -150,8 +150,45 @@ class Inputs:
 # Output
 # ---------------------------------------------------------------------------------------------------------
 
+# The report the plot being drawn comes from (set by plot_all): its caption names the file, git sha and date.
+CURRENT = {"path": None, "rep": None}
+
+
+def caption():
+    path, rep = CURRENT["path"], CURRENT["rep"]
+    if path is None:
+        return None
+    try:
+        shown = os.path.relpath(path, REPO)
+    except ValueError:
+        shown = str(path)
+    if shown.startswith(".."):
+        shown = str(path)
+    bits = [f"source: {shown}"]
+    if rep is not None:
+        if rep.git_sha:
+            bits.append(f"git {rep.git_sha}")
+        date = rep.context.get("date_utc") if isinstance(rep.context, dict) else None
+        if date:
+            bits.append(str(date)[:10])
+        if rep.device_name:
+            bits.append(str(rep.device_name))
+    return " · ".join(bits)
+
+
 def save(fig, out, name, written):
     out.mkdir(parents=True, exist_ok=True)
+    cap = caption()
+    if cap:
+        # Below every plot's own footnotes (they sit down to y = -0.04); bbox_inches="tight" makes room.
+        fig.text(0.0, -0.07, cap, fontsize=7, color="0.35", ha="left", va="top", transform=fig.transFigure)
+    if any(f.stem == name and f.parent == out for f in written):
+        # Two plots of one name would overwrite each other: the second gets a suffix, and a note says so.
+        k = 2
+        while any(f.stem == f"{name}-{k}" and f.parent == out for f in written):
+            k += 1
+        note(f"{name}: a plot of this name was already written; this one is {name}-{k}")
+        name = f"{name}-{k}"
     for ext in ("png", "svg"):
         f = out / f"{name}.{ext}"
         fig.savefig(f, dpi=140 if ext == "png" else None, bbox_inches="tight",
@@ -160,8 +197,27 @@ def save(fig, out, name, written):
     plt.close(fig)
 
 
+# Reports whose file names (stems) collide get names from their folders too (set by plot_all), so that e.g.
+# run/llama3-70b.json and run/session2/llama3-70b.json do not overwrite each other's plots.
+SLUGS = {}
+
+
 def slug(path):
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(path).stem)
+    return SLUGS.get(str(path)) or re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(path).stem)
+
+
+def assign_slugs(paths):
+    SLUGS.clear()
+    by_stem = {}
+    for p in paths:
+        by_stem.setdefault(Path(p).stem, []).append(Path(p))
+    for stem, ps in by_stem.items():
+        if len({str(p.resolve()) for p in ps}) < 2:
+            continue
+        root = Path(os.path.commonpath([str(p.resolve().parent) for p in ps]))
+        for p in ps:
+            rel = p.resolve().relative_to(root).with_suffix("")
+            SLUGS[str(p)] = re.sub(r"[^A-Za-z0-9_.-]+", "_", "_".join(rel.parts))
 
 
 def pow2_label(n):
@@ -344,22 +400,31 @@ def plot_attention(path, rep, out, written, peers, peer_sq_override):
     if not pts:
         note(f"{path}: no measured attention points; skipped")
         return
-    series = {}  # (causal, mode) -> {sq: tflops}
+    # One Philox round count per plot (7 where swept, as the paper's baseline): lines of several would overlap.
+    rounds = sorted({p.get("rounds") for p in pts if p.get("rounds") is not None})
+    if len(rounds) > 1:
+        keep = 7 if 7 in rounds else rounds[0]
+        pts = [p for p in pts if p.get("rounds") == keep]
+        note(f"{path}: rounds {rounds} swept; plotting Philox-{keep}")
+    # Kernel families (attention_kernel axis) are separate lines: solid wgmma / auto, dashed mma.
+    kernels = sorted({str(p.get("attention_kernel") or "") for p in pts})
+    series = {}  # (causal, mode, kernel) -> {sq: tflops}
     for p in pts:
         c = bool(p.get("causal", False))
         sq = int(p.get("sq"))
+        k = str(p.get("attention_kernel") or "")
         for v in p.variants:
             tf = num(v.derived.get("tflops"))
             if not finite(tf):
                 fl, m = num(v.extra.get("flops")), v.median
                 tf = fl / m / 1e12 if finite(fl) and finite(m) and m > 0 else math.nan
-            series.setdefault((c, v.name), {})[sq] = tf
+            series.setdefault((c, v.name, k), {})[sq] = tf
     if not any(finite(y) for d in series.values() for y in d.values()):
         note(f"{path}: no TFLOP/s (derived.tflops, or extra.flops and a median) at any point; skipped")
         return
     causals = sorted({k[0] for k in series})
     modes = ordered(sorted({k[1] for k in series}), ATTENTION_ORDER)
-    w0 = pts[0].workload
+    w0 = pts[0].workload  # after the rounds filter: the title names the plotted round count
     heads, hd, batch = int(w0.get("q_heads", 32)), int(w0.get("head_dim", 128)), int(w0.get("batch", 1))
     peer_rows = []
     for ppath, rows in peers:
@@ -376,12 +441,16 @@ def plot_attention(path, rep, out, written, peers, peer_sq_override):
     for ax, c in zip(axes[0], causals):
         ends = []  # (y, text, color) of the last point of every line, labelled right of it
         for m in modes:
-            d = series.get((c, m), {})
-            xs = sorted(d)
-            ys = [d[x] for x in xs]
-            ax.plot(xs, ys, marker="o", color=col[m], lw=2, label=f"dropbench {m}")
-            if xs and finite(ys[-1]):
-                ends.append([ys[-1], f"{ys[-1]:.0f}", col[m]])
+            for k in kernels:
+                d = series.get((c, m, k), {})
+                xs = sorted(d)
+                ys = [d[x] for x in xs]
+                if not xs:
+                    continue
+                ax.plot(xs, ys, marker="o" if k != "mma" else "s", color=col[m], lw=2, ls="--" if k == "mma" else "-",
+                        label=f"dropbench {m}" + (f" ({k})" if len(kernels) > 1 else ""))
+                if finite(ys[-1]):
+                    ends.append([ys[-1], f"{ys[-1]:.0f}", col[m]])
         # Keep the end labels apart (at least 5% of the axis height).
         ends.sort()
         for i in range(1, len(ends)):
@@ -668,19 +737,26 @@ def plot_peers_block(inputs, out, written):
 
 def plot_all(inputs, out, peer_sq_override=None):
     written = []
-    for path, rep in inputs.reports.get("rng", []):
-        plot_rng(path, rep, out, written)
-    for path, rep in inputs.reports.get("dropout", []):
-        plot_dropout(path, rep, out, written)
-    for path, rep in inputs.reports.get("attention", []):
-        plot_attention(path, rep, out, written, inputs.peer_attention, peer_sq_override)
-    for path, rep in inputs.reports.get("gemm", []):
+    assign_slugs([path for reps in inputs.reports.values() for path, _ in reps])
+
+    def each(kind, fn):
+        for path, rep in inputs.reports.get(kind, []):
+            CURRENT.update(path=path, rep=rep)
+            fn(path, rep)
+        CURRENT.update(path=None, rep=None)
+
+    each("rng", lambda path, rep: plot_rng(path, rep, out, written))
+    each("dropout", lambda path, rep: plot_dropout(path, rep, out, written))
+    each("attention", lambda path, rep: plot_attention(path, rep, out, written, inputs.peer_attention,
+                                                       peer_sq_override))
+
+    def gemm(path, rep):
         if not inputs.peer_gemm:
             note(f"{path}: no peer_gemm.json given; plotting dropbench alone")
         plot_gemm(path, rep, out, written, inputs.peer_gemm)
+    each("gemm", gemm)
     if inputs.reports.get("run"):
-        for path, rep in inputs.reports["run"]:
-            plot_run(path, rep, out, written)
+        each("run", lambda path, rep: plot_run(path, rep, out, written))
     else:
         note("no `dropbench run` report given: pipeline speedup and phase plots skipped")
     plot_peers_block(inputs, out, written)
@@ -776,6 +852,16 @@ def self_test(keep=None):
         inputs.reports.pop("run")
         if any(f.name.startswith(("run_", "peers_")) for f in plot_all(inputs, tmp / "plots2")):
             print("plot.py self-test: FAILED (run plots without a run report)", file=sys.stderr)
+            return 1
+        # Two run reports of one file name in different folders: both sets of plots survive, under distinct names.
+        for sub in ("a", "b"):
+            (tmp / "same" / sub).mkdir(parents=True)
+            (tmp / "same" / sub / "run.json").write_text(json.dumps(run))
+        same = Inputs()
+        same.add(tmp / "same")
+        names = {f.name for f in plot_all(same, tmp / "plots3")}
+        if not {"run_speedup-a_run.png", "run_speedup-b_run.png"} <= names:
+            print(f"plot.py self-test: FAILED (same-named reports: {sorted(names)})", file=sys.stderr)
             return 1
         problem = fixture_checks(tmp)
         if problem:
