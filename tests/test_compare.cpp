@@ -282,20 +282,27 @@ TEST(Compare, HelpStatesTheRule) {
 
 namespace {
 
+std::filesystem::path derived_dir() {
+  return std::filesystem::temp_directory_path() / ("dropbench_compare_" + std::to_string(::getpid()));
+}
+
+// Removes derived_dir() when the tests are done (RUN_ALL_TESTS; a static's destructor does not run here).
+class DerivedDirCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(derived_dir(), ec);
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kDerivedDirCleanup =
+    ::testing::AddGlobalTestEnvironment(new DerivedDirCleanup);
+
 // Reports derived from base.json for the comparability and range checks, written once per process to a temp
 // folder (not to tests/fixtures/compare/, whose exact file list scripts/plot.py's self-test checks).
 std::string derived(const std::string& name) {
   namespace fs = std::filesystem;
-  struct Dir {  // removed when the test program exits
-    fs::path p = fs::temp_directory_path() / ("dropbench_compare_" + std::to_string(::getpid()));
-    Dir() { fs::create_directories(p); }
-    ~Dir() {
-      std::error_code ec;
-      fs::remove_all(p, ec);
-    }
-  };
-  static const Dir dir;
-  const fs::path path = dir.p / name;
+  fs::create_directories(derived_dir());
+  const fs::path path = derived_dir() / name;
   if (fs::exists(path)) return path.string();
   std::ifstream in(fixture("base.json"));
   nlohmann::ordered_json d = nlohmann::ordered_json::parse(in);
