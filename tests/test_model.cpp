@@ -18,6 +18,7 @@
 #include "kernels/common/check.hpp"
 #include "src/core/config.hpp"
 #include "src/model/model.hpp"
+#include "model_fixtures.hpp"
 
 using namespace dropbench;
 using namespace dropbench::model;
@@ -25,32 +26,22 @@ using namespace dropbench::model;
 namespace {
 
 const std::string kSrc = DROPBENCH_SOURCE_DIR;
-const std::string kFix = kSrc + "/tests/fixtures/model/";
+const std::string kFix = dropbench_test::kModelFixtures;
 
 json read(const std::string& path) {
   std::ifstream f(path);
   return json::parse(f);
 }
 
-Machine tiny() { return load_machine(kFix + "machine.json"); }
-Profile tiny_profile() { return load_profile(kFix + "profile.json"); }
+Machine tiny() { return dropbench_test::tiny_machine(); }
+using dropbench_test::tiny_profile;
 // profile.json plus ncu blocks for rng_tile_r7_tw8, attn_mask, gemm_fp8 and an ncu calibration (issue, alu 0.8).
 Profile tiny_ncu() { return load_profile(kFix + "profile_ncu.json"); }
 
 // B 1, 1 query / 1 KV head, dH 128, SQ 1024, E 1024, non-causal, fp8, Philox-7, 8-bit thresholds.
 Workload w0() {
-  Workload w;
-  w.batch = 1;
-  w.q_heads = 1;
-  w.kv_heads = 1;
-  w.head_dim = 128;
-  w.sq = 1024;
-  w.embed = 1024;
-  w.causal = false;
-  w.dtype = "fp8";
+  Workload w = dropbench_test::tiny_workload();
   w.rounds = 7;
-  w.threshold_bits = 8;
-  w.chunk = 0;
   return w;
 }
 

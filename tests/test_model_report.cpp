@@ -11,6 +11,7 @@
 #include <string>
 
 #include "kernels/common/check.hpp"
+#include "model_fixtures.hpp"
 #include "src/model/model_report.hpp"
 
 using namespace dropbench;
@@ -18,11 +19,11 @@ using namespace dropbench::model;
 
 namespace {
 
-const std::string kFix = std::string(DROPBENCH_SOURCE_DIR) + "/tests/fixtures/model/";
+const std::string kFix = dropbench_test::kModelFixtures;
 const std::string kCmp = std::string(DROPBENCH_SOURCE_DIR) + "/tests/fixtures/compare/";
 
-Machine tiny() { return load_machine(kFix + "machine.json"); }
-Profile tiny_profile() { return load_profile(kFix + "profile.json"); }
+Machine tiny() { return dropbench_test::tiny_machine(); }
+using dropbench_test::tiny_profile;
 
 // Expects load_measured_report(path) to throw a UsageError containing `what`.
 void expect_load_error(const std::string& path, const std::string& what) {

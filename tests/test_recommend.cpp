@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "model_fixtures.hpp"
 #include "src/model/recommend.hpp"
 
 using namespace dropbench;
@@ -12,27 +13,13 @@ using namespace dropbench::model;
 
 namespace {
 
-const std::string kFix = std::string(DROPBENCH_SOURCE_DIR) + "/tests/fixtures/model/";
 constexpr double kUs = 1e-6;
 
-Machine tiny() { return load_machine(kFix + "machine.json"); }
-Profile tiny_profile() { return load_profile(kFix + "profile.json"); }
+Machine tiny() { return dropbench_test::tiny_machine(); }
+using dropbench_test::tiny_profile;
 
 // B 1, 1 query / 1 KV head, dH 128, SQ 1024, E 1024, non-causal, fp8, 8-bit thresholds (test_model.cpp's w0).
-Workload shape() {
-  Workload w = builtin_config().workload;
-  w.batch = 1;
-  w.q_heads = 1;
-  w.kv_heads = 1;
-  w.head_dim = 128;
-  w.sq = 1024;
-  w.embed = 1024;
-  w.causal = false;
-  w.dtype = "fp8";
-  w.threshold_bits = 8;
-  w.chunk = 0;
-  return w;
-}
+Workload shape() { return dropbench_test::tiny_workload(builtin_config().workload); }
 
 }  // namespace
 
