@@ -24,6 +24,12 @@ const std::vector<FixedMechanism>& fixed_mechanisms() {
   return list;
 }
 
+const FixedMechanism* find_fixed_mechanism(const std::string& name) {
+  for (const FixedMechanism& m : fixed_mechanisms())
+    if (m.rc.name == name) return &m;
+  return nullptr;
+}
+
 std::string overlap_rng_choices() {
   std::string s = "auto";
   for (const FixedMechanism& m : fixed_mechanisms()) s += ", " + m.rc.name;
@@ -184,8 +190,7 @@ OverlapChoice choose_overlap_rng(const RunOptions& o, const std::vector<Mech>& m
   // co-resident kernels launched first delay cuBLASLt's GEMM: overlap/baseline 0.61-0.69x with coresident-w1).
   OverlapChoice c{rng_plain(), "default (no exploration)"};
   if (o.overlap_rng != "auto") {
-    for (const FixedMechanism& f : fixed_mechanisms())
-      if (f.rc.name == o.overlap_rng) c.rc = f.rc;
+    if (const FixedMechanism* f = find_fixed_mechanism(o.overlap_rng)) c.rc = f->rc;
     c.why = "--overlap-rng";
     return c;
   }

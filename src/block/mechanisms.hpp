@@ -17,6 +17,8 @@ struct FixedMechanism {
 };
 // plain, priority, coresident-w1, -w2, -w4: in the order they are measured.
 const std::vector<FixedMechanism>& fixed_mechanisms();
+// The fixed mechanism of that name, or nullptr.
+const FixedMechanism* find_fixed_mechanism(const std::string& name);
 // "auto" and the fixed mechanisms' names, comma-separated (for --overlap-rng's message).
 std::string overlap_rng_choices();
 

@@ -12,9 +12,7 @@ namespace dropbench {
 void validate_run_options(const RunOptions& o) {
   if (o.top_k < 1 || o.top_k > 16) throw UsageError(fmt::format("--top-k: {} is out of range (allowed: [1, 16])", o.top_k));
   if (o.mask_budget_gib < 0) throw UsageError("--mask-budget: must be >= 0 (GiB; 0 = the free device memory)");
-  bool known = o.overlap_rng == "auto";
-  for (const FixedMechanism& m : fixed_mechanisms()) known = known || m.rc.name == o.overlap_rng;
-  if (!known)
+  if (o.overlap_rng != "auto" && !find_fixed_mechanism(o.overlap_rng))
     throw UsageError("--overlap-rng: '" + o.overlap_rng + "' is not allowed (allowed: " + overlap_rng_choices() + ")");
 }
 

@@ -42,8 +42,8 @@ void walk_dry(SweepSession& session, const PipelinePlan& plan, PointResult& pr) 
 
 // One point on the GPU: the pieces alone, the overlap mechanisms, the pipelines, the trace, the figures.
 void measure_point(RunContext& ctx, const RunOptions& o, SweepSession& session, const SweepPoint& pt,
-                   const PipelinePlan& plan, const BlockMemory& mem, PointResult& pr, RunTotals& totals,
-                   TraceState& trace) {
+                   const std::string& label, const PipelinePlan& plan, const BlockMemory& mem, PointResult& pr,
+                   RunTotals& totals, TraceState& trace) {
   const Workload& w = pt.workload;
   const cudaStream_t main = session.harness.stream();
   BlockRunner::Options bo;
@@ -53,7 +53,7 @@ void measure_point(RunContext& ctx, const RunOptions& o, SweepSession& session, 
   bo.validate = !o.no_validate;
   BlockRunner runner(w, bo, main);
   runner.gemm().tune(main);
-  PointScope ps{session.harness, runner, o, plan, axes_label(pt.axes), pr, totals.counters};
+  PointScope ps{session.harness, runner, o, plan, label, pr, totals.counters};
 
   const AloneTimes alone = measure_alone(ps);
   const std::vector<Mech> mechs = explore_mechanisms(ps, alone);
@@ -105,7 +105,7 @@ int run_run(RunContext& ctx, const RunOptions& o) {
     if (dry)
       walk_dry(session, plan, pr);
     else
-      measure_point(ctx, o, session, pt, plan, mem, pr, totals, trace);
+      measure_point(ctx, o, session, pt, label, plan, mem, pr, totals, trace);
     session.report.add_point(std::move(pr));
   }
 

@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "kernels/common/check.hpp"
+#include "kernels/attention/attention.cuh"
 #include "kernels/common/dispatch.cuh"
 #include "src/core/pipelines.hpp"
 
@@ -352,7 +353,14 @@ const std::vector<WorkloadField>& workload_fields() {
       {"chunk", Kind::Int, [](Workload& w, const json& v) { return chk_int(v, 0, 1048576, w.chunk); },
        [](const Workload& w) { return json(w.chunk); }},
       {"attention_kernel", Kind::Text,
-       [](Workload& w, const json& v) { return chk_choice(v, {"auto", "wgmma", "mma"}, w.attention_kernel); },
+       [](Workload& w, const json& v) {
+         // The kernels library's own names, so the two cannot drift apart.
+         return chk_choice(v,
+                           {attention_kernel_family_name(AttentionKernel::Auto),
+                            attention_kernel_family_name(AttentionKernel::Wgmma),
+                            attention_kernel_family_name(AttentionKernel::Mma)},
+                           w.attention_kernel);
+       },
        [](const Workload& w) { return json(w.attention_kernel); }},
       {"seed", Kind::UInt,
        [](Workload& w, const json& v) {

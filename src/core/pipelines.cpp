@@ -31,7 +31,7 @@ std::vector<std::string> pipeline_names() {
 
 std::string pipeline_names_text() {
   std::string out;
-  for (const PipelineSpec& s : pipeline_specs()) out += (out.empty() ? "" : ", ") + std::string(s.name);
+  for (const std::string& n : pipeline_names()) out += (out.empty() ? "" : ", ") + n;
   return out;
 }
 

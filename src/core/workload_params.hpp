@@ -12,10 +12,10 @@ inline GemmShape qkv_gemm_shape(const Workload& w) {
   return qkv_gemm_shape(w.batch, w.sq, w.embed, w.q_heads, w.kv_heads, w.head_dim);
 }
 
-// workload.attention_kernel (validated by the config: auto | wgmma | mma).
+// workload.attention_kernel (validated by the config) by the kernels' own family names.
 inline AttentionKernel attention_kernel_of(const Workload& w) {
-  if (w.attention_kernel == "wgmma") return AttentionKernel::Wgmma;
-  if (w.attention_kernel == "mma") return AttentionKernel::Mma;
+  for (AttentionKernel k : {AttentionKernel::Mma, AttentionKernel::Wgmma})
+    if (w.attention_kernel == attention_kernel_family_name(k)) return k;
   return AttentionKernel::Auto;
 }
 
