@@ -38,39 +38,46 @@ std::string overlap_rng_choices() {
 
 namespace {
 
-// The bits every mechanism must reproduce: QKV from the pipelines' GEMM, the mask from the standard kernel.
-struct MechanismRefs {
-  uint64_t qkv = 0, mask = 0;
-  std::map<std::string, double> rng_alone;  // RNG configuration name -> alone median (s)
-};
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Runs `rc` beside GEMM `g` once (bits checked), then measures it joined, and its RNG alone (once per name).
-Mech evaluate(PointScope& ps, const AloneTimes& alone, MechanismRefs& refs, const RngConfig& rc, QkvGemm& g,
-              bool default_gemm, double t_g_mech, const std::string& mechanism, const std::string& vname) {
+double hidden_of(const std::vector<double>& t) { return hidden_fraction(t[0], t[1], t[2]); }
+
+}  // namespace
+
+MechanismExplorer::MechanismExplorer(PointScope& ps) : ps_(ps) {
+  const auto& run = ps.plan.run;
+  const bool want_overlap =
+      std::any_of(run.begin(), run.end(), [](Pipeline p) { return p == Pipeline::Overlap || p == Pipeline::Chunked; });
+  active_ = want_overlap && ps.plan.needs_full_mask && !ps.opts.no_explore;
+  if (!active_) return;
   BlockRunner& runner = ps.runner;
   const cudaStream_t main = ps.harness.stream();
-  const double t_g = alone.gemm(), t_r = alone.rng();
+  // Reference bits: QKV from the pipelines' GEMM, the mask from the standard kernel (outputs poisoned first).
+  runner.gemm().run(main);
+  ref_qkv_ = runner.checksum(runner.qkv(), runner.qkv_bytes(), main);
+  runner.poison_outputs(main);
+  runner.rng_static(main, no_phases());
+  ref_mask_ = runner.checksum(runner.full_mask(), runner.full_mask_bytes(), main);
+}
+
+// Runs `rc` beside GEMM `g` once on poisoned outputs and checks QKV and the mask against the references.
+Mech MechanismExplorer::prepare(const RngConfig& rc, QkvGemm& g, bool default_gemm, const std::string& mechanism,
+                                const std::string& vname, const std::string& gemm_name) {
+  BlockRunner& runner = ps_.runner;
+  const cudaStream_t main = ps_.harness.stream();
   Mech m;
   m.rc = rc;
   m.mechanism = mechanism;
+  m.vname = vname;
+  m.gemm_name = gemm_name;
+  m.rng_name = rc.name == "plain" ? "alone:rng" : "alone:rng:" + rc.name;
+  m.gemm = &g;
   runner.poison_outputs(main);
   runner.overlap_phase(g, rc, main, no_phases());
   DB_CUDA(cudaStreamSynchronize(main));
   const BlockRunner::WorkStats ws = runner.work_stats(main);
-  const bool y_eq = runner.checksum(runner.qkv(), runner.qkv_bytes(), main) == refs.qkv;
-  const bool mask_eq = runner.checksum(runner.full_mask(), runner.full_mask_bytes(), main) == refs.mask;
-  m.over = ps.measure(vname, [&](Sample& s) { runner.overlap_phase(g, rc, s.stream, hook(s)); });
-  if (!refs.rng_alone.count(rc.name))
-    refs.rng_alone[rc.name] = rc.name == "plain" ? t_r : ps.measure("alone:rng:" + rc.name, [&](Sample& s) {
-                                                           runner.rng_alone(rc, s.stream, hook(s));
-                                                         }).total.median;
-  m.t_rng = refs.rng_alone[rc.name];
-  m.t_gemm = t_g_mech;
-  // A time without samples (NaN in the report) leaves the fraction undefined rather than 0.
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  const bool have = t_g > 0 && t_r > 0 && m.over.total.median > 0;
-  m.hidden = have ? hidden_fraction(t_g, t_r, m.over.total.median) : nan;
-  m.hidden_self = have && m.t_gemm > 0 && m.t_rng > 0 ? hidden_fraction(m.t_gemm, m.t_rng, m.over.total.median) : nan;
+  const bool y_eq = runner.checksum(runner.qkv(), runner.qkv_bytes(), main) == ref_qkv_;
+  const bool mask_eq = runner.checksum(runner.full_mask(), runner.full_mask_bytes(), main) == ref_mask_;
   m.eligible = default_gemm && y_eq && mask_eq;
   m.extra["rng"] = rc.to_json();
   m.extra["gemm_algo"] = algo_brief(g.algo());
@@ -83,106 +90,143 @@ Mech evaluate(PointScope& ps, const AloneTimes& alone, MechanismRefs& refs, cons
     m.extra["coresident_sms"] = ws.coresident_sms;
   }
   if (!mask_eq) {
-    fmt::print(stderr, "dropbench: WARNING: mechanism {} wrote a different mask at {}\n", rc.name, ps.label);
-    ++ps.counters.mismatches;
+    fmt::print(stderr, "dropbench: WARNING: mechanism {} wrote a different mask at {}\n", rc.name, ps_.label);
+    ++ps_.counters.mismatches;
   }
   return m;
+}
+
+// The candidates of one mechanism: joined GEMM || RNG, and its RNG alone unless that is already in `group`.
+void add_mech_candidates(BlockRunner& runner, const Mech& m, std::vector<Candidate>& group) {
+  QkvGemm* g = m.gemm;
+  const RngConfig rc = m.rc;
+  group.push_back({m.vname, [&runner, g, rc](Sample& s) { runner.overlap_phase(*g, rc, s.stream, hook(s)); }});
+  const bool have = std::any_of(group.begin(), group.end(), [&](const Candidate& c) { return c.name == m.rng_name; });
+  if (!have && m.rng_name != "alone:rng")
+    group.push_back({m.rng_name, [&runner, rc](Sample& s) { runner.rng_alone(rc, s.stream, hook(s)); }});
+}
+
+std::vector<Candidate> MechanismExplorer::fixed_candidates() {
+  std::vector<Candidate> group;
+  if (!active_) return group;
+  for (const FixedMechanism& f : fixed_mechanisms()) {
+    mechs_.push_back(prepare(f.rc, ps_.runner.gemm(), true, f.description, "mech:" + f.rc.name, "alone:gemm"));
+    add_mech_candidates(ps_.runner, mechs_.back(), group);
+  }
+  return group;
+}
+
+// The hidden fractions and their intervals: paired where the variants share a group (the book knows).
+void MechanismExplorer::figures(Mech& m, const std::map<std::string, Measurement>& measured, const AloneTimes& alone) {
+  m.over = measured.at(m.vname);
+  auto med = [&](const std::string& n) {
+    auto it = measured.find(n);
+    if (it != measured.end()) return it->second.total.median;
+    if (n == "alone:gemm") return alone.gemm();
+    if (n == "alone:rng") return alone.rng();
+    return 0.0;
+  };
+  m.t_gemm = med(m.gemm_name);
+  m.t_rng = med(m.rng_name);
+  const double t_g = alone.gemm(), t_r = alone.rng(), t_o = m.over.total.median;
+  // A time without samples (NaN in the report) leaves the fraction undefined rather than 0.
+  const bool have = t_g > 0 && t_r > 0 && t_o > 0;
+  m.hidden = have ? hidden_fraction(t_g, t_r, t_o) : kNaN;
+  m.hidden_self = have && m.t_gemm > 0 && m.t_rng > 0 ? hidden_fraction(m.t_gemm, m.t_rng, t_o) : kNaN;
+  m.hidden_ci = ps_.book.figure({"alone:gemm", "alone:rng", m.vname}, hidden_of);
+  m.hidden_self_ci = ps_.book.figure({m.gemm_name, m.rng_name, m.vname}, hidden_of);
 }
 
 // (c) spatial partition: the GEMM on sms - k SMs (SM_COUNT_TARGET), the RNG pinned to k SMs. k in proportion to
 // the RNG's share of the serial time (x 0.5, 1, 1.5): the GEMM runs power-capped, so it loses less than
 // (sms - k) / sms of its speed, and a larger k can balance better.
-void explore_partition(PointScope& ps, const AloneTimes& alone, MechanismRefs& refs, std::vector<Mech>& mechs) {
-  BlockRunner& runner = ps.runner;
+void MechanismExplorer::explore_partition(const AloneTimes& alone) {
+  BlockRunner& runner = ps_.runner;
   std::vector<int> ks;
   for (double scale : {1.0, 0.5, 1.5}) {
     const int k = partition_rng_sms(runner.sms(), alone.gemm(), alone.rng(), scale);
     if (std::find(ks.begin(), ks.end(), k) == ks.end()) ks.push_back(k);
   }
+  std::vector<Candidate> group;
+  const size_t first = mechs_.size();
   for (int k : ks) {
     GemmOptions go = runner.gemm_options();
     go.top_k = 1;
     go.sm_count_target = runner.sms() - k;
-    auto gp = runner.make_gemm(go);
-    const double tg = ps.measure("alone:gemm:sm" + std::to_string(runner.sms() - k), [&](Sample& s) {
-                        s.phase("gemm", [&] { gp->run(s.stream); });
-                      }).total.median;
-    Mech m = evaluate(ps, alone, refs, rng_partition(k), *gp, false, tg,
-                      "c: spatial partition (GEMM SM_COUNT_TARGET, RNG pinned to the other SMs) + finisher",
-                      "mech:" + rng_partition(k).name);
-    m.extra["gemm_alone"] = tg;
-    mechs.push_back(std::move(m));
+    gemms_.push_back(runner.make_gemm(go));
+    QkvGemm* gp = gemms_.back().get();
+    const std::string gname = "alone:gemm:sm" + std::to_string(runner.sms() - k);
+    group.push_back({gname, [gp](Sample& s) { s.phase("gemm", [&] { gp->run(s.stream); }); }});
+    mechs_.push_back(prepare(rng_partition(k), *gp, false,
+                             "c: spatial partition (GEMM SM_COUNT_TARGET, RNG pinned to the other SMs) + finisher",
+                             "mech:" + rng_partition(k).name, gname));
+    add_mech_candidates(runner, mechs_.back(), group);
+  }
+  const auto measured = ps_.measure_group(group);
+  for (size_t i = first; i < mechs_.size(); ++i) {
+    figures(mechs_[i], measured, alone);
+    mechs_[i].extra["gemm_alone"] = mechs_[i].t_gemm;
   }
 }
 
-// (b) the cuBLASLt heuristic candidate that overlaps best with `partner` (the fastest mechanism so far).
-void explore_algo(PointScope& ps, const AloneTimes& alone, MechanismRefs& refs, const RngConfig& partner,
-                  std::vector<Mech>& mechs) {
-  BlockRunner& runner = ps.runner;
-  if (ps.opts.top_k <= 1 || runner.gemm().candidates().size() <= 1) return;
-  auto gb = runner.make_gemm(runner.gemm_options());
-  json cands = json::array();
-  std::optional<Mech> best;
-  for (size_t i = 0; i < gb->candidates().size(); ++i) {
+// (b) the cuBLASLt heuristic candidate that overlaps best with `partner` (the fastest fixed mechanism): every
+// candidate alone and beside the partner's RNG, one group.
+void MechanismExplorer::explore_algo(const AloneTimes& alone, const RngConfig& partner) {
+  BlockRunner& runner = ps_.runner;
+  if (ps_.opts.top_k <= 1 || runner.gemm().candidates().size() <= 1) return;
+  const size_t n = runner.gemm().candidates().size();
+  std::vector<Mech> scanned;
+  std::vector<Candidate> group;
+  for (size_t i = 0; i < n; ++i) {
+    auto g = runner.make_gemm(runner.gemm_options());
     try {
-      gb->select(i);
+      g->select(i);
     } catch (const UsageError&) {
       continue;
     }
-    const double tg = ps.measure(fmt::format("alone:gemm:cand{}", i), [&](Sample& s) {
-                        s.phase("gemm", [&] { gb->run(s.stream); });
-                      }).total.median;
-    Mech m = evaluate(ps, alone, refs, partner, *gb, false, tg,
-                      "b: the cuBLASLt candidate that overlaps best (with the fastest mechanism above, " + partner.name +
-                          ")",
-                      fmt::format("mech:algo:cand{}", i));
-    json c = algo_brief(gb->algo());
-    c["candidate"] = i;
-    c["gemm_alone"] = tg;
+    gemms_.push_back(std::move(g));
+    QkvGemm* gp = gemms_.back().get();
+    const std::string gname = fmt::format("alone:gemm:cand{}", i);
+    group.push_back({gname, [gp](Sample& s) { s.phase("gemm", [&] { gp->run(s.stream); }); }});
+    Mech m = prepare(partner, *gp, false,
+                     "b: the cuBLASLt candidate that overlaps best (with the fastest mechanism above, " + partner.name + ")",
+                     fmt::format("mech:algo:cand{}", i), gname);
+    m.extra["candidate"] = i;
+    add_mech_candidates(runner, m, group);
+    scanned.push_back(std::move(m));
+  }
+  if (scanned.empty()) return;
+  const auto measured = ps_.measure_group(group);
+  json cands = json::array();
+  std::optional<Mech> best;
+  for (Mech& m : scanned) {
+    figures(m, measured, alone);
+    json c = algo_brief(m.gemm->algo());
+    c["candidate"] = m.extra["candidate"];
+    c["gemm_alone"] = m.t_gemm;
     c["overlap"] = m.over.total.median;
     c["hidden"] = m.hidden;
     c["hidden_self"] = m.hidden_self;
     c["qkv_equal_pipelines"] = m.extra["qkv_equal_pipelines"];
     cands.push_back(c);
-    m.extra["candidate"] = i;
-    if (!best || m.over.total.median < best->over.total.median) best = std::move(m);
+    if (!best || m.over.total.median < best->over.total.median) best = m;
   }
-  if (best) {
-    best->rc.name = "algo";
-    best->extra["candidates"] = cands;
-    best->eligible = false;  // another GEMM object (its bits are checked, its choice is per point)
-    mechs.push_back(std::move(*best));
-  }
+  best->rc.name = "algo";
+  best->extra["candidates"] = cands;
+  best->eligible = false;  // another GEMM object (its bits are checked, its choice is per point)
+  mechs_.push_back(std::move(*best));
 }
 
-}  // namespace
-
-std::vector<Mech> explore_mechanisms(PointScope& ps, const AloneTimes& alone) {
-  std::vector<Mech> mechs;
-  const auto& run = ps.plan.run;
-  const bool want_overlap =
-      std::any_of(run.begin(), run.end(), [](Pipeline p) { return p == Pipeline::Overlap || p == Pipeline::Chunked; });
-  if (!want_overlap || !ps.plan.needs_full_mask || ps.opts.no_explore) return mechs;
-  BlockRunner& runner = ps.runner;
-  const cudaStream_t main = ps.harness.stream();
-  // Reference bits: QKV from the pipelines' GEMM, the mask from the standard kernel (mask zeroed first).
-  MechanismRefs refs;
-  runner.gemm().run(main);
-  refs.qkv = runner.checksum(runner.qkv(), runner.qkv_bytes(), main);
-  runner.poison_outputs(main);
-  runner.rng_static(main, no_phases());
-  refs.mask = runner.checksum(runner.full_mask(), runner.full_mask_bytes(), main);
-
-  for (const FixedMechanism& f : fixed_mechanisms())
-    mechs.push_back(evaluate(ps, alone, refs, f.rc, runner.gemm(), true, alone.gemm(), f.description, "mech:" + f.rc.name));
-  // The partner of the GEMM-candidate scan: the fastest mechanism so far (all use the default GEMM).
+void MechanismExplorer::finish(const std::map<std::string, Measurement>& first_group, const AloneTimes& alone) {
+  if (!active_) return;
+  for (Mech& m : mechs_) figures(m, first_group, alone);
+  // The partner of the GEMM-candidate scan: the fastest fixed mechanism (all use the default GEMM).
   size_t partner = 0;
-  for (size_t i = 1; i < mechs.size(); ++i)
-    if (mechs[i].over.total.median < mechs[partner].over.total.median) partner = i;
-  const RngConfig cores = mechs[partner].rc;
-  explore_partition(ps, alone, refs, mechs);
-  explore_algo(ps, alone, refs, cores, mechs);
-  return mechs;
+  for (size_t i = 1; i < mechs_.size(); ++i)
+    if (mechs_[i].over.total.median < mechs_[partner].over.total.median) partner = i;
+  const RngConfig cores = mechs_[partner].rc;
+  explore_partition(alone);
+  explore_algo(alone, cores);
 }
 
 OverlapChoice choose_overlap_rng(const RunOptions& o, const std::vector<Mech>& mechs) {
@@ -209,7 +253,9 @@ MechanismFigures add_mechanism_variants(PointScope& ps, const std::vector<Mech>&
   for (const Mech& m : mechs) {
     VariantResult v = variant_of("mech:" + m.rc.name, m.over);
     v.derived["hidden"] = m.hidden;
+    v.derived["hidden_ci"] = m.hidden_ci.to_json();
     v.derived["hidden_self"] = m.hidden_self;
+    v.derived["hidden_self_ci"] = m.hidden_self_ci.to_json();
     v.derived["saved_us"] = (alone.gemm() + alone.rng() - m.over.total.median) * 1e6;
     v.extra = m.extra;
     v.extra["mechanism"] = m.mechanism;

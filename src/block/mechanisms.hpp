@@ -4,6 +4,7 @@
 //   algo (b)                                       the cuBLASLt candidate that overlaps best with the fastest of the above
 // Adding a fixed mechanism = one entry in fixed_mechanisms(); --overlap-rng accepts every entry's name.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,17 +27,46 @@ std::string overlap_rng_choices();
 struct Mech {
   RngConfig rc;
   std::string mechanism;   // "a: co-resident RNG kernel", ...
+  std::string vname;       // its variant: mech:<name> (algo: mech:algo:cand<i> while scanned)
+  std::string gemm_name;   // the variant of its GEMM alone (alone:gemm for the pipelines' GEMM)
+  std::string rng_name;    // the variant of its RNG alone (alone:rng for the standard kernel)
+  QkvGemm* gemm = nullptr; // the GEMM object it runs (owned by the runner or the explorer)
   Measurement over;        // GEMM || RNG, joined
   double t_gemm = 0;       // the mechanism's GEMM alone
   double t_rng = 0;        // the mechanism's RNG alone
   double hidden = 0;       // against the default GEMM and the standard RNG kernel alone
   double hidden_self = 0;  // against the mechanism's own kernels alone
+  Interval hidden_ci, hidden_self_ci;
   bool eligible = false;   // same GEMM object and bits as the pipelines (can serve the overlap pipeline)
   json extra = json::object();
 };
 
-// Measures every mechanism (when the plan runs overlap or chunked with a whole mask and exploration is on).
-std::vector<Mech> explore_mechanisms(PointScope& ps, const AloneTimes& alone);
+// The overlap mechanisms of one point (when the plan runs overlap or chunked with a whole mask and exploration is
+// on). The fixed mechanisms join the point's first group, beside the pieces alone: their hidden fractions are
+// paired figures. The partition and GEMM-candidate scans depend on that group's times and form groups of their own.
+class MechanismExplorer {
+ public:
+  explicit MechanismExplorer(PointScope& ps);  // reference bits: QKV from the pipelines' GEMM, the standard mask
+  bool active() const { return active_; }
+  // mech:<name> and alone:rng:<name> of every fixed mechanism, each run once first with its bits checked.
+  std::vector<Candidate> fixed_candidates();
+  // After the first group: the fixed mechanisms' figures, then the partition and candidate scans measured.
+  void finish(const std::map<std::string, Measurement>& first_group, const AloneTimes& alone);
+  const std::vector<Mech>& mechs() const { return mechs_; }
+
+ private:
+  Mech prepare(const RngConfig& rc, QkvGemm& g, bool default_gemm, const std::string& mechanism,
+               const std::string& vname, const std::string& gemm_name);
+  void figures(Mech& m, const std::map<std::string, Measurement>& measured, const AloneTimes& alone);
+  void explore_partition(const AloneTimes& alone);
+  void explore_algo(const AloneTimes& alone, const RngConfig& partner);
+  PointScope& ps_;
+  bool active_ = false;
+  uint64_t ref_qkv_ = 0, ref_mask_ = 0;
+  std::vector<Mech> mechs_;
+  std::vector<std::unique_ptr<QkvGemm>> gemms_;
+};
+
 // --overlap-rng, else the fastest eligible mechanism, else plain.
 OverlapChoice choose_overlap_rng(const RunOptions& o, const std::vector<Mech>& mechs);
 

@@ -24,14 +24,23 @@ json exposed_dropout(const PointTimes& t) {
 
 json point_figures(PointResult& pr, const Workload& w, const PointTimes& t) {
   const auto& tp = t.pipelines;
+  auto quotient = [&](const std::string& num, const std::string& den) {
+    return t.book.figure({num, den}, [](const std::vector<double>& m) { return m[0] / m[1]; });
+  };
   if (tp.count("baseline"))
     for (auto& v : pr.variants)
-      if (tp.count(v.name) && v.stats.median > 0) v.derived["x_baseline"] = tp.at("baseline") / v.stats.median;
+      if (tp.count(v.name) && v.stats.median > 0) {
+        v.derived["x_baseline"] = tp.at("baseline") / v.stats.median;
+        v.derived["x_baseline_ci"] = quotient("baseline", v.name).to_json();
+      }
 
   json d = pr.derived;
   for (const auto& [n, s] : tp) d["t_" + n] = s;
-  auto ratio = [&](const char* num, const char* den, const char* key) {
-    if (tp.count(num) && tp.count(den) && tp.at(den) > 0) d[key] = tp.at(num) / tp.at(den);
+  auto ratio = [&](const char* num, const char* den, const std::string& key) {
+    if (tp.count(num) && tp.count(den) && tp.at(den) > 0) {
+      d[key] = tp.at(num) / tp.at(den);
+      d[key + "_ci"] = quotient(num, den).to_json();
+    }
   };
   ratio("baseline", "overlap", "speedup_overlap_vs_baseline");
   ratio("fused", "overlap", "speedup_overlap_vs_fused");
@@ -62,6 +71,7 @@ json point_figures(PointResult& pr, const Workload& w, const PointTimes& t) {
     d["hidden_by_mechanism"] = t.mechs.hidden_by;
     d["best_mechanism"] = best->rc.name;
     d["best_hidden"] = best->hidden;
+    d["best_hidden_ci"] = best->hidden_ci.to_json();
   }
   if (t_r > 0 && t_g > 0) d["rng_over_gemm"] = t_r / t_g;
   pr.derived = d;
@@ -101,8 +111,14 @@ json rounds_vs_r7(const Report& report) {
       for (const VariantResult& v : p->variants) {
         for (const VariantResult& v7 : r7->second->variants)
           if (v7.name == v.name && v7.stats.median > 0) {
-            if (v.name.rfind("alone:", 0) == 0 || v.name.find(':') == std::string::npos)
+            if (v.name.rfind("alone:", 0) == 0 || v.name.find(':') == std::string::npos) {
               row["x_r7"][v.name] = v.stats.median / v7.stats.median;
+              // Two points, two groups: nothing pairs them, so the medians' intervals combine as independent.
+              if (v.stats.has_ci && v7.stats.has_ci)
+                row["x_r7_ci"][v.name] = ratio_of_independent(v.stats.median, v.stats.ci_low, v.stats.ci_high,
+                                                              v7.stats.median, v7.stats.ci_low, v7.stats.ci_high)
+                                             .to_json();
+            }
             if (v.name == "baseline")
               for (size_t k = 0; k < v.phases.size() && k < v7.phases.size(); ++k)
                 if (v.phases[k].first == "rng" && v7.phases[k].second.median > 0)

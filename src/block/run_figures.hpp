@@ -18,6 +18,7 @@ struct PointTimes {
   const MechanismFigures& mechs;
   const OverlapChoice& ovl;
   const BlockMemory& mem;
+  const SampleBook& book;  // the point's samples: figures of variants in one group get paired intervals
 };
 
 // Sets x_baseline on the pipeline variants and fills pr.derived. Returns the co-residency target row of this

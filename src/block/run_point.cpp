@@ -1,5 +1,7 @@
 #include "src/block/run_point.hpp"
 
+#include <memory>
+
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
@@ -27,15 +29,26 @@ std::vector<Pipeline> wanted_pipelines(const RunOptions& o, const Config& cfg) {
   return wanted;
 }
 
-Measurement PointScope::measure(const std::string& name, const std::function<void(Sample&)>& body) {
-  NvtxRange vr("variant " + name);
-  Measurement m = harness.measure(body);
-  if (m.total.samples == 0) {
-    ++counters.unmeasured;
-    fmt::print(stderr, "dropbench: WARNING: {} at {}: every sample was discarded as clock-throttled ({} of them); "
-               "power-capped GEMMs need --set measure.throttle=0\n", name, label, m.total.discarded);
+std::map<std::string, Measurement> PointScope::measure_group(const std::vector<Candidate>& group) {
+  std::vector<Candidate> named;
+  for (const Candidate& c : group)
+    named.push_back({c.name, [&c](Sample& s) {
+                       NvtxRange vr("variant " + c.name);
+                       c.body(s);
+                     }});
+  std::vector<Measurement> ms = harness.measure_group(named);
+  std::map<std::string, Measurement> out;
+  for (size_t i = 0; i < group.size(); ++i) {
+    const Measurement& m = ms[i];
+    if (m.total.samples == 0 && !harness.dry_run()) {
+      ++counters.unmeasured;
+      fmt::print(stderr, "dropbench: WARNING: {} at {}: every sample was discarded as clock-throttled ({} of them); "
+                 "power-capped GEMMs need --set measure.throttle=0\n", group[i].name, label, m.total.discarded);
+    }
+    book.add(group[i].name, m.series);
+    out[group[i].name] = m;
   }
-  return m;
+  return out;
 }
 
 PhaseFn hook(Sample& s) {
@@ -50,6 +63,11 @@ VariantResult variant_of(const std::string& name, const Measurement& m) {
   return v;
 }
 
+void set_figure(json& derived, const std::string& key, const Interval& iv) {
+  derived[key] = iv.value;
+  derived[key + "_ci"] = iv.to_json();
+}
+
 json algo_brief(const GemmAlgoInfo& a) {
   json j;
   j["id"] = a.algo_id;
@@ -62,40 +80,52 @@ json algo_brief(const GemmAlgoInfo& a) {
   return j;
 }
 
-AloneTimes measure_alone(PointScope& ps) {
+std::vector<Candidate> alone_candidates(PointScope& ps) {
+  BlockRunner& runner = ps.runner;
+  std::vector<Candidate> c;
+  c.push_back({"alone:gemm", [&runner](Sample& s) { s.phase("gemm", [&] { runner.gemm().run(s.stream); }); }});
+  if (ps.plan.needs_full_mask) {
+    c.push_back({"alone:rng", [&runner](Sample& s) { runner.rng_static(s.stream, hook(s)); }});
+    c.push_back({"alone:attention-mask", [&runner](Sample& s) {
+                   s.phase("attention", [&] { runner.attention_full(DropoutMode::Mask, s.stream); });
+                 }});
+  }
+  c.push_back({"alone:attention-fused", [&runner](Sample& s) {
+                 s.phase("attention", [&] { runner.attention_full(DropoutMode::Fused, s.stream); });
+               }});
+  if (ps.plan.needs_chunk_masks) {
+    c.push_back({"alone:rng-chunks", [&runner](Sample& s) { runner.rng_chunks_alone(s.stream, hook(s)); }});
+    c.push_back({"alone:attention-chunks", [&runner](Sample& s) { runner.attention_chunks_alone(s.stream, hook(s)); }});
+  }
+  return c;
+}
+
+AloneTimes add_alone_variants(PointScope& ps, const std::map<std::string, Measurement>& measured) {
   BlockRunner& runner = ps.runner;
   AloneTimes alone;
-  auto add = [&](const std::string& name, const Measurement& m, double fl, json extra = json::object()) {
+  const double attn_flops = runner.attention_flops();
+  auto add = [&](const std::string& name, double fl, json extra = json::object()) {
+    auto it = measured.find("alone:" + name);
+    if (it == measured.end()) return;
+    const Measurement& m = it->second;
     VariantResult v = variant_of("alone:" + name, m);
     alone.t[name] = m.total.median;
     if (fl > 0 && m.total.median > 0) v.derived["tflops"] = fl / m.total.median / 1e12;
     v.extra = std::move(extra);
     ps.pr.variants.push_back(std::move(v));
   };
-  {
-    json ex;
-    ex["algo"] = algo_brief(runner.gemm().algo());
-    ex["tuned"] = runner.gemm().tuned();
-    add("gemm", ps.measure("alone:gemm", [&](Sample& s) { s.phase("gemm", [&] { runner.gemm().run(s.stream); }); }),
-        runner.gemm_flops(), ex);
-  }
-  const double attn_flops = runner.attention_flops();
+  json gx;
+  gx["algo"] = algo_brief(runner.gemm().algo());
+  gx["tuned"] = runner.gemm().tuned();
+  add("gemm", runner.gemm_flops(), gx);
   if (ps.plan.needs_full_mask) {
-    add("rng", ps.measure("alone:rng", [&](Sample& s) { runner.rng_static(s.stream, hook(s)); }), 0,
-        json{{"mask_bytes", runner.full_mask_bytes()}});
-    add("attention-mask", ps.measure("alone:attention-mask", [&](Sample& s) {
-          s.phase("attention", [&] { runner.attention_full(DropoutMode::Mask, s.stream); });
-        }), attn_flops, json{{"kernel", runner.attention_kernel_name(DropoutMode::Mask)}});
+    add("rng", 0, json{{"mask_bytes", runner.full_mask_bytes()}});
+    add("attention-mask", attn_flops, json{{"kernel", runner.attention_kernel_name(DropoutMode::Mask)}});
   }
-  add("attention-fused", ps.measure("alone:attention-fused", [&](Sample& s) {
-        s.phase("attention", [&] { runner.attention_full(DropoutMode::Fused, s.stream); });
-      }), attn_flops, json{{"kernel", runner.attention_kernel_name(DropoutMode::Fused)}});
+  add("attention-fused", attn_flops, json{{"kernel", runner.attention_kernel_name(DropoutMode::Fused)}});
   if (ps.plan.needs_chunk_masks) {
-    add("rng-chunks", ps.measure("alone:rng-chunks", [&](Sample& s) { runner.rng_chunks_alone(s.stream, hook(s)); }), 0,
-        json{{"chunks", runner.chunks().size()}, {"chunk_rows", runner.chunks().front().rows}});
-    add("attention-chunks", ps.measure("alone:attention-chunks", [&](Sample& s) {
-          runner.attention_chunks_alone(s.stream, hook(s));
-        }), attn_flops);
+    add("rng-chunks", 0, json{{"chunks", runner.chunks().size()}, {"chunk_rows", runner.chunks().front().rows}});
+    add("attention-chunks", attn_flops);
   }
   return alone;
 }
@@ -142,38 +172,18 @@ void pipeline_extra(Pipeline p, const BlockRunner& runner, const OverlapChoice& 
   }
 }
 
-// --graph: the same pipeline captured once into a CUDA graph and replayed (launch overhead and inter-kernel gaps
-// removed); reported as its own variant, never a candidate for the winner.
-void measure_graph(PointScope& ps, Pipeline p, const OverlapChoice& ovl, Reference& ref, const Measurement& streams,
-                   double flops) {
-  const std::string name = pipeline_name(p);
-  const cudaStream_t main = ps.harness.stream();
-  const PipelineGraph graph(main, [&] { ps.runner.run(p, main, no_phases(), ovl.rc); });
-  json gx = json::object();
-  gx["graph_nodes"] = graph.nodes();
-  if (!ps.opts.no_validate) {
-    ps.runner.poison_outputs(main);
-    graph.launch(main);
-    ref.compare("pipeline " + name + " replayed as a graph", gx);
-  }
-  const Measurement mg = ps.measure(name + ":graph", [&](Sample& s) { graph.launch(s.stream); });
-  VariantResult vg = variant_of(name + ":graph", mg);
-  if (mg.total.median > 0) {
-    vg.derived["tflops"] = flops / mg.total.median / 1e12;
-    if (streams.total.median > 0) vg.derived["x_streams"] = streams.total.median / mg.total.median;
-  }
-  vg.extra = gx;
-  ps.pr.variants.push_back(std::move(vg));
-}
-
 }  // namespace
 
 std::map<std::string, double> measure_pipelines(PointScope& ps, const OverlapChoice& ovl) {
   BlockRunner& runner = ps.runner;
   const cudaStream_t main = ps.harness.stream();
   const double flops = runner.gemm_flops() + runner.attention_flops();
-  std::map<std::string, double> t_pipe;
   Reference ref{ps, ""};
+  // Set-up and checks first (each pipeline once on poisoned outputs; --graph: captured and replayed once), then
+  // all of them measured as one group.
+  std::vector<json> extras;
+  std::vector<std::unique_ptr<PipelineGraph>> graphs;
+  std::vector<Candidate> group;
   for (Pipeline p : ps.plan.run) {
     const std::string name = pipeline_name(p);
     json ex = json::object();
@@ -192,14 +202,53 @@ std::map<std::string, double> measure_pipelines(PointScope& ps, const OverlapCho
         ref.compare("pipeline " + name, ex);
       }
     }
-    const Measurement m = ps.measure(name, [&](Sample& s) { runner.run(p, s.stream, hook(s), ovl.rc); });
+    pipeline_extra(p, runner, ovl, ex);
+    extras.push_back(std::move(ex));
+    group.push_back({name, [&runner, p, &ovl](Sample& s) { runner.run(p, s.stream, hook(s), ovl.rc); }});
+  }
+  // --graph: each pipeline captured once into a CUDA graph and replayed (launch overhead and inter-kernel gaps
+  // removed); its own variant, never a candidate for the winner.
+  std::vector<json> graph_extras;
+  if (ps.opts.graph && !ps.harness.dry_run()) {
+    for (Pipeline p : ps.plan.run) {
+      const std::string name = pipeline_name(p);
+      graphs.push_back(std::make_unique<PipelineGraph>(main, [&] { runner.run(p, main, no_phases(), ovl.rc); }));
+      const PipelineGraph& graph = *graphs.back();
+      json gx = json::object();
+      gx["graph_nodes"] = graph.nodes();
+      if (!ps.opts.no_validate) {
+        runner.poison_outputs(main);
+        graph.launch(main);
+        ref.compare("pipeline " + name + " replayed as a graph", gx);
+      }
+      graph_extras.push_back(std::move(gx));
+      group.push_back({name + ":graph", [&graph](Sample& s) { graph.launch(s.stream); }});
+    }
+  }
+  const std::map<std::string, Measurement> measured = ps.measure_group(group);
+
+  std::map<std::string, double> t_pipe;
+  for (size_t i = 0; i < ps.plan.run.size(); ++i) {
+    const std::string name = pipeline_name(ps.plan.run[i]);
+    const Measurement& m = measured.at(name);
     VariantResult v = variant_of(name, m);
     t_pipe[name] = m.total.median;
     if (m.total.median > 0) v.derived["tflops"] = flops / m.total.median / 1e12;
-    pipeline_extra(p, runner, ovl, ex);
-    v.extra = ex;
+    v.extra = extras[i];
     ps.pr.variants.push_back(std::move(v));
-    if (ps.opts.graph && !ps.harness.dry_run()) measure_graph(ps, p, ovl, ref, m, flops);
+    if (i < graph_extras.size()) {
+      const std::string gname = name + ":graph";
+      const Measurement& mg = measured.at(gname);
+      VariantResult vg = variant_of(gname, mg);
+      if (mg.total.median > 0) {
+        vg.derived["tflops"] = flops / mg.total.median / 1e12;
+        if (m.total.median > 0)
+          set_figure(vg.derived, "x_streams",
+                     ps.book.figure({name, gname}, [](const std::vector<double>& t) { return t[0] / t[1]; }));
+      }
+      vg.extra = graph_extras[i];
+      ps.pr.variants.push_back(std::move(vg));
+    }
   }
   return t_pipe;
 }

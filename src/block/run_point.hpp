@@ -1,6 +1,9 @@
 // `dropbench run`, one sweep point at a time: the steps that measure one block (the pieces alone, the GEMM || RNG
 // overlap mechanisms, the pipelines, an optional CUDA-graph replay and CUPTI trace) and the figures derived from
-// them. src/cli/cmd_run.cpp holds only the options and the sweep loop; each step lives in its own file here:
+// them. A point is measured in interleaved groups (src/core/harness.hpp), each set up and checked first:
+//   1. the pieces alone and the fixed overlap mechanisms (hidden fractions are paired within it)
+//   2. the partition mechanisms, 3. the GEMM-candidate scan (each chosen from group 1's times)
+//   4. the pipelines and their graph replays (speedups are paired within it) src/cli/cmd_run.cpp holds only the options and the sweep loop; each step lives in its own file here:
 //   run_point.cpp     the pieces alone, the pipelines (+ --graph), validation against the reference pipeline
 //   mechanisms.cpp    the overlap-mechanism registry and its exploration
 //   run_trace.cpp     --trace: one untimed execution per pipeline under CUPTI
@@ -13,6 +16,7 @@
 
 #include "src/block/block_pipelines.hpp"
 #include "src/block/pipeline_plan.hpp"
+#include "src/core/bootstrap.hpp"
 #include "src/core/harness.hpp"
 #include "src/core/report.hpp"
 
@@ -48,13 +52,17 @@ struct PointScope {
   std::string label;  // the point's axes, for messages
   PointResult& pr;
   RunCounters& counters;
-  // Measures `body` as variant `name` (in an NVTX range); warns (and counts) when every sample was discarded.
-  Measurement measure(const std::string& name, const std::function<void(Sample&)>& body);
+  SampleBook book;    // every measured variant's per-round samples, for the figures' intervals
+  // Measures the candidates as one group (each in an NVTX range "variant <name>"), records their samples in
+  // `book`, and warns (and counts) for each whose every sample was discarded. Returns them by name.
+  std::map<std::string, Measurement> measure_group(const std::vector<Candidate>& group);
 };
 
 // A Sample's phase() as the runner's phase hook.
 PhaseFn hook(Sample& s);
 VariantResult variant_of(const std::string& name, const Measurement& m);
+// derived[key] = the figure's value and derived[key + "_ci"] = its interval (null when it has none).
+void set_figure(json& derived, const std::string& key, const Interval& iv);
 json algo_brief(const GemmAlgoInfo& a);
 
 // The pieces alone (variants alone:*): median seconds by piece name ("gemm", "rng", "attention-mask", ...).
@@ -67,7 +75,9 @@ struct AloneTimes {
   double gemm() const { return get("gemm"); }
   double rng() const { return get("rng"); }
 };
-AloneTimes measure_alone(PointScope& ps);
+// The pieces alone as candidates of the point's first group, and (after it) their variants and times.
+std::vector<Candidate> alone_candidates(PointScope& ps);
+AloneTimes add_alone_variants(PointScope& ps, const std::map<std::string, Measurement>& measured);
 
 // The RNG configuration the overlap pipeline (and the chunked pipeline's first chunk) runs with, and why.
 struct OverlapChoice {

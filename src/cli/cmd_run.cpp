@@ -55,13 +55,18 @@ void measure_point(RunContext& ctx, const RunOptions& o, SweepSession& session, 
   runner.gemm().tune(main);
   PointScope ps{session.harness, runner, o, plan, label, pr, totals.counters};
 
-  const AloneTimes alone = measure_alone(ps);
-  const std::vector<Mech> mechs = explore_mechanisms(ps, alone);
-  const OverlapChoice ovl = choose_overlap_rng(o, mechs);
-  const MechanismFigures mf = add_mechanism_variants(ps, mechs, alone);
+  // Group 1: the pieces alone and the fixed mechanisms; then the scans; then the pipelines (run_point.hpp).
+  MechanismExplorer explorer(ps);
+  std::vector<Candidate> first = alone_candidates(ps);
+  for (Candidate& c : explorer.fixed_candidates()) first.push_back(std::move(c));
+  const std::map<std::string, Measurement> first_group = ps.measure_group(first);
+  const AloneTimes alone = add_alone_variants(ps, first_group);
+  explorer.finish(first_group, alone);
+  const OverlapChoice ovl = choose_overlap_rng(o, explorer.mechs());
+  const MechanismFigures mf = add_mechanism_variants(ps, explorer.mechs(), alone);
   const std::map<std::string, double> t_pipe = measure_pipelines(ps, ovl);
   trace_point(ps, trace, pt.axes, ovl, ctx.opts.device);
-  const json target = point_figures(pr, w, PointTimes{alone, t_pipe, mf, ovl, mem});
+  const json target = point_figures(pr, w, PointTimes{alone, t_pipe, mf, ovl, mem, ps.book});
   if (!target.is_null()) totals.target.push_back(target);
 }
 

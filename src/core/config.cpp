@@ -63,7 +63,9 @@ constexpr const char* kBuiltinConfig = R"json({
     "timeout": 2,
     "warmup": 2,
     "cold": false,
-    "throttle": 0.75
+    "throttle": 0.75,
+    "interleave": true,
+    "settle": 0
   }
 }
 )json";
@@ -419,6 +421,11 @@ const std::vector<MeasureField>& measure_fields() {
       {"throttle",
        [](MeasureSettings& m, const json& v) { return chk_double(v, 0.0, false, 1.0, false, m.throttle); },
        [](const MeasureSettings& m) { return json(m.throttle); }},
+      {"interleave", [](MeasureSettings& m, const json& v) { return chk_bool(v, m.interleave); },
+       [](const MeasureSettings& m) { return json(m.interleave); }},
+      {"settle",
+       [](MeasureSettings& m, const json& v) { return chk_double(v, 0.0, false, 3600.0, false, m.settle); },
+       [](const MeasureSettings& m) { return json(m.settle); }},
   };
   return fields;
 }

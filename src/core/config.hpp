@@ -55,6 +55,12 @@ struct MeasureSettings {
   // FP8/BF16 GEMMs on an H200 run power-capped near 1.5 GHz (76% of 1.98): there, 0.75 discards the
   // steady state itself, so lower it (or 0) to measure what a training step sees.
   double throttle = 0.75;
+  // Sample the variants compared at a point round-robin, one sample each per round (src/core/harness.hpp);
+  // false: one after another, each to its own noise rule (the measurement before issue 13).
+  bool interleave = true;
+  // Seconds the first group's bodies run untimed before anything is measured, to reach a steady power and
+  // thermal state, [0, 3600]; 0 = none.
+  double settle = 0;
 };
 
 struct Config {

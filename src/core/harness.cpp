@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 
 #include "kernels/common/check.hpp"
+#include "src/core/interrupt.hpp"
 #include "src/core/nvtx.hpp"
 #include "kernels/util/util_kernels.cuh"
 
@@ -69,16 +72,85 @@ double Harness::probe_clock_mhz() {
   return probe_mhz(h);
 }
 
-Measurement Harness::measure(const std::function<void(Sample&)>& body) {
-  Measurement out;
+Measurement Harness::measure(const std::function<void(Sample&)>& body) { return measure_group({{"", body}})[0]; }
+
+namespace {
+
+// Running mean and variance (Welford): the noise rule is checked after every round for every variant.
+struct Running {
+  size_t n = 0;
+  double mean = 0, m2 = 0, sum = 0;
+  void add(double x) {
+    ++n;
+    sum += x;
+    const double d = x - mean;
+    mean += d / static_cast<double>(n);
+    m2 += d * (x - mean);
+  }
+  double rel_stdev() const { return n < 2 || mean == 0 ? 0.0 : std::sqrt(m2 / static_cast<double>(n - 1)) / mean; }
+};
+
+// One variant's samples while its group is measured.
+struct Collect {
+  std::vector<double> totals;  // by round, NaN = discarded
+  std::vector<double> kept;
+  std::vector<std::string> phase_names;
+  std::vector<std::vector<double>> phase_times;
+  std::vector<double> clocks;
+  size_t discarded = 0;
+  Running run;
+};
+
+// A deterministic shuffle of 0..k-1 for round r (splitmix64 steps as the random source).
+std::vector<size_t> round_order(size_t k, uint64_t r) {
+  std::vector<size_t> o(k);
+  for (size_t i = 0; i < k; ++i) o[i] = i;
+  uint64_t x = r * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
+  for (size_t i = k; i > 1; --i) {
+    x += 0x9e3779b97f4a7c15ull;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    std::swap(o[i - 1], o[z % i]);
+  }
+  return o;
+}
+
+}  // namespace
+
+// measure.settle: the group's bodies run untimed, round-robin, until the GPU has been busy that long, once per
+// harness (before its first measured group), so the first point is not measured on a cold, fast GPU.
+void Harness::settle(const std::vector<Candidate>& group) {
+  settled_ = true;
+  if (m_.settle <= 0) return;
+  const double t0 = now_s();
+  while (now_s() - t0 < m_.settle) {
+    for (const Candidate& c : group) {
+      throw_if_interrupted();
+      pool_next_ = 0;
+      Sample s;
+      s.stream = stream_;
+      s.h_ = this;
+      c.body(s);
+      DB_CUDA(cudaStreamSynchronize(stream_));
+    }
+  }
+}
+
+std::vector<Measurement> Harness::measure_group(const std::vector<Candidate>& group) {
+  std::vector<Measurement> out(group.size());
   const double t_begin = now_s();
   if (dry_) {
-    Sample s;
-    s.dry_ = true;
-    body(s);
+    for (const Candidate& c : group) {
+      Sample s;
+      s.dry_ = true;
+      c.body(s);
+    }
     return out;
   }
-  auto run_once = [&](bool timed, std::vector<std::pair<std::string, float>>* phase_ms, float* total_ms) {
+  auto run_once = [&](const Candidate& c, bool timed, std::vector<std::pair<std::string, float>>* phase_ms,
+                      float* total_ms) {
     pool_next_ = 0;
     Sample s;
     s.stream = stream_;
@@ -86,7 +158,7 @@ Measurement Harness::measure(const std::function<void(Sample&)>& body) {
     if (m_.cold) DB_CUDA(cudaMemsetAsync(flush_buf_, static_cast<int>(pool_.size() & 0xFF), flush_bytes_, stream_));
     cudaEvent_t start = event(), stop = event();
     DB_CUDA(cudaEventRecord(start, stream_));
-    body(s);
+    c.body(s);
     DB_CUDA(cudaEventRecord(stop, stream_));
     if (!timed) return;
     DB_CUDA(cudaEventSynchronize(stop));
@@ -97,59 +169,110 @@ Measurement Harness::measure(const std::function<void(Sample&)>& body) {
       phase_ms->emplace_back(r.name, ms);
     }
   };
+  if (!settled_) settle(group);
 
-  for (int64_t i = 0; i < m_.warmup; ++i) run_once(false, nullptr, nullptr);
-  DB_CUDA(cudaStreamSynchronize(stream_));
-
-  std::vector<double> totals;
-  std::vector<std::string> phase_names;
-  std::vector<std::vector<double>> phase_times;
-  std::vector<double> clocks;
-  size_t discarded = 0;
-  double sampled_time = 0;
-  double clock_before = probe_clock_mhz();
-  for (;;) {
+  const size_t k = group.size();
+  std::vector<Collect> col(k);
+  // One sample of variant i; its clock is the mean of the probes just before and just after it.
+  double clock_before = 0;
+  auto sample = [&](size_t i) {
     std::vector<std::pair<std::string, float>> ph;
     float total_ms = 0;
-    run_once(true, &ph, &total_ms);
+    run_once(group[i], true, &ph, &total_ms);
     const double clock_after = probe_clock_mhz();
     const double clock = 0.5 * (clock_before + clock_after);
     clock_before = clock_after;
+    Collect& c = col[i];
     if (clock < m_.throttle * max_clock_mhz_) {
-      ++discarded;
-    } else {
-      totals.push_back(total_ms * 1e-3);
-      clocks.push_back(clock);
-      sampled_time += total_ms * 1e-3;
-      for (size_t k = 0; k < ph.size(); ++k) {
-        if (k == phase_times.size()) {
-          phase_names.push_back(ph[k].first);
-          phase_times.emplace_back();
-        }
-        phase_times[k].push_back(ph[k].second * 1e-3);
-      }
+      ++c.discarded;
+      c.totals.push_back(std::numeric_limits<double>::quiet_NaN());
+      return;
     }
-    const size_t n = totals.size();
-    const double wall = now_s() - t_begin;
-    if (static_cast<int64_t>(n) >= m_.max_samples) break;
-    if (static_cast<int64_t>(n) >= m_.min_samples && sampled_time >= m_.min_time &&
-        relative_stdev(totals) <= m_.max_noise)
-      break;
-    // The time limit ends a measurement once it has min_samples (or 3, if min_samples cannot fit).
-    if (wall >= m_.timeout && static_cast<int64_t>(n) >= std::min<int64_t>(m_.min_samples, 3)) break;
-    if (wall >= 4 * m_.timeout) break;  // clocks never recovered: report what there is
+    const double t = total_ms * 1e-3;
+    c.totals.push_back(t);
+    c.kept.push_back(t);
+    c.run.add(t);
+    c.clocks.push_back(clock);
+    for (size_t p = 0; p < ph.size(); ++p) {
+      if (p == c.phase_times.size()) {
+        c.phase_names.push_back(ph[p].first);
+        c.phase_times.emplace_back();
+      }
+      c.phase_times[p].push_back(ph[p].second * 1e-3);
+    }
+  };
+  // Done when it has min_samples, min_time of samples and the noise rule met.
+  auto settled = [&](const Collect& c) {
+    return static_cast<int64_t>(c.run.n) >= m_.min_samples && c.run.sum >= m_.min_time &&
+           c.run.rel_stdev() <= m_.max_noise;
+  };
+  auto enough_for_timeout = [&](const Collect& c) {
+    return static_cast<int64_t>(c.run.n) >= std::min<int64_t>(m_.min_samples, 3);
+  };
+  // The group's time budget is what its variants measured one after another would have had.
+  const double timeout = m_.timeout * static_cast<double>(m_.interleave ? k : 1);
+
+  auto measure_rounds = [&](const std::vector<size_t>& members, double t0) {
+    clock_before = probe_clock_mhz();
+    for (int64_t r = 0;; ++r) {
+      throw_if_interrupted();
+      if (members.size() == 1) {
+        sample(members[0]);
+      } else {
+        for (size_t j : round_order(members.size(), static_cast<uint64_t>(r))) sample(members[j]);
+      }
+      if (r + 1 >= m_.max_samples) break;
+      bool all = true, min_ok = true;
+      for (size_t i : members) {
+        all = all && settled(col[i]);
+        min_ok = min_ok && enough_for_timeout(col[i]);
+      }
+      if (all) break;
+      const double wall = now_s() - t0;
+      if (wall >= timeout && min_ok) break;
+      if (wall >= 4 * timeout) break;  // clocks never recovered: report what there is
+    }
+  };
+
+  if (m_.interleave) {
+    for (size_t i = 0; i < k; ++i)
+      for (int64_t w = 0; w < m_.warmup; ++w) run_once(group[i], false, nullptr, nullptr);
+    DB_CUDA(cudaStreamSynchronize(stream_));
+    std::vector<size_t> all(k);
+    for (size_t i = 0; i < k; ++i) all[i] = i;
+    measure_rounds(all, now_s());
+  } else {
+    // One after another, each with its own warm-up and budget (the measurement before issue 13).
+    for (size_t i = 0; i < k; ++i) {
+      for (int64_t w = 0; w < m_.warmup; ++w) run_once(group[i], false, nullptr, nullptr);
+      DB_CUDA(cudaStreamSynchronize(stream_));
+      measure_rounds({i}, now_s());
+    }
   }
-  out.total = compute_stats(totals);
-  out.total.discarded = discarded;
-  double csum = 0;
-  for (double c : clocks) csum += c;
-  out.total.mean_clock_mhz = clocks.empty() ? 0 : csum / clocks.size();
-  for (size_t k = 0; k < phase_names.size(); ++k) {
-    Stats st = compute_stats(phase_times[k]);
-    st.mean_clock_mhz = out.total.mean_clock_mhz;
-    out.phases.emplace_back(phase_names[k], st);
+
+  for (size_t i = 0; i < k; ++i) {
+    Collect& c = col[i];
+    Measurement& m = out[i];
+    m.total = compute_stats(c.kept);
+    m.total.discarded = c.discarded;
+    double csum = 0;
+    for (double x : c.clocks) csum += x;
+    m.total.mean_clock_mhz = c.clocks.empty() ? 0 : csum / c.clocks.size();
+    // Sequential mode: nothing pairs the variants, each is its own group.
+    m.series.group = m_.interleave ? groups_ : groups_ + static_cast<int>(i) + 1;
+    m.series.x = std::move(c.totals);
+    const Interval ci = bootstrap_median(m.series);
+    m.total.has_ci = ci.valid;
+    m.total.ci_low = ci.low;
+    m.total.ci_high = ci.high;
+    for (size_t p = 0; p < c.phase_names.size(); ++p) {
+      Stats st = compute_stats(c.phase_times[p]);
+      st.mean_clock_mhz = m.total.mean_clock_mhz;
+      m.phases.emplace_back(c.phase_names[p], st);
+    }
+    m.seconds_spent = now_s() - t_begin;
   }
-  out.seconds_spent = now_s() - t_begin;
+  groups_ += m_.interleave ? 1 : static_cast<int>(k) + 1;
   return out;
 }
 

@@ -3,6 +3,12 @@
 // kept; optional L2 flush before each sample; the SM clock measured around each sample (a one-thread probe
 // that reads %globaltimer and clock64 over a fixed spin), samples run below measure.throttle (default 75%)
 // of the max SM clock are discarded and counted.
+//
+// The variants compared at a point are measured as one group (measure_group): with measure.interleave (the
+// default) one sample of each per round, in an order shuffled every round, so the GPU's power and thermal drift
+// hits all of them alike and a ratio of two variants' medians does not mix it in. The group stops when every
+// variant meets the noise rule (or at max_samples rounds, or after timeout x variants). Each variant keeps its
+// per-round samples (SampleSeries, NaN = discarded) for the paired bootstrap intervals of src/core/bootstrap.hpp.
 #pragma once
 #include <functional>
 #include <string>
@@ -11,6 +17,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "src/core/bootstrap.hpp"
 #include "src/core/config.hpp"
 #include "src/core/stats.hpp"
 
@@ -41,9 +48,16 @@ class Sample {
 };
 
 struct Measurement {
-  Stats total;
+  Stats total;                // with the bootstrap interval of the median
   std::vector<std::pair<std::string, Stats>> phases;
-  double seconds_spent = 0;   // wall time of the whole measurement (warm-up included)
+  double seconds_spent = 0;   // wall time of the whole measurement or group (warm-up included)
+  SampleSeries series;        // the kept samples by round (NaN where discarded), and the group they pair within
+};
+
+// One variant of a group: its name (for NVTX and messages) and its body.
+struct Candidate {
+  std::string name;
+  std::function<void(Sample&)> body;
 };
 
 class Harness {
@@ -54,7 +68,11 @@ class Harness {
   Harness(const Harness&) = delete;
   Harness& operator=(const Harness&) = delete;
 
+  // A group of one.
   Measurement measure(const std::function<void(Sample&)>& body);
+  // The candidates measured together (interleaved unless measure.interleave is false), in their order.
+  // Throws Interrupted (src/core/interrupt.hpp) between samples once SIGINT/SIGTERM has been received.
+  std::vector<Measurement> measure_group(const std::vector<Candidate>& group);
   cudaStream_t stream() const { return stream_; }
   double max_clock_mhz() const { return max_clock_mhz_; }
   bool dry_run() const { return dry_; }
@@ -65,8 +83,11 @@ class Harness {
  private:
   friend class Sample;
   cudaEvent_t event();  // from a pool, reused across samples
+  void settle(const std::vector<Candidate>& group);
   MeasureSettings m_;
   bool dry_;
+  int groups_ = 0;       // groups measured so far: the id of the next one's SampleSeries
+  bool settled_ = false; // measure.settle done
   cudaStream_t stream_ = nullptr;
   void* flush_buf_ = nullptr;
   size_t flush_bytes_ = 0;

@@ -78,6 +78,7 @@ nlohmann::ordered_json to_json(const Stats& s) {
   j["rel_stdev"] = s.rel_stdev;
   j["discarded"] = s.discarded;
   j["mean_clock_mhz"] = s.mean_clock_mhz;
+  if (s.has_ci) j["median_ci"] = nlohmann::ordered_json::array({s.ci_low, s.ci_high});
   return j;
 }
 
@@ -96,6 +97,12 @@ Stats stats_from_json(const nlohmann::ordered_json& j) {
   s.rel_stdev = get_double(j, "rel_stdev", 0.0);
   s.discarded = get_size(j, "discarded");
   s.mean_clock_mhz = get_double(j, "mean_clock_mhz", 0.0);
+  auto ci = j.find("median_ci");
+  if (ci != j.end() && ci->is_array() && ci->size() == 2 && (*ci)[0].is_number() && (*ci)[1].is_number()) {
+    s.has_ci = true;
+    s.ci_low = (*ci)[0].get<double>();
+    s.ci_high = (*ci)[1].get<double>();
+  }
   return s;
 }
 

@@ -17,6 +17,9 @@ struct Stats {
   double rel_stdev = 0;    // stdev / mean; 0 when mean == 0
   size_t discarded = 0;    // samples dropped (clock throttling), not in the figures above
   double mean_clock_mhz = 0;  // mean SM clock over kept samples (0 if not measured)
+  // 95 % bootstrap interval of the median (src/core/bootstrap.hpp); absent with < 3 samples.
+  bool has_ci = false;
+  double ci_low = 0, ci_high = 0;
 };
 
 // Figures of `seconds` (need not be sorted). Empty input -> all zeros.
