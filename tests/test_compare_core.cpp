@@ -152,3 +152,31 @@ TEST(CompareCore, NegativeMedianOrStdevIsALoadError) {
   }
   std::remove(path.c_str());
 }
+
+// Medians with intervals (reports since issue 13): the interval rule replaces the rel_stdev rule. A noisy
+// variant (5 % stdev) with a tight median interval is judged by the interval, not by its spread.
+TEST(CompareCore, IntervalRuleWhereBothMediansHaveIntervals) {
+  Settings s;  // floor 1%
+  auto with_ci = [](double median, double half_pct) {
+    Entry e = entry(median, 0.05);
+    e.ci_low = median * (1 - half_pct / 100);
+    e.ci_high = median * (1 + half_pct / 100);
+    return e;
+  };
+  const Entry a = with_ci(100e-6, 0.3);
+  const Row slower = judge(a, with_ci(104e-6, 0.4), s);  // by the noise rule: same (t = 2 * sqrt(2) * 5 %)
+  EXPECT_EQ(slower.rule, "interval");
+  EXPECT_EQ(slower.verdict, "slower");
+  // ratio 1.04 +- sqrt(0.3^2 + 0.4^2) % = 0.5 %; the floor (1 %) is larger.
+  EXPECT_NEAR(slower.ratio_low, 1.04 * (1 - 0.005), 1e-9);
+  EXPECT_NEAR(slower.ratio_high, 1.04 * (1 + 0.005), 1e-9);
+  EXPECT_NEAR(slower.threshold, std::log1p(0.01), 1e-12);
+  // A wide interval makes the same difference "same".
+  const Row wide = judge(a, with_ci(104e-6, 6.0), s);
+  EXPECT_EQ(wide.verdict, "same");
+  EXPECT_GT(wide.threshold, std::log(1.04));
+  // One side without an interval: the noise rule.
+  const Row mixed = judge(a, entry(104e-6, 0.05), s);
+  EXPECT_EQ(mixed.rule, "noise");
+  EXPECT_EQ(mixed.verdict, "same");
+}

@@ -167,7 +167,8 @@ void print_markdown(const std::vector<Comparison>& cs, const std::vector<std::st
   std::cout << fmt::format("A = {} (baseline), command {}\n", base.path, base.command);
   std::cout << origin_line("A", base);
   std::cout << fmt::format(
-      "verdict: same when |ln(B/A)| <= t = max({} * sqrt(noiseA^2 + noiseB^2), ln(1 + {}%)); B/A < 1: B faster\n",
+      "verdict: same when |ln(B/A)| <= t = max(ln half-width of B/A's 95% interval, ln(1 + {1}%)) where both medians "
+      "have intervals, else t = max({0} * sqrt(noiseA^2 + noiseB^2), ln(1 + {1}%)); B/A < 1: B faster\n",
       fmt_setting(s.k), fmt_setting(s.floor_pct));
   if (s.fail_pct) std::cout << fmt::format("regression: B/A > (1 + {}%) * exp(t)\n", fmt_setting(*s.fail_pct));
   for (size_t ci = 0; ci < cs.size(); ++ci) {
@@ -230,8 +231,11 @@ Command make_compare_command() {
       "against the first. --format csv adds a candidate column and the unmatched rows; --format json gives\n"
       "every figure unrounded (times in seconds).\n"
       "\n"
-      "Verdict, with t = max(K * sqrt(noiseA^2 + noiseB^2), ln(1 + FLOOR/100)), K = --noise-k (default 2),\n"
-      "FLOOR = --noise-floor in percent (default 1), noise = the report's rel_stdev:\n"
+      "Verdict. Where both medians carry a 95% interval (stats.median_ci, reports since measure.interleave), B/A's\n"
+      "interval combines the two as independent estimates and t = max(its larger ln half-width, ln(1 + FLOOR/100));\n"
+      "the interval is the median's sampling uncertainty within each run, not the drift between runs, which the\n"
+      "floor must cover. Otherwise t = max(K * sqrt(noiseA^2 + noiseB^2), ln(1 + FLOOR/100)), K = --noise-k\n"
+      "(default 2), noise = the report's rel_stdev. FLOOR = --noise-floor in percent (default 1). Then:\n"
       "  same    |ln(B/A)| <= t          faster  ln(B/A) < -t          slower  ln(B/A) > t\n"
       "  n/a     a median is null or 0 (not in the geomean, never a regression)\n"
       "\n"

@@ -1,6 +1,8 @@
 // Comparing reports of one command (compare.hpp).
 #include "src/core/compare.hpp"
 
+#include "src/core/bootstrap.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -91,6 +93,11 @@ void add_point_entries(LoadedReport& r, const json& p, size_t pi, std::map<std::
     e.key = axes_key + '\x1f' + e.variant;
     e.median = number_or_nan(*stats, "median", path, vwhere + ".stats");
     e.rel_stdev = stats->contains("rel_stdev") ? number_or_nan(*stats, "rel_stdev", path, vwhere + ".stats") : kNaN;
+    if (auto ci = stats->find("median_ci"); ci != stats->end() && ci->is_array() && ci->size() == 2 &&
+                                            (*ci)[0].is_number() && (*ci)[1].is_number()) {
+      e.ci_low = (*ci)[0].get<double>();
+      e.ci_high = (*ci)[1].get<double>();
+    }
     if (seen.count(e.key)) {
       ++r.duplicates;
       continue;
@@ -219,8 +226,18 @@ Row judge(const Entry& a, const Entry& b, const Settings& s) {
     return r;
   }
   r.ratio = b.median / a.median;
-  const double na = noise_of(a.rel_stdev), nb = noise_of(b.rel_stdev);
-  r.threshold = std::max(s.k * std::sqrt(na * na + nb * nb), std::log1p(s.floor_pct / 100.0));
+  const double floor = std::log1p(s.floor_pct / 100.0);
+  const Interval iv = ratio_of_independent(b.median, b.ci_low, b.ci_high, a.median, a.ci_low, a.ci_high);
+  if (iv.valid && iv.low > 0) {
+    r.rule = "interval";
+    r.ratio_low = iv.low;
+    r.ratio_high = iv.high;
+    r.threshold = std::max({std::log(r.ratio / iv.low), std::log(iv.high / r.ratio), floor});
+  } else {
+    r.rule = "noise";
+    const double na = noise_of(a.rel_stdev), nb = noise_of(b.rel_stdev);
+    r.threshold = std::max(s.k * std::sqrt(na * na + nb * nb), floor);
+  }
   const double d = std::log(r.ratio);
   r.verdict = std::fabs(d) <= r.threshold ? "same" : d > 0 ? "slower" : "faster";
   if (s.fail_pct) r.regression = d > r.threshold + std::log1p(*s.fail_pct / 100.0);
@@ -308,6 +325,8 @@ json comparisons_json(const std::vector<Comparison>& cs, const Settings& s) {
       jr["rel_stdev_b"] = num(r.b->rel_stdev);
       jr["ratio"] = num(r.ratio);
       jr["threshold_ln"] = num(r.threshold);
+      jr["rule"] = r.rule;
+      jr["ratio_ci"] = r.rule == "interval" ? json::array({r.ratio_low, r.ratio_high}) : json(nullptr);
       jr["verdict"] = r.verdict;
       jr["regression"] = r.regression;
       jc["rows"].push_back(std::move(jr));

@@ -22,6 +22,7 @@ struct Entry {
   std::string variant;
   double median = kNaN;     // s; NaN when null
   double rel_stdev = kNaN;  // ratio; NaN when null
+  double ci_low = kNaN, ci_high = kNaN;  // stats.median_ci (the median's 95 % interval); NaN when absent
 };
 
 struct LoadedReport {
@@ -65,6 +66,8 @@ struct Row {
   const Entry* b = nullptr;
   double ratio = kNaN;      // B/A
   double threshold = kNaN;  // t in ln units: |ln(B/A)| <= t is "same"
+  double ratio_low = kNaN, ratio_high = kNaN;  // B/A's interval (rule "interval")
+  std::string rule;         // "interval": both medians have intervals; "noise": the rel_stdev rule
   std::string verdict;      // same | faster | slower | n/a
   bool regression = false;
 };
@@ -80,7 +83,9 @@ struct Comparison {
   size_t n_same = 0, n_faster = 0, n_slower = 0, n_na = 0, n_regressions = 0;
 };
 
-// t = max(k * sqrt(noiseA^2 + noiseB^2), ln(1 + floor/100)); regression: ln(B/A) > t + ln(1 + fail/100).
+// Both medians with intervals (reports since issue 13): B/A's interval from the two as independent estimates
+// (bootstrap.hpp ratio_of_independent), t = max(its larger ln half-width, ln(1 + floor/100)). Otherwise
+// t = max(k * sqrt(noiseA^2 + noiseB^2), ln(1 + floor/100)). Regression: ln(B/A) > t + ln(1 + fail/100).
 Row judge(const Entry& a, const Entry& b, const Settings& s);
 Comparison compare_reports(const LoadedReport& base, const LoadedReport& cand, const Settings& s);
 
