@@ -4,7 +4,13 @@
 
 #include "cli_runner.hpp"
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -307,7 +313,8 @@ TEST_F(Sweep, DevicesGiveTheSamePointsAsOneProcess) {
 }
 
 TEST_F(Sweep, MergeRecomputesRunsSummary) {
-  const std::string s = "run --dry-run -q --set sweep.sq=[1024,2048,4096] --set sweep.rounds=[5,7]";
+  // chunk 77 is refused by run (not a multiple of 128): skipped points, with their index, in every report.
+  const std::string s = "run --dry-run -q --set sweep.sq=[1024,2048,4096] --set sweep.rounds=[5,7] --set sweep.chunk=[0,77]";
   ASSERT_EQ(run(s + " -o " + path("all.json")).code, 0);
   ASSERT_EQ(run(s + " --shard 0/2 -o " + path("a.json")).code, 0);
   ASSERT_EQ(run(s + " --shard 1/2 -o " + path("b.json")).code, 0);
@@ -315,6 +322,67 @@ TEST_F(Sweep, MergeRecomputesRunsSummary) {
   ASSERT_EQ(m.code, 0) << m.err;
   const json all = read(path("all.json")), j = read(path("m.json"));
   EXPECT_EQ(j["points"], all["points"]);
+  EXPECT_EQ(j["skipped"], all["skipped"]);
+  EXPECT_EQ(all["skipped"].size(), 6u);
   EXPECT_EQ(j["summary"], all["summary"]) << "run's summary recomputed from the merged points";
   EXPECT_FALSE(j.contains("summary_note")) << j["summary_note"];
+  EXPECT_EQ(j["complete"], true);
+
+  // The command's own options are part of what must agree.
+  ASSERT_EQ(run(s + " --pipelines fused,chunked --shard 1/2 -o " + path("c.json")).code, 0);
+  expect_refused(run("merge " + path("a.json") + " " + path("c.json") + " -o " + path("x.json")), "--pipelines", "merge");
+  expect_refused(run(s + " --resume " + path("c.json") + " --shard 1/2 -o " + path("x.json")), "--pipelines", "resume");
+}
+
+// A real SIGINT to the --devices parent: forwarded once to both children, which stop after their current point
+// and write incomplete shard reports; the parent merges them (incomplete) and exits 130. A dry run of 2000
+// points rewrites (and fsyncs) its report after every point, so it runs long enough to be interrupted; where it
+// finishes first anyway the test skips rather than guess.
+TEST_F(Sweep, DevicesForwardSigintToTheChildren) {
+  const std::string out = path("sig.json");
+  std::vector<std::string> args = {DROPBENCH_BINARY, "rng", "--dry-run", "-q", "--set", "sweep.sq=range:64:128000:64",
+                                   "--set", "sweep.rounds=[7]", "--set", "sweep.threshold_bits=[8]", "--set",
+                                   "sweep.layout=[tile]", "--devices", "0,1", "-o", out};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, path("sig.err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  ASSERT_EQ(posix_spawn(&pid, DROPBENCH_BINARY, &fa, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  // Wait until both children have measured something.
+  const std::string s0 = out + ".shards/shard-0-of-2.json", s1 = out + ".shards/shard-1-of-2.json";
+  int status = 0;
+  bool exited = false;
+  for (int i = 0; i < 2000 && !exited; ++i) {
+    auto measured = [](const std::string& p) {
+      try {
+        return fs::exists(p) && !read(p)["points"].empty();
+      } catch (const std::exception&) {
+        return false;
+      }
+    };
+    if (measured(s0) && measured(s1)) break;
+    exited = ::waitpid(pid, &status, WNOHANG) == pid;
+    ::usleep(5000);
+  }
+  if (!exited) {
+    ::kill(pid, SIGINT);
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  }
+  const json j = read(out);
+  if (j["complete"] == true) GTEST_SKIP() << "the sweep finished before the signal";
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_EQ(j["incomplete_reason"]["kind"], "merge");
+  for (const std::string& s : {s0, s1}) {
+    const json k = read(s);
+    EXPECT_EQ(k["complete"], false) << s;
+    EXPECT_EQ(k["incomplete_reason"]["signal"], "SIGINT") << s;
+  }
+  EXPECT_EQ(indices(j).size(), read(s0)["points"].size() + read(s1)["points"].size());
+  expect_schema_valid(out);
 }

@@ -40,7 +40,7 @@ Command make_model_command();
 Command make_recommend_command();
 Command make_profile_command();
 Command make_merge_command();
-// cmd_merge.cpp: merges `inputs` into `output` (--devices uses it on its children's shard reports).
+// cmd_merge.cpp: reads and merges `inputs` (--devices joins its children's shard reports with it).
 Report merge_report_files(const std::vector<std::string>& inputs);
 
 namespace {
@@ -212,7 +212,7 @@ std::vector<int> parse_devices(const std::string& text) {
 
 // A word as the shell takes it back (the resume line is meant to be pasted).
 std::string shell_quote(const std::string& w) {
-  if (!w.empty() && w.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=/.,:@%[]") ==
+  if (!w.empty() && w.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=/.,:@%") ==
                         std::string::npos)
     return w;
   std::string q = "'";
@@ -296,6 +296,12 @@ int run_on_devices(const CommonOptions& o, const std::vector<std::string>& args)
   const std::vector<int> devs = parse_devices(o.devices);
   if (o.shard) throw UsageError("--devices: cannot be combined with --shard (each device runs one shard of the sweep)");
   if (o.output.empty()) throw UsageError("--devices: needs -o FILE (the merged report; the shards go to FILE.shards/)");
+  if (!o.dry_run) {  // fail here, once, rather than in every child
+    const int count = device_count();
+    if (count == 0) require_gpu(0);
+    for (int d : devs)
+      if (d >= count) throw UsageError(fmt::format("--devices: {} is out of range (allowed: 0..{})", d, count - 1));
+  }
   const std::string dir = o.output + ".shards";
   std::error_code ec;
   fs::create_directories(dir, ec);
