@@ -47,6 +47,8 @@ grep -q '"complete": false' "$out/shard-1-of-3.json" || fail "interrupted shard 
 task 1
 grep -q '"resumed_from"' "$out/shard-1-of-3.json" || fail "task 1 did not resume its incomplete report"
 task 2
+task 0  # submitted again: a complete shard is resumed (nothing measured), not measured over
+grep -q '"points_kept": 3' "$out/shard-0-of-3.json" || fail "a complete shard was not kept when its task ran again"
 bash -c "$(cat "$tmp/wrap")" 2>/dev/null || fail "merge job failed"
 "$dropbench" "${sweep[@]}" -o "$tmp/one.json" >/dev/null
 python3 - "$out/all.json" "$tmp/one.json" <<'PY' || fail "merged report differs from the unsharded run"
