@@ -1,6 +1,8 @@
 #include "src/cli/cli.hpp"
 
 #include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,13 +10,20 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <set>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
 #include "src/core/context.hpp"
+#include "src/core/interrupt.hpp"
+#include "src/core/merge.hpp"
+#include "src/core/sweep_session.hpp"
 
 namespace dropbench {
 
@@ -30,6 +39,9 @@ Command make_compare_command();
 Command make_model_command();
 Command make_recommend_command();
 Command make_profile_command();
+Command make_merge_command();
+// cmd_merge.cpp: reads and merges `inputs` (--devices joins its children's shard reports with it).
+Report merge_report_files(const std::vector<std::string>& inputs);
 
 namespace {
 
@@ -46,13 +58,14 @@ std::vector<Command> all_commands() {
       make_model_command(),
       make_recommend_command(),
       make_profile_command(),
+      make_merge_command(),
   };
 }
 
 // The numeric common options as typed. CLI11 would convert them itself, but it wraps --seed -1 to 2^64-1 and
 // reports a failed conversion without a range; as text they go through the config's own field rules instead.
 struct RawNumbers {
-  std::optional<std::string> seed, offset, device, min_samples, min_time, max_noise;
+  std::optional<std::string> seed, offset, device, min_samples, min_time, max_noise, shard;
 };
 
 void add_common_options(CLI::App& sub, CommonOptions& o, RawNumbers& raw) {
@@ -78,6 +91,16 @@ void add_common_options(CLI::App& sub, CommonOptions& o, RawNumbers& raw) {
   sub.add_flag("--cold", o.cold, "Flush the L2 cache before every sample");
   sub.add_flag("-q,--quiet", o.quiet, "No progress lines on stderr");
   sub.add_flag("--dry-run", o.dry_run, "Expand and walk the sweep (NVTX ranges included) without touching a GPU");
+  sub.add_option("--shard", raw.shard,
+                 "Measure only the points with index % N == i (round-robin slice; `dropbench merge` joins the shards)")
+      ->type_name("i/N");
+  sub.add_option("--resume", o.resume,
+                 "Keep the points of this report (same command, config, version, device) and measure the missing "
+                 "ones; -o defaults to this file")
+      ->type_name("FILE");
+  sub.add_option("--devices", o.devices,
+                 "Run one child process per GPU (comma list, e.g. 0,1,2,3), each a --shard, and merge them into -o")
+      ->type_name("LIST");
 }
 
 // `flag TEXT` = `--set key=TEXT`, so flags, config and --set share one rule; the message names the flag.
@@ -154,6 +177,232 @@ void check_output_path(const std::string& path) {
   }
 }
 
+// "--shard i/N": 0 <= i < N.
+Shard parse_shard(const std::string& text) {
+  const char* allowed = "(allowed: i/N with 0 <= i < N, e.g. 0/4)";
+  const size_t slash = text.find('/');
+  size_t i = 0, n = 0;
+  auto num = [](const std::string& t, size_t& v) {
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    return !t.empty() && ec == std::errc() && end == t.data() + t.size();
+  };
+  if (slash == std::string::npos || !num(text.substr(0, slash), i) || !num(text.substr(slash + 1), n) || n == 0 ||
+      i >= n)
+    throw UsageError(fmt::format("--shard: '{}' is not a shard {}", text, allowed));
+  return Shard{i, n};
+}
+
+// "--devices 0,1,3": distinct device indices.
+std::vector<int> parse_devices(const std::string& text) {
+  std::vector<int> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    int d = -1;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), d);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || d < 0 ||
+        std::find(out.begin(), out.end(), d) != out.end())
+      throw UsageError(fmt::format("--devices: '{}' is not a list of distinct device indices (allowed: e.g. 0,1,2,3)", text));
+    out.push_back(d);
+    start = comma + 1;
+  }
+  return out;
+}
+
+// A word as the shell takes it back (the resume line is meant to be pasted).
+std::string shell_quote(const std::string& w) {
+  if (!w.empty() && w.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=/.,:@%") ==
+                        std::string::npos)
+    return w;
+  std::string q = "'";
+  for (char c : w) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// argv without the options named in `drop` (each with its value: "--x v" or "--x=v").
+std::vector<std::string> without_options(const std::vector<std::string>& args, const std::vector<std::string>& drop) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    bool skip = false;
+    for (const std::string& d : drop) {
+      if (args[i] == d) {
+        skip = true;
+        ++i;  // its value
+        break;
+      }
+      if (args[i].rfind(d + "=", 0) == 0) {
+        skip = true;
+        break;
+      }
+    }
+    if (!skip) out.push_back(args[i]);
+  }
+  return out;
+}
+
+// The one line an interrupted sweep prints: what it kept, where, and the command that resumes it.
+void print_interrupted(const Interrupted& e, const CommonOptions& o, const std::vector<std::string>& args) {
+  const SweepOutcome& w = last_sweep_outcome();
+  const std::string stop = w.stopped_at ? fmt::format(" at point {} (not kept)", *w.stopped_at) : std::string();
+  if (o.output.empty()) {
+    std::fprintf(stderr, "dropbench: %s%s after %zu of %zu points; no report written (no -o), nothing to resume\n",
+                 e.what(), stop.c_str(), w.measured, w.to_measure);
+    return;
+  }
+  std::string cmd;
+  for (const std::string& a : without_options(args, {"--resume"})) cmd += (cmd.empty() ? "" : " ") + shell_quote(a);
+  cmd += " --resume " + shell_quote(o.output);
+  std::fprintf(stderr,
+               "dropbench: %s%s after %zu of %zu points; %s holds %zu of %zu (\"complete\": false); resume with: %s\n",
+               e.what(), stop.c_str(), w.measured, w.to_measure, o.output.c_str(), w.in_report, w.total_points, cmd.c_str());
+}
+
+// The command's own options as given (not the common ones): recorded in context.options, so that --resume
+// and merge refuse reports made with, e.g., another --pipelines.
+json command_options(const CLI::App& sub, const std::set<const CLI::Option*>& common) {
+  json o = json::object();
+  for (const CLI::Option* opt : sub.get_options()) {
+    if (common.count(opt) || opt->count() == 0 || opt == sub.get_help_ptr()) continue;
+    o[opt->get_name()] = opt->results();
+  }
+  return o;
+}
+
+// --resume FILE: the report must be this sweep's (command, resolved config, tool version, device, options,
+// shard); -o defaults to it.
+void load_resume(RunContext& ctx, const std::string& command) {
+  CommonOptions& o = ctx.opts;
+  ReportFile f = read_report_file(o.resume, "--resume");
+  const std::vector<std::string> diffs =
+      identity_differences(report_identity(f.doc, "--resume", f.path), run_identity(command, ctx.cfg, ctx.context));
+  if (!diffs.empty())
+    throw UsageError(fmt::format("--resume: {} is not a report of this run: {} (allowed: a report of the same command, "
+                                 "config, tool version and device)",
+                                 f.path, diffs.front()));
+  const Shard old = report_shard(f.doc), now = o.shard.value_or(Shard{});
+  if (old.count != 1 && (old.count != now.count || old.index != now.index))
+    throw UsageError(fmt::format("--resume: {} is shard {}/{}, this run is shard {}/{} (allowed: the same shard, or "
+                                 "an unsharded report)",
+                                 f.path, old.index, old.count, now.index, now.count));
+  if (o.output.empty()) o.output = o.resume;
+  ctx.resume_doc = std::move(f.doc);
+}
+
+// --devices: one child per device, the same command line with --device d --shard k/N -o <out>.shards/...;
+// SIGINT/SIGTERM are forwarded; the shard reports are merged into -o (incomplete when a child failed).
+int run_on_devices(const CommonOptions& o, const std::vector<std::string>& args) {
+  namespace fs = std::filesystem;
+  const std::vector<int> devs = parse_devices(o.devices);
+  if (o.shard) throw UsageError("--devices: cannot be combined with --shard (each device runs one shard of the sweep)");
+  if (o.output.empty()) throw UsageError("--devices: needs -o FILE (the merged report; the shards go to FILE.shards/)");
+  if (!o.dry_run) {  // fail here, once, rather than in every child
+    const int count = device_count();
+    if (count == 0) require_gpu(0);
+    for (int d : devs)
+      if (d >= count) throw UsageError(fmt::format("--devices: {} is out of range (allowed: 0..{})", d, count - 1));
+  }
+  const std::string dir = o.output + ".shards";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw UsageError(fmt::format("--devices: cannot create {} ({})", dir, ec.message()));
+
+  install_interrupt_handlers();
+  const std::vector<std::string> base = without_options(args, {"--devices", "--device", "-o", "--output"});
+  const size_t n = devs.size();
+  std::vector<std::string> reports(n), outs(n);
+  std::vector<pid_t> pids(n, -1);
+  std::vector<int> codes(n, -1);
+  for (size_t k = 0; k < n; ++k) {
+    reports[k] = fmt::format("{}/shard-{}-of-{}.json", dir, k, n);
+    outs[k] = fmt::format("{}/shard-{}-of-{}.out", dir, k, n);
+    std::vector<std::string> a = base;
+    for (const std::string& w : {std::string("--device"), std::to_string(devs[k]), std::string("--shard"),
+                                 fmt::format("{}/{}", k, n), std::string("-o"), reports[k]})
+      a.push_back(w);
+    std::vector<char*> cargv;
+    for (std::string& w : a) cargv.push_back(w.data());
+    cargv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, outs[k].c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    // Its own process group: a terminal's Ctrl-C reaches only the parent, which forwards it once (a second
+    // signal would make the child quit at once, without its report).
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+    const int rc = posix_spawn(&pids[k], "/proc/self/exe", &fa, &attr, cargv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) {
+      pids[k] = -1;
+      codes[k] = 1;
+      std::fprintf(stderr, "dropbench: --devices: cannot start the child for device %d: %s\n", devs[k], std::strerror(rc));
+    }
+  }
+  bool forwarded = false;
+  for (;;) {
+    bool live = false;
+    for (size_t k = 0; k < n; ++k) {
+      if (pids[k] < 0) continue;
+      int st = 0;
+      const pid_t r = ::waitpid(pids[k], &st, WNOHANG);
+      if (r == 0) {
+        live = true;
+        continue;
+      }
+      codes[k] = r < 0 ? 1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      pids[k] = -1;
+    }
+    if (!live) break;
+    if (interrupt_requested() && !forwarded) {
+      for (pid_t p : pids)
+        if (p > 0) ::kill(p, interrupt_signal());
+      forwarded = true;
+    }
+    ::usleep(20000);
+  }
+  // The shards' tables, in shard order.
+  for (const std::string& f : outs) {
+    std::ifstream in(f, std::ios::binary);
+    std::cout << in.rdbuf();
+  }
+  std::cout << std::flush;
+
+  int code = 0;
+  std::string failed;
+  for (size_t k = 0; k < n; ++k)
+    if (codes[k] != 0) {
+      failed += fmt::format("{}shard {} (device {}) exit {}", failed.empty() ? "" : ", ", k, devs[k], codes[k]);
+      if (code == 0) code = codes[k];
+    }
+  if (forwarded) code = 128 + interrupt_signal();
+
+  std::vector<std::string> present;
+  for (const std::string& r : reports)
+    if (fs::exists(r)) present.push_back(r);
+  if (present.empty()) {
+    std::fprintf(stderr, "dropbench: --devices: %s; no shard wrote a report, so %s was not written\n",
+                 failed.empty() ? "interrupted" : failed.c_str(), o.output.c_str());
+    return code != 0 ? code : 1;
+  }
+  Report merged = merge_report_files(present);
+  merged.set_output(o.output);
+  if (present.size() < n) {
+    merged.sweep().complete = false;
+    merged.sweep().incomplete_reason = {{"kind", "merge"},
+                                        {"message", fmt::format("{} of {} shard reports were written", present.size(), n)}};
+  }
+  merged.write();
+  const size_t have = merged.points().size() + merged.skipped().size();
+  if (code != 0)
+    std::fprintf(stderr, "dropbench: --devices: %s; %s holds %zu of %zu points (\"complete\": %s), shard reports in %s\n",
+                 failed.empty() ? "interrupted" : failed.c_str(), o.output.c_str(), have, merged.sweep().total_points,
+                 merged.sweep().complete ? "true" : "false", dir.c_str());
+  return code;
+}
+
 std::string command_list(const std::vector<Command>& cmds) {
   std::string s;
   for (const Command& c : cmds) s += (s.empty() ? "" : ", ") + c.name;
@@ -212,10 +461,12 @@ int run_cli(int argc, char** argv) {
   RawNumbers raw;
   std::vector<Command> cmds = all_commands();
   std::vector<CLI::App*> subs;
+  std::set<const CLI::Option*> common;
   for (Command& c : cmds) {
     CLI::App* sub = app.add_subcommand(c.name, c.summary);
     sub->footer(c.help);
     if (c.sweeps) add_common_options(*sub, opts, raw);
+    for (const CLI::Option* opt : std::as_const(*sub).get_options()) common.insert(opt);
     if (c.add_options) c.add_options(*sub);
     subs.push_back(sub);
   }
@@ -248,15 +499,31 @@ int run_cli(int argc, char** argv) {
       ctx.argv = args;
       if (cmds[i].sweeps) {
         if (raw.device) opts.device = parse_device(*raw.device);
+        if (raw.shard) opts.shard = parse_shard(*raw.shard);
         ctx.cfg = resolve_config(opts, raw);  // also fills opts.seed, opts.offset, ... from the checked values
+        if (!opts.devices.empty()) {
+          if (!opts.resume.empty() && opts.output.empty()) opts.output = opts.resume;
+          check_output_path(opts.output);
+          return run_on_devices(opts, args);
+        }
         check_output_path(opts.output);
         if (!opts.dry_run) require_gpu(opts.device);
         ctx.context = make_context(args, opts.dry_run ? -1 : opts.device);
         ctx.context["dry_run"] = opts.dry_run;
+        ctx.context["options"] = command_options(*subs[i], common);
+        ctx.opts = opts;
+        if (!ctx.opts.resume.empty()) {
+          load_resume(ctx, cmds[i].name);
+          check_output_path(ctx.opts.output);
+        }
+        opts = ctx.opts;
       }
       ctx.opts = opts;
       return cmds[i].run(ctx);
     }
+  } catch (const Interrupted& e) {
+    print_interrupted(e, opts, args);
+    return 128 + e.signal;
   } catch (const NoDeviceError& e) {
     std::fprintf(stderr, "dropbench: %s\n", e.what());
     return 2;

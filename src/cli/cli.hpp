@@ -1,7 +1,7 @@
 // CLI: CLI11 subcommands. Adding a command = one file src/cmd_<name>.cpp defining `Command make_<name>_command()`
 // plus one line in the table in cli.cpp. Common options (--config, --set, -o, --format, --device, --seed,
-// --offset, --min-samples, --min-time, --max-noise, --cold, --quiet, --dry-run) are added by the framework
-// to every command that declares `sweeps = true`.
+// --offset, --min-samples, --min-time, --max-noise, --cold, --quiet, --dry-run, --shard, --resume, --devices) are
+// added by the framework to every command that declares `sweeps = true`.
 #pragma once
 #include <functional>
 #include <memory>

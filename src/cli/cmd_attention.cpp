@@ -29,12 +29,12 @@ int run_attention(RunContext& ctx) {
   const std::map<std::string, std::vector<json>> defaults = {{"sq", {4096, 8192, 16384}}, {"causal", {false, true}}};
   const auto points = expand_sweep(ctx.cfg, axes, defaults);
   const bool dry = ctx.opts.dry_run;
-  SweepSession session(ctx, "attention", points.size());
+  SweepSession session(ctx, "attention", points);
   DeviceBuffer qkv, o, o_ref, lse, mask;
 
   for (const SweepPoint& pt : points) {
     const std::string label = axes_label(pt.axes);
-    session.step(pt.index, label);
+    if (!session.begin(pt, label)) continue;  // another shard's point, or kept from --resume
     NvtxRange point_range("point " + label);
     const Workload& w = pt.workload;
     const Threshold thr = make_threshold(w.dropout_p, static_cast<int>(w.threshold_bits));

@@ -39,7 +39,7 @@ int run_dropout(RunContext& ctx) {
   const auto points = expand_sweep(ctx.cfg, axes, defaults);
   const bool dry = ctx.opts.dry_run;
 
-  SweepSession session(ctx, "dropout", points.size());
+  SweepSession session(ctx, "dropout", points);
   DeviceBuffer x, y, y_ref, mask;
   Table table;
   if (!points.empty()) table.columns = axis_columns(points[0].axes);
@@ -49,7 +49,7 @@ int run_dropout(RunContext& ctx) {
 
   for (const SweepPoint& pt : points) {
     const std::string label = axes_label(pt.axes);
-    session.step(pt.index, label);
+    if (!session.begin(pt, label)) continue;  // another shard's point, or kept from --resume
     NvtxRange point_range("point " + label);
     const Workload& w = pt.workload;
     const ElemType et = parse_elem_type(w.dropout_dtype);

@@ -60,10 +60,10 @@ int run_gemm(RunContext& ctx, const GemmCmdOptions& o) {
       throw UsageError(fmt::format("--sm-count: {} is more than the device's {} SMs", o.sm_count, sms));
   }
 
-  SweepSession session(ctx, "gemm", points.size());
+  SweepSession session(ctx, "gemm", points);
   for (const SweepPoint& pt : points) {
     const std::string label = axes_label(pt.axes);
-    session.step(pt.index, label);
+    if (!session.begin(pt, label)) continue;  // another shard's point, or kept from --resume
     NvtxRange point_range("point " + label);
     const Workload& w = pt.workload;
     const GemmDtype dtype = parse_gemm_dtype(w.dtype);

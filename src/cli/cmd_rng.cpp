@@ -47,13 +47,13 @@ int run_rng(RunContext& ctx) {
   const auto points = expand_sweep(ctx.cfg, axes, defaults);
   const bool dry = ctx.opts.dry_run;
 
-  SweepSession session(ctx, "rng", points.size());
+  SweepSession session(ctx, "rng", points);
   DeviceBuffer mask, counter;
   if (!dry) counter.resize(sizeof(unsigned long long));
   Table table;
   for (const SweepPoint& pt : points) {
     const std::string label = axes_label(pt.axes);
-    session.step(pt.index, label);
+    if (!session.begin(pt, label)) continue;  // another shard's point, or kept from --resume
     NvtxRange point_range("point " + label);
     const Workload& w = pt.workload;
     const Threshold thr = make_threshold(w.dropout_p, static_cast<int>(w.threshold_bits));

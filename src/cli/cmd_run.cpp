@@ -76,12 +76,12 @@ int run_run(RunContext& ctx, const RunOptions& o) {
   const auto points = expand_sweep(ctx.cfg, kAxes);
   const bool dry = ctx.opts.dry_run;
   TraceState trace = open_trace(o.trace, dry);
-  SweepSession session(ctx, "run", points.size());
+  SweepSession session(ctx, "run", points);
   RunTotals totals;
 
   for (const SweepPoint& pt : points) {
     const std::string label = axes_label(pt.axes);
-    session.step(pt.index, label);
+    if (!session.begin(pt, label)) continue;  // another shard's point, or kept from --resume
     NvtxRange point_range("point " + label);
     const Workload& w = pt.workload;
     std::vector<ChunkRange> chunks;

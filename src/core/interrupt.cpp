@@ -6,7 +6,16 @@
 namespace dropbench {
 namespace {
 volatile std::sig_atomic_t g_signal = 0;
-extern "C" void on_signal(int sig) { g_signal = sig; }
+// The first signal asks the sweep to stop after the current sample; a second one (a measurement stuck outside
+// the sample loop, an impatient user) takes the default action at once. signal() and raise() are async-signal-safe.
+extern "C" void on_signal(int sig) {
+  if (g_signal != 0) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  g_signal = sig;
+}
 }  // namespace
 
 Interrupted::Interrupted(int sig)

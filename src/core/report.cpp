@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -26,14 +27,54 @@ Report::Report(std::string command, json context, json config)
 
 void Report::set_output(const std::string& path) { path_ = path; }
 
+namespace {
+
+// Position that keeps a vector sorted by index (equal indices stay in insertion order).
+template <class T>
+size_t sorted_slot(const std::vector<T>& v, size_t index) {
+  const auto it = std::upper_bound(v.begin(), v.end(), index, [](size_t i, const T& e) { return i < e.index; });
+  return static_cast<size_t>(it - v.begin());
+}
+
+}  // namespace
+
 void Report::add_point(PointResult p) {
-  points_.push_back(std::move(p));
+  const size_t at = sorted_slot(points_, p.index);
+  points_.insert(points_.begin() + static_cast<std::ptrdiff_t>(at), std::move(p));
+  points_raw_.insert(points_raw_.begin() + static_cast<std::ptrdiff_t>(at), json(nullptr));
   write();
 }
 
 void Report::add_skipped(SkippedPoint s) {
-  skipped_.push_back(std::move(s));
+  if (s.index == kNoIndex) s.index = current_;
+  const size_t at = sorted_slot(skipped_, s.index);
+  skipped_.insert(skipped_.begin() + static_cast<std::ptrdiff_t>(at), std::move(s));
+  skipped_raw_.insert(skipped_raw_.begin() + static_cast<std::ptrdiff_t>(at), json(nullptr));
   write();
+}
+
+void Report::adopt_point(const json& point) {
+  PointResult p = point_from_json(point);
+  const size_t at = sorted_slot(points_, p.index);
+  points_.insert(points_.begin() + static_cast<std::ptrdiff_t>(at), std::move(p));
+  points_raw_.insert(points_raw_.begin() + static_cast<std::ptrdiff_t>(at), point);
+}
+
+void Report::adopt_skipped(const json& entry) {
+  SkippedPoint s;
+  s.axes = entry.value("axes", json::object());
+  s.reason = entry.value("reason", std::string());
+  const auto idx = entry.find("index");
+  s.index = idx != entry.end() && idx->is_number_unsigned() ? idx->get<size_t>() : kNoIndex;
+  const size_t at = sorted_slot(skipped_, s.index);
+  skipped_.insert(skipped_.begin() + static_cast<std::ptrdiff_t>(at), std::move(s));
+  skipped_raw_.insert(skipped_raw_.begin() + static_cast<std::ptrdiff_t>(at), entry);
+}
+
+void Report::set_sweep(size_t total_points, std::optional<Shard> shard) {
+  sweep_.known = true;
+  sweep_.total_points = total_points;
+  sweep_.shard = shard;
 }
 
 void Report::set_summary(json summary) {
@@ -61,6 +102,8 @@ json variant_to_json(const VariantResult& v) {
   return j;
 }
 
+}  // namespace
+
 json point_to_json(const PointResult& p) {
   json j = json::object();
   j["index"] = p.index;
@@ -73,7 +116,25 @@ json point_to_json(const PointResult& p) {
   return j;
 }
 
-}  // namespace
+PointResult point_from_json(const json& j) {
+  PointResult p;
+  p.index = j.at("index").get<size_t>();
+  p.axes = j.value("axes", json::object());
+  p.workload = j.value("workload", json::object());
+  p.derived = j.value("derived", json::object());
+  for (const json& vj : j.at("variants")) {
+    VariantResult v;
+    v.name = vj.at("name").get<std::string>();
+    v.peer = vj.value("peer", false);
+    v.stats = stats_from_json(vj.at("stats"));
+    if (const auto ph = vj.find("phases"); ph != vj.end() && ph->is_array())
+      for (const json& e : *ph) v.phases.emplace_back(e.at("name").get<std::string>(), stats_from_json(e.at("stats")));
+    v.derived = vj.value("derived", json::object());
+    v.extra = vj.value("extra", json::object());
+    p.variants.push_back(std::move(v));
+  }
+  return p;
+}
 
 json Report::to_json() const {
   json j = json::object();
@@ -84,16 +145,32 @@ json Report::to_json() const {
   j["config"] = config_.is_null() ? json::object() : config_;
   j["summary"] = summary_.is_null() ? json::object() : summary_;
   json points = json::array();
-  for (const auto& p : points_) points.push_back(point_to_json(p));
+  for (size_t i = 0; i < points_.size(); ++i)
+    points.push_back(points_raw_[i].is_null() ? point_to_json(points_[i]) : points_raw_[i]);
   j["points"] = std::move(points);
   json skipped = json::array();
-  for (const auto& s : skipped_) {
+  for (size_t i = 0; i < skipped_.size(); ++i) {
+    if (!skipped_raw_[i].is_null()) {
+      skipped.push_back(skipped_raw_[i]);
+      continue;
+    }
+    const SkippedPoint& s = skipped_[i];
     json e = json::object();
+    if (s.index != kNoIndex) e["index"] = s.index;
     e["axes"] = s.axes.is_null() ? json::object() : s.axes;
     e["reason"] = s.reason;
     skipped.push_back(std::move(e));
   }
   j["skipped"] = std::move(skipped);
+  if (sweep_.known) {
+    j["complete"] = sweep_.complete;
+    if (!sweep_.complete && !sweep_.incomplete_reason.is_null()) j["incomplete_reason"] = sweep_.incomplete_reason;
+    j["total_points"] = sweep_.total_points;
+    if (sweep_.shard) j["shard"] = {{"index", sweep_.shard->index}, {"count", sweep_.shard->count}};
+    if (!sweep_.resumed_from.is_null()) j["resumed_from"] = sweep_.resumed_from;
+    if (!sweep_.merged_from.is_null()) j["merged_from"] = sweep_.merged_from;
+    if (!sweep_.summary_note.empty()) j["summary_note"] = sweep_.summary_note;
+  }
   return j;
 }
 

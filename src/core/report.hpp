@@ -32,9 +32,34 @@ struct PointResult {
   json derived = json::object();           // point-level figures (e.g. winner, speedups)
 };
 
+// A skipped point's index when the writer did not give one (reports written before issue 13 have none).
+constexpr size_t kNoIndex = static_cast<size_t>(-1);
+
 struct SkippedPoint {
   json axes = json::object();
   std::string reason;
+  size_t index = kNoIndex;  // kNoIndex: add_skipped() takes the index set by set_current_index()
+};
+
+// The slice of a sweep one process measures: the points whose index % count == index (round-robin, so that a
+// sweep ordered by size spreads its big points over every shard).
+struct Shard {
+  size_t index = 0;
+  size_t count = 1;
+  bool holds(size_t point) const { return point % count == index; }
+};
+
+// What a report says about the sweep as a whole (docs/report-schema.md, "Sweep state"): written only once
+// set_sweep() has been called, so a bare Report (tests, tools) keeps the eight top-level keys.
+struct SweepState {
+  bool known = false;                // set_sweep() was called
+  size_t total_points = 0;           // points in the whole sweep (every shard)
+  std::optional<Shard> shard;        // --shard i/N
+  bool complete = false;             // every point of this report's slice is measured or skipped
+  json incomplete_reason = nullptr;  // object: kind (running|signal|error|merge), signal, point_index, message
+  json resumed_from = nullptr;       // object: path, date_utc, points_kept, skipped_kept
+  json merged_from = nullptr;        // array: one object per input of `dropbench merge`
+  std::string summary_note;          // merge: why the summary is not recomputed ("" = recomputed)
 };
 
 class Report {
@@ -45,6 +70,16 @@ class Report {
   void add_point(PointResult p);                 // then rewrites the file atomically
   void add_skipped(SkippedPoint s);              // likewise
   void set_summary(json summary);                // command-level results (e.g. R ratios); rewrites
+  // The sweep's state (total points, shard, complete, ...): set once by SweepSession, updated as it ends.
+  void set_sweep(size_t total_points, std::optional<Shard> shard);
+  SweepState& sweep() { return sweep_; }
+  const SweepState& sweep() const { return sweep_; }
+  // The point being measured: add_skipped() records it for entries that name no index.
+  void set_current_index(size_t i) { current_ = i; }
+  // A point or skipped entry read back from a report (--resume, merge): kept as written (keys this build
+  // does not know survive) and parsed for the summaries. Points are kept sorted by index.
+  void adopt_point(const json& point);
+  void adopt_skipped(const json& entry);
   json to_json() const;
   const std::vector<PointResult>& points() const { return points_; }
   const std::vector<SkippedPoint>& skipped() const { return skipped_; }
@@ -55,7 +90,14 @@ class Report {
   json context_, config_, summary_ = json::object();
   std::vector<PointResult> points_;
   std::vector<SkippedPoint> skipped_;
+  std::vector<json> points_raw_, skipped_raw_;  // as read back, null for points measured here (same order)
+  SweepState sweep_;
+  size_t current_ = kNoIndex;
 };
+
+// A report's point read back (stats through stats_from_json); throws nlohmann's errors on a malformed point.
+PointResult point_from_json(const json& j);
+json point_to_json(const PointResult& p);
 
 // Write `text` to `path` through a temp file in the same directory + rename (readers never see half a file).
 void write_file_atomic(const std::string& path, const std::string& text);

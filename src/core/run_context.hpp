@@ -25,6 +25,9 @@ struct CommonOptions {
   bool cold = false;                    // --cold
   bool quiet = false;                   // --quiet
   bool dry_run = false;                 // --dry-run: expand the sweep, walk it (NVTX ranges too), no GPU
+  std::optional<Shard> shard;           // --shard i/N: only the points with index % N == i
+  std::string resume;                   // --resume FILE: keep its points, measure the missing ones
+  std::string devices;                  // --devices 0,1,...: one child process (shard) per GPU (cli.cpp)
 };
 
 // What a sweeping command receives: the resolved config (file + --set + common overrides applied and
@@ -34,6 +37,7 @@ struct RunContext {
   Config cfg;
   json context;
   std::vector<std::string> argv;
+  json resume_doc;  // the --resume report, already checked against this run (command, config, version, device)
   // Print the table in the requested format to stdout (and nothing else goes to stdout).
   void print_table(const Table& t) const;
 };
