@@ -108,7 +108,8 @@ TEST(PowerGpu, SpinKernelEnergy) {
   EXPECT_LT(spin_ns * 1e-9, kSpinSeconds + 0.05);
   ASSERT_TRUE(w.measured) << w.note;
   EXPECT_DOUBLE_EQ(w.seconds, t1 - t0);
-  EXPECT_GE(w.seconds, event_ms * 1e-3);
+  // The events lie inside [t0, t1]; they are timed by the GPU's clock, the window by the host's, hence the 1 ms.
+  EXPECT_GT(w.seconds, event_ms * 1e-3 - 1e-3);
   EXPECT_LT(w.seconds - event_ms * 1e-3, 0.1);  // launch and synchronisation only
 
   if (info["energy_counter"].get<bool>()) {

@@ -155,7 +155,7 @@ double median(std::vector<double> v) {
 
 ojson num(double x) { return std::isfinite(x) ? ojson(x) : ojson(nullptr); }
 
-constexpr double kPollInterval = 0.005;         // fast readings: every 5 ms (each set costs ~0.1-0.2 ms)
+constexpr double kPollInterval = 0.005;         // fast readings: every 5 ms (a set is 5 queries of tens of µs)
 constexpr double kReadingRetention = 600.0;     // fast readings kept (s): ~120k readings, a few MB
 constexpr double kChangeRetention = 4 * 3600.0; // counter changes kept (s): ~10 per second, a few MB
 constexpr size_t kIntervalHistory = 9;          // counter change intervals the update interval is learned from
