@@ -17,6 +17,11 @@ What is drawn, per input (docs/report-schema.md, schema_version 1):
   gemm report       gemm-<name>: dropbench (cuBLASLt) vs torch TFLOP/s per shape, with peer_gemm.json.
   run report        run_speedup-<name>: speedup over the baseline pipeline vs SQ, one line per Philox round
                     count (one panel per pipeline); run_phases-<name>: per-phase medians stacked per pipeline.
+  any report whose  power_timeline-<name>-p<i>: instantaneous power (W) and SM clock (MHz) over each variant's
+  variants carry    measurement window at point i, one line per pipeline (run) or variant (other commands);
+  "power"           energy-<name>-p<i>: energy per block (run) / per iteration, mJ, per pipeline or variant, from
+                    power.energy_mj_per_iter, else mean W x median time (hatched). Variants without measured
+                    power are left out; points where none has it get no power plots (docs/power.md).
 Reports are read and validated by scripts/dropbench_report.py (shared with scripts/peers.py). Unknown JSON
 (devices.json...) is ignored; in a folder, unreadable reports are skipped with a note. Exit code 2 on an
 unreadable report given by name, or without matplotlib.
@@ -100,6 +105,7 @@ class Inputs:
         self.reports = {}          # command -> [(path, dropbench_report.Report)]
         self.peer_gemm = []        # [(path, doc)]
         self.peer_attention = []   # [(path, rows)]
+        self.raw = {}              # str(path) -> the report's JSON document (for variant["power"], which the reader skips)
 
     def add_json(self, path, explicit):
         try:
@@ -118,6 +124,7 @@ class Inputs:
                 note(f"{e}; skipped")
                 return
             self.reports.setdefault(rep.command, []).append((Path(path), rep))
+            self.raw[str(Path(path))] = doc
         elif isinstance(doc, dict) and isinstance(doc.get("rows"), list) and "gemm" in str(doc.get("tool", "")):
             self.peer_gemm.append((Path(path), doc))
         elif explicit:
@@ -689,6 +696,138 @@ def plot_run(path, rep, out, written):
 
 
 # ---------------------------------------------------------------------------------------------------------
+# (f) power and energy (variant["power"]: src/core/power.hpp's window figures, docs/power.md)
+# ---------------------------------------------------------------------------------------------------------
+
+def variant_power(raw_variant):
+    """The variant's measured power figures (a dict), or None: no "power", or power not measured."""
+    if not isinstance(raw_variant, dict):
+        return None
+    pw = raw_variant.get("power")
+    if not isinstance(pw, dict):
+        extra = raw_variant.get("extra")
+        pw = extra.get("power") if isinstance(extra, dict) else None
+    if not isinstance(pw, dict) or pw.get("measured") is not True:
+        return None
+    return pw
+
+
+def power_points(rep, doc):
+    """[(point, [(variant, power)])]: per point, the variants to plot that carry measured power. In a run report
+    those are the pipelines; elsewhere every variant that is not a peer's."""
+    out = []
+    raw_points = doc.get("points") if isinstance(doc, dict) else None
+    if not isinstance(raw_points, list):
+        return out
+    for p, rp in zip(rep.points, raw_points):
+        rvs = rp.get("variants") if isinstance(rp, dict) else None
+        if not isinstance(rvs, list):
+            continue
+        rows = []
+        for v, rv in zip(p.variants, rvs):
+            keep = v.is_pipeline if rep.command == "run" else not v.peer
+            pw = variant_power(rv) if keep else None
+            if pw is not None:
+                rows.append((v, pw))
+        if rows:
+            out.append((p, rows))
+    return out
+
+
+def point_label(p):
+    return " ".join(f"{k}={sq_label(v) if k == 'sq' and isinstance(v, int) else v}" for k, v in p.axes.items())
+
+
+def energy_mj(v, pw):
+    """(mJ per iteration, estimated?) from power.energy_mj_per_iter, else mean W x median time."""
+    mj = num(pw.get("energy_mj_per_iter"))
+    if finite(mj):
+        return mj, False
+    w, m = num(pw.get("mean_w")), v.median
+    return (w * m * 1e3, True) if finite(w) and finite(m) else (math.nan, True)
+
+
+def plot_power(path, rep, doc, out, written):
+    pts = power_points(rep, doc)
+    if not pts:
+        if rep.command == "run":
+            note(f"{path}: no variant carries measured power (no NVML, or a report from before issue 12): "
+                 "power plots skipped")
+        return
+    ctx = rep.context.get("power") if isinstance(rep.context, dict) else None
+    cap = num(ctx.get("cap_w")) if isinstance(ctx, dict) else math.nan
+    dev = rep.device_name
+    what = "pipeline" if rep.command == "run" else "variant"
+    per = "block" if rep.command == "run" else "iteration"
+    for p, rows in pts:
+        names = ordered([v.name for v, _ in rows], PIPELINE_ORDER)
+        by = {v.name: (v, pw) for v, pw in rows}
+        col = {n: colors()[i % 10] for i, n in enumerate(names)}
+        label = point_label(p)
+        suffix = f"p{p.index if p.index is not None else rep.points.index(p)}"
+
+        # Timeline: W (top) and SM MHz (bottom) against seconds into each variant's measurement window.
+        fig, (ax_w, ax_c) = plt.subplots(2, 1, figsize=(9, 6.2), sharex=True)
+        drawn = 0
+        for n in names:
+            v, pw = by[n]
+            tl = pw.get("timeline") if isinstance(pw.get("timeline"), dict) else {}
+            t = [num(x) for x in tl.get("t_s") or []]
+            w = [num(x) for x in tl.get("w") or []]
+            c = [num(x) for x in tl.get("sm_mhz") or []]
+            if not t:
+                continue
+            drawn += 1
+            mean_w = num(pw.get("mean_w"))
+            ax_w.plot(t[:len(w)], w, color=col[n], lw=1.6,
+                      label=f"{n}" + (f" (mean {mean_w:.0f} W)" if finite(mean_w) else ""))
+            ax_c.plot(t[:len(c)], c, color=col[n], lw=1.6, label=n)
+        if not drawn:
+            plt.close(fig)
+        else:
+            if finite(cap):
+                ax_w.axhline(cap, color="black", ls="--", lw=1, label=f"power cap {cap:.0f} W")
+            ax_w.set_ylabel("power (W, instantaneous reading)")
+            ax_w.set_ylim(bottom=0)
+            ax_w.legend(fontsize=8, loc="lower right")
+            ax_c.set_ylabel("SM clock (MHz)")
+            ax_c.set_xlabel("seconds into the measurement window")
+            ax_c.set_ylim(bottom=0)
+            fig.suptitle(f"Power and SM clock per {what}, {label}" + (f" — {dev}" if dev else ""))
+            fig.tight_layout()
+            save(fig, out, f"power_timeline-{slug(path)}-{suffix}", written)
+
+        # Energy per block / iteration.
+        vals = [energy_mj(*by[n]) for n in names]
+        if not any(finite(mj) for mj, _ in vals):
+            continue
+        fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(names) + 2), 4.6))
+        top = max(mj for mj, _ in vals if finite(mj))
+        for i, n in enumerate(names):
+            mj, est = vals[i]
+            if not finite(mj):
+                continue
+            ax.bar(i, mj, 0.62, color=col[n], hatch="//" if est else None, edgecolor="white" if est else None)
+            pw = by[n][1]
+            lines = [("≈ " if est else "") + (f"{mj:.0f}" if mj >= 100 else f"{mj:.1f}" if mj >= 10 else f"{mj:.2f}") + " mJ"]
+            if finite(num(pw.get("mean_w"))):
+                lines.append(f"{num(pw.get('mean_w')):.0f} W")
+            if finite(num(pw.get("capped_share"))):
+                lines.append(f"capped {num(pw.get('capped_share')):.0%}")
+            ax.text(i, mj + top * 0.015, "\n".join(lines), ha="center", va="bottom", fontsize=8)
+        ax.set_ylim(0, top * 1.3)
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels(names)
+        ax.grid(axis="x", visible=False)
+        ax.set_ylabel(f"energy per {per} (mJ)")
+        if any(est for mj, est in vals if finite(mj)):
+            fig.text(0.5, -0.02, "hatched (≈): mean W × median time (no energy_mj_per_iter in the report for it)",
+                     ha="center", va="top", fontsize=8, color="dimgrey")
+        ax.set_title(f"Energy per {per}, {label}" + (f" — {dev}" if dev else ""), fontsize=10)
+        fig.tight_layout()
+        save(fig, out, f"energy-{slug(path)}-{suffix}", written)
+
+# ---------------------------------------------------------------------------------------------------------
 
 def plot_peers_block(inputs, out, written):
     """One transformer block per preset: dropbench's four pipelines (Philox-7) beside the peers' end-to-end
@@ -760,6 +899,8 @@ def plot_all(inputs, out, peer_sq_override=None):
     else:
         note("no `dropbench run` report given: pipeline speedup and phase plots skipped")
     plot_peers_block(inputs, out, written)
+    for kind in sorted(inputs.reports):
+        each(kind, lambda path, rep: plot_power(path, rep, inputs.raw.get(str(path)), out, written))
     return written
 
 
@@ -867,8 +1008,8 @@ def self_test(keep=None):
         if problem:
             print(f"plot.py self-test: FAILED ({problem})", file=sys.stderr)
             return 1
-    print(f"plot.py self-test: ok ({len(expect)} files from synthetic reports; tests/fixtures/compare and "
-          f"model reports read through dropbench_report.py, 6 files from them)")
+    print(f"plot.py self-test: ok ({len(expect)} files from synthetic reports; tests/fixtures/compare, model and "
+          f"power reports read through dropbench_report.py, 10 files from them)")
     return 0
 
 
@@ -898,6 +1039,9 @@ def fixture_checks(tmp):
                                         ("run_speedup", "report_run")) for e in ("png", "svg")]
     if sorted(f.name for f in written) != want:
         return f"plots of the fixture reports: {sorted(f.name for f in written)}, expected {want}"
+    problem = power_fixture_checks(tmp)
+    if problem:
+        return problem
     for name in ("wrong_version.json", "not_json.json"):
         try:
             Inputs().add(fixtures / name)
@@ -905,6 +1049,41 @@ def fixture_checks(tmp):
         except SystemExit as e:
             if e.code != 2:
                 return f"{name}: exit {e.code}"
+    return None
+
+
+def power_fixture_checks(tmp):
+    """tests/fixtures/power/run_power.json: point 0's pipelines with measured power (baseline, fused, overlap; not
+    alone:gemm, which is no pipeline, nor chunked, which has no power) get a timeline and an energy plot; fused's
+    energy is estimated (no energy_mj_per_iter); point 1 (no measured power) gets none; reports without power
+    (the compare fixtures) get none either."""
+    f = REPO / "tests" / "fixtures" / "power" / "run_power.json"
+    inputs = Inputs()
+    inputs.add(f)
+    rep = inputs.reports["run"][0][1]
+    doc = inputs.raw[str(f)]
+    pts = power_points(rep, doc)
+    got = [(p.index, [v.name for v, _ in rows]) for p, rows in pts]
+    if got != [(0, ["baseline", "fused", "overlap"])]:
+        return f"power points of {f.name}: {got}"
+    by = {v.name: (v, pw) for v, pw in pts[0][1]}
+    if energy_mj(*by["baseline"]) != (1310.0, False) or not energy_mj(*by["fused"])[1] \
+            or abs(energy_mj(*by["fused"])[0] - by["fused"][1]["mean_w"] * 1.8e-3 * 1e3) > 1e-9:
+        return f"energy per block of {f.name}: {[energy_mj(*by[n]) for n in by]}"
+    written = []
+    plot_power(f, rep, doc, tmp / "power_plots", written)
+    want = sorted(f"{k}-run_power-p0.{e}" for k in ("energy", "power_timeline") for e in ("png", "svg"))
+    if sorted(x.name for x in written) != want or any(x.stat().st_size < 2000 for x in written):
+        return f"power plots of {f.name}: {sorted(x.name for x in written)}, expected {want}"
+    cmp = Inputs()
+    cmp.add(REPO / "tests" / "fixtures" / "compare" / "base.json")
+    none = []
+    plot_power("base.json", cmp.reports["attention"][0][1], cmp.raw[str(REPO / "tests" / "fixtures" / "compare" / "base.json")],
+               tmp / "power_plots2", none)
+    if none:
+        return f"power plots of a report without power: {[x.name for x in none]}"
+    if variant_power({"power": {"measured": False}}) is not None or variant_power({"extra": {"power": {"measured": True}}}) is None:
+        return "variant_power: measured false accepted, or extra.power ignored"
     return None
 
 
