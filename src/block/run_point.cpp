@@ -60,6 +60,7 @@ VariantResult variant_of(const std::string& name, const Measurement& m) {
   v.name = name;
   v.stats = m.total;
   v.phases = m.phases;
+  v.power = m.power;
   return v;
 }
 

@@ -126,6 +126,7 @@ int run_attention(RunContext& ctx) {
       v.name = vd.name;
       v.stats = m.total;
       v.phases = m.phases;
+      v.power = m.power;
       v.extra["flops"] = flops;
       v.extra["mask_bytes"] = vd.mode == DropoutMode::Mask ? geo.bytes() : 0;
       v.extra["keep_effective"] = thr.keep_effective;

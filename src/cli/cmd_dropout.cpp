@@ -120,6 +120,7 @@ int run_dropout(RunContext& ctx) {
       v.name = vname;
       v.stats = m.total;
       v.phases = m.phases;
+      v.power = m.power;
       const size_t mbytes = vd.mask ? mask_bytes(mp) : 0;
       v.extra["extra_memory_bytes"] = mbytes;
       v.extra["data_bytes"] = data_bytes;

@@ -108,6 +108,7 @@ int run_gemm(RunContext& ctx, const GemmCmdOptions& o) {
     v.name = "cublaslt";
     v.stats = m.total;
     v.phases = m.phases;
+    v.power = m.power;
     v.extra["m"] = shape.m;
     v.extra["n"] = shape.n;
     v.extra["k"] = shape.k;

@@ -85,6 +85,7 @@ int run_rng(RunContext& ctx) {
     v.name = "rng";
     v.stats = m.total;
     v.phases = m.phases;
+    v.power = m.power;
     v.extra["elements"] = rp.elements;
     v.extra["elements_generated"] = generated;
     v.extra["mask_bytes"] = bytes;

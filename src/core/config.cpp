@@ -65,7 +65,8 @@ constexpr const char* kBuiltinConfig = R"json({
     "cold": false,
     "throttle": 0.75,
     "interleave": true,
-    "settle": 0
+    "settle": 0,
+    "power_time": 0.5
   }
 }
 )json";
@@ -426,6 +427,9 @@ const std::vector<MeasureField>& measure_fields() {
       {"settle",
        [](MeasureSettings& m, const json& v) { return chk_double(v, 0.0, false, 3600.0, false, m.settle); },
        [](const MeasureSettings& m) { return json(m.settle); }},
+      {"power_time",
+       [](MeasureSettings& m, const json& v) { return chk_double(v, 0.0, false, 600.0, false, m.power_time); },
+       [](const MeasureSettings& m) { return json(m.power_time); }},
   };
   return fields;
 }

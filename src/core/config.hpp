@@ -61,6 +61,11 @@ struct MeasureSettings {
   // Seconds the first group's bodies run untimed before anything is measured, to reach a steady power and
   // thermal state, [0, 3600]; 0 = none.
   double settle = 0;
+  // After a group's timed rounds, each of its variants runs back to back this long (s) while the NVML sampler
+  // (src/core/power.hpp) reads power and the energy counter: the variant's steady-state W, J per iteration, clocks
+  // and capped share. [0, 600]; 0 = no power pass. The counter moves every ~100 ms: below ~0.5 s the figures
+  // come from the instantaneous readings instead (docs/power.md).
+  double power_time = 0.5;
 };
 
 struct Config {

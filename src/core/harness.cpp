@@ -4,6 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <thread>
+
+#include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
 #include "src/core/interrupt.hpp"
@@ -44,6 +47,63 @@ Harness::Harness(const MeasureSettings& m, bool dry_run) : m_(m), dry_(dry_run) 
   flush_bytes_ = static_cast<size_t>(std::max(l2, 1 << 20)) * 2;
   DB_CUDA(cudaMalloc(&flush_buf_, flush_bytes_));
   DB_CUDA(cudaMalloc(reinterpret_cast<void**>(&probe_buf_), 8 * sizeof(unsigned long long)));
+  if (m_.power_time > 0) {
+    sampler_ = PowerSampler::open(dev, &power_why_);
+    if (sampler_) {
+      // Idle power before any work: the static power the energy bound subtracts. 0.6 s spans several of the
+      // energy counter's ~100 ms updates.
+      const double t0 = PowerSampler::now();
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));
+      const PowerWindow w = sampler_->window(t0 + 0.05, PowerSampler::now());
+      idle_window_ = to_json(w);
+      idle_window_.erase("timeline");
+      if (w.measured) idle_w_ = w.mean_w;
+    } else {
+      fmt::print(stderr, "dropbench: power not measured: {}\n", power_why_);
+    }
+  } else {
+    power_why_ = "measure.power_time = 0";
+  }
+}
+
+json Harness::power_context() const {
+  json j = dropbench::power_context(sampler_.get(), power_why_);
+  if (sampler_) {
+    j["idle"] = idle_window_;
+    j["idle_w"] = std::isfinite(idle_w_) ? json(idle_w_) : json(nullptr);
+    j["power_time_s"] = m_.power_time;
+  }
+  return j;
+}
+
+double Harness::cap_w() const { return sampler_ ? sampler_->cap_w() : std::numeric_limits<double>::quiet_NaN(); }
+
+// One variant back to back for measure.power_time under the sampler. Synchronising every few iterations keeps
+// the launch queue short without leaving the GPU idle for long.
+json Harness::power_pass(const Candidate& c) {
+  const double t0 = PowerSampler::now();
+  int64_t iters = 0;
+  for (;;) {
+    throw_if_interrupted();
+    pool_next_ = 0;
+    Sample s;
+    s.stream = stream_;
+    s.h_ = this;
+    if (m_.cold) DB_CUDA(cudaMemsetAsync(flush_buf_, 0, flush_bytes_, stream_));
+    c.body(s);
+    ++iters;
+    if (iters % 4 == 0) {
+      DB_CUDA(cudaStreamSynchronize(stream_));
+      if (PowerSampler::now() - t0 >= m_.power_time) break;
+    }
+  }
+  const double t1 = PowerSampler::now();
+  const PowerWindow w = sampler_->window(t0, t1);
+  json j = to_json(w);
+  j["iterations"] = iters;
+  j["energy_mj_per_iter"] = w.measured && std::isfinite(w.energy_j) ? json(w.energy_j * 1e3 / iters) : json(nullptr);
+  j["time_per_iter_s"] = (t1 - t0) / iters;
+  return j;
 }
 
 Harness::~Harness() {
@@ -272,6 +332,8 @@ std::vector<Measurement> Harness::measure_group(const std::vector<Candidate>& gr
     }
     m.seconds_spent = now_s() - t_begin;
   }
+  if (sampler_)
+    for (size_t i = 0; i < k; ++i) out[i].power = power_pass(group[i]);
   groups_ += m_.interleave ? 1 : static_cast<int>(k) + 1;
   return out;
 }

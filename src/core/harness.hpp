@@ -11,6 +11,8 @@
 // per-round samples (SampleSeries, NaN = discarded) for the paired bootstrap intervals of src/core/bootstrap.hpp.
 #pragma once
 #include <functional>
+#include <limits>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +21,7 @@
 
 #include "src/core/bootstrap.hpp"
 #include "src/core/config.hpp"
+#include "src/core/power.hpp"
 #include "src/core/stats.hpp"
 
 namespace dropbench {
@@ -52,6 +55,9 @@ struct Measurement {
   std::vector<std::pair<std::string, Stats>> phases;
   double seconds_spent = 0;   // wall time of the whole measurement or group (warm-up included)
   SampleSeries series;        // the kept samples by round (NaN where discarded), and the group they pair within
+  // The power pass (measure.power_time): power.hpp's window keys plus iterations and energy_mj_per_iter; null
+  // when power is not measured.
+  json power;
 };
 
 // One variant of a group: its name (for NVTX and messages) and its body.
@@ -79,11 +85,22 @@ class Harness {
   const MeasureSettings& settings() const { return m_; }
   // SM clock (MHz) measured right now by the probe (synchronises the stream).
   double probe_clock_mhz();
+  // Power: the sampler's description for the report context (measured or why not), the idle power measured when
+  // the harness started (NaN if not), the enforced cap (NaN if unknown).
+  json power_context() const;
+  double idle_w() const { return idle_w_; }
+  double cap_w() const;
+  bool power_on() const { return sampler_ != nullptr; }
 
  private:
   friend class Sample;
   cudaEvent_t event();  // from a pool, reused across samples
   void settle(const std::vector<Candidate>& group);
+  json power_pass(const Candidate& c);
+  std::unique_ptr<PowerSampler> sampler_;
+  std::string power_why_;
+  json idle_window_;
+  double idle_w_ = std::numeric_limits<double>::quiet_NaN();
   MeasureSettings m_;
   bool dry_;
   int groups_ = 0;       // groups measured so far: the id of the next one's SampleSeries

@@ -99,6 +99,7 @@ json variant_to_json(const VariantResult& v) {
   j["phases"] = std::move(phases);
   j["derived"] = v.derived.is_null() ? json::object() : v.derived;
   j["extra"] = v.extra.is_null() ? json::object() : v.extra;
+  if (!v.power.is_null()) j["power"] = v.power;
   return j;
 }
 
@@ -131,6 +132,7 @@ PointResult point_from_json(const json& j) {
       for (const json& e : *ph) v.phases.emplace_back(e.at("name").get<std::string>(), stats_from_json(e.at("stats")));
     v.derived = vj.value("derived", json::object());
     v.extra = vj.value("extra", json::object());
+    v.power = vj.value("power", json(nullptr));
     p.variants.push_back(std::move(v));
   }
   return p;

@@ -22,6 +22,7 @@ struct VariantResult {
   std::vector<std::pair<std::string, Stats>> phases;  // per-phase stats, in execution order
   json derived = json::object();           // Gelem/s, GB/s, TFLOP/s, ratios... (name -> number)
   json extra = json::object();             // anything else (memory, checksums, thresholds...)
+  json power;                              // the harness's power pass (Measurement::power); null = not measured
 };
 
 struct PointResult {

@@ -20,7 +20,10 @@ namespace {
 SweepOutcome g_outcome;
 
 json context_with_clock(RunContext& ctx, Harness& h) {
-  if (!h.dry_run()) ctx.context["clocks"]["sm_mhz_at_start"] = h.probe_clock_mhz();
+  if (!h.dry_run()) {
+    ctx.context["clocks"]["sm_mhz_at_start"] = h.probe_clock_mhz();
+    ctx.context["power"] = h.power_context();
+  }
   return ctx.context;
 }
 
