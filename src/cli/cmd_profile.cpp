@@ -151,6 +151,8 @@ std::vector<Family> families(const profile::Selection& s, const Workload& w) {
       j["rounds"] = r > 0 ? r : w.rounds;
       j["threshold_bits"] = tw > 0 ? tw : w.threshold_bits;
       if (key.rfind("rng_", 0) == 0) j["layout"] = "tile";
+      if (key.rfind("attn_", 0) == 0) j["attention_kernel"] = "mma";
+      if (key.rfind("wgmma_", 0) == 0) j["attention_kernel"] = "wgmma";
     }
     return j;
   };
@@ -163,10 +165,16 @@ std::vector<Family> families(const profile::Selection& s, const Workload& w) {
                  [geometry](const std::string& k) { return geometry(k, false); }, "elements"});
   if (s.attention)
     f.push_back({"attention", "attention", "attn_fwd",
-                 // The model's attention demand is the mma.sync kernel's (its kernel keys and SASS counts); the
-                 // wgmma kernel has no profile yet.
+                 // Both attention kernels, one family each (the kernel names tell them apart; attn_fwd_kernel
+                 // is the mma.sync kernel, attn_fwd_wgmma_kernel the Hopper-native one).
                  {"sweep.sq=[4096]", "sweep.causal=[false,true]", "sweep.rounds=[3,5,7,10]",
                   fmt::format("sweep.threshold_bits=[{}]", w.threshold_bits), "workload.attention_kernel=mma"},
+                 [scores](const std::string&) { return scores; },
+                 [geometry](const std::string& k) { return geometry(k, false); }, "score elements (full SQ x SQ)"});
+  if (s.attention)
+    f.push_back({"attention_wgmma", "attention", "attn_fwd_wgmma",
+                 {"sweep.sq=[4096]", "sweep.causal=[false,true]", "sweep.rounds=[3,5,7,10]",
+                  fmt::format("sweep.threshold_bits=[{}]", w.threshold_bits), "workload.attention_kernel=wgmma"},
                  [scores](const std::string&) { return scores; },
                  [geometry](const std::string& k) { return geometry(k, false); }, "score elements (full SQ x SQ)"});
   if (s.gemm)
@@ -229,7 +237,8 @@ std::string collect_ncu(const std::string& ncu, const profile::Selection& sel, c
     for (const auto& l : launches) last[profile::classify_launch(l.kernel)] = &l;
     for (const auto& [kind, l] : last) {
       std::string key = kind;
-      if (kind == "attn_fused") key = fmt::format("attn_fused_r{}_tw{}", w.rounds, w.threshold_bits);  // name without R/TW
+      if (kind == "attn_fused" || kind == "wgmma_fused")  // a name without R/TW
+        key = fmt::format("{}_r{}_tw{}", kind, w.rounds, w.threshold_bits);
       if (kind == "gemm") key = f.name;
       const json block = profile::ncu_block(*l, f.work(key), f.work_unit, f.workload(key));
       if (key.rfind("gemm_", 0) == 0) {
@@ -259,7 +268,7 @@ std::string collect_sass(const profile::Selection& sel, json& prof, std::vector<
     return std::string("scripts/profile_sass.py printed no JSON: ") + e.what();
   }
   for (const auto& [k, v] : got["sass"].items()) {
-    const bool is_rng = k.rfind("rng_", 0) == 0, is_attn = k.rfind("attn_", 0) == 0;
+    const bool is_rng = k.rfind("rng_", 0) == 0, is_attn = k.rfind("attn_", 0) == 0 || k.rfind("wgmma_", 0) == 0;
     if ((is_rng && sel.rng) || (is_attn && sel.attention)) {
       prof["sass"][k] = v;
       prof["sass"][k]["ncu"] = nullptr;
