@@ -23,6 +23,7 @@
 #include "src/cli/cli.hpp"
 #include "src/core/context.hpp"
 #include "src/model/model.hpp"
+#include "src/model/model_report.hpp"
 #include "src/model/profile.hpp"
 
 #ifndef DROPBENCH_PROFILE_ROOT
@@ -42,6 +43,8 @@ struct ProfileOptions {
   std::string ncu_csv;
   bool no_ncu = false;
   int device = 0;
+  std::vector<std::string> power_from;  // reports with per-variant power: fit per-kernel power instead of counts
+  std::string machine = "configs/machines/h200.json";
 };
 
 std::string quote(const std::string& s) {
@@ -114,6 +117,45 @@ json read_json(const std::string& path) {
   } catch (const std::exception& e) {
     throw UsageError(fmt::format("--base: '{}' is not JSON: {}", path, e.what()));
   }
+}
+
+// --power-from: per-kernel power from reports whose variants carry "power" (model::fit_power) into the
+// base profile's "power" object; the counts are left as the base has them. No GPU needed.
+int run_power_fit(const ProfileOptions& o, json prof, const std::string& base) {
+  fs::path mpath = o.machine;
+  if (!fs::exists(mpath) && fs::exists(root_dir() / o.machine)) mpath = root_dir() / o.machine;
+  const model::Machine m = model::load_machine(mpath.string());
+  const model::Profile p = model::profile_from_json(prof, base);
+  std::vector<model::MeasuredReport> reports;
+  for (const std::string& r : o.power_from) reports.push_back(model::load_measured_report(r));
+  const model::PowerFits fits = model::fit_power(m, p, reports);
+  if (fits.kernels.empty())
+    throw UsageError(fmt::format("--power-from: no single-kernel variant with \"power\" data in {} report(s) ({} "
+                                 "variant(s) without power; allowed: run reports' alone:* variants, rng / gemm / "
+                                 "attention reports' kernel variants, measured with power)",
+                                 reports.size(), fits.variants_without_power));
+  json pj = prof.contains("power") && prof["power"].is_object() ? prof["power"] : json::object();
+  for (const auto& [k, v] : model::power_json(fits).items()) pj[k] = v;
+  prof["power"] = pj;
+  prof["name"] = fs::path(o.out).stem().string();
+  model::profile_from_json(prof, o.out);  // what we write must load in the model
+  {
+    std::ofstream f(o.out + ".tmp");
+    f << prof.dump(2) << "\n";
+    if (!f) throw UsageError(fmt::format("--out: cannot write '{}'", o.out));
+  }
+  fs::rename(o.out + ".tmp", o.out);
+  Table t;
+  t.columns = {"kernel", "measurements", "mean_w", "dyn_energy_per_work_j", "power_bound_at_cap"};
+  for (const model::PowerFit& f : fits.kernels)
+    t.rows.push_back({f.key, std::to_string(f.measurements), fmt_num(f.mean_w), fmt::format("{:.4g}", f.dyn_j_per_work),
+                      fmt::format("{:.0f}% of its measured time", 100 * (f.mean_w - m.static_w) / (m.cap_w - m.static_w))});
+  std::cout << render(t, "md");
+  std::cout << fmt::format("\npower from {} report(s): {} variant(s) with power, {} without; machine {} (cap {:g} W, "
+                           "static {:g} W); wrote {}\n",
+                           reports.size(), fits.variants_with_power, fits.variants_without_power, m.name, m.cap_w,
+                           m.static_w, o.out);
+  return 0;
 }
 
 // ---- the ncu path ----------------------------------------------------------------------------------------
@@ -304,7 +346,8 @@ Command make_profile_command() {
       "Exit 2 with one line when neither path works.\n"
       "Examples:\n"
       "  dropbench profile --out results/h200/profile.json\n"
-      "  dropbench profile --kernels rng --no-ncu --out /tmp/sass.json";
+      "  dropbench profile --kernels rng --no-ncu --out /tmp/sass.json\n"
+      "  dropbench profile --power-from results/h200/run/llama3-70b.json --out /tmp/power.json   # per-kernel power";
   c.sweeps = false;
   c.add_options = [o](CLI::App& app) {
     app.add_option("--out", o->out, "Profile JSON to write (default profile.json)");
@@ -313,6 +356,12 @@ Command make_profile_command() {
     app.add_flag("--no-ncu", o->no_ncu, "Skip Nsight Compute; count SASS instead");
     app.add_option("--device", o->device, "CUDA device index (ncu path)");
     app.add_option("--ncu-csv", o->ncu_csv, "Keep Nsight Compute's CSV output of each family in this directory");
+    app.add_option("--power-from", o->power_from,
+                   "Fit per-kernel power from these reports (variants with \"power\" data) into the profile's \"power\" "
+                   "object instead of collecting counts (repeatable; no GPU needed)")
+        ->take_all()
+        ->allow_extra_args(false);
+    app.add_option("--machine", o->machine, "Machine file for --power-from (cap_w, static_w)");
   };
   c.run = [o](RunContext&) -> int {
     const profile::Selection sel = profile::parse_kernels(o->kernels);
@@ -321,6 +370,7 @@ Command make_profile_command() {
     const std::string base = o->base.empty() ? (root_dir() / "configs/profiles/h200.json").string() : o->base;
     json prof = read_json(base);
     model::profile_from_json(prof, base);  // the base must be a valid profile
+    if (!o->power_from.empty()) return run_power_fit(*o, prof, base);
     Workload w = builtin_config().workload;
 
     std::vector<std::string> notes;
