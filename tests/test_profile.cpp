@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "kernels/common/check.hpp"
 #include "cli_runner.hpp"
 #include "src/model/model.hpp"
@@ -250,4 +252,31 @@ TEST(ProfileCli, ExitCodes) {
     EXPECT_NE(r.err.find("dropbench: profile: no way to collect counts"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(out));
   }
+}
+
+// `dropbench profile --power-from`: per-kernel power from a report with power data into the profile (no GPU),
+// which the model then uses; a report without power data, or a machine without a cap, is bad input (exit 2).
+TEST(ProfileCli, PowerFromReports) {
+  const std::string fix = std::string(DROPBENCH_SOURCE_DIR) + "/tests/fixtures/model/";
+  const fs::path out = fs::temp_directory_path() / ("dropbench_profile_power_" + std::to_string(::getpid()) + ".json");
+  const std::string common = " --base '" + fix + "profile.json' --machine '" + fix + "machine.json' --out '" + out.string() + "'";
+  auto r = dropbench_test::run_dropbench("profile --power-from '" + fix + "report_run_power.json'" + common);
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* k : {"gemm_fp8", "rng_tile_r7_tw8", "attn_mask", "attn_fused_r7_tw8"})
+    EXPECT_NE(r.out.find(k), std::string::npos) << k;
+  std::ifstream f(out);
+  const json prof = json::parse(f);
+  ASSERT_TRUE(prof.contains("power"));
+  EXPECT_EQ(prof["power"].size(), 4u);
+  EXPECT_DOUBLE_EQ(prof["power"]["gemm_fp8"]["mean_w"].get<double>(), 300.0);
+  // The model then runs with the power term.
+  r = dropbench_test::run_dropbench("model --machine '" + fix + "machine.json' --profile '" + out.string() +
+                                    "' --report '" + fix + "report_run_power.json'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("power term: on"), std::string::npos) << r.out;
+  // A report without power data.
+  r = dropbench_test::run_dropbench("profile --power-from '" + fix + "report_run.json'" + common);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no single-kernel variant with \"power\" data"), std::string::npos) << r.err;
+  fs::remove(out);
 }

@@ -135,7 +135,8 @@ int run_power_fit(const ProfileOptions& o, json prof, const std::string& base) {
                                  "attention reports' kernel variants, measured with power)",
                                  reports.size(), fits.variants_without_power));
   json pj = prof.contains("power") && prof["power"].is_object() ? prof["power"] : json::object();
-  for (const auto& [k, v] : model::power_json(fits).items()) pj[k] = v;
+  const json fitted = model::power_json(fits);
+  for (const auto& [k, v] : fitted.items()) pj[k] = v;
   prof["power"] = pj;
   prof["name"] = fs::path(o.out).stem().string();
   model::profile_from_json(prof, o.out);  // what we write must load in the model

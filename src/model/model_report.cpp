@@ -2,6 +2,7 @@
 #include "src/model/model_report.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -197,6 +198,41 @@ MeasuredReport load_measured_report(const std::string& path) {
     throw UsageError(
         fmt::format("--report: command '{}' is not modelled (allowed: rng, attention, gemm, run)", r.command));
   return r;
+}
+
+std::vector<std::string> newest_reports(const std::string& results_dir, const std::string& command) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<long, fs::path>> sessions;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(results_dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (!e.is_directory() || n.rfind("session", 0) != 0 || n.size() == 7) continue;
+    if (!std::all_of(n.begin() + 7, n.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }))
+      continue;
+    sessions.emplace_back(std::stol(n.substr(7)), e.path());
+  }
+  std::sort(sessions.begin(), sessions.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [n, dir] : sessions) {
+    std::vector<std::string> found;
+    for (const auto& e : fs::recursive_directory_iterator(dir, ec)) {
+      if (!e.is_regular_file() || e.path().extension() != ".json") continue;
+      std::ifstream f(e.path());
+      json d;
+      try {
+        d = json::parse(f);
+      } catch (const json::exception&) {
+        continue;
+      }
+      if (!d.is_object() || d.value("schema", "") != "dropbench.report" || d.value("command", "") != command) continue;
+      if (d.contains("context") && d["context"].value("dry_run", false)) continue;
+      found.push_back(e.path().string());
+    }
+    if (!found.empty()) {
+      std::sort(found.begin(), found.end());
+      return found;
+    }
+  }
+  return {};
 }
 
 ReportComparison compare_with_report(const Machine& m, const Profile& p, const MeasuredReport& r, const Options& o,

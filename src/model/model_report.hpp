@@ -19,6 +19,12 @@ struct MeasuredReport {
 // Throws UsageError ("--report: ...") for a missing / unparsable file, another schema or an unmodelled command.
 MeasuredReport load_measured_report(const std::string& path);
 
+// The newest committed reports of `command` (rng, attention, gemm, run) under a machine's results folder
+// (e.g. results/h200): the session folders session<N> (any depth below them) are searched from the highest N
+// down, and the first that holds measured reports of that command gives all of them (sorted paths); none:
+// empty. The rule the accuracy tests use, so that a new session's reports replace the old ones without a list.
+std::vector<std::string> newest_reports(const std::string& results_dir, const std::string& command);
+
 // One comparison: a measured median against a prediction.
 struct ReportRow {
   json axes;
