@@ -108,6 +108,17 @@ TEST(ProfileGpu, EveryKernelUnderNcu) {
         EXPECT_EQ(src, "ncu") << mode << " R" << r << " causal " << causal;
       }
     }
+  // The wgmma attention kernel: measured demand only, at every mode, R and causality.
+  const model::Machine mach = model::load_machine(std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h200.json");
+  w.attention_kernel = "wgmma";
+  for (bool causal : {false, true})
+    for (int r : {3, 5, 7, 10}) {
+      w.causal = causal;
+      w.rounds = r;
+      for (const char* mode : {"none", "mask", "fused"})
+        EXPECT_EQ(model::attention_time(mach, p, w, mode, {}, {}).source, "ncu") << "wgmma " << mode << " R" << r;
+    }
+  w.attention_kernel = "auto";
   for (const char* dt : {"fp8", "bf16"}) {
     w.dtype = dt;
     std::string src;

@@ -39,7 +39,7 @@ Workload parse_shape(const std::string& s) {
       {"b", "batch"},        {"batch", "batch"},     {"sq", "sq"},           {"e", "embed"},
       {"embed", "embed"},    {"hq", "q_heads"},      {"hkv", "kv_heads"},    {"dh", "head_dim"},
       {"causal", "causal"},  {"dtype", "dtype"},     {"tw", "threshold_bits"}, {"p", "dropout_p"},
-      {"chunk", "chunk"}};
+      {"chunk", "chunk"},    {"attn", "attention_kernel"}};
   Workload w = builtin_config().workload;
   if (s.empty()) throw UsageError("--shape: empty (example: b=1,sq=8192,e=8192,hq=64,hkv=8,dh=128)");
   std::map<std::string, std::string> seen;  // field -> the item that set it: b and batch are one key
@@ -48,18 +48,18 @@ Workload parse_shape(const std::string& s) {
   while (std::getline(ss, item, ',')) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0)
-      throw UsageError(fmt::format("--shape: '{}' is not key=value (keys: b, sq, e, hq, hkv, dh, causal, dtype, tw, p, chunk)", item));
+      throw UsageError(fmt::format("--shape: '{}' is not key=value (keys: b, sq, e, hq, hkv, dh, causal, dtype, tw, p, chunk, attn)", item));
     const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
     auto it = keys.find(k);
     if (it == keys.end())
-      throw UsageError(fmt::format("--shape: unknown key '{}' (allowed: b, sq, e, hq, hkv, dh, causal, dtype, tw, p, chunk)", k));
+      throw UsageError(fmt::format("--shape: unknown key '{}' (allowed: b, sq, e, hq, hkv, dh, causal, dtype, tw, p, chunk, attn)", k));
     // The last value used to win without a word.
     if (auto [prev, fresh] = seen.emplace(it->second, item); !fresh)
       throw UsageError(fmt::format("--shape: key '{}' given twice ('{}', '{}'; allowed: each key once, b = batch, "
                                    "e = embed)",
                                    k, prev->second, item));
     json val;
-    if (it->second == "dtype") {
+    if (it->second == "dtype" || it->second == "attention_kernel") {
       val = v;
     } else if (it->second == "causal") {
       if (v == "1" || v == "true") val = true;
@@ -137,6 +137,7 @@ json recommend_json(const Recommendation& rec, const Workload& shape, const mode
   out["shape"] = to_json(shape);
   out["machine"] = m.path;
   out["profile"] = p.path;
+  out["attention_kernel"] = model::attention_family(p, shape);
   out["region"] = {{"name", model::region_of(rec.rng_over_gemm)},
                    {"rng_over_gemm", rec.rng_over_gemm},
                    {"rounds", rec.reference_rounds}};
@@ -197,6 +198,8 @@ void print_header(const Recommendation& rec, const Workload& base, const model::
                            rref, M, N, base.embed, base.dtype, mcli::us(p7.gemm.seconds), p7.gemm.limiter,
                            mcli::us(p7.rng.seconds), p7.rng.limiter, mcli::us(p7.attn_mask.seconds),
                            p7.attn_mask.limiter, mcli::us(p7.attn_fused.seconds), p7.attn_fused.limiter);
+  std::cout << fmt::format("attention kernel: {}{}\n", model::attention_family(p, base),
+                           base.attention_kernel == "auto" ? " (attn=auto: the profile's attention_kernel_auto)" : "");
   std::cout << fmt::format("demand (--demand {}): {}\n", demand, model::kernel_sources(p7));
   std::cout << fmt::format("region: {} (RNG / GEMM = {:.2f} at Philox-{}): {}\n\n", model::region_of(rec.rng_over_gemm),
                            rec.rng_over_gemm, rref, model::region_text(rec.rng_over_gemm));
@@ -283,7 +286,10 @@ Command make_recommend_command() {
       "round count for one attention-block shape, ranks them, names each one's limiting unit and the region of\n"
       "the shape (GEMM >> RNG: RNG/GEMM < 0.5; RNG <~ GEMM: 0.5..1; RNG > GEMM: > 1), and shows the RNG's share\n"
       "of the baseline block time, also on --reference (default H200) when --machine is another machine.\n"
-      "--shape keys: b, sq, e, hq, hkv, dh, causal (0/1), dtype (fp8/bf16), tw (8/16/32), p, chunk.\n"
+      "--shape keys: b, sq, e, hq, hkv, dh, causal (0/1), dtype (fp8/bf16), tw (8/16/32), p, chunk,\n"
+      "attn (auto/mma/wgmma: the attention kernel). With per-kernel power in the profile (`dropbench profile\n"
+      "--power-from`) and a power cap in the machine file, every entry also gets its energy per block and a\n"
+      "second ranking by energy; the output says when the two rankings differ.\n"
       "Examples:\n"
       "  dropbench recommend --shape \"b=1,sq=8192,e=8192,hq=64,hkv=8,dh=128\"\n"
       "  dropbench recommend --shape \"b=1,sq=8192,e=16384,hq=128,hkv=8,dh=128,causal=1\" \\\n"

@@ -1322,23 +1322,16 @@ Prediction predict(const Machine& m, const Profile& p, const Workload& w, const 
     }
     return e + m.static_w * seconds;
   };
-  auto no_power = [](std::initializer_list<const KernelTime*> ks) {
-    double s = 0;
-    for (const KernelTime* k : ks) s += k->seconds_no_power;
-    return s;
-  };
   Dominant db, df;
   for (const KernelTime* k : std::initializer_list<const KernelTime*>{&gemm.t, &rng.t, &mask.t}) db.add(k->limiter, k->seconds);
   for (const KernelTime* k : std::initializer_list<const KernelTime*>{&gemm.t, &fused.t}) df.add(k->limiter, k->seconds);
   PipelineTime base{"baseline", gemm.t.seconds + rng.t.seconds + mask.t.seconds + 2 * gap, db.unit(),
                     "GEMM, RNG, attention(mask) one after the other", "serial"};
   base.energy_j = energy({&gemm.t, &rng.t, &mask.t}, base.seconds);
-  base.seconds_no_power = no_power({&gemm.t, &rng.t, &mask.t}) + 2 * gap;
   PipelineTime fus{"fused", gemm.t.seconds + fused.t.seconds + gap, df.unit(),
                    "GEMM, then attention generating its keep bits (" + fused_src + ")",
                    fused_src == "own profile" ? "fused kernel" : "fused (composed)"};
   fus.energy_j = energy({&gemm.t, &fused.t}, fus.seconds);
-  fus.seconds_no_power = no_power({&gemm.t, &fused.t}) + gap;
 
   const auto& gr = gp->second;
   const int rng_regs = sass_entry(p, rng_key(p, w, "tile"), "RNG").registers;
@@ -1357,12 +1350,6 @@ Prediction predict(const Machine& m, const Profile& p, const Workload& w, const 
     ov_detail += fmt::format(" (energy bound: at most {:.0f}% of the shorter can hide)", 100 * ov.max_hidden);
   PipelineTime over{"overlap", ov.seconds + gap + mask.t.seconds, dov.unit(), ov_detail, ov.mechanism};
   over.energy_j = energy({&gemm.t, &rng.t, &mask.t}, over.seconds);
-  {
-    Profile pnp = p;
-    pnp.use_power = false;
-    const Piece g2 = gemm_piece(m, pnp, w, o), r2 = rng_piece(m, pnp, w, "tile", {}, o);
-    over.seconds_no_power = concurrent(m, o, g2, r2, r.rng_coresident_warps, true).seconds + gap + mask.t.seconds_no_power;
-  }
 
   // Chunked: RNG of chunk 0, then attention(chunk i) || RNG(chunk i+1).
   const int block_rows = fam == "wgmma" ? p.wgmma->block_rows : p.attn_block_rows;
@@ -1382,7 +1369,7 @@ Prediction predict(const Machine& m, const Profile& p, const Workload& w, const 
   }
   const double attn_warps_res =
       residency_warps(o.residency, coresident_warps(m, attn_regs, attn_smem, attn_threads, attn_blocks, rng_regs), m);
-  double chunked = gemm.t.seconds + gap, chunked_np = gemm.t.seconds_no_power + gap;
+  double chunked = gemm.t.seconds + gap;
   double chunk_dyn = gemm.t.energy_j;
   Dominant dch;
   dch.add(gemm.t.limiter, gemm.t.seconds);
@@ -1392,24 +1379,21 @@ Prediction predict(const Machine& m, const Profile& p, const Workload& w, const 
   {
     const Piece r0 = rng_piece(m, p, w, "tile", wins[0], o);
     chunked += r0.t.seconds + gap;
-    chunked_np += r0.t.seconds_no_power + gap;
     chunk_dyn = chunk_dyn >= 0 && r0.t.energy_j >= 0 ? chunk_dyn + r0.t.energy_j : -1;
     dch.add(r0.t.limiter, r0.t.seconds);
     for (size_t i = 0; i < wins.size(); ++i) {
       const Piece a = attention_piece(m, p, w, "mask", wins[i], o);
-      double t = a.t.seconds, tnp = a.t.seconds_no_power;
+      double t = a.t.seconds;
       std::string lim = a.t.limiter;
       chunk_dyn = chunk_dyn >= 0 && a.t.energy_j >= 0 ? chunk_dyn + a.t.energy_j : -1;
       if (i + 1 < wins.size()) {
         const Piece rn = rng_piece(m, p, w, "tile", wins[i + 1], o);
         const Concurrent c = concurrent(m, o, a, rn, attn_warps_res, /*allow_partition=*/false);
         t = c.seconds;
-        tnp += rn.t.seconds_no_power;  // serial unless co-resident; the no-power figure keeps it simple
         lim = c.limiter;
         chunk_dyn = chunk_dyn >= 0 && rn.t.energy_j >= 0 ? chunk_dyn + rn.t.energy_j : -1;
       }
       chunked += t + gap;
-      chunked_np += tnp + gap;
       dch.add(lim, t);
     }
   }
@@ -1420,8 +1404,18 @@ Prediction predict(const Machine& m, const Profile& p, const Workload& w, const 
                    fmt::format("{}x{} rows, {}", nchunks, crow,
                                attn_warps_res > 0 ? fmt::format("{:g} RNG warps/SM", attn_warps_res) : "serial")};
   chk.energy_j = chunk_dyn >= 0 && m.has_power() ? chunk_dyn + m.static_w * chunked : -1;
-  chk.seconds_no_power = chunked_np;
   r.pipelines = {base, fus, over, chk};
+  // The same pipelines without the power term (what `model --report` shows beside): a second prediction when
+  // the term can act, else the same times.
+  const bool term = p.use_power && m.has_power() && !p.power.empty();
+  std::optional<Prediction> np;
+  if (term) {
+    Profile pn = p;
+    pn.use_power = false;
+    np = predict(m, pn, w, o);
+  }
+  for (size_t i = 0; i < r.pipelines.size(); ++i)
+    r.pipelines[i].seconds_no_power = np ? np->pipelines[i].seconds : r.pipelines[i].seconds;
   return r;
 }
 
