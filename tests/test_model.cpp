@@ -686,7 +686,23 @@ TEST(Model, CommittedProfileIsConsistent) {
     EXPECT_DOUBLE_EQ(j.at("kernels").at(std::string("gemm_") + dt).at("ncu").at("launch").at("registers_per_thread").get<double>() * 384,
                      p.gemm.at(dt).registers_per_sm);
   }
+  // The Hopper-native kernel: measured only, every mode / R (TW 8) / causality, with its duration and clock
+  // (the kernel-family fit needs them) and wgmma instructions on the tensor pipe.
+  ASSERT_TRUE(p.wgmma.has_value());
+  for (const char* c : {"", "_causal"})
+    for (std::string k : {"wgmma_none", "wgmma_mask", "wgmma_fused_r3_tw8", "wgmma_fused_r5_tw8", "wgmma_fused_r7_tw8",
+                          "wgmma_fused_r10_tw8"}) {
+      k += c;
+      ASSERT_TRUE(p.sass.count(k) && p.sass.at(k).ncu.has_value()) << k;
+      const NcuDemand& n = *p.sass.at(k).ncu;
+      EXPECT_EQ(n.w.attention_kernel, "wgmma") << k;
+      EXPECT_EQ(n.w.causal, std::string(c) == "_causal") << k;
+      EXPECT_GT(n.per_work.at("tensor_op_gmma"), 0) << k;
+      EXPECT_GT(n.duration_s, 0) << k;
+      EXPECT_GT(n.clock_mhz, 0) << k;
+    }
   EXPECT_EQ(p.ncu_efficiency.size(), 4u);
+  EXPECT_EQ(p.rng_efficiency.size(), 3u);
   EXPECT_TRUE(p.has_ncu());
   // Every attention iteration is 256 HMMA (2 strips x 64 keys x dH 128).
   for (const auto& [key, k] : p.sass)

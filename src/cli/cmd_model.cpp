@@ -312,6 +312,13 @@ Command make_model_command() {
       "  dropbench model --config configs/llama3-70b.json\n"
       "  dropbench model --report results/h200/foundation/rng_2g.json\n"
       "  dropbench model --report results/h200/kernels/gemm.json --uncalibrated --fit\n"
+      "Attention: the workload's attention_kernel (auto = the profile's attention_kernel_auto: wgmma on the\n"
+      "H200 profile; mma = the mma.sync kernel); reports without the field are read as mma.\n"
+      "Power: with per-kernel power in the profile (`dropbench profile --power-from REPORT`) and cap_w /\n"
+      "static_w in the machine file, no kernel finishes faster than its dynamic energy / (cap - static), nor\n"
+      "two kernels run together faster than their summed energy allows; --report then shows the error with\n"
+      "and without that term (--power off: without). Without power data it says so.\n"
+      "--fit-kernels: the RNG and wgmma kernels' own efficiencies fitted on the profile's ncu durations.\n"
       "Needs no GPU.";
   c.sweeps = false;
   c.add_options = [mo](CLI::App& app) {
