@@ -220,6 +220,16 @@ TEST(ModelPower, TermAndEnergyBound) {
   EXPECT_NEAR(pc.overlap.max_hidden, (49.152 + 25.6 - 61.952) / 25.6, 1e-9);  // 50 %
   EXPECT_NEAR(pc.pipeline("overlap")->seconds, (61.952 + 169.472) * 1e-6, 1e-12);
   EXPECT_NEAR(pc.pipeline("overlap")->seconds_no_power, (49.152 + 169.472) * 1e-6, 1e-12);
+  // An RNG ten times as energy-hungry is power-bound on its own (25.6 mJ / 200 W = 128 us), and GEMM || RNG
+  // can then gain nothing: the bound equals the serial time, the mechanism is serial.
+  Profile hot = pp;
+  hot.power["rng_tile_r7_tw8"].dyn_j_per_work *= 10;
+  const Prediction ph = predict(m, hot, w, oc);
+  EXPECT_EQ(ph.rng.limiter, "power");
+  EXPECT_NEAR(ph.rng.seconds, 128e-6, 1e-12);
+  EXPECT_EQ(ph.overlap.mechanism, "serial");
+  EXPECT_NEAR(ph.overlap.seconds, (49.152 + 128) * 1e-6, 1e-12);
+  EXPECT_NEAR(ph.overlap.max_hidden, 0.0, 1e-9);
   // --power off: the same profile predicts as without power data.
   Profile off = pp;
   off.use_power = false;

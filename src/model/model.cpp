@@ -1215,8 +1215,15 @@ Concurrent concurrent(const Machine& m, const Options& o, const Piece& a, const 
   if (a.t.energy_j >= 0 && b.t.energy_j >= 0 && m.has_power()) {
     best.energy_bound_s = (a.t.energy_j + b.t.energy_j) / (m.cap_w - m.static_w);
     if (best.mechanism != "serial" && best.seconds < best.energy_bound_s) {
-      best.seconds = std::min(best.energy_bound_s, a.t.seconds + b.t.seconds + gap);
-      best.limiter = "power";
+      const double serial = a.t.seconds + b.t.seconds + gap;
+      if (best.energy_bound_s >= serial) {  // sharing gains nothing the energy allows
+        best.seconds = serial;
+        best.mechanism = "serial";
+        best.limiter = a.t.seconds >= b.t.seconds ? a.t.limiter : b.t.limiter;
+      } else {
+        best.seconds = best.energy_bound_s;
+        best.limiter = "power";
+      }
     }
     const double floor = std::max({best.energy_bound_s, a.t.seconds, b.t.seconds});
     best.max_hidden = lo > 0 ? std::clamp((a.t.seconds + b.t.seconds + gap - floor) / lo, 0.0, 1.0) : 0;
