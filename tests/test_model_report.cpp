@@ -149,3 +149,123 @@ TEST(ModelMachine, UnknownKeyAndDirectoryAreErrors) {
   }
   std::filesystem::remove_all(dir);
 }
+
+// ---- Power (issue 12): per-kernel power fitted from a report with power data, the power term, the energy
+// bound on co-residency, and the no-power path. Fixture: report_run_power.json on the tiny machine (cap 300 W,
+// static 100 W).
+namespace {
+
+// The tiny profile with the power fitted from report_run_power.json.
+Profile tiny_profile_with_power(const Machine& m) {
+  const PowerFits f = fit_power(m, tiny_profile(), {load_measured_report(kFix + "report_run_power.json")});
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(std::ifstream(kFix + "profile.json"));
+  j["power"] = power_json(f);
+  return profile_from_json(j, "tiny+power");
+}
+
+}  // namespace
+
+TEST(ModelPower, FitFromFixtureReport) {
+  const Machine m = tiny();
+  ASSERT_TRUE(m.has_power());
+  const PowerFits f = fit_power(m, tiny_profile(), {load_measured_report(kFix + "report_run_power.json")});
+  EXPECT_EQ(f.variants_with_power, 4u);
+  ASSERT_EQ(f.kernels.size(), 4u);
+  // Dynamic energy per iteration = (mean W - static 100 W) x time; per unit of work as the model counts it.
+  const struct {
+    const char* key;
+    double watts, seconds, work;
+  } want[] = {
+      {"attn_fused_r7_tw8", 300, 177.792e-6, 1024.0 * 1024},  // visited score elements
+      {"attn_mask", 250, 169.472e-6, 1024.0 * 1024},
+      {"gemm_fp8", 300, 49.152e-6, 2.0 * 1024 * 384 * 1024},  // FLOPs of the 1024 x 384 x 1024 QKV GEMM
+      {"rng_tile_r7_tw8", 200, 25.6e-6, 1024.0 * 1024},        // elements generated
+  };
+  for (size_t i = 0; i < 4; ++i) {
+    SCOPED_TRACE(want[i].key);
+    EXPECT_EQ(f.kernels[i].key, want[i].key);
+    EXPECT_NEAR(f.kernels[i].dyn_j_per_work * want[i].work, (want[i].watts - 100) * want[i].seconds, 1e-12);
+    EXPECT_DOUBLE_EQ(f.kernels[i].mean_w, want[i].watts);
+    EXPECT_EQ(f.kernels[i].measurements, 1u);
+    EXPECT_NE(f.kernels[i].source.find("report_run_power.json"), std::string::npos);
+  }
+  // Without power data: nothing to fit, and a machine without a cap cannot split static from dynamic.
+  EXPECT_TRUE(fit_power(m, tiny_profile(), {load_measured_report(kFix + "report_run.json")}).kernels.empty());
+  Machine nocap = m;
+  nocap.cap_w = nocap.static_w = 0;
+  EXPECT_THROW(fit_power(nocap, tiny_profile(), {load_measured_report(kFix + "report_run_power.json")}), UsageError);
+}
+
+TEST(ModelPower, TermAndEnergyBound) {
+  const Machine m = tiny();
+  const Profile pp = tiny_profile_with_power(m);
+  Workload w = dropbench_test::tiny_workload(builtin_config().workload);
+  w.rounds = 7;
+  const Prediction pr = predict(m, pp, w, {});
+  // The GEMM ran at the cap: its energy bound is its own time; the RNG at 200 W: half its time.
+  EXPECT_NEAR(pr.gemm.energy_j, 200 * 49.152e-6, 1e-12);
+  EXPECT_NEAR(pr.gemm.power_bound_s, 49.152e-6, 1e-12);
+  EXPECT_NEAR(pr.rng.power_bound_s, 12.8e-6, 1e-12);
+  EXPECT_NEAR(pr.rng.seconds, 25.6e-6, 1e-12);  // not binding
+  // Pipeline energy: the kernels' dynamic energy + static 100 W x the pipeline's time.
+  const double base_e = 200 * 49.152e-6 + 100 * 25.6e-6 + 150 * 169.472e-6 + 100 * 244.224e-6;
+  EXPECT_NEAR(pr.pipeline("baseline")->energy_j, base_e, 1e-12);
+  // Co-resident (a GEMM leaving room for the RNG): without the power term the RNG would vanish under the
+  // GEMM; the two kernels' energy at the cap needs (9.8304 + 2.56) mJ / 200 W = 61.952 us.
+  Options oc;
+  oc.residency = "coresident";
+  const Prediction pc = predict(m, pp, w, oc);
+  EXPECT_NEAR(pc.overlap.energy_bound_s, 61.952e-6, 1e-12);
+  EXPECT_NEAR(pc.overlap.seconds, 61.952e-6, 1e-12);
+  EXPECT_NEAR(pc.overlap.max_hidden, (49.152 + 25.6 - 61.952) / 25.6, 1e-9);  // 50 %
+  EXPECT_NEAR(pc.pipeline("overlap")->seconds, (61.952 + 169.472) * 1e-6, 1e-12);
+  EXPECT_NEAR(pc.pipeline("overlap")->seconds_no_power, (49.152 + 169.472) * 1e-6, 1e-12);
+  // An RNG ten times as energy-hungry is power-bound on its own (25.6 mJ / 200 W = 128 us), and GEMM || RNG
+  // can then gain nothing: the bound equals the serial time, the mechanism is serial.
+  Profile hot = pp;
+  hot.power["rng_tile_r7_tw8"].dyn_j_per_work *= 10;
+  const Prediction ph = predict(m, hot, w, oc);
+  EXPECT_EQ(ph.rng.limiter, "power");
+  EXPECT_NEAR(ph.rng.seconds, 128e-6, 1e-12);
+  EXPECT_EQ(ph.overlap.mechanism, "serial");
+  EXPECT_NEAR(ph.overlap.seconds, (49.152 + 128) * 1e-6, 1e-12);
+  EXPECT_NEAR(ph.overlap.max_hidden, 0.0, 1e-9);
+  // --power off: the same profile predicts as without power data.
+  Profile off = pp;
+  off.use_power = false;
+  const Prediction po = predict(m, off, w, oc);
+  EXPECT_LT(po.overlap.seconds, 50e-6);
+  EXPECT_LT(po.gemm.energy_j, 0);
+  EXPECT_LT(po.pipeline("baseline")->energy_j, 0);
+}
+
+TEST(ModelPower, BindingBoundSetsTheTime) {
+  const Machine m = tiny();
+  Profile p = tiny_profile();
+  KernelTime t;
+  t.key = "k";
+  t.seconds = 1e-3;
+  t.limiter = "issue";
+  t.work = 1e6;
+  apply_power(m, p, t);  // no power data for "k": unchanged
+  EXPECT_EQ(t.limiter, "issue");
+  EXPECT_LT(t.energy_j, 0);
+  p.power["k"] = {1e-6, 290, "test"};  // 1 J over (300 - 100) W = 5 ms
+  apply_power(m, p, t);
+  EXPECT_EQ(t.limiter, "power");
+  EXPECT_NEAR(t.seconds, 5e-3, 1e-12);
+  EXPECT_NEAR(t.seconds_no_power, 1e-3, 1e-12);
+}
+
+TEST(ModelPower, ReportComparisonWithAndWithoutTheTerm) {
+  const Machine m = tiny();
+  const ReportComparison none = compare_with_report(m, tiny_profile(), load_measured_report(kFix + "report_run_power.json"), {}, false);
+  for (const ReportRow& row : none.rows) EXPECT_DOUBLE_EQ(row.predicted, row.predicted_no_power) << row.piece;
+  const ReportComparison with =
+      compare_with_report(m, tiny_profile_with_power(m), load_measured_report(kFix + "report_run_power.json"), {}, false);
+  ASSERT_EQ(with.rows.size(), none.rows.size());
+  // The measured kernels are at or under their own energy bound: no time changes, every error stays 0.
+  for (const ReportRow& row : with.rows) EXPECT_NEAR(row.err(), 0.0, 1e-9) << row.variant << " " << row.piece;
+  const ReportErrors e = report_errors(with.rows);
+  EXPECT_EQ(e.held_out_no_power.n, e.held_out.n);
+}

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "kernels/common/check.hpp"
 #include "cli_runner.hpp"
 #include "src/model/model.hpp"
@@ -72,6 +74,19 @@ TEST(ProfileNcuCsv, DetailsPageAttentionAndGemm) {
             "attn_none");
   EXPECT_EQ(profile::classify_launch("void attn_fwd_kernel<Cfg<128, 4, 2, 64, 2, 0>, 2>(KernelArgs)"), "attn_fused");
   EXPECT_EQ(profile::classify_launch("fill_fp8_kernel(__nv_fp8_e4m3 *, unsigned long)"), "");
+  // The Hopper-native kernel: its own keys (wgmma_*), design (b)'s RNG-warp instance apart.
+  EXPECT_EQ(profile::classify_launch("void attn_fwd_wgmma_kernel<WgCfg<128, 128, 3, 1, 0, 0>, 0, 7, 8, 0, 0>(CUtensorMap, "
+                                     "CUtensorMap, KernelArgs)"),
+            "wgmma_none");
+  EXPECT_EQ(profile::classify_launch("void attn_fwd_wgmma_kernel<WgCfg<128, 128, 3, false, 0, false>, 1, 7, 8, true, "
+                                     "false>(CUtensorMap, CUtensorMap, KernelArgs)"),
+            "wgmma_mask_causal");
+  EXPECT_EQ(profile::classify_launch("void dropbench::attn_fwd_wgmma_kernel<dropbench::WgCfg<128, 128, 3, 1, 0, 1>, "
+                                     "(dropbench::DropoutMode)2, 10, 16, 1, 0>(CUtensorMap, CUtensorMap, KernelArgs)"),
+            "wgmma_fused_r10_tw16_causal");
+  EXPECT_EQ(profile::classify_launch("void attn_fwd_wgmma_kernel<WgCfg<128, 128, 2, 1, 3, 0>, 2, 7, 8, 0, 1>(KernelArgs)"),
+            "wgmma_fused_r7_tw8_rngwarps");
+  EXPECT_EQ(profile::classify_launch("void attn_fwd_wgmma_kernel<WgCfg<128, 128, 3, 1, 0, 0>, 1>(KernelArgs)"), "wgmma_mask");
 }
 
 // Raw page (--page raw --print-units base): one row per launch, a units row. Synthetic values in ncu's layout.
@@ -172,8 +187,9 @@ TEST(ProfileKernels, SelectionAndKeys) {
   EXPECT_EQ(profile::kernel_keys(s).size(), 12u);
   s = profile::parse_kernels("rng,attention,gemm");
   const auto k = profile::kernel_keys(s, 8);
-  EXPECT_EQ(k.size(), 26u);  // 12 RNG, 2 x (none, mask, fused R 3/5/7/10), 2 GEMM
-  for (const char* key : {"attn_fused_r7_tw8", "attn_fused_r3_tw8_causal", "attn_mask_causal", "attn_none", "gemm_bf16"})
+  EXPECT_EQ(k.size(), 38u);  // 12 RNG, 2 kernels x 2 causalities x (none, mask, fused R 3/5/7/10), 2 GEMM
+  for (const char* key : {"attn_fused_r7_tw8", "attn_fused_r3_tw8_causal", "attn_mask_causal", "attn_none", "gemm_bf16",
+                          "wgmma_none", "wgmma_fused_r7_tw8", "wgmma_mask_causal", "wgmma_fused_r10_tw8_causal"})
     EXPECT_NE(std::find(k.begin(), k.end(), key), k.end()) << key;
   EXPECT_EQ(profile::kernel_keys(profile::parse_kernels("attention"), 16).at(2), "attn_fused_r3_tw16");
   EXPECT_THROW(profile::parse_kernels("rng,bogus"), UsageError);
@@ -236,4 +252,31 @@ TEST(ProfileCli, ExitCodes) {
     EXPECT_NE(r.err.find("dropbench: profile: no way to collect counts"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(out));
   }
+}
+
+// `dropbench profile --power-from`: per-kernel power from a report with power data into the profile (no GPU),
+// which the model then uses; a report without power data, or a machine without a cap, is bad input (exit 2).
+TEST(ProfileCli, PowerFromReports) {
+  const std::string fix = std::string(DROPBENCH_SOURCE_DIR) + "/tests/fixtures/model/";
+  const fs::path out = fs::temp_directory_path() / ("dropbench_profile_power_" + std::to_string(::getpid()) + ".json");
+  const std::string common = " --base '" + fix + "profile.json' --machine '" + fix + "machine.json' --out '" + out.string() + "'";
+  auto r = dropbench_test::run_dropbench("profile --power-from '" + fix + "report_run_power.json'" + common);
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* k : {"gemm_fp8", "rng_tile_r7_tw8", "attn_mask", "attn_fused_r7_tw8"})
+    EXPECT_NE(r.out.find(k), std::string::npos) << k;
+  std::ifstream f(out);
+  const json prof = json::parse(f);
+  ASSERT_TRUE(prof.contains("power"));
+  EXPECT_EQ(prof["power"].size(), 4u);
+  EXPECT_DOUBLE_EQ(prof["power"]["gemm_fp8"]["mean_w"].get<double>(), 300.0);
+  // The model then runs with the power term.
+  r = dropbench_test::run_dropbench("model --machine '" + fix + "machine.json' --profile '" + out.string() +
+                                    "' --report '" + fix + "report_run_power.json'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("power term: on"), std::string::npos) << r.out;
+  // A report without power data.
+  r = dropbench_test::run_dropbench("profile --power-from '" + fix + "report_run.json'" + common);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no single-kernel variant with \"power\" data"), std::string::npos) << r.err;
+  fs::remove(out);
 }

@@ -43,8 +43,8 @@ void expect_measured(const json& prof, const std::string& key) {
   if (key.rfind("rng_", 0) == 0) {
     EXPECT_GT(d.value("alu", 0.0), 0);
     EXPECT_GT(d.value("fma", 0.0), 0);  // the IMADs of Philox
-  } else if (key.rfind("attn_", 0) == 0) {
-    EXPECT_GT(d.value("tensor_op_hmma", 0.0), 0);
+  } else if (key.rfind("attn_", 0) == 0 || key.rfind("wgmma_", 0) == 0) {
+    EXPECT_GT(d.value("tensor_op_hmma", 0.0), 0);  // counts wgmma too on Hopper
     EXPECT_GT(d.value("alu", 0.0), 0);
     EXPECT_GT(d.value("fma", 0.0), 0);
     EXPECT_GT(d.value("xu", 0.0), 0);  // MUFU.EX2 of the softmax
@@ -86,7 +86,7 @@ TEST(ProfileGpu, EveryKernelUnderNcu) {
   const json prof = json::parse(f);
   EXPECT_EQ(prof["collected"]["path"], "ncu") << prof["collected"].dump();
   const auto keys = profile::kernel_keys(profile::parse_kernels("rng,attention,gemm"));
-  EXPECT_EQ(keys.size(), 26u);
+  EXPECT_EQ(keys.size(), 38u);
   for (const std::string& k : keys) {
     expect_measured(prof, k);
     EXPECT_FALSE(profile::table_demand(prof, k).empty()) << k;
@@ -108,6 +108,17 @@ TEST(ProfileGpu, EveryKernelUnderNcu) {
         EXPECT_EQ(src, "ncu") << mode << " R" << r << " causal " << causal;
       }
     }
+  // The wgmma attention kernel: measured demand only, at every mode, R and causality.
+  const model::Machine mach = model::load_machine(std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h200.json");
+  w.attention_kernel = "wgmma";
+  for (bool causal : {false, true})
+    for (int r : {3, 5, 7, 10}) {
+      w.causal = causal;
+      w.rounds = r;
+      for (const char* mode : {"none", "mask", "fused"})
+        EXPECT_EQ(model::attention_time(mach, p, w, mode, {}, {}).source, "ncu") << "wgmma " << mode << " R" << r;
+    }
+  w.attention_kernel = "auto";
   for (const char* dt : {"fp8", "bf16"}) {
     w.dtype = dt;
     std::string src;

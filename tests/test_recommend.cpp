@@ -3,9 +3,11 @@
 // machine (ignored when it is the same machine) and the regions.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 
 #include "model_fixtures.hpp"
+#include "src/model/model_report.hpp"
 #include "src/model/recommend.hpp"
 
 using namespace dropbench;
@@ -76,4 +78,37 @@ TEST(Recommend, Regions) {
   EXPECT_EQ(region_of(0.5), "RNG <~ GEMM");
   EXPECT_EQ(region_of(1.0), "RNG <~ GEMM");
   EXPECT_EQ(region_of(1.01), "RNG > GEMM");
+}
+
+// Ranking by energy (issue 12): energy = dynamic energy of the kernels + static power x time. On the power
+// fixture the fused pipeline is the fastest but costs the most energy; without power data nothing is ranked.
+TEST(Recommend, RanksByEnergyAndSaysWhenItDiffers) {
+  const Machine m = tiny();
+  const Recommendation plain = recommend(m, tiny_profile(), shape(), {7}, {}, nullptr);
+  EXPECT_TRUE(plain.energy_ranking.empty());
+  EXPECT_FALSE(plain.energy_differs);
+  for (const RankedEntry& e : plain.ranking) EXPECT_LT(e.energy_j, 0);
+
+  const PowerFits f = fit_power(m, tiny_profile(), {load_measured_report(dropbench_test::kModelFixtures + "report_run_power.json")});
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(std::ifstream(dropbench_test::kModelFixtures + "profile.json"));
+  j["power"] = power_json(f);
+  const Profile pp = profile_from_json(j, "tiny+power");
+  const Recommendation rec = recommend(m, pp, shape(), {7}, {}, nullptr);
+  ASSERT_EQ(rec.energy_ranking.size(), 4u);  // every pipeline's kernels have power data at R 7
+  EXPECT_EQ(rec.ranking.front().pipeline, "fused");
+  // baseline: 200 W x 49.152 + 100 W x 25.6 + 150 W x 169.472 us dynamic + 100 W x 244.224 us static.
+  const RankedEntry* base = nullptr;
+  for (const RankedEntry& e : rec.energy_ranking)
+    if (e.pipeline == "baseline") base = &e;
+  ASSERT_NE(base, nullptr);
+  EXPECT_NEAR(base->energy_j, (200 * 49.152 + 100 * 25.6 + 150 * 169.472 + 100 * 244.224) * 1e-6, 1e-12);
+  EXPECT_NE(rec.energy_ranking.front().pipeline, "fused");
+  for (size_t i = 1; i < rec.energy_ranking.size(); ++i)
+    EXPECT_LE(rec.energy_ranking[i - 1].energy_j, rec.energy_ranking[i].energy_j);
+  EXPECT_TRUE(rec.energy_best_differs);
+  EXPECT_TRUE(rec.energy_differs);
+  // The co-resident what-if respects the energy bound: at most 50 % of the RNG hides.
+  ASSERT_TRUE(rec.coresident);
+  EXPECT_NEAR(rec.coresident->max_hidden, 0.5, 1e-9);
+  EXPECT_NEAR(rec.coresident->overlap.seconds, (61.952 + 169.472) * kUs, 1e-12);
 }

@@ -52,8 +52,23 @@ struct ModelOpts {
   std::string format = "md";
   bool uncalibrated = false;
   bool fit = false;
+  bool fit_kernels = false;
   std::string demand = "ncu";
+  std::string power = "on";
 };
+
+// What the power term has to work with: the machine's cap / static power and the profile's per-kernel power.
+std::string power_status(const model::Machine& m, const model::Profile& p) {
+  if (!p.use_power) return "power term: off (--power off)";
+  if (!m.has_power()) return fmt::format("power term: no power data (machine {} has no cap_w / static_w)", m.name);
+  if (p.power.empty())
+    return fmt::format("power term: no power data (profile {} has no per-kernel power: `dropbench profile --power-from "
+                       "REPORT` fits it from reports whose variants carry \"power\"); cap {:g} W, static {:g} W",
+                       p.path, m.cap_w, m.static_w);
+  return fmt::format("power term: on (cap {:g} W, static {:g} W; power data for {} kernel(s) of profile {}): a kernel "
+                     "cannot finish faster than its dynamic energy / (cap - static)",
+                     m.cap_w, m.static_w, p.power.size(), p.path);
+}
 
 std::string pct(double x) {
   const double v = std::round(1000 * x) / 10 + 0.0;  // one decimal, no "-0.0"
@@ -68,7 +83,8 @@ Table report_table(const std::vector<model::ReportRow>& rows) {
     for (const auto& [k, v] : row.axes.items())
       if (std::find(axis_names.begin(), axis_names.end(), k) == axis_names.end()) axis_names.push_back(k);
   t.columns = axis_names;
-  for (const char* c : {"variant", "piece", "measured_us", "predicted_us", "err_%", "limiter", "demand", "role"})
+  for (const char* c : {"variant", "piece", "measured_us", "predicted_us", "err_%", "err_no_power_%", "limiter", "demand",
+                        "role"})
     t.columns.push_back(c);
   for (const model::ReportRow& row : rows) {
     std::vector<std::string> cells;
@@ -78,7 +94,7 @@ Table report_table(const std::vector<model::ReportRow>& rows) {
       else cells.push_back(row.axes.at(a).dump());
     }
     cells.insert(cells.end(), {row.variant, row.piece, mcli::us(row.measured), mcli::us(row.predicted), pct(row.err()),
-                               row.limiter, row.source, row.role});
+                               pct(row.err_no_power()), row.limiter, row.source, row.role});
     t.rows.push_back(cells);
   }
   return t;
@@ -103,6 +119,7 @@ json report_summary_json(const ModelOpts& mo, const model::Machine& m, const mod
                   {"skipped_variants", c.skipped},
                   {"held_out", stats_json(e.held_out)},
                   {"held_out_at_measured_clock", stats_json(e.held_out_at_measured_clock)},
+                  {"held_out_no_power", stats_json(e.held_out_no_power)},
                   {"all_including_fit", stats_json(e.all_including_fit, false)},
                   {"fused_composed", stats_json(e.composed, false)}};
   json per = json::object();
@@ -111,6 +128,14 @@ json report_summary_json(const ModelOpts& mo, const model::Machine& m, const mod
   json srcj = json::object();
   for (const auto& [k, v] : e.source_by_piece) srcj[k] = v;
   summary["demand"] = {{"preference", mo.demand}, {"source_by_piece", srcj}};
+  size_t bound = 0;
+  for (const model::ReportRow& row : c.rows) bound += row.power_bound ? 1 : 0;
+  summary["power"] = {{"term", p.use_power && m.has_power() && !p.power.empty()},
+                      {"status", power_status(m, p)},
+                      {"cap_w", m.cap_w},
+                      {"static_w", m.static_w},
+                      {"kernels_with_power", p.power.size()},
+                      {"power_bound_rows", bound}};
   json fits = json::array();
   for (const model::ReportRow& row : c.rows) {
     if (row.role != "fit") continue;
@@ -126,15 +151,18 @@ json report_summary_json(const ModelOpts& mo, const model::Machine& m, const mod
 }
 
 // The model-error lines under the markdown table.
-void print_report_errors(const ModelOpts& mo, const model::Machine& m, const model::MeasuredReport& r,
+void print_report_errors(const ModelOpts& mo, const model::Machine& m, const model::Profile& p,
+                         const model::MeasuredReport& r,
                          const model::ReportComparison& c, const model::ReportErrors& e) {
   const model::ErrStats &sh = e.held_out, &sc = e.held_out_at_measured_clock, &sp = e.composed;
   std::cout << fmt::format(
       "\nmodel error on {} ({}; machine {}, {}; clock: {}):\n"
       "  held out ({} comparisons): mean |err| {:.1f}%, stdev {:.1f}%, max {:.1f}%\n"
-      "  held out, each point at its measured SM clock: mean |err| {:.1f}%, stdev {:.1f}%, max {:.1f}%\n",
+      "  held out, each point at its measured SM clock: mean |err| {:.1f}%, stdev {:.1f}%, max {:.1f}%\n"
+      "  held out, without the power term: mean |err| {:.1f}%, stdev {:.1f}%, max {:.1f}%\n  {}\n",
       mo.report, r.command, m.name, mo.uncalibrated ? "uncalibrated" : "calibrated", mo.clock, sh.n, 100 * sh.mean,
-      100 * sh.stdev, 100 * sh.max, 100 * sc.mean, 100 * sc.stdev, 100 * sc.max);
+      100 * sh.stdev, 100 * sh.max, 100 * sc.mean, 100 * sc.stdev, 100 * sc.max, 100 * e.held_out_no_power.mean,
+      100 * e.held_out_no_power.stdev, 100 * e.held_out_no_power.max, power_status(m, p));
   for (const auto& [k, s] : e.held_out_by_piece)
     std::cout << fmt::format("    {:<32} n={:<3} mean |err| {:.1f}%, stdev {:.1f}%, max {:.1f}%\n", k, s.n, 100 * s.mean,
                              100 * s.stdev, 100 * s.max);
@@ -183,8 +211,39 @@ int run_report(const ModelOpts& mo, const model::Machine& m, const model::Profil
   }
   std::cout << render(t, mo.format);
   if (mo.format == "csv") return 0;
-  print_report_errors(mo, m, r, c, e);
+  print_report_errors(mo, m, p, r, c, e);
   if (mo.fit) print_fit(c.rows);
+  return 0;
+}
+
+// --fit-kernels: each measured kernel family's own efficiencies from its ncu durations (model::fit_family).
+int run_fit_kernels(const ModelOpts& mo, const model::Machine& m, const model::Profile& p) {
+  std::vector<model::FamilyFit> fits;
+  for (const char* fam : {"rng", "wgmma"})
+    if (std::string(fam) != "wgmma" || p.wgmma) fits.push_back(model::fit_family(m, p, fam));
+  if (mo.format == "json") {
+    json out = json::object();
+    for (const model::FamilyFit& f : fits) {
+      json e = json::object(), eff = json::object();
+      for (const auto& [k, v] : f.errors) e[k] = v;
+      for (const auto& [u, v] : f.efficiency) eff[u] = v;
+      out[f.family] = {{"efficiency", eff},       {"cta_overhead_cycles", f.cta_overhead_cycles},
+                       {"points", f.points},      {"mean_abs_err", f.mean_abs_err},
+                       {"max_abs_err", f.max_abs_err}, {"errors", e}};
+    }
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  for (const model::FamilyFit& f : fits) {
+    std::string eff;
+    for (const auto& [u, v] : f.efficiency) eff += fmt::format("{}{} {:.3f}", eff.empty() ? "" : ", ", u, v);
+    std::cout << fmt::format("{}: fitted on {} ncu durations of profile {}: efficiency {}{}; fitted durations: mean "
+                             "|err| {:.1f}%, max {:.1f}%\n",
+                             f.family, f.points, p.path, eff,
+                             f.family == "wgmma" ? fmt::format(", cta_overhead_cycles {:.0f}", f.cta_overhead_cycles) : "",
+                             100 * f.mean_abs_err, 100 * f.max_abs_err);
+    for (const auto& [k, v] : f.errors) std::cout << fmt::format("    {:<28} {}%\n", k, pct(v));
+  }
   return 0;
 }
 
@@ -253,6 +312,13 @@ Command make_model_command() {
       "  dropbench model --config configs/llama3-70b.json\n"
       "  dropbench model --report results/h200/foundation/rng_2g.json\n"
       "  dropbench model --report results/h200/kernels/gemm.json --uncalibrated --fit\n"
+      "Attention: the workload's attention_kernel (auto = the profile's attention_kernel_auto: wgmma on the\n"
+      "H200 profile; mma = the mma.sync kernel); reports without the field are read as mma.\n"
+      "Power: with per-kernel power in the profile (`dropbench profile --power-from REPORT`) and cap_w /\n"
+      "static_w in the machine file, no kernel finishes faster than its dynamic energy / (cap - static), nor\n"
+      "two kernels run together faster than their summed energy allows; --report then shows the error with\n"
+      "and without that term (--power off: without). Without power data it says so.\n"
+      "--fit-kernels: the RNG and wgmma kernels' own efficiencies fitted on the profile's ncu durations.\n"
       "Needs no GPU.";
   c.sweeps = false;
   c.add_options = [mo](CLI::App& app) {
@@ -272,6 +338,13 @@ Command make_model_command() {
                    "coresident:WARPS");
     app.add_flag("--uncalibrated", mo->uncalibrated, "Every unit efficiency = 1 (the rates as sourced)");
     app.add_flag("--fit", mo->fit, "With --report: print the efficiency each fit point implies for its unit");
+    app.add_flag("--fit-kernels", mo->fit_kernels,
+                 "Fit the RNG and wgmma attention kernels' own efficiencies (and the wgmma CTA overhead) on the "
+                 "profile's ncu durations (kernels.rng.efficiency, kernels.attention_wgmma)");
+    app.add_option("--power", mo->power,
+                   "on: the power term where the profile has per-kernel power and the machine a cap (a kernel cannot "
+                   "finish faster than its dynamic energy / (cap - static)); off: times only")
+        ->check(CLI::IsMember({"on", "off"}));
     app.add_option("--demand", mo->demand,
                    "Kernel demand: ncu (measured Nsight Compute counts where the profile holds them, static counts "
                    "otherwise) or sass (static SASS / hand-written counts only)")
@@ -282,6 +355,8 @@ Command make_model_command() {
     const model::Machine m = model::load_machine(mcli::default_path(mo->machine));
     model::Profile p = model::load_profile(mcli::default_path(mo->profile));
     p.use_ncu = mo->demand == "ncu";
+    p.use_power = mo->power == "on";
+    if (mo->fit_kernels) return run_fit_kernels(*mo, m, p);
     if (!mo->report.empty()) {
       if (!mo->config.empty() || !mo->sets.empty())
         throw UsageError("--report: the points come from the report; --config / --set do not apply");

@@ -23,6 +23,7 @@
 #include "src/cli/cli.hpp"
 #include "src/core/context.hpp"
 #include "src/model/model.hpp"
+#include "src/model/model_report.hpp"
 #include "src/model/profile.hpp"
 
 #ifndef DROPBENCH_PROFILE_ROOT
@@ -42,6 +43,8 @@ struct ProfileOptions {
   std::string ncu_csv;
   bool no_ncu = false;
   int device = 0;
+  std::vector<std::string> power_from;  // reports with per-variant power: fit per-kernel power instead of counts
+  std::string machine = "configs/machines/h200.json";
 };
 
 std::string quote(const std::string& s) {
@@ -116,6 +119,46 @@ json read_json(const std::string& path) {
   }
 }
 
+// --power-from: per-kernel power from reports whose variants carry "power" (model::fit_power) into the
+// base profile's "power" object; the counts are left as the base has them. No GPU needed.
+int run_power_fit(const ProfileOptions& o, json prof, const std::string& base) {
+  fs::path mpath = o.machine;
+  if (!fs::exists(mpath) && fs::exists(root_dir() / o.machine)) mpath = root_dir() / o.machine;
+  const model::Machine m = model::load_machine(mpath.string());
+  const model::Profile p = model::profile_from_json(prof, base);
+  std::vector<model::MeasuredReport> reports;
+  for (const std::string& r : o.power_from) reports.push_back(model::load_measured_report(r));
+  const model::PowerFits fits = model::fit_power(m, p, reports);
+  if (fits.kernels.empty())
+    throw UsageError(fmt::format("--power-from: no single-kernel variant with \"power\" data in {} report(s) ({} "
+                                 "variant(s) without power; allowed: run reports' alone:* variants, rng / gemm / "
+                                 "attention reports' kernel variants, measured with power)",
+                                 reports.size(), fits.variants_without_power));
+  json pj = prof.contains("power") && prof["power"].is_object() ? prof["power"] : json::object();
+  const json fitted = model::power_json(fits);
+  for (const auto& [k, v] : fitted.items()) pj[k] = v;
+  prof["power"] = pj;
+  prof["name"] = fs::path(o.out).stem().string();
+  model::profile_from_json(prof, o.out);  // what we write must load in the model
+  {
+    std::ofstream f(o.out + ".tmp");
+    f << prof.dump(2) << "\n";
+    if (!f) throw UsageError(fmt::format("--out: cannot write '{}'", o.out));
+  }
+  fs::rename(o.out + ".tmp", o.out);
+  Table t;
+  t.columns = {"kernel", "measurements", "mean_w", "dyn_energy_per_work_j", "power_bound_at_cap"};
+  for (const model::PowerFit& f : fits.kernels)
+    t.rows.push_back({f.key, std::to_string(f.measurements), fmt_num(f.mean_w), fmt::format("{:.4g}", f.dyn_j_per_work),
+                      fmt::format("{:.0f}% of its measured time", 100 * (f.mean_w - m.static_w) / (m.cap_w - m.static_w))});
+  std::cout << render(t, "md");
+  std::cout << fmt::format("\npower from {} report(s): {} variant(s) with power, {} without; machine {} (cap {:g} W, "
+                           "static {:g} W); wrote {}\n",
+                           reports.size(), fits.variants_with_power, fits.variants_without_power, m.name, m.cap_w,
+                           m.static_w, o.out);
+  return 0;
+}
+
 // ---- the ncu path ----------------------------------------------------------------------------------------
 struct Family {
   std::string name, command, kernel_regex;
@@ -151,6 +194,8 @@ std::vector<Family> families(const profile::Selection& s, const Workload& w) {
       j["rounds"] = r > 0 ? r : w.rounds;
       j["threshold_bits"] = tw > 0 ? tw : w.threshold_bits;
       if (key.rfind("rng_", 0) == 0) j["layout"] = "tile";
+      if (key.rfind("attn_", 0) == 0) j["attention_kernel"] = "mma";
+      if (key.rfind("wgmma_", 0) == 0) j["attention_kernel"] = "wgmma";
     }
     return j;
   };
@@ -163,10 +208,16 @@ std::vector<Family> families(const profile::Selection& s, const Workload& w) {
                  [geometry](const std::string& k) { return geometry(k, false); }, "elements"});
   if (s.attention)
     f.push_back({"attention", "attention", "attn_fwd",
-                 // The model's attention demand is the mma.sync kernel's (its kernel keys and SASS counts); the
-                 // wgmma kernel has no profile yet.
+                 // Both attention kernels, one family each (the kernel names tell them apart; attn_fwd_kernel
+                 // is the mma.sync kernel, attn_fwd_wgmma_kernel the Hopper-native one).
                  {"sweep.sq=[4096]", "sweep.causal=[false,true]", "sweep.rounds=[3,5,7,10]",
                   fmt::format("sweep.threshold_bits=[{}]", w.threshold_bits), "workload.attention_kernel=mma"},
+                 [scores](const std::string&) { return scores; },
+                 [geometry](const std::string& k) { return geometry(k, false); }, "score elements (full SQ x SQ)"});
+  if (s.attention)
+    f.push_back({"attention_wgmma", "attention", "attn_fwd_wgmma",
+                 {"sweep.sq=[4096]", "sweep.causal=[false,true]", "sweep.rounds=[3,5,7,10]",
+                  fmt::format("sweep.threshold_bits=[{}]", w.threshold_bits), "workload.attention_kernel=wgmma"},
                  [scores](const std::string&) { return scores; },
                  [geometry](const std::string& k) { return geometry(k, false); }, "score elements (full SQ x SQ)"});
   if (s.gemm)
@@ -229,7 +280,8 @@ std::string collect_ncu(const std::string& ncu, const profile::Selection& sel, c
     for (const auto& l : launches) last[profile::classify_launch(l.kernel)] = &l;
     for (const auto& [kind, l] : last) {
       std::string key = kind;
-      if (kind == "attn_fused") key = fmt::format("attn_fused_r{}_tw{}", w.rounds, w.threshold_bits);  // name without R/TW
+      if (kind == "attn_fused" || kind == "wgmma_fused")  // a name without R/TW
+        key = fmt::format("{}_r{}_tw{}", kind, w.rounds, w.threshold_bits);
       if (kind == "gemm") key = f.name;
       const json block = profile::ncu_block(*l, f.work(key), f.work_unit, f.workload(key));
       if (key.rfind("gemm_", 0) == 0) {
@@ -259,7 +311,7 @@ std::string collect_sass(const profile::Selection& sel, json& prof, std::vector<
     return std::string("scripts/profile_sass.py printed no JSON: ") + e.what();
   }
   for (const auto& [k, v] : got["sass"].items()) {
-    const bool is_rng = k.rfind("rng_", 0) == 0, is_attn = k.rfind("attn_", 0) == 0;
+    const bool is_rng = k.rfind("rng_", 0) == 0, is_attn = k.rfind("attn_", 0) == 0 || k.rfind("wgmma_", 0) == 0;
     if ((is_rng && sel.rng) || (is_attn && sel.attention)) {
       prof["sass"][k] = v;
       prof["sass"][k]["ncu"] = nullptr;
@@ -283,7 +335,8 @@ Command make_profile_command() {
       "configs/profiles/h200.json (`dropbench model --profile FILE` reads it). Starts from --base (default that\n"
       "file) and fills it in:\n"
       "  ncu path (ncu on PATH, a GPU, readable counters): runs dropbench itself under Nsight Compute\n"
-      "    (--clock-control none), one sweep per family at SQ 4096 (RNG: every R x TW; attention: none, mask\n"
+      "    (--clock-control none), one sweep per family at SQ 4096 (RNG: every R x TW; attention, both the\n"
+      "    mma.sync and the wgmma kernel (keys attn_* / wgmma_*): none, mask\n"
       "    and fused for R 3/5/7/10, causal and not; GEMM: fp8, bf16); each kernel's \"ncu\" block gets\n"
       "    executed warp instructions per element (per FLOP for the GEMM) in total and per pipe, HBM / L2\n"
       "    bytes, the measured workload, the measured utilisations and launch resources. `dropbench model`\n"
@@ -291,11 +344,14 @@ Command make_profile_command() {
       "  SASS path (--no-ncu, or ncu unusable): scripts/profile_sass.py compiles and disassembles the kernels\n"
       "    (needs nvcc, cuobjdump, nvdisasm) and replaces the \"sass\" counts; the GEMM keeps its hand-written\n"
       "    per-FLOP demand.\n"
+      "  power path (--power-from REPORT...): per-kernel power from reports whose variants carry \"power\"\n"
+      "    into the profile's \"power\" object (no counts collected, no GPU; --machine gives the static power).\n"
       "The file's \"collected\" object says which path was taken. Table: kernel x demand per unit of work.\n"
       "Exit 2 with one line when neither path works.\n"
       "Examples:\n"
       "  dropbench profile --out results/h200/profile.json\n"
-      "  dropbench profile --kernels rng --no-ncu --out /tmp/sass.json";
+      "  dropbench profile --kernels rng --no-ncu --out /tmp/sass.json\n"
+      "  dropbench profile --power-from results/h200/run/llama3-70b.json --out /tmp/power.json   # per-kernel power";
   c.sweeps = false;
   c.add_options = [o](CLI::App& app) {
     app.add_option("--out", o->out, "Profile JSON to write (default profile.json)");
@@ -304,6 +360,12 @@ Command make_profile_command() {
     app.add_flag("--no-ncu", o->no_ncu, "Skip Nsight Compute; count SASS instead");
     app.add_option("--device", o->device, "CUDA device index (ncu path)");
     app.add_option("--ncu-csv", o->ncu_csv, "Keep Nsight Compute's CSV output of each family in this directory");
+    app.add_option("--power-from", o->power_from,
+                   "Fit per-kernel power from these reports (variants with \"power\" data) into the profile's \"power\" "
+                   "object instead of collecting counts (repeatable; no GPU needed)")
+        ->take_all()
+        ->allow_extra_args(false);
+    app.add_option("--machine", o->machine, "Machine file for --power-from (cap_w, static_w)");
   };
   c.run = [o](RunContext&) -> int {
     const profile::Selection sel = profile::parse_kernels(o->kernels);
@@ -312,6 +374,7 @@ Command make_profile_command() {
     const std::string base = o->base.empty() ? (root_dir() / "configs/profiles/h200.json").string() : o->base;
     json prof = read_json(base);
     model::profile_from_json(prof, base);  // the base must be a valid profile
+    if (!o->power_from.empty()) return run_power_fit(*o, prof, base);
     Workload w = builtin_config().workload;
 
     std::vector<std::string> notes;

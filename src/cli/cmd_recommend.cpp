@@ -30,6 +30,7 @@ struct RecOpts {
   std::string rounds = "3,5,7,10";
   std::string format = "md";
   std::string demand = "ncu";
+  std::string power = "on";
 };
 
 // "b=1,sq=8192,e=8192,hq=64,hkv=8,dh=128[,causal=1][,dtype=fp8][,tw=8][,p=0.1]" -> workload.
@@ -38,7 +39,7 @@ Workload parse_shape(const std::string& s) {
       {"b", "batch"},        {"batch", "batch"},     {"sq", "sq"},           {"e", "embed"},
       {"embed", "embed"},    {"hq", "q_heads"},      {"hkv", "kv_heads"},    {"dh", "head_dim"},
       {"causal", "causal"},  {"dtype", "dtype"},     {"tw", "threshold_bits"}, {"p", "dropout_p"},
-      {"chunk", "chunk"}};
+      {"chunk", "chunk"},    {"attn", "attention_kernel"}};
   Workload w = builtin_config().workload;
   if (s.empty()) throw UsageError("--shape: empty (example: b=1,sq=8192,e=8192,hq=64,hkv=8,dh=128)");
   std::map<std::string, std::string> seen;  // field -> the item that set it: b and batch are one key
@@ -47,18 +48,18 @@ Workload parse_shape(const std::string& s) {
   while (std::getline(ss, item, ',')) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0)
-      throw UsageError(fmt::format("--shape: '{}' is not key=value (keys: b, sq, e, hq, hkv, dh, causal, dtype, tw, p, chunk)", item));
+      throw UsageError(fmt::format("--shape: '{}' is not key=value (keys: b, sq, e, hq, hkv, dh, causal, dtype, tw, p, chunk, attn)", item));
     const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
     auto it = keys.find(k);
     if (it == keys.end())
-      throw UsageError(fmt::format("--shape: unknown key '{}' (allowed: b, sq, e, hq, hkv, dh, causal, dtype, tw, p, chunk)", k));
+      throw UsageError(fmt::format("--shape: unknown key '{}' (allowed: b, sq, e, hq, hkv, dh, causal, dtype, tw, p, chunk, attn)", k));
     // The last value used to win without a word.
     if (auto [prev, fresh] = seen.emplace(it->second, item); !fresh)
       throw UsageError(fmt::format("--shape: key '{}' given twice ('{}', '{}'; allowed: each key once, b = batch, "
                                    "e = embed)",
                                    k, prev->second, item));
     json val;
-    if (it->second == "dtype") {
+    if (it->second == "dtype" || it->second == "attention_kernel") {
       val = v;
     } else if (it->second == "causal") {
       if (v == "1" || v == "true") val = true;
@@ -103,12 +104,40 @@ std::vector<int64_t> parse_rounds(const std::string& s) {
 
 using model::Recommendation;
 
+// One line on the energy ranking: no power data, the same order as by time, or how they differ.
+std::string power_line(const model::Machine& m, const model::Profile& p, const Recommendation& rec) {
+  if (!p.use_power) return "energy: not ranked (--power off)";
+  if (!m.has_power()) return fmt::format("energy: no power data (machine {} has no cap_w / static_w)", m.name);
+  if (rec.energy_ranking.empty())
+    return fmt::format("energy: no power data (profile {} has no per-kernel power for these kernels: `dropbench profile "
+                       "--power-from REPORT` fits it from reports with power)",
+                       p.path);
+  const size_t n = rec.energy_ranking.size();
+  std::string scope = n == rec.ranking.size() ? "" : fmt::format(" ({} of {} entries have power data)", n, rec.ranking.size());
+  if (!rec.energy_differs) return "energy: the least-energy order is the fastest-first order" + scope;
+  const model::RankedEntry& e = rec.energy_ranking.front();
+  if (rec.energy_best_differs) {
+    const model::RankedEntry* t = nullptr;
+    for (const model::RankedEntry& x : rec.ranking)
+      if (x.energy_j >= 0) {
+        t = &x;
+        break;
+      }
+    return fmt::format("energy: the rankings differ -- least energy: {} at Philox-{} ({:.3g} mJ, {} us); fastest: {} at "
+                       "Philox-{} ({:.3g} mJ, {} us){}",
+                       e.pipeline, e.rounds, e.energy_j * 1e3, mcli::us(e.seconds), t->pipeline, t->rounds,
+                       t->energy_j * 1e3, mcli::us(t->seconds), scope);
+  }
+  return "energy: the same best entry, but the orders below it differ" + scope;
+}
+
 json recommend_json(const Recommendation& rec, const Workload& shape, const model::Machine& m,
                     const model::Profile& p) {
   json out;
   out["shape"] = to_json(shape);
   out["machine"] = m.path;
   out["profile"] = p.path;
+  out["attention_kernel"] = model::attention_family(p, shape);
   out["region"] = {{"name", model::region_of(rec.rng_over_gemm)},
                    {"rng_over_gemm", rec.rng_over_gemm},
                    {"rounds", rec.reference_rounds}};
@@ -133,8 +162,20 @@ json recommend_json(const Recommendation& rec, const Workload& shape, const mode
                   {"rounds", rec.ranking[i].rounds},
                   {"seconds", rec.ranking[i].seconds},
                   {"limiter", rec.ranking[i].limiter},
-                  {"how", rec.ranking[i].detail}});
+                  {"how", rec.ranking[i].detail},
+                  {"energy_j", rec.ranking[i].energy_j >= 0 ? json(rec.ranking[i].energy_j) : json(nullptr)}});
   out["ranking"] = rk;
+  json ek = json::array();
+  for (size_t i = 0; i < rec.energy_ranking.size(); ++i)
+    ek.push_back({{"rank", i + 1},
+                  {"pipeline", rec.energy_ranking[i].pipeline},
+                  {"rounds", rec.energy_ranking[i].rounds},
+                  {"energy_j", rec.energy_ranking[i].energy_j},
+                  {"seconds", rec.energy_ranking[i].seconds}});
+  out["energy_ranking"] = ek;
+  out["energy"] = {{"status", power_line(m, p, rec)},
+                   {"rankings_differ", rec.energy_differs},
+                   {"best_differs", rec.energy_best_differs}};
   if (rec.reference) out["reference"] = rec.reference->path;
   if (rec.ranks(3)) out["caveat_r3"] = model::kR3Caveat;
   return out;
@@ -157,6 +198,8 @@ void print_header(const Recommendation& rec, const Workload& base, const model::
                            rref, M, N, base.embed, base.dtype, mcli::us(p7.gemm.seconds), p7.gemm.limiter,
                            mcli::us(p7.rng.seconds), p7.rng.limiter, mcli::us(p7.attn_mask.seconds),
                            p7.attn_mask.limiter, mcli::us(p7.attn_fused.seconds), p7.attn_fused.limiter);
+  std::cout << fmt::format("attention kernel: {}{}\n", model::attention_family(p, base),
+                           base.attention_kernel == "auto" ? " (attn=auto: the profile's attention_kernel_auto)" : "");
   std::cout << fmt::format("demand (--demand {}): {}\n", demand, model::kernel_sources(p7));
   std::cout << fmt::format("region: {} (RNG / GEMM = {:.2f} at Philox-{}): {}\n\n", model::region_of(rec.rng_over_gemm),
                            rec.rng_over_gemm, rref, model::region_text(rec.rng_over_gemm));
@@ -164,12 +207,26 @@ void print_header(const Recommendation& rec, const Workload& base, const model::
 
 Table ranking_table(const Recommendation& rec) {
   Table t;
-  t.columns = {"rank", "pipeline", "rounds", "predicted_us", "vs_best_%", "limiting_unit", "how"};
+  t.columns = {"rank", "pipeline", "rounds", "predicted_us", "vs_best_%", "energy_mj", "limiting_unit", "how"};
   const double best = rec.ranking.front().seconds;
   for (size_t i = 0; i < rec.ranking.size(); ++i) {
     const model::RankedEntry& e = rec.ranking[i];
     t.rows.push_back({std::to_string(i + 1), e.pipeline, std::to_string(e.rounds), mcli::us(e.seconds),
-                      fmt::format("+{:.1f}", 100 * (e.seconds / best - 1)), e.limiter, e.how});
+                      fmt::format("+{:.1f}", 100 * (e.seconds / best - 1)),
+                      e.energy_j >= 0 ? fmt::format("{:.3g}", e.energy_j * 1e3) : "-", e.limiter, e.how});
+  }
+  return t;
+}
+
+// By energy: least first, over the entries with power data.
+Table energy_table(const Recommendation& rec) {
+  Table t;
+  t.columns = {"energy_rank", "pipeline", "rounds", "energy_mj", "vs_least_%", "predicted_us"};
+  const double best = rec.energy_ranking.front().energy_j;
+  for (size_t i = 0; i < rec.energy_ranking.size(); ++i) {
+    const model::RankedEntry& e = rec.energy_ranking[i];
+    t.rows.push_back({std::to_string(i + 1), e.pipeline, std::to_string(e.rounds), fmt::format("{:.3g}", e.energy_j * 1e3),
+                      fmt::format("+{:.1f}", 100 * (e.energy_j / best - 1)), mcli::us(e.seconds)});
   }
   return t;
 }
@@ -183,9 +240,14 @@ void print_details(const Recommendation& rec, const model::Machine& m) {
   if (rec.coresident)
     std::cout << fmt::format(
         "what if the GEMM left room for the RNG (--residency coresident: >= {:g} RNG warps per SM beside it, e.g. a GEMM "
-        "built to share its SMs): overlap at Philox-{} = {} us, hiding {:.0f}% of the RNG (limited by {})\n",
+        "built to share its SMs): overlap at Philox-{} = {} us, hiding {:.0f}% of the RNG (limited by {}){}\n",
         m.rng_saturation_warps, rref, mcli::us(rec.coresident->overlap.seconds),
-        100 * rec.coresident->saved_seconds / p7.rng.seconds, rec.coresident->overlap.limiter);
+        100 * rec.coresident->saved_seconds / p7.rng.seconds, rec.coresident->overlap.limiter,
+        rec.coresident->energy_bound_s > 0
+            ? fmt::format("; energy bound: GEMM + RNG need >= {} us at the {:g} W cap, so at most {:.0f}% of the RNG can "
+                          "hide",
+                          mcli::us(rec.coresident->energy_bound_s), m.cap_w, 100 * rec.coresident->max_hidden)
+            : "; no power data: the energy bound is not applied");
   std::cout << "\nRNG share of the baseline block time (RNG / (GEMM + RNG + attention(mask))):";
   for (int64_t r : rec.rounds) std::cout << fmt::format(" R{} {:.1f}%", r, 100 * model::rng_share_of_baseline(rec.predictions.at(r)));
   std::cout << "\n";
@@ -224,7 +286,10 @@ Command make_recommend_command() {
       "round count for one attention-block shape, ranks them, names each one's limiting unit and the region of\n"
       "the shape (GEMM >> RNG: RNG/GEMM < 0.5; RNG <~ GEMM: 0.5..1; RNG > GEMM: > 1), and shows the RNG's share\n"
       "of the baseline block time, also on --reference (default H200) when --machine is another machine.\n"
-      "--shape keys: b, sq, e, hq, hkv, dh, causal (0/1), dtype (fp8/bf16), tw (8/16/32), p, chunk.\n"
+      "--shape keys: b, sq, e, hq, hkv, dh, causal (0/1), dtype (fp8/bf16), tw (8/16/32), p, chunk,\n"
+      "attn (auto/mma/wgmma: the attention kernel). With per-kernel power in the profile (`dropbench profile\n"
+      "--power-from`) and a power cap in the machine file, every entry also gets its energy per block and a\n"
+      "second ranking by energy; the output says when the two rankings differ.\n"
       "Examples:\n"
       "  dropbench recommend --shape \"b=1,sq=8192,e=8192,hq=64,hkv=8,dh=128\"\n"
       "  dropbench recommend --shape \"b=1,sq=8192,e=16384,hq=128,hkv=8,dh=128,causal=1\" \\\n"
@@ -242,6 +307,8 @@ Command make_recommend_command() {
     app.add_option("--format", ro->format, "md | json")->check(CLI::IsMember({"md", "json"}));
     app.add_option("--demand", ro->demand, "ncu (measured counts where the profile holds them) | sass (static only)")
         ->check(CLI::IsMember({"ncu", "sass"}));
+    app.add_option("--power", ro->power, "on: the power term and the energy ranking where power data exists | off")
+        ->check(CLI::IsMember({"on", "off"}));
   };
   c.run = [ro](RunContext&) {
     const Workload shape = parse_shape(ro->shape);
@@ -249,6 +316,7 @@ Command make_recommend_command() {
     const model::Machine m = model::load_machine(mcli::default_path(ro->machine));
     model::Profile p = model::load_profile(mcli::default_path(ro->profile));
     p.use_ncu = ro->demand == "ncu";
+    p.use_power = ro->power == "on";
     std::optional<model::Machine> ref;
     if (!ro->reference.empty()) ref = model::load_machine(mcli::default_path(ro->reference));
     model::Options o;
@@ -261,6 +329,8 @@ Command make_recommend_command() {
     }
     print_header(rec, shape, m, p, ro->demand);
     std::cout << render(ranking_table(rec), "md");
+    std::cout << "\n" << power_line(m, p, rec) << "\n";
+    if (!rec.energy_ranking.empty()) std::cout << "\n" << render(energy_table(rec), "md");
     print_details(rec, m);
     return 0;
   };

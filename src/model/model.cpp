@@ -1,6 +1,8 @@
 #include "src/model/model.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -123,6 +125,8 @@ std::optional<NcuDemand> ncu_from_json(const json& e, const Fields& f, const std
     if (!v.is_number() || v.get<double>() < 0) f.fail(path + ".ncu.demand." + k, "must be a number >= 0");
     d.per_work[k] = v.get<double>();
   }
+  if (n.contains("duration_us") && n.at("duration_us").is_number()) d.duration_s = n.at("duration_us").get<double>() * 1e-6;
+  if (n.contains("sm_clock_mhz") && n.at("sm_clock_mhz").is_number()) d.clock_mhz = n.at("sm_clock_mhz").get<double>();
   const json& wj = f.get(n, "workload", path + ".ncu.workload");
   if (!wj.is_object()) f.fail(path + ".ncu.workload", "must be an object");
   d.w = builtin_config().workload;
@@ -161,12 +165,13 @@ Machine machine_from_json(const json& j, const std::string& where) {
   static const std::set<std::string> known = {
       "schema",   "schema_version",   "name",      "description",        "sm_count",          "clock_mhz",
       "hbm_gbs",  "l2_gbs",           "l2_bytes",  "registers_per_sm",   "smem_per_sm_bytes", "max_threads_per_sm",
-      "max_blocks_per_sm", "launch_gap_us", "rng_saturation_warps", "units", "ops", "calibration"};
+      "max_blocks_per_sm", "launch_gap_us", "rng_saturation_warps", "units", "ops", "calibration", "cap_w",
+      "static_w"};
   for (const auto& [key, value] : j.items())
     if (!known.count(key))
       f.fail(key, "is not a machine field (allowed: schema, schema_version, name, description, sm_count, clock_mhz, "
                   "hbm_gbs, l2_gbs, l2_bytes, registers_per_sm, smem_per_sm_bytes, max_threads_per_sm, "
-                  "max_blocks_per_sm, launch_gap_us, rng_saturation_warps, units, ops, calibration)");
+                  "max_blocks_per_sm, launch_gap_us, rng_saturation_warps, units, ops, calibration, cap_w, static_w)");
   Machine m;
   m.path = where;
   m.name = f.string(j, "name", "name");
@@ -192,6 +197,11 @@ Machine machine_from_json(const json& j, const std::string& where) {
   m.max_blocks_per_sm = f.sourced(j, "max_blocks_per_sm");
   m.launch_gap_us = f.sourced(j, "launch_gap_us", /*positive=*/false);
   m.rng_saturation_warps = f.sourced(j, "rng_saturation_warps");
+  if (j.contains("cap_w")) m.cap_w = f.sourced(j, "cap_w");
+  if (j.contains("static_w")) m.static_w = f.sourced(j, "static_w", /*positive=*/false);
+  if (j.contains("cap_w") != j.contains("static_w")) f.fail(j.contains("cap_w") ? "static_w" : "cap_w", "is missing (cap_w and static_w go together)");
+  if (m.cap_w > 0 && !(m.cap_w > m.static_w))
+    f.fail("cap_w", fmt::format("must be above static_w (got {} <= {})", m.cap_w, m.static_w));
 
   const json& units = f.get(j, "units", "units");
   if (!units.is_object() || units.empty()) f.fail("units", "must be a non-empty object");
@@ -276,6 +286,12 @@ Profile profile_from_json(const json& j, const std::string& where) {
     p.rng_block_threads = static_cast<int>(f.number(r, "block_threads", "kernels.rng.block_threads"));
     p.rng_hbm_bytes_per_element = f.number(f.get(r, "hbm_bytes_per_element", "kernels.rng.hbm_bytes_per_element"),
                                            "value", "kernels.rng.hbm_bytes_per_element.value", false);
+    if (r.contains("efficiency") && r.at("efficiency").is_object())
+      for (const auto& [u, e] : r.at("efficiency").items()) {
+        const std::string q = "kernels.rng.efficiency." + u;
+        f.string(e, "source", q + ".source");
+        p.rng_efficiency[u] = f.number(e, "value", q + ".value");
+      }
   }
   {
     const json& a = f.get(ks, "attention", "kernels.attention");
@@ -314,6 +330,50 @@ Profile profile_from_json(const json& j, const std::string& where) {
     gp.blocks_per_sm = f.number(r, "blocks_per_sm", q + "residency.blocks_per_sm", false);
     gp.ncu = ncu_from_json(g, f, "kernels." + key);
     p.gemm[dt] = gp;
+  }
+  if (ks.contains("attention_wgmma")) {
+    const json& a = ks.at("attention_wgmma");
+    const std::string q = "kernels.attention_wgmma.";
+    WgmmaProfile wp;
+    const json& clk = f.get(a, "clock", q + "clock");
+    wp.clock = clk.is_number() ? fmt::format("{}", clk.get<double>()) : f.string(a, "clock", q + "clock");
+    wp.head_dim = static_cast<int>(f.number(a, "head_dim", q + "head_dim"));
+    wp.block_rows = static_cast<int>(f.number(a, "block_rows", q + "block_rows"));
+    wp.block_keys = static_cast<int>(f.number(a, "block_keys", q + "block_keys"));
+    wp.ctas_per_sm = static_cast<int>(f.number(a, "ctas_per_sm", q + "ctas_per_sm"));
+    wp.registers = static_cast<int>(f.number(a, "registers", q + "registers"));
+    wp.threads = static_cast<int>(f.number(a, "threads", q + "threads"));
+    wp.smem_per_cta = f.number(a, "smem_per_cta_bytes", q + "smem_per_cta_bytes");
+    const json& sk = f.get(a, "sass_key", q + "sass_key");
+    for (const char* mode : {"none", "mask", "fused", "causal_suffix"})
+      wp.sass_key[mode] = f.string(sk, mode, q + "sass_key." + mode);
+    const json& ie = f.get(a, "issue_efficiency", q + "issue_efficiency");
+    f.string(ie, "source", q + "issue_efficiency.source");
+    wp.issue_efficiency = f.number(ie, "value", q + "issue_efficiency.value");
+    const json& me = f.get(a, "mma_efficiency", q + "mma_efficiency");
+    f.string(me, "source", q + "mma_efficiency.source");
+    wp.mma_efficiency = f.number(me, "value", q + "mma_efficiency.value");
+    const json& co = f.get(a, "cta_overhead_cycles", q + "cta_overhead_cycles");
+    f.string(co, "source", q + "cta_overhead_cycles.source");
+    wp.cta_overhead_cycles = f.number(co, "value", q + "cta_overhead_cycles.value", false);
+    p.wgmma = wp;
+  }
+  p.attn_auto = j.value("attention_kernel_auto", std::string(p.wgmma ? "wgmma" : "mma"));
+  if (p.attn_auto != "mma" && p.attn_auto != "wgmma")
+    f.fail("attention_kernel_auto", "must be mma or wgmma");
+  if (p.attn_auto == "wgmma" && !p.wgmma) f.fail("attention_kernel_auto", "is wgmma but kernels.attention_wgmma is missing");
+  if (j.contains("power") && !j.at("power").is_null()) {
+    const json& pw = j.at("power");
+    if (!pw.is_object()) f.fail("power", "must be an object kernel key -> {dyn_j_per_work, mean_w, source}");
+    for (const auto& [key, e] : pw.items()) {
+      if (key == "description") continue;
+      const std::string q = "power." + key;
+      KernelPower kp;
+      kp.dyn_j_per_work = f.number(e, "dyn_j_per_work", q + ".dyn_j_per_work", false);
+      kp.mean_w = f.number(e, "mean_w", q + ".mean_w", false);
+      kp.source = f.string(e, "source", q + ".source");
+      p.power[key] = kp;
+    }
   }
   if (j.contains("ncu_calibration") && !j.at("ncu_calibration").is_null()) {
     const json& c = j.at("ncu_calibration");
@@ -384,6 +444,12 @@ double kernel_clock(const Machine& m, const std::string& profile_clock, const Op
   const std::string c = o.clock == "model" ? profile_clock : o.clock;
   if (c == "max") return m.clock_max_mhz;
   if (c == "sustained") return m.clock_sustained_mhz;
+  // A profile kernel's own measured clock (MHz), e.g. the power-capped wgmma attention.
+  if (!c.empty() && (std::isdigit(static_cast<unsigned char>(c[0])) != 0)) {
+    char* end = nullptr;
+    const double v = std::strtod(c.c_str(), &end);
+    if (end && *end == '\0' && v > 0) return v;
+  }
   throw UsageError(fmt::format("clock: '{}' is not a clock (allowed: model, max, sustained)", c));
 }
 
@@ -734,6 +800,336 @@ Options options_for(const Options& o, const Profile& p, const std::string& sourc
   return r;
 }
 
+
+// ---------------------------------------------------------------------------------------------------------
+// Kernel times as the model composes them (attention family, tails, the wgmma kernel, the power term).
+// ---------------------------------------------------------------------------------------------------------
+std::string attention_family(const Profile& p, const Workload& w) {
+  const std::string k = w.attention_kernel == "auto" || w.attention_kernel.empty() ? p.attn_auto : w.attention_kernel;
+  if (k == "wgmma" && !p.wgmma)
+    throw UsageError(fmt::format("profile {}: kernels.attention_wgmma is missing (attention_kernel wgmma)", p.path));
+  if (k != "mma" && k != "wgmma")
+    throw UsageError(fmt::format("model: attention_kernel '{}' (allowed: auto, mma, wgmma)", k));
+  return k;
+}
+
+void apply_power(const Machine& m, const Profile& p, KernelTime& t) {
+  t.seconds_no_power = t.seconds;
+  if (!p.use_power || !m.has_power() || t.key.empty()) return;
+  auto it = p.power.find(t.key);
+  if (it == p.power.end()) return;
+  t.energy_j = t.work * it->second.dyn_j_per_work;
+  t.power_bound_s = t.energy_j / (m.cap_w - m.static_w);
+  t.units.push_back({"power", t.power_bound_s});
+  if (t.power_bound_s > t.seconds) {
+    t.seconds = t.power_bound_s;
+    t.limiter = "power";
+  }
+}
+
+namespace {
+
+struct Piece {
+  Demand d;
+  KernelTime t;
+  double clock_mhz = 0;
+  Options o;  // the options it is timed with (options_for its demand source)
+};
+
+std::string wgmma_key(const WgmmaProfile& g, const Workload& w, const std::string& mode, bool causal) {
+  auto km = g.sass_key.find(mode);
+  if (km == g.sass_key.end() || mode == "causal_suffix")
+    throw UsageError(fmt::format("model: attention mode '{}' (allowed: none, mask, fused, fused-composed)", mode));
+  std::string key = replace_all(km->second, "{rounds}", std::to_string(w.rounds));
+  key = replace_all(key, "{threshold_bits}", std::to_string(w.threshold_bits));
+  if (causal) key += g.sass_key.at("causal_suffix");
+  return key;
+}
+
+// Key blocks the wgmma kernel's CTAs visit (kernels/attention/attention_wgmma_kernel.cuh: query block qb of
+// block_rows rows visits blocks j < ceil(SQ / block_keys), causal: j <= (q0 + block_rows - 1) / block_keys;
+// causal grids launch the heaviest query block first).
+AttnWork wgmma_work(const WgmmaProfile& g, const Workload& w, Window win) {
+  if (w.head_dim != g.head_dim)
+    throw UsageError(fmt::format("profile: the wgmma attention kernel is profiled for head_dim {} only (workload has {})",
+                                 g.head_dim, w.head_dim));
+  const int64_t BR = g.block_rows, BC = g.block_keys;
+  const int64_t rows = std::min<int64_t>(win.rows < 0 ? w.sq : win.rows, w.sq - win.row_begin);
+  const int64_t nq = ceil_div(rows, BR), n_kv = ceil_div(w.sq, BC);
+  AttnWork a;
+  for (int64_t x = 0; x < nq; ++x) {
+    const int64_t qb = w.causal ? nq - 1 - x : x;
+    const int64_t q0 = win.row_begin + qb * BR;
+    const int64_t nk = w.causal ? std::min(n_kv, (q0 + BR - 1) / BC + 1) : n_kv;
+    a.cta_iterations.push_back(static_cast<double>(nk));
+    a.iterations += static_cast<double>(nk);
+  }
+  const double bh = static_cast<double>(w.batch) * w.q_heads;
+  a.iterations *= bh;
+  a.ctas = static_cast<double>(nq) * bh;
+  return a;
+}
+
+// Static demand of the wgmma kernel: the wgmma FLOPs of S = QK^T and O += PV for every visited block, and the
+// bytes (Q, K, V read, O and LSE written; K/V blocks streamed per CTA per visited block through L2; mode mask
+// reads one 32-bit word per lane per 16x64 tile).
+Demand wgmma_static(const WgmmaProfile& g, const Workload& w, const std::string& mode, Window win, const AttnWork& a) {
+  Demand d;
+  const double BR = g.block_rows, BC = g.block_keys, dh = static_cast<double>(w.head_dim);
+  d["wgmma_bf16_flops"] = a.iterations * BR * BC * dh * 4;
+  const int64_t rows = std::min<int64_t>(win.rows < 0 ? w.sq : win.rows, w.sq - win.row_begin);
+  const double B = static_cast<double>(w.batch);
+  const double q_bytes = B * rows * w.q_heads * dh * 2, kv_bytes = B * static_cast<double>(w.sq) * 2 * w.kv_heads * dh * 2;
+  const double o_bytes = q_bytes, lse_bytes = B * rows * w.q_heads * 4.0;
+  double hbm = q_bytes + kv_bytes + o_bytes + lse_bytes;
+  double l2 = q_bytes + o_bytes + lse_bytes + a.iterations * BC * dh * 2 * 2;
+  if (mode == "mask") {
+    const double mask = window_tiles(w, win) * 128.0 * B * w.q_heads;
+    hbm += mask;
+    l2 += mask;
+  }
+  d["hbm_bytes"] = hbm;
+  d["l2_bytes"] = l2;
+  return d;
+}
+
+// The wgmma kernel's demand at w: its measured counts (ncu block of its key) carried by visited key blocks.
+Demand wgmma_demand(const Profile& p, const Workload& w, const std::string& mode, Window win, AttnWork* work,
+                    std::string* source, std::string* key_out) {
+  const WgmmaProfile& g = *p.wgmma;
+  const AttnWork a = wgmma_work(g, w, win);
+  if (work) *work = a;
+  const std::string key = wgmma_key(g, w, mode, w.causal);
+  if (key_out) *key_out = key;
+  Demand d = wgmma_static(g, w, mode, win, a);
+  auto it = p.sass.find(key);
+  if (it == p.sass.end() || !it->second.ncu)
+    throw UsageError(fmt::format("profile {}: sass.{} has no ncu block (the wgmma attention kernel has measured "
+                                 "demand only: `dropbench profile`)",
+                                 p.path, key));
+  const NcuDemand& n = *it->second.ncu;
+  Workload wp = n.w;
+  wp.rounds = w.rounds;
+  wp.threshold_bits = w.threshold_bits;
+  wp.head_dim = w.head_dim;
+  const AttnWork ap = wgmma_work(g, wp, {});
+  d = ncu_carried(d, wgmma_static(g, wp, mode, {}, ap), n, ap.iterations > 0 ? a.iterations / ap.iterations : 0);
+  if (source) *source = "ncu";
+  return d;
+}
+
+// Visited score elements of an attention launch (the work its energy is counted per).
+double attention_elements(const Profile& p, const std::string& family, const AttnWork& a) {
+  if (family == "wgmma") return a.iterations * p.wgmma->block_rows * p.wgmma->block_keys;
+  return a.iterations * p.attn_rows_per_warp * p.attn_block_keys;
+}
+
+Piece attention_piece(const Machine& m, const Profile& p, const Workload& w, const std::string& mode, Window win,
+                      const Options& o) {
+  const std::string fam = attention_family(p, w);
+  Piece pc;
+  AttnWork a;
+  std::string src, key;
+  if (fam == "wgmma") {
+    const WgmmaProfile& g = *p.wgmma;
+    std::string rsrc;
+    if (mode == "fused-composed") {
+      // The paper's composition on this kernel: mask mode plus the RNG tile kernel's instructions.
+      pc.d = wgmma_demand(p, w, "mask", win, &a, &src, nullptr);
+      Demand r = rng_demand(p, w, "tile", win, &rsrc);
+      r.erase("hbm_bytes");
+      r.erase("l2_bytes");
+      add_to(pc.d, r);
+      const double mask = window_tiles(w, win) * 128.0 * static_cast<double>(w.batch) * w.q_heads;
+      pc.d["hbm_bytes"] = std::max(0.0, pc.d["hbm_bytes"] - mask);
+      pc.d["l2_bytes"] = std::max(0.0, pc.d["l2_bytes"] - mask);
+      if (rsrc != src) src += "+" + rsrc;
+    } else {
+      pc.d = wgmma_demand(p, w, mode, win, &a, &src, &key);
+    }
+    pc.clock_mhz = kernel_clock(m, g.clock, o);
+    pc.o = options_for(o, p, src);
+    pc.o.efficiency["issue"] = g.issue_efficiency;
+    pc.o.efficiency["mma"] = g.mma_efficiency;
+    const double slots = m.sm_count * g.ctas_per_sm;
+    const double tail = tail_factor(a.cta_iterations, static_cast<double>(w.batch) * w.q_heads, slots);
+    pc.t = kernel_time(m, "attention(" + mode + ")", pc.d, pc.clock_mhz, pc.o, 1.0, tail);
+    // The CTA prologue / pipeline fill / epilogue, once per wave of CTAs (uncalibrated: left out).
+    const double extra = o.calibrated ? a.ctas / slots * g.cta_overhead_cycles / (pc.clock_mhz * 1e6) : 0.0;
+    pc.t.seconds += extra;
+    for (UnitTime& u : pc.t.units) u.seconds += extra;
+  } else {
+    pc.d = attention_demand(p, w, mode, win, &a, &src);
+    if (mode != "fused-composed") key = attn_key(p, w, mode, w.causal);
+    pc.clock_mhz = kernel_clock(m, p.attn_clock, o);
+    pc.o = options_for(o, p, src);
+    pc.t = kernel_time(m, "attention(" + mode + ")", pc.d, pc.clock_mhz, pc.o, 1.0,
+                       tail_factor(a.cta_iterations, static_cast<double>(w.batch) * w.q_heads,
+                                   m.sm_count * p.attn_ctas_per_sm));
+  }
+  pc.t.source = src;
+  pc.t.key = key;
+  pc.t.work = attention_elements(p, fam, a);
+  apply_power(m, p, pc.t);
+  return pc;
+}
+
+double rng_elements(const Workload& w, const std::string& layout, Window win) {
+  const double bh = static_cast<double>(w.batch) * w.q_heads;
+  if (layout == "tile") return window_tiles(w, win) * 1024 * bh;
+  return bh * static_cast<double>(w.sq) * static_cast<double>(w.sq);
+}
+
+Piece rng_piece(const Machine& m, const Profile& p, const Workload& w, const std::string& layout, Window win,
+                const Options& o) {
+  Piece pc;
+  std::string src;
+  pc.d = rng_demand(p, w, layout, win, &src);
+  pc.clock_mhz = kernel_clock(m, p.rng_clock, o);
+  pc.o = options_for(o, p, src);
+  if (src.rfind("ncu", 0) == 0)
+    for (const auto& [u, e] : p.rng_efficiency) pc.o.efficiency[u] = e;
+  pc.t = kernel_time(m, win.rows < 0 ? "rng" : "rng(chunk)", pc.d, pc.clock_mhz, pc.o);
+  pc.t.source = src;
+  pc.t.key = rng_key(p, w, layout);
+  pc.t.work = rng_elements(w, layout, win);
+  apply_power(m, p, pc.t);
+  return pc;
+}
+
+Piece gemm_piece(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
+  auto gp = p.gemm.find(w.dtype);
+  if (gp == p.gemm.end()) throw UsageError(fmt::format("profile {}: kernels.gemm_{} is missing", p.path, w.dtype));
+  Piece pc;
+  std::string src;
+  pc.d = gemm_demand(p, w, &src);
+  pc.clock_mhz = kernel_clock(m, gp->second.clock, o);
+  pc.o = options_for(o, p, src);
+  pc.t = kernel_time(m, "gemm", pc.d, pc.clock_mhz, pc.o);
+  pc.t.source = src;
+  pc.t.key = "gemm_" + w.dtype;
+  pc.t.work = gemm_mnk(w).flops();
+  apply_power(m, p, pc.t);
+  return pc;
+}
+
+}  // namespace
+
+KernelTime attention_time(const Machine& m, const Profile& p, const Workload& w, const std::string& mode, Window win,
+                          const Options& o) {
+  return attention_piece(m, p, w, mode, win, o).t;
+}
+KernelTime rng_time(const Machine& m, const Profile& p, const Workload& w, const std::string& layout, Window win,
+                    const Options& o) {
+  return rng_piece(m, p, w, layout, win, o).t;
+}
+KernelTime gemm_time(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
+  return gemm_piece(m, p, w, o).t;
+}
+
+namespace {
+
+struct FitPt {
+  std::string key;
+  std::map<std::string, double> unit;  // unit time (cycles) at efficiency 1 (times the tail)
+  double waves = 0, y = 0;             // CTA waves (wgmma), measured cycles
+};
+
+double fit_model(const FitPt& q, const std::map<std::string, double>& e, double overhead) {
+  double t = 0;
+  for (const auto& [u, eff] : e)
+    if (auto it = q.unit.find(u); it != q.unit.end()) t = std::max(t, it->second / eff);
+  return t + q.waves * overhead;
+}
+
+void fit_errors(FamilyFit& f, const std::vector<FitPt>& pts) {
+  f.points = pts.size();
+  f.mean_abs_err = f.max_abs_err = 0;
+  f.errors.clear();
+  for (const FitPt& q : pts) {
+    const double e = (fit_model(q, f.efficiency, f.cta_overhead_cycles) - q.y) / q.y;
+    f.errors.emplace_back(q.key, e);
+    f.mean_abs_err += std::fabs(e) / static_cast<double>(pts.size());
+    f.max_abs_err = std::max(f.max_abs_err, std::fabs(e));
+  }
+}
+
+}  // namespace
+
+FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& family) {
+  if (family != "rng" && family != "wgmma")
+    throw UsageError(fmt::format("--fit-kernels: family '{}' (allowed: rng, wgmma)", family));
+  if (family == "wgmma" && !p.wgmma) throw UsageError(fmt::format("profile {}: kernels.attention_wgmma is missing", p.path));
+  Profile pu = p;
+  pu.use_ncu = true;
+  pu.use_power = false;
+  std::vector<FitPt> pts;
+  for (const auto& [key, k] : p.sass) {
+    if (!k.ncu || !(k.ncu->duration_s > 0) || !(k.ncu->clock_mhz > 0)) continue;
+    Options o;
+    o.calibrated = false;  // efficiency 1, no CTA overhead
+    o.clock_mhz = k.ncu->clock_mhz;
+    const double cyc = 1e6 * k.ncu->clock_mhz;
+    FitPt q;
+    q.key = key;
+    q.y = k.ncu->duration_s * cyc;
+    Workload w = k.ncu->w;
+    KernelTime t;
+    if (family == "rng") {
+      if (key.rfind("rng_tile_", 0) != 0) continue;
+      t = rng_time(m, pu, w, "tile", {}, o);
+      for (const char* u : {"issue", "alu", "imad"}) q.unit[u] = t.unit_seconds(u) * cyc;
+    } else {
+      const WgmmaProfile& g = *p.wgmma;
+      const std::string prefix = g.sass_key.at("none").substr(0, g.sass_key.at("none").find('_') + 1);  // "wgmma_"
+      if (key.rfind(prefix, 0) != 0 || key.find("_rngwarps") != std::string::npos) continue;  // design (b) apart
+      w.attention_kernel = "wgmma";
+      const std::string rest = key.substr(prefix.size());
+      const std::string mode = rest.rfind("none", 0) == 0 ? "none" : rest.rfind("mask", 0) == 0 ? "mask" : "fused";
+      t = attention_time(m, pu, w, mode, {}, o);
+      for (const char* u : {"issue", "mma"}) q.unit[u] = t.unit_seconds(u) * cyc;
+      q.waves = wgmma_work(g, w, {}).ctas / (m.sm_count * g.ctas_per_sm);
+    }
+    pts.push_back(q);
+  }
+  if (pts.size() < 3)
+    throw UsageError(fmt::format("profile {}: fewer than three {} kernels with a measured ncu duration and clock (the fit "
+                                 "needs them: `dropbench profile`)",
+                                 p.path, family));
+  FamilyFit best;
+  best.family = family;
+  best.mean_abs_err = std::numeric_limits<double>::infinity();
+  auto consider = [&](const std::map<std::string, double>& e, double overhead) {
+    double mean = 0;
+    for (const FitPt& q : pts) mean += std::fabs((fit_model(q, e, overhead) - q.y) / q.y);
+    mean /= static_cast<double>(pts.size());
+    if (mean < best.mean_abs_err) {
+      best.mean_abs_err = mean;
+      best.efficiency = e;
+      best.cta_overhead_cycles = overhead;
+    }
+  };
+  if (family == "rng") {
+    for (int ii = 300; ii <= 1000; ii += 2)
+      for (int ia = 500; ia <= 1000; ia += 5)
+        for (int im = 500; im <= 1000; im += 10)
+          consider({{"issue", ii / 1000.0}, {"alu", ia / 1000.0}, {"imad", im / 1000.0}}, 0);
+  } else {
+    // The overhead (>= 0) by least squares on the relative errors at each (e_issue, e_mma).
+    double sxx = 0;
+    for (const FitPt& q : pts) sxx += q.waves * q.waves / (q.y * q.y);
+    for (int im = 500; im <= 1000; im += 5)
+      for (int ii = 300; ii <= 800; ++ii) {
+        const std::map<std::string, double> e = {{"issue", ii / 1000.0}, {"mma", im / 1000.0}};
+        double sxy = 0;
+        for (const FitPt& q : pts) sxy += q.waves * (q.y - fit_model(q, e, 0)) / (q.y * q.y);
+        consider(e, sxx > 0 ? std::max(0.0, sxy / sxx) : 0.0);
+      }
+  }
+  fit_errors(best, pts);
+  return best;
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Pipelines.
 // ---------------------------------------------------------------------------------------------------------
@@ -762,13 +1158,6 @@ int64_t chunk_rows_for(const Workload& w, const Options& o, int block_rows) {
 }
 
 namespace {
-
-struct Piece {
-  Demand d;
-  KernelTime t;
-  double clock_mhz = 0;
-  Options o;  // the options it is timed with (options_for its demand source)
-};
 
 // A (e.g. the GEMM) and B (an RNG kernel) started together. Candidates: one after the other; B co-resident
 // on A's SMs with `warps` warps per SM (the sum of their demands on shared units, B's rate capped by its
@@ -821,6 +1210,24 @@ Concurrent concurrent(const Machine& m, const Options& o, const Piece& a, const 
     }
   }
   const double lo = std::min(a.t.seconds, b.t.seconds);
+  // The energy bound: run together in any way, the two kernels' dynamic energy still has to be paid at the
+  // cap, so no schedule is faster than (E_a + E_b) / (cap - static) -- nor than the longer of the two.
+  if (a.t.energy_j >= 0 && b.t.energy_j >= 0 && m.has_power()) {
+    best.energy_bound_s = (a.t.energy_j + b.t.energy_j) / (m.cap_w - m.static_w);
+    if (best.mechanism != "serial" && best.seconds < best.energy_bound_s) {
+      const double serial = a.t.seconds + b.t.seconds + gap;
+      if (best.energy_bound_s >= serial) {  // sharing gains nothing the energy allows
+        best.seconds = serial;
+        best.mechanism = "serial";
+        best.limiter = a.t.seconds >= b.t.seconds ? a.t.limiter : b.t.limiter;
+      } else {
+        best.seconds = best.energy_bound_s;
+        best.limiter = "power";
+      }
+    }
+    const double floor = std::max({best.energy_bound_s, a.t.seconds, b.t.seconds});
+    best.max_hidden = lo > 0 ? std::clamp((a.t.seconds + b.t.seconds + gap - floor) / lo, 0.0, 1.0) : 0;
+  }
   best.hidden = lo > 0 ? (a.t.seconds + b.t.seconds + gap - best.seconds) / lo : 0;
   return best;
 }
@@ -879,39 +1286,21 @@ Prediction predict(const Machine& m, const Profile& p, const Workload& w, const 
   const double gap = m.launch_gap_us * 1e-6;
   auto gp = p.gemm.find(w.dtype);
   if (gp == p.gemm.end()) throw UsageError(fmt::format("profile {}: kernels.gemm_{} is missing", p.path, w.dtype));
-  const double clk_gemm = kernel_clock(m, gp->second.clock, o), clk_rng = kernel_clock(m, p.rng_clock, o),
-               clk_attn = kernel_clock(m, p.attn_clock, o);
+  const std::string fam = attention_family(p, w);
 
-  // A kernel timed with the options of its demand source, the source kept on its KernelTime.
-  auto timed = [&](Piece& pc, const std::string& name, const std::string& src, double factor = 1.0) {
-    pc.o = options_for(o, p, src);
-    pc.t = kernel_time(m, name, pc.d, pc.clock_mhz, pc.o, 1.0, factor);
-    pc.t.source = src;
-  };
-  std::string src;
-  Piece gemm{gemm_demand(p, w, &src), {}, clk_gemm, o};
-  timed(gemm, "gemm", src);
-  Piece rng{rng_demand(p, w, "tile", {}, &src), {}, clk_rng, o};
-  timed(rng, "rng", src);
+  const Piece gemm = gemm_piece(m, p, w, o);
+  const Piece rng = rng_piece(m, p, w, "tile", {}, o);
   r.gemm = gemm.t;
   r.rng = rng.t;
-
-  auto attn = [&](const std::string& mode, Window win = {}) {
-    AttnWork a;
-    std::string asrc;
-    Piece pc{attention_demand(p, w, mode, win, &a, &asrc), {}, clk_attn, o};
-    timed(pc, "attention(" + mode + ")", asrc,
-          tail_factor(a.cta_iterations, static_cast<double>(w.batch) * w.q_heads, m.sm_count * p.attn_ctas_per_sm));
-    return pc;
-  };
-  const Piece none = attn("none"), mask = attn("mask"), composed = attn("fused-composed");
+  const Piece none = attention_piece(m, p, w, "none", {}, o), mask = attention_piece(m, p, w, "mask", {}, o),
+              composed = attention_piece(m, p, w, "fused-composed", {}, o);
   r.attn_none = none.t;
   r.attn_mask = mask.t;
   r.attn_fused_composed = composed.t;
   std::string fused_src = "own profile";
   Piece fused;
   try {
-    fused = attn("fused");
+    fused = attention_piece(m, p, w, "fused", {}, o);
   } catch (const UsageError&) {
     fused = composed;
     fused_src = "composed: mask kernel + RNG demand";
@@ -930,60 +1319,86 @@ Prediction predict(const Machine& m, const Profile& p, const Workload& w, const 
       return u;
     }
   };
+  // Total energy of a pipeline: its kernels' dynamic energy plus the static power over its time; -1 when a
+  // kernel has no power data.
+  auto energy = [&](std::initializer_list<const KernelTime*> ks, double seconds) {
+    double e = 0;
+    for (const KernelTime* k : ks) {
+      if (k->energy_j < 0 || !m.has_power()) return -1.0;
+      e += k->energy_j;
+    }
+    return e + m.static_w * seconds;
+  };
   Dominant db, df;
   for (const KernelTime* k : std::initializer_list<const KernelTime*>{&gemm.t, &rng.t, &mask.t}) db.add(k->limiter, k->seconds);
   for (const KernelTime* k : std::initializer_list<const KernelTime*>{&gemm.t, &fused.t}) df.add(k->limiter, k->seconds);
   PipelineTime base{"baseline", gemm.t.seconds + rng.t.seconds + mask.t.seconds + 2 * gap, db.unit(),
                     "GEMM, RNG, attention(mask) one after the other", "serial"};
+  base.energy_j = energy({&gemm.t, &rng.t, &mask.t}, base.seconds);
   PipelineTime fus{"fused", gemm.t.seconds + fused.t.seconds + gap, df.unit(),
                    "GEMM, then attention generating its keep bits (" + fused_src + ")",
                    fused_src == "own profile" ? "fused kernel" : "fused (composed)"};
+  fus.energy_j = energy({&gemm.t, &fused.t}, fus.seconds);
 
   const auto& gr = gp->second;
   const int rng_regs = sass_entry(p, rng_key(p, w, "tile"), "RNG").registers;
   r.rng_coresident_warps = residency_warps(
       o.residency, coresident_warps(m, gr.registers_per_sm, gr.smem_per_sm_bytes, gr.threads_per_sm, gr.blocks_per_sm, rng_regs), m);
   const Concurrent ov = concurrent(m, o, gemm, rng, r.rng_coresident_warps, /*allow_partition=*/true);
+  r.overlap = ov;
   Dominant dov;
   dov.add(ov.limiter, ov.seconds);
   dov.add(mask.t.limiter, mask.t.seconds);
-  PipelineTime over{"overlap", ov.seconds + gap + mask.t.seconds, dov.unit(),
-                    ov.mechanism == "serial"
-                        ? "GEMM || RNG: no RNG warp fits beside the GEMM and no SM split gains: serial; then attention(mask)"
-                        : fmt::format("GEMM || RNG: {}, hides {:.0f}% of the shorter; then attention(mask)", ov.mechanism,
-                                      100 * ov.hidden),
-                    ov.mechanism};
+  std::string ov_detail =
+      ov.mechanism == "serial"
+          ? "GEMM || RNG: no RNG warp fits beside the GEMM and no SM split gains: serial; then attention(mask)"
+          : fmt::format("GEMM || RNG: {}, hides {:.0f}% of the shorter; then attention(mask)", ov.mechanism, 100 * ov.hidden);
+  if (ov.energy_bound_s > 0)
+    ov_detail += fmt::format(" (energy bound: at most {:.0f}% of the shorter can hide)", 100 * ov.max_hidden);
+  PipelineTime over{"overlap", ov.seconds + gap + mask.t.seconds, dov.unit(), ov_detail, ov.mechanism};
+  over.energy_j = energy({&gemm.t, &rng.t, &mask.t}, over.seconds);
 
   // Chunked: RNG of chunk 0, then attention(chunk i) || RNG(chunk i+1).
-  const int64_t crow = chunk_rows_for(w, o, p.attn_block_rows);
-  const double attn_regs = std::ceil(p.attn_registers / 8.0) * 8.0 * p.attn_warps * 32 * p.attn_ctas_per_sm;
-  const double attn_warps_res = residency_warps(
-      o.residency,
-      coresident_warps(m, attn_regs, p.attn_smem_per_cta * p.attn_ctas_per_sm, p.attn_warps * 32.0 * p.attn_ctas_per_sm,
-                       p.attn_ctas_per_sm, rng_regs),
-      m);
+  const int block_rows = fam == "wgmma" ? p.wgmma->block_rows : p.attn_block_rows;
+  const int64_t crow = chunk_rows_for(w, o, block_rows);
+  double attn_regs = 0, attn_smem = 0, attn_threads = 0, attn_blocks = 0;
+  if (fam == "wgmma") {
+    const WgmmaProfile& g = *p.wgmma;
+    attn_regs = static_cast<double>(g.registers) * g.threads * g.ctas_per_sm;
+    attn_smem = g.smem_per_cta * g.ctas_per_sm;
+    attn_threads = static_cast<double>(g.threads) * g.ctas_per_sm;
+    attn_blocks = g.ctas_per_sm;
+  } else {
+    attn_regs = std::ceil(p.attn_registers / 8.0) * 8.0 * p.attn_warps * 32 * p.attn_ctas_per_sm;
+    attn_smem = p.attn_smem_per_cta * p.attn_ctas_per_sm;
+    attn_threads = p.attn_warps * 32.0 * p.attn_ctas_per_sm;
+    attn_blocks = p.attn_ctas_per_sm;
+  }
+  const double attn_warps_res =
+      residency_warps(o.residency, coresident_warps(m, attn_regs, attn_smem, attn_threads, attn_blocks, rng_regs), m);
   double chunked = gemm.t.seconds + gap;
-  int nchunks = 0;
+  double chunk_dyn = gemm.t.energy_j;
   Dominant dch;
   dch.add(gemm.t.limiter, gemm.t.seconds);
   std::vector<Window> wins;
   for (int64_t r0 = 0; r0 < w.sq; r0 += crow) wins.push_back({r0, std::min(crow, w.sq - r0)});
-  nchunks = static_cast<int>(wins.size());
+  const int nchunks = static_cast<int>(wins.size());
   {
-    Piece r0{rng_demand(p, w, "tile", wins[0], &src), {}, clk_rng, o};
-    timed(r0, "rng(chunk)", src);
+    const Piece r0 = rng_piece(m, p, w, "tile", wins[0], o);
     chunked += r0.t.seconds + gap;
+    chunk_dyn = chunk_dyn >= 0 && r0.t.energy_j >= 0 ? chunk_dyn + r0.t.energy_j : -1;
     dch.add(r0.t.limiter, r0.t.seconds);
     for (size_t i = 0; i < wins.size(); ++i) {
-      const Piece a = attn("mask", wins[i]);
+      const Piece a = attention_piece(m, p, w, "mask", wins[i], o);
       double t = a.t.seconds;
       std::string lim = a.t.limiter;
+      chunk_dyn = chunk_dyn >= 0 && a.t.energy_j >= 0 ? chunk_dyn + a.t.energy_j : -1;
       if (i + 1 < wins.size()) {
-        Piece rn{rng_demand(p, w, "tile", wins[i + 1], &src), {}, clk_rng, o};
-        timed(rn, "rng(chunk)", src);
+        const Piece rn = rng_piece(m, p, w, "tile", wins[i + 1], o);
         const Concurrent c = concurrent(m, o, a, rn, attn_warps_res, /*allow_partition=*/false);
         t = c.seconds;
         lim = c.limiter;
+        chunk_dyn = chunk_dyn >= 0 && rn.t.energy_j >= 0 ? chunk_dyn + rn.t.energy_j : -1;
       }
       chunked += t + gap;
       dch.add(lim, t);
@@ -995,7 +1410,19 @@ Prediction predict(const Machine& m, const Profile& p, const Workload& w, const 
                                                   : "no RNG warp fits beside attention (registers): serial"),
                    fmt::format("{}x{} rows, {}", nchunks, crow,
                                attn_warps_res > 0 ? fmt::format("{:g} RNG warps/SM", attn_warps_res) : "serial")};
+  chk.energy_j = chunk_dyn >= 0 && m.has_power() ? chunk_dyn + m.static_w * chunked : -1;
   r.pipelines = {base, fus, over, chk};
+  // The same pipelines without the power term (what `model --report` shows beside): a second prediction when
+  // the term can act, else the same times.
+  const bool term = p.use_power && m.has_power() && !p.power.empty();
+  std::optional<Prediction> np;
+  if (term) {
+    Profile pn = p;
+    pn.use_power = false;
+    np = predict(m, pn, w, o);
+  }
+  for (size_t i = 0; i < r.pipelines.size(); ++i)
+    r.pipelines[i].seconds_no_power = np ? np->pipelines[i].seconds : r.pipelines[i].seconds;
   return r;
 }
 

@@ -48,6 +48,10 @@ struct Machine {
   double registers_per_sm = 0, smem_per_sm_bytes = 0, max_threads_per_sm = 0, max_blocks_per_sm = 0;
   double launch_gap_us = 0;
   double rng_saturation_warps = 0;
+  // Power (optional; 0 = not given): the enforced board power cap and the static (idle) power. A kernel cannot
+  // finish faster than its dynamic energy / (cap_w - static_w) (docs/model.md, "Power").
+  double cap_w = 0, static_w = 0;
+  bool has_power() const { return cap_w > 0 && cap_w > static_w; }
   std::vector<Unit> units;
   std::vector<OpClass> ops;
   std::vector<FitPoint> fit_points;
@@ -70,6 +74,7 @@ struct NcuDemand {
   Workload w;                              // the measured launch's workload
   double work = 0;                         // units of work of that launch (elements, score elements, FLOPs)
   std::map<std::string, double> per_work;  // ncu names: inst, alu, fma, fmaheavy, xu, lsu, tensor_op_hmma, hbm_bytes...
+  double duration_s = 0, clock_mhz = 0;    // the launch's measured duration and SM clock (0: not recorded)
 };
 
 struct SassKernel {
@@ -82,6 +87,30 @@ struct SassKernel {
   // IMAD.WIDE / IMAD.HI per iteration (from opcodes_per_iteration): counted twice in `imad`, once by ncu.
   double imad_wide_per_iteration = 0;
   std::optional<NcuDemand> ncu;
+};
+
+// The Hopper-native attention kernel (kernels/attention/attention_wgmma_kernel.cuh, "kernels.attention_wgmma"):
+// CTAs of block_rows query rows (two consumer warpgroups) visiting block_keys-key blocks, one CTA per SM. Its
+// demand is measured (ncu blocks under sass_key, carried by visited key blocks) plus the static wgmma FLOPs and
+// bytes. Time: the max over units with the issue unit at `issue_efficiency` (the warp-specialised schedule
+// issues at ~0.45 of the schedulers' peak: wgmma waits, softmax dependency chains) and the tensor cores at
+// `mma_efficiency`, times the tail of the grid, plus `cta_overhead_cycles` per CTA wave (prologue / pipeline
+// fill / epilogue); all three fitted on the kernel's own ncu durations (fit_family).
+struct WgmmaProfile {
+  std::string clock = "max";  // max | sustained | a number (MHz)
+  int head_dim = 128, block_rows = 128, block_keys = 128, ctas_per_sm = 1, registers = 168, threads = 384;
+  double smem_per_cta = 230480;
+  std::map<std::string, std::string> sass_key;  // none / mask / fused / causal_suffix
+  double issue_efficiency = 1, mma_efficiency = 1, cta_overhead_cycles = 0;
+};
+
+// Measured power of one kernel (profile "power.<kernel key>", from run reports with power data: fit_power):
+// dynamic energy (total minus static_w x time) per unit of work (RNG: element generated; attention: visited
+// score element; GEMM: FLOP). The model turns it into a time bound: work x j_per_work / (cap - static).
+struct KernelPower {
+  double dyn_j_per_work = 0;
+  double mean_w = 0;
+  std::string source;
 };
 
 struct GemmProfile {
@@ -106,6 +135,13 @@ struct Profile {
   double attn_smem_per_cta = 98304;
   std::map<std::string, std::string> attn_sass_key;  // none / mask / fused / causal_suffix
   std::map<std::string, GemmProfile> gemm;           // "fp8" / "bf16"
+  std::optional<WgmmaProfile> wgmma;                 // the Hopper-native attention kernel, when profiled
+  std::string attn_auto = "mma";                     // the kernel attention_kernel "auto" means (wgmma when profiled)
+  std::map<std::string, KernelPower> power;          // by kernel key (gemm_fp8, rng_tile_r7_tw8, wgmma_mask...)
+  // The RNG tile kernels' own efficiencies ("kernels.rng.efficiency", fitted on their ncu durations by
+  // fit_family): they replace the calibration's for RNG kernels with measured demand. Empty: not fitted.
+  std::map<std::string, double> rng_efficiency;
+  bool use_power = true;                             // false: the power term is off (`--power off`)
   // Demand source: true (default) = a kernel's measured ncu counts where the profile holds them, its static
   // (SASS / hand-written) counts otherwise; false = static counts only (`--demand sass`).
   bool use_ncu = true;
@@ -128,7 +164,12 @@ struct UnitTime {
 
 struct KernelTime {
   std::string name;
+  std::string key;             // profile kernel key (power lookup), "" for compositions
   double seconds = 0;
+  double work = 0;             // units of work (for energy): elements / visited score elements / FLOPs
+  double energy_j = -1;        // dynamic energy (J) from the profile's power data; < 0: no power data
+  double power_bound_s = 0;    // energy_j / (cap - static), when known
+  double seconds_no_power = 0; // the time without the power term
   std::string limiter;         // the unit with the largest time
   std::string source;          // where its demand came from: ncu | ncu(nc) | sass | hand (set by the caller)
   double clock_mhz = 0;
@@ -176,6 +217,36 @@ AttnWork attention_work(const Profile& p, const Workload& w, Window win = {});
 Demand attention_demand(const Profile& p, const Workload& w, const std::string& mode, Window win = {},
                         AttnWork* work = nullptr, std::string* source = nullptr);
 
+// Attention kernel family of a workload: "mma" or "wgmma" ("auto" = p.attn_auto). UsageError when the profile
+// lacks the wgmma kernel and it is asked for.
+std::string attention_family(const Profile& p, const Workload& w);
+
+// One attention kernel timed as the model times it (demand, efficiencies of its source, tail, the wgmma
+// kernel's issue efficiency and CTA overhead, the power term): what predict() and the report comparison use.
+KernelTime attention_time(const Machine& m, const Profile& p, const Workload& w, const std::string& mode, Window win,
+                          const Options& o);
+KernelTime rng_time(const Machine& m, const Profile& p, const Workload& w, const std::string& layout, Window win,
+                    const Options& o);
+KernelTime gemm_time(const Machine& m, const Profile& p, const Workload& w, const Options& o);
+
+// The power term on t (in place): with power data for t.key and a machine cap, energy_j = work x dyn_j_per_work,
+// power_bound_s = energy_j / (cap - static); seconds = max(seconds, bound) (limiter "power" when it binds).
+void apply_power(const Machine& m, const Profile& p, KernelTime& t);
+
+// Fits of a measured kernel family's own efficiencies on the durations of its ncu blocks (measured at their
+// measured clocks; `dropbench model --fit-kernels`), least mean |relative error| over a grid:
+//   rng:   time = max(issue / e_issue, alu / e_alu, imad / e_imad) over the RNG tile kernels (R x TW);
+//   wgmma: cycles = max(issue / e_issue, mma / e_mma) x tail + CTA waves x cta_overhead_cycles.
+struct FamilyFit {
+  std::string family;
+  std::map<std::string, double> efficiency;  // unit -> fitted efficiency
+  double cta_overhead_cycles = 0;            // wgmma only
+  size_t points = 0;
+  double mean_abs_err = 0, max_abs_err = 0;  // of the fitted durations
+  std::vector<std::pair<std::string, double>> errors;  // kernel key -> relative error
+};
+FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& family);
+
 // The options a kernel with demand `source` is timed with: for measured demand (ncu...), the profile's ncu
 // calibration replaces the machine's unit efficiencies; otherwise o unchanged.
 Options options_for(const Options& o, const Profile& p, const std::string& source);
@@ -190,6 +261,8 @@ struct Concurrent {
   std::string mechanism;  // "serial", "co-resident (W warps/SM)", "SM partition (k SMs for the RNG)"
   std::string limiter;
   double hidden = 0;      // (t_a + t_b - t) / min(t_a, t_b)
+  double energy_bound_s = 0;  // (E_a + E_b) / (cap - static): no schedule of the two is faster (0: no power data)
+  double max_hidden = 1;      // the most of the shorter that any schedule can hide under the energy bound
 };
 
 struct PipelineTime {
@@ -198,6 +271,8 @@ struct PipelineTime {
   std::string limiter;    // the unit that limits most of its time (pieces' times summed by limiting unit)
   std::string detail;     // how it was composed
   std::string how;        // the same, short
+  double energy_j = -1;   // total energy: the kernels' dynamic energy + static_w x seconds (< 0: no power data)
+  double seconds_no_power = 0;
 };
 
 struct Prediction {
@@ -205,6 +280,7 @@ struct Prediction {
   KernelTime gemm, rng, attn_none, attn_mask, attn_fused, attn_fused_composed;  // .source: demand source
   std::vector<PipelineTime> pipelines;  // baseline, fused, overlap, chunked
   double rng_coresident_warps = 0;      // RNG warps per SM that fit beside the GEMM (residency input)
+  Concurrent overlap;                   // the overlap pipeline's GEMM || RNG (mechanism, energy bound)
   const PipelineTime* pipeline(const std::string& n) const;
 };
 

@@ -2,6 +2,7 @@
 #include "src/model/model_report.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,8 @@ namespace {
 
 Workload workload_of(const json& wj, const std::string& where) {
   json cfg = {{"name", "report-point"}, {"workload", wj}};
+  // Reports from before the wgmma attention kernel existed name no attention kernel: theirs was the mma one.
+  if (wj.is_object() && !wj.contains("attention_kernel")) cfg["workload"]["attention_kernel"] = "mma";
   try {
     return config_from_json(cfg, where).workload;
   } catch (const UsageError& e) {
@@ -57,29 +60,10 @@ struct Predictor {
   const Machine& m;
   const Profile& p;
   KernelTime kernel(const std::string& piece, const Workload& w, const Options& o) const {
-    std::string src;
-    KernelTime t;
-    if (piece == "gemm") {
-      const auto& g = p.gemm.at(w.dtype);
-      const Demand d = gemm_demand(p, w, &src);
-      t = kernel_time(m, "gemm", d, kernel_clock(m, g.clock, o), options_for(o, p, src));
-    } else if (starts_with(piece, "rng:")) {
-      const std::string layout = piece.substr(4);
-      const Demand d = rng_demand(p, w, layout, {}, &src);
-      t = kernel_time(m, "rng", d, kernel_clock(m, p.rng_clock, o), options_for(o, p, src));
-    } else if (starts_with(piece, "attention:")) {
-      const std::string mode = piece.substr(10);
-      AttnWork a;
-      const Demand d = attention_demand(p, w, mode, {}, &a, &src);
-      const double factor =
-          tail_factor(a.cta_iterations, static_cast<double>(w.batch) * w.q_heads, m.sm_count * p.attn_ctas_per_sm);
-      t = kernel_time(m, "attention(" + mode + ")", d, kernel_clock(m, p.attn_clock, o), options_for(o, p, src), 1.0,
-                      factor);
-    } else {
-      throw UsageError("model: unknown piece " + piece);
-    }
-    t.source = src;
-    return t;
+    if (piece == "gemm") return gemm_time(m, p, w, o);
+    if (starts_with(piece, "rng:")) return rng_time(m, p, w, piece.substr(4), {}, o);
+    if (starts_with(piece, "attention:")) return attention_time(m, p, w, piece.substr(10), {}, o);
+    throw UsageError("model: unknown piece " + piece);
   }
   KernelTime pipeline(const std::string& name, const Workload& w, const Options& o) const {
     const Prediction pr = predict(m, p, w, o);
@@ -88,6 +72,8 @@ struct Predictor {
     KernelTime t;
     t.name = name;
     t.seconds = pt->seconds;
+    t.seconds_no_power = pt->seconds_no_power;
+    t.energy_j = pt->energy_j;
     t.limiter = pt->limiter;
     t.source = pipeline_source(pr, name);
     return t;
@@ -101,6 +87,7 @@ struct Predictor {
       KernelTime t;
       t.name = piece;
       t.seconds = a.seconds + b.seconds + m.launch_gap_us * 1e-6;
+      t.seconds_no_power = a.seconds_no_power + b.seconds_no_power + m.launch_gap_us * 1e-6;
       t.limiter = a.seconds >= b.seconds ? a.limiter : b.limiter;
       t.source = join_sources({a.source, b.source});
       return t;
@@ -165,9 +152,13 @@ const json* stats_for(const std::string& command, const json& v, const std::stri
 
 // Marks `row` as a fit point when the machine's calibration names it (last match wins); composed rows,
 // sums and pipelines are never fit points.
-void mark_fit(ReportRow& row, const Machine& m, const Predictor& pred, const std::string& command,
-              const std::string& piece, const Workload& w, const Options& uncalibrated) {
+void mark_fit(ReportRow& row, const Machine& m, const Predictor& pred, const std::string& report_path,
+              const std::string& command, const std::string& piece, const Workload& w, const Options& uncalibrated) {
   for (const FitPoint& fp : m.fit_points) {
+    // A fit point names its report: the same axes in another report are held out.
+    if (!fp.report.empty() && (report_path.size() < fp.report.size() ||
+                               report_path.compare(report_path.size() - fp.report.size(), fp.report.size(), fp.report) != 0))
+      continue;
     if (fp.command == command && fp.variant == row.variant && axes_match(fp.axes, row.axes) &&
         !starts_with(piece, "sum:") && !starts_with(piece, "pipeline:") && row.role != "composed") {
       row.role = "fit";
@@ -209,6 +200,41 @@ MeasuredReport load_measured_report(const std::string& path) {
   return r;
 }
 
+std::vector<std::string> newest_reports(const std::string& results_dir, const std::string& command) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<long, fs::path>> sessions;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(results_dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (!e.is_directory() || n.rfind("session", 0) != 0 || n.size() == 7) continue;
+    if (!std::all_of(n.begin() + 7, n.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }))
+      continue;
+    sessions.emplace_back(std::stol(n.substr(7)), e.path());
+  }
+  std::sort(sessions.begin(), sessions.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [n, dir] : sessions) {
+    std::vector<std::string> found;
+    for (const auto& e : fs::recursive_directory_iterator(dir, ec)) {
+      if (!e.is_regular_file() || e.path().extension() != ".json") continue;
+      std::ifstream f(e.path());
+      json d;
+      try {
+        d = json::parse(f);
+      } catch (const json::exception&) {
+        continue;
+      }
+      if (!d.is_object() || d.value("schema", "") != "dropbench.report" || d.value("command", "") != command) continue;
+      if (d.contains("context") && d["context"].value("dry_run", false)) continue;
+      found.push_back(e.path().string());
+    }
+    if (!found.empty()) {
+      std::sort(found.begin(), found.end());
+      return found;
+    }
+  }
+  return {};
+}
+
 ReportComparison compare_with_report(const Machine& m, const Profile& p, const MeasuredReport& r, const Options& o,
                                      bool at_measured_clock) {
   Options ou = o;
@@ -240,13 +266,17 @@ ReportComparison compare_with_report(const Machine& m, const Profile& p, const M
           continue;
         }
         row.predicted = t.seconds;
+        row.predicted_no_power = t.seconds_no_power > 0 ? t.seconds_no_power : t.seconds;
+        row.power_bound = t.limiter == "power";
         row.limiter = t.limiter;
         row.source = t.source;
         Options oc = o;
         oc.clock_mhz = row.measured_clock;
-        row.predicted_at_measured_clock = row.measured_clock > 0 ? pred.any(c.piece, w, oc).seconds : t.seconds;
+        const KernelTime tc = row.measured_clock > 0 ? pred.any(c.piece, w, oc) : t;
+        row.predicted_at_measured_clock = tc.seconds;
+        if (at_measured_clock) row.predicted_no_power = tc.seconds_no_power > 0 ? tc.seconds_no_power : tc.seconds;
         row.role = c.piece == "attention:fused-composed" ? "composed" : "held-out";
-        mark_fit(row, m, pred, r.command, c.piece, w, ou);
+        mark_fit(row, m, pred, r.path, r.command, c.piece, w, ou);
         out.rows.push_back(row);
       }
     }
@@ -279,7 +309,7 @@ std::string piece_kind(const std::string& piece) {
 }
 
 ReportErrors report_errors(const std::vector<ReportRow>& rows) {
-  std::vector<double> held, held_clk, composed, all;
+  std::vector<double> held, held_clk, held_np, composed, all;
   std::map<std::string, std::vector<double>> by_piece;
   std::map<std::string, std::set<std::string>> sources;
   ReportErrors out;
@@ -297,15 +327,118 @@ ReportErrors report_errors(const std::vector<ReportRow>& rows) {
     }
     held.push_back(row.err());
     held_clk.push_back(row.err_clk());
+    held_np.push_back(row.err_no_power());
     by_piece[kind].push_back(row.err());
   }
   out.held_out = err_stats(held);
   out.held_out_at_measured_clock = err_stats(held_clk);
+  out.held_out_no_power = err_stats(held_np);
   out.composed = err_stats(composed);
   out.all_including_fit = err_stats(all);
   for (const auto& [k, e] : by_piece) out.held_out_by_piece[k] = err_stats(e);
   for (const auto& [k, s] : sources) out.source_by_piece[k] = join_sources(std::vector<std::string>(s.begin(), s.end()));
   return out;
+}
+
+namespace {
+
+// The kernel piece a single-kernel variant measures, or "".
+std::string power_piece(const std::string& command, const std::string& variant, const Workload& w) {
+  if (command == "run") {
+    if (variant == "alone:gemm") return "gemm";
+    if (variant == "alone:rng") return "rng:tile";
+    if (variant == "alone:attention-mask") return "attention:mask";
+    if (variant == "alone:attention-fused") return "attention:fused";
+    return "";
+  }
+  if (command == "rng") return w.layout == "tile" || w.layout == "bits" ? "rng:" + w.layout : "";
+  if (command == "gemm") return "gemm";
+  if (command == "attention" && (variant == "none" || variant == "mask" || variant == "fused")) return "attention:" + variant;
+  return "";
+}
+
+double num(const json& j, const char* k) {
+  return j.contains(k) && j.at(k).is_number() ? j.at(k).get<double>() : -1;
+}
+
+}  // namespace
+
+PowerFits fit_power(const Machine& m, const Profile& p, const std::vector<MeasuredReport>& reports) {
+  if (!m.has_power())
+    throw UsageError(fmt::format("--power-from: machine {} has no cap_w / static_w (needed to split static from "
+                                 "dynamic energy)",
+                                 m.path));
+  Profile pn = p;
+  pn.use_power = false;
+  const Predictor pred{m, pn};
+  struct Acc {
+    double dyn = 0, work = 0, watts = 0;
+    size_t n = 0;
+    std::vector<std::string> from;
+  };
+  std::map<std::string, Acc> acc;
+  PowerFits out;
+  for (const MeasuredReport& r : reports) {
+    for (const json& pt : r.doc.at("points")) {
+      const Workload w = workload_of(pt.at("workload"), r.path);
+      for (const json& v : pt.at("variants")) {
+        if (v.value("peer", false)) continue;
+        const std::string name = v.value("name", "");
+        const std::string piece = power_piece(r.command, name, w);
+        if (piece.empty()) continue;
+        if (!v.contains("power") || !v.at("power").is_object()) {
+          ++out.variants_without_power;
+          continue;
+        }
+        const json& pw = v.at("power");
+        const double t = median_of(v.at("stats"));
+        double e_iter = num(pw, "energy_mj_per_iter") * 1e-3;
+        const double watts = num(pw, "mean_w");
+        if (e_iter < 0 && watts > 0) e_iter = watts * t;  // no energy counter: mean power x time
+        if (!(e_iter > 0) || !(t > 0)) {
+          ++out.variants_without_power;
+          continue;
+        }
+        KernelTime kt;
+        try {
+          kt = pred.any(piece, w, {});
+        } catch (const UsageError&) {
+          continue;  // a kernel the profile cannot predict
+        }
+        if (kt.key.empty() || !(kt.work > 0)) continue;
+        ++out.variants_with_power;
+        Acc& a = acc[kt.key];
+        a.dyn += std::max(0.0, e_iter - m.static_w * t);
+        a.work += kt.work;
+        a.watts += watts > 0 ? watts : e_iter / t;
+        ++a.n;
+        a.from.push_back(fmt::format("{} {} {} ({:.1f} W, {:.3f} mJ/iter over {:.1f} us)", r.path, pt.value("axes", json::object()).dump(),
+                                     name, watts > 0 ? watts : e_iter / t, e_iter * 1e3, t * 1e6));
+      }
+    }
+  }
+  for (const auto& [key, a] : acc) {
+    PowerFit f;
+    f.key = key;
+    f.dyn_j_per_work = a.dyn / a.work;
+    f.mean_w = a.watts / static_cast<double>(a.n);
+    f.measurements = a.n;
+    std::string from;
+    for (const std::string& s : a.from) from += (from.empty() ? "" : "; ") + s;
+    f.source = fmt::format("fitted (dropbench profile --power-from): (energy per iteration - static {:g} W x time) / work, "
+                           "{} measurement(s): {}",
+                           m.static_w, a.n, from);
+    out.kernels.push_back(f);
+  }
+  return out;
+}
+
+json power_json(const PowerFits& fits) {
+  json j = json::object();
+  for (const PowerFit& f : fits.kernels)
+    j[f.key] = {{"dyn_j_per_work", f.dyn_j_per_work}, {"mean_w", f.mean_w}, {"measurements", f.measurements},
+                {"source", f.source}};
+  return j;
 }
 
 }  // namespace dropbench::model

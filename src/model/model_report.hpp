@@ -19,12 +19,20 @@ struct MeasuredReport {
 // Throws UsageError ("--report: ...") for a missing / unparsable file, another schema or an unmodelled command.
 MeasuredReport load_measured_report(const std::string& path);
 
+// The newest committed reports of `command` (rng, attention, gemm, run) under a machine's results folder
+// (e.g. results/h200): the session folders session<N> (any depth below them) are searched from the highest N
+// down, and the first that holds measured reports of that command gives all of them (sorted paths); none:
+// empty. The rule the accuracy tests use, so that a new session's reports replace the old ones without a list.
+std::vector<std::string> newest_reports(const std::string& results_dir, const std::string& command);
+
 // One comparison: a measured median against a prediction.
 struct ReportRow {
   json axes;
   std::string variant;
   std::string piece;  // "phase = piece" when a phase of the variant is compared, else the piece
   double measured = 0, predicted = 0, predicted_at_measured_clock = 0, measured_clock = 0;
+  double predicted_no_power = 0;  // without the power term (= predicted when the profile has no power data)
+  bool power_bound = false;       // the power term set the prediction
   std::string limiter;
   std::string source;  // demand source of the prediction (ncu | ncu(nc) | sass | hand, joined by + for several)
   std::string role;    // fit | held-out | composed
@@ -32,6 +40,7 @@ struct ReportRow {
   double fit_unit_seconds_uncal = 0;  // the fitted unit's time at efficiency 1 (for --fit)
   double err() const { return (predicted - measured) / measured; }
   double err_clk() const { return (predicted_at_measured_clock - measured) / measured; }
+  double err_no_power() const { return (predicted_no_power - measured) / measured; }
   // The efficiency a fit row implies for its unit: unit time at efficiency 1 / measured.
   double fit_efficiency() const { return fit_unit_seconds_uncal / measured; }
 };
@@ -57,12 +66,32 @@ ErrStats err_stats(const std::vector<double>& e);
 std::string piece_kind(const std::string& piece);
 
 struct ReportErrors {
-  ErrStats held_out, held_out_at_measured_clock, composed, all_including_fit;
+  ErrStats held_out, held_out_at_measured_clock, held_out_no_power, composed, all_including_fit;
   size_t fitted = 0;                                  // rows that are fit points (excluded from held_out)
   std::map<std::string, ErrStats> held_out_by_piece;  // by piece_kind
   // Demand sources of each kernel piece (pipelines and sums combine them), joined (join_sources).
   std::map<std::string, std::string> source_by_piece;
 };
 ReportErrors report_errors(const std::vector<ReportRow>& rows);
+
+// Per-kernel power from a report whose variants carry "power" ({"mean_w", "energy_mj_per_iter", ...}: the
+// lead's NVML sampler): every single-kernel variant (run: alone:gemm, alone:rng, alone:attention-mask,
+// alone:attention-fused; rng / gemm / attention reports: their kernel variants) gives its kernel's dynamic
+// energy per unit of work, (energy per iteration - static_w x median time) / work, the work as the model
+// counts it at the point's workload. Several measurements of one kernel are averaged (weighted by work).
+struct PowerFit {
+  std::string key;             // profile kernel key (power.<key>)
+  double dyn_j_per_work = 0, mean_w = 0;
+  size_t measurements = 0;
+  std::string source;
+};
+struct PowerFits {
+  std::vector<PowerFit> kernels;  // by key, sorted
+  size_t variants_with_power = 0, variants_without_power = 0;
+};
+// Throws UsageError when the machine has no cap_w / static_w.
+PowerFits fit_power(const Machine& m, const Profile& p, const std::vector<MeasuredReport>& reports);
+// The profile JSON's "power" object for `fits` (kernel key -> {dyn_j_per_work, mean_w, source}).
+json power_json(const PowerFits& fits);
 
 }  // namespace dropbench::model

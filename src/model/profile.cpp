@@ -346,6 +346,12 @@ std::vector<std::string> kernel_keys(const Selection& s, int attn_tw) {
       k.push_back(fmt::format("attn_mask{}", causal));
       for (int r : kPhiloxRounds) k.push_back(fmt::format("attn_fused_r{}_tw{}{}", r, attn_tw, causal));
     }
+  if (s.attention)  // the Hopper-native kernel (kernels/attention/attention_wgmma_kernel.cuh)
+    for (const char* causal : {"", "_causal"}) {
+      k.push_back(fmt::format("wgmma_none{}", causal));
+      k.push_back(fmt::format("wgmma_mask{}", causal));
+      for (int r : kPhiloxRounds) k.push_back(fmt::format("wgmma_fused_r{}_tw{}{}", r, attn_tw, causal));
+    }
   if (s.gemm) {
     k.push_back("gemm_fp8");
     k.push_back("gemm_bf16");
@@ -360,8 +366,26 @@ std::string classify_launch(const std::string& name) {
   static const std::regex attn_full(
       R"(attn_fwd_kernel<\s*(?:\w+::)?Cfg<[^>]*>\s*,\s*(?:\([\w:]+\))?(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\w+)\s*>)");
   static const std::regex attn(R"(attn_fwd_kernel<\s*(?:\w+::)?Cfg<[^>]*>\s*,\s*(?:\([\w:]+\))?(\d+))");
+  // attn_fwd_wgmma_kernel<WgCfg<...>, mode, R, TW, causal, rng_warps>: the same fields, plus design (b)'s
+  // RNG warps (a separate instance, "_rngwarps").
+  static const std::regex wg_full(
+      R"(attn_fwd_wgmma_kernel<\s*(?:\w+::)?WgCfg<[^>]*>\s*,\s*(?:\([\w:]+\))?(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\w+)\s*(?:,\s*(\w+)\s*)?>)");
+  static const std::regex wg(R"(attn_fwd_wgmma_kernel<\s*(?:\w+::)?WgCfg<[^>]*>\s*,\s*(?:\([\w:]+\))?(\d+))");
   std::smatch m;
   if (std::regex_search(name, m, rng)) return fmt::format("rng_tile_r{}_tw{}", m[1].str(), m[2].str());
+  auto truthy = [](const std::string& v) { return v == "1" || v == "true"; };
+  if (std::regex_search(name, m, wg_full)) {
+    const int mode = std::stoi(m[1].str());
+    const std::string suffix = std::string(m[5].matched && truthy(m[5].str()) ? "_rngwarps" : "") +
+                               (truthy(m[4].str()) ? "_causal" : "");
+    if (mode == 0) return "wgmma_none" + suffix;
+    if (mode == 1) return "wgmma_mask" + suffix;
+    return fmt::format("wgmma_fused_r{}_tw{}{}", m[2].str(), m[3].str(), suffix);
+  }
+  if (std::regex_search(name, m, wg)) {
+    const int mode = std::stoi(m[1].str());
+    return mode == 0 ? "wgmma_none" : mode == 1 ? "wgmma_mask" : "wgmma_fused";
+  }
   if (std::regex_search(name, m, attn_full)) {
     const int mode = std::stoi(m[1].str());
     const std::string c = m[4].str();

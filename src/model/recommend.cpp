@@ -54,10 +54,26 @@ Recommendation recommend(const Machine& m, const Profile& p, const Workload& sha
   for (int64_t r : rounds) {
     const Prediction pr = predict(m, p, at_rounds(shape, r), o);
     rec.predictions.emplace(r, pr);
-    for (const auto& pl : pr.pipelines) rec.ranking.push_back({pl.name, r, pl.seconds, pl.limiter, pl.how, pl.detail});
+    for (const auto& pl : pr.pipelines)
+      rec.ranking.push_back({pl.name, r, pl.seconds, pl.limiter, pl.how, pl.detail, pl.energy_j});
   }
   std::stable_sort(rec.ranking.begin(), rec.ranking.end(),
                    [](const RankedEntry& a, const RankedEntry& b) { return a.seconds < b.seconds; });
+  for (const RankedEntry& e : rec.ranking)
+    if (e.energy_j >= 0) rec.energy_ranking.push_back(e);
+  std::stable_sort(rec.energy_ranking.begin(), rec.energy_ranking.end(),
+                   [](const RankedEntry& a, const RankedEntry& b) { return a.energy_j < b.energy_j; });
+  if (!rec.energy_ranking.empty()) {
+    // Compare with the time order of the same entries (those with power data).
+    std::vector<const RankedEntry*> by_time;
+    for (const RankedEntry& e : rec.ranking)
+      if (e.energy_j >= 0) by_time.push_back(&e);
+    for (size_t i = 0; i < by_time.size(); ++i)
+      if (by_time[i]->pipeline != rec.energy_ranking[i].pipeline || by_time[i]->rounds != rec.energy_ranking[i].rounds)
+        rec.energy_differs = true;
+    rec.energy_best_differs = by_time.front()->pipeline != rec.energy_ranking.front().pipeline ||
+                              by_time.front()->rounds != rec.energy_ranking.front().rounds;
+  }
   rec.reference_rounds = rec.ranks(7) ? 7 : rounds.back();
   const Prediction& pref = rec.at_reference_rounds();
   rec.rng_over_gemm = pref.rng.seconds / pref.gemm.seconds;
@@ -69,6 +85,8 @@ Recommendation recommend(const Machine& m, const Profile& p, const Workload& sha
     const Prediction pc = predict(m, p, at_rounds(shape, rec.reference_rounds), oc);
     CoresidentWhatIf wi;
     wi.overlap = *pc.pipeline("overlap");
+    wi.energy_bound_s = pc.overlap.energy_bound_s;
+    wi.max_hidden = pc.overlap.max_hidden;
     wi.saved_seconds = pref.pipeline("baseline")->seconds - wi.overlap.seconds;
     rec.coresident = wi;
   }

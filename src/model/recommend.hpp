@@ -18,6 +18,7 @@ struct RankedEntry {
   int64_t rounds = 0;
   double seconds = 0;
   std::string limiter, how, detail;  // how / detail: PipelineTime's
+  double energy_j = -1;              // predicted energy per block (dynamic + static x time); < 0: no power data
 };
 
 // The RNG's share of the baseline block: RNG / (GEMM + RNG + attention(mask)), as the baseline composes it.
@@ -42,12 +43,19 @@ struct ReferenceShares {
 struct CoresidentWhatIf {
   PipelineTime overlap;        // overlap at the reference round count with --residency coresident
   double saved_seconds = 0;    // baseline - that overlap (both at the reference round count)
+  double energy_bound_s = 0;   // GEMM || RNG cannot beat (E_gemm + E_rng) / (cap - static); 0: no power data
+  double max_hidden = 1;       // the most of the shorter kernel any schedule can hide under that bound
 };
 
 struct Recommendation {
   std::vector<int64_t> rounds;                 // as asked, in order
   std::map<int64_t, Prediction> predictions;   // per round count
   std::vector<RankedEntry> ranking;            // fastest first; ties keep (rounds as asked, pipeline) order
+  // Least energy first, over the entries with power data (every kernel of the pipeline has some); empty when
+  // none has. energy_differs: the least-energy entry is not the fastest, or the two orders differ.
+  std::vector<RankedEntry> energy_ranking;
+  bool energy_differs = false;
+  bool energy_best_differs = false;            // the first entries differ
   int64_t reference_rounds = 0;                // 7 when ranked, else the last round count asked
   double rng_over_gemm = 0;                    // at reference_rounds
   std::optional<CoresidentWhatIf> coresident;  // unless o.residency is already "coresident"
