@@ -1,6 +1,11 @@
 #include "src/block/run_figures.hpp"
 
+#include <cmath>
+#include <limits>
+
 #include <fmt/format.h>
+
+#include "src/core/energy.hpp"
 
 namespace dropbench {
 
@@ -18,6 +23,51 @@ json exposed_dropout(const PointTimes& t) {
   if (tp.count("chunked") && t.alone.t.count("attention-chunks"))
     exposed["chunked"] = tp.at("chunked") - t_g - t.alone.get("attention-chunks");
   return exposed;
+}
+
+double power_key(const json& power, const char* key) {
+  if (!power.is_object()) return std::numeric_limits<double>::quiet_NaN();
+  const json& v = power.value(key, json(nullptr));
+  return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
+}
+
+// Energy per block where the power pass ran: each pipeline's J per iteration (measured over its own back-to-back
+// run) and energy-delay products; for the serial pipelines (baseline, fused) its phases' energy estimated as phase
+// time x the matching piece's mean W alone (overlap and chunked run phases concurrently: not separable). The
+// energy winner beside the time winner.
+void energy_figures(PointResult& pr, json& d, const PointTimes& t) {
+  json energy = json::object();
+  std::string best;
+  double best_e = 0;
+  for (VariantResult& v : pr.variants) {
+    if (!t.pipelines.count(v.name) || !v.power.is_object()) continue;
+    const double e_mj = power_key(v.power, "energy_mj_per_iter");
+    if (!std::isfinite(e_mj)) continue;
+    v.derived["energy_mj"] = e_mj;
+    v.derived["mean_w"] = power_key(v.power, "mean_w");
+    v.derived["capped_share"] = power_key(v.power, "capped_share");
+    const EnergyDelay ed = energy_delay(e_mj * 1e-3, v.stats.median);
+    v.derived["edp_js"] = ed.edp_js;
+    energy[v.name] = e_mj;
+    if (best.empty() || e_mj < best_e) {
+      best = v.name;
+      best_e = e_mj;
+    }
+    const bool serial = v.name == "baseline" || v.name == "fused";
+    if (!serial) continue;
+    json phase_e = json::object();
+    for (const auto& [ph, st] : v.phases) {
+      std::string piece = ph;
+      if (ph == "attention") piece = v.name == "fused" ? "attention-fused" : "attention-mask";
+      const double w = t.alone.watts(piece);
+      if (std::isfinite(w)) phase_e[ph] = w * st.median * 1e3;
+    }
+    v.derived["phase_energy_mj_est"] = phase_e;
+  }
+  if (energy.empty()) return;
+  d["energy_mj"] = energy;
+  d["energy_winner"] = best;
+  if (d.contains("winner")) d["energy_winner_differs"] = d["winner"] != best;
 }
 
 }  // namespace
@@ -74,6 +124,12 @@ json point_figures(PointResult& pr, const Workload& w, const PointTimes& t) {
     d["best_hidden_ci"] = best->hidden_ci.to_json();
   }
   if (t_r > 0 && t_g > 0) d["rng_over_gemm"] = t_r / t_g;
+  if (best && best->over.power.is_object()) {
+    for (const VariantResult& v : pr.variants)
+      if (v.name == "mech:" + best->rc.name && v.derived.contains("hidden_energy_bound"))
+        d["best_hidden_energy_bound"] = v.derived["hidden_energy_bound"];
+  }
+  energy_figures(pr, d, t);
   pr.derived = d;
   if (w.embed == 8192 && w.sq == 8192 && w.rounds == 7 && best) {
     json row;
@@ -138,7 +194,11 @@ json run_summary(const Report& report, const RunTotals& totals) {
   summary["rounds_vs_r7"] = rounds_vs_r7(report);
   json winners = json::array();
   for (const PointResult& p : report.points())
-    if (p.derived.contains("winner")) winners.push_back({{"axes", p.axes}, {"winner", p.derived["winner"]}});
+    if (p.derived.contains("winner")) {
+      json w = {{"axes", p.axes}, {"winner", p.derived["winner"]}};
+      if (p.derived.contains("energy_winner")) w["energy_winner"] = p.derived["energy_winner"];
+      winners.push_back(std::move(w));
+    }
   summary["winners"] = winners;
   summary["bitwise_mismatches"] = totals.counters.mismatches;
   summary["measurements_without_samples"] = totals.counters.unmeasured;

@@ -1,5 +1,6 @@
 #include "src/block/run_point.hpp"
 
+#include <limits>
 #include <memory>
 
 #include <fmt/format.h>
@@ -81,6 +82,13 @@ json algo_brief(const GemmAlgoInfo& a) {
   return j;
 }
 
+double AloneTimes::watts(const std::string& n) const {
+  auto it = power.find(n);
+  if (it == power.end() || !it->second.is_object()) return std::numeric_limits<double>::quiet_NaN();
+  const json& w = it->second.value("mean_w", json(nullptr));
+  return w.is_number() ? w.get<double>() : std::numeric_limits<double>::quiet_NaN();
+}
+
 std::vector<Candidate> alone_candidates(PointScope& ps) {
   BlockRunner& runner = ps.runner;
   std::vector<Candidate> c;
@@ -111,6 +119,7 @@ AloneTimes add_alone_variants(PointScope& ps, const std::map<std::string, Measur
     const Measurement& m = it->second;
     VariantResult v = variant_of("alone:" + name, m);
     alone.t[name] = m.total.median;
+    alone.power[name] = m.power;
     if (fl > 0 && m.total.median > 0) v.derived["tflops"] = fl / m.total.median / 1e12;
     v.extra = std::move(extra);
     ps.pr.variants.push_back(std::move(v));

@@ -68,12 +68,15 @@ json algo_brief(const GemmAlgoInfo& a);
 // The pieces alone (variants alone:*): median seconds by piece name ("gemm", "rng", "attention-mask", ...).
 struct AloneTimes {
   std::map<std::string, double> t;
+  std::map<std::string, json> power;  // their power passes (null = not measured)
   double get(const std::string& n) const {
     auto it = t.find(n);
     return it == t.end() ? 0.0 : it->second;
   }
   double gemm() const { return get("gemm"); }
   double rng() const { return get("rng"); }
+  // Mean W of a piece's power pass; NaN when not measured.
+  double watts(const std::string& n) const;
 };
 // The pieces alone as candidates of the point's first group, and (after it) their variants and times.
 std::vector<Candidate> alone_candidates(PointScope& ps);
