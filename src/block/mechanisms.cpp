@@ -71,7 +71,9 @@ Mech MechanismExplorer::prepare(const RngConfig& rc, QkvGemm& g, bool default_ge
   m.mechanism = mechanism;
   m.vname = vname;
   m.gemm_name = gemm_name;
-  m.rng_name = rc.name == "plain" ? "alone:rng" : "alone:rng:" + rc.name;
+  // The first group measures the standard RNG alone as the piece alone:rng; a scan group measures its own
+  // (alone:rng:plain for the plain partner), so hidden_self pairs within the scan.
+  m.rng_name = rc.name == "plain" && default_gemm ? "alone:rng" : "alone:rng:" + rc.name;
   m.gemm = &g;
   runner.poison_outputs(main);
   runner.overlap_phase(g, rc, main, no_phases());
@@ -97,7 +99,8 @@ Mech MechanismExplorer::prepare(const RngConfig& rc, QkvGemm& g, bool default_ge
   return m;
 }
 
-// The candidates of one mechanism: joined GEMM || RNG, and its RNG alone unless that is already in `group`.
+// The candidates of one mechanism: joined GEMM || RNG, and its RNG alone unless that is already in `group` (or
+// is the first group's piece alone:rng).
 void add_mech_candidates(BlockRunner& runner, const Mech& m, std::vector<Candidate>& group) {
   QkvGemm* g = m.gemm;
   const RngConfig rc = m.rc;
@@ -167,7 +170,9 @@ void MechanismExplorer::explore_partition(const AloneTimes& alone) {
   for (size_t i = first; i < mechs_.size(); ++i) {
     figures(mechs_[i], measured, alone);
     mechs_[i].extra["gemm_alone"] = mechs_[i].t_gemm;
+    mechs_[i].gemm = nullptr;
   }
+  gemms_.clear();  // each holds a cuBLASLt workspace: the memory plan budgets one scan's GEMMs at a time
 }
 
 // (b) the cuBLASLt heuristic candidate that overlaps best with `partner` (the fastest fixed mechanism): every
@@ -210,21 +215,30 @@ void MechanismExplorer::explore_algo(const AloneTimes& alone, const RngConfig& p
     c["hidden_self"] = m.hidden_self;
     c["qkv_equal_pipelines"] = m.extra["qkv_equal_pipelines"];
     cands.push_back(c);
-    if (!best || m.over.total.median < best->over.total.median) best = m;
+    if (m.over.total.median > 0 && (!best || m.over.total.median < best->over.total.median)) best = m;
+  }
+  if (!best) {
+    gemms_.clear();
+    return;
   }
   best->rc.name = "algo";
   best->extra["candidates"] = cands;
   best->eligible = false;  // another GEMM object (its bits are checked, its choice is per point)
+  best->gemm = nullptr;
   mechs_.push_back(std::move(*best));
+  gemms_.clear();
 }
 
 void MechanismExplorer::finish(const std::map<std::string, Measurement>& first_group, const AloneTimes& alone) {
   if (!active_) return;
   for (Mech& m : mechs_) figures(m, first_group, alone);
   // The partner of the GEMM-candidate scan: the fastest fixed mechanism (all use the default GEMM).
+  // A mechanism without samples (median 0) is never the fastest.
   size_t partner = 0;
-  for (size_t i = 1; i < mechs_.size(); ++i)
-    if (mechs_[i].over.total.median < mechs_[partner].over.total.median) partner = i;
+  for (size_t i = 1; i < mechs_.size(); ++i) {
+    const double t = mechs_[i].over.total.median, tp = mechs_[partner].over.total.median;
+    if (t > 0 && (tp <= 0 || t < tp)) partner = i;
+  }
   const RngConfig cores = mechs_[partner].rc;
   explore_partition(alone);
   explore_algo(alone, cores);
@@ -241,7 +255,7 @@ OverlapChoice choose_overlap_rng(const RunOptions& o, const std::vector<Mech>& m
   }
   const Mech* best = nullptr;
   for (const Mech& m : mechs)
-    if (m.eligible && (!best || m.over.total.median < best->over.total.median)) best = &m;
+    if (m.eligible && m.over.total.median > 0 && (!best || m.over.total.median < best->over.total.median)) best = &m;
   if (best) {
     c.rc = best->rc;
     c.why = "fastest eligible mechanism of this point";
@@ -265,10 +279,11 @@ MechanismFigures add_mechanism_variants(PointScope& ps, const std::vector<Mech>&
     v.extra["eligible_for_pipelines"] = m.eligible;
     if (m.extra.contains("coresident_share")) v.derived["coresident_share"] = m.extra["coresident_share"];
     // The most any schedule could hide, given the two kernels' energies alone, the cap and the idle power
-    // (src/core/energy.hpp): beside `hidden`, from the same pieces.
+    // (src/core/energy.hpp): beside `hidden`, for the same pieces, but from their power passes (time and power
+    // both measured back to back; the interleaved medians are another power state).
     if (ps.harness.power_on()) {
-      const EnergyBound b = energy_bound({alone.gemm(), alone.watts("gemm"), alone.rng(), alone.watts("rng"),
-                                          ps.harness.cap_w(), ps.harness.idle_w()});
+      const EnergyBound b = energy_bound({alone.pass_time("gemm"), alone.watts("gemm"), alone.pass_time("rng"),
+                                          alone.watts("rng"), ps.harness.cap_w(), ps.harness.idle_w()});
       v.derived["hidden_energy_bound"] = b.max_hidden;
       v.extra["energy_bound"] = to_json(b);
     }

@@ -32,8 +32,9 @@ double power_key(const json& power, const char* key) {
 }
 
 // Energy per block where the power pass ran: each pipeline's J per iteration (measured over its own back-to-back
-// run) and energy-delay products; for the serial pipelines (baseline, fused) its phases' energy estimated as phase
-// time x the matching piece's mean W alone (overlap and chunked run phases concurrently: not separable). The
+// run) and energy-delay products (with the pass's time per iteration); for the serial pipelines (baseline, fused)
+// its phases' energy estimated as the phase's median time x the matching piece's mean W alone (an estimate:
+// overlap and chunked run phases concurrently and get none). The
 // energy winner beside the time winner.
 void energy_figures(PointResult& pr, json& d, const PointTimes& t) {
   json energy = json::object();
@@ -46,7 +47,7 @@ void energy_figures(PointResult& pr, json& d, const PointTimes& t) {
     v.derived["energy_mj"] = e_mj;
     v.derived["mean_w"] = power_key(v.power, "mean_w");
     v.derived["capped_share"] = power_key(v.power, "capped_share");
-    const EnergyDelay ed = energy_delay(e_mj * 1e-3, v.stats.median);
+    const EnergyDelay ed = energy_delay(e_mj * 1e-3, power_key(v.power, "time_per_iter_s"));  // both of the pass
     v.derived["edp_js"] = ed.edp_js;
     energy[v.name] = e_mj;
     if (best.empty() || e_mj < best_e) {
@@ -101,8 +102,8 @@ json point_figures(PointResult& pr, const Workload& w, const PointTimes& t) {
   d["rng_exposed_s"] = exposed;
   const double t_g = t.alone.gemm(), t_r = t.alone.rng();
   std::string winner;
-  for (const auto& [n, s] : tp)
-    if (winner.empty() || s < tp.at(winner)) winner = n;
+  for (const auto& [n, s] : tp)  // a pipeline without samples (median 0) never wins
+    if (s > 0 && (winner.empty() || s < tp.at(winner))) winner = n;
   d["winner"] = winner;
   if (!winner.empty()) {
     std::string why = fmt::format("{} is fastest ({:.1f} us); GEMM {:.1f} us, RNG alone {:.1f} us, attention "
@@ -117,7 +118,7 @@ json point_figures(PointResult& pr, const Workload& w, const PointTimes& t) {
   d["mask_bytes_chunked"] = 2 * t.mem.chunk_mask;
   d["overlap_rng"] = t.ovl.rc.name;
   const Mech* best = t.mechs.best;
-  if (!t.mechs.hidden_by.empty()) {
+  if (!t.mechs.hidden_by.empty() && best) {
     d["hidden_by_mechanism"] = t.mechs.hidden_by;
     d["best_mechanism"] = best->rc.name;
     d["best_hidden"] = best->hidden;

@@ -82,12 +82,17 @@ json algo_brief(const GemmAlgoInfo& a) {
   return j;
 }
 
-double AloneTimes::watts(const std::string& n) const {
+namespace {
+double power_field(const std::map<std::string, json>& power, const std::string& n, const char* key) {
   auto it = power.find(n);
   if (it == power.end() || !it->second.is_object()) return std::numeric_limits<double>::quiet_NaN();
-  const json& w = it->second.value("mean_w", json(nullptr));
+  const json& w = it->second.value(key, json(nullptr));
   return w.is_number() ? w.get<double>() : std::numeric_limits<double>::quiet_NaN();
 }
+}  // namespace
+
+double AloneTimes::watts(const std::string& n) const { return power_field(power, n, "mean_w"); }
+double AloneTimes::pass_time(const std::string& n) const { return power_field(power, n, "time_per_iter_s"); }
 
 std::vector<Candidate> alone_candidates(PointScope& ps) {
   BlockRunner& runner = ps.runner;

@@ -75,8 +75,10 @@ struct AloneTimes {
   }
   double gemm() const { return get("gemm"); }
   double rng() const { return get("rng"); }
-  // Mean W of a piece's power pass; NaN when not measured.
+  // A piece's power pass (back to back, measure.power_time): its mean W and time per iteration (s); NaN when
+  // not measured. The energy figures use these together, not the interleaved medians.
   double watts(const std::string& n) const;
+  double pass_time(const std::string& n) const;
 };
 // The pieces alone as candidates of the point's first group, and (after it) their variants and times.
 std::vector<Candidate> alone_candidates(PointScope& ps);

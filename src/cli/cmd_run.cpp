@@ -2,6 +2,7 @@
 // overlap, chunked: src/block/pipeline_plan.hpp), on the real kernels; checks they write bit-identical O and LSE,
 // measures how much of the RNG each GEMM-RNG overlap mechanism hides, and names the winner. This file is the
 // options and the sweep loop; the steps of one point live in src/block/ (run_point.hpp lists them).
+#include <algorithm>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -92,7 +93,9 @@ int run_run(RunContext& ctx, const RunOptions& o) {
       session.report.add_skipped({pt.axes, e.what()});
       continue;
     }
-    const BlockMemory mem = block_memory(w, chunks.front().rows, 4, !o.no_validate);
+    // GEMM objects alive at once: the pipelines' one, plus one scan's (3 partitions or --top-k candidates).
+    const int gemm_objects = o.no_explore ? 1 : 1 + std::max(3, o.top_k);
+    const BlockMemory mem = block_memory(w, chunks.front().rows, gemm_objects, !o.no_validate);
     const size_t free_b = dry ? std::numeric_limits<size_t>::max() / 4 : device_free_bytes();
     const size_t budget = o.mask_budget_gib > 0 ? static_cast<size_t>(o.mask_budget_gib * (1ull << 30)) : free_b;
     const PipelinePlan plan = plan_pipelines(mem, free_b, budget, wanted);

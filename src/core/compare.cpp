@@ -1,5 +1,6 @@
 // Comparing reports of one command (compare.hpp).
 #include "src/core/compare.hpp"
+#include "src/core/stats.hpp"
 
 #include "src/core/bootstrap.hpp"
 
@@ -232,7 +233,8 @@ Row judge(const Entry& a, const Entry& b, const Settings& s) {
     r.rule = "interval";
     r.ratio_low = iv.low;
     r.ratio_high = iv.high;
-    r.threshold = std::max({std::log(r.ratio / iv.low), std::log(iv.high / r.ratio), floor});
+    // The side of the interval toward 1 decides: "same" exactly when the interval (or the floor) reaches 1.
+    r.threshold = std::max(r.ratio >= 1 ? std::log(r.ratio / iv.low) : std::log(iv.high / r.ratio), floor);
   } else {
     r.rule = "noise";
     const double na = noise_of(a.rel_stdev), nb = noise_of(b.rel_stdev);
@@ -281,7 +283,7 @@ Comparison compare_reports(const LoadedReport& base, const LoadedReport& cand, c
 
 namespace {
 
-json num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+json num(double v) { return number_or_null(v); }
 
 json info_json(const LoadedReport& r) {
   return {{"path", r.path}, {"git_sha", r.git_sha.empty() ? json(nullptr) : json(r.git_sha)},

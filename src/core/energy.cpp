@@ -1,5 +1,6 @@
 // energy_bound() and energy_delay(): the arithmetic of energy.hpp, with its input checks.
 #include "src/core/energy.hpp"
+#include "src/core/stats.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +12,7 @@ namespace dropbench {
 using ojson = nlohmann::ordered_json;
 
 namespace {
-ojson num(double x) { return std::isfinite(x) ? ojson(x) : ojson(nullptr); }
+ojson num(double x) { return number_or_null(x); }
 
 void add_note(std::string& note, const std::string& s) { note += (note.empty() ? "" : "; ") + s; }
 }  // namespace

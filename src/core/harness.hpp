@@ -111,6 +111,7 @@ class Harness {
   unsigned long long* probe_buf_ = nullptr;  // device: [t0, c0, t1, c1] x 2 probes
   double max_clock_mhz_ = 0;
   std::vector<cudaEvent_t> pool_;
+  std::vector<cudaEvent_t> ring_;  // the power pass's queue-depth events
   size_t pool_next_ = 0;
 };
 

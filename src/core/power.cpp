@@ -1,5 +1,6 @@
 // PowerSampler: NVML loaded with dlopen (no link-time dependency), a polling thread, and the window arithmetic.
 #include "src/core/power.hpp"
+#include "src/core/stats.hpp"
 
 #include <dlfcn.h>
 
@@ -153,7 +154,7 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-ojson num(double x) { return std::isfinite(x) ? ojson(x) : ojson(nullptr); }
+ojson num(double x) { return number_or_null(x); }
 
 constexpr double kPollInterval = 0.005;         // fast readings: every 5 ms (a set is 5 queries of tens of µs)
 constexpr double kReadingRetention = 600.0;     // fast readings kept (s): ~120k readings, a few MB

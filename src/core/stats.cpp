@@ -67,6 +67,10 @@ double relative_stdev(const std::vector<double>& seconds) {
   return stdev_of(seconds, m) / m;
 }
 
+nlohmann::ordered_json number_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
+}
+
 nlohmann::ordered_json to_json(const Stats& s) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   j["samples"] = s.samples;

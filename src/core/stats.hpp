@@ -27,7 +27,9 @@ Stats compute_stats(const std::vector<double>& seconds);
 // Relative stdev of a running set, cheap enough to call after every sample.
 double relative_stdev(const std::vector<double>& seconds);
 
-nlohmann::ordered_json to_json(const Stats& s);  // keys as the field names, times in seconds
+nlohmann::ordered_json to_json(const Stats& s);
+// A finite number, or null for NaN / inf (JSON has no NaN): how every report figure is written.
+nlohmann::ordered_json number_or_null(double v);  // keys as the field names, times in seconds
 Stats stats_from_json(const nlohmann::ordered_json& j);
 
 }  // namespace dropbench
