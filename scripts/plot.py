@@ -16,6 +16,7 @@ What is drawn, per input (docs/report-schema.md, schema_version 1):
                     with PyTorch SDPA flash / cuDNN points from peer_attention.md when given or found.
   gemm report       gemm-<name>: dropbench (cuBLASLt) vs torch TFLOP/s per shape, with peer_gemm.json.
   run report        run_speedup-<name>: speedup over the baseline pipeline vs SQ, one line per Philox round
+                    (error bars: the paired 95 % interval x_baseline_ci, where the report has it)
                     count (one panel per pipeline); run_phases-<name>: per-phase medians stacked per pipeline.
   any report whose  power_timeline-<name>-p<i>: instantaneous power (W) and SM clock (MHz) over each variant's
   variants carry    measurement window at point i, one line per pipeline (run) or variant (other commands);
@@ -583,9 +584,11 @@ def run_records(rep):
                 name = re.sub(r"\[\d+\]$", "", qname)
                 merged[name] = (merged.get(name) or 0.0) + (val if finite(val) else 0.0)
             phases = list(merged.items())
+            ci = v.derived.get("x_baseline_ci") if not by_axis else None
             recs.append({"group": tuple(sorted((k, json.dumps(x)) for k, x in other.items())),
                          "sq": int(p.get("sq", 0) or 0), "rounds": p.get("rounds"), "pipeline": pipe,
-                         "median": v.median, "phases": phases})
+                         "median": v.median, "phases": phases,
+                         "x_ci": ci if isinstance(ci, list) and len(ci) == 2 and all(finite(c) for c in ci) else None})
     return recs
 
 
@@ -626,6 +629,14 @@ def plot_run(path, rep, out, written):
                     lab = (f"Philox-{rd}" if rd is not None else "rounds ?") + (f" {group_label(g)}" if g else "")
                     ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", lw=2, color=col[rd],
                             ls=styles[gi % len(styles)], label=lab)
+                    # The paired 95 % interval of each speedup (x_baseline_ci), where the report has it.
+                    cis = {r["sq"]: r["x_ci"] for r in recs if r["pipeline"] == pipe and r["group"] == g
+                           and r["rounds"] == rd and r.get("x_ci")}
+                    bars = [(x, y, cis[x]) for x, y in pts if x in cis]
+                    if bars:
+                        ax.errorbar([x for x, _, _ in bars], [y for _, y, _ in bars],
+                                    yerr=[[max(0.0, y - c[0]) for _, y, c in bars], [max(0.0, c[1] - y) for _, y, c in bars]],
+                                    fmt="none", ecolor=col[rd], capsize=4, lw=1.2)
                     ymin = min([ymin] + [y for _, y in pts])
                     ymax = max([ymax] + [y for _, y in pts])
             ax.axhline(1.0, color="black", lw=0.8)
