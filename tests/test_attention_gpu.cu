@@ -5,6 +5,8 @@
 // Every run draws fresh N(0,1) bf16 inputs and poisons the outputs (0xFF bytes: NaN in bf16 and fp32) first.
 #include <gtest/gtest.h>
 
+#include <ostream>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -24,6 +26,11 @@
 #include "kernels/attention/attention_wgmma.cuh"
 #include "kernels/rng/dropout_scheme.cuh"
 #include "kernels/common/check.hpp"
+
+// ctest lists the kernel parameter by its family name (ADL: beside the enum, outside the anonymous namespace).
+namespace dropbench {
+void PrintTo(AttentionKernel k, std::ostream* os) { *os << attention_kernel_family_name(k); }
+}  // namespace dropbench
 
 namespace {
 
@@ -56,6 +63,8 @@ struct Shape {
            "_D" + std::to_string(hd) + (causal ? "_causal" : "") + (pad ? "_pad" + std::to_string(pad) : "");
   }
 };
+// ctest lists a parameter by its name, not its bytes.
+void PrintTo(const Shape& s, std::ostream* os) { *os << s.name(); }
 
 struct Dropout {
   double p = 0;

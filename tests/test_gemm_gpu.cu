@@ -42,6 +42,8 @@ struct Case {
 };
 
 std::string case_name(const testing::TestParamInfo<Case>& i) { return i.param.name; }
+// ctest lists a parameter by its name, not its bytes.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 struct Compare {
   double rel = 0;           // ‖out − ref‖ / ‖ref‖

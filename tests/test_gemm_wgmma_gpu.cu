@@ -47,6 +47,8 @@ struct Case {
 };
 
 std::string case_name(const testing::TestParamInfo<Case>& i) { return i.param.name; }
+// ctest lists a parameter by its name, not its bytes.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class WgmmaVsRef : public testing::TestWithParam<Case> {};
 
