@@ -551,3 +551,29 @@ TEST(Progress, QuietPrintsNothing) {
   p.done();
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
 }
+
+// Issue 14: a dropout_p the thresholds cannot represent is named in a warning, and every point's report says
+// what was sampled (derived.dropout_effective), whatever the command.
+TEST(DropoutEffective, TinyPWarnsAndEveryPointSaysWhatWasSampled) {
+  // 0.001 x 2^8 = 0.256 rounds to 0: dropout off.
+  const std::string off = dropbench::dropout_warning(0.001, 8);
+  EXPECT_NE(off.find("dropout off"), std::string::npos) << off;
+  EXPECT_NE(off.find("workload.dropout_p"), std::string::npos);
+  // 0.1 at 8 bits samples 26/256 = 0.1016 (1.6 % off): no warning; 0.003 at 8 bits samples 1/256 = 0.0039 (30 %).
+  EXPECT_EQ(dropbench::dropout_warning(0.1, 8), "");
+  EXPECT_NE(dropbench::dropout_warning(0.003, 8), "");
+  EXPECT_EQ(dropbench::dropout_warning(0.001, 16), "");  // 66/65536 = 0.00101
+  EXPECT_EQ(dropbench::dropout_warning(0.0, 8), "");     // no dropout asked for
+  const dropbench::json de = dropbench::dropout_effective(
+      dropbench::json::parse(R"({"dropout_p": 0.1, "threshold_bits": 8})"));
+  EXPECT_DOUBLE_EQ(de["p_effective"].get<double>(), 26.0 / 256);
+  EXPECT_DOUBLE_EQ(de["keep_effective"].get<double>(), 1 - 26.0 / 256);
+  EXPECT_NEAR(de["p_error"].get<double>(), 26.0 / 256 - 0.1, 1e-15);
+  EXPECT_EQ(de["drop_threshold"].get<uint32_t>(), 26u);
+  EXPECT_TRUE(dropbench::dropout_effective(dropbench::json::parse(R"({"embed": 1})")).is_null());
+  dropbench::Report r("rng", dropbench::json::object(), dropbench::json::object());
+  dropbench::PointResult p;
+  p.workload = dropbench::json::parse(R"({"dropout_p": 0.001, "threshold_bits": 8})");
+  r.add_point(p);
+  EXPECT_EQ(r.points()[0].derived["dropout_effective"]["p_effective"].get<double>(), 0.0);
+}

@@ -16,6 +16,8 @@
 
 #include <fmt/format.h>
 
+#include "kernels/rng/dropout_scheme.cuh"
+
 namespace dropbench {
 
 // ---------------------------------------------------------------------------------------------------
@@ -38,7 +40,38 @@ size_t sorted_slot(const std::vector<T>& v, size_t index) {
 
 }  // namespace
 
+json dropout_effective(const json& workload) {
+  if (!workload.is_object() || !workload.contains("dropout_p") || !workload.contains("threshold_bits") ||
+      !workload["dropout_p"].is_number() || !workload["threshold_bits"].is_number_integer())
+    return nullptr;
+  const Threshold t = make_threshold(workload["dropout_p"].get<double>(), workload["threshold_bits"].get<int>());
+  json j = json::object();
+  j["p_requested"] = t.p_requested;
+  j["p_effective"] = 1.0 - t.keep_effective;
+  j["keep_effective"] = t.keep_effective;
+  j["p_error"] = t.p_error;
+  j["drop_threshold"] = t.drop;
+  j["threshold_bits"] = t.bits;
+  return j;
+}
+
+std::string dropout_warning(double p, int bits) {
+  const Threshold t = make_threshold(p, bits);
+  const double p_eff = 1.0 - t.keep_effective;
+  if (p <= 0) return "";
+  // Off, or more than 10 % away from what was asked: the thresholds are round(p x 2^TW).
+  if (p_eff > 0 && std::fabs(t.p_error) <= 0.1 * p) return "";
+  return fmt::format("workload.dropout_p = {} with threshold_bits = {} samples p = {:.6g}{} (thresholds are "
+                     "round(p x 2^{})); use threshold_bits 16 or 32",
+                     p, bits, p_eff, p_eff == 0 ? " (dropout off)" : "", bits);
+}
+
 void Report::add_point(PointResult p) {
+  // What dropout the point actually sampled, whatever the command (the threshold rounds p).
+  if (!p.derived.contains("dropout_effective")) {
+    const json de = dropout_effective(p.workload);
+    if (!de.is_null()) p.derived["dropout_effective"] = de;
+  }
   const size_t at = sorted_slot(points_, p.index);
   points_.insert(points_.begin() + static_cast<std::ptrdiff_t>(at), std::move(p));
   points_raw_.insert(points_raw_.begin() + static_cast<std::ptrdiff_t>(at), json(nullptr));

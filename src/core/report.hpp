@@ -100,6 +100,13 @@ class Report {
 PointResult point_from_json(const json& j);
 json point_to_json(const PointResult& p);
 
+// The dropout a workload (JSON) actually samples: p_requested, p_effective, keep_effective, p_error,
+// drop_threshold, threshold_bits; null without dropout_p / threshold_bits. Report::add_point stores it in every
+// point's derived.dropout_effective.
+json dropout_effective(const json& workload);
+// One warning line when p > 0 samples as 0 or more than 10 % away from p at these threshold bits; "" otherwise.
+std::string dropout_warning(double p, int bits);
+
 // Write `text` to `path` through a temp file in the same directory + rename (readers never see half a file).
 void write_file_atomic(const std::string& path, const std::string& text);
 

@@ -125,6 +125,8 @@ void SweepSession::adopt_resumed(const std::vector<SweepPoint>& points) {
 bool SweepSession::begin(const SweepPoint& pt, const std::string& label) {
   if (!shard_.holds(pt.index) || kept_.count(pt.index)) return false;
   in_flight_ = pt.index;
+  const std::string warn = dropout_warning(pt.workload.dropout_p, static_cast<int>(pt.workload.threshold_bits));
+  if (!warn.empty() && warned_.insert(warn).second) fmt::print(stderr, "dropbench: WARNING: {}\n", warn);
   g_outcome.stopped_at = pt.index;
   if (test_interrupt_after_ && measured_ >= *test_interrupt_after_) request_interrupt(test_interrupt_signal_);
   throw_if_interrupted();

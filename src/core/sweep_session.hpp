@@ -55,6 +55,7 @@ class SweepSession {
   NvtxRange root_;
   Shard shard_;
   std::set<size_t> kept_;  // indices taken from the --resume report
+  std::set<std::string> warned_;  // warnings already printed (once per sweep)
   size_t to_measure_ = 0, measured_ = 0;
   std::optional<size_t> in_flight_;
   std::optional<size_t> test_interrupt_after_;
