@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "src/core/context.hpp"
 #include "src/core/report.hpp"
 #include "src/core/stats.hpp"
 
@@ -576,4 +577,16 @@ TEST(DropoutEffective, TinyPWarnsAndEveryPointSaysWhatWasSampled) {
   p.workload = dropbench::json::parse(R"({"dropout_p": 0.001, "threshold_bits": 8})");
   r.add_point(p);
   EXPECT_EQ(r.points()[0].derived["dropout_effective"]["p_effective"].get<double>(), 0.0);
+}
+
+// Issue 14: a report says in its own key whether the binary came from a modified tree.
+TEST(Context, TreeStateFromTheSha) {
+  EXPECT_EQ(dropbench::tree_state("0499cab-dirty"), "dirty");
+  EXPECT_EQ(dropbench::tree_state("8a8f49b-archive"), "archive");
+  EXPECT_EQ(dropbench::tree_state("unknown"), "unknown");
+  EXPECT_EQ(dropbench::tree_state(""), "unknown");
+  EXPECT_EQ(dropbench::tree_state("3257b59"), "clean");
+  EXPECT_EQ(dropbench::tree_state("dirty"), "clean");  // a suffix, not a substring
+  const dropbench::json c = dropbench::make_context({"dropbench", "rng"}, -1);
+  EXPECT_EQ(c.at("tree").get<std::string>(), dropbench::tree_state(c.at("git_sha").get<std::string>()));
 }

@@ -82,11 +82,25 @@ std::string utc_now_iso() {
   return buf;
 }
 
+std::string tree_state(const std::string& sha) {
+  auto ends = [&](const char* suf) {
+    const std::string x(suf);
+    return sha.size() >= x.size() && sha.compare(sha.size() - x.size(), x.size(), x) == 0;
+  };
+  if (ends("-dirty")) return "dirty";
+  if (ends("-archive")) return "archive";
+  if (sha.empty() || sha == "unknown") return "unknown";
+  return "clean";
+}
+
 json make_context(const std::vector<std::string>& argv, int dev) {
   json j;
   j["tool"] = "dropbench";
   j["version"] = DROPBENCH_VERSION;
   j["git_sha"] = DROPBENCH_GIT_SHA;
+  // A binary built from a modified tree cannot be rebuilt from its sha: the report says so in its own key, not
+  // only in the sha's suffix.
+  j["tree"] = tree_state(DROPBENCH_GIT_SHA);
   j["argv"] = argv;
   j["date_utc"] = utc_now_iso();
   char host[256] = {};

@@ -14,6 +14,8 @@ int device_count();
 json device_json(int dev);
 // Driver / runtime / cuBLASLt versions ("13.0" style strings and raw numbers).
 json versions_json();
+// "dirty" (sha ends in -dirty: built from a modified tree), "archive" (a git-archive export), "unknown" or "clean".
+std::string tree_state(const std::string& sha);
 // Context for a report; `dev` < 0 means no device (dry run).
 json make_context(const std::vector<std::string>& argv, int dev);
 std::string utc_now_iso();

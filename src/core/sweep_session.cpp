@@ -56,6 +56,9 @@ SweepSession::SweepSession(RunContext& ctx, const std::string& command, const st
       root_(command),
       shard_(ctx.opts.shard.value_or(Shard{})) {
   install_interrupt_handlers();
+  if (!dry_ && ctx.context.value("tree", "") == "dirty")
+    fmt::print(stderr, "dropbench: WARNING: built from a modified tree (git_sha {}): this report cannot be rebuilt "
+               "from a commit (context.tree = \"dirty\")\n", ctx.context.value("git_sha", ""));
   parse_test_hook(test_interrupt_after_, test_interrupt_signal_);
   report.set_sweep(points.size(), ctx.opts.shard);
   report.sweep().incomplete_reason = {
