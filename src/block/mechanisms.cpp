@@ -99,6 +99,8 @@ Mech MechanismExplorer::prepare(const RngConfig& rc, QkvGemm& g, bool default_ge
   return m;
 }
 
+namespace {
+
 // The candidates of one mechanism: joined GEMM || RNG, and its RNG alone unless that is already in `group` (or
 // is the first group's piece alone:rng).
 void add_mech_candidates(BlockRunner& runner, const Mech& m, std::vector<Candidate>& group) {
@@ -109,6 +111,8 @@ void add_mech_candidates(BlockRunner& runner, const Mech& m, std::vector<Candida
   if (!have && m.rng_name != "alone:rng")
     group.push_back({m.rng_name, [&runner, rc](Sample& s) { runner.rng_alone(rc, s.stream, hook(s)); }});
 }
+
+}  // namespace
 
 std::vector<Candidate> MechanismExplorer::fixed_candidates() {
   std::vector<Candidate> group;

@@ -25,12 +25,6 @@ json exposed_dropout(const PointTimes& t) {
   return exposed;
 }
 
-double power_key(const json& power, const char* key) {
-  if (!power.is_object()) return std::numeric_limits<double>::quiet_NaN();
-  const json& v = power.value(key, json(nullptr));
-  return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
-}
-
 // Energy per block where the power pass ran: each pipeline's J per iteration (measured over its own back-to-back
 // run) and energy-delay products (with the pass's time per iteration); for the serial pipelines (baseline, fused)
 // its phases' energy estimated as the phase's median time x the matching piece's mean W alone (an estimate:
@@ -42,12 +36,12 @@ void energy_figures(PointResult& pr, json& d, const PointTimes& t) {
   double best_e = 0;
   for (VariantResult& v : pr.variants) {
     if (!t.pipelines.count(v.name) || !v.power.is_object()) continue;
-    const double e_mj = power_key(v.power, "energy_mj_per_iter");
+    const double e_mj = power_figure(v.power, "energy_mj_per_iter");
     if (!std::isfinite(e_mj)) continue;
     v.derived["energy_mj"] = e_mj;
-    v.derived["mean_w"] = power_key(v.power, "mean_w");
-    v.derived["capped_share"] = power_key(v.power, "capped_share");
-    const EnergyDelay ed = energy_delay(e_mj * 1e-3, power_key(v.power, "time_per_iter_s"));  // both of the pass
+    v.derived["mean_w"] = power_figure(v.power, "mean_w");
+    v.derived["capped_share"] = power_figure(v.power, "capped_share");
+    const EnergyDelay ed = energy_delay(e_mj * 1e-3, power_figure(v.power, "time_per_iter_s"));  // both of the pass
     v.derived["edp_js"] = ed.edp_js;
     energy[v.name] = e_mj;
     if (best.empty() || e_mj < best_e) {
@@ -75,14 +69,11 @@ void energy_figures(PointResult& pr, json& d, const PointTimes& t) {
 
 json point_figures(PointResult& pr, const Workload& w, const PointTimes& t) {
   const auto& tp = t.pipelines;
-  auto quotient = [&](const std::string& num, const std::string& den) {
-    return t.book.figure({num, den}, [](const std::vector<double>& m) { return m[0] / m[1]; });
-  };
   if (tp.count("baseline"))
     for (auto& v : pr.variants)
       if (tp.count(v.name) && v.stats.median > 0) {
         v.derived["x_baseline"] = tp.at("baseline") / v.stats.median;
-        v.derived["x_baseline_ci"] = quotient("baseline", v.name).to_json();
+        v.derived["x_baseline_ci"] = t.book.ratio("baseline", v.name).to_json();
       }
 
   json d = pr.derived;
@@ -90,7 +81,7 @@ json point_figures(PointResult& pr, const Workload& w, const PointTimes& t) {
   auto ratio = [&](const char* num, const char* den, const std::string& key) {
     if (tp.count(num) && tp.count(den) && tp.at(den) > 0) {
       d[key] = tp.at(num) / tp.at(den);
-      d[key + "_ci"] = quotient(num, den).to_json();
+      d[key + "_ci"] = t.book.ratio(num, den).to_json();
     }
   };
   ratio("baseline", "overlap", "speedup_overlap_vs_baseline");

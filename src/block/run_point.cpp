@@ -82,17 +82,20 @@ json algo_brief(const GemmAlgoInfo& a) {
   return j;
 }
 
-namespace {
-double power_field(const std::map<std::string, json>& power, const std::string& n, const char* key) {
-  auto it = power.find(n);
-  if (it == power.end() || !it->second.is_object()) return std::numeric_limits<double>::quiet_NaN();
-  const json& w = it->second.value(key, json(nullptr));
-  return w.is_number() ? w.get<double>() : std::numeric_limits<double>::quiet_NaN();
+double power_figure(const json& power, const char* key) {
+  if (!power.is_object()) return std::numeric_limits<double>::quiet_NaN();
+  const json& v = power.value(key, json(nullptr));
+  return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
 }
-}  // namespace
 
-double AloneTimes::watts(const std::string& n) const { return power_field(power, n, "mean_w"); }
-double AloneTimes::pass_time(const std::string& n) const { return power_field(power, n, "time_per_iter_s"); }
+double AloneTimes::watts(const std::string& n) const {
+  auto it = power.find(n);
+  return power_figure(it == power.end() ? json(nullptr) : it->second, "mean_w");
+}
+double AloneTimes::pass_time(const std::string& n) const {
+  auto it = power.find(n);
+  return power_figure(it == power.end() ? json(nullptr) : it->second, "time_per_iter_s");
+}
 
 std::vector<Candidate> alone_candidates(PointScope& ps) {
   BlockRunner& runner = ps.runner;
@@ -259,7 +262,7 @@ std::map<std::string, double> measure_pipelines(PointScope& ps, const OverlapCho
         vg.derived["tflops"] = flops / mg.total.median / 1e12;
         if (m.total.median > 0)
           set_figure(vg.derived, "x_streams",
-                     ps.book.figure({name, gname}, [](const std::vector<double>& t) { return t[0] / t[1]; }));
+                     ps.book.ratio(name, gname));
       }
       vg.extra = graph_extras[i];
       ps.pr.variants.push_back(std::move(vg));

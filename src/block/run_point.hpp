@@ -58,6 +58,8 @@ struct PointScope {
   std::map<std::string, Measurement> measure_group(const std::vector<Candidate>& group);
 };
 
+// A number of a variant's power pass (Measurement::power / VariantResult::power), NaN when absent or null.
+double power_figure(const json& power, const char* key);
 // A Sample's phase() as the runner's phase hook.
 PhaseFn hook(Sample& s);
 VariantResult variant_of(const std::string& name, const Measurement& m);

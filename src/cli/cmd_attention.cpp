@@ -141,9 +141,7 @@ int run_attention(RunContext& ctx) {
         v.derived["tflops"] = flops / m.total.median / 1e12;
         if (t_none > 0) {
           v.derived["x_none"] = m.total.median / t_none;
-          v.derived["x_none_ci"] =
-              bootstrap_figure({&m.series, &ms[0].series}, [](const std::vector<double>& t) { return t[0] / t[1]; })
-                  .to_json();
+          v.derived["x_none_ci"] = bootstrap_ratio(m.series, ms[0].series).to_json();
         }
       }
       pr.variants.push_back(v);

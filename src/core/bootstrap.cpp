@@ -12,12 +12,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // splitmix64: small, fast and good enough to draw resampling indices.
 struct SplitMix {
   uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  uint64_t next() { return mix64(s += 0x9e3779b97f4a7c15ull); }
   size_t below(size_t n) { return static_cast<size_t>(next() % n); }
 };
 
@@ -103,6 +98,10 @@ Interval bootstrap_figure(const std::vector<const SampleSeries*>& series,
   return out;
 }
 
+Interval bootstrap_ratio(const SampleSeries& num, const SampleSeries& den) {
+  return bootstrap_figure({&num, &den}, [](const std::vector<double>& m) { return m[0] / m[1]; });
+}
+
 Interval bootstrap_median(const SampleSeries& s, int replicates) {
   return bootstrap_figure({&s}, [](const std::vector<double>& m) { return m[0]; }, replicates);
 }
@@ -117,6 +116,11 @@ Interval ratio_of_independent(double m1, double lo1, double hi1, double m2, doub
   out.high = out.value * (1 + rel);
   out.valid = std::isfinite(out.low) && std::isfinite(out.high);
   return out;
+}
+
+Interval SampleBook::ratio(const std::string& num, const std::string& den) const {
+  const SampleSeries *a = find(num), *b = find(den);
+  return a && b ? bootstrap_ratio(*a, *b) : Interval{};
 }
 
 const SampleSeries* SampleBook::find(const std::string& name) const {

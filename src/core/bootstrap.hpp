@@ -18,6 +18,13 @@
 namespace dropbench {
 
 constexpr int kBootstrapReplicates = 1000;
+
+// splitmix64's finaliser: the bootstrap's resampling draws and the harness's per-round order both hash with it.
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
 constexpr double kConfidence = 0.95;
 
 // The per-round samples of one variant (seconds; NaN where a round's sample was discarded) and its group.
@@ -41,6 +48,9 @@ Interval bootstrap_figure(const std::vector<const SampleSeries*>& series,
                           const std::function<double(const std::vector<double>&)>& f,
                           int replicates = kBootstrapReplicates, uint64_t seed = 0x9e3779b97f4a7c15ull);
 
+// The interval of num's median / den's median (paired when they share a group).
+Interval bootstrap_ratio(const SampleSeries& num, const SampleSeries& den);
+
 // The interval of one series' median.
 Interval bootstrap_median(const SampleSeries& s, int replicates = kBootstrapReplicates);
 
@@ -56,6 +66,7 @@ class SampleBook {
   // f of the named variants' medians; not valid when one is missing.
   Interval figure(const std::vector<std::string>& names,
                   const std::function<double(const std::vector<double>&)>& f) const;
+  Interval ratio(const std::string& num, const std::string& den) const;  // num / den; invalid when one is missing
 
  private:
   std::map<std::string, SampleSeries> series_;

@@ -91,10 +91,7 @@ json Harness::power_pass(const Candidate& c) {
   int64_t iters = 0;
   for (;;) {
     throw_if_interrupted();
-    pool_next_ = 0;
-    Sample s;
-    s.stream = stream_;
-    s.h_ = this;
+    Sample s = start_sample();
     c.body(s);
     cudaEvent_t& slot = ring_[static_cast<size_t>(iters % kDepth)];
     ++iters;
@@ -120,6 +117,14 @@ Harness::~Harness() {
   cudaFree(flush_buf_);
   cudaFree(probe_buf_);
   if (stream_) cudaStreamDestroy(stream_);
+}
+
+Sample Harness::start_sample() {
+  pool_next_ = 0;  // the event pool is reused from the start by every sample
+  Sample s;
+  s.stream = stream_;
+  s.h_ = this;
+  return s;
 }
 
 cudaEvent_t Harness::event() {
@@ -169,12 +174,6 @@ struct Collect {
 };
 
 // A deterministic shuffle of 0..k-1 for round r (splitmix64 steps as the random source).
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 std::vector<size_t> round_order(size_t k, uint64_t r) {
   std::vector<size_t> o(k);
   for (size_t i = 0; i < k; ++i) o[i] = i;
@@ -197,10 +196,7 @@ void Harness::settle(const std::vector<Candidate>& group) {
   while (now_s() - t0 < m_.settle) {
     for (const Candidate& c : group) {
       throw_if_interrupted();
-      pool_next_ = 0;
-      Sample s;
-      s.stream = stream_;
-      s.h_ = this;
+      Sample s = start_sample();
       c.body(s);
       DB_CUDA(cudaStreamSynchronize(stream_));
     }
@@ -220,10 +216,7 @@ std::vector<Measurement> Harness::measure_group(const std::vector<Candidate>& gr
   }
   auto run_once = [&](const Candidate& c, bool timed, std::vector<std::pair<std::string, float>>* phase_ms,
                       float* total_ms) {
-    pool_next_ = 0;
-    Sample s;
-    s.stream = stream_;
-    s.h_ = this;
+    Sample s = start_sample();
     if (m_.cold) DB_CUDA(cudaMemsetAsync(flush_buf_, static_cast<int>(pool_.size() & 0xFF), flush_bytes_, stream_));
     cudaEvent_t start = event(), stop = event();
     DB_CUDA(cudaEventRecord(start, stream_));

@@ -95,6 +95,7 @@ class Harness {
  private:
   friend class Sample;
   cudaEvent_t event();  // from a pool, reused across samples
+  Sample start_sample();  // a sample on the main stream, the event pool rewound
   void settle(const std::vector<Candidate>& group);
   json power_pass(const Candidate& c);
   std::unique_ptr<PowerSampler> sampler_;
