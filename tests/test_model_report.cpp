@@ -269,3 +269,47 @@ TEST(ModelPower, ReportComparisonWithAndWithoutTheTerm) {
   const ReportErrors e = report_errors(with.rows);
   EXPECT_EQ(e.held_out_no_power.n, e.held_out.n);
 }
+
+// Sustained (power-pass) times: fit_power takes the static share over the power pass's own time per iteration,
+// and the comparison carries that time for whole variants (pipelines, single kernels) but not for a pipeline's
+// phases, which the power pass does not time one by one.
+TEST(ModelPower, SustainedTimesFromThePowerPass) {
+  const Machine m = tiny();
+  MeasuredReport r = load_measured_report(kFix + "report_run_power.json");
+  const double t_gemm = 1.25 * 49.152e-6, t_base = 1.1 * 244.224e-6;
+  for (json& v : r.doc["points"][0]["variants"]) {
+    if (v["name"] == "alone:gemm") v["power"]["time_per_iter_s"] = t_gemm;
+    if (v["name"] == "baseline") v["power"] = {{"mean_w", 280.0}, {"energy_mj_per_iter", 60.0}, {"time_per_iter_s", t_base}};
+  }
+  const PowerFits f = fit_power(m, tiny_profile(), {r});
+  bool saw_gemm = false;
+  for (const PowerFit& k : f.kernels)
+    if (k.key == "gemm_fp8") {
+      saw_gemm = true;  // 14.7456 mJ - 100 W x the pass's time, not x the 49.152 us median
+      EXPECT_NEAR(k.dyn_j_per_work * 2.0 * 1024 * 384 * 1024, 14.7456e-3 - 100 * t_gemm, 1e-12);
+    }
+  EXPECT_TRUE(saw_gemm);
+  const ReportComparison c = compare_with_report(m, tiny_profile(), r, {}, false);
+  size_t with_sustained = 0;
+  for (const ReportRow& row : c.rows) {
+    SCOPED_TRACE(row.variant + " " + row.piece);
+    if (row.variant == "alone:gemm") {
+      EXPECT_DOUBLE_EQ(row.sustained, t_gemm);
+      EXPECT_NEAR(row.err_sustained(), (row.predicted - t_gemm) / t_gemm, 1e-12);
+    } else if (row.variant == "baseline" && row.piece == "pipeline:baseline") {
+      EXPECT_DOUBLE_EQ(row.sustained, t_base);
+    } else if (row.variant == "baseline") {
+      EXPECT_EQ(row.sustained, 0.0);  // a phase: no sustained time of its own
+    } else if (row.variant == "alone:rng") {
+      EXPECT_EQ(row.sustained, 0.0);  // its power pass has no time_per_iter_s
+    }
+    with_sustained += row.sustained > 0 ? 1 : 0;
+  }
+  EXPECT_EQ(with_sustained, 2u);
+  size_t held_sustained = 0;
+  for (const ReportRow& row : c.rows) held_sustained += row.role == "held-out" && row.sustained > 0 ? 1 : 0;
+  const ReportErrors e = report_errors(c.rows);
+  EXPECT_GE(held_sustained, 1u);
+  EXPECT_EQ(e.held_out_sustained.n, held_sustained);
+  EXPECT_EQ(e.held_out_sustained_no_power.n, held_sustained);
+}

@@ -32,6 +32,11 @@ struct ReportRow {
   std::string piece;  // "phase = piece" when a phase of the variant is compared, else the piece
   double measured = 0, predicted = 0, predicted_at_measured_clock = 0, measured_clock = 0;
   double predicted_no_power = 0;  // without the power term (= predicted when the profile has no power data)
+  // Back-to-back time of a single-kernel or whole-pipeline variant from its power pass (power.time_per_iter_s:
+  // launches queued 4 deep for measure.power_time, as a training loop runs them); 0 when the report has none.
+  // The power term predicts this regime: sampled medians leave gaps in which a power-capped kernel's clock
+  // recovers, so they read up to ~14 % faster than sustained for the FP8 GEMM (docs/model.md, "Power").
+  double sustained = 0;
   bool power_bound = false;       // the power term set the prediction
   std::string limiter;
   std::string source;  // demand source of the prediction (ncu | ncu(nc) | sass | hand, joined by + for several)
@@ -41,6 +46,7 @@ struct ReportRow {
   double err() const { return (predicted - measured) / measured; }
   double err_clk() const { return (predicted_at_measured_clock - measured) / measured; }
   double err_no_power() const { return (predicted_no_power - measured) / measured; }
+  double err_sustained() const { return sustained > 0 ? (predicted - sustained) / sustained : 0; }
   // The efficiency a fit row implies for its unit: unit time at efficiency 1 / measured.
   double fit_efficiency() const { return fit_unit_seconds_uncal / measured; }
 };
@@ -67,6 +73,9 @@ std::string piece_kind(const std::string& piece);
 
 struct ReportErrors {
   ErrStats held_out, held_out_at_measured_clock, held_out_no_power, composed, all_including_fit;
+  // Held-out rows with a sustained time: the prediction against it, and without the power term against the
+  // sampled median (the pairing each regime predicts).
+  ErrStats held_out_sustained, held_out_sustained_no_power;
   size_t fitted = 0;                                  // rows that are fit points (excluded from held_out)
   std::map<std::string, ErrStats> held_out_by_piece;  // by piece_kind
   // Demand sources of each kernel piece (pipelines and sums combine them), joined (join_sources).
@@ -77,7 +86,8 @@ ReportErrors report_errors(const std::vector<ReportRow>& rows);
 // Per-kernel power from a report whose variants carry "power" ({"mean_w", "energy_mj_per_iter", ...}: the
 // lead's NVML sampler): every single-kernel variant (run: alone:gemm, alone:rng, alone:attention-mask,
 // alone:attention-fused; rng / gemm / attention reports: their kernel variants) gives its kernel's dynamic
-// energy per unit of work, (energy per iteration - static_w x median time) / work, the work as the model
+// energy per unit of work, (energy per iteration - static_w x time per iteration) / work (both from the power
+// pass; the median time where a report has no power-pass time), the work as the model
 // counts it at the point's workload. Several measurements of one kernel are averaged (weighted by work).
 struct PowerFit {
   std::string key;             // profile kernel key (power.<key>)
