@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Session 5's closing device call, in stages run in order while the wall-clock budget lasts (a stage that would
+# not fit in what is left is skipped and says so):
+#   build   configure + build everything (tests on) into $B
+#   gpu     every GPU test but ProfileGpu (ctest -L gpu), log gpu_tests.log
+#   repeat  issue 13: the 70B R7 point three times (scripts/repeat_point.sh, settings in the script), spread table
+#   attn    issue 11: `dropbench attention`, both kernel families, dH 64 and 128, SQ 8192/16384, causal and not,
+#           Philox-7, and the PyTorch SDPA peers at the same points in the same call
+#   sweep   issue 11: a reduced paper sweep through `dropbench run` (SQ 2K/8K/32K x E 4K/16K, R 7) with both
+#           kernels, and the PyTorch end-to-end peer blocks at its points
+# nvidia-smi clocks / power before and after each stage (smi.csv). Everything lands in $OUT (or results-s5/).
+#   scripts/session5.sh BUILD_DIR BUDGET_S [STAGES...]      e.g. scripts/session5.sh /tmp/b5 540 build gpu attn
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=$1; BUDGET=$2; shift 2
+STAGES=("$@"); [ ${#STAGES[@]} -eq 0 ] && STAGES=(build gpu repeat attn sweep)
+O=${OUT:-results-s5}
+mkdir -p "$O"
+T0=$(date +%s)
+left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+smi() { nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+          --format=csv,noheader >> "$O/smi.csv" 2>&1; }
+# stage NAME NEED_S: run only when NEED_S seconds are left; the stage's own commands carry their timeouts.
+want() { local n=$1 need=$2; if [ "$(left)" -lt "$need" ]; then echo "stage $n: skipped ($(left) s left, needs $need)"; return 1; fi
+         echo "stage $n: start ($(left) s left)"; smi; return 0; }
+M=(--min-time 0.03 --max-noise 0.02 --set measure.timeout=1 --set measure.power_time=0.2)
+for s in "${STAGES[@]}"; do
+  case $s in
+    build)
+      want build 60 || continue
+      cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" > "$O/configure.log" 2>&1
+      timeout 300 cmake --build "$B" -j "$(nproc)" > "$O/build.log" 2>&1 || { echo "build failed"; tail -30 "$O/build.log"; exit 1; }
+      grep -m1 -o 'git_sha[^,]*' "$B/generated/version.h" 2>/dev/null; "$B/dropbench" --version 2>&1 | head -2 ;;
+    gpu)
+      want gpu 150 || continue
+      timeout 280 ctest --test-dir "$B" -L gpu -E ProfileGpu --output-on-failure -j 1 > "$O/gpu_tests.log" 2>&1
+      echo "gpu tests: exit $?"; grep -E "tests passed|tests failed|\(Failed\)|\(SEGFAULT\)|Timeout" "$O/gpu_tests.log" | head -20 ;;
+    repeat)
+      want repeat 200 || continue
+      timeout 260 bash scripts/repeat_point.sh "$B/dropbench" "$O/repeat" > "$O/repeat.log" 2>&1
+      echo "repeat: exit $?"; tail -30 "$O/repeat.log" ;;
+    attn)
+      want attn 100 || continue
+      timeout 90 "$B/dropbench" attention --config configs/llama3-8b.json -q --set 'sweep.sq=[8192,16384]' \
+        --set 'sweep.causal=[false,true]' --set 'sweep.head_dim=[64,128]' --set 'sweep.rounds=[7]' \
+        --set 'sweep.attention_kernel=[mma,wgmma]' "${M[@]}" -o "$O/attention.json" > "$O/attention.md" 2>> "$O/err.log"
+      echo "attention: exit $?"; smi
+      PYTHONUNBUFFERED=1 timeout 100 python3 scripts/peers.py --dropbench "$B/dropbench" --config configs/llama3-8b.json \
+        --only attention --sq 8192,16384 --causal false,true --head-dim 64,128 --min-time 0.1 -q \
+        -o "$O/peers_attention.json" >> "$O/peers.log" 2>&1
+      echo "peers attention: exit $?" ;;
+    sweep)
+      want sweep 150 || continue
+      timeout $(( $(left) - 50 )) "$B/dropbench" run --config configs/paper-sweep.json -q --no-explore \
+        --set 'sweep.sq=[2048,8192,32768]' --set 'sweep.embed=[4096,16384]' --set 'sweep.rounds=[7]' \
+        --set 'sweep.attention_kernel=[mma,wgmma]' "${M[@]}" -o "$O/run_paper_reduced.json" > "$O/run_paper_reduced.md" 2>> "$O/err.log"
+      echo "paper sweep: exit $?"; smi
+      PYTHONUNBUFFERED=1 timeout $(( $(left) - 5 )) python3 scripts/peers.py --dropbench "$B/dropbench" --config configs/paper-sweep.json \
+        --only e2e --sq 2048,8192,32768 --embed 4096,16384 --min-time 0.1 -q -o "$O/peers_e2e_paper_reduced.json" >> "$O/peers.log" 2>&1
+      echo "peers e2e: exit $?" ;;
+    *) echo "unknown stage $s"; exit 2 ;;
+  esac
+done
+smi
+echo "done in $(( $(date +%s) - T0 )) s"
