@@ -23,7 +23,7 @@ smi() { nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,tempera
 # stage NAME NEED_S: run only when NEED_S seconds are left; the stage's own commands carry their timeouts.
 want() { local n=$1 need=$2; if [ "$(left)" -lt "$need" ]; then echo "stage $n: skipped ($(left) s left, needs $need)"; return 1; fi
          echo "stage $n: start ($(left) s left)"; smi; return 0; }
-M=(--min-time 0.03 --max-noise 0.02 --set measure.timeout=1 --set measure.power_time=0.2)
+M=(--min-time 0.03 --max-noise 0.02 --set measure.timeout=1 --set measure.power_time=0.3)
 for s in "${STAGES[@]}"; do
   case $s in
     build)

@@ -25,6 +25,12 @@ struct PointTimes {
 // point (E 8192, SQ 8192, Philox-7 with a measured mechanism), or null.
 json point_figures(PointResult& pr, const Workload& w, const PointTimes& t);
 
+// Adds to a point's derived `d` the pipelines' back-to-back times from their power passes (t_sustained),
+// sustained_winner (+ sustained_winner_differs against d["winner"]) and the speedups of point_figures with suffix
+// _sustained. Nothing when no pipeline variant carries power.time_per_iter_s.
+void sustained_figures(const std::vector<VariantResult>& variants, const std::map<std::string, double>& pipelines,
+                       json& d);
+
 struct RunTotals {
   RunCounters counters;
   json target = json::array();  // the co-residency target rows
