@@ -6,6 +6,8 @@
 #   repeat  issue 13: the 70B R7 point three times (scripts/repeat_point.sh, settings in the script), spread table
 #   attn    issue 11: `dropbench attention`, both kernel families, dH 64 and 128, SQ 8192/16384, causal and not,
 #           Philox-7, and the PyTorch SDPA peers at the same points in the same call
+#   shard   issue 15 on one GPU: a 4-point rng slice of the 70B preset as two shards one after another, merged,
+#           and compared with the same slice unsharded (dropbench compare)
 #   sweep   issue 11: a reduced paper sweep through `dropbench run` (SQ 2K/8K/32K x E 4K/16K, R 7) with both
 #           kernels, and the PyTorch end-to-end peer blocks at its points
 # nvidia-smi clocks / power before and after each stage (smi.csv). Everything lands in $OUT (or results-s5/).
@@ -13,7 +15,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=$1; BUDGET=$2; shift 2
-STAGES=("$@"); [ ${#STAGES[@]} -eq 0 ] && STAGES=(build gpu repeat attn sweep)
+STAGES=("$@"); [ ${#STAGES[@]} -eq 0 ] && STAGES=(build gpu shard repeat attn sweep)
 O=${OUT:-results-s5}
 mkdir -p "$O"
 T0=$(date +%s)
@@ -39,6 +41,16 @@ for s in "${STAGES[@]}"; do
       want repeat 200 || continue
       timeout 260 bash scripts/repeat_point.sh "$B/dropbench" "$O/repeat" > "$O/repeat.log" 2>&1
       echo "repeat: exit $?"; tail -30 "$O/repeat.log" ;;
+    shard)
+      want shard 40 || continue
+      R=(rng --config configs/llama3-70b.json -q --set 'sweep.sq=[8192]' --set 'sweep.rounds=[3,7]' \
+         --set 'sweep.threshold_bits=[8]' --set 'sweep.layout=[tile,u8]' --min-time 0.1)
+      mkdir -p "$O/shard"
+      for i in 0 1; do timeout 30 "$B/dropbench" "${R[@]}" --shard $i/2 -o "$O/shard/rng_shard$i.json" > /dev/null 2>> "$O/err.log"; echo "shard $i/2: exit $?"; done
+      timeout 30 "$B/dropbench" "${R[@]}" -o "$O/shard/rng_whole.json" > /dev/null 2>> "$O/err.log"; echo "whole: exit $?"
+      "$B/dropbench" merge "$O/shard/rng_shard0.json" "$O/shard/rng_shard1.json" -o "$O/shard/rng_merged.json"; echo "merge: exit $?"
+      "$B/dropbench" compare "$O/shard/rng_whole.json" "$O/shard/rng_merged.json" > "$O/shard/compare.md" 2>&1; echo "compare: exit $?"
+      cat "$O/shard/compare.md" | head -30 ;;
     attn)
       want attn 100 || continue
       timeout 90 "$B/dropbench" attention --config configs/llama3-8b.json -q --set 'sweep.sq=[8192,16384]' \
