@@ -66,7 +66,10 @@ constexpr const char* kBuiltinConfig = R"json({
     "throttle": 0.75,
     "interleave": true,
     "settle": 0,
-    "power_time": 0.5
+    "power_time": 0.5,
+    "repeats": 1,
+    "repeat_gap": 0,
+    "keep_series": false
   }
 }
 )json";
