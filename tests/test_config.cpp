@@ -94,6 +94,9 @@ void expect_same(const db::Config& a, const db::Config& b) {
   EXPECT_EQ(a.measure.timeout, b.measure.timeout);
   EXPECT_EQ(a.measure.warmup, b.measure.warmup);
   EXPECT_EQ(a.measure.cold, b.measure.cold);
+  EXPECT_EQ(a.measure.repeats, b.measure.repeats);
+  EXPECT_EQ(a.measure.repeat_gap, b.measure.repeat_gap);
+  EXPECT_EQ(a.measure.keep_series, b.measure.keep_series);
 }
 
 std::vector<json> vals(std::initializer_list<json> l) { return std::vector<json>(l); }
@@ -551,12 +554,12 @@ TEST(RoundTrip, ToJsonThenBackReproducesTheConfig) {
     "sweep": {"rounds": [10, 3], "sq": {"pow2": [1024, 4096]}, "causal": [true, false],
               "dropout_p": {"range": [0.05, 0.15, 0.05]}, "pipeline": "fused"},
     "measure": {"min_samples": 7, "max_samples": 99, "min_time": 0.75, "max_noise": 0.02, "timeout": 12.5,
-                "warmup": 9, "cold": true}})");
+                "warmup": 9, "cold": true, "repeats": 3, "repeat_gap": 2.5, "keep_series": true}})");
   const json j = db::to_json(c);
   // All fields present, defaults included.
   EXPECT_EQ(j.size(), 5u);
   EXPECT_EQ(j["workload"].size(), 19u);
-  EXPECT_EQ(j["measure"].size(), 11u);
+  EXPECT_EQ(j["measure"].size(), 14u);
   EXPECT_TRUE(j["sweep"]["sq"].is_array());  // explicit lists
   EXPECT_EQ(j["sweep"]["sq"], json::parse("[1024, 2048, 4096]"));
   const db::Config back = db::config_from_json(j, "<rt>");
@@ -713,4 +716,31 @@ TEST(Config, ExpandSweepSaysWhenADefaultSweepReplacesTheConfigsValue) {
   db::expand_sweep(db::load_config(std::string(DROPBENCH_SOURCE_DIR) + "/configs/paper-sweep.json"),
                    {"sq", "embed", "dtype"}, gemm_defaults);
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+}
+
+// Issue 13: repeats, repeat_gap and keep_series default to the old behaviour; bad values are one-line errors naming
+// the field (exit 2 through UsageError).
+TEST(Config, RepeatFieldsDefaultsRangesAndErrors) {
+  const db::Config d = parse("{}");
+  EXPECT_EQ(d.measure.repeats, 1);
+  EXPECT_EQ(d.measure.repeat_gap, 0.0);
+  EXPECT_FALSE(d.measure.keep_series);
+  EXPECT_NO_THROW(parse(R"({"measure": {"repeats": 100, "repeat_gap": 3600, "keep_series": true}})"));
+  for (const char* bad : {R"({"measure": {"repeats": 0}})", R"({"measure": {"repeats": 101}})",
+                          R"({"measure": {"repeats": 2.5}})"}) {
+    const std::string msg = parse_error(bad);
+    EXPECT_CONTAINS(msg, "measure.repeats");
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  EXPECT_CONTAINS(parse_error(R"({"measure": {"repeat_gap": -1}})"), "measure.repeat_gap");
+  EXPECT_CONTAINS(parse_error(R"({"measure": {"keep_series": "yes"}})"), "measure.keep_series");
+  EXPECT_CONTAINS(set_error("measure.repeats=0"), "measure.repeats");
+  EXPECT_CONTAINS(set_error("measure.repeat_gap=3601"), "measure.repeat_gap");
+  db::Config c = parse("{}");
+  db::apply_override(c, "measure.repeats=3");
+  db::apply_override(c, "measure.keep_series=true");
+  db::apply_override(c, "measure.max_noise=1e-9");  // scripts/repeat_point.sh: groups of a fixed length
+  EXPECT_EQ(c.measure.max_noise, 1e-9);
+  EXPECT_EQ(c.measure.repeats, 3);
+  EXPECT_TRUE(c.measure.keep_series);
 }

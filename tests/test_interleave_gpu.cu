@@ -80,6 +80,34 @@ TEST(InterleaveGpu, SequentialModeGivesEveryVariantItsOwnGroup) {
   EXPECT_EQ(ms[1].total.samples, 12u);
 }
 
+// measure.repeats: K independent repeats of the whole group, each to its own stopping rule; the series hold them
+// one after another (repeat_rounds), the stats carry each repeat's median, keep_series copies the rounds out.
+TEST(InterleaveGpu, RepeatsMeasureTheGroupKTimes) {
+  DB_REQUIRE_GPU();
+  MeasureSettings m = quick();
+  m.repeats = 3;
+  m.repeat_gap = 0.1;
+  m.keep_series = true;
+  Harness h(m, false);
+  DeviceBuffer buf(4 * sizeof(unsigned long long));
+  auto body = [&](Sample& s) { launch_spin(buf.get<unsigned long long>(), 1'000'000, s.stream); };
+  const std::vector<Measurement> ms = h.measure_group({{"x", body}, {"y", body}});
+  ASSERT_EQ(ms.size(), 2u);
+  for (const Measurement& r : ms) {
+    EXPECT_EQ(r.series.repeat_rounds, (std::vector<size_t>{12, 12, 12}));
+    EXPECT_EQ(r.series.x.size(), 36u);
+    EXPECT_EQ(r.series.clock_mhz.size(), 36u);
+    EXPECT_EQ(r.total.samples, 36u);
+    EXPECT_EQ(r.total.repeat_medians.size(), 3u);
+    EXPECT_LE(r.total.ci_low, r.total.ci_within_low);
+    EXPECT_GE(r.total.ci_high, r.total.ci_within_high);
+    EXPECT_EQ(r.total.series_s.size(), 36u);
+    EXPECT_EQ(r.total.series_repeat_rounds, r.series.repeat_rounds);
+    EXPECT_GE(r.seconds_spent, 0.2);  // two gaps of 0.1 s idled
+  }
+  EXPECT_TRUE(bootstrap_ratio(ms[0].series, ms[1].series).has_repeats());
+}
+
 TEST(InterleaveGpu, InterruptEndsTheGroupBetweenSamples) {
   DB_REQUIRE_GPU();
   Harness h(quick(), false);

@@ -272,9 +272,9 @@ MechanismFigures add_mechanism_variants(PointScope& ps, const std::vector<Mech>&
   for (const Mech& m : mechs) {
     VariantResult v = variant_of("mech:" + m.rc.name, m.over);
     v.derived["hidden"] = m.hidden;
-    v.derived["hidden_ci"] = m.hidden_ci.to_json();
+    m.hidden_ci.write(v.derived, "hidden");
     v.derived["hidden_self"] = m.hidden_self;
-    v.derived["hidden_self_ci"] = m.hidden_self_ci.to_json();
+    m.hidden_self_ci.write(v.derived, "hidden_self");
     v.derived["saved_us"] = (alone.gemm() + alone.rng() - m.over.total.median) * 1e6;
     v.extra = m.extra;
     v.extra["mechanism"] = m.mechanism;

@@ -108,7 +108,7 @@ json point_figures(PointResult& pr, const Workload& w, const PointTimes& t) {
     for (auto& v : pr.variants)
       if (tp.count(v.name) && v.stats.median > 0) {
         v.derived["x_baseline"] = tp.at("baseline") / v.stats.median;
-        v.derived["x_baseline_ci"] = t.book.ratio("baseline", v.name).to_json();
+        t.book.ratio("baseline", v.name).write(v.derived, "x_baseline");
       }
 
   json d = pr.derived;
@@ -116,7 +116,7 @@ json point_figures(PointResult& pr, const Workload& w, const PointTimes& t) {
   auto ratio = [&](const char* num, const char* den, const std::string& key) {
     if (tp.count(num) && tp.count(den) && tp.at(den) > 0) {
       d[key] = tp.at(num) / tp.at(den);
-      d[key + "_ci"] = t.book.ratio(num, den).to_json();
+      t.book.ratio(num, den).write(d, key);
     }
   };
   ratio("baseline", "overlap", "speedup_overlap_vs_baseline");
@@ -148,7 +148,7 @@ json point_figures(PointResult& pr, const Workload& w, const PointTimes& t) {
     d["hidden_by_mechanism"] = t.mechs.hidden_by;
     d["best_mechanism"] = best->rc.name;
     d["best_hidden"] = best->hidden;
-    d["best_hidden_ci"] = best->hidden_ci.to_json();
+    best->hidden_ci.write(d, "best_hidden");
   }
   if (t_r > 0 && t_g > 0) d["rng_over_gemm"] = t_r / t_g;
   if (best && best->over.power.is_object()) {

@@ -67,7 +67,7 @@ VariantResult variant_of(const std::string& name, const Measurement& m) {
 
 void set_figure(json& derived, const std::string& key, const Interval& iv) {
   derived[key] = iv.value;
-  derived[key + "_ci"] = iv.to_json();
+  iv.write(derived, key);
 }
 
 json algo_brief(const GemmAlgoInfo& a) {
@@ -261,8 +261,7 @@ std::map<std::string, double> measure_pipelines(PointScope& ps, const OverlapCho
       if (mg.total.median > 0) {
         vg.derived["tflops"] = flops / mg.total.median / 1e12;
         if (m.total.median > 0)
-          set_figure(vg.derived, "x_streams",
-                     ps.book.ratio(name, gname));
+          set_figure(vg.derived, "x_streams", ps.book.ratio(name, gname));
       }
       vg.extra = graph_extras[i];
       ps.pr.variants.push_back(std::move(vg));

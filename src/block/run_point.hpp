@@ -63,7 +63,8 @@ double power_figure(const json& power, const char* key);
 // A Sample's phase() as the runner's phase hook.
 PhaseFn hook(Sample& s);
 VariantResult variant_of(const std::string& name, const Measurement& m);
-// derived[key] = the figure's value and derived[key + "_ci"] = its interval (null when it has none).
+// derived[key] = the figure's value, then Interval::write: key_ci (null when it has none), with repeats key_ci_within
+// and key_repeats.
 void set_figure(json& derived, const std::string& key, const Interval& iv);
 json algo_brief(const GemmAlgoInfo& a);
 

@@ -66,7 +66,10 @@ constexpr const char* kBuiltinConfig = R"json({
     "throttle": 0.75,
     "interleave": true,
     "settle": 0,
-    "power_time": 0.5
+    "power_time": 0.5,
+    "repeats": 1,
+    "repeat_gap": 0,
+    "keep_series": false
   }
 }
 )json";
@@ -430,6 +433,13 @@ const std::vector<MeasureField>& measure_fields() {
       {"power_time",
        [](MeasureSettings& m, const json& v) { return chk_double(v, 0.0, false, 600.0, false, m.power_time); },
        [](const MeasureSettings& m) { return json(m.power_time); }},
+      {"repeats", [](MeasureSettings& m, const json& v) { return chk_int(v, 1, 100, m.repeats); },
+       [](const MeasureSettings& m) { return json(m.repeats); }},
+      {"repeat_gap",
+       [](MeasureSettings& m, const json& v) { return chk_double(v, 0.0, false, 3600.0, false, m.repeat_gap); },
+       [](const MeasureSettings& m) { return json(m.repeat_gap); }},
+      {"keep_series", [](MeasureSettings& m, const json& v) { return chk_bool(v, m.keep_series); },
+       [](const MeasureSettings& m) { return json(m.keep_series); }},
   };
   return fields;
 }

@@ -2,7 +2,7 @@
 //   { "name": str, "description": str,
 //     "workload": { <field>: scalar, ... },          // defaults for every sweep point
 //     "sweep":    { <axis>: list | {"pow2":[lo,hi]} | {"range":[lo,hi,step]} | scalar, ... },
-//     "measure":  { "min_samples", "max_samples", "min_time", "max_noise", "timeout", "warmup", "cold" } }
+//     "measure":  { "min_samples", "max_samples", "min_time", "max_noise", "timeout", "warmup", "cold", ... } }
 // Every field is checked (type, range); unknown keys anywhere are errors. docs/config.md lists the fields.
 // --set overrides use dotted paths: --set workload.sq=8192, --set sweep.sq=[2048,4096],
 // --set sweep.sq=pow2:2048:65536, --set sweep.sq=range:1024:8192:1024, --set sweep.rounds=3,5,7,
@@ -66,6 +66,14 @@ struct MeasureSettings {
   // and capped share. [0, 600]; 0 = no power pass. The counter moves every ~100 ms: below ~0.5 s the figures
   // come from the instantaneous readings instead (docs/power.md).
   double power_time = 0.5;
+  // Each group measured this many times as independent repeats (fresh warm-up, each to the stopping rule above),
+  // so its intervals include what changes between repeats (docs/measurement.md), [1, 100]; 1 = once.
+  int64_t repeats = 1;
+  // Idle seconds before each repeat after the first (the GPU's power and thermal state relaxes), [0, 3600].
+  double repeat_gap = 0;
+  // Write each variant's per-round samples and SM clocks into the report (stats.series); reports stay small
+  // without it.
+  bool keep_series = false;
 };
 
 struct Config {

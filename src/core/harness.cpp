@@ -168,9 +168,11 @@ struct Collect {
   std::vector<double> kept;
   std::vector<std::string> phase_names;
   std::vector<std::vector<double>> phase_times;
-  std::vector<double> clocks;
+  std::vector<double> clocks;       // of the kept samples
+  std::vector<double> round_clocks;  // of every sample, by round
+  std::vector<size_t> repeat_rounds;
   size_t discarded = 0;
-  Running run;
+  Running run;  // this repeat's kept samples (the stopping rule)
 };
 
 // A deterministic shuffle of 0..k-1 for round r (splitmix64 steps as the random source).
@@ -245,6 +247,7 @@ std::vector<Measurement> Harness::measure_group(const std::vector<Candidate>& gr
     const double clock = 0.5 * (clock_before + clock_after);
     clock_before = clock_after;
     Collect& c = col[i];
+    c.round_clocks.push_back(clock);
     if (clock < m_.throttle * max_clock_mhz_) {
       ++c.discarded;
       c.totals.push_back(std::numeric_limits<double>::quiet_NaN());
@@ -296,20 +299,38 @@ std::vector<Measurement> Harness::measure_group(const std::vector<Candidate>& gr
     }
   };
 
-  if (m_.interleave) {
-    for (size_t i = 0; i < k; ++i)
-      for (int64_t w = 0; w < m_.warmup; ++w) run_once(group[i], false, nullptr, nullptr);
-    DB_CUDA(cudaStreamSynchronize(stream_));
-    std::vector<size_t> all(k);
-    for (size_t i = 0; i < k; ++i) all[i] = i;
-    measure_rounds(all, now_s());
-  } else {
-    // One after another, each with its own warm-up and budget (the measurement before issue 13).
-    for (size_t i = 0; i < k; ++i) {
-      for (int64_t w = 0; w < m_.warmup; ++w) run_once(group[i], false, nullptr, nullptr);
+  // measure.repeats: the whole measurement K times, each repeat with its own warm-up and stopping rule, so
+  // what differs between repeats (the state each starts in) is sampled too; repeat_gap idles the GPU between.
+  for (int64_t rep = 0; rep < m_.repeats; ++rep) {
+    if (rep > 0 && m_.repeat_gap > 0) {
       DB_CUDA(cudaStreamSynchronize(stream_));
-      measure_rounds({i}, now_s());
+      const double t_gap = now_s();
+      while (now_s() - t_gap < m_.repeat_gap) {
+        throw_if_interrupted();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
     }
+    std::vector<size_t> start(k);
+    for (size_t i = 0; i < k; ++i) {
+      start[i] = col[i].totals.size();
+      col[i].run = Running{};
+    }
+    if (m_.interleave) {
+      for (size_t i = 0; i < k; ++i)
+        for (int64_t w = 0; w < m_.warmup; ++w) run_once(group[i], false, nullptr, nullptr);
+      DB_CUDA(cudaStreamSynchronize(stream_));
+      std::vector<size_t> all(k);
+      for (size_t i = 0; i < k; ++i) all[i] = i;
+      measure_rounds(all, now_s());
+    } else {
+      // One after another, each with its own warm-up and budget (the measurement before issue 13).
+      for (size_t i = 0; i < k; ++i) {
+        for (int64_t w = 0; w < m_.warmup; ++w) run_once(group[i], false, nullptr, nullptr);
+        DB_CUDA(cudaStreamSynchronize(stream_));
+        measure_rounds({i}, now_s());
+      }
+    }
+    for (size_t i = 0; i < k; ++i) col[i].repeat_rounds.push_back(col[i].totals.size() - start[i]);
   }
 
   for (size_t i = 0; i < k; ++i) {
@@ -323,10 +344,26 @@ std::vector<Measurement> Harness::measure_group(const std::vector<Candidate>& gr
     // Sequential mode: nothing pairs the variants, each is its own group.
     m.series.group = m_.interleave ? groups_ : groups_ + static_cast<int>(i) + 1;
     m.series.x = std::move(c.totals);
+    m.series.clock_mhz = std::move(c.round_clocks);
+    if (m_.repeats > 1) m.series.repeat_rounds = c.repeat_rounds;
     const Interval ci = bootstrap_median(m.series);
     m.total.has_ci = ci.valid;
     m.total.ci_low = ci.low;
     m.total.ci_high = ci.high;
+    m.total.ci_block = ci.block;
+    if (ci.has_repeats()) {
+      m.total.ci_within_low = ci.within_low;
+      m.total.ci_within_high = ci.within_high;
+      m.total.repeat_medians = ci.repeat_values;
+      m.total.repeat_sd = ci.repeat_sd;
+      m.total.t_low = ci.t_low;
+      m.total.t_high = ci.t_high;
+    }
+    if (m_.keep_series) {
+      m.total.series_s = m.series.x;
+      m.total.series_clock_mhz = m.series.clock_mhz;
+      m.total.series_repeat_rounds = m.series.repeat_rounds;
+    }
     for (size_t p = 0; p < c.phase_names.size(); ++p) {
       Stats st = compute_stats(c.phase_times[p]);
       st.mean_clock_mhz = m.total.mean_clock_mhz;

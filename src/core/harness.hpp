@@ -9,6 +9,8 @@
 // hits all of them alike and a ratio of two variants' medians does not mix it in. The group stops when every
 // variant meets the noise rule (or at max_samples rounds, or after timeout x variants). Each variant keeps its
 // per-round samples (SampleSeries, NaN = discarded) for the paired bootstrap intervals of src/core/bootstrap.hpp.
+// measure.repeats = K: the group is measured K times (each with its warm-up and stopping rule, repeat_gap idle
+// seconds between); the series hold the K repeats one after another and the intervals include their spread.
 #pragma once
 #include <functional>
 #include <limits>

@@ -1,6 +1,8 @@
 // Sample statistics of timed runs (see stats.hpp).
 #include "src/core/stats.hpp"
 
+#include "src/core/bootstrap.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -83,6 +85,29 @@ nlohmann::ordered_json to_json(const Stats& s) {
   j["discarded"] = s.discarded;
   j["mean_clock_mhz"] = s.mean_clock_mhz;
   if (s.has_ci) j["median_ci"] = nlohmann::ordered_json::array({s.ci_low, s.ci_high});
+  if (s.has_ci && s.ci_block > 0) j["ci_block"] = s.ci_block;
+  if (s.has_ci && s.repeat_medians.size() > 1) {  // the same keys as Interval::write (bootstrap.hpp)
+    Interval iv;
+    iv.valid = true;
+    iv.low = s.ci_low;
+    iv.high = s.ci_high;
+    iv.within_low = s.ci_within_low;
+    iv.within_high = s.ci_within_high;
+    iv.repeat_values = s.repeat_medians;
+    iv.repeat_sd = s.repeat_sd;
+    iv.t_low = s.t_low;
+    iv.t_high = s.t_high;
+    iv.write(j, "median");
+  }
+  if (!s.series_s.empty()) {
+    nlohmann::ordered_json sec = nlohmann::ordered_json::array(), clk = nlohmann::ordered_json::array();
+    for (double x : s.series_s) sec.push_back(number_or_null(x));
+    for (double c : s.series_clock_mhz) clk.push_back(number_or_null(c));
+    nlohmann::ordered_json rr = nlohmann::ordered_json::array();
+    if (s.series_repeat_rounds.empty()) rr.push_back(s.series_s.size());
+    for (size_t r : s.series_repeat_rounds) rr.push_back(r);
+    j["series"] = {{"seconds", sec}, {"clock_mhz", clk}, {"repeat_rounds", rr}};
+  }
   return j;
 }
 
@@ -106,6 +131,26 @@ Stats stats_from_json(const nlohmann::ordered_json& j) {
     s.has_ci = true;
     s.ci_low = (*ci)[0].get<double>();
     s.ci_high = (*ci)[1].get<double>();
+    s.ci_block = static_cast<int>(get_size(j, "ci_block"));
+    const Interval iv = interval_from_json(j, "median");
+    if (iv.repeat_values.size() > 1) {
+      s.ci_within_low = iv.within_low;
+      s.ci_within_high = iv.within_high;
+      s.repeat_medians = iv.repeat_values;
+      s.repeat_sd = iv.repeat_sd;
+      s.t_low = iv.t_low;
+      s.t_high = iv.t_high;
+    }
+  }
+  if (auto se = j.find("series"); se != j.end() && se->is_object()) {
+    auto nums = [&](const char* key, std::vector<double>& out) {
+      if (auto a = se->find(key); a != se->end() && a->is_array())
+        for (const auto& v : *a) out.push_back(v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN());
+    };
+    nums("seconds", s.series_s);
+    nums("clock_mhz", s.series_clock_mhz);
+    if (auto rr = se->find("repeat_rounds"); rr != se->end() && rr->is_array() && rr->size() > 1)
+      for (const auto& v : *rr) s.series_repeat_rounds.push_back(v.get<size_t>());
   }
   return s;
 }

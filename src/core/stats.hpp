@@ -20,6 +20,16 @@ struct Stats {
   // 95 % bootstrap interval of the median (src/core/bootstrap.hpp); absent with < 3 samples.
   bool has_ci = false;
   double ci_low = 0, ci_high = 0;
+  int ci_block = 0;     // rounds per resampled block of that interval (1: drawn one by one); 0 = not known
+  // measure.repeats > 1 (repeat_medians has K entries): ci_low / ci_high are the combined interval; its parts are
+  // the within-run interval, each repeat's median, their stdev and the t-interval (src/core/bootstrap.hpp).
+  double ci_within_low = 0, ci_within_high = 0;
+  std::vector<double> repeat_medians;  // NaN where a repeat kept no sample
+  double repeat_sd = 0, t_low = 0, t_high = 0;
+  // measure.keep_series: the per-round samples (seconds, NaN = discarded), the SM clock of each, the rounds of
+  // each repeat; empty otherwise. Written as stats.series.
+  std::vector<double> series_s, series_clock_mhz;
+  std::vector<size_t> series_repeat_rounds;
 };
 
 // Figures of `seconds` (need not be sorted). Empty input -> all zeros.
