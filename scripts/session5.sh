@@ -3,7 +3,8 @@
 # not fit in what is left is skipped and says so):
 #   build   configure + build everything (tests on) into $B
 #   gpu     every GPU test but ProfileGpu (ctest -L gpu), log gpu_tests.log
-#   repeat  issue 13: the 70B R7 point three times (scripts/repeat_point.sh, settings in the script), spread table
+#   repeat  issue 13: the 70B R7 point three times, each group measured 3 times (REPEATS=3 scripts/repeat_point.sh),
+#           spread table with 'inside the combined interval'
 #   attn    issue 11: `dropbench attention`, both kernel families, dH 64 and 128, SQ 8192/16384, causal and not,
 #           Philox-7, and the PyTorch SDPA peers at the same points in the same call
 #   shard   issue 15 on one GPU: a 4-point rng slice of the 70B preset as two shards one after another, merged,
@@ -15,7 +16,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=$1; BUDGET=$2; shift 2
-STAGES=("$@"); [ ${#STAGES[@]} -eq 0 ] && STAGES=(build gpu shard repeat attn sweep)
+STAGES=("$@"); [ ${#STAGES[@]} -eq 0 ] && STAGES=(build gpu repeat attn shard sweep)
 O=${OUT:-results-s5}
 mkdir -p "$O"
 T0=$(date +%s)
@@ -39,7 +40,8 @@ for s in "${STAGES[@]}"; do
       echo "gpu tests: exit $?"; grep -E "tests passed|tests failed|\(Failed\)|\(SEGFAULT\)|Timeout" "$O/gpu_tests.log" | head -20 ;;
     repeat)
       want repeat 200 || continue
-      timeout 260 bash scripts/repeat_point.sh "$B/dropbench" "$O/repeat" > "$O/repeat.log" 2>&1
+      # measure.repeats 3 per group, fixed-length groups, per-round series (settings in repeat_point.sh)
+      REPEATS=3 OUT="$O/repeat" RUN_TIMEOUT=85 timeout 270 bash scripts/repeat_point.sh "$B" 3 repeats > "$O/repeat.log" 2>&1
       echo "repeat: exit $?"; tail -30 "$O/repeat.log" ;;
     shard)
       want shard 40 || continue
