@@ -38,8 +38,14 @@
 namespace dropbench {
 namespace attn_wg {
 
-template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3, bool PHILOX_AHEAD = false>
+template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3, bool PHILOX_AHEAD = false, int DROP_IMPL = 1>
 struct WgCfg {
+  // How the dropout modes are coded (same bits, same arithmetic, bit-identical outputs): 0 = session 4's
+  // (per-block mask addressing with three bounds tests per tile; fused: __vcmpgeu4 + bit gather into a keep
+  // word, R2P + FSEL on the fp32 P), 1 = session 5's (mask: a strip cursor, one compare per tile; fused TW 8:
+  // SWAR byte compare and PRMT + LOP3 on the packed bf16x2 P, no keep word). Kept selectable for the
+  // benchmark's old-vs-new comparison.
+  static constexpr int kDropImpl = DROP_IMPL;
   static constexpr bool kPingPong = PINGPONG;  // turn-taking between the consumer warpgroups
   // Fused design (a): false = block j's Philox calls right after its GEMMs are issued (under S_j); true = block
   // j+1's calls after block j's softmax (under P_{j-1} V_{j-1} and the other warpgroup's GEMMs).
@@ -80,13 +86,13 @@ template <DropoutMode M, bool kCausal>
 struct Sched<128, M, kCausal, false> {
   using type = std::conditional_t<
       M == DropoutMode::Mask && kCausal, WgCfg<128, 128, 3, false, 0>,
-      std::conditional_t<M == DropoutMode::Fused && kCausal, WgCfg<128, 128, 3, true, 0, true>, WgCfg<128, 128, 3, true, 0>>>;
+      WgCfg<128, 128, 3, true, 0>>;
 };
 template <DropoutMode M, bool kCausal>
 struct Sched<64, M, kCausal, false> {
   using type = std::conditional_t<
       M == DropoutMode::None && !kCausal, WgCfg<64, 128, 4, false, 0>,
-      std::conditional_t<M == DropoutMode::Fused && kCausal, WgCfg<64, 128, 4, true, 0, true>, WgCfg<64, 128, 4, true, 0>>>;
+      WgCfg<64, 128, 4, true, 0>>;
 };
 template <DropoutMode M, bool kCausal>
 struct Sched<128, M, kCausal, true> { using type = WgCfg<128, 128, 2, true, 3>; };
@@ -182,9 +188,13 @@ __global__ void __launch_bounds__(384, 1)
               const uint32_t strip = static_cast<uint32_t>(w / (32 * NTL));
               const uint32_t tt = static_cast<uint32_t>((w / 32) % NTL);
               const uint32_t tile = (r16_0 + strip) * a.cols64 + static_cast<uint32_t>(j * NTL) + tt;
+              if constexpr (C::kDropImpl == 1 && TW == 8) {
+                word[u] = attn::fused_word8_swar<R>(fs, attn::byte_threshold(a.drop), tile, static_cast<uint32_t>(w % 32));
+              } else {
 #pragma unroll
-              for (int k = 0; k < kCallsPerWord<TW>; ++k)
-                word[u] |= attn::fused_word_part<R, TW>(fs, tile, static_cast<uint32_t>(w % 32), k);
+                for (int k = 0; k < kCallsPerWord<TW>; ++k)
+                  word[u] |= attn::fused_word_part<R, TW>(fs, tile, static_cast<uint32_t>(w % 32), k);
+              }
             }
 #pragma unroll
             for (int u = 0; u < 2; ++u)
@@ -228,11 +238,23 @@ __global__ void __launch_bounds__(384, 1)
     [[maybe_unused]] attn::MaskStrip mstrip;
     [[maybe_unused]] attn::FusedStream fstream;
     [[maybe_unused]] uint32_t tile_row = 0;
-    if constexpr (kMode == DropoutMode::Mask)
+    // Session 5 (kDropImpl 1): mode Mask walks the strip with a cursor (pointer to block j's first word, tiles
+    // left to read); mode Fused with 8-bit thresholds keeps the byte compares' results (ge7: 4 words per
+    // Philox call, NT*2 calls per block) and applies them to the packed P.
+    constexpr bool kNewMask = C::kDropImpl == 1 && kMode == DropoutMode::Mask;
+    constexpr bool kGe7 = C::kDropImpl == 1 && kMode == DropoutMode::Fused && !kRng && TW == 8;
+    [[maybe_unused]] const uint32_t* mcur = nullptr;
+    [[maybe_unused]] int mleft = 0;
+    [[maybe_unused]] attn::ByteThreshold bthr{};
+    if constexpr (kMode == DropoutMode::Mask) {
       mstrip = attn::mask_strip(a.mask, bh, a.rows16, a.mask_rows16, a.cols64, r16, static_cast<uint32_t>(lane));
+      mcur = mstrip.ptr;
+      mleft = static_cast<int>(attn::mask_strip_tiles<kCausal>(mstrip));
+    }
     if constexpr (kMode == DropoutMode::Fused) {
       fstream = attn::FusedStream{a.seed_lo, a.seed_hi, bh, a.offset, a.drop};
       tile_row = r16 * a.cols64;
+      bthr = attn::byte_threshold(a.drop);
     }
 
     float o[NO];
@@ -267,8 +289,14 @@ __global__ void __launch_bounds__(384, 1)
     };
 
     // Mode Mask: the block's keep words (loads issued one block ahead, consumed after the softmax).
+    // kDropImpl 1: called for j = 0, 1, 2, ... in order, so a cursor replaces the per-tile address arithmetic.
     auto load_words = [&](int j, uint32_t (&kw)[NT]) {
-      if constexpr (kMode == DropoutMode::Mask) {
+      if constexpr (kNewMask) {
+#pragma unroll
+        for (int tt = 0; tt < NT; ++tt) kw[tt] = attn::mask_word_at(mcur + tt * kWordsPerTile, tt < mleft);
+        mcur += NT * kWordsPerTile;
+        mleft -= NT;
+      } else if constexpr (kMode == DropoutMode::Mask) {
 #pragma unroll
         for (int tt = 0; tt < NT; ++tt) kw[tt] = attn::mask_tile_word<kCausal>(mstrip, static_cast<uint32_t>(j * NT + tt));
       }
@@ -289,8 +317,42 @@ __global__ void __launch_bounds__(384, 1)
       }
     };
     // Mode Fused, design (a): the block's keep words from Philox in the consumer, while the tensor cores run.
+    // kGe7: the byte compares of block j (ge7[tt][k][q]), applied to P after its bf16 conversion.
+    [[maybe_unused]] uint32_t ge7[NT][2][4];
+    auto gen_ge7 = [&](int j) {
+      if constexpr (kGe7) {
+#pragma unroll
+        for (int tt = 0; tt < NT; ++tt)
+#pragma unroll
+          for (int k = 0; k < 2; ++k)
+            attn::fused_call_ge7<R>(fstream, bthr, tile_row + static_cast<uint32_t>(j * NT + tt), static_cast<uint32_t>(lane), k, ge7[tt][k]);
+      }
+    };
+    auto apply_ge7 = [&]() {
+      if constexpr (kGe7) {
+        // p[kk] holds n8-blocks 2kk (words 0, 1) and 2kk+1 (2, 3) = tile kk/4, byte f = kk%4 of call 0 / call 1.
+#pragma unroll
+        for (int kk = 0; kk < PK; ++kk) {
+          const int tt = kk >> 2;
+          auto d = [&]<int F>() {
+            p[kk][0] = attn::drop_bf16x2<F>(p[kk][0], ge7[tt][0][0], ge7[tt][0][1]);
+            p[kk][1] = attn::drop_bf16x2<F>(p[kk][1], ge7[tt][0][2], ge7[tt][0][3]);
+            p[kk][2] = attn::drop_bf16x2<F>(p[kk][2], ge7[tt][1][0], ge7[tt][1][1]);
+            p[kk][3] = attn::drop_bf16x2<F>(p[kk][3], ge7[tt][1][2], ge7[tt][1][3]);
+          };
+          switch (kk & 3) {
+            case 0: d.template operator()<0>(); break;
+            case 1: d.template operator()<1>(); break;
+            case 2: d.template operator()<2>(); break;
+            default: d.template operator()<3>(); break;
+          }
+        }
+      }
+    };
     auto gen_words = [&](int j, uint32_t (&kw)[NT]) {
-      if constexpr (kMode == DropoutMode::Fused && !kRng) {
+      if constexpr (kGe7) {
+        gen_ge7(j);
+      } else if constexpr (kMode == DropoutMode::Fused && !kRng) {
 #pragma unroll
         for (int tt = 0; tt < NT; ++tt) {
           uint32_t w = 0;
@@ -335,18 +397,25 @@ __global__ void __launch_bounds__(384, 1)
           }
         row_sum[hh] = __fmaf_rn(row_sum[hh], alpha[hh], sum);
       }
-      if constexpr (kDrop) {
+      if constexpr (kDrop && C::kDropImpl == 0) {
 #pragma unroll
         for (int tt = 0; tt < NT; ++tt) attn::apply_keep_word(*reinterpret_cast<float(*)[8][4]>(&s[32 * tt]), kw[tt]);
       }
     };
-    auto convert_p = [&]() {
+    // kDropImpl 1: dropout on the packed bf16x2 P (keep words: mask, design (b), fused TW 16/32; or ge7).
+    auto convert_p = [&](const uint32_t (&kwp)[NT]) {
 #pragma unroll
       for (int kk = 0; kk < PK; ++kk) {
         p[kk][0] = attn::pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
         p[kk][1] = attn::pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
         p[kk][2] = attn::pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
         p[kk][3] = attn::pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+      }
+      if constexpr (kGe7) {
+        apply_ge7();
+      } else if constexpr (kDrop && C::kDropImpl == 1) {
+#pragma unroll
+        for (int tt = 0; tt < NT; ++tt) attn::apply_keep_word_bf16x2(p[4 * tt], p[4 * tt + 1], p[4 * tt + 2], p[4 * tt + 3], kwp[tt]);
       }
     };
 
@@ -377,16 +446,20 @@ __global__ void __launch_bounds__(384, 1)
     issue_s(0);
     pass_turn(false);
     if (n_kv > 1) load_words(1, kw_next);
-    gen_words(0, kw);
-    [[maybe_unused]] constexpr bool kAhead = C::kPhiloxAhead && kMode == DropoutMode::Fused && !kRng;
+    [[maybe_unused]] constexpr bool kAhead = C::kPhiloxAhead && kMode == DropoutMode::Fused && !kRng && !kGe7;
+    // kGe7 with kPhiloxAhead: block j's Philox calls after its softmax ("late", under P_{j-1} V_{j-1}) instead of
+    // under S_j (a schedule variant for the benchmark; the bits are the same).
+    [[maybe_unused]] constexpr bool kLate = C::kPhiloxAhead && kGe7;
+    if constexpr (!kLate) gen_words(0, kw);
     ring_words(0, kw);
     wgmma_wait<0>();
     reg_fence(s);
     softmax(0, kw, alpha);
+    if constexpr (kLate) gen_words(0, kw);
     if constexpr (kAhead) {
       if (n_kv > 1) gen_words(1, kw_next);
     }
-    convert_p();
+    convert_p(kw);
 
     for (int j = 1; j < n_kv; ++j) {
       const int st = j % ST, pst = (j - 1) % ST;
@@ -401,11 +474,12 @@ __global__ void __launch_bounds__(384, 1)
       issue_pv(pst);
       pass_turn(false);
       if (j + 1 < n_kv) load_words(j + 1, kw_next);
-      if constexpr (!kAhead) gen_words(j, kw);
+      if constexpr (!kAhead && !kLate) gen_words(j, kw);
       ring_words(j, kw);
       wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
       reg_fence(s);
       softmax(j, kw, alpha);
+      if constexpr (kLate) gen_words(j, kw);
       if constexpr (kAhead) {
         if (j + 1 < n_kv) gen_words(j + 1, kw_next);
       }
@@ -416,7 +490,7 @@ __global__ void __launch_bounds__(384, 1)
       if (lane == 0) mbar_arrive(kv_empty(pst));
 #pragma unroll
       for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
-      convert_p();
+      convert_p(kw);
     }
     {
       const int last = n_kv - 1, st = last % ST;
