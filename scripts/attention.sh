@@ -48,7 +48,7 @@ case "${1:-build}" in
         --gtest_filter='Shapes/AttentionVsRef.*S77*:Shapes/AttentionVsRef.*S300*' > $LOG/memcheck.log 2>&1
       echo "memcheck exit: $? ($(grep -c 'Invalid\|ERROR SUMMARY: [1-9]' $LOG/memcheck.log) error lines)"
       timeout 180 compute-sanitizer --tool racecheck --error-exitcode 3 $B/test_attention_gpu \
-        --gtest_filter='Shapes/AttentionVsRef.*B1_S77*' > $LOG/racecheck.log 2>&1
+        --gtest_filter='Shapes/AttentionVsRef.*wgmma*S77*' > $LOG/racecheck.log 2>&1
       echo "racecheck exit: $? ($(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' $LOG/racecheck.log | tr '\n' ' '))"
     fi
     for sq in ${SQS:-8192 16384}; do
@@ -92,6 +92,17 @@ case "${1:-build}" in
     done
     BENCH_MODE=rr timeout 60 $BD/bench/bench_attention 8192 32 8 ${REPS64:-11} 64 2>&1 | tee -a $LOG/rr.log | grep -E "^rr|MISMATCH|error"
     nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv | tee -a $LOG/smi.txt || true
+    snap() { if [ -n "${TARTO:-}" ]; then tar czf "$TARTO" -C "$(dirname $LOG)" "$(basename $LOG)"; fi; }
+    snap
+    if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+      timeout 60 compute-sanitizer --tool memcheck --error-exitcode 3 $BD/tests/test_attention_gpu \
+        --gtest_filter='Shapes/AttentionVsRef.*wgmma*S77*:Shapes/AttentionVsRef.*wgmma*S300*:AttentionKernels.WgmmaFusedDesignsEqualMaskBitwise' > $LOG/memcheck.log 2>&1
+      echo "memcheck exit: $? ($(grep -E 'ERROR SUMMARY|PASSED|FAILED' $LOG/memcheck.log | tr '\n' ' '))"
+      timeout 60 compute-sanitizer --tool racecheck --error-exitcode 3 $BD/tests/test_attention_gpu \
+        --gtest_filter='Shapes/AttentionVsRef.*wgmma*S77*' > $LOG/racecheck.log 2>&1
+      echo "racecheck exit: $? ($(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED' $LOG/racecheck.log | tr '\n' ' '))"
+      snap
+    fi
     if [ "${NCU:-1}" = 1 ] && command -v ncu >/dev/null; then
       BENCH_MODE=seq BENCH_CAUSAL=0 timeout ${NCU_TIMEOUT:-120} ncu --clock-control none -k regex:attn_fwd_wgmma --launch-count 8 \
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats --section SchedulerStats \
@@ -100,6 +111,7 @@ case "${1:-build}" in
       echo "ncu exit: $?"
       ncu --import /tmp/ncu_s5.ncu-rep --page raw --csv > $LOG/ncu_raw.csv 2>&1
       ncu --import /tmp/ncu_s5.ncu-rep --page details --csv > $LOG/ncu_details.csv 2>&1
+      snap
       ls -la $LOG
     fi
     ;;
