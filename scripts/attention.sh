@@ -48,7 +48,7 @@ case "${1:-build}" in
         --gtest_filter='Shapes/AttentionVsRef.*S77*:Shapes/AttentionVsRef.*S300*' > $LOG/memcheck.log 2>&1
       echo "memcheck exit: $? ($(grep -c 'Invalid\|ERROR SUMMARY: [1-9]' $LOG/memcheck.log) error lines)"
       timeout 180 compute-sanitizer --tool racecheck --error-exitcode 3 $B/test_attention_gpu \
-        --gtest_filter='Shapes/AttentionVsRef.*wgmma*S77*' > $LOG/racecheck.log 2>&1
+        --gtest_filter='Shapes/AttentionVsRef.*B1_S77*' > $LOG/racecheck.log 2>&1
       echo "racecheck exit: $? ($(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' $LOG/racecheck.log | tr '\n' ' '))"
     fi
     for sq in ${SQS:-8192 16384}; do
