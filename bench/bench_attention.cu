@@ -129,7 +129,9 @@ double rel_diff(const bf16* a, const bf16* b, size_t n) {
 
 // ---- Round-robin comparison of the wgmma dropout variants (BENCH_MODE=rr) and one launch of each (=seq, for
 // Nsight Compute). Variants: none, mask and fused (a) as launch_attention runs them (session 5 code, "new"),
-// the same modes coded as in session 4 ("old", WgCfg DROP_IMPL 0, same schedule otherwise), fused design (b).
+// the same modes coded as in session 4 ("old", WgCfg DROP_IMPL 0, same schedule otherwise), mask applied to the
+// packed bf16x2 P (DROP_IMPL 2), the other fused-(a) coding of session 5 (ge7 / SWAR keep words one block
+// ahead), fused design (b) new and old.
 // Each round launches every variant once, the starting variant rotating per round; CUDA events around each
 // launch; per-variant median and 10th/90th percentiles, and the median over rounds of the per-round ratio to
 // none. Every dropout variant's O must equal mask-new's bit for bit (same seed/threshold), old none = none.
@@ -139,26 +141,41 @@ struct WgVariant {
   std::function<void(const AttentionParams&)> launch;
 };
 
+template <int HD, bool kCausal, int I>
+using MaskCfg = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, !kCausal, 0, false, I>, attn_wg::WgCfg<64, 128, 4, true, 0, false, I>>;
+// AHEAD: Philox one block ahead (session 4's causal schedule; DROP_IMPL 0 and 4 only).
+template <int HD, bool AHEAD, int I>
+using FusedCfg = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, true, 0, AHEAD, I>, attn_wg::WgCfg<64, 128, 4, true, 0, AHEAD, I>>;
+template <int HD, int I>
+using RngCfg = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 2, true, 3, false, I>, attn_wg::WgCfg<64, 128, 4, true, 3, false, I>>;
+
 template <int HD, bool kCausal>
 std::vector<WgVariant> wg_variants() {
-  using namespace attn_wg;
-  using OldMask = std::conditional_t<HD == 128, WgCfg<128, 128, 3, !kCausal, 0, false, 0>, WgCfg<64, 128, 4, true, 0, false, 0>>;
-  using OldFused = std::conditional_t<HD == 128, WgCfg<128, 128, 3, true, 0, kCausal, 0>, WgCfg<64, 128, 4, true, 0, kCausal, 0>>;
   std::vector<WgVariant> v;
   v.push_back({"none", DropoutMode::None, [](const AttentionParams& q) { launch_attention(q, DropoutMode::None, nullptr); }});
   v.push_back({"mask new", DropoutMode::Mask, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Mask, nullptr); }});
-  v.push_back({"mask old(s4)", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<OldMask, DropoutMode::Mask, kCausal>(q, nullptr); }});
+  v.push_back({"mask old(s4)", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 0>, DropoutMode::Mask, kCausal>(q, nullptr); }});
+  v.push_back({"mask packed(I2)", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 2>, DropoutMode::Mask, kCausal>(q, nullptr); }});
   v.push_back({"fused(a) new", DropoutMode::Fused, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Fused, nullptr); }});
-  v.push_back({"fused(a) old(s4)", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<OldFused, DropoutMode::Fused, kCausal>(q, nullptr); }});
-  using LateFused = std::conditional_t<HD == 128, WgCfg<128, 128, 3, true, 0, true, 1>, WgCfg<64, 128, 4, true, 0, true, 1>>;
-  v.push_back({"fused(a) new late", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<LateFused, DropoutMode::Fused, kCausal>(q, nullptr); }});
+  v.push_back({"fused(a) old(s4)", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfg<HD, kCausal, 0>, DropoutMode::Fused, kCausal>(q, nullptr); }});
+  // The alternative of the new default: causal runs ge7 (I1), non-causal the SWAR keep words one block ahead (I4).
+  if (kCausal)
+    v.push_back({"fused(a) ge7(I1)", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfg<HD, false, 1>, DropoutMode::Fused, kCausal>(q, nullptr); }});
+  else
+    v.push_back({"fused(a) swarwords-ahead(I4)", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfg<HD, true, 4>, DropoutMode::Fused, kCausal>(q, nullptr); }});
+  // Pinned softmax (membar.cta before the P V wait), same coding as the defaults.
+  using NonePin = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, true, 0, false, 1, true>,
+                                     attn_wg::WgCfg<64, 128, 4, kCausal, 0, false, 1, true>>;
+  v.push_back({"none pinned", DropoutMode::None, [](const AttentionParams& q) { launch_wg_variant<NonePin, DropoutMode::None, kCausal>(q, nullptr); }});
+  using MaskPin = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, !kCausal, 0, false, 1, true>, attn_wg::WgCfg<64, 128, 4, true, 0, false, 1, true>>;
+  v.push_back({"mask pinned", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskPin, DropoutMode::Mask, kCausal>(q, nullptr); }});
+  using FusedPin = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, true, 0, kCausal, kCausal ? 4 : 1, true>,
+                                      attn_wg::WgCfg<64, 128, 4, true, 0, kCausal, kCausal ? 4 : 1, true>>;
+  v.push_back({"fused(a) pinned", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedPin, DropoutMode::Fused, kCausal>(q, nullptr); }});
   v.push_back({"fused(b) new", DropoutMode::Fused, [](const AttentionParams& q) {
                  attn_wg::launch_design(q, DropoutMode::Fused, attn_wg::FusedDesign::RngWarps, nullptr);
                }});
-  using OldB = std::conditional_t<HD == 128, WgCfg<128, 128, 2, true, 3, false, 0>, WgCfg<64, 128, 4, true, 3, false, 0>>;
-  v.push_back({"fused(b) old(s4)", DropoutMode::Fused, [](const AttentionParams& q) {
-                 launch_wg_variant<OldB, DropoutMode::Fused, kCausal, true>(q, nullptr);
-               }});
+  v.push_back({"fused(b) old(s4)", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<RngCfg<HD, 0>, DropoutMode::Fused, kCausal, true>(q, nullptr); }});
   return v;
 }
 
@@ -169,12 +186,13 @@ int wg_round_robin(int sq, int heads, int kv_heads, int reps, int only_hd, bool 
   for (int hd : {128, 64}) {
     if (only_hd != 0 && hd != only_hd) continue;
     const size_t n_qkv = static_cast<size_t>(sq) * (heads + 2 * kv_heads) * hd, n_o = static_cast<size_t>(sq) * heads * hd;
-    bf16 *qkv, *o, *o_ref;
+    bf16 *qkv, *o, *o_ref, *o_ref_none;
     float* lse;
     uint32_t* mask;
     DB_CUDA(cudaMalloc(&qkv, n_qkv * sizeof(bf16)));
     DB_CUDA(cudaMalloc(&o, n_o * sizeof(bf16)));
     DB_CUDA(cudaMalloc(&o_ref, n_o * sizeof(bf16)));
+    DB_CUDA(cudaMalloc(&o_ref_none, n_o * sizeof(bf16)));
     DB_CUDA(cudaMalloc(&lse, static_cast<size_t>(heads) * sq * sizeof(float)));
     fill_normal<<<1024, 256>>>(qkv, n_qkv, 777 + hd);
     DB_CUDA_LAUNCH();
@@ -205,7 +223,7 @@ int wg_round_robin(int sq, int heads, int kv_heads, int reps, int only_hd, bool 
       q.threshold_bits = 8;
       std::vector<WgVariant> vs = hd == 128 ? (causal ? wg_variants<128, true>() : wg_variants<128, false>())
                                             : (causal ? wg_variants<64, true>() : wg_variants<64, false>());
-      if (seq_only) {  // one launch each, in order (Nsight Compute: --launch-count = vs.size())
+      if (seq_only) {  // one launch each, in order (Nsight Compute: --launch-count = vs.size() = 12)
         for (const WgVariant& v : vs) v.launch(v.mode == DropoutMode::None ? p : q);
         DB_CUDA(cudaDeviceSynchronize());
         std::printf("seq hd%d causal=%d:", hd, causal);
@@ -219,17 +237,18 @@ int wg_round_robin(int sq, int heads, int kv_heads, int reps, int only_hd, bool 
         DB_CUDA(cudaMemset(o, 0xFF, n_o * sizeof(bf16)));
         v.launch(v.mode == DropoutMode::None ? p : q);
         DB_CUDA(cudaDeviceSynchronize());
-        if (vi == 0 || vi == 1) {
-          if (vi == 1) DB_CUDA(cudaMemcpy(o_ref, o, n_o * sizeof(bf16), cudaMemcpyDeviceToDevice));
+        if (vi == 0 || vi == 1) {  // none / mask new: the references of their modes
+          DB_CUDA(cudaMemcpy(vi == 0 ? o_ref_none : o_ref, o, n_o * sizeof(bf16), cudaMemcpyDeviceToDevice));
         } else {
           std::vector<uint16_t> a(n_o), b(n_o);
           DB_CUDA(cudaMemcpy(a.data(), o, n_o * 2, cudaMemcpyDeviceToHost));
-          DB_CUDA(cudaMemcpy(b.data(), o_ref, n_o * 2, cudaMemcpyDeviceToHost));
+          DB_CUDA(cudaMemcpy(b.data(), v.mode == DropoutMode::None ? o_ref_none : o_ref, n_o * 2, cudaMemcpyDeviceToHost));
           size_t diff = 0;
           for (size_t i = 0; i < n_o; ++i) diff += a[i] != b[i];
           if (diff) {
             ++mismatches;
-            std::printf("  MISMATCH hd%d causal=%d %s: %zu elements differ from mask new\n", hd, causal, v.name.c_str(), diff);
+            std::printf("  MISMATCH hd%d causal=%d %s: %zu elements differ from %s\n", hd, causal, v.name.c_str(), diff,
+                        v.mode == DropoutMode::None ? "none" : "mask new");
           }
         }
         ++vi;
@@ -275,6 +294,7 @@ int wg_round_robin(int sq, int heads, int kv_heads, int reps, int only_hd, bool 
     cudaFree(qkv);
     cudaFree(o);
     cudaFree(o_ref);
+    cudaFree(o_ref_none);
     cudaFree(lse);
     cudaFree(mask);
   }

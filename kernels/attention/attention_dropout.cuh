@@ -166,39 +166,63 @@ __device__ __forceinline__ uint32_t fused_word8_swar(const FusedStream& f, ByteT
 // prmt's sign-replicate mode turns bit 7 of byte f of each source into a 16-bit all-ones / all-zeros half, so
 // one PRMT + one LOP3 drop two elements (bf16(0) is +0, exactly what zeroing the fp32 value first gives).
 template <int F>
-__device__ __forceinline__ uint32_t drop_bf16x2(uint32_t pk, uint32_t ge_lo, uint32_t ge_hi) {
+__device__ __forceinline__ uint32_t keep_mask_bf16x2(uint32_t ge_lo, uint32_t ge_hi) {
   constexpr uint32_t sel = (8u + F) | ((8u + F) << 4) | ((12u + F) << 8) | ((12u + F) << 12);
   uint32_t m;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(m) : "r"(ge_lo), "r"(ge_hi), "n"(sel));
-  return pk & m;
+  return m;
+}
+template <int F>
+__device__ __forceinline__ uint32_t drop_bf16x2(uint32_t pk, uint32_t ge_lo, uint32_t ge_hi) {
+  return pk & keep_mask_bf16x2<F>(ge_lo, ge_hi);
 }
 
-// A keep word applied to the packed bf16x2 P of its 16x64 tile (pk[kk][0..3], kk = 0..3: n8-blocks 2kk and
-// 2kk+1, halves (c0,c1) and (c2,c3)), in place of apply_keep_word on the fp32 values. Bit 4nb+i goes to bit 7
-// of byte nb/2 in the copy shifted left by 7 - (4*(nb%2) + i); seven shifts, then one PRMT + one LOP3 per pair:
-// 78 instructions per 64 elements, where R2P + FSEL compile to ~100 (R2P fills only P0-P6, so two bits of
-// every byte take extra LOP3 / ISETP / PRMT).
-__device__ __forceinline__ void apply_keep_word_bf16x2(uint32_t* pk0, uint32_t* pk1, uint32_t* pk2, uint32_t* pk3, uint32_t w) {
+// The masks of a keep word for the packed bf16x2 P of its 16x64 tile: m[kk][0..3] for pk[kk][0..3], kk = 0..3
+// (n8-blocks 2kk and 2kk+1, halves (c0,c1) and (c2,c3)); P &= m drops the elements apply_keep_word drops.
+// Bit 4nb+i goes to bit 7 of byte nb/2 in the copy of the word shifted left by 7 - (4*(nb%2) + i): seven
+// shifts, then one PRMT per pair (and one LOP3 to apply): 78 instructions per 64 elements, where R2P + FSEL
+// compile to ~100 (R2P fills only P0-P6, so two bits of every byte take extra LOP3 / ISETP / PRMT).
+__device__ __forceinline__ void keep_word_masks_bf16x2(uint32_t w, uint32_t (&m)[4][4]) {
   uint32_t v[8];
 #pragma unroll
   for (int s = 0; s < 8; ++s) v[s] = w << s;
-  uint32_t* pk[4] = {pk0, pk1, pk2, pk3};
-  pk[0][0] = drop_bf16x2<0>(pk[0][0], v[7], v[6]);
-  pk[0][1] = drop_bf16x2<0>(pk[0][1], v[5], v[4]);
-  pk[0][2] = drop_bf16x2<0>(pk[0][2], v[3], v[2]);
-  pk[0][3] = drop_bf16x2<0>(pk[0][3], v[1], v[0]);
-  pk[1][0] = drop_bf16x2<1>(pk[1][0], v[7], v[6]);
-  pk[1][1] = drop_bf16x2<1>(pk[1][1], v[5], v[4]);
-  pk[1][2] = drop_bf16x2<1>(pk[1][2], v[3], v[2]);
-  pk[1][3] = drop_bf16x2<1>(pk[1][3], v[1], v[0]);
-  pk[2][0] = drop_bf16x2<2>(pk[2][0], v[7], v[6]);
-  pk[2][1] = drop_bf16x2<2>(pk[2][1], v[5], v[4]);
-  pk[2][2] = drop_bf16x2<2>(pk[2][2], v[3], v[2]);
-  pk[2][3] = drop_bf16x2<2>(pk[2][3], v[1], v[0]);
-  pk[3][0] = drop_bf16x2<3>(pk[3][0], v[7], v[6]);
-  pk[3][1] = drop_bf16x2<3>(pk[3][1], v[5], v[4]);
-  pk[3][2] = drop_bf16x2<3>(pk[3][2], v[3], v[2]);
-  pk[3][3] = drop_bf16x2<3>(pk[3][3], v[1], v[0]);
+  m[0][0] = keep_mask_bf16x2<0>(v[7], v[6]);
+  m[0][1] = keep_mask_bf16x2<0>(v[5], v[4]);
+  m[0][2] = keep_mask_bf16x2<0>(v[3], v[2]);
+  m[0][3] = keep_mask_bf16x2<0>(v[1], v[0]);
+  m[1][0] = keep_mask_bf16x2<1>(v[7], v[6]);
+  m[1][1] = keep_mask_bf16x2<1>(v[5], v[4]);
+  m[1][2] = keep_mask_bf16x2<1>(v[3], v[2]);
+  m[1][3] = keep_mask_bf16x2<1>(v[1], v[0]);
+  m[2][0] = keep_mask_bf16x2<2>(v[7], v[6]);
+  m[2][1] = keep_mask_bf16x2<2>(v[5], v[4]);
+  m[2][2] = keep_mask_bf16x2<2>(v[3], v[2]);
+  m[2][3] = keep_mask_bf16x2<2>(v[1], v[0]);
+  m[3][0] = keep_mask_bf16x2<3>(v[7], v[6]);
+  m[3][1] = keep_mask_bf16x2<3>(v[5], v[4]);
+  m[3][2] = keep_mask_bf16x2<3>(v[3], v[2]);
+  m[3][3] = keep_mask_bf16x2<3>(v[1], v[0]);
+}
+// The masks of one block's ge7 words (tile tt = kk/4, byte f = kk%4; pk[kk][0,1] from call 0's words (0,1),
+// (2,3); pk[kk][2,3] from call 1's).
+template <int NT>
+__device__ __forceinline__ void ge7_masks_bf16x2(const uint32_t (&ge)[NT][2][4], uint32_t (&m)[4 * NT][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 4 * NT; ++kk) {
+    const int tt = kk >> 2;
+    auto one = [&]<int F>() {
+      m[kk][0] = keep_mask_bf16x2<F>(ge[tt][0][0], ge[tt][0][1]);
+      m[kk][1] = keep_mask_bf16x2<F>(ge[tt][0][2], ge[tt][0][3]);
+      m[kk][2] = keep_mask_bf16x2<F>(ge[tt][1][0], ge[tt][1][1]);
+      m[kk][3] = keep_mask_bf16x2<F>(ge[tt][1][2], ge[tt][1][3]);
+    };
+    switch (kk & 3) {
+      case 0: one.template operator()<0>(); break;
+      case 1: one.template operator()<1>(); break;
+      case 2: one.template operator()<2>(); break;
+      default: one.template operator()<3>(); break;
+    }
+  }
 }
 
 // acc: one 16x64 tile of an m16n8 accumulator, 8 n8-blocks x (c0, c1, c2, c3). Dropped elements become 0.

@@ -38,13 +38,24 @@
 namespace dropbench {
 namespace attn_wg {
 
-template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3, bool PHILOX_AHEAD = false, int DROP_IMPL = 1>
+template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3, bool PHILOX_AHEAD = false, int DROP_IMPL = 1,
+          bool PIN_SOFTMAX = false>
 struct WgCfg {
-  // How the dropout modes are coded (same bits, same arithmetic, bit-identical outputs): 0 = session 4's
-  // (per-block mask addressing with three bounds tests per tile; fused: __vcmpgeu4 + bit gather into a keep
-  // word, R2P + FSEL on the fp32 P), 1 = session 5's (mask: a strip cursor, one compare per tile; fused TW 8:
-  // SWAR byte compare and PRMT + LOP3 on the packed bf16x2 P, no keep word). Kept selectable for the
-  // benchmark's old-vs-new comparison.
+  static constexpr bool kPinSoftmax = PIN_SOFTMAX;  // membar.cta before the P V wait (see the main loop)
+  // How the dropout modes are coded (same bits, same arithmetic, bit-identical outputs; docs/attention.md
+  // "Cutting the dropout instructions"):
+  //   0 = session 4's: per-block mask addressing (three bounds tests per tile); fused: __vcmpgeu4 + bit gather
+  //       into a keep word; keep words applied with R2P + FSEL to the fp32 P inside the softmax.
+  //   1 = default: mask through a strip cursor (one compare per tile), applied as in 0; fused TW 8 without a
+  //       keep word (SWAR byte compare), applied with PRMT + LOP3 to P packed to bf16x2 *before* waiting for
+  //       P_{j-1} V_{j-1} (into the free S registers; after the wait only 32 MOVs into the A operand).
+  //   2 = cursor; every keep word (mask too) / ge7 set applied to the packed bf16x2 P after the P V wait.
+  //   4 = fused TW 8 with keep words built by the SWAR compare (fused_word8_swar: 5 instructions per Philox
+  //       output word instead of ~7) and applied as in 0; unlike 1 it allows PHILOX_AHEAD (2 words to carry,
+  //       not 16), which session 4 measured to pay for causal.
+  // ptxas hoists the P V wait above the softmax in every variant (docs/attention.md), so "before the wait" in 1
+  // is what the source says, not what the SASS does. 0, 2 (and 4 where it is not the default) are kept for the
+  // benchmark's comparison (BENCH_MODE=rr).
   static constexpr int kDropImpl = DROP_IMPL;
   static constexpr bool kPingPong = PINGPONG;  // turn-taking between the consumer warpgroups
   // Fused design (a): false = block j's Philox calls right after its GEMMs are issued (under S_j); true = block
@@ -86,13 +97,13 @@ template <DropoutMode M, bool kCausal>
 struct Sched<128, M, kCausal, false> {
   using type = std::conditional_t<
       M == DropoutMode::Mask && kCausal, WgCfg<128, 128, 3, false, 0>,
-      WgCfg<128, 128, 3, true, 0>>;
+      std::conditional_t<M == DropoutMode::Fused && kCausal, WgCfg<128, 128, 3, true, 0, true, 4>, WgCfg<128, 128, 3, true, 0>>>;
 };
 template <DropoutMode M, bool kCausal>
 struct Sched<64, M, kCausal, false> {
   using type = std::conditional_t<
       M == DropoutMode::None && !kCausal, WgCfg<64, 128, 4, false, 0>,
-      WgCfg<64, 128, 4, true, 0>>;
+      std::conditional_t<M == DropoutMode::Fused && kCausal, WgCfg<64, 128, 4, true, 0, true, 4>, WgCfg<64, 128, 4, true, 0>>>;
 };
 template <DropoutMode M, bool kCausal>
 struct Sched<128, M, kCausal, true> { using type = WgCfg<128, 128, 2, true, 3>; };
@@ -188,7 +199,7 @@ __global__ void __launch_bounds__(384, 1)
               const uint32_t strip = static_cast<uint32_t>(w / (32 * NTL));
               const uint32_t tt = static_cast<uint32_t>((w / 32) % NTL);
               const uint32_t tile = (r16_0 + strip) * a.cols64 + static_cast<uint32_t>(j * NTL) + tt;
-              if constexpr (C::kDropImpl == 1 && TW == 8) {
+              if constexpr (C::kDropImpl >= 1 && TW == 8) {
                 word[u] = attn::fused_word8_swar<R>(fs, attn::byte_threshold(a.drop), tile, static_cast<uint32_t>(w % 32));
               } else {
 #pragma unroll
@@ -238,11 +249,16 @@ __global__ void __launch_bounds__(384, 1)
     [[maybe_unused]] attn::MaskStrip mstrip;
     [[maybe_unused]] attn::FusedStream fstream;
     [[maybe_unused]] uint32_t tile_row = 0;
-    // Session 5 (kDropImpl 1): mode Mask walks the strip with a cursor (pointer to block j's first word, tiles
-    // left to read); mode Fused with 8-bit thresholds keeps the byte compares' results (ge7: 4 words per
-    // Philox call, NT*2 calls per block) and applies them to the packed P.
-    constexpr bool kNewMask = C::kDropImpl == 1 && kMode == DropoutMode::Mask;
-    constexpr bool kGe7 = C::kDropImpl == 1 && kMode == DropoutMode::Fused && !kRng && TW == 8;
+    // kDropImpl >= 1: mode Mask walks the strip with a cursor (pointer to block j's first word, tiles left to
+    // read); mode Fused with 8-bit thresholds keeps the byte compares' results (ge7: 4 words per Philox call,
+    // NT*2 calls per block) and applies them to the packed P. Where the dropout is applied: kFp32Apply (in the
+    // softmax, fp32), kPackEarly (packed bf16x2 before the P V wait), kPackLate (packed after it).
+    constexpr int DI = C::kDropImpl;
+    constexpr bool kNewMask = DI >= 1 && kMode == DropoutMode::Mask;
+    constexpr bool kGe7 = (DI == 1 || DI == 2) && kMode == DropoutMode::Fused && !kRng && TW == 8;
+    constexpr bool kPackLate = kDrop && DI == 2;
+    constexpr bool kPackEarly = kDrop && DI == 1 && kGe7;
+    constexpr bool kFp32Apply = kDrop && !kPackLate && !kPackEarly;
     [[maybe_unused]] const uint32_t* mcur = nullptr;
     [[maybe_unused]] int mleft = 0;
     [[maybe_unused]] attn::ByteThreshold bthr{};
@@ -328,30 +344,13 @@ __global__ void __launch_bounds__(384, 1)
             attn::fused_call_ge7<R>(fstream, bthr, tile_row + static_cast<uint32_t>(j * NT + tt), static_cast<uint32_t>(lane), k, ge7[tt][k]);
       }
     };
-    auto apply_ge7 = [&]() {
-      if constexpr (kGe7) {
-        // p[kk] holds n8-blocks 2kk (words 0, 1) and 2kk+1 (2, 3) = tile kk/4, byte f = kk%4 of call 0 / call 1.
-#pragma unroll
-        for (int kk = 0; kk < PK; ++kk) {
-          const int tt = kk >> 2;
-          auto d = [&]<int F>() {
-            p[kk][0] = attn::drop_bf16x2<F>(p[kk][0], ge7[tt][0][0], ge7[tt][0][1]);
-            p[kk][1] = attn::drop_bf16x2<F>(p[kk][1], ge7[tt][0][2], ge7[tt][0][3]);
-            p[kk][2] = attn::drop_bf16x2<F>(p[kk][2], ge7[tt][1][0], ge7[tt][1][1]);
-            p[kk][3] = attn::drop_bf16x2<F>(p[kk][3], ge7[tt][1][2], ge7[tt][1][3]);
-          };
-          switch (kk & 3) {
-            case 0: d.template operator()<0>(); break;
-            case 1: d.template operator()<1>(); break;
-            case 2: d.template operator()<2>(); break;
-            default: d.template operator()<3>(); break;
-          }
-        }
-      }
-    };
     auto gen_words = [&](int j, uint32_t (&kw)[NT]) {
       if constexpr (kGe7) {
         gen_ge7(j);
+      } else if constexpr (kMode == DropoutMode::Fused && !kRng && DI == 4 && TW == 8) {
+#pragma unroll
+        for (int tt = 0; tt < NT; ++tt)
+          kw[tt] = attn::fused_word8_swar<R>(fstream, bthr, tile_row + static_cast<uint32_t>(j * NT + tt), static_cast<uint32_t>(lane));
       } else if constexpr (kMode == DropoutMode::Fused && !kRng) {
 #pragma unroll
         for (int tt = 0; tt < NT; ++tt) {
@@ -397,25 +396,61 @@ __global__ void __launch_bounds__(384, 1)
           }
         row_sum[hh] = __fmaf_rn(row_sum[hh], alpha[hh], sum);
       }
-      if constexpr (kDrop && C::kDropImpl == 0) {
+      if constexpr (kFp32Apply) {
 #pragma unroll
         for (int tt = 0; tt < NT; ++tt) attn::apply_keep_word(*reinterpret_cast<float(*)[8][4]>(&s[32 * tt]), kw[tt]);
       }
     };
-    // kDropImpl 1: dropout on the packed bf16x2 P (keep words: mask, design (b), fused TW 16/32; or ge7).
-    auto convert_p = [&](const uint32_t (&kwp)[NT]) {
+    // P_j as bf16x2 (the A operand of P V) with the packed-domain dropout (keep words: mask, design (b), fused
+    // TW 16/32; or ge7): P &= masks. kPackEarly: the packed P (pe) and the masks (pm) are made before the P V
+    // wait, in registers the softmax no longer needs (S's), and after the wait only the 32 ANDs remain, which
+    // define the A operand (a plain copy would be folded by ptxas, making pe the operand while the previous
+    // P V still reads p: ptxas then serializes every wgmma). kPackLate: all of it after the wait.
+    [[maybe_unused]] uint32_t pe[PK][4], pm[PK][4];
+    auto pack = [&](uint32_t (&d)[PK][4]) {
 #pragma unroll
       for (int kk = 0; kk < PK; ++kk) {
-        p[kk][0] = attn::pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
-        p[kk][1] = attn::pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
-        p[kk][2] = attn::pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
-        p[kk][3] = attn::pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+        d[kk][0] = attn::pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
+        d[kk][1] = attn::pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+        d[kk][2] = attn::pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+        d[kk][3] = attn::pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
       }
+    };
+    auto masks = [&](uint32_t (&m)[PK][4], const uint32_t (&kwp)[NT]) {
       if constexpr (kGe7) {
-        apply_ge7();
-      } else if constexpr (kDrop && C::kDropImpl == 1) {
+        attn::ge7_masks_bf16x2<NT>(ge7, m);
+      } else {
 #pragma unroll
-        for (int tt = 0; tt < NT; ++tt) attn::apply_keep_word_bf16x2(p[4 * tt], p[4 * tt + 1], p[4 * tt + 2], p[4 * tt + 3], kwp[tt]);
+        for (int tt = 0; tt < NT; ++tt) attn::keep_word_masks_bf16x2(kwp[tt], *reinterpret_cast<uint32_t(*)[4][4]>(&m[4 * tt]));
+      }
+    };
+    auto pack_early = [&](const uint32_t (&kwp)[NT]) {
+      if constexpr (kPackEarly) {
+        pack(pe);
+        masks(pm, kwp);
+#pragma unroll
+        for (int kk = 0; kk < PK; ++kk) {
+          reg_fence(pe[kk]);
+          reg_fence(pm[kk]);
+        }
+      }
+    };
+    auto convert_p = [&](const uint32_t (&kwp)[NT]) {
+      if constexpr (kPackEarly) {
+#pragma unroll
+        for (int kk = 0; kk < PK; ++kk)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) p[kk][i] = pe[kk][i] & pm[kk][i];
+      } else {
+        pack(p);
+        if constexpr (kPackLate) {
+          uint32_t m[PK][4];
+          masks(m, kwp);
+#pragma unroll
+          for (int kk = 0; kk < PK; ++kk)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) p[kk][i] &= m[kk][i];
+        }
       }
     };
 
@@ -445,20 +480,20 @@ __global__ void __launch_bounds__(384, 1)
     take_turn();
     issue_s(0);
     pass_turn(false);
-    if (n_kv > 1) load_words(1, kw_next);
+    // The cursor loads run unconditionally (past the last block they are predicated off): under an
+    // `if (j + 1 < n_kv)` ptxas joined the two paths with a register copy of the loaded word right after the
+    // load, which waited the whole global-load latency (ncu, device run 1: long-scoreboard stalls x3).
+    if (kNewMask || n_kv > 1) load_words(1, kw_next);
     [[maybe_unused]] constexpr bool kAhead = C::kPhiloxAhead && kMode == DropoutMode::Fused && !kRng && !kGe7;
-    // kGe7 with kPhiloxAhead: block j's Philox calls after its softmax ("late", under P_{j-1} V_{j-1}) instead of
-    // under S_j (a schedule variant for the benchmark; the bits are the same).
-    [[maybe_unused]] constexpr bool kLate = C::kPhiloxAhead && kGe7;
-    if constexpr (!kLate) gen_words(0, kw);
+    gen_words(0, kw);
     ring_words(0, kw);
     wgmma_wait<0>();
     reg_fence(s);
     softmax(0, kw, alpha);
-    if constexpr (kLate) gen_words(0, kw);
     if constexpr (kAhead) {
       if (n_kv > 1) gen_words(1, kw_next);
     }
+    pack_early(kw);
     convert_p(kw);
 
     for (int j = 1; j < n_kv; ++j) {
@@ -473,16 +508,20 @@ __global__ void __launch_bounds__(384, 1)
       issue_s(st);
       issue_pv(pst);
       pass_turn(false);
-      if (j + 1 < n_kv) load_words(j + 1, kw_next);
-      if constexpr (!kAhead && !kLate) gen_words(j, kw);
+      if (kNewMask || j + 1 < n_kv) load_words(j + 1, kw_next);
+      if constexpr (!kAhead) gen_words(j, kw);
       ring_words(j, kw);
       wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
       reg_fence(s);
       softmax(j, kw, alpha);
-      if constexpr (kLate) gen_words(j, kw);
       if constexpr (kAhead) {
         if (j + 1 < n_kv) gen_words(j + 1, kw_next);
       }
+      pack_early(kw);
+      // ptxas hoists the wait for P_{j-1} V_{j-1} to the top of the softmax's basic block (the softmax then
+      // runs after that GEMM instead of under it); a membar.cta in front is the one fence found that it keeps
+      // the wait behind (docs/attention.md). kPinSoftmax: a schedule variant for the benchmark.
+      if constexpr (C::kPinSoftmax) asm volatile("membar.cta;" ::: "memory");
       wgmma_wait<0>();
       reg_fence(o);
 #pragma unroll
