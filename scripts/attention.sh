@@ -76,7 +76,7 @@ case "${1:-build}" in
   compare)
     # Session 5's dropout-variant comparison (docs/attention.md "Cutting the dropout instructions"), with binaries
     # from a CMake build dir BD (default build): GPU tests, then bench_attention BENCH_MODE=rr (round-robin: none,
-    # mask new/old/packed, fused (a) new/old/alternative, none/mask/fused (a) with the pinned softmax, fused (b) new/old; SQ in $SQS, dH 128 both causal, dH 64), then Nsight Compute of one
+    # mask new/old/packed, fused (a) new/old/alternative, fused (b) new/old; SQ in $SQS, dH 128 both causal, dH 64), then Nsight Compute of one
     # launch of each variant (BENCH_MODE=seq, SQ 8192 non-causal, dH 128) unless NCU=0. Logs under $OUT.
     LOG=${OUT:-$B}; BD=${BD:-build}
     nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv | tee $LOG/smi.txt || true
@@ -104,7 +104,7 @@ case "${1:-build}" in
       snap
     fi
     if [ "${NCU:-1}" = 1 ] && command -v ncu >/dev/null; then
-      BENCH_MODE=seq BENCH_CAUSAL=0 timeout ${NCU_TIMEOUT:-120} ncu --clock-control none -k regex:attn_fwd_wgmma --launch-count 12 \
+      BENCH_MODE=seq BENCH_CAUSAL=0 timeout ${NCU_TIMEOUT:-120} ncu --clock-control none -k regex:attn_fwd_wgmma --launch-count 9 \
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats --section SchedulerStats \
         --section WarpStateStats --metrics sm__inst_executed_pipe_alu.sum,sm__inst_executed_pipe_fma.sum,sm__inst_executed_pipe_fmaheavy.sum,sm__inst_executed_pipe_xu.sum,sm__inst_executed_pipe_lsu.sum,sm__inst_executed_pipe_uniform.sum,sm__inst_executed_pipe_tensor_op_gmma.sum \
         -f -o /tmp/ncu_s5 $BD/bench/bench_attention 8192 32 8 1 128 > $LOG/ncu_run.log 2>&1

@@ -37,7 +37,6 @@ Instance make_instance() {
             dropout_mode_name(M);
   if (M == DropoutMode::Fused) in.name += "_r" + std::to_string(R) + "_tw" + std::to_string(TW);
   if (M == DropoutMode::Fused && C::kPhiloxAhead && !kRngWarps) in.name += "_ahead";
-  if (M == DropoutMode::Fused && C::kDropImpl == 4 && TW == 8 && !kRngWarps) in.name += "_swarwords";
   if (kRngWarps) in.name += "_rngwarps";
   if (kCausal) in.name += "_causal";
   return in;

@@ -38,24 +38,20 @@
 namespace dropbench {
 namespace attn_wg {
 
-template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3, bool PHILOX_AHEAD = false, int DROP_IMPL = 1,
-          bool PIN_SOFTMAX = false>
+template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3, bool PHILOX_AHEAD = false, int DROP_IMPL = 1>
 struct WgCfg {
-  static constexpr bool kPinSoftmax = PIN_SOFTMAX;  // membar.cta before the P V wait (see the main loop)
   // How the dropout modes are coded (same bits, same arithmetic, bit-identical outputs; docs/attention.md
   // "Cutting the dropout instructions"):
   //   0 = session 4's: per-block mask addressing (three bounds tests per tile); fused: __vcmpgeu4 + bit gather
   //       into a keep word; keep words applied with R2P + FSEL to the fp32 P inside the softmax.
   //   1 = default: mask through a strip cursor (one compare per tile), applied as in 0; fused TW 8 without a
   //       keep word (SWAR byte compare), applied with PRMT + LOP3 to P packed to bf16x2 *before* waiting for
-  //       P_{j-1} V_{j-1} (into the free S registers; after the wait only 32 MOVs into the A operand).
+  //       P_{j-1} V_{j-1} (into the free S registers; after the wait only the 32 ANDs that define the A operand).
+  //       dH 128 causal fused is dispatched as 0 with PHILOX_AHEAD (it measured best; see Sched).
   //   2 = cursor; every keep word (mask too) / ge7 set applied to the packed bf16x2 P after the P V wait.
-  //   4 = fused TW 8 with keep words built by the SWAR compare (fused_word8_swar: 5 instructions per Philox
-  //       output word instead of ~7) and applied as in 0; unlike 1 it allows PHILOX_AHEAD (2 words to carry,
-  //       not 16), which session 4 measured to pay for causal.
   // ptxas hoists the P V wait above the softmax in every variant (docs/attention.md), so "before the wait" in 1
-  // is what the source says, not what the SASS does. 0, 2 (and 4 where it is not the default) are kept for the
-  // benchmark's comparison (BENCH_MODE=rr).
+  // is what the source says, not what the SASS does. 0 and 2 are kept for the benchmark's comparison
+  // (BENCH_MODE=rr); 0 with PHILOX_AHEAD is also the dH 128 causal fused schedule (Sched).
   static constexpr int kDropImpl = DROP_IMPL;
   static constexpr bool kPingPong = PINGPONG;  // turn-taking between the consumer warpgroups
   // Fused design (a): false = block j's Philox calls right after its GEMMs are issued (under S_j); true = block
@@ -87,7 +83,9 @@ struct Regs {
   static_assert(kProducer * 128 + 2 * kConsumer * 128 <= 65536, "register file");
 };
 
-// The schedules launch_attention uses, per (dH, mode, causal). Stage count, ping-pong and the Philox slot do
+// The schedules launch_attention uses, per (dH, mode, causal); the dropout coding (kDropImpl) too, from session
+// 5's device run 2 (results/h200/attention_s5): dH 128 causal fused keeps session 4's coding with the Philox
+// look-ahead (1.24-1.26x none against 1.31-1.33 for ge7), dH 64 causal fused takes ge7 without it. Stage count, ping-pong and the Philox slot do
 // not change the arithmetic (bit-identical outputs, checked by the benchmark and the tests), so each mode may
 // take its fastest; measured on the H200 (docs/attention.md). dH 128 needs 3 K/V stages (2 starve the tensor
 // cores: 543 -> 678 TFLOP/s), which leaves no room for design (b)'s keep-word ring: design (b) runs on 2.
@@ -97,13 +95,13 @@ template <DropoutMode M, bool kCausal>
 struct Sched<128, M, kCausal, false> {
   using type = std::conditional_t<
       M == DropoutMode::Mask && kCausal, WgCfg<128, 128, 3, false, 0>,
-      std::conditional_t<M == DropoutMode::Fused && kCausal, WgCfg<128, 128, 3, true, 0, true, 4>, WgCfg<128, 128, 3, true, 0>>>;
+      std::conditional_t<M == DropoutMode::Fused && kCausal, WgCfg<128, 128, 3, true, 0, true, 0>, WgCfg<128, 128, 3, true, 0>>>;
 };
 template <DropoutMode M, bool kCausal>
 struct Sched<64, M, kCausal, false> {
   using type = std::conditional_t<
       M == DropoutMode::None && !kCausal, WgCfg<64, 128, 4, false, 0>,
-      std::conditional_t<M == DropoutMode::Fused && kCausal, WgCfg<64, 128, 4, true, 0, true, 4>, WgCfg<64, 128, 4, true, 0>>>;
+      WgCfg<64, 128, 4, true, 0>>;
 };
 template <DropoutMode M, bool kCausal>
 struct Sched<128, M, kCausal, true> { using type = WgCfg<128, 128, 2, true, 3>; };
@@ -305,7 +303,7 @@ __global__ void __launch_bounds__(384, 1)
     };
 
     // Mode Mask: the block's keep words (loads issued one block ahead, consumed after the softmax).
-    // kDropImpl 1: called for j = 0, 1, 2, ... in order, so a cursor replaces the per-tile address arithmetic.
+    // kDropImpl >= 1: called for j = 0, 1, 2, ... in order, so a cursor replaces the per-tile address arithmetic.
     auto load_words = [&](int j, uint32_t (&kw)[NT]) {
       if constexpr (kNewMask) {
 #pragma unroll
@@ -347,10 +345,6 @@ __global__ void __launch_bounds__(384, 1)
     auto gen_words = [&](int j, uint32_t (&kw)[NT]) {
       if constexpr (kGe7) {
         gen_ge7(j);
-      } else if constexpr (kMode == DropoutMode::Fused && !kRng && DI == 4 && TW == 8) {
-#pragma unroll
-        for (int tt = 0; tt < NT; ++tt)
-          kw[tt] = attn::fused_word8_swar<R>(fstream, bthr, tile_row + static_cast<uint32_t>(j * NT + tt), static_cast<uint32_t>(lane));
       } else if constexpr (kMode == DropoutMode::Fused && !kRng) {
 #pragma unroll
         for (int tt = 0; tt < NT; ++tt) {
@@ -518,10 +512,9 @@ __global__ void __launch_bounds__(384, 1)
         if (j + 1 < n_kv) gen_words(j + 1, kw_next);
       }
       pack_early(kw);
-      // ptxas hoists the wait for P_{j-1} V_{j-1} to the top of the softmax's basic block (the softmax then
-      // runs after that GEMM instead of under it); a membar.cta in front is the one fence found that it keeps
-      // the wait behind (docs/attention.md). kPinSoftmax: a schedule variant for the benchmark.
-      if constexpr (C::kPinSoftmax) asm volatile("membar.cta;" ::: "memory");
+      // ptxas hoists this wait to the top of the softmax's basic block, so the softmax runs after P_{j-1} V_{j-1}
+      // rather than under it; a membar.cta in front keeps it in place but measured slower in every mode
+      // (docs/attention.md, device run 2 of session 5).
       wgmma_wait<0>();
       reg_fence(o);
 #pragma unroll
