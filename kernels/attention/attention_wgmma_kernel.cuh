@@ -85,8 +85,8 @@ struct Regs {
 
 // The schedules launch_attention uses, per (dH, mode, causal); the dropout coding (kDropImpl) too, from session
 // 5's device run 2 (results/h200/attention_s5): dH 128 causal fused keeps session 4's coding with the Philox
-// look-ahead (1.24-1.26x none against 1.31-1.33 for ge7), dH 64 causal fused takes ge7 without it. Stage count, ping-pong and the Philox slot do
-// not change the arithmetic (bit-identical outputs, checked by the benchmark and the tests), so each mode may
+// look-ahead (1.24-1.26x none against 1.31-1.33 for ge7), dH 64 causal fused takes ge7 without it.
+// Stage count, ping-pong and the Philox slot do not change the arithmetic (bit-identical outputs, checked by the benchmark and the tests), so each mode may
 // take its fastest; measured on the H200 (docs/attention.md). dH 128 needs 3 K/V stages (2 starve the tensor
 // cores: 543 -> 678 TFLOP/s), which leaves no room for design (b)'s keep-word ring: design (b) runs on 2.
 template <int HD, DropoutMode M, bool kCausal, bool kRngWarps = false>
