@@ -6,10 +6,13 @@
 // alternative mma tilings of the template.
 //
 // usage: bench_attention [sq=8192] [q_heads=32] [kv_heads=8] [reps=30] [hd=0 (both) | 128 | 64]
+//   BENCH_MODE=rr: round-robin old-vs-new comparison of the wgmma dropout variants (BENCH_CAUSAL=0|1|both);
+//   BENCH_MODE=seq: one launch of each of those variants, in order (for Nsight Compute).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -90,9 +93,9 @@ CUtensorMap wg_map(const AttentionParams& p, uint32_t box_rows) {
     throw CudaError("bench: cuTensorMapEncodeTiled failed");
   return m;
 }
-template <class C, DropoutMode M, bool kCausal>
+template <class C, DropoutMode M, bool kCausal, bool kRngWarps = false>
 void launch_wg_variant(const AttentionParams& p, cudaStream_t s) {
-  auto fn = attn_wg::attn_fwd_wgmma_kernel<C, M, 7, 8, kCausal, false>;
+  auto fn = attn_wg::attn_fwd_wgmma_kernel<C, M, 7, 8, kCausal, kRngWarps>;
   DB_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
   fn<<<attn::grid_for<C>(p), C::kThreads, C::kSmem, s>>>(wg_map(p, C::kBr), wg_map(p, C::kBc), attn::make_kernel_args(p));
   DB_CUDA_LAUNCH();
@@ -124,6 +127,174 @@ double rel_diff(const bf16* a, const bf16* b, size_t n) {
   return std::sqrt(num / den);
 }
 
+// ---- Round-robin comparison of the wgmma dropout variants (BENCH_MODE=rr) and one launch of each (=seq, for
+// Nsight Compute). Variants: none, mask and fused (a) as launch_attention runs them (session 5 code, "new"),
+// the same modes coded as in session 4 ("old", WgCfg DROP_IMPL 0, same schedule otherwise), mask applied to the
+// packed bf16x2 P (DROP_IMPL 2), the other fused-(a) coding (non-causal: ge7 after the P V wait; causal: ge7),
+// fused design (b) new and old. (Device run 2's list also had DROP_IMPL 4 and a membar-pinned softmax: removed,
+// they lost; results/h200/attention_s5.)
+// Each round launches every variant once, the starting variant rotating per round; CUDA events around each
+// launch; per-variant median and 10th/90th percentiles, and the median over rounds of the per-round ratio to
+// none. Every dropout variant's O must equal mask-new's bit for bit (same seed/threshold), old none = none.
+struct WgVariant {
+  std::string name;
+  DropoutMode mode;
+  std::function<void(const AttentionParams&)> launch;
+};
+
+template <int HD, bool kCausal, int I>
+using MaskCfg = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, !kCausal, 0, false, I>, attn_wg::WgCfg<64, 128, 4, true, 0, false, I>>;
+// AHEAD: Philox one block ahead (session 4's causal schedule; DROP_IMPL 0 only).
+template <int HD, bool AHEAD, int I>
+using FusedCfg = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, true, 0, AHEAD, I>, attn_wg::WgCfg<64, 128, 4, true, 0, AHEAD, I>>;
+template <int HD, int I>
+using RngCfg = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 2, true, 3, false, I>, attn_wg::WgCfg<64, 128, 4, true, 3, false, I>>;
+
+template <int HD, bool kCausal>
+std::vector<WgVariant> wg_variants() {
+  std::vector<WgVariant> v;
+  v.push_back({"none", DropoutMode::None, [](const AttentionParams& q) { launch_attention(q, DropoutMode::None, nullptr); }});
+  v.push_back({"mask new", DropoutMode::Mask, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Mask, nullptr); }});
+  v.push_back({"mask old(s4)", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 0>, DropoutMode::Mask, kCausal>(q, nullptr); }});
+  v.push_back({"mask packed(I2)", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 2>, DropoutMode::Mask, kCausal>(q, nullptr); }});
+  v.push_back({"fused(a) new", DropoutMode::Fused, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Fused, nullptr); }});
+  v.push_back({"fused(a) old(s4)", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfg<HD, kCausal, 0>, DropoutMode::Fused, kCausal>(q, nullptr); }});
+  // The other session-5 coding: non-causal ge7 applied after the P V wait (I2, device run 1's default); causal
+  // (default = session 4's coding, Philox one block ahead) ge7 without the look-ahead (I1).
+  if (kCausal)
+    v.push_back({"fused(a) ge7(I1)", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfg<HD, false, 1>, DropoutMode::Fused, kCausal>(q, nullptr); }});
+  else
+    v.push_back({"fused(a) packed-late(I2)", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfg<HD, false, 2>, DropoutMode::Fused, kCausal>(q, nullptr); }});
+  v.push_back({"fused(b) new", DropoutMode::Fused, [](const AttentionParams& q) {
+                 attn_wg::launch_design(q, DropoutMode::Fused, attn_wg::FusedDesign::RngWarps, nullptr);
+               }});
+  v.push_back({"fused(b) old(s4)", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<RngCfg<HD, 0>, DropoutMode::Fused, kCausal, true>(q, nullptr); }});
+  return v;
+}
+
+int wg_round_robin(int sq, int heads, int kv_heads, int reps, int only_hd, bool seq_only) {
+  const char* ce = std::getenv("BENCH_CAUSAL");
+  const std::string causal_sel = ce ? ce : "both";
+  int mismatches = 0;
+  for (int hd : {128, 64}) {
+    if (only_hd != 0 && hd != only_hd) continue;
+    const size_t n_qkv = static_cast<size_t>(sq) * (heads + 2 * kv_heads) * hd, n_o = static_cast<size_t>(sq) * heads * hd;
+    bf16 *qkv, *o, *o_ref, *o_ref_none;
+    float* lse;
+    uint32_t* mask;
+    DB_CUDA(cudaMalloc(&qkv, n_qkv * sizeof(bf16)));
+    DB_CUDA(cudaMalloc(&o, n_o * sizeof(bf16)));
+    DB_CUDA(cudaMalloc(&o_ref, n_o * sizeof(bf16)));
+    DB_CUDA(cudaMalloc(&o_ref_none, n_o * sizeof(bf16)));
+    DB_CUDA(cudaMalloc(&lse, static_cast<size_t>(heads) * sq * sizeof(float)));
+    fill_normal<<<1024, 256>>>(qkv, n_qkv, 777 + hd);
+    DB_CUDA_LAUNCH();
+    AttentionParams p;
+    p.qkv = qkv;
+    p.o = o;
+    p.lse = lse;
+    p.batch = 1;
+    p.sq = sq;
+    p.q_heads = heads;
+    p.kv_heads = kv_heads;
+    p.head_dim = hd;
+    p.kernel = AttentionKernel::Wgmma;
+    DB_CUDA(cudaMalloc(&mask, attention_mask_geometry(p).bytes()));
+    p.mask = mask;
+    for (bool causal : {false, true}) {
+      if (causal_sel == "0" && causal) continue;
+      if (causal_sel == "1" && !causal) continue;
+      p.causal = causal;
+      const Threshold th = make_threshold(0.1, 8);
+      launch_attention_mask_reference(mask, attention_mask_geometry(p), 0x5eed, 0, th.drop, 7, 8, nullptr);
+      AttentionParams q = p;
+      q.seed = 0x5eed;
+      q.offset = 0;
+      q.drop_threshold = th.drop;
+      q.keep_scale = th.scale;
+      q.rounds = 7;
+      q.threshold_bits = 8;
+      std::vector<WgVariant> vs = hd == 128 ? (causal ? wg_variants<128, true>() : wg_variants<128, false>())
+                                            : (causal ? wg_variants<64, true>() : wg_variants<64, false>());
+      if (seq_only) {  // one launch each, in order (Nsight Compute: --launch-count = vs.size() = 9)
+        for (const WgVariant& v : vs) v.launch(v.mode == DropoutMode::None ? p : q);
+        DB_CUDA(cudaDeviceSynchronize());
+        std::printf("seq hd%d causal=%d:", hd, causal);
+        for (const WgVariant& v : vs) std::printf(" [%s]", v.name.c_str());
+        std::printf("\n");
+        continue;
+      }
+      // Correctness first: bitwise equality across the coding variants.
+      int vi = 0;
+      for (const WgVariant& v : vs) {
+        DB_CUDA(cudaMemset(o, 0xFF, n_o * sizeof(bf16)));
+        v.launch(v.mode == DropoutMode::None ? p : q);
+        DB_CUDA(cudaDeviceSynchronize());
+        if (vi == 0 || vi == 1) {  // none / mask new: the references of their modes
+          DB_CUDA(cudaMemcpy(vi == 0 ? o_ref_none : o_ref, o, n_o * sizeof(bf16), cudaMemcpyDeviceToDevice));
+        } else {
+          std::vector<uint16_t> a(n_o), b(n_o);
+          DB_CUDA(cudaMemcpy(a.data(), o, n_o * 2, cudaMemcpyDeviceToHost));
+          DB_CUDA(cudaMemcpy(b.data(), v.mode == DropoutMode::None ? o_ref_none : o_ref, n_o * 2, cudaMemcpyDeviceToHost));
+          size_t diff = 0;
+          for (size_t i = 0; i < n_o; ++i) diff += a[i] != b[i];
+          if (diff) {
+            ++mismatches;
+            std::printf("  MISMATCH hd%d causal=%d %s: %zu elements differ from %s\n", hd, causal, v.name.c_str(), diff,
+                        v.mode == DropoutMode::None ? "none" : "mask new");
+          }
+        }
+        ++vi;
+      }
+      const int nv = static_cast<int>(vs.size());
+      for (int w = 0; w < 2; ++w)
+        for (const WgVariant& v : vs) v.launch(v.mode == DropoutMode::None ? p : q);
+      std::vector<cudaEvent_t> ev(2 * nv * reps);
+      for (auto& e : ev) DB_CUDA(cudaEventCreate(&e));
+      for (int r = 0; r < reps; ++r)
+        for (int k = 0; k < nv; ++k) {
+          const int i = (k + r) % nv;
+          DB_CUDA(cudaEventRecord(ev[2 * (r * nv + i)]));
+          vs[i].launch(vs[i].mode == DropoutMode::None ? p : q);
+          DB_CUDA(cudaEventRecord(ev[2 * (r * nv + i) + 1]));
+        }
+      DB_CUDA(cudaDeviceSynchronize());
+      std::vector<std::vector<double>> t(nv, std::vector<double>(reps));
+      for (int r = 0; r < reps; ++r)
+        for (int i = 0; i < nv; ++i) {
+          float ms = 0;
+          DB_CUDA(cudaEventElapsedTime(&ms, ev[2 * (r * nv + i)], ev[2 * (r * nv + i) + 1]));
+          t[i][r] = ms;
+        }
+      for (auto& e : ev) DB_CUDA(cudaEventDestroy(e));
+      auto pct = [](std::vector<double> x, double f) {
+        std::sort(x.begin(), x.end());
+        return x[static_cast<size_t>(f * (x.size() - 1) + 0.5)];
+      };
+      const double flops = attention_flops(p);
+      const double med_none = pct(t[0], 0.5);
+      for (int i = 0; i < nv; ++i) {
+        std::vector<double> ratio(reps);
+        for (int r = 0; r < reps; ++r) ratio[r] = t[i][r] / t[0][r];
+        const double med = pct(t[i], 0.5);
+        std::printf("rr SQ %5d hd %3d causal %d  %-20s median %7.3f ms (p10 %7.3f p90 %7.3f)  %6.1f TFLOP/s  x none %.3f "
+                    "(per-round ratio median %.3f, p10 %.3f p90 %.3f)\n",
+                    sq, hd, causal, vs[i].name.c_str(), med, pct(t[i], 0.1), pct(t[i], 0.9), flops / (med * 1e-3) / 1e12,
+                    med / med_none, pct(ratio, 0.5), pct(ratio, 0.1), pct(ratio, 0.9));
+      }
+      std::fflush(stdout);
+    }
+    cudaFree(qkv);
+    cudaFree(o);
+    cudaFree(o_ref);
+    cudaFree(o_ref_none);
+    cudaFree(lse);
+    cudaFree(mask);
+  }
+  if (mismatches) std::printf("%d variant(s) not bitwise equal to mask new\n", mismatches);
+  return mismatches ? 1 : 0;
+}
+
 struct Row {
   std::string kernel, mode;
   bool causal;
@@ -150,6 +321,9 @@ int main(int argc, char** argv) {
     DB_CUDA(cudaGetDeviceProperties(&prop, 0));
     std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
     const bool sm90 = prop.major == 9 && prop.minor == 0;
+    const char* bm = std::getenv("BENCH_MODE");
+    if (bm && sm90 && (std::string(bm) == "rr" || std::string(bm) == "seq"))
+      return wg_round_robin(sq, heads, kv_heads, reps, only_hd, std::string(bm) == "seq");
 
     std::vector<Row> rows;
     int mismatches = 0;  // wgmma outputs off the mma kernel's: the exit code says so (smoke test)

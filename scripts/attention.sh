@@ -73,6 +73,48 @@ case "${1:-build}" in
       ncu --import /tmp/prof_$name.ncu-rep --page source --csv --print-source sass > $LOG/prof_${name}_sass.csv 2>&1
     done
     ;;
+  compare)
+    # Session 5's dropout-variant comparison (docs/attention.md "Cutting the dropout instructions"), with binaries
+    # from a CMake build dir BD (default build): GPU tests, then bench_attention BENCH_MODE=rr (round-robin: none,
+    # mask new/old/packed, fused (a) new/old/alternative, fused (b) new/old; SQ in $SQS, dH 128 both causal, dH 64), then Nsight Compute of one
+    # launch of each variant (BENCH_MODE=seq, SQ 8192 non-causal, dH 128) unless NCU=0. Logs under $OUT.
+    LOG=${OUT:-$B}; BD=${BD:-build}
+    nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv | tee $LOG/smi.txt || true
+    set +e
+    if [ "${TESTS:-1}" = 1 ]; then
+      timeout 120 $BD/tests/test_attention_gpu 2>&1 | tee $LOG/test_attention.log | grep -E "FAILED|PASSED|tests ran" | tail -15
+      echo "test_attention_gpu exit: ${PIPESTATUS[0]}"
+      timeout 120 $BD/tests/test_pipelines_gpu 2>&1 | tee $LOG/test_pipelines.log | grep -E "FAILED|PASSED|tests ran" | tail -8
+      echo "test_pipelines_gpu exit: ${PIPESTATUS[0]}"
+    fi
+    for sq in ${SQS:-8192 16384}; do
+      BENCH_MODE=rr timeout 120 $BD/bench/bench_attention $sq 32 8 ${REPS:-25} 128 2>&1 | tee -a $LOG/rr.log | grep -E "^rr|MISMATCH|error"
+    done
+    BENCH_MODE=rr timeout 60 $BD/bench/bench_attention 8192 32 8 ${REPS64:-11} 64 2>&1 | tee -a $LOG/rr.log | grep -E "^rr|MISMATCH|error"
+    nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv | tee -a $LOG/smi.txt || true
+    snap() { if [ -n "${TARTO:-}" ]; then tar czf "$TARTO" -C "$(dirname $LOG)" "$(basename $LOG)"; fi; }
+    snap
+    if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+      timeout 60 compute-sanitizer --tool memcheck --error-exitcode 3 $BD/tests/test_attention_gpu \
+        --gtest_filter='Shapes/AttentionVsRef.*wgmma*S77*:Shapes/AttentionVsRef.*wgmma*S300*:AttentionKernels.WgmmaFusedDesignsEqualMaskBitwise' > $LOG/memcheck.log 2>&1
+      echo "memcheck exit: $? ($(grep -E 'ERROR SUMMARY|PASSED|FAILED' $LOG/memcheck.log | tr '\n' ' '))"
+      timeout 60 compute-sanitizer --tool racecheck --error-exitcode 3 $BD/tests/test_attention_gpu \
+        --gtest_filter='Shapes/AttentionVsRef.*wgmma*S77*' > $LOG/racecheck.log 2>&1
+      echo "racecheck exit: $? ($(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED' $LOG/racecheck.log | tr '\n' ' '))"
+      snap
+    fi
+    if [ "${NCU:-1}" = 1 ] && command -v ncu >/dev/null; then
+      BENCH_MODE=seq BENCH_CAUSAL=0 timeout ${NCU_TIMEOUT:-120} ncu --clock-control none -k regex:attn_fwd_wgmma --launch-count 9 \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats --section SchedulerStats \
+        --section WarpStateStats --metrics sm__inst_executed_pipe_alu.sum,sm__inst_executed_pipe_fma.sum,sm__inst_executed_pipe_fmaheavy.sum,sm__inst_executed_pipe_xu.sum,sm__inst_executed_pipe_lsu.sum,sm__inst_executed_pipe_uniform.sum,sm__inst_executed_pipe_tensor_op_gmma.sum \
+        -f -o /tmp/ncu_s5 $BD/bench/bench_attention 8192 32 8 1 128 > $LOG/ncu_run.log 2>&1
+      echo "ncu exit: $?"
+      ncu --import /tmp/ncu_s5.ncu-rep --page raw --csv > $LOG/ncu_raw.csv 2>&1
+      ncu --import /tmp/ncu_s5.ncu-rep --page details --csv > $LOG/ncu_details.csv 2>&1
+      snap
+      ls -la $LOG
+    fi
+    ;;
   sass)
     # Per-instance SASS summary of the wgmma kernel (needs cuobjdump, and build-attn/attention_wgmma.o).
     LOG=${OUT:-$B}

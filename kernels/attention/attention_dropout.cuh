@@ -79,6 +79,152 @@ __device__ __forceinline__ uint32_t fused_word(const FusedStream& f, uint32_t ti
   return w;
 }
 
+// ---- Leaner forms of the same bits (the wgmma kernel; docs/attention.md "Cutting the dropout instructions") ----
+
+// Mode Mask, walking one strip block by block: the number of tiles of the strip that exist and were generated
+// (0 if the strip does not exist), so tile c64 may be read iff c64 < mask_strip_tiles (one compare per tile
+// instead of three).
+template <bool kCausal>
+__device__ __forceinline__ uint32_t mask_strip_tiles(const MaskStrip& s) {
+  if (!s.rows_exist) return 0;
+  if (!kCausal) return s.cols64;
+  const uint32_t last = (s.r16 * kTileRows + (kTileRows - 1)) / kTileCols;  // last generated c64
+  return last + 1 < s.cols64 ? last + 1 : s.cols64;
+}
+// The lane's word at p (p = strip pointer + 32 * c64), or 0 when the tile is not read.
+__device__ __forceinline__ uint32_t mask_word_at(const uint32_t* p, bool valid) {
+  uint32_t w = 0;
+  if (valid) asm volatile("ld.global.nc.L1::no_allocate.b32 %0, [%1];" : "=r"(w) : "l"(p));
+  return w;
+}
+
+// Mode Fused, 8-bit thresholds, without building the keep word. keep <=> (byte of a Philox output word) >=
+// drop. Per 32-bit word, SWAR: t = (x & 0x7f7f7f7f) + (0x80 - (drop & 0x7f)) per byte (no carry leaves a byte)
+// has bit 7 = [low 7 bits of x >= low 7 bits of drop]; the byte compare is then maj(x7, !drop7, t7) (x7 decides
+// where the top bits differ, t7 where they are equal). Three instructions per word (LOP3, IADD3, LOP3), where
+// __vcmpgeu4 (no sm_90 instruction) costs five plus the bit gather. Only bit 7 of each byte of the result is
+// meaningful: it is exactly bit (8f + 4k + q) of tile_call_bits<8> for byte f of word q of call k.
+struct ByteThreshold {
+  uint32_t nd4;  // ~(drop * 0x01010101): bit 7 of each byte = !drop7
+  uint32_t c7;   // per byte 0x80 - (drop & 0x7f)
+};
+__host__ __device__ __forceinline__ ByteThreshold byte_threshold(uint32_t drop) {
+  const uint32_t d4 = (drop & 0xFFu) * 0x01010101u;
+  return ByteThreshold{~d4, 0x80808080u - (d4 & 0x7f7f7f7fu)};
+}
+__host__ __device__ __forceinline__ uint32_t ge_bytes7(uint32_t x, ByteThreshold b) {
+  const uint32_t t = (x & 0x7f7f7f7fu) + b.c7;
+  return (x & b.nd4) | (x & t) | (b.nd4 & t);
+}
+// philox4x32<R> (kernels/rng/philox.cuh) bit for bit, with each round's two 32x32 -> 64 products written as
+// mul.wide.u32: ptxas then emits one IMAD.WIDE.U32 per product, where from mul.hi + mul.lo it sometimes emits
+// IMAD.HI.U32 + IMAD (two instructions) once the surrounding code changes.
+__device__ __forceinline__ void mul_wide_u32(uint32_t a, uint32_t m, uint32_t& hi, uint32_t& lo) {
+  uint64_t r;
+  asm("mul.wide.u32 %0, %1, %2;" : "=l"(r) : "r"(a), "r"(m));
+  lo = static_cast<uint32_t>(r);
+  hi = static_cast<uint32_t>(r >> 32);
+}
+template <int R>
+__device__ __forceinline__ u32x4 philox4x32_wide(u32x4 c, uint32_t k0, uint32_t k1) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    uint32_t hi0, lo0, hi1, lo1;
+    mul_wide_u32(c.x, kPhiloxM0, hi0, lo0);
+    mul_wide_u32(c.z, kPhiloxM1, hi1, lo1);
+    c = u32x4{hi1 ^ c.y ^ (k0 + static_cast<uint32_t>(r) * kPhiloxW0), lo1, hi0 ^ c.w ^ (k1 + static_cast<uint32_t>(r) * kPhiloxW1), lo0};
+  }
+  return c;
+}
+
+// Philox call k of the lane's word of `tile`, as four ge_bytes7 words (q = 0..3).
+template <int R>
+__device__ __forceinline__ void fused_call_ge7(const FusedStream& f, ByteThreshold bt, uint32_t tile, uint32_t lane, int k,
+                                               uint32_t (&ge)[4]) {
+  const u32x4 r = philox4x32_wide<R>(attn_counter(lane, static_cast<uint32_t>(k), tile, f.bh, f.offset), f.key_lo, f.key_hi);
+  ge[0] = ge_bytes7(r.x, bt);
+  ge[1] = ge_bytes7(r.y, bt);
+  ge[2] = ge_bytes7(r.z, bt);
+  ge[3] = ge_bytes7(r.w, bt);
+}
+// The whole keep word (attn_keep_word<R, 8> bit for bit) from ge_bytes7: bit 7 of byte f of word q of call k
+// moves to bit 8f + 4k + q (one shift and one masked OR per word; design (b)'s RNG warps, which store words).
+template <int R>
+__device__ __forceinline__ uint32_t fused_word8_swar(const FusedStream& f, ByteThreshold bt, uint32_t tile, uint32_t lane) {
+  uint32_t w = 0;
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    uint32_t ge[4];
+    fused_call_ge7<R>(f, bt, tile, lane, k, ge);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) w |= (ge[q] >> (7 - 4 * k - q)) & (0x01010101u << (4 * k + q));
+  }
+  return w;
+}
+
+// Zero the dropped halves of a packed bf16x2 P word (lo = element of word qa, hi = of word qb, both from byte f):
+// prmt's sign-replicate mode turns bit 7 of byte f of each source into a 16-bit all-ones / all-zeros half, so
+// one PRMT + one LOP3 drop two elements (bf16(0) is +0, exactly what zeroing the fp32 value first gives).
+template <int F>
+__device__ __forceinline__ uint32_t keep_mask_bf16x2(uint32_t ge_lo, uint32_t ge_hi) {
+  constexpr uint32_t sel = (8u + F) | ((8u + F) << 4) | ((12u + F) << 8) | ((12u + F) << 12);
+  uint32_t m;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(m) : "r"(ge_lo), "r"(ge_hi), "n"(sel));
+  return m;
+}
+template <int F>
+__device__ __forceinline__ uint32_t drop_bf16x2(uint32_t pk, uint32_t ge_lo, uint32_t ge_hi) {
+  return pk & keep_mask_bf16x2<F>(ge_lo, ge_hi);
+}
+
+// The masks of a keep word for the packed bf16x2 P of its 16x64 tile: m[kk][0..3] for pk[kk][0..3], kk = 0..3
+// (n8-blocks 2kk and 2kk+1, halves (c0,c1) and (c2,c3)); P &= m drops the elements apply_keep_word drops.
+// Bit 4nb+i goes to bit 7 of byte nb/2 in the copy of the word shifted left by 7 - (4*(nb%2) + i): seven
+// shifts, then one PRMT per pair (and one LOP3 to apply): 78 instructions per 64 elements, where R2P + FSEL
+// compile to ~100 (R2P fills only P0-P6, so two bits of every byte take extra LOP3 / ISETP / PRMT).
+__device__ __forceinline__ void keep_word_masks_bf16x2(uint32_t w, uint32_t (&m)[4][4]) {
+  uint32_t v[8];
+#pragma unroll
+  for (int s = 0; s < 8; ++s) v[s] = w << s;
+  m[0][0] = keep_mask_bf16x2<0>(v[7], v[6]);
+  m[0][1] = keep_mask_bf16x2<0>(v[5], v[4]);
+  m[0][2] = keep_mask_bf16x2<0>(v[3], v[2]);
+  m[0][3] = keep_mask_bf16x2<0>(v[1], v[0]);
+  m[1][0] = keep_mask_bf16x2<1>(v[7], v[6]);
+  m[1][1] = keep_mask_bf16x2<1>(v[5], v[4]);
+  m[1][2] = keep_mask_bf16x2<1>(v[3], v[2]);
+  m[1][3] = keep_mask_bf16x2<1>(v[1], v[0]);
+  m[2][0] = keep_mask_bf16x2<2>(v[7], v[6]);
+  m[2][1] = keep_mask_bf16x2<2>(v[5], v[4]);
+  m[2][2] = keep_mask_bf16x2<2>(v[3], v[2]);
+  m[2][3] = keep_mask_bf16x2<2>(v[1], v[0]);
+  m[3][0] = keep_mask_bf16x2<3>(v[7], v[6]);
+  m[3][1] = keep_mask_bf16x2<3>(v[5], v[4]);
+  m[3][2] = keep_mask_bf16x2<3>(v[3], v[2]);
+  m[3][3] = keep_mask_bf16x2<3>(v[1], v[0]);
+}
+// The masks of one block's ge7 words (tile tt = kk/4, byte f = kk%4; pk[kk][0,1] from call 0's words (0,1),
+// (2,3); pk[kk][2,3] from call 1's).
+template <int NT>
+__device__ __forceinline__ void ge7_masks_bf16x2(const uint32_t (&ge)[NT][2][4], uint32_t (&m)[4 * NT][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 4 * NT; ++kk) {
+    const int tt = kk >> 2;
+    auto one = [&]<int F>() {
+      m[kk][0] = keep_mask_bf16x2<F>(ge[tt][0][0], ge[tt][0][1]);
+      m[kk][1] = keep_mask_bf16x2<F>(ge[tt][0][2], ge[tt][0][3]);
+      m[kk][2] = keep_mask_bf16x2<F>(ge[tt][1][0], ge[tt][1][1]);
+      m[kk][3] = keep_mask_bf16x2<F>(ge[tt][1][2], ge[tt][1][3]);
+    };
+    switch (kk & 3) {
+      case 0: one.template operator()<0>(); break;
+      case 1: one.template operator()<1>(); break;
+      case 2: one.template operator()<2>(); break;
+      default: one.template operator()<3>(); break;
+    }
+  }
+}
+
 // acc: one 16x64 tile of an m16n8 accumulator, 8 n8-blocks x (c0, c1, c2, c3). Dropped elements become 0.
 __device__ __forceinline__ void apply_keep_word(float (&acc)[8][4], uint32_t word) {
 #pragma unroll

@@ -38,8 +38,21 @@
 namespace dropbench {
 namespace attn_wg {
 
-template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3, bool PHILOX_AHEAD = false>
+template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3, bool PHILOX_AHEAD = false, int DROP_IMPL = 1>
 struct WgCfg {
+  // How the dropout modes are coded (same bits, same arithmetic, bit-identical outputs; docs/attention.md
+  // "Cutting the dropout instructions"):
+  //   0 = session 4's: per-block mask addressing (three bounds tests per tile); fused: __vcmpgeu4 + bit gather
+  //       into a keep word; keep words applied with R2P + FSEL to the fp32 P inside the softmax.
+  //   1 = default: mask through a strip cursor (one compare per tile), applied as in 0; fused TW 8 without a
+  //       keep word (SWAR byte compare), applied with PRMT + LOP3 to P packed to bf16x2 *before* waiting for
+  //       P_{j-1} V_{j-1} (into the free S registers; after the wait only the 32 ANDs that define the A operand).
+  //       dH 128 causal fused is dispatched as 0 with PHILOX_AHEAD (it measured best; see Sched).
+  //   2 = cursor; every keep word (mask too) / ge7 set applied to the packed bf16x2 P after the P V wait.
+  // ptxas hoists the P V wait above the softmax in every variant (docs/attention.md), so "before the wait" in 1
+  // is what the source says, not what the SASS does. 0 and 2 are kept for the benchmark's comparison
+  // (BENCH_MODE=rr); 0 with PHILOX_AHEAD is also the dH 128 causal fused schedule (Sched).
+  static constexpr int kDropImpl = DROP_IMPL;
   static constexpr bool kPingPong = PINGPONG;  // turn-taking between the consumer warpgroups
   // Fused design (a): false = block j's Philox calls right after its GEMMs are issued (under S_j); true = block
   // j+1's calls after block j's softmax (under P_{j-1} V_{j-1} and the other warpgroup's GEMMs).
@@ -70,8 +83,10 @@ struct Regs {
   static_assert(kProducer * 128 + 2 * kConsumer * 128 <= 65536, "register file");
 };
 
-// The schedules launch_attention uses, per (dH, mode, causal). Stage count, ping-pong and the Philox slot do
-// not change the arithmetic (bit-identical outputs, checked by the benchmark and the tests), so each mode may
+// The schedules launch_attention uses, per (dH, mode, causal); the dropout coding (kDropImpl) too, from session
+// 5's device run 2 (results/h200/attention_s5): dH 128 causal fused keeps session 4's coding with the Philox
+// look-ahead (1.24-1.26x none against 1.31-1.33 for ge7), dH 64 causal fused takes ge7 without it.
+// Stage count, ping-pong and the Philox slot do not change the arithmetic (bit-identical outputs, checked by the benchmark and the tests), so each mode may
 // take its fastest; measured on the H200 (docs/attention.md). dH 128 needs 3 K/V stages (2 starve the tensor
 // cores: 543 -> 678 TFLOP/s), which leaves no room for design (b)'s keep-word ring: design (b) runs on 2.
 template <int HD, DropoutMode M, bool kCausal, bool kRngWarps = false>
@@ -80,13 +95,13 @@ template <DropoutMode M, bool kCausal>
 struct Sched<128, M, kCausal, false> {
   using type = std::conditional_t<
       M == DropoutMode::Mask && kCausal, WgCfg<128, 128, 3, false, 0>,
-      std::conditional_t<M == DropoutMode::Fused && kCausal, WgCfg<128, 128, 3, true, 0, true>, WgCfg<128, 128, 3, true, 0>>>;
+      std::conditional_t<M == DropoutMode::Fused && kCausal, WgCfg<128, 128, 3, true, 0, true, 0>, WgCfg<128, 128, 3, true, 0>>>;
 };
 template <DropoutMode M, bool kCausal>
 struct Sched<64, M, kCausal, false> {
   using type = std::conditional_t<
       M == DropoutMode::None && !kCausal, WgCfg<64, 128, 4, false, 0>,
-      std::conditional_t<M == DropoutMode::Fused && kCausal, WgCfg<64, 128, 4, true, 0, true>, WgCfg<64, 128, 4, true, 0>>>;
+      WgCfg<64, 128, 4, true, 0>>;
 };
 template <DropoutMode M, bool kCausal>
 struct Sched<128, M, kCausal, true> { using type = WgCfg<128, 128, 2, true, 3>; };
@@ -182,9 +197,13 @@ __global__ void __launch_bounds__(384, 1)
               const uint32_t strip = static_cast<uint32_t>(w / (32 * NTL));
               const uint32_t tt = static_cast<uint32_t>((w / 32) % NTL);
               const uint32_t tile = (r16_0 + strip) * a.cols64 + static_cast<uint32_t>(j * NTL) + tt;
+              if constexpr (C::kDropImpl >= 1 && TW == 8) {
+                word[u] = attn::fused_word8_swar<R>(fs, attn::byte_threshold(a.drop), tile, static_cast<uint32_t>(w % 32));
+              } else {
 #pragma unroll
-              for (int k = 0; k < kCallsPerWord<TW>; ++k)
-                word[u] |= attn::fused_word_part<R, TW>(fs, tile, static_cast<uint32_t>(w % 32), k);
+                for (int k = 0; k < kCallsPerWord<TW>; ++k)
+                  word[u] |= attn::fused_word_part<R, TW>(fs, tile, static_cast<uint32_t>(w % 32), k);
+              }
             }
 #pragma unroll
             for (int u = 0; u < 2; ++u)
@@ -228,11 +247,28 @@ __global__ void __launch_bounds__(384, 1)
     [[maybe_unused]] attn::MaskStrip mstrip;
     [[maybe_unused]] attn::FusedStream fstream;
     [[maybe_unused]] uint32_t tile_row = 0;
-    if constexpr (kMode == DropoutMode::Mask)
+    // kDropImpl >= 1: mode Mask walks the strip with a cursor (pointer to block j's first word, tiles left to
+    // read); mode Fused with 8-bit thresholds keeps the byte compares' results (ge7: 4 words per Philox call,
+    // NT*2 calls per block) and applies them to the packed P. Where the dropout is applied: kFp32Apply (in the
+    // softmax, fp32), kPackEarly (packed bf16x2 before the P V wait), kPackLate (packed after it).
+    constexpr int DI = C::kDropImpl;
+    constexpr bool kNewMask = DI >= 1 && kMode == DropoutMode::Mask;
+    constexpr bool kGe7 = (DI == 1 || DI == 2) && kMode == DropoutMode::Fused && !kRng && TW == 8;
+    constexpr bool kPackLate = kDrop && DI == 2;
+    constexpr bool kPackEarly = kDrop && DI == 1 && kGe7;
+    constexpr bool kFp32Apply = kDrop && !kPackLate && !kPackEarly;
+    [[maybe_unused]] const uint32_t* mcur = nullptr;
+    [[maybe_unused]] int mleft = 0;
+    [[maybe_unused]] attn::ByteThreshold bthr{};
+    if constexpr (kMode == DropoutMode::Mask) {
       mstrip = attn::mask_strip(a.mask, bh, a.rows16, a.mask_rows16, a.cols64, r16, static_cast<uint32_t>(lane));
+      mcur = mstrip.ptr;
+      mleft = static_cast<int>(attn::mask_strip_tiles<kCausal>(mstrip));
+    }
     if constexpr (kMode == DropoutMode::Fused) {
       fstream = attn::FusedStream{a.seed_lo, a.seed_hi, bh, a.offset, a.drop};
       tile_row = r16 * a.cols64;
+      bthr = attn::byte_threshold(a.drop);
     }
 
     float o[NO];
@@ -267,8 +303,14 @@ __global__ void __launch_bounds__(384, 1)
     };
 
     // Mode Mask: the block's keep words (loads issued one block ahead, consumed after the softmax).
+    // kDropImpl >= 1: called for j = 0, 1, 2, ... in order, so a cursor replaces the per-tile address arithmetic.
     auto load_words = [&](int j, uint32_t (&kw)[NT]) {
-      if constexpr (kMode == DropoutMode::Mask) {
+      if constexpr (kNewMask) {
+#pragma unroll
+        for (int tt = 0; tt < NT; ++tt) kw[tt] = attn::mask_word_at(mcur + tt * kWordsPerTile, tt < mleft);
+        mcur += NT * kWordsPerTile;
+        mleft -= NT;
+      } else if constexpr (kMode == DropoutMode::Mask) {
 #pragma unroll
         for (int tt = 0; tt < NT; ++tt) kw[tt] = attn::mask_tile_word<kCausal>(mstrip, static_cast<uint32_t>(j * NT + tt));
       }
@@ -289,8 +331,21 @@ __global__ void __launch_bounds__(384, 1)
       }
     };
     // Mode Fused, design (a): the block's keep words from Philox in the consumer, while the tensor cores run.
+    // kGe7: the byte compares of block j (ge7[tt][k][q]), applied to P after its bf16 conversion.
+    [[maybe_unused]] uint32_t ge7[NT][2][4];
+    auto gen_ge7 = [&](int j) {
+      if constexpr (kGe7) {
+#pragma unroll
+        for (int tt = 0; tt < NT; ++tt)
+#pragma unroll
+          for (int k = 0; k < 2; ++k)
+            attn::fused_call_ge7<R>(fstream, bthr, tile_row + static_cast<uint32_t>(j * NT + tt), static_cast<uint32_t>(lane), k, ge7[tt][k]);
+      }
+    };
     auto gen_words = [&](int j, uint32_t (&kw)[NT]) {
-      if constexpr (kMode == DropoutMode::Fused && !kRng) {
+      if constexpr (kGe7) {
+        gen_ge7(j);
+      } else if constexpr (kMode == DropoutMode::Fused && !kRng) {
 #pragma unroll
         for (int tt = 0; tt < NT; ++tt) {
           uint32_t w = 0;
@@ -335,18 +390,61 @@ __global__ void __launch_bounds__(384, 1)
           }
         row_sum[hh] = __fmaf_rn(row_sum[hh], alpha[hh], sum);
       }
-      if constexpr (kDrop) {
+      if constexpr (kFp32Apply) {
 #pragma unroll
         for (int tt = 0; tt < NT; ++tt) attn::apply_keep_word(*reinterpret_cast<float(*)[8][4]>(&s[32 * tt]), kw[tt]);
       }
     };
-    auto convert_p = [&]() {
+    // P_j as bf16x2 (the A operand of P V) with the packed-domain dropout (keep words: mask, design (b), fused
+    // TW 16/32; or ge7): P &= masks. kPackEarly: the packed P (pe) and the masks (pm) are made before the P V
+    // wait, in registers the softmax no longer needs (S's), and after the wait only the 32 ANDs remain, which
+    // define the A operand (a plain copy would be folded by ptxas, making pe the operand while the previous
+    // P V still reads p: ptxas then serializes every wgmma). kPackLate: all of it after the wait.
+    [[maybe_unused]] uint32_t pe[PK][4], pm[PK][4];
+    auto pack = [&](uint32_t (&d)[PK][4]) {
 #pragma unroll
       for (int kk = 0; kk < PK; ++kk) {
-        p[kk][0] = attn::pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
-        p[kk][1] = attn::pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
-        p[kk][2] = attn::pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
-        p[kk][3] = attn::pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+        d[kk][0] = attn::pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
+        d[kk][1] = attn::pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+        d[kk][2] = attn::pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+        d[kk][3] = attn::pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+      }
+    };
+    auto masks = [&](uint32_t (&m)[PK][4], const uint32_t (&kwp)[NT]) {
+      if constexpr (kGe7) {
+        attn::ge7_masks_bf16x2<NT>(ge7, m);
+      } else {
+#pragma unroll
+        for (int tt = 0; tt < NT; ++tt) attn::keep_word_masks_bf16x2(kwp[tt], *reinterpret_cast<uint32_t(*)[4][4]>(&m[4 * tt]));
+      }
+    };
+    auto pack_early = [&](const uint32_t (&kwp)[NT]) {
+      if constexpr (kPackEarly) {
+        pack(pe);
+        masks(pm, kwp);
+#pragma unroll
+        for (int kk = 0; kk < PK; ++kk) {
+          reg_fence(pe[kk]);
+          reg_fence(pm[kk]);
+        }
+      }
+    };
+    auto convert_p = [&](const uint32_t (&kwp)[NT]) {
+      if constexpr (kPackEarly) {
+#pragma unroll
+        for (int kk = 0; kk < PK; ++kk)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) p[kk][i] = pe[kk][i] & pm[kk][i];
+      } else {
+        pack(p);
+        if constexpr (kPackLate) {
+          uint32_t m[PK][4];
+          masks(m, kwp);
+#pragma unroll
+          for (int kk = 0; kk < PK; ++kk)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) p[kk][i] &= m[kk][i];
+        }
       }
     };
 
@@ -376,9 +474,12 @@ __global__ void __launch_bounds__(384, 1)
     take_turn();
     issue_s(0);
     pass_turn(false);
-    if (n_kv > 1) load_words(1, kw_next);
+    // The cursor loads run unconditionally (past the last block they are predicated off): under an
+    // `if (j + 1 < n_kv)` ptxas joined the two paths with a register copy of the loaded word right after the
+    // load, which waited the whole global-load latency (ncu, device run 1: long-scoreboard stalls x3).
+    if (kNewMask || n_kv > 1) load_words(1, kw_next);
+    [[maybe_unused]] constexpr bool kAhead = C::kPhiloxAhead && kMode == DropoutMode::Fused && !kRng && !kGe7;
     gen_words(0, kw);
-    [[maybe_unused]] constexpr bool kAhead = C::kPhiloxAhead && kMode == DropoutMode::Fused && !kRng;
     ring_words(0, kw);
     wgmma_wait<0>();
     reg_fence(s);
@@ -386,7 +487,8 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr (kAhead) {
       if (n_kv > 1) gen_words(1, kw_next);
     }
-    convert_p();
+    pack_early(kw);
+    convert_p(kw);
 
     for (int j = 1; j < n_kv; ++j) {
       const int st = j % ST, pst = (j - 1) % ST;
@@ -400,7 +502,7 @@ __global__ void __launch_bounds__(384, 1)
       issue_s(st);
       issue_pv(pst);
       pass_turn(false);
-      if (j + 1 < n_kv) load_words(j + 1, kw_next);
+      if (kNewMask || j + 1 < n_kv) load_words(j + 1, kw_next);
       if constexpr (!kAhead) gen_words(j, kw);
       ring_words(j, kw);
       wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
@@ -409,6 +511,10 @@ __global__ void __launch_bounds__(384, 1)
       if constexpr (kAhead) {
         if (j + 1 < n_kv) gen_words(j + 1, kw_next);
       }
+      pack_early(kw);
+      // ptxas hoists this wait to the top of the softmax's basic block, so the softmax runs after P_{j-1} V_{j-1}
+      // rather than under it; a membar.cta in front keeps it in place but measured slower in every mode
+      // (docs/attention.md, device run 2 of session 5).
       wgmma_wait<0>();
       reg_fence(o);
 #pragma unroll
@@ -416,7 +522,7 @@ __global__ void __launch_bounds__(384, 1)
       if (lane == 0) mbar_arrive(kv_empty(pst));
 #pragma unroll
       for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
-      convert_p();
+      convert_p(kw);
     }
     {
       const int last = n_kv - 1, st = last % ST;
