@@ -245,6 +245,12 @@ def plan(a, blocks):
             args += ["--set", f"measure.max_samples={a.min_samples}"]
         args += ["--set", f"measure.min_samples={a.min_samples}"]
         probe = dry_run(binary, first, command_args(args, first))
+    # An axis that no selected block's command sweeps would be dropped everywhere: refuse it, as dropbench would.
+    mine = sorted({ax for b in blocks for ax in AXES[COMMAND[b]]})
+    for x in args:
+        ax = sweep_axis(x)
+        if ax in ALL_AXES and ax not in mine:
+            raise UsageError(f"--set sweep.{ax}: no selected block's command sweeps it (allowed axes: {', '.join(mine)})")
     cfg = probe.config
     # Swept by the config or the user: the probe's sweep, plus the --set sweeps it was not given.
     swept = set(cfg.get("sweep") or {}) | {sweep_axis(x) for x in args if sweep_axis(x)}
@@ -1162,6 +1168,9 @@ def self_test(args):
                         (["--set", "sweep.seed=1"], "not sweepable"), (["--sq", "0"], "sweep.sq: 0 is out of range"),
                         (["--config", "/nonexistent.json"], "cannot open")):
         refused(["--config", cfgfile] + bad + db, needle)
+    refused(["--config", cfgfile, "--set", "sweep.layout=[tile]"] + db, "--set sweep.layout: no selected block's")
+    refused(["--config", cfgfile, "--embed", "4096"] + db, "--set sweep.embed: no selected block's",
+            blocks=["attention", "dropout"])
     refused(["--dropbench", "/nonexistent/dropbench"], "--dropbench /nonexistent/dropbench: not an executable")
     # AXES against the binary: each command takes a one-value sweep of every axis listed for it, and refuses
     # (exit 2, one line) an axis that only other commands sweep; so command_args drops what dropbench refuses.
