@@ -92,8 +92,21 @@ def self_test():
         doc = copy.deepcopy(good)
         edit(doc)
         cases.append((what, errors_of(v, doc)))
+    # A dry run's plan (issue 14), on a committed dry-run report of `dropbench run` (tests/fixtures/dry_run/).
+    plan = json.loads((REPO / "tests" / "fixtures" / "dry_run" / "run_plan.json").read_text())
+    for what, edit in [
+        ("plan without memory.need_bytes", lambda d: d["points"][0]["derived"]["plan"]["memory"].pop("need_bytes")),
+        ("plan with a negative buffer", lambda d: d["points"][0]["derived"]["plan"]["memory"]["buffers"].__setitem__(
+            "qkv", -1)),
+        ("skipped plan without fits", lambda d: d["skipped"][0]["plan"].pop("fits")),
+        ("model_us of 0", lambda d: d["points"][0]["variants"][0]["derived"].__setitem__("model_us", 0)),
+        ("clocks.max_sm_mhz as text", lambda d: d["context"]["clocks"].__setitem__("max_sm_mhz", "1980")),
+    ]:
+        doc = copy.deepcopy(plan)
+        edit(doc)
+        cases.append((what, errors_of(v, doc)))
     missed = [what for what, errs in cases if not errs]
-    if errors_of(v, good) or missed:
+    if errors_of(v, good) or errors_of(v, plan) or missed:
         print(f"check_report_schema self-test: FAILED (accepted: {missed})", file=sys.stderr)
         return 1
     print(f"check_report_schema self-test: ok ({n} committed reports valid, {len(cases)} bad documents refused)")

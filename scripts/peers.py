@@ -9,7 +9,8 @@ The points come from dropbench itself: each block runs `dropbench COMMAND --conf
 times that command's points, read from the dry run's report with scripts/dropbench_report.py, as is the
 resolved config (workload, sweep, measure) that the peers report carries. --config, --set and the axis
 shortcuts (--sq V = --set sweep.sq=V, ...) go to dropbench unchanged, so its rules and its one-line errors
-apply. A point's axes that no peer has (rounds, threshold_bits, chunk) are dropped and the points that then
+apply, except that each command gets only the `sweep.AXIS` of axes it sweeps (AXES; dropbench refuses the
+others), and the peers report's config carries every block's sweeps. A point's axes that no peer has (rounds, threshold_bits, chunk) are dropped and the points that then
 coincide are timed once. An axis a block records (below) that the config does not sweep is held at the
 workload's value (`--set sweep.AXIS=[value]`), so a preset is timed at its own shape even where the command
 would sweep defaults of its own. context.points_from names the binary and every dry run.
@@ -127,6 +128,18 @@ USES = {
 # left to `dropbench gemm` (its fp8 and bf16 unless the config sweeps dtype).
 PINNED = {"attention": ("sq", "causal"), "gemm": ("sq", "embed"), "dropout": ("elements", "dropout_dtype"),
           "e2e": ()}
+# The axes each command sweeps (its expand_sweep list in src/cli/cmd_*.cpp): dropbench refuses a --set sweep.AXIS
+# its command does not sweep, so each dry run gets only its command's own; the self-test checks these lists
+# against the binary.
+AXES = {
+    "attention": ("batch", "sq", "q_heads", "kv_heads", "head_dim", "causal", "dropout_p", "rounds", "threshold_bits",
+                  "attention_kernel"),
+    "gemm": ("sq", "embed", "dtype"),
+    "dropout": ("elements", "dropout_dtype", "rounds", "threshold_bits", "dropout_p"),
+    "run": ("batch", "embed", "q_heads", "kv_heads", "head_dim", "sq", "causal", "dropout_p", "dtype", "rounds",
+            "threshold_bits", "chunk", "attention_kernel"),
+}
+ALL_AXES = {ax for axes in AXES.values() for ax in axes} | {"layout"}
 SHORTCUTS = ("batch", "sq", "embed", "q_heads", "kv_heads", "head_dim", "causal", "dropout_p", "dtype", "elements",
              "dropout_dtype")
 
@@ -177,6 +190,28 @@ def dropbench_args(a):
     return out
 
 
+def sweep_axis(arg):
+    """AXIS of a `sweep.AXIS=...` --set value, else None."""
+    m = re.match(r"sweep\.([A-Za-z_]+)=", arg)
+    return m.group(1) if m else None
+
+
+def command_args(args, command):
+    """dropbench_args() for one command: a `--set sweep.AXIS=` of an axis another command sweeps but this one
+    does not is left out (dropbench would refuse it); any other --set goes as is, so dropbench judges it."""
+    out, i = [], 0
+    while i < len(args):
+        if args[i] == "--set" and i + 1 < len(args):
+            ax = sweep_axis(args[i + 1])
+            if not (ax in ALL_AXES and ax not in AXES[command]):
+                out += args[i:i + 2]
+            i += 2
+        else:
+            out.append(args[i])
+            i += 1
+    return out
+
+
 def block_points(rep, block, base_workload):
     """[(axes, workload)] of a block from the dry-run report of its command."""
     uses = USES[block]
@@ -204,13 +239,21 @@ def plan(a, blocks):
     binary = find_dropbench(a.dropbench)
     args = dropbench_args(a)
     first = COMMAND[blocks[0]]
-    probe = dry_run(binary, first, args)
+    probe = dry_run(binary, first, command_args(args, first))
     if a.min_samples is not None:  # as before: --min-samples N also lifts measure.max_samples to N
         if dr.number(probe.config.get("measure", {}).get("max_samples")) < a.min_samples:
             args += ["--set", f"measure.max_samples={a.min_samples}"]
         args += ["--set", f"measure.min_samples={a.min_samples}"]
-        probe = dry_run(binary, first, args)
+        probe = dry_run(binary, first, command_args(args, first))
+    # An axis that no selected block's command sweeps would be dropped everywhere: refuse it, as dropbench would.
+    mine = sorted({ax for b in blocks for ax in AXES[COMMAND[b]]})
+    for x in args:
+        ax = sweep_axis(x)
+        if ax in ALL_AXES and ax not in mine:
+            raise UsageError(f"--set sweep.{ax}: no selected block's command sweeps it (allowed axes: {', '.join(mine)})")
     cfg = probe.config
+    # Swept by the config or the user: the probe's sweep, plus the --set sweeps it was not given.
+    swept = set(cfg.get("sweep") or {}) | {sweep_axis(x) for x in args if sweep_axis(x)}
     for sec, keys in (("workload", ("seed",)), ("measure", ("min_samples", "max_samples", "min_time", "timeout",
                                                             "warmup"))):
         lacks = [k for k in keys if k not in (cfg.get(sec) or {})]
@@ -219,14 +262,20 @@ def plan(a, blocks):
     points, runs = {}, {}
     for b in blocks:
         pins = []
+        pinned = set()
         for ax in PINNED[b]:
-            if ax not in (cfg.get("sweep") or {}):
+            if ax not in swept:
+                pinned.add(ax)
                 if ax not in cfg["workload"]:
                     raise UsageError(f"dropbench {first} --dry-run: config.workload lacks {ax}")
                 pins += ["--set", f"sweep.{ax}={json.dumps([cfg['workload'][ax]])}"]
-        rep = probe if not pins and COMMAND[b] == first else dry_run(binary, COMMAND[b], args + pins)
+        own = command_args(args, COMMAND[b])
+        rep = probe if not pins and COMMAND[b] == first else dry_run(binary, COMMAND[b], own + pins)
         points[b] = block_points(rep, b, cfg["workload"])
-        runs[b] = ["dropbench", COMMAND[b], *args, *pins, "--dry-run"]
+        runs[b] = ["dropbench", COMMAND[b], *own, *pins, "--dry-run"]
+        for ax, values in (rep.config.get("sweep") or {}).items():  # the resolved config: every block's sweeps
+            if ax not in pinned:
+                cfg.setdefault("sweep", {}).setdefault(ax, values)
     source = {"binary": binary, "version": probe.context.get("version"), "git_sha": probe.context.get("git_sha"),
               "dry_runs": runs}
     return cfg, points, source
@@ -1119,7 +1168,24 @@ def self_test(args):
                         (["--set", "sweep.seed=1"], "not sweepable"), (["--sq", "0"], "sweep.sq: 0 is out of range"),
                         (["--config", "/nonexistent.json"], "cannot open")):
         refused(["--config", cfgfile] + bad + db, needle)
+    refused(["--config", cfgfile, "--set", "sweep.layout=[tile]"] + db, "--set sweep.layout: no selected block's")
+    refused(["--config", cfgfile, "--embed", "4096"] + db, "--set sweep.embed: no selected block's",
+            blocks=["attention", "dropout"])
     refused(["--dropbench", "/nonexistent/dropbench"], "--dropbench /nonexistent/dropbench: not an executable")
+    # AXES against the binary: each command takes a one-value sweep of every axis listed for it, and refuses
+    # (exit 2, one line) an axis that only other commands sweep; so command_args drops what dropbench refuses.
+    wl0 = c3["workload"]
+    for cmd, axes in AXES.items():
+        sets = [x for ax in axes for x in ("--set", f"sweep.{ax}={json.dumps([wl0[ax]])}")]
+        rep = dry_run(binary, cmd, sets)
+        ok(all(ax in rep.config["sweep"] for ax in axes), f"{cmd} sweeps {axes}")
+        other = sorted(ALL_AXES - set(axes))[0]
+        r = subprocess.run([binary, cmd, "--dry-run", "-q", "--set", f"sweep.{other}={json.dumps([wl0[other]])}"],
+                           capture_output=True, text=True, timeout=60)
+        ok(r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "does not sweep" in r.stderr,
+           f"{cmd} refuses sweep.{other}: {r.returncode} {r.stderr!r}")
+        ok(command_args(["--set", f"sweep.{other}=[1]", "--set", "workload.sq=1"], cmd) == ["--set", "workload.sq=1"],
+           f"command_args drops sweep.{other} for {cmd}")
     with tempfile.TemporaryDirectory() as td:
         fake = Path(td) / "dropbench"
         fake.write_text(FAKE_DROPBENCH.format(python=sys.executable))

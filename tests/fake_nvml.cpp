@@ -156,4 +156,26 @@ int nvmlDeviceGetCurrentClocksEventReasons(void*, unsigned long long* r) {
   return 0;
 }
 
+// context.clocks (clock_settings): no nvmlDeviceGetDefaultApplicationsClock, so its figures read null.
+int nvmlDeviceGetApplicationsClock(void*, int which, unsigned* mhz) {
+  *mhz = which == 1 ? 1755 : 3201;
+  return 0;
+}
+int nvmlDeviceGetMaxClockInfo(void*, int which, unsigned* mhz) {
+  *mhz = which == 1 ? 1980 : 3201;
+  return 0;
+}
+int nvmlDeviceGetPowerManagementLimit(void*, unsigned* mw) {
+  *mw = 650000;
+  return 0;
+}
+int nvmlDeviceGetPowerManagementDefaultLimit(void*, unsigned* mw) {
+  *mw = 700000;
+  return 0;
+}
+int nvmlDeviceGetPersistenceMode(void*, int* mode) {
+  *mode = 1;
+  return 0;
+}
+
 }  // extern "C"

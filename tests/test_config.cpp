@@ -379,7 +379,9 @@ TEST(Sweep, ThreeAxesCountAndOrder) {
 }
 
 TEST(Sweep, DefaultsOnlyWhenConfigLacksTheAxis) {
-  const db::Config c = parse(R"({"workload": {"rounds": 5, "layout": "u8"}, "sweep": {"sq": [1024, 2048]}})");
+  // rounds 7 is the built-in value, so the command's defaults sweep around it (a config's own value is kept:
+  // Config.ExpandSweepKeepsTheConfigsValueOverADefaultSweep).
+  const db::Config c = parse(R"({"workload": {"rounds": 7, "layout": "u8"}, "sweep": {"sq": [1024, 2048]}})");
   const std::map<std::string, std::vector<json>> defaults = {{"sq", vals({4096, 8192, 16384})},
                                                              {"rounds", vals({3, 7, 10})}};
   const auto pts = db::expand_sweep(c, {"sq", "rounds", "layout"}, defaults);
@@ -396,6 +398,11 @@ TEST(Sweep, DefaultsOnlyWhenConfigLacksTheAxis) {
     EXPECT_FALSE(p.axes.contains("layout"));  // single workload value: not recorded
     EXPECT_EQ(p.axes.size(), 2u);
   }
+  // rounds 5 (not the built-in 7) is the config's choice: one value, still listed in the axes.
+  const db::Config c5 = parse(R"({"workload": {"rounds": 5}, "sweep": {"sq": [1024, 2048]}})");
+  const auto p5 = db::expand_sweep(c5, {"sq", "rounds"}, defaults);
+  ASSERT_EQ(p5.size(), 2u);
+  for (const auto& p : p5) EXPECT_EQ(p.axes.at("rounds"), 5);
 }
 
 TEST(Sweep, UnlistedAxesIgnoredAndNoAxesGivesOnePoint) {
@@ -670,52 +677,54 @@ TEST(Config, LoadConfigRefusesDuplicateKeysNamingThePath) {
   std::filesystem::remove(path);
 }
 
-// Issue 14: `rng --set sweep.dropout_p=...` used to be ignored without a word. An axis --set adds that the
-// command does not sweep is one warning line naming it and the command's axes; a preset's sweep of such an
-// axis (every preset sweeps sq, which dropout does not) stays quiet.
-TEST(Config, ExpandSweepWarnsAboutSetAxesTheCommandDoesNotSweep) {
+// Issue 14: `rng --set sweep.dropout_p=...` used to be ignored (then warned about). An axis --set adds that the
+// command does not sweep is an error naming it and the command's axes; a preset's sweep of such an axis (every
+// preset sweeps sq, which dropout does not) stays quiet.
+TEST(Config, ExpandSweepRefusesSetAxesTheCommandDoesNotSweep) {
   const std::vector<std::string> rng_axes = {"sq", "causal", "rounds", "threshold_bits", "layout"};
   db::Config c = db::builtin_config();
   db::apply_override(c, "sweep.dropout_p=[0.1,0.2]");
-  testing::internal::CaptureStderr();
-  EXPECT_EQ(db::expand_sweep(c, rng_axes).size(), 2u);  // the built-in sq sweep; dropout_p is not an axis here
-  EXPECT_EQ(testing::internal::GetCapturedStderr(),
-            "dropbench: warning: --set sweep.dropout_p: not swept by this command, ignored "
-            "(it sweeps sq, causal, rounds, threshold_bits, layout)\n");
+  EXPECT_EQ(usage_error([&] { db::expand_sweep(c, rng_axes); }),
+            "--set sweep.dropout_p: this command does not sweep it (allowed axes: sq, causal, rounds, threshold_bits, "
+            "layout)");
 
   testing::internal::CaptureStderr();
-  db::expand_sweep(db::builtin_config(), {"elements", "dropout_dtype"});  // the built-in config sweeps sq
-  db::expand_sweep(db::load_config(std::string(DROPBENCH_SOURCE_DIR) + "/configs/paper-sweep.json"),
-                   {"sq", "causal", "rounds"});  // the preset sweeps embed
+  EXPECT_NO_THROW(db::expand_sweep(db::builtin_config(), {"elements", "dropout_dtype"}));  // built-in sweeps sq
+  EXPECT_NO_THROW(db::expand_sweep(db::load_config(std::string(DROPBENCH_SOURCE_DIR) + "/configs/paper-sweep.json"),
+                                   {"sq", "causal", "rounds"}));  // the preset sweeps embed
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
 
   // --set changing a preset's axis counts as the user's.
   db::Config p = db::load_config(std::string(DROPBENCH_SOURCE_DIR) + "/configs/llama3-8b.json");
   db::apply_override(p, "sweep.sq=[1024]");
-  testing::internal::CaptureStderr();
-  db::expand_sweep(p, {"elements", "rounds"});
-  EXPECT_EQ(testing::internal::GetCapturedStderr(),
-            "dropbench: warning: --set sweep.sq: not swept by this command, ignored (it sweeps elements, rounds)\n");
+  EXPECT_EQ(usage_error([&] { db::expand_sweep(p, {"elements", "rounds"}); }),
+            "--set sweep.sq: this command does not sweep it (allowed axes: elements, rounds)");
+  EXPECT_CONTAINS(usage_error([&] { db::expand_sweep(p, {}); }), "(allowed axes: none)");
 }
 
-// Issue 14: `gemm --config configs/llama3-70b.json` sweeps E over gemm's defaults, not the preset's 8192.
-// The sweep stays (scripts rely on it); a workload value the built-in config does not have, replaced by a
-// command's default sweep, is said in one line with how to keep it.
-TEST(Config, ExpandSweepSaysWhenADefaultSweepReplacesTheConfigsValue) {
+// Issue 14: `gemm --config configs/llama3-70b.json` used to sweep E over gemm's defaults, not the preset's 8192.
+// A workload value the built-in config does not have is the config's choice: the axis keeps that one value
+// (listed in the axes) instead of the command's default sweep, without a warning.
+TEST(Config, ExpandSweepKeepsTheConfigsValueOverADefaultSweep) {
   const std::map<std::string, std::vector<json>> gemm_defaults = {{"embed", {4096, 8192, 16384}},
                                                                    {"dtype", {"fp8", "bf16"}}};
   const db::Config c = db::load_config(std::string(DROPBENCH_SOURCE_DIR) + "/configs/llama3-70b.json");
   testing::internal::CaptureStderr();
-  EXPECT_EQ(db::expand_sweep(c, {"sq", "embed", "dtype"}, gemm_defaults).size(), 3u * 3 * 2);
-  EXPECT_EQ(testing::internal::GetCapturedStderr(),
-            "dropbench: warning: this command's default sweep replaces the config's workload.embed 8192 by "
-            "[4096, 8192, 16384] (keep it: --set sweep.embed=[8192])\n");
-  // The preset's fp8 is the built-in value: the dtype sweep says nothing. Nor does a preset that sweeps E.
-  testing::internal::CaptureStderr();
-  db::expand_sweep(db::builtin_config(), {"sq", "embed", "dtype"}, gemm_defaults);
-  db::expand_sweep(db::load_config(std::string(DROPBENCH_SOURCE_DIR) + "/configs/paper-sweep.json"),
-                   {"sq", "embed", "dtype"}, gemm_defaults);
+  const auto pts = db::expand_sweep(c, {"sq", "embed", "dtype"}, gemm_defaults);
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  ASSERT_EQ(pts.size(), 3u * 1 * 2);  // the preset's sq sweep, its E, gemm's dtype defaults (fp8 is built-in)
+  for (const auto& p : pts) {
+    EXPECT_EQ(p.workload.embed, 8192);
+    EXPECT_EQ(p.axes.at("embed"), 8192);
+  }
+  // attention's causal default sweep keeps the preset's causal = true.
+  const auto att = db::expand_sweep(c, {"sq", "causal"}, {{"causal", {false, true}}});
+  ASSERT_EQ(att.size(), 3u);
+  for (const auto& p : att) EXPECT_EQ(p.axes.at("causal"), true);
+  // The built-in values are swept around as before; a preset that sweeps E keeps its sweep.
+  EXPECT_EQ(db::expand_sweep(db::builtin_config(), {"sq", "embed", "dtype"}, gemm_defaults).size(), 2u * 3 * 2);
+  const db::Config paper = db::load_config(std::string(DROPBENCH_SOURCE_DIR) + "/configs/paper-sweep.json");
+  EXPECT_EQ(db::expand_sweep(paper, {"embed"}, {{"embed", {4096}}}).size(), 3u);  // its own 4096, 8192, 16384
 }
 
 // Issue 13: repeats, repeat_gap and keep_series default to the old behaviour; bad values are one-line errors naming

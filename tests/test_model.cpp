@@ -186,6 +186,48 @@ TEST(Model, TailFactor) {
   EXPECT_NEAR(tail_factor({1}, 1, 4), 4.0, 1e-12);           // one CTA gets a quarter of the GPU
 }
 
+// Issue 14: past kTailSimulateCtas CTAs the tail is closed-form (ceil(waves) / waves for equal CTAs, the midpoint
+// of Graham's bound otherwise); on grids both can answer, the two agree within 0.5 %.
+TEST(Model, TailFactorClosedFormMatchesTheSimulation) {
+  auto causal = [](int64_t n_q, int64_t per_row) {  // causal grid: heaviest query block first
+    std::vector<double> v;
+    for (int64_t x = 0; x < n_q; ++x) v.push_back(static_cast<double>((n_q - x) * per_row));
+    return v;
+  };
+  struct Grid {
+    std::vector<double> ctas;
+    double heads, slots;
+  };
+  // Grids where the closed form applies (longest CTA <= 1 % of a slot's share) and the simulation still runs.
+  const std::vector<Grid> grids = {
+      {std::vector<double>(64, 128.0), 64, 132},  // non-causal SQ 8K, 64 heads, one CTA per SM: exact
+      {std::vector<double>(64, 128.0), 257, 264},
+      {causal(64, 2), 2048, 132},  // causal SQ 8K (wgmma: 128-row blocks, 128-key blocks), batch 32 x 64 heads
+      {causal(128, 2), 512, 264},  // causal SQ 16K (mma: 2 CTAs per SM)
+      {causal(32, 2), 4096, 132},
+      {causal(256, 2), 512, 132},
+      {causal(512, 2), 128, 132},  // causal SQ 64K, 128 heads
+  };
+  for (const Grid& g : grids) {
+    double sum = 0, hi = 0;
+    for (double d : g.ctas) sum += d, hi = std::max(hi, d);
+    const bool equal = std::all_of(g.ctas.begin(), g.ctas.end(), [&](double d) { return d == g.ctas[0]; });
+    if (!equal) ASSERT_LE(hi / (sum * g.heads / g.slots), 0.01);
+    const double sim = tail_factor_simulated(g.ctas, g.heads, g.slots);
+    const double closed = tail_factor_closed(g.ctas, g.heads, g.slots);
+    EXPECT_NEAR(closed / sim, 1.0, 0.005) << g.ctas.size() << " CTAs x " << g.heads << " heads on " << g.slots;
+  }
+  // Equal CTAs: the closed form is exact, on any grid.
+  for (double heads : {1.0, 3.0, 64.0, 1000.0})
+    EXPECT_DOUBLE_EQ(tail_factor_closed(std::vector<double>(10, 2.0), heads, 4),
+                     tail_factor_simulated(std::vector<double>(10, 2.0), heads, 4));
+  // tail_factor simulates small grids (the old answers stay) and answers large ones in closed form.
+  EXPECT_DOUBLE_EQ(tail_factor(causal(64, 2), 64, 132), tail_factor_simulated(causal(64, 2), 64, 132));
+  const std::vector<double> big = causal(512, 2);  // b 4096, sq 64K, 128 heads: 2.7e8 CTAs
+  EXPECT_DOUBLE_EQ(tail_factor(big, 4096.0 * 128, 132), tail_factor_closed(big, 4096.0 * 128, 132));
+  EXPECT_NEAR(tail_factor(big, 4096.0 * 128, 132), 1.0, 1e-4);
+}
+
 TEST(Model, AttentionDemandModes) {
   const Machine m = tiny();
   const Profile p = tiny_profile();

@@ -447,3 +447,44 @@ TEST(PowerSampler, FakeNvmlWithoutCounterOrInstantField) {
 }
 
 }  // namespace
+
+// Issue 14: context.clocks carries the clock and power settings NVML gives (application / max clocks, power limits,
+// persistence, the clock event reasons), through the sampler's loader; a figure NVML lacks is null, and without
+// NVML (or a device) every figure is null and the reason is said. The stand-in has no default application clocks.
+TEST(ClockSettings, FromTheStandInNvml) {
+  EnvVar lib("DROPBENCH_NVML_LIB", FAKE_NVML_PATH);
+  const SetFn set = fake_control();
+  ASSERT_NE(set, nullptr) << dlerror();
+  set(100, 0x2 | 0x4, 1755);
+  const auto j = dropbench::clock_settings_pci("fake");
+  EXPECT_EQ(j["nvml"], true);
+  EXPECT_EQ(j["applications_sm_mhz"], 1755);
+  EXPECT_EQ(j["applications_mem_mhz"], 3201);
+  EXPECT_TRUE(j["default_applications_sm_mhz"].is_null());
+  EXPECT_EQ(j["max_sm_mhz"], 1980);
+  EXPECT_DOUBLE_EQ(j["power_limit_w"].get<double>(), 650.0);
+  EXPECT_DOUBLE_EQ(j["default_power_limit_w"].get<double>(), 700.0);
+  EXPECT_DOUBLE_EQ(j["enforced_power_limit_w"].get<double>(), 700.0);
+  EXPECT_EQ(j["persistence_mode"], true);
+  EXPECT_EQ(j["clock_event_reasons"], "0x6");
+  EXPECT_EQ(j["applications_clocks_setting"], true);
+  set(100, 0, 1980);
+}
+
+TEST(ClockSettings, WithoutNvmlEveryFigureIsNull) {
+  EnvVar lib("DROPBENCH_NVML_LIB", "/nonexistent/libnvidia-ml.so.1");
+  const auto j = dropbench::clock_settings_pci("0000:00:00.0");
+  EXPECT_EQ(j["nvml"], false);
+  EXPECT_NE(j["why_not"].get<std::string>().find("NVML not found"), std::string::npos) << j.dump();
+  for (const char* k : {"applications_sm_mhz", "max_sm_mhz", "power_limit_w", "persistence_mode",
+                        "applications_clocks_setting"}) {
+    ASSERT_TRUE(j.contains(k)) << k;
+    EXPECT_TRUE(j[k].is_null()) << k;
+  }
+  // The stand-in has no device at this bus id: the same nulls, and why.
+  EnvVar fake("DROPBENCH_NVML_LIB", FAKE_NVML_PATH);
+  const auto k = dropbench::clock_settings_pci("0000:00:00.0");
+  EXPECT_EQ(k["nvml"], false);
+  EXPECT_TRUE(k["max_sm_mhz"].is_null());
+  EXPECT_NE(k["why_not"].get<std::string>().find("no device at PCI bus id"), std::string::npos) << k.dump();
+}

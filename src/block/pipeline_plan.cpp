@@ -46,23 +46,53 @@ int partition_rng_sms(int sms, double t_gemm, double t_rng, double scale, int gr
   return std::clamp(ki, granularity, sms - granularity);
 }
 
+namespace {
+
+[[noreturn]] void too_big(const std::string& what) {
+  throw UsageError(what + " more than 2^64 bytes, which no size can count (allowed: a shape whose buffers are below "
+                          "2^64 bytes)");
+}
+
+uint64_t u64(int64_t v) { return v < 0 ? 0 : static_cast<uint64_t>(v); }
+
+}  // namespace
+
+uint64_t checked_product(std::initializer_list<uint64_t> factors, const std::string& what) {
+  uint64_t r = 1;
+  for (uint64_t f : factors)
+    if (__builtin_mul_overflow(r, f, &r)) too_big(what);
+  return r;
+}
+
+uint64_t checked_sum(std::initializer_list<uint64_t> terms, const std::string& what) {
+  uint64_t r = 0;
+  for (uint64_t t : terms)
+    if (__builtin_add_overflow(r, t, &r)) too_big(what);
+  return r;
+}
+
 BlockMemory block_memory(const Workload& w, int64_t chunk_rows, int gemm_objects, bool validate) {
   BlockMemory m;
-  const size_t tokens = static_cast<size_t>(w.batch) * static_cast<size_t>(w.sq);
-  const int in_bytes = w.dtype == "fp8" ? 1 : 2;
+  const std::string what = fmt::format("workload.sq: {} (batch {}, embed {}, q_heads {}) makes the block's buffers",
+                                       w.sq, w.batch, w.embed, w.q_heads);
+  const uint64_t in_bytes = w.dtype == "fp8" ? 1 : 2;
   const QkvDims d = qkv_dims(w.batch, w.sq, w.embed, w.q_heads, w.kv_heads, w.head_dim);
-  m.x = d.x_bytes(in_bytes);
-  m.w = d.w_bytes(in_bytes);
-  m.qkv = d.qkv_bytes();
-  m.o = tokens * static_cast<size_t>(w.q_heads * w.head_dim) * 2;
-  m.lse = static_cast<size_t>(w.batch) * static_cast<size_t>(w.q_heads) * static_cast<size_t>(w.sq) * 4;
+  const uint64_t tokens = checked_product({u64(w.batch), u64(w.sq)}, what);
+  m.x = checked_product({u64(d.m), u64(d.k), in_bytes}, what);
+  m.w = checked_product({u64(d.n), u64(d.k), in_bytes}, what);
+  m.qkv = checked_product({u64(d.m), u64(d.n), 2}, what);
+  m.o = checked_product({tokens, u64(w.q_heads), u64(w.head_dim), 2}, what);
+  m.lse = checked_product({u64(w.batch), u64(w.q_heads), u64(w.sq), 4}, what);
   m.o_ref = validate ? m.o : 0;
-  // Dense tile storage (causal too): the mask's bytes as MaskGeometry counts them; a chunk's mask holds its rows.
-  const auto bh = static_cast<uint32_t>(w.batch * w.q_heads);
-  const auto sq = static_cast<uint32_t>(w.sq);
-  m.full_mask = MaskGeometry{bh, sq, sq, w.causal}.bytes();
-  m.chunk_mask = MaskGeometry{bh, static_cast<uint32_t>(std::min<int64_t>(chunk_rows, w.sq)), sq, w.causal}.bytes();
-  m.gemm_workspaces = static_cast<size_t>(gemm_objects) * (size_t{64} << 20);
+  // Dense tile storage (causal too): 16 x 64 tiles of 32 words, as MaskGeometry counts them (its bh and sq are
+  // 32-bit, so they are counted here in 64 bits); a chunk's mask holds its rows.
+  const uint64_t bh = checked_product({u64(w.batch), u64(w.q_heads)}, what);
+  const uint64_t c64 = (u64(w.sq) + 63) / 64;
+  const uint64_t chunk = u64(std::min<int64_t>(chunk_rows, w.sq));
+  m.full_mask = checked_product({bh, (u64(w.sq) + 15) / 16, c64, kWordsPerTile, 4}, what);
+  m.chunk_mask = checked_product({bh, (chunk + 15) / 16, c64, kWordsPerTile, 4}, what);
+  m.gemm_workspaces = checked_product({u64(gemm_objects), uint64_t{64} << 20}, what);
+  checked_sum({m.x, m.w, m.qkv, m.o, m.lse, m.o_ref, m.gemm_workspaces, m.full_mask, 2 * m.chunk_mask}, what);
   return m;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +39,11 @@ double hidden_fraction(double t_a, double t_b, double t_ab);
 // kept in [granularity, sms - granularity].
 int partition_rng_sms(int sms, double t_gemm, double t_rng, double scale = 1.0, int granularity = 2);
 
+// a * b * ... and a + b + ... of byte counts, or UsageError("<what> more than 2^64 bytes ...") when the result
+// does not fit 64 bits (2^62 elements of 4 bytes used to wrap to a mask of 0 bytes).
+uint64_t checked_product(std::initializer_list<uint64_t> factors, const std::string& what);
+uint64_t checked_sum(std::initializer_list<uint64_t> terms, const std::string& what);
+
 // Device memory of one point.
 struct BlockMemory {
   size_t x = 0, w = 0;        // GEMM inputs
@@ -51,6 +57,7 @@ struct BlockMemory {
 };
 
 // chunk_rows: as resolved by plan_chunks (the first chunk's rows). gemm_objects: QkvGemm instances alive.
+// Sizes are checked (UsageError naming workload.sq when a buffer passes 2^64 bytes).
 BlockMemory block_memory(const Workload& w, int64_t chunk_rows, int gemm_objects, bool validate);
 
 // Which of the wanted pipelines run at a point: the full mask must fit `mask_budget` (bytes; the device's

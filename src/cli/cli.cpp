@@ -1,4 +1,5 @@
 #include "src/cli/cli.hpp"
+#include "src/cli/dry_plan.hpp"
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -91,6 +92,14 @@ void add_common_options(CLI::App& sub, CommonOptions& o, RawNumbers& raw) {
   sub.add_flag("--cold", o.cold, "Flush the L2 cache before every sample");
   sub.add_flag("-q,--quiet", o.quiet, "No progress lines on stderr");
   sub.add_flag("--dry-run", o.dry_run, "Expand and walk the sweep (NVTX ranges included) without touching a GPU");
+  sub.add_option("--device-memory", o.device_memory_gib,
+                 "With --dry-run: GiB of free device memory to plan against (default: the --machine file's memory_gib, "
+                 "else 139, an idle H200's)")
+      ->type_name("GIB")
+      ->check(CLI::Range(0.001, 1048576.0));
+  sub.add_option("--machine", o.machine,
+                 "With --dry-run: the model's machine file (configs/machines/*.json) for the estimates and its memory")
+      ->type_name("FILE");
   sub.add_option("--shard", raw.shard,
                  "Measure only the points with index % N == i (round-robin slice; `dropbench merge` joins the shards)")
       ->type_name("i/N");
@@ -507,6 +516,7 @@ int run_cli(int argc, char** argv) {
           return run_on_devices(opts, args);
         }
         check_output_path(opts.output);
+        check_plan_options(opts);
         if (!opts.dry_run) require_gpu(opts.device);
         ctx.context = make_context(args, opts.dry_run ? -1 : opts.device);
         ctx.context["dry_run"] = opts.dry_run;

@@ -11,6 +11,7 @@
 #include "kernels/common/check.hpp"
 #include "kernels/common/shapes.hpp"
 #include "src/cli/cli.hpp"
+#include "src/cli/dry_plan.hpp"
 #include "src/core/device_buffer.hpp"
 #include "src/core/nvtx.hpp"
 #include "kernels/rng/rng_mask.cuh"
@@ -29,6 +30,9 @@ int run_attention(RunContext& ctx) {
   const std::map<std::string, std::vector<json>> defaults = {{"sq", {4096, 8192, 16384}}, {"causal", {false, true}}};
   const auto points = expand_sweep(ctx.cfg, axes, defaults);
   const bool dry = ctx.opts.dry_run;
+  for (const SweepPoint& pt : points) attention_memory(pt.workload, "sweep point " + pt.axes.dump() + ": ");
+  const PlanDevice dev = dry ? plan_device(ctx.opts) : PlanDevice{};
+  const std::optional<Estimator> model = dry ? std::make_optional<Estimator>(ctx.opts) : std::nullopt;
   SweepSession session(ctx, "attention", points);
   DeviceBuffer qkv, o, o_ref, lse, mask;
 
@@ -50,12 +54,16 @@ int run_attention(RunContext& ctx) {
     pr.index = pt.index;
     pr.axes = pt.axes;
     pr.workload = to_json(w);
-    const size_t need = qkv_bytes + 2 * o_bytes + lse_bytes + geo.bytes();
-    if (!dry && need + (256u << 20) > device_free_bytes() + qkv.size() + o.size() + o_ref.size() + lse.size() + mask.size()) {
-      session.report.add_skipped({pt.axes, fmt::format("QKV, O, LSE and the mask need {:.1f} GiB, more than the free "
-                                                       "device memory", need / double(1ull << 30))});
+    const MemoryPlan mem = attention_memory(w);  // the same five buffers, checked
+    const size_t need = mem.buffers_total();
+    if (mem.need() > (dry ? dev.bytes
+                          : device_free_bytes() + qkv.size() + o.size() + o_ref.size() + lse.size() + mask.size())) {
+      const std::string why = fmt::format("QKV, O, LSE and the mask need {:.1f} GiB, more than the free device memory",
+                                          need / double(1ull << 30));
+      session.report.add_skipped({pt.axes, why, kNoIndex, dry ? plan_json(mem, dev, false, why) : json()});
       continue;
     }
+    if (dry) pr.derived["plan"] = plan_json(mem, dev, true);
     if (!dry) {
       qkv.reserve(qkv_bytes);
       o.reserve(o_bytes);
@@ -130,6 +138,7 @@ int run_attention(RunContext& ctx) {
       v.extra["flops"] = flops;
       v.extra["mask_bytes"] = vd.mode == DropoutMode::Mask ? geo.bytes() : 0;
       v.extra["keep_effective"] = thr.keep_effective;
+      if (dry) put_estimate(v.derived, v.extra, model->attention(w, vd.name));
       for (auto it = checks[i].begin(); it != checks[i].end(); ++it) v.extra[it.key()] = it.value();
       if (!dry) {
         const AttentionKernelInfo ki = attention_kernel_info(ap, vd.mode);
@@ -148,7 +157,8 @@ int run_attention(RunContext& ctx) {
     }
     session.report.add_point(pr);
   }
-  session.finish(json::object(), standard_table(session.report, {"tflops", "x_none"}));
+  session.finish(json::object(),
+                 dry ? dry_plan_table(session.report) : standard_table(session.report, {"tflops", "x_none"}));
   return 0;
 }
 
@@ -167,7 +177,8 @@ Command make_attention_command() {
       "  fused     keep bits generated in-kernel with Philox (workload.rounds, workload.threshold_bits)\n"
       "TFLOP/s = 4*B*Hq*SQ^2*dH / time, halved when causal; x_none = time / time of mode none. Mask and\n"
       "rng+mask outputs are checked bit for bit against fused at every point (extra.bitwise_equal_fused).\n"
-      "Default sweep: sq 4096,8192,16384 x causal false,true at the workload's heads, dH, p, rounds.\n"
+      "Default sweep: sq 4096,8192,16384 x causal false,true at the workload's heads, dH, p, rounds (an axis the\n"
+      "config sweeps, or sets to another value than the built-in config's, keeps the config's values).\n"
       "workload.attention_kernel (an axis too) picks the kernel family: wgmma (Hopper TMA + wgmma), mma\n"
       "(FlashAttention-2-class mma.sync), auto = wgmma where supported; extra.kernel names the instance.\n"
       "Example: dropbench attention --set workload.q_heads=32 --set sweep.sq=[8192] --set sweep.causal=[false]";

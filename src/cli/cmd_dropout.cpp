@@ -10,6 +10,7 @@
 
 #include "kernels/common/check.hpp"
 #include "src/cli/cli.hpp"
+#include "src/cli/dry_plan.hpp"
 #include "src/core/device_buffer.hpp"
 #include "kernels/dropout/dropout.cuh"
 #include "src/core/harness.hpp"
@@ -39,6 +40,8 @@ int run_dropout(RunContext& ctx) {
   const auto points = expand_sweep(ctx.cfg, axes, defaults);
   const bool dry = ctx.opts.dry_run;
 
+  for (const SweepPoint& pt : points) dropout_memory(pt.workload, "sweep point " + pt.axes.dump() + ": ");
+  const PlanDevice dev = dry ? plan_device(ctx.opts) : PlanDevice{};
   SweepSession session(ctx, "dropout", points);
   DeviceBuffer x, y, y_ref, mask;
   Table table;
@@ -57,8 +60,10 @@ int run_dropout(RunContext& ctx) {
     const size_t es = elem_size(et), data_bytes = n * es;
     const Threshold thr = make_threshold(w.dropout_p, static_cast<int>(w.threshold_bits));
     const size_t max_mask = n * 4;
-    if (!dry && 3 * data_bytes + max_mask + (64u << 20) > device_free_bytes() + x.size() + y.size() + y_ref.size() + mask.size()) {
-      session.report.add_skipped({pt.axes, "x, y, a reference y and an int32 mask do not fit the free device memory"});
+    const MemoryPlan mem = dropout_memory(w);  // x, y, y_ref, the int32-sized mask; checked
+    if (mem.need() > (dry ? dev.bytes : device_free_bytes() + x.size() + y.size() + y_ref.size() + mask.size())) {
+      const std::string why = "x, y, a reference y and an int32 mask do not fit the free device memory";
+      session.report.add_skipped({pt.axes, why, kNoIndex, dry ? plan_json(mem, dev, false, why) : json()});
       continue;
     }
     if (!dry) {
@@ -79,6 +84,7 @@ int run_dropout(RunContext& ctx) {
     pr.index = pt.index;
     pr.axes = pt.axes;
     pr.workload = to_json(w);
+    if (dry) pr.derived["plan"] = plan_json(mem, dev, true);
     double copy_gbs = 0;
     // Seeded output first, as the reference the mask variants must equal bit for bit.
     if (!dry) {
@@ -126,6 +132,7 @@ int run_dropout(RunContext& ctx) {
       v.extra["data_bytes"] = data_bytes;
       v.extra["keep_effective"] = thr.keep_effective;
       v.extra["scale"] = thr.scale;
+      if (dry) v.extra["model_note"] = "not modelled: the model has no standalone dropout kernels (docs/model.md)";
       std::vector<std::string> row;
       for (auto it = pt.axes.begin(); it != pt.axes.end(); ++it) row.push_back(axis_value_str(it.value()));
       row.push_back(vname);
@@ -163,7 +170,7 @@ int run_dropout(RunContext& ctx) {
     }
     session.report.add_point(pr);
   }
-  session.finish(json::object(), table);
+  session.finish(json::object(), dry ? dry_plan_table(session.report) : table);
   return 0;
 }
 

@@ -7,6 +7,7 @@
 
 #include "kernels/common/check.hpp"
 #include "src/cli/cli.hpp"
+#include "src/cli/dry_plan.hpp"
 #include "src/core/device_buffer.hpp"
 #include "kernels/gemm/gemm.cuh"
 #include "src/core/workload_params.hpp"
@@ -60,6 +61,11 @@ int run_gemm(RunContext& ctx, const GemmCmdOptions& o) {
       throw UsageError(fmt::format("--sm-count: {} is more than the device's {} SMs", o.sm_count, sms));
   }
 
+  const size_t workspace = GemmOptions{}.workspace_bytes;
+  for (const SweepPoint& pt : points) gemm_memory(pt.workload, workspace, "sweep point " + pt.axes.dump() + ": ");
+  const PlanDevice dev = dry ? plan_device(ctx.opts) : PlanDevice{};
+  const std::optional<Estimator> model = dry ? std::make_optional<Estimator>(ctx.opts) : std::nullopt;
+
   SweepSession session(ctx, "gemm", points);
   for (const SweepPoint& pt : points) {
     const std::string label = axes_label(pt.axes);
@@ -81,12 +87,15 @@ int run_gemm(RunContext& ctx, const GemmCmdOptions& o) {
     pr.axes = pt.axes;
     pr.workload = to_json(w);
 
-    const size_t need = QkvBuffers::bytes_needed(shape, dtype) + go.workspace_bytes;
-    if (!dry && need + (64u << 20) > device_free_bytes()) {
-      session.report.add_skipped({pt.axes, fmt::format("X, W, Y and workspace need {:.1f} GiB, more than the free device "
-                                               "memory", need / double(1ull << 30))});
+    const MemoryPlan mem = gemm_memory(w, go.workspace_bytes);  // QkvBuffers::bytes_needed + the workspace
+    const size_t need = mem.buffers_total();
+    if (mem.need() > (dry ? dev.bytes : device_free_bytes())) {
+      const std::string why = fmt::format("X, W, Y and workspace need {:.1f} GiB, more than the free device memory",
+                                          need / double(1ull << 30));
+      session.report.add_skipped({pt.axes, why, kNoIndex, dry ? plan_json(mem, dev, false, why) : json()});
       continue;
     }
+    if (dry) pr.derived["plan"] = plan_json(mem, dev, true);
 
     // Buffers and plan only on a real run; the dry run walks the same ranges with no GPU work.
     std::unique_ptr<QkvBuffers> buf;
@@ -119,6 +128,7 @@ int run_gemm(RunContext& ctx, const GemmCmdOptions& o) {
     v.extra["sm_count_target"] = go.sm_count_target;
     v.extra["workspace_bytes"] = go.workspace_bytes;
     v.extra["cublaslt_version"] = QkvGemm::cublaslt_version_string();
+    if (dry) put_estimate(v.derived, v.extra, model->gemm(w));
     if (!dry) {
       v.extra["algo"] = algo_json(gemm->algo());
       v.extra["tuned"] = gemm->tuned();
@@ -137,7 +147,7 @@ int run_gemm(RunContext& ctx, const GemmCmdOptions& o) {
     pr.variants.push_back(v);
     session.report.add_point(pr);
   }
-  session.finish(json::object(), standard_table(session.report, {"tflops"}));
+  session.finish(json::object(), dry ? dry_plan_table(session.report) : standard_table(session.report, {"tflops"}));
   return 0;
 }
 
@@ -152,7 +162,8 @@ Command make_gemm_command() {
       "Times Y[M, N] = X[M, K] * W[N, K]^T with M = batch*sq, K = embed, N = (q_heads + 2*kv_heads)*head_dim\n"
       "(Q, K and V projections in one GEMM), bf16 output, fp32 accumulation. fp8 inputs are e4m3 with one fp32\n"
       "scale per tensor; bf16 inputs have none. Inputs are random (never zeros). Default sweep (unless the\n"
-      "config sweeps these axes):  sq 4096,8192,16384  x  embed 4096,8192,16384  x  dtype fp8,bf16;\n"
+      "config sweeps these axes or sets another value than the built-in config's):\n"
+      "  sq 4096,8192,16384  x  embed 4096,8192,16384  x  dtype fp8,bf16;\n"
       "batch, q_heads, kv_heads and head_dim come from the workload (built-in: 1, 32, 8, 128 -> N = 6144).\n"
       "Columns: TFLOP/s = 2*M*N*K / median time. The report's `extra` holds the cuBLASLt version and the\n"
       "algorithm run (id, tile, stages, cluster, split-K, ...); with --top-k N > 1 also every candidate's\n"

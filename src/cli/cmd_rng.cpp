@@ -7,6 +7,7 @@
 #include "kernels/common/check.hpp"
 #include "kernels/common/dispatch.cuh"
 #include "src/cli/cli.hpp"
+#include "src/cli/dry_plan.hpp"
 #include "src/core/device_buffer.hpp"
 #include "src/core/harness.hpp"
 #include "src/core/nvtx.hpp"
@@ -46,6 +47,10 @@ int run_rng(RunContext& ctx) {
       {"threshold_bits", std::vector<json>(std::begin(kThresholdBits), std::end(kThresholdBits))}, {"layout", {"tile", "bits", "u8", "i32"}}};
   const auto points = expand_sweep(ctx.cfg, axes, defaults);
   const bool dry = ctx.opts.dry_run;
+  // Sizes past 2^64 bytes are refused before anything runs (one line naming the field).
+  for (const SweepPoint& pt : points) rng_memory(pt.workload, "sweep point " + pt.axes.dump() + ": ");
+  const PlanDevice dev = dry ? plan_device(ctx.opts) : PlanDevice{};
+  const std::optional<Estimator> model = dry ? std::make_optional<Estimator>(ctx.opts) : std::nullopt;
 
   SweepSession session(ctx, "rng", points);
   DeviceBuffer mask, counter;
@@ -61,18 +66,21 @@ int run_rng(RunContext& ctx) {
     rp.geo = MaskGeometry{static_cast<uint32_t>(w.batch * w.q_heads), static_cast<uint32_t>(w.sq),
                           static_cast<uint32_t>(w.sq), w.causal};
     rp.elements = static_cast<uint64_t>(w.batch * w.q_heads) * w.sq * w.sq;
-    const size_t bytes = mask_bytes(rp);
+    const MemoryPlan mem = rng_memory(w);
+    const size_t bytes = mem.bytes("mask");
     const double generated = static_cast<double>(mask_elements_generated(rp));
 
     PointResult pr;
     pr.index = pt.index;
     pr.axes = pt.axes;
     pr.workload = to_json(w);
-    if (!dry && bytes + (64u << 20) > device_free_bytes() + mask.size()) {
-      session.report.add_skipped({pt.axes, fmt::format("mask needs {:.1f} GiB, more than the free device memory",
-                                               bytes / double(1ull << 30))});
+    if (mem.need() > (dry ? dev.bytes : device_free_bytes() + mask.size() + counter.size())) {
+      const std::string why =
+          fmt::format("mask needs {:.1f} GiB, more than the free device memory", bytes / double(1ull << 30));
+      session.report.add_skipped({pt.axes, why, kNoIndex, dry ? plan_json(mem, dev, false, why) : json()});
       continue;
     }
+    if (dry) pr.derived["plan"] = plan_json(mem, dev, true);
     if (!dry) mask.reserve(bytes);
     rp.out = mask.get();
 
@@ -94,6 +102,7 @@ int run_rng(RunContext& ctx) {
     v.extra["keep_effective"] = thr.keep_effective;
     v.extra["p_error"] = thr.p_error;
     v.extra["scale"] = thr.scale;
+    if (dry) put_estimate(v.derived, v.extra, model->rng(w, w.layout));
     if (!dry) {
       // The keep rate actually sampled: zero the mask (causal tiles stay zero), generate once, count.
       DB_CUDA(cudaMemsetAsync(mask.get(), 0, bytes, session.harness.stream()));
@@ -154,7 +163,7 @@ int run_rng(RunContext& ctx) {
   }
   json summary;
   summary["ratios_to_r7"] = ratios;
-  session.finish(summary, table);
+  session.finish(summary, dry ? dry_plan_table(session.report) : table);
   return 0;
 }
 

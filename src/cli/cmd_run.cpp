@@ -17,6 +17,7 @@
 #include "src/block/run_point.hpp"
 #include "src/block/run_trace.hpp"
 #include "src/cli/cli.hpp"
+#include "src/cli/dry_plan.hpp"
 #include "src/core/device_buffer.hpp"
 #include "src/core/nvtx.hpp"
 #include "src/core/sweep_session.hpp"
@@ -30,14 +31,21 @@ const std::vector<std::string> kAxes = {"batch",   "embed",  "q_heads", "kv_head
                                         "causal",  "dropout_p", "dtype", "rounds", "threshold_bits", "chunk",
                                         "attention_kernel"};
 
-// A dry run walks the NVTX tree without a GPU: one range per pipeline and its phases.
-void walk_dry(SweepSession& session, const PipelinePlan& plan, PointResult& pr) {
+// Free memory plan_pipelines keeps beside a point's buffers (its default).
+constexpr size_t kRunHeadroom = size_t{512} << 20;
+
+// A dry run walks the NVTX tree without a GPU: one range per pipeline and its phases; each pipeline gets the
+// model's estimate.
+void walk_dry(SweepSession& session, const PipelinePlan& plan, const Estimator& model, const Workload& w,
+              PointResult& pr) {
   for (Pipeline p : plan.run) {
     NvtxRange vr(std::string("variant ") + pipeline_name(p));
     session.harness.measure([&](Sample& s) {
       for (const char* phase : pipeline_spec(p).dry_phases) s.phase(phase, [] {});
     });
-    pr.variants.push_back(variant_of(pipeline_name(p), Measurement{}));
+    VariantResult v = variant_of(pipeline_name(p), Measurement{});
+    put_estimate(v.derived, v.extra, model.pipeline(w, pipeline_name(p)));
+    pr.variants.push_back(std::move(v));
   }
 }
 
@@ -77,6 +85,10 @@ int run_run(RunContext& ctx, const RunOptions& o) {
   const auto points = expand_sweep(ctx.cfg, kAxes);
   const bool dry = ctx.opts.dry_run;
   TraceState trace = open_trace(o.trace, dry);
+  // Sizes past 2^64 bytes are refused before anything runs (a chunk of the whole sequence is the largest).
+  for (const SweepPoint& pt : points) block_memory(pt.workload, pt.workload.sq, 1 + std::max(3, o.top_k), true);
+  const PlanDevice dev = dry ? plan_device(ctx.opts) : PlanDevice{};
+  const std::optional<Estimator> model = dry ? std::make_optional<Estimator>(ctx.opts) : std::nullopt;
   SweepSession session(ctx, "run", points);
   RunTotals totals;
 
@@ -96,11 +108,14 @@ int run_run(RunContext& ctx, const RunOptions& o) {
     // GEMM objects alive at once: the pipelines' one, plus one scan's (3 partitions or --top-k candidates).
     const int gemm_objects = o.no_explore ? 1 : 1 + std::max(3, o.top_k);
     const BlockMemory mem = block_memory(w, chunks.front().rows, gemm_objects, !o.no_validate);
-    const size_t free_b = dry ? std::numeric_limits<size_t>::max() / 4 : device_free_bytes();
+    const size_t free_b = dry ? dev.bytes : device_free_bytes();
     const size_t budget = o.mask_budget_gib > 0 ? static_cast<size_t>(o.mask_budget_gib * (1ull << 30)) : free_b;
-    const PipelinePlan plan = plan_pipelines(mem, free_b, budget, wanted);
+    const PipelinePlan plan = plan_pipelines(mem, free_b, budget, wanted, kRunHeadroom);
     if (!plan.point_fits) {
-      session.report.add_skipped({pt.axes, plan.point_reason});
+      session.report.add_skipped({pt.axes, plan.point_reason, kNoIndex,
+                                  dry ? plan_json(run_memory(mem, false, false, kRunHeadroom), dev, false,
+                                                  plan.point_reason)
+                                      : json()});
       continue;
     }
     PointResult pr;
@@ -110,10 +125,14 @@ int run_run(RunContext& ctx, const RunOptions& o) {
     json skipped = json::object();
     for (const auto& [p, why] : plan.skipped) skipped[pipeline_name(p)] = why;
     if (!skipped.empty()) pr.derived["skipped_pipelines"] = skipped;
-    if (dry)
-      walk_dry(session, plan, pr);
-    else
+    if (dry) {
+      json pj = plan_json(run_memory(mem, plan.needs_full_mask, plan.needs_chunk_masks, kRunHeadroom), dev, true);
+      if (o.mask_budget_gib > 0) pj["mask_budget_bytes"] = budget;
+      pr.derived["plan"] = std::move(pj);
+      walk_dry(session, plan, *model, w, pr);
+    } else {
       measure_point(ctx, o, session, pt, label, plan, mem, pr, totals, trace);
+    }
     session.report.add_point(std::move(pr));
   }
 
@@ -121,7 +140,8 @@ int run_run(RunContext& ctx, const RunOptions& o) {
   totals.trace_path = o.trace;
   totals.trace_records = trace.records.size();
   session.finish(run_summary(session.report, totals),
-                 standard_table(session.report, {"tflops", "x_baseline", "hidden", "hidden_self", "coresident_share"}));
+                 dry ? dry_plan_table(session.report)
+                     : standard_table(session.report, {"tflops", "x_baseline", "hidden", "hidden_self", "coresident_share"}));
   if (totals.counters.mismatches > 0) {
     fmt::print(stderr, "dropbench: {} bitwise mismatch(es) between pipelines or mask producers (see the report)\n",
                totals.counters.mismatches);

@@ -882,12 +882,6 @@ std::optional<Config> as_loaded(const Config& cfg) {
   }
 }
 
-std::string values_text(const std::vector<json>& values) {
-  std::string out;
-  for (const auto& v : values) out += (out.empty() ? "" : ", ") + (v.is_string() ? v.get<std::string>() : v.dump());
-  return "[" + out + "]";
-}
-
 }  // namespace
 
 std::vector<SweepPoint> expand_sweep(const Config& cfg, const std::vector<std::string>& axes,
@@ -898,7 +892,6 @@ std::vector<SweepPoint> expand_sweep(const Config& cfg, const std::vector<std::s
     bool recorded;  // listed in point.axes (swept by the config or by `defaults`)
   };
   std::vector<Axis> dims;
-  std::string overrides;  // the config's workload values a command default sweep replaces
   for (const auto& name : axes) {
     if (!is_axis(name)) unknown_axis(name);
     if (std::any_of(dims.begin(), dims.end(), [&](const Axis& a) { return a.name == name; })) continue;
@@ -907,43 +900,41 @@ std::vector<SweepPoint> expand_sweep(const Config& cfg, const std::vector<std::s
     if (it != cfg.sweep.end() && !it->second.empty()) {
       dims.push_back({name, it->second, true});
     } else if (auto d = defaults.find(name); d != defaults.end() && !d->second.empty()) {
+      // Presets set every workload field, most to the built-in values the command's defaults sweep around; a
+      // value the built-in config does not have (E 8192, causal) is the config's choice, so it is kept as the
+      // axis's one value (still listed in the axes) instead of the default sweep.
+      const json mine = find_workload_field(name)->get(cfg.workload);
+      if (mine != find_workload_field(name)->get(builtin_config().workload)) {
+        dims.push_back({name, {mine}, true});
+        continue;
+      }
       json spec = json::array();
       for (const auto& v : d->second) spec.push_back(v);
       dims.push_back({name, expand_axis(name, spec), true});
-      // Presets set every workload field, most to the built-in values the command's defaults sweep around;
-      // only a value the built-in config does not have (E 8192, causal) is a choice the sweep overrides.
-      if (find_workload_field(name)->get(cfg.workload) != find_workload_field(name)->get(builtin_config().workload)) {
-        const json mine = find_workload_field(name)->get(cfg.workload);
-        overrides += (overrides.empty() ? "workload." : "; workload.") + name + " " +
-                     (mine.is_string() ? mine.get<std::string>() : mine.dump()) + " by " +
-                     values_text(dims.back().values) + " (keep it: --set sweep." + name + "=" +
-                     json::array({mine}).dump() + ")";
-      }
     } else {
       dims.push_back({name, {find_workload_field(name)->get(cfg.workload)}, false});
     }
   }
 
-  // An axis the command does not sweep is ignored. A preset sweeps axes for several commands, so only axes
-  // --set added or changed are reported; a warning, not an error, since scripts/peers.py passes one set of
-  // --set sweeps to every command.
+  // An axis the command does not sweep: a preset sweeps axes for several commands, so its own are ignored; one
+  // that --set added or changed is an error naming it and the command's axes (scripts/peers.py passes each
+  // command only its own axes).
   std::vector<std::string> ignored;
   std::optional<std::optional<Config>> loaded;  // read only when needed
   for (const auto& [name, values] : cfg.sweep) {
     if (values.empty() || std::find(axes.begin(), axes.end(), name) != axes.end()) continue;
     if (!loaded) loaded = as_loaded(cfg);
     const std::optional<Config>& file = *loaded;
-    const bool from_file = file && std::any_of(file->sweep.begin(), file->sweep.end(), [&](const auto& a) {
+    // A config that cannot be read again (made from JSON text): its sweep is taken as its own, not --set.
+    const bool from_file = !file || std::any_of(file->sweep.begin(), file->sweep.end(), [&](const auto& a) {
                              return a.first == name && a.second == values;
                            });
     if (!from_file) ignored.push_back("sweep." + name);
   }
   if (!ignored.empty())
-    std::fprintf(stderr, "dropbench: warning: --set %s: not swept by this command, ignored (it sweeps %s)\n",
-                 join(ignored).c_str(), join(axes).c_str());
-  if (!overrides.empty())
-    std::fprintf(stderr, "dropbench: warning: this command's default sweep replaces the config's %s\n",
-                 overrides.c_str());
+    throw UsageError("--set " + join(ignored) + ": this command does not sweep " +
+                     (ignored.size() == 1 ? "it" : "them") + " (allowed axes: " + (axes.empty() ? "none" : join(axes)) +
+                     ")");
 
   size_t total = 1;
   for (const auto& d : dims) {

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "src/core/power.hpp"
 #include "version.h"
 
 namespace dropbench {
@@ -113,7 +114,10 @@ json make_context(const std::vector<std::string>& argv, int dev) {
   } else {
     j["device"] = nullptr;
   }
-  j["clocks"] = json::object();  // filled by commands: measured SM clock at start/end
+  // The clock and power settings NVML reports (application / max clocks, power limits, persistence, the clock
+  // event reasons; src/core/power.hpp); commands add the SM clock measured at start. Without a device (a dry
+  // run) none of these keys is written.
+  j["clocks"] = dev >= 0 ? json(clock_settings(dev)) : json::object();
   return j;
 }
 

@@ -54,6 +54,7 @@ struct FieldValue {  // nvmlFieldValue_t
   Value value;
 };
 // Clock event reason bits (nvmlClocksEventReasons, formerly ...ThrottleReasons).
+constexpr uint64_t kAppClocksSetting = 0x2;
 constexpr uint64_t kSwPowerCap = 0x4, kHwSlowdown = 0x8, kSwThermal = 0x20, kHwThermal = 0x40, kHwPowerBrake = 0x80;
 }  // namespace nvml
 
@@ -74,6 +75,13 @@ struct NvmlApi {
   nvml::Return (*clock)(nvml::Device, int, unsigned*) = nullptr;    // MHz
   nvml::Return (*temperature)(nvml::Device, int, unsigned*) = nullptr;
   nvml::Return (*reasons)(nvml::Device, unsigned long long*) = nullptr;
+  // Settings for context.clocks (clock_settings); optional, so a driver without one still samples power.
+  nvml::Return (*app_clock)(nvml::Device, int, unsigned*) = nullptr;          // MHz
+  nvml::Return (*default_app_clock)(nvml::Device, int, unsigned*) = nullptr;  // MHz
+  nvml::Return (*max_clock)(nvml::Device, int, unsigned*) = nullptr;          // MHz
+  nvml::Return (*limit)(nvml::Device, unsigned*) = nullptr;                   // mW, as set
+  nvml::Return (*default_limit)(nvml::Device, unsigned*) = nullptr;           // mW
+  nvml::Return (*persistence)(nvml::Device, int*) = nullptr;                  // nvmlEnableState_t
 
   std::string error(nvml::Return r) const {
     const char* s = error_string ? error_string(r) : nullptr;
@@ -125,6 +133,12 @@ bool load_nvml(NvmlApi& api, std::string* why) {
   // Renamed in driver 535; the old name stays exported for older drivers.
   if (!sym(api.reasons, "nvmlDeviceGetCurrentClocksEventReasons"))
     sym(api.reasons, "nvmlDeviceGetCurrentClocksThrottleReasons");
+  sym(api.app_clock, "nvmlDeviceGetApplicationsClock");
+  sym(api.default_app_clock, "nvmlDeviceGetDefaultApplicationsClock");
+  sym(api.max_clock, "nvmlDeviceGetMaxClockInfo");
+  sym(api.limit, "nvmlDeviceGetPowerManagementLimit");
+  sym(api.default_limit, "nvmlDeviceGetPowerManagementDefaultLimit");
+  sym(api.persistence, "nvmlDeviceGetPersistenceMode");
   if (!api.field_values && !api.power_usage)
     missing += (missing.empty() ? "" : ", ") + std::string("nvmlDeviceGetFieldValues and nvmlDeviceGetPowerUsage");
   if (!missing.empty()) {
@@ -457,6 +471,77 @@ ojson PowerSampler::info() const {
   j["errors"] = m.errors;
   if (!m.last_error.empty()) j["last_error"] = m.last_error;
   return j;
+}
+
+namespace {
+
+// The figures clock_settings() writes, every one null: what a report says where NVML cannot tell.
+ojson null_settings() {
+  ojson j;
+  for (const char* k : {"applications_sm_mhz", "applications_mem_mhz", "default_applications_sm_mhz",
+                        "default_applications_mem_mhz", "max_sm_mhz", "max_mem_mhz", "power_limit_w",
+                        "default_power_limit_w", "enforced_power_limit_w", "persistence_mode", "clock_event_reasons",
+                        "applications_clocks_setting"})
+    j[k] = nullptr;
+  return j;
+}
+
+}  // namespace
+
+ojson clock_settings_pci(const std::string& pci_bus_id) {
+  ojson j = null_settings();
+  std::string why;
+  auto impl = load_and_init(&why);
+  nvml::Device dev = nullptr;
+  if (impl) {
+    if (const nvml::Return r = impl->api.handle_by_pci(pci_bus_id.c_str(), &dev); r != nvml::kSuccess)
+      why = fmt::format("NVML has no device at PCI bus id {}: {}", pci_bus_id, impl->api.error(r));
+  }
+  if (!impl || !dev) {
+    j["nvml"] = false;
+    j["why_not"] = why;
+    return j;
+  }
+  const NvmlApi& api = impl->api;
+  auto mhz = [&](nvml::Return (*fn)(nvml::Device, int, unsigned*), int which) -> ojson {
+    unsigned v = 0;
+    return fn && fn(dev, which, &v) == nvml::kSuccess ? ojson(v) : ojson(nullptr);
+  };
+  auto watts = [&](nvml::Return (*fn)(nvml::Device, unsigned*)) -> ojson {
+    unsigned mw = 0;
+    return fn && fn(dev, &mw) == nvml::kSuccess ? ojson(mw * 1e-3) : ojson(nullptr);
+  };
+  j["nvml"] = true;
+  j["applications_sm_mhz"] = mhz(api.app_clock, nvml::kClockSm);
+  j["applications_mem_mhz"] = mhz(api.app_clock, nvml::kClockMem);
+  j["default_applications_sm_mhz"] = mhz(api.default_app_clock, nvml::kClockSm);
+  j["default_applications_mem_mhz"] = mhz(api.default_app_clock, nvml::kClockMem);
+  j["max_sm_mhz"] = mhz(api.max_clock, nvml::kClockSm);
+  j["max_mem_mhz"] = mhz(api.max_clock, nvml::kClockMem);
+  j["power_limit_w"] = watts(api.limit);
+  j["default_power_limit_w"] = watts(api.default_limit);
+  j["enforced_power_limit_w"] = watts(api.enforced_limit);
+  int mode = 0;
+  if (api.persistence && api.persistence(dev, &mode) == nvml::kSuccess) j["persistence_mode"] = mode != 0;
+  unsigned long long bits = 0;
+  if (api.reasons && api.reasons(dev, &bits) == nvml::kSuccess) {
+    j["clock_event_reasons"] = fmt::format("0x{:x}", bits);
+    // 0x2: the clocks are held by the applications-clocks setting (nvidia-smi -ac) or a clock lock.
+    j["applications_clocks_setting"] = (bits & nvml::kAppClocksSetting) != 0;
+  }
+  return j;
+}
+
+ojson clock_settings(int cuda_device) {
+  char bus[64] = {};
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, cuda_device) != cudaSuccess) {
+    cudaGetLastError();
+    ojson j = null_settings();
+    j["nvml"] = false;
+    j["why_not"] = fmt::format("no PCI bus id for CUDA device {}", cuda_device);
+    return j;
+  }
+  return clock_settings_pci(bus);
 }
 
 ojson power_context(const PowerSampler* sampler, const std::string& why_not) {

@@ -80,6 +80,14 @@ class PowerSampler {
   std::unique_ptr<Impl> impl_;
 };
 
+// The device's clock and power settings now, for context.clocks (issue 14), through the same NVML loader:
+// applications_{sm,mem}_mhz and their defaults, max_{sm,mem}_mhz, power_limit_w (as set), default_power_limit_w,
+// enforced_power_limit_w, persistence_mode, clock_event_reasons ("0x..") and applications_clocks_setting (its
+// bit 0x2: clocks held by the applications-clocks setting or a lock). "nvml": whether NVML answered; a figure
+// it does not give is null, and without NVML all are, with "why_not".
+nlohmann::ordered_json clock_settings(int cuda_device);
+nlohmann::ordered_json clock_settings_pci(const std::string& pci_bus_id);
+
 // For a report's context: {"measured": true, ...info()} or {"measured": false, "why_not": why_not}.
 nlohmann::ordered_json power_context(const PowerSampler* sampler, const std::string& why_not);
 

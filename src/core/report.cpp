@@ -194,6 +194,7 @@ json Report::to_json() const {
     if (s.index != kNoIndex) e["index"] = s.index;
     e["axes"] = s.axes.is_null() ? json::object() : s.axes;
     e["reason"] = s.reason;
+    if (!s.plan.is_null()) e["plan"] = s.plan;
     skipped.push_back(std::move(e));
   }
   j["skipped"] = std::move(skipped);
@@ -483,13 +484,88 @@ Table standard_table(const Report& r, const std::vector<std::string>& derived_co
     for (const auto& v : p.variants) {
       std::vector<std::string> row = axis_cells;
       row.push_back(v.name);
-      row.push_back(fmt_num(v.stats.median * 1e6));
-      row.push_back(fmt_num(v.stats.rel_stdev * 100.0));
-      row.push_back(std::to_string(v.stats.samples));
+      // A variant without samples (a dry run's, or one the noise rule never timed) was not measured: "-", not 0.
+      const bool measured = v.stats.samples > 0;
+      row.push_back(measured ? fmt_num(v.stats.median * 1e6) : "-");
+      row.push_back(measured ? fmt_num(v.stats.rel_stdev * 100.0) : "-");
+      row.push_back(measured ? std::to_string(v.stats.samples) : "-");
       for (const auto& d : derived_cols) row.push_back(derived_cell(v.derived, d));
       t.rows.push_back(std::move(row));
     }
   }
+  return t;
+}
+
+Table dry_plan_table(const Report& r) {
+  Table t;
+  std::vector<std::string> axis_keys;
+  auto add_keys = [&](const json& axes) {
+    if (!axes.is_object()) return;
+    for (auto it = axes.begin(); it != axes.end(); ++it)
+      if (std::find(axis_keys.begin(), axis_keys.end(), it.key()) == axis_keys.end()) axis_keys.push_back(it.key());
+  };
+  for (const auto& p : r.points()) add_keys(p.axes);
+  for (const auto& s : r.skipped()) add_keys(s.axes);
+  t.columns = axis_keys;
+  for (const char* c : {"variant", "memory", "device", "model_us", "plan"}) t.columns.emplace_back(c);
+  auto axis_cells = [&](const json& axes) {
+    std::vector<std::string> cells;
+    for (const auto& k : axis_keys)
+      cells.push_back(axes.is_object() && axes.contains(k) ? axis_cell(axes.at(k)) : std::string("-"));
+    return cells;
+  };
+  auto bytes_cell = [](const json& plan, const char* key) -> std::string {
+    const json* v = nullptr;
+    if (plan.is_object() && std::string(key) == "need") {
+      const auto m = plan.find("memory");
+      if (m != plan.end() && m->contains("need_bytes")) v = &m->at("need_bytes");
+    } else if (plan.is_object() && plan.contains(key)) {
+      v = &plan.at(key);
+    }
+    if (!v || !v->is_number()) return "-";
+    const double b = v->get<double>();
+    return fmt::format("{:.2f} GiB", b / double(1ull << 30));
+  };
+  struct Row {
+    size_t index;
+    std::vector<std::string> cells;
+  };
+  std::vector<Row> rows;
+  for (const auto& p : r.points()) {
+    const json plan = p.derived.is_object() ? p.derived.value("plan", json()) : json();
+    for (const auto& v : p.variants) {
+      std::vector<std::string> row = axis_cells(p.axes);
+      row.push_back(v.name);
+      row.push_back(bytes_cell(plan, "need"));
+      row.push_back(bytes_cell(plan, "device_memory_bytes"));
+      const auto m = v.derived.find("model_us");
+      row.push_back(m != v.derived.end() && m->is_number() ? fmt_num(m->get<double>()) : "-");
+      row.push_back("runs");
+      rows.push_back({p.index, std::move(row)});
+    }
+    // run: pipelines the plan leaves out at this point (their masks do not fit).
+    if (p.derived.is_object() && p.derived.contains("skipped_pipelines"))
+      for (auto it = p.derived["skipped_pipelines"].begin(); it != p.derived["skipped_pipelines"].end(); ++it) {
+        std::vector<std::string> row = axis_cells(p.axes);
+        row.push_back(it.key());
+        row.push_back(bytes_cell(plan, "need"));
+        row.push_back(bytes_cell(plan, "device_memory_bytes"));
+        row.push_back("-");
+        row.push_back("skipped: " + (it->is_string() ? it->get<std::string>() : it->dump()));
+        rows.push_back({p.index, std::move(row)});
+      }
+  }
+  for (const auto& s : r.skipped()) {
+    std::vector<std::string> row = axis_cells(s.axes);
+    row.push_back("-");
+    row.push_back(bytes_cell(s.plan, "need"));
+    row.push_back(bytes_cell(s.plan, "device_memory_bytes"));
+    row.push_back("-");
+    row.push_back("skipped: " + s.reason);
+    rows.push_back({s.index, std::move(row)});
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.index < b.index; });
+  for (Row& row : rows) t.rows.push_back(std::move(row.cells));
   return t;
 }
 

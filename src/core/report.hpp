@@ -40,6 +40,7 @@ struct SkippedPoint {
   json axes = json::object();
   std::string reason;
   size_t index = kNoIndex;  // kNoIndex: add_skipped() takes the index set by set_current_index()
+  json plan;                // a dry run's plan of the point (src/cli/dry_plan.hpp); null: not written
 };
 
 // The slice of a sweep one process measures: the points whose index % count == index (round-robin, so that a
@@ -124,6 +125,11 @@ std::string render(const Table& t, const std::string& format);  // "md" | "csv" 
 // Standard rows for a report: one row per (point, variant): axes..., variant, median (us), rel stdev,
 // samples, then the derived figures named in `derived_cols` (header = the key).
 Table standard_table(const Report& r, const std::vector<std::string>& derived_cols);
+
+// A dry run's table (issue 14: "what will this sweep do"): one row per (point, variant) and one per skipped
+// point or pipeline: axes..., variant, memory (the point's need), device (what it was checked against),
+// model_us (the model's estimate), plan ("runs", or "skipped: why"); "-" for what a dry run does not know.
+Table dry_plan_table(const Report& r);
 
 // "[i/N] elapsed 12.3s, ETA 45.6s: <label>" on stderr (suppressed when quiet).
 class Progress {

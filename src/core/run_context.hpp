@@ -28,6 +28,8 @@ struct CommonOptions {
   std::optional<Shard> shard;           // --shard i/N: only the points with index % N == i
   std::string resume;                   // --resume FILE: keep its points, measure the missing ones
   std::string devices;                  // --devices 0,1,...: one child process (shard) per GPU (cli.cpp)
+  std::optional<double> device_memory_gib;  // --device-memory: the GiB a dry run plans against (src/cli/dry_plan.hpp)
+  std::string machine;                  // --machine: the model's machine file for a dry run's estimates and memory
 };
 
 // What a sweeping command receives: the resolved config (file + --set + common overrides applied and

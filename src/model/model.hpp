@@ -51,6 +51,8 @@ struct Machine {
   // Power (optional; 0 = not given): the enforced board power cap and the static (idle) power. A kernel cannot
   // finish faster than its dynamic energy / (cap_w - static_w) (docs/model.md, "Power").
   double cap_w = 0, static_w = 0;
+  // Free device memory in GiB (optional; 0 = not given): what `--dry-run --machine FILE` plans against.
+  double memory_gib = 0;
   bool has_power() const { return cap_w > 0 && cap_w > static_w; }
   std::vector<Unit> units;
   std::vector<OpClass> ops;
@@ -211,7 +213,12 @@ struct AttnWork {
 };
 // Makespan of the grid (the CTAs of cta_iters repeated `heads` times, launch order) greedily scheduled on
 // `slots` CTA slots, over total / slots: 1 for a perfectly balanced grid; ceil(waves) / waves for equal CTAs.
+// Past kTailSimulateCtas CTAs the closed form answers (tail_factor_closed: ceil(waves) / waves for equal CTAs,
+// else the midpoint of Graham's bound [1, 1 + longest CTA / (total / slots)]), within 0.5 % of the simulation.
 double tail_factor(const std::vector<double>& cta_iters, double heads, double slots);
+constexpr double kTailSimulateCtas = 1 << 20;
+double tail_factor_simulated(const std::vector<double>& cta_iters, double heads, double slots);
+double tail_factor_closed(const std::vector<double>& cta_iters, double heads, double slots);
 AttnWork attention_work(const Profile& p, const Workload& w, Window win = {});
 // mode: none | mask | fused (its own profile entry) | fused-composed (mask + the RNG tile kernel's demand)
 Demand attention_demand(const Profile& p, const Workload& w, const std::string& mode, Window win = {},

@@ -1,0 +1,239 @@
+#include "src/cli/dry_plan.hpp"
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include "kernels/common/check.hpp"
+#include "kernels/common/shapes.hpp"
+#include "kernels/rng/dropout_scheme.cuh"
+#include "src/cli/model_cli.hpp"
+#include "src/core/device_buffer.hpp"
+#include "src/model/model.hpp"
+
+namespace dropbench {
+
+namespace {
+
+uint64_t u(int64_t v) { return v < 0 ? 0 : static_cast<uint64_t>(v); }
+
+}  // namespace
+
+uint64_t MemoryPlan::buffers_total() const {
+  uint64_t r = 0;
+  for (const auto& [name, b] : buffers) r = checked_sum({r, b}, "the buffers take");
+  return r;
+}
+
+uint64_t MemoryPlan::need() const { return checked_sum({buffers_total(), headroom}, "the buffers and headroom take"); }
+
+uint64_t MemoryPlan::bytes(const std::string& name) const {
+  for (const auto& [n, b] : buffers)
+    if (n == name) return b;
+  return 0;
+}
+
+json MemoryPlan::to_json() const {
+  json b = json::object();
+  for (const auto& [name, bytes] : buffers) b[name] = bytes;
+  return json{{"buffers", b}, {"buffers_bytes", buffers_total()}, {"headroom_bytes", headroom}, {"need_bytes", need()}};
+}
+
+MemoryPlan rng_memory(const Workload& w, const std::string& where) {
+  // cmd_rng.cpp: one mask buffer of the layout's size and the keep counter; 64 MiB left free.
+  const std::string what = fmt::format("{}workload.sq: {} (batch {} x q_heads {} x sq^2 elements) makes the {} mask",
+                                       where, w.sq, w.batch, w.q_heads, w.layout);
+  const uint64_t bh = checked_product({u(w.batch), u(w.q_heads)}, what);
+  const uint64_t elements = checked_product({bh, u(w.sq), u(w.sq)}, what);
+  uint64_t mask = 0;
+  if (w.layout == "tile") {
+    const uint64_t r16 = (u(w.sq) + 15) / 16, c64 = (u(w.sq) + 63) / 64;
+    mask = checked_product({bh, r16, c64, 32, 4}, what);  // dense 16 x 64 tiles of 32 words, causal too
+  } else if (w.layout == "bits") {
+    mask = checked_product({elements / 32 + (elements % 32 != 0), 4}, what);
+  } else if (w.layout == "u8") {
+    mask = elements;
+  } else {
+    mask = checked_product({elements, 4}, what);
+  }
+  MemoryPlan m;
+  m.buffers = {{"mask", mask}, {"counter", sizeof(unsigned long long)}};
+  m.headroom = uint64_t{64} << 20;
+  return m;
+}
+
+MemoryPlan dropout_memory(const Workload& w, const std::string& where) {
+  // cmd_dropout.cpp: x, y, the seeded reference y, and a mask buffer as large as the int32 mask; 64 MiB free.
+  const uint64_t es = w.dropout_dtype == "fp32" ? 4 : 2;
+  const std::string what = fmt::format("{}workload.elements: {} makes the tensors", where, w.elements);
+  const uint64_t data = checked_product({u(w.elements), es}, what);
+  MemoryPlan m;
+  m.buffers = {{"x", data}, {"y", data}, {"y_ref", data}, {"mask", checked_product({u(w.elements), 4}, what)}};
+  m.headroom = uint64_t{64} << 20;
+  return m;
+}
+
+MemoryPlan gemm_memory(const Workload& w, uint64_t workspace_bytes, const std::string& where) {
+  // cmd_gemm.cpp: QkvBuffers (X, W, Y, two scales in one 512-byte block) and the cuBLASLt workspace; 64 MiB free.
+  const QkvDims d = qkv_dims(w.batch, w.sq, w.embed, w.q_heads, w.kv_heads, w.head_dim);
+  const uint64_t in = w.dtype == "fp8" ? 1 : 2;
+  const std::string what = fmt::format("{}workload.sq: {} (batch {}, embed {}) makes the GEMM's buffers", where, w.sq,
+                                       w.batch, w.embed);
+  MemoryPlan m;
+  m.buffers = {{"x", checked_product({u(d.m), u(d.k), in}, what)},
+               {"w", checked_product({u(d.n), u(d.k), in}, what)},
+               {"y", checked_product({u(d.m), u(d.n), 2}, what)},
+               {"scales", 2 * 64 * sizeof(float)},
+               {"workspace", workspace_bytes}};
+  m.headroom = uint64_t{64} << 20;
+  return m;
+}
+
+MemoryPlan attention_memory(const Workload& w, const std::string& where) {
+  // cmd_attention.cpp: QKV, O, the fused reference O, LSE and the 1-bit tile mask; 256 MiB free.
+  const std::string what = fmt::format("{}workload.sq: {} (batch {}, q_heads {}) makes the attention's buffers", where,
+                                       w.sq, w.batch, w.q_heads);
+  const QkvDims d = qkv_dims(w.batch, w.sq, w.embed, w.q_heads, w.kv_heads, w.head_dim);
+  const uint64_t o = checked_product({u(w.batch), u(w.sq), u(w.q_heads), u(w.head_dim), 2}, what);
+  const uint64_t bh = checked_product({u(w.batch), u(w.q_heads)}, what);
+  const uint64_t r16 = (u(w.sq) + 15) / 16, c64 = (u(w.sq) + 63) / 64;
+  MemoryPlan m;
+  m.buffers = {{"qkv", checked_product({u(d.m), u(d.n), 2}, what)},
+               {"o", o},
+               {"o_ref", o},
+               {"lse", checked_product({bh, u(w.sq), 4}, what)},
+               {"mask", checked_product({bh, r16, c64, 32, 4}, what)}};
+  m.headroom = uint64_t{256} << 20;
+  return m;
+}
+
+MemoryPlan run_memory(const BlockMemory& b, bool full_mask, bool chunk_masks, uint64_t headroom) {
+  MemoryPlan m;
+  m.buffers = {{"x", b.x}, {"w", b.w}, {"qkv", b.qkv}, {"o", b.o}, {"lse", b.lse}};
+  if (b.o_ref) m.buffers.emplace_back("o_ref", b.o_ref);
+  m.buffers.emplace_back("gemm_workspaces", b.gemm_workspaces);
+  if (full_mask) m.buffers.emplace_back("full_mask", b.full_mask);
+  if (chunk_masks) m.buffers.emplace_back("chunk_masks", checked_product({b.chunk_mask, 2}, "two chunk masks take"));
+  m.headroom = headroom;
+  return m;
+}
+
+PlanDevice plan_device(const CommonOptions& o) {
+  if (o.device_memory_gib)
+    return {static_cast<uint64_t>(*o.device_memory_gib * double(uint64_t{1} << 30)), "--device-memory"};
+  if (!o.machine.empty()) {
+    const model::Machine m = model::load_machine(mcli::default_path(o.machine));
+    if (m.memory_gib > 0)
+      return {static_cast<uint64_t>(m.memory_gib * double(uint64_t{1} << 30)), "machine " + m.path + ": memory_gib"};
+    return {static_cast<uint64_t>(kDefaultPlanMemoryGib * double(uint64_t{1} << 30)),
+            "default: an idle H200's free memory (machine " + m.path + " has no memory_gib)"};
+  }
+  return {static_cast<uint64_t>(kDefaultPlanMemoryGib * double(uint64_t{1} << 30)),
+          "default: an idle H200's free memory"};
+}
+
+void check_plan_options(const CommonOptions& o) {
+  if (o.dry_run) return;
+  if (o.device_memory_gib)
+    throw UsageError("--device-memory: only with --dry-run (allowed: a dry run's plan; a measuring run checks the "
+                     "device's own free memory)");
+  if (!o.machine.empty())
+    throw UsageError("--machine: only with --dry-run (allowed: a dry run's plan and estimates; a measuring run times "
+                     "the device)");
+}
+
+uint64_t memory_for_checks(const CommonOptions& o) {
+  return o.dry_run ? plan_device(o).bytes : static_cast<uint64_t>(device_free_bytes());
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Estimates
+// ---------------------------------------------------------------------------------------------------------
+
+struct Estimator::Impl {
+  std::optional<model::Machine> machine;
+  std::optional<model::Profile> profile;
+  std::string error;  // why the model is not available
+  model::Options opts;
+  mutable std::string cached_key;
+  mutable std::optional<model::Prediction> cached;
+  mutable std::string cached_error;
+
+  template <class F>
+  Estimate guarded(F&& f) const {
+    if (!machine || !profile) return {std::nullopt, "not modelled: " + error};
+    try {
+      return {f(), ""};
+    } catch (const std::exception& e) {
+      return {std::nullopt, std::string("not modelled: ") + e.what()};
+    }
+  }
+};
+
+Estimator::Estimator(const CommonOptions& o) : impl_(std::make_unique<Impl>()) {
+  machine_path_ = mcli::default_path(o.machine.empty() ? "configs/machines/h200.json" : o.machine);
+  try {
+    impl_->machine = model::load_machine(machine_path_);
+    impl_->profile = model::load_profile(mcli::default_path("configs/profiles/h200.json"));
+  } catch (const std::exception& e) {
+    impl_->machine.reset();
+    impl_->error = e.what();
+  }
+}
+
+Estimator::Estimator(Estimator&&) noexcept = default;
+Estimator::~Estimator() = default;
+
+Estimator::Estimate Estimator::rng(const Workload& w, const std::string& layout) const {
+  return impl_->guarded([&] { return model::rng_time(*impl_->machine, *impl_->profile, w, layout, {}, impl_->opts).seconds; });
+}
+
+Estimator::Estimate Estimator::gemm(const Workload& w) const {
+  return impl_->guarded([&] { return model::gemm_time(*impl_->machine, *impl_->profile, w, impl_->opts).seconds; });
+}
+
+Estimator::Estimate Estimator::attention(const Workload& w, const std::string& variant) const {
+  return impl_->guarded([&] {
+    const model::Machine& m = *impl_->machine;
+    const model::Profile& p = *impl_->profile;
+    if (variant == "rng+mask")
+      return model::rng_time(m, p, w, "tile", {}, impl_->opts).seconds +
+             model::attention_time(m, p, w, "mask", {}, impl_->opts).seconds;
+    return model::attention_time(m, p, w, variant, {}, impl_->opts).seconds;
+  });
+}
+
+Estimator::Estimate Estimator::pipeline(const Workload& w, const std::string& pipeline) const {
+  return impl_->guarded([&] {
+    const std::string key = to_json(w).dump();
+    if (key != impl_->cached_key) {
+      impl_->cached_key = key;
+      impl_->cached.reset();
+      impl_->cached_error.clear();
+      try {
+        impl_->cached = model::predict(*impl_->machine, *impl_->profile, w, impl_->opts);
+      } catch (const std::exception& e) {
+        impl_->cached_error = e.what();
+      }
+    }
+    if (!impl_->cached) throw UsageError(impl_->cached_error);
+    const model::PipelineTime* t = impl_->cached->pipeline(pipeline);
+    if (!t) throw UsageError("the model composes no pipeline '" + pipeline + "'");
+    return t->seconds;
+  });
+}
+
+json plan_json(const MemoryPlan& m, const PlanDevice& d, bool fits, const std::string& reason) {
+  json j{{"memory", m.to_json()}, {"device_memory_bytes", d.bytes}, {"device_memory_from", d.from}, {"fits", fits}};
+  if (!reason.empty()) j["reason"] = reason;
+  return j;
+}
+
+void put_estimate(json& derived, json& extra, const Estimator::Estimate& e) {
+  if (e.seconds)
+    derived["model_us"] = *e.seconds * 1e6;
+  else
+    extra["model_note"] = e.note;
+}
+
+}  // namespace dropbench
