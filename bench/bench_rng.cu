@@ -182,15 +182,26 @@ int main(int argc, char** argv) {
       std::vector<Variant> vs;
       vs.push_back({"copy" + t, 2.0 * bytes, [=] { DB_CUDA(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice)); }, {}});
       vs.push_back({"seeded" + t, 2.0 * bytes, [=] { launch_dropout_seeded(ap, seed, 0, 7, 8, drop, nullptr); }, {}});
+      for (int k = 0; k < 4; ++k) {  // the kernel kinds of dropout_seeded_kernel (kernels/dropout/dropout.cu)
+        DropoutApplyParams kp = ap;
+        kp.seeded_kernel = k;
+        vs.push_back({"seeded k" + std::to_string(k) + t, 2.0 * bytes,
+                      [=] { launch_dropout_seeded(kp, seed, 0, 7, 8, drop, nullptr); }, {}});
+      }
 #ifdef DROPBENCH_BENCH_OLD
       vs.push_back({"old seeded" + t, 2.0 * bytes,
                     [=] { bench_old_dropout_seeded(bf16, x, y_old, n, ap.scale, seed, 0, 7, 8, drop, nullptr); }, {}});
-      launch_dropout_seeded(ap, seed, 0, 7, 8, drop, nullptr);
       bench_old_dropout_seeded(bf16, x, y_old, n, ap.scale, seed, 0, 7, 8, drop, nullptr);
       std::vector<uint8_t> a(bytes), b(bytes);
-      DB_CUDA(cudaMemcpy(a.data(), y, bytes, cudaMemcpyDeviceToHost));
       DB_CUDA(cudaMemcpy(b.data(), y_old, bytes, cudaMemcpyDeviceToHost));
-      std::printf("check%s: seeded dropout old == new: %s\n", t.c_str(), a == b ? "yes" : "NO");
+      for (int k = -1; k < 4; ++k) {
+        DropoutApplyParams kp = ap;
+        kp.seeded_kernel = k;
+        DB_CUDA(cudaMemset(y, 0xFF, bytes));
+        launch_dropout_seeded(kp, seed, 0, 7, 8, drop, nullptr);
+        DB_CUDA(cudaMemcpy(a.data(), y, bytes, cudaMemcpyDeviceToHost));
+        std::printf("check%s: seeded dropout kind %d == old: %s\n", t.c_str(), k, a == b ? "yes" : "NO");
+      }
 #endif
       std::printf("-- dropout%s, %llu elements; unit: GB/s (x read + y written)\n", t.c_str(),
                   static_cast<unsigned long long>(n));

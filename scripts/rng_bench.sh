@@ -31,4 +31,4 @@ fi
 compile "$OBJ/bench_rng.o" "$ROOT/bench/bench_rng.cu" "$ROOT" "${DEF[@]}"
 wait
 "${NVCC[@]}" "${objs[@]}" -lcublasLt -o "$OUT_BIN"
-echo "built $OUT_BIN${OLD:+ (with $OLD's kernels)}"
+echo "built $OUT_BIN ${OLD:+with the kernels of $OLD}"

@@ -1,5 +1,7 @@
 #include "kernels/dropout/dropout.cuh"
 
+#include <cstdlib>
+
 #include <cuda_bf16.h>
 
 #include "kernels/common/check.hpp"
@@ -13,6 +15,7 @@ namespace {
 // 16-byte vectors, lane-consecutive (fully coalesced), each lane fetching the bits of its vector from the
 // owning lane with a shuffle.
 constexpr int kChunk = 1024;
+constexpr int kSeededDefault = 2;  // the seeded-dropout kernel kind (dropout_seeded_kernel)
 
 template <typename T>
 struct Vec;
@@ -139,39 +142,57 @@ __global__ void __launch_bounds__(256) dropout_apply_kernel(const T* __restrict_
   for (uint64_t c = warp; c < chunks; c += warps) apply_chunk(x, y, c, mask_word<L>(mask, c, lane, n), lane, n, scale);
 }
 
-// Seeded dropout. The x vectors of a warp's NEXT full chunk are loaded before the keep word of the current one
-// is generated, so the loads are in flight while the Philox calls run. (Loaded in the same iteration, ptxas
-// placed them after the Philox arithmetic and every chunk waited for its loads after its arithmetic.) The
-// ragged last chunk goes through apply_chunk. (Two chunks of x in registers: at most 3 (bf16) / 2 (fp32) blocks of
-// 256 threads per SM, whose 64 KB of loads in flight per SM are enough for the copy's bandwidth.)
-template <typename T, int R, int TW>
-__global__ void __launch_bounds__(256, sizeof(T) == 2 ? 3 : 2) dropout_seeded_kernel(const T* __restrict__ x, T* __restrict__ y,
-                                                                uint64_t n, float scale, uint64_t seed,
-                                                                uint32_t offset, uint32_t drop) {
+// Seeded dropout, kernel kind K (DropoutApplyParams::seeded_kernel; the default is kSeededDefault):
+//   0  the x vectors of a warp's NEXT full chunk are loaded before the keep word of the current one is generated,
+//      so the loads are in flight while the Philox calls run (loaded in the same iteration, ptxas placed them
+//      after the Philox arithmetic and every chunk waited for its loads after its arithmetic); loads and stores
+//      streamed (evict-first, __ldcs / __stcs)
+//   1  as 0 with plain loads and stores
+//   2  as 0, and the chunk after next is prefetched into L2 (one prefetch.global.L2 per 128-byte line): more
+//      bytes in flight without more registers
+//   3  the keep word first, then the chunk (apply_chunk), as before issue 16 (grid sized by occupancy)
+// Two chunks of x in registers: at most 3 (bf16) / 2 (fp32) blocks of 256 threads per SM. The ragged last chunk
+// goes through apply_chunk.
+template <typename T, int R, int TW, int K>
+__global__ void __launch_bounds__(256, sizeof(T) == 2 ? 3 : 2) dropout_seeded_kernel(const T* __restrict__ x,
+                                                                                     T* __restrict__ y, uint64_t n,
+                                                                                     float scale, uint64_t seed,
+                                                                                     uint32_t offset, uint32_t drop) {
   constexpr int V = Vec<T>::N, NV = kChunk / V / 32;  // elements per 16-byte vector, vectors per lane and chunk
   const int lane = threadIdx.x & 31;
   const uint64_t full = n / kChunk, chunks = (n + kChunk - 1) / kChunk;
   const uint64_t warp = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) >> 5;
   const uint64_t warps = (uint64_t(gridDim.x) * blockDim.x) >> 5;
-  auto load = [&](uint4 (&v)[NV], uint64_t c) {
-    const uint4* xin = reinterpret_cast<const uint4*>(x + c * kChunk) + lane;
-#pragma unroll
-    for (int j = 0; j < NV; ++j) v[j] = __ldcs(xin + j * 32);  // streamed once: evict-first
-  };
   uint64_t c = warp;
+  if constexpr (K == 3) {
+    for (; c < chunks; c += warps) apply_chunk(x, y, c, flat_keep_word<R, TW>(seed, offset, drop, c * 32 + lane), lane, n, scale);
+    return;
+  }
+  auto load = [&](uint4 (&v)[NV], uint64_t cc) {
+    const uint4* xin = reinterpret_cast<const uint4*>(x + cc * kChunk) + lane;
+#pragma unroll
+    for (int j = 0; j < NV; ++j) v[j] = K == 1 ? xin[j * 32] : __ldcs(xin + j * 32);
+  };
   uint4 in[NV];
   if (c < full) load(in, c);
   while (c < full) {
     const uint64_t next = c + warps;
     uint4 nx[NV];
     if (next < full) load(nx, next);
+    if constexpr (K == 2) {
+      const uint64_t ahead = next + warps;
+      if (ahead < full && lane < kChunk * sizeof(T) / 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(x + ahead * kChunk) + 128 * lane));
+    }
     const uint32_t word = flat_keep_word<R, TW>(seed, offset, drop, c * 32 + lane);
     uint4* yout = reinterpret_cast<uint4*>(y + c * kChunk) + lane;
 #pragma unroll
     for (int j = 0; j < NV; ++j) {
       const int v = j * 32 + lane;  // vector index in the chunk
       const uint32_t bits = __shfl_sync(0xffffffffu, word, (v * V) >> 5) >> ((v * V) & 31);
-      __stcs(yout + j * 32, drop_vec<T>(in[j], bits, scale));
+      const uint4 r = drop_vec<T>(in[j], bits, scale);
+      if constexpr (K == 1) yout[j * 32] = r;
+      else __stcs(yout + j * 32, r);
     }
 #pragma unroll
     for (int j = 0; j < NV; ++j) in[j] = nx[j];
@@ -218,9 +239,27 @@ void seeded_typed(const DropoutApplyParams& p, uint64_t seed, uint32_t offset, i
                   cudaStream_t s) {
   const auto* x = static_cast<const T*>(p.x);
   auto* y = static_cast<T*>(p.y);
-  with_rounds_tw(rounds, tw, "dropout", [&](auto r, auto b) {
-    const auto kernel = dropout_seeded_kernel<T, r(), b()>;
+  int kind = p.seeded_kernel;
+  if (kind < 0) {
+    const char* e = std::getenv("DROPBENCH_SEEDED_KERNEL");  // A/B runs of dropbench dropout (docs/rng-scheme.md)
+    kind = e && e[0] >= '0' && e[0] <= '3' && e[1] == 0 ? e[0] - '0' : kSeededDefault;
+  }
+  if (kind > 3) throw UsageError("dropout: seeded_kernel must be -1 (default) or 0..3");
+  auto run = [&](auto kernel) {
     kernel<<<grid_for(p, reinterpret_cast<const void*>(kernel)), 256, 0, s>>>(x, y, p.n, p.scale, seed, offset, drop);
+  };
+  with_rounds_tw(rounds, tw, "dropout", [&](auto r, auto b) {
+    // The kinds are instantiated for 8-bit thresholds only; 16 and 32 bits use the default.
+    if constexpr (b() == 8) {
+      switch (kind) {
+        case 0: run(dropout_seeded_kernel<T, r(), b(), 0>); return;
+        case 1: run(dropout_seeded_kernel<T, r(), b(), 1>); return;
+        case 2: run(dropout_seeded_kernel<T, r(), b(), 2>); return;
+        default: run(dropout_seeded_kernel<T, r(), b(), 3>); return;
+      }
+    } else {
+      run(dropout_seeded_kernel<T, r(), b(), kSeededDefault>);
+    }
   });
   DB_CUDA_LAUNCH();
 }

@@ -39,9 +39,20 @@ __global__ void __launch_bounds__(256) rng_tile_kernel(uint32_t* __restrict__ ou
 //    9.25 IMAD.WIDE per call instead of 14.
 //  * A thread makes the two keep words 2s, 2s+1 of a tile (4 calls) and stores them as one 8-byte vector; a
 //    half-warp writes a whole tile (128 bytes).
-//  * Each half-warp walks a contiguous range of tiles (row strip major), so the work is split evenly to one tile
-//    and the per-strip products are redone only when the range enters the next strip.
+//  * Each warp walks a contiguous range of tiles (row strip major), two per step, so the work is split evenly
+//    to one tile and the per-strip products are redone only when the range enters the next strip.
 //  * The byte compare + bit placement is 4 instructions per output word instead of 6 (tw8_keep_word).
+
+// philox_round with each product as one 32x32->64 multiply (mul.wide): written as mulhi + mullo, ptxas at times
+// split it into IMAD.HI + IMAD, two FMA-pipe instructions instead of one IMAD.WIDE.
+__device__ __forceinline__ uint2 mul_wide(uint32_t m, uint32_t x) {
+  const uint64_t p = static_cast<uint64_t>(m) * x;
+  return make_uint2(static_cast<uint32_t>(p), static_cast<uint32_t>(p >> 32));  // (lo, hi)
+}
+__device__ __forceinline__ u32x4 philox_round_wide(u32x4 c, uint32_t k0, uint32_t k1) {
+  const uint2 p0 = mul_wide(kPhiloxM0, c.x), p1 = mul_wide(kPhiloxM1, c.z);
+  return u32x4{p1.y ^ c.y ^ k0, p1.x, p0.y ^ c.w ^ k1, p0.x};
+}
 
 // Keep word of one lane from the 8 output words o[4k + q] of its two calls: bit 8f + 4k + q = [byte f of o[4k+q] >=
 // drop] (tile_call_bits<8>). Per word: the low 7 bits of each byte plus y7 carry into bit 7 (no carry leaves a
@@ -99,9 +110,12 @@ __global__ void __launch_bounds__(256) rng_tile8_kernel(uint32_t* __restrict__ o
   }
   const uint32_t cols64 = geo.cols64(), wrows16 = win.rows16;
   const uint64_t strips = static_cast<uint64_t>(geo.bh) * wrows16, tiles = strips * cols64;
-  const uint64_t hw = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 4;
-  const uint64_t hws = (static_cast<uint64_t>(gridDim.x) * blockDim.x) >> 4;
-  const uint64_t t_begin = tiles * hw / hws, t_end = tiles * (hw + 1) / hws;
+  // Ranges per WARP (uniform): its two half-warps take tiles c and c + 1 of each step, so they stay converged
+  // (ranges per half-warp crossed strips at different steps and the warp ran both halves' paths one after the other).
+  const uint32_t half = (threadIdx.x >> 4) & 1;
+  const uint64_t wp = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const uint64_t wps = (static_cast<uint64_t>(gridDim.x) * blockDim.x) >> 5;
+  const uint64_t t_begin = tiles * wp / wps, t_end = tiles * (wp + 1) / wps;
   if (t_begin >= t_end) return;
   uint64_t s = t_begin / cols64;
   uint32_t c = static_cast<uint32_t>(t_begin - s * cols64);
@@ -121,20 +135,23 @@ __global__ void __launch_bounds__(256) rng_tile8_kernel(uint32_t* __restrict__ o
     }
     const uint32_t stop = n < c + left ? n : c + left;
     left -= (cols64 < c + left ? cols64 : c + left) - c;  // the rest of this strip counts, generated or not
-    uint2* dst = reinterpret_cast<uint2*>(out + s * cols64 * kWordsPerTile) + sub;
-    for (uint32_t t = r16 * cols64 + c; c < stop; ++c, ++t) {
-      const uint32_t x1 = t ^ a;
-      const uint32_t ph = mulhi32(kPhiloxM0, x1), pl = kPhiloxM0 * x1;
+    // Steps of two tiles (warp-uniform count); this half-warp's tiles are c + half, c + half + 2, ... < stop.
+    const uint32_t steps = stop > c ? (stop - c + 1) / 2 : 0, mine = stop > c + half ? (stop - c - half + 1) / 2 : 0;
+    uint2* dst = reinterpret_cast<uint2*>(out + (s * cols64 + c + half) * kWordsPerTile) + sub;
+    uint32_t t = r16 * cols64 + c + half;
+    for (uint32_t i = 0; i < steps; ++i, t += 2, dst += kWordsPerTile) {
+      const uint2 p = mul_wide(kPhiloxM0, t ^ a);  // round 2's product: (lo, hi)
       u32x4 o[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const uint32_t z2 = ph ^ w1k[j];
-        u32x4 v{mulhi32(kPhiloxM1, z2) ^ y2k[j], kPhiloxM1 * z2, qh[j] ^ pl, ql[j]};  // after round 3
+        const uint2 q = mul_wide(kPhiloxM1, p.y ^ w1k[j]);  // round 3's varying product
+        u32x4 v{q.y ^ y2k[j], q.x, qh[j] ^ p.x, ql[j]};     // after round 3
 #pragma unroll
-        for (int r = 3; r < R; ++r) v = philox_round(v, keys.k0[r], keys.k1[r]);
+        for (int r = 3; r < R; ++r) v = philox_round_wide(v, keys.k0[r], keys.k1[r]);
         o[j] = v;
       }
-      dst[c * (kWordsPerTile / 2)] = make_uint2(tw8_keep_word<kHigh>(o[0], o[1], y7, one), tw8_keep_word<kHigh>(o[2], o[3], y7, one));
+      const uint2 words = make_uint2(tw8_keep_word<kHigh>(o[0], o[1], y7, one), tw8_keep_word<kHigh>(o[2], o[3], y7, one));
+      if (i < mine) *dst = words;  // odd tile count: the last step's second half-warp idles
     }
     if (left == 0) break;
     ++s;
