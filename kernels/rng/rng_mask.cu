@@ -13,10 +13,10 @@ namespace {
 // One row strip (bh, r16) per block iteration; warp w produces tiles c64 = w, w + warps, ... of the strip,
 // one keep word per lane. Consecutive lanes write consecutive words: one 128-byte store per tile. Strips are
 // those of the window `win` (all of them for the whole matrix); strip s of the window is stored at word
-// s * cols64 * 32, the MaskWindow layout. (Threshold widths 16 and 32; 8-bit masks take rng_tile8_kernel.)
+// s * cols64 * 32, the MaskWindow layout. (Threshold widths 16 and 32; 8-bit masks take tile8_ranges.)
 template <int R, int TW>
-__global__ void __launch_bounds__(256) rng_tile_kernel(uint32_t* __restrict__ out, MaskGeometry geo, MaskWindow win,
-                                                       uint64_t seed, uint32_t offset, uint32_t drop) {
+__device__ __forceinline__ void tile_strips(uint32_t* __restrict__ out, const MaskGeometry& geo, const MaskWindow& win,
+                                            uint64_t seed, uint32_t offset, uint32_t drop) {
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const uint32_t wrows16 = win.rows16, cols64 = geo.cols64();
   const uint64_t strips = static_cast<uint64_t>(geo.bh) * wrows16;
@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(256) rng_tile_kernel(uint32_t* __restrict__ ou
   }
 }
 
-// ---- 8-bit tile masks: the fast path (docs/rng-scheme.md, "The RNG kernel") ----
+// ---- 8-bit tile masks: the fast path (docs/rng-scheme.md, "The RNG kernel"), tile8_ranges ----
 // The same bits as attn_keep_word<R, 8>, with less work per Philox call:
 //  * Rounds 1-3 of the counter (32k + lane, t, bh, offset) are mostly constant: only t changes from tile to tile,
 //    so round 1 needs no multiply, round 2 one multiply shared by all calls of a thread's tile (M0 * x1), round 3
@@ -91,9 +91,8 @@ RoundKeys round_keys(uint64_t seed) {
 }
 
 template <int R, bool kHigh>
-__global__ void __launch_bounds__(256) rng_tile8_kernel(uint32_t* __restrict__ out, MaskGeometry geo, MaskWindow win,
-                                                        const __grid_constant__ RoundKeys keys, uint32_t offset,
-                                                        uint32_t y7, uint32_t one) {
+__device__ __forceinline__ void tile8_ranges(uint32_t* __restrict__ out, const MaskGeometry& geo, const MaskWindow& win,
+                                             const RoundKeys& keys, uint32_t offset, uint32_t y7, uint32_t one) {
   static_assert(R >= 3 && R <= 16, "the round-1..3 shortcut needs R >= 3");
   const uint32_t k0 = keys.k0[0], k1 = keys.k1[0];
   const uint32_t sub = threadIdx.x & 15;  // words 2 sub, 2 sub + 1 of every tile of this half-warp
@@ -156,6 +155,24 @@ __global__ void __launch_bounds__(256) rng_tile8_kernel(uint32_t* __restrict__ o
     if (left == 0) break;
     ++s;
     c = 0;
+  }
+}
+
+// The static schedule's kernel (one name for every R and TW, as the profile's kernel table expects): 8-bit masks
+// take tile8_ranges (the drop > 128 regime is a second copy of its loop behind one uniform branch), 16 and 32 bits
+// tile_strips. keys: round_keys(seed); y7 and one: tw8_keep_word's (8 bits only).
+// (8 bits: at most 48 registers, the count the separate kernel of each regime had: 5 blocks per SM; with both
+// regimes in one kernel ptxas took 55 and 4 blocks.)
+template <int R, int TW>
+__global__ void __launch_bounds__(256, TW == 8 ? 5 : 1) rng_tile_kernel(uint32_t* __restrict__ out, MaskGeometry geo,
+                                                                       MaskWindow win, const __grid_constant__ RoundKeys keys,
+                                                                       uint32_t offset, uint32_t drop, uint32_t y7,
+                                                                       uint32_t one) {
+  if constexpr (TW == 8) {
+    if (drop > 128) tile8_ranges<R, true>(out, geo, win, keys, offset, y7, one);
+    else tile8_ranges<R, false>(out, geo, win, keys, offset, y7, one);
+  } else {
+    tile_strips<R, TW>(out, geo, win, (static_cast<uint64_t>(keys.k1[0]) << 32) | keys.k0[0], offset, drop);
   }
 }
 
@@ -285,17 +302,11 @@ void launch_tile(const RngMaskParams& p, cudaStream_t s) {
   auto* out = static_cast<uint32_t*>(p.out);
   switch (p.schedule) {
     case RngSchedule::Static: {
-      if constexpr (TW == 8) {
-        const bool high = p.drop > 128;
-        const uint32_t y7 = (high ? 256u - p.drop : 128u - p.drop) * 0x01010101u;
-        const auto kernel = high ? rng_tile8_kernel<R, true> : rng_tile8_kernel<R, false>;
-        const int grid = p.grid > 0 ? p.grid : default_grid(p.block, reinterpret_cast<const void*>(kernel));
-        kernel<<<grid, p.block, 0, s>>>(out, p.geo, win, round_keys(p.seed), p.offset, y7, 1u);
-      } else {
-        int grid = p.grid > 0 ? p.grid : default_grid(p.block, reinterpret_cast<const void*>(rng_tile_kernel<R, TW>));
-        if (static_cast<uint64_t>(grid) > strips) grid = static_cast<int>(strips);
-        rng_tile_kernel<R, TW><<<grid, p.block, 0, s>>>(out, p.geo, win, p.seed, p.offset, p.drop);
-      }
+      int grid = p.grid > 0 ? p.grid : default_grid(p.block, reinterpret_cast<const void*>(rng_tile_kernel<R, TW>));
+      // 16 / 32 bits: a block per strip; 8 bits: tile ranges per warp (empty ranges return at once)
+      if (TW != 8 && static_cast<uint64_t>(grid) > strips) grid = static_cast<int>(strips);
+      const uint32_t y7 = (p.drop > 128 ? 256u - p.drop : 128u - p.drop) * 0x01010101u;
+      rng_tile_kernel<R, TW><<<grid, p.block, 0, s>>>(out, p.geo, win, round_keys(p.seed), p.offset, p.drop, y7, 1u);
       break;
     }
     case RngSchedule::Coresident: {
