@@ -280,10 +280,12 @@ TEST(DropbenchNvtx, RngDryRunTree) {
                                          }));
   for (const Range& point : rng.children) {
     SCOPED_TRACE(point.name);
-    ASSERT_EQ(nvtx_tree::child_names(point), names({"variant rng"}));
+    // The mask kernel, then the Philox ceiling measured in the same group (kernels/rng/philox_ceiling.cuh).
+    ASSERT_EQ(nvtx_tree::child_names(point), names({"variant rng", "variant ceiling"}));
     const Range& variant = point.children[0];
     EXPECT_FALSE(variant.children.empty());
     EXPECT_NE(nvtx_tree::find_child(variant, "gen"), nullptr);
+    EXPECT_NE(nvtx_tree::find_child(point.children[1], "ceiling"), nullptr);
   }
 }
 

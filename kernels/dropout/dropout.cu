@@ -1,5 +1,7 @@
 #include "kernels/dropout/dropout.cuh"
 
+#include <cstdlib>
+
 #include <cuda_bf16.h>
 
 #include "kernels/common/check.hpp"
@@ -13,6 +15,9 @@ namespace {
 // 16-byte vectors, lane-consecutive (fully coalesced), each lane fetching the bits of its vector from the
 // owning lane with a shuffle.
 constexpr int kChunk = 1024;
+// The seeded-dropout kernel kind (dropout_seeded_kernel): 1 was the fastest of 0..3 for bf16 and fp32 in one
+// interleaved run on the H200 (results/h200/rng_s5/, call 2: 94.0 % / 94.3 % of the copy).
+constexpr int kSeededDefault = 1;
 
 template <typename T>
 struct Vec;
@@ -139,28 +144,79 @@ __global__ void __launch_bounds__(256) dropout_apply_kernel(const T* __restrict_
   for (uint64_t c = warp; c < chunks; c += warps) apply_chunk(x, y, c, mask_word<L>(mask, c, lane, n), lane, n, scale);
 }
 
-template <typename T, int R, int TW>
-__global__ void __launch_bounds__(256) dropout_seeded_kernel(const T* __restrict__ x, T* __restrict__ y, uint64_t n,
-                                                             float scale, uint64_t seed, uint32_t offset, uint32_t drop) {
+// Seeded dropout, kernel kind K (DropoutApplyParams::seeded_kernel; the default is kSeededDefault):
+//   0  the x vectors of a warp's NEXT full chunk are loaded before the keep word of the current one is generated,
+//      so the loads are in flight while the Philox calls run (loaded in the same iteration, ptxas placed them
+//      after the Philox arithmetic and every chunk waited for its loads after its arithmetic); loads and stores
+//      streamed (evict-first, __ldcs / __stcs)
+//   1  as 0 with plain loads and stores
+//   2  as 0, and the chunk after next is prefetched into L2 (one prefetch.global.L2 per 128-byte line): more
+//      bytes in flight without more registers
+//   3  the keep word first, then the chunk (apply_chunk), as before issue 16 (grid sized by occupancy)
+// Two chunks of x in registers: at most 3 (bf16) / 2 (fp32) blocks of 256 threads per SM. The ragged last chunk
+// goes through apply_chunk.
+template <typename T, int R, int TW, int K>
+__global__ void __launch_bounds__(256, sizeof(T) == 2 ? 3 : 2) dropout_seeded_kernel(const T* __restrict__ x,
+                                                                                     T* __restrict__ y, uint64_t n,
+                                                                                     float scale, uint64_t seed,
+                                                                                     uint32_t offset, uint32_t drop) {
+  constexpr int V = Vec<T>::N, NV = kChunk / V / 32;  // elements per 16-byte vector, vectors per lane and chunk
   const int lane = threadIdx.x & 31;
-  const uint64_t chunks = (n + kChunk - 1) / kChunk;
+  const uint64_t full = n / kChunk, chunks = (n + kChunk - 1) / kChunk;
   const uint64_t warp = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) >> 5;
   const uint64_t warps = (uint64_t(gridDim.x) * blockDim.x) >> 5;
-  for (uint64_t c = warp; c < chunks; c += warps)
-    apply_chunk(x, y, c, flat_keep_word<R, TW>(seed, offset, drop, c * 32 + lane), lane, n, scale);
+  uint64_t c = warp;
+  if constexpr (K == 3) {
+    for (; c < chunks; c += warps) apply_chunk(x, y, c, flat_keep_word<R, TW>(seed, offset, drop, c * 32 + lane), lane, n, scale);
+    return;
+  }
+  auto load = [&](uint4 (&v)[NV], uint64_t cc) {
+    const uint4* xin = reinterpret_cast<const uint4*>(x + cc * kChunk) + lane;
+#pragma unroll
+    for (int j = 0; j < NV; ++j) v[j] = K == 1 ? xin[j * 32] : __ldcs(xin + j * 32);
+  };
+  uint4 in[NV];
+  if (c < full) load(in, c);
+  while (c < full) {
+    const uint64_t next = c + warps;
+    uint4 nx[NV];
+    if (next < full) load(nx, next);
+    if constexpr (K == 2) {
+      const uint64_t ahead = next + warps;
+      if (ahead < full && lane < kChunk * sizeof(T) / 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(x + ahead * kChunk) + 128 * lane));
+    }
+    const uint32_t word = flat_keep_word<R, TW>(seed, offset, drop, c * 32 + lane);
+    uint4* yout = reinterpret_cast<uint4*>(y + c * kChunk) + lane;
+#pragma unroll
+    for (int j = 0; j < NV; ++j) {
+      const int v = j * 32 + lane;  // vector index in the chunk
+      const uint32_t bits = __shfl_sync(0xffffffffu, word, (v * V) >> 5) >> ((v * V) & 31);
+      const uint4 r = drop_vec<T>(in[j], bits, scale);
+      if constexpr (K == 1) yout[j * 32] = r;
+      else __stcs(yout + j * 32, r);
+    }
+#pragma unroll
+    for (int j = 0; j < NV; ++j) in[j] = nx[j];
+    c = next;
+  }
+  if (c < chunks) apply_chunk(x, y, c, flat_keep_word<R, TW>(seed, offset, drop, c * 32 + lane), lane, n, scale);
 }
 
-int fill_grid() {
-  int dev = 0, sms = 0;
+// One wave of resident 256-thread blocks of `kernel` (the occupancy calculator's count: a grid sized for 8 blocks
+// per SM left a partial second wave at lower occupancy once the kernel used more than 32 registers).
+int fill_grid(const void* kernel) {
+  int dev = 0, sms = 0, per_sm = 0;
   DB_CUDA(cudaGetDevice(&dev));
   DB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return sms * 8;  // 8 blocks x 256 threads per SM = full occupancy at <= 32 registers
+  DB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, 0));
+  return sms * (per_sm > 0 ? per_sm : 1);
 }
 
-unsigned grid_for(const DropoutApplyParams& p) {
+unsigned grid_for(const DropoutApplyParams& p, const void* kernel) {
   const uint64_t chunks = (p.n + kChunk - 1) / kChunk;
   const uint64_t want = (chunks + 7) / 8;  // 8 warps per block
-  const uint64_t g = p.grid > 0 ? uint64_t(p.grid) : uint64_t(fill_grid());
+  const uint64_t g = p.grid > 0 ? uint64_t(p.grid) : uint64_t(fill_grid(kernel));
   return static_cast<unsigned>(want < g ? (want ? want : 1) : g);
 }
 
@@ -168,11 +224,13 @@ template <typename T>
 void apply_typed(const DropoutApplyParams& p, MaskLayout layout, const void* mask, cudaStream_t s) {
   const auto* x = static_cast<const T*>(p.x);
   auto* y = static_cast<T*>(p.y);
-  const unsigned g = grid_for(p);
+  auto run = [&](auto kernel) {
+    kernel<<<grid_for(p, reinterpret_cast<const void*>(kernel)), 256, 0, s>>>(x, y, mask, p.n, p.scale);
+  };
   switch (layout) {
-    case MaskLayout::Bits: dropout_apply_kernel<T, MaskLayout::Bits><<<g, 256, 0, s>>>(x, y, mask, p.n, p.scale); break;
-    case MaskLayout::U8: dropout_apply_kernel<T, MaskLayout::U8><<<g, 256, 0, s>>>(x, y, mask, p.n, p.scale); break;
-    case MaskLayout::I32: dropout_apply_kernel<T, MaskLayout::I32><<<g, 256, 0, s>>>(x, y, mask, p.n, p.scale); break;
+    case MaskLayout::Bits: run(dropout_apply_kernel<T, MaskLayout::Bits>); break;
+    case MaskLayout::U8: run(dropout_apply_kernel<T, MaskLayout::U8>); break;
+    case MaskLayout::I32: run(dropout_apply_kernel<T, MaskLayout::I32>); break;
     default: throw UsageError("mask-tensor dropout needs a flat mask layout (bits, u8, i32), not tile");
   }
   DB_CUDA_LAUNCH();
@@ -183,9 +241,27 @@ void seeded_typed(const DropoutApplyParams& p, uint64_t seed, uint32_t offset, i
                   cudaStream_t s) {
   const auto* x = static_cast<const T*>(p.x);
   auto* y = static_cast<T*>(p.y);
-  const unsigned g = grid_for(p);
+  int kind = p.seeded_kernel;
+  if (kind < 0) {
+    const char* e = std::getenv("DROPBENCH_SEEDED_KERNEL");  // A/B runs of dropbench dropout (docs/rng-scheme.md)
+    kind = e && e[0] >= '0' && e[0] <= '3' && e[1] == 0 ? e[0] - '0' : kSeededDefault;
+  }
+  if (kind > 3) throw UsageError("dropout: seeded_kernel must be -1 (default) or 0..3");
+  auto run = [&](auto kernel) {
+    kernel<<<grid_for(p, reinterpret_cast<const void*>(kernel)), 256, 0, s>>>(x, y, p.n, p.scale, seed, offset, drop);
+  };
   with_rounds_tw(rounds, tw, "dropout", [&](auto r, auto b) {
-    dropout_seeded_kernel<T, r(), b()><<<g, 256, 0, s>>>(x, y, p.n, p.scale, seed, offset, drop);
+    // The kinds are instantiated for 8-bit thresholds only; 16 and 32 bits use the default.
+    if constexpr (b() == 8) {
+      switch (kind) {
+        case 0: run(dropout_seeded_kernel<T, r(), b(), 0>); return;
+        case 1: run(dropout_seeded_kernel<T, r(), b(), 1>); return;
+        case 2: run(dropout_seeded_kernel<T, r(), b(), 2>); return;
+        default: run(dropout_seeded_kernel<T, r(), b(), 3>); return;
+      }
+    } else {
+      run(dropout_seeded_kernel<T, r(), b(), kSeededDefault>);
+    }
   });
   DB_CUDA_LAUNCH();
 }

@@ -26,6 +26,9 @@ struct DropoutApplyParams {
   uint64_t n = 0;
   float scale = 1.f;          // Threshold::scale
   int grid = 0;               // 0 = fill the device
+  // Seeded dropout only: the kernel kind (dropout.cu, dropout_seeded_kernel: 0..3), -1 = the environment's
+  // DROPBENCH_SEEDED_KERNEL if set, else the default. For A/B benchmarks (bench_rng); every kind writes the same y.
+  int seeded_kernel = -1;
 };
 
 // y = keep(i) ? x * scale : 0, keep(i) read from a flat mask in `layout` (Bits, U8 or I32).

@@ -13,10 +13,10 @@ namespace {
 // One row strip (bh, r16) per block iteration; warp w produces tiles c64 = w, w + warps, ... of the strip,
 // one keep word per lane. Consecutive lanes write consecutive words: one 128-byte store per tile. Strips are
 // those of the window `win` (all of them for the whole matrix); strip s of the window is stored at word
-// s * cols64 * 32, the MaskWindow layout.
+// s * cols64 * 32, the MaskWindow layout. (Threshold widths 16 and 32; 8-bit masks take tile8_ranges.)
 template <int R, int TW>
-__global__ void __launch_bounds__(256) rng_tile_kernel(uint32_t* __restrict__ out, MaskGeometry geo, MaskWindow win,
-                                                       uint64_t seed, uint32_t offset, uint32_t drop) {
+__device__ __forceinline__ void tile_strips(uint32_t* __restrict__ out, const MaskGeometry& geo, const MaskWindow& win,
+                                            uint64_t seed, uint32_t offset, uint32_t drop) {
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const uint32_t wrows16 = win.rows16, cols64 = geo.cols64();
   const uint64_t strips = static_cast<uint64_t>(geo.bh) * wrows16;
@@ -28,6 +28,151 @@ __global__ void __launch_bounds__(256) rng_tile_kernel(uint32_t* __restrict__ ou
     for (uint32_t c64 = warp; c64 < n; c64 += warps) {
       strip_out[c64 * kWordsPerTile] = attn_keep_word<R, TW>(seed, offset, drop, bh, r16 * cols64 + c64, lane);
     }
+  }
+}
+
+// ---- 8-bit tile masks: the fast path (docs/rng-scheme.md, "The RNG kernel"), tile8_ranges ----
+// The same bits as attn_keep_word<R, 8>, with less work per Philox call:
+//  * Rounds 1-3 of the counter (32k + lane, t, bh, offset) are mostly constant: only t changes from tile to tile,
+//    so round 1 needs no multiply, round 2 one multiply shared by all calls of a thread's tile (M0 * x1), round 3
+//    one per call; the products that depend on (k, lane) or bh alone are made once per thread or per strip. R7:
+//    9.25 IMAD.WIDE per call instead of 14.
+//  * A thread makes the two keep words 2s, 2s+1 of a tile (4 calls) and stores them as one 8-byte vector; a
+//    half-warp writes a whole tile (128 bytes).
+//  * Each warp walks a contiguous range of tiles (row strip major), two per step, so the work is split evenly
+//    to one tile and the per-strip products are redone only when the range enters the next strip.
+//  * The byte compare + bit placement is 4 instructions per output word instead of 6 (tw8_keep_word).
+
+// philox_round with each product as one 32x32->64 multiply (mul.wide): written as mulhi + mullo, ptxas at times
+// split it into IMAD.HI + IMAD, two FMA-pipe instructions instead of one IMAD.WIDE.
+__device__ __forceinline__ uint2 mul_wide(uint32_t m, uint32_t x) {
+  const uint64_t p = static_cast<uint64_t>(m) * x;
+  return make_uint2(static_cast<uint32_t>(p), static_cast<uint32_t>(p >> 32));  // (lo, hi)
+}
+__device__ __forceinline__ u32x4 philox_round_wide(u32x4 c, uint32_t k0, uint32_t k1) {
+  const uint2 p0 = mul_wide(kPhiloxM0, c.x), p1 = mul_wide(kPhiloxM1, c.z);
+  return u32x4{p1.y ^ c.y ^ k0, p1.x, p0.y ^ c.w ^ k1, p0.x};
+}
+
+// Keep word of one lane from the 8 output words o[4k + q] of its two calls: bit 8f + 4k + q = [byte f of o[4k+q] >=
+// drop] (tile_call_bits<8>). Per word: the low 7 bits of each byte plus y7 carry into bit 7 (no carry leaves a
+// byte), OR (drop <= 128) / AND (drop > 128) the byte's own bit 7 gives [byte >= drop] in bit 7, and a shift-add
+// cascade moves word i's flags to bit i of each byte (flags never overlap, so + is |).
+//   drop <= 128: y7 = (128 - drop) * 0x01010101   ([b >= d] = b7 | [b_lo + 128 - d >= 128])
+//   drop >  128: y7 = (256 - drop) * 0x01010101   ([b >= d] = b7 & [b_lo + 256 - d >= 128])
+// `one` is 1, passed at run time: the add then stays an IMAD (the FMA pipe, which the Philox multiplies leave
+// room on) instead of an ALU add, the ALU being this kernel's busiest pipe.
+template <bool kHigh>
+__device__ __forceinline__ uint32_t tw8_keep_word(const u32x4& a, const u32x4& b, uint32_t y7, uint32_t one) {
+  const uint32_t o[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  uint32_t acc = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t low = (o[i] & 0x7f7f7f7fu) * one + y7;
+    const uint32_t c = (kHigh ? (o[i] & low) : (o[i] | low)) & 0x80808080u;
+    acc = i == 0 ? c : c + (acc >> 1);
+  }
+  return acc;
+}
+
+// The round keys (seed_lo + r W0, seed_hi + r W1), made on the host: as kernel parameters they stay in the
+// constant bank and are read by the LOP3s directly (computed in the kernel, ptxas kept re-adding them per tile).
+struct RoundKeys {
+  uint32_t k0[16], k1[16];
+};
+
+RoundKeys round_keys(uint64_t seed) {
+  RoundKeys k;
+  for (int r = 0; r < 16; ++r) {
+    k.k0[r] = seed_lo(seed) + static_cast<uint32_t>(r) * kPhiloxW0;
+    k.k1[r] = seed_hi(seed) + static_cast<uint32_t>(r) * kPhiloxW1;
+  }
+  return k;
+}
+
+template <int R, bool kHigh>
+__device__ __forceinline__ void tile8_ranges(uint32_t* __restrict__ out, const MaskGeometry& geo, const MaskWindow& win,
+                                             const RoundKeys& keys, uint32_t offset, uint32_t y7, uint32_t one) {
+  static_assert(R >= 3 && R <= 16, "the round-1..3 shortcut needs R >= 3");
+  const uint32_t k0 = keys.k0[0], k1 = keys.k1[0];
+  const uint32_t sub = threadIdx.x & 15;  // words 2 sub, 2 sub + 1 of every tile of this half-warp
+  // Calls j = 2 * word + k of a tile: c0 = 32 k + lane. Per thread: w1k = lo(M0 c0) ^ key1[1] (round 2's z),
+  // y2k = lo(M1 z1) ^ key0[2] (round 3's x), h1 = hi(M1 z1) (round 2's x with the strip's lo(M1 bh)).
+  uint32_t w1k[4], y2k[4], h1[4], qh[4], ql[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t c0 = 32u * (j & 1) + 2u * sub + (j >> 1);
+    const uint32_t z1 = mulhi32(kPhiloxM0, c0) ^ offset ^ k1;
+    w1k[j] = (kPhiloxM0 * c0) ^ keys.k1[1];
+    h1[j] = mulhi32(kPhiloxM1, z1);
+    y2k[j] = (kPhiloxM1 * z1) ^ keys.k0[2];
+  }
+  const uint32_t cols64 = geo.cols64(), wrows16 = win.rows16;
+  const uint64_t strips = static_cast<uint64_t>(geo.bh) * wrows16, tiles = strips * cols64;
+  // Ranges per WARP (uniform): its two half-warps take tiles c and c + 1 of each step, so they stay converged
+  // (ranges per half-warp crossed strips at different steps and the warp ran both halves' paths one after the other).
+  const uint32_t half = (threadIdx.x >> 4) & 1;
+  const uint64_t wp = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const uint64_t wps = (static_cast<uint64_t>(gridDim.x) * blockDim.x) >> 5;
+  const uint64_t t_begin = tiles * wp / wps, t_end = tiles * (wp + 1) / wps;
+  if (t_begin >= t_end) return;
+  uint64_t s = t_begin / cols64;
+  uint32_t c = static_cast<uint32_t>(t_begin - s * cols64);
+  uint32_t left = static_cast<uint32_t>(t_end - t_begin);
+  for (;;) {
+    // Strip s: its products, then its tiles c .. min(n, c + left) - 1.
+    const uint32_t bh = static_cast<uint32_t>(s / wrows16);
+    const uint32_t r16 = win.r16_begin + static_cast<uint32_t>(s - static_cast<uint64_t>(bh) * wrows16);
+    const uint32_t n = geo.tiles_in_strip(r16);
+    const uint32_t a = mulhi32(kPhiloxM1, bh) ^ k0;  // round 1: x1 = t ^ a
+    const uint32_t b = (kPhiloxM1 * bh) ^ keys.k0[1];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t x2 = h1[j] ^ b;  // round 2's x: constant along the strip
+      qh[j] = mulhi32(kPhiloxM0, x2) ^ keys.k1[2];
+      ql[j] = kPhiloxM0 * x2;
+    }
+    const uint32_t stop = n < c + left ? n : c + left;
+    left -= (cols64 < c + left ? cols64 : c + left) - c;  // the rest of this strip counts, generated or not
+    // Steps of two tiles (warp-uniform count); this half-warp's tiles are c + half, c + half + 2, ... < stop.
+    const uint32_t steps = stop > c ? (stop - c + 1) / 2 : 0, mine = stop > c + half ? (stop - c - half + 1) / 2 : 0;
+    uint2* dst = reinterpret_cast<uint2*>(out + (s * cols64 + c + half) * kWordsPerTile) + sub;
+    uint32_t t = r16 * cols64 + c + half;
+    for (uint32_t i = 0; i < steps; ++i, t += 2, dst += kWordsPerTile) {
+      const uint2 p = mul_wide(kPhiloxM0, t ^ a);  // round 2's product: (lo, hi)
+      u32x4 o[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint2 q = mul_wide(kPhiloxM1, p.y ^ w1k[j]);  // round 3's varying product
+        u32x4 v{q.y ^ y2k[j], q.x, qh[j] ^ p.x, ql[j]};     // after round 3
+#pragma unroll
+        for (int r = 3; r < R; ++r) v = philox_round_wide(v, keys.k0[r], keys.k1[r]);
+        o[j] = v;
+      }
+      const uint2 words = make_uint2(tw8_keep_word<kHigh>(o[0], o[1], y7, one), tw8_keep_word<kHigh>(o[2], o[3], y7, one));
+      if (i < mine) *dst = words;  // odd tile count: the last step's second half-warp idles
+    }
+    if (left == 0) break;
+    ++s;
+    c = 0;
+  }
+}
+
+// The static schedule's kernel (one name for every R and TW, as the profile's kernel table expects): 8-bit masks
+// take tile8_ranges (the drop > 128 regime is a second copy of its loop behind one uniform branch), 16 and 32 bits
+// tile_strips. keys: round_keys(seed); y7 and one: tw8_keep_word's (8 bits only).
+// (8 bits: at most 48 registers, the count the separate kernel of each regime had: 5 blocks per SM; with both
+// regimes in one kernel ptxas took 55 and 4 blocks.)
+template <int R, int TW>
+__global__ void __launch_bounds__(256, TW == 8 ? 5 : 1) rng_tile_kernel(uint32_t* __restrict__ out, MaskGeometry geo,
+                                                                       MaskWindow win, const __grid_constant__ RoundKeys keys,
+                                                                       uint32_t offset, uint32_t drop, uint32_t y7,
+                                                                       uint32_t one) {
+  if constexpr (TW == 8) {
+    if (drop > 128) tile8_ranges<R, true>(out, geo, win, keys, offset, y7, one);
+    else tile8_ranges<R, false>(out, geo, win, keys, offset, y7, one);
+  } else {
+    tile_strips<R, TW>(out, geo, win, (static_cast<uint64_t>(keys.k1[0]) << 32) | keys.k0[0], offset, drop);
   }
 }
 
@@ -141,8 +286,12 @@ int sm_count() {
   return sms;
 }
 
-int default_grid(int block) {
-  return sm_count() * (2048 / block);  // one full wave of resident blocks; grid-stride loops do the rest
+// One full wave of resident blocks (the occupancy calculator's count for this kernel: with more blocks than fit at
+// once, the last partial wave runs at lower occupancy); grid-stride loops do the rest.
+int default_grid(int block, const void* kernel) {
+  int per_sm = 0;
+  DB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block, 0));
+  return sm_count() * (per_sm > 0 ? per_sm : 1);
 }
 
 template <int R, int TW>
@@ -153,9 +302,11 @@ void launch_tile(const RngMaskParams& p, cudaStream_t s) {
   auto* out = static_cast<uint32_t*>(p.out);
   switch (p.schedule) {
     case RngSchedule::Static: {
-      int grid = p.grid > 0 ? p.grid : default_grid(p.block);
-      if (static_cast<uint64_t>(grid) > strips) grid = static_cast<int>(strips);
-      rng_tile_kernel<R, TW><<<grid, p.block, 0, s>>>(out, p.geo, win, p.seed, p.offset, p.drop);
+      int grid = p.grid > 0 ? p.grid : default_grid(p.block, reinterpret_cast<const void*>(rng_tile_kernel<R, TW>));
+      // 16 / 32 bits: a block per strip; 8 bits: tile ranges per warp (empty ranges return at once)
+      if (TW != 8 && static_cast<uint64_t>(grid) > strips) grid = static_cast<int>(strips);
+      const uint32_t y7 = (p.drop > 128 ? 256u - p.drop : 128u - p.drop) * 0x01010101u;
+      rng_tile_kernel<R, TW><<<grid, p.block, 0, s>>>(out, p.geo, win, round_keys(p.seed), p.offset, p.drop, y7, 1u);
       break;
     }
     case RngSchedule::Coresident: {
@@ -173,7 +324,7 @@ void launch_tile(const RngMaskParams& p, cudaStream_t s) {
       break;
     }
     case RngSchedule::Steal: {
-      const int grid = p.grid > 0 ? p.grid : default_grid(p.block);
+      const int grid = p.grid > 0 ? p.grid : sm_count() * (2048 / p.block);
       if (p.reserve_smem > 48 * 1024)
         DB_CUDA(cudaFuncSetAttribute(rng_tile_steal_kernel<R, TW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(p.reserve_smem)));
@@ -187,20 +338,27 @@ void launch_tile(const RngMaskParams& p, cudaStream_t s) {
 template <int R, int TW>
 void launch_rt(const RngMaskParams& p, cudaStream_t s) {
   const int block = p.block;
-  int grid = p.grid > 0 ? p.grid : default_grid(block);
+  auto grid = [&](const void* k) { return p.grid > 0 ? p.grid : default_grid(block, k); };
   switch (p.layout) {
     case MaskLayout::Tile:
       launch_tile<R, TW>(p, s);
       break;
-    case MaskLayout::Bits:
-      rng_bits_kernel<R, TW><<<grid, block, 0, s>>>(static_cast<uint32_t*>(p.out), p.elements, p.seed, p.offset, p.drop);
+    case MaskLayout::Bits: {
+      const auto k = rng_bits_kernel<R, TW>;
+      k<<<grid(reinterpret_cast<const void*>(k)), block, 0, s>>>(static_cast<uint32_t*>(p.out), p.elements, p.seed,
+                                                                  p.offset, p.drop);
       break;
-    case MaskLayout::U8:
-      rng_wide_kernel<R, TW, MaskLayout::U8><<<grid, block, 0, s>>>(p.out, p.elements, p.seed, p.offset, p.drop);
+    }
+    case MaskLayout::U8: {
+      const auto k = rng_wide_kernel<R, TW, MaskLayout::U8>;
+      k<<<grid(reinterpret_cast<const void*>(k)), block, 0, s>>>(p.out, p.elements, p.seed, p.offset, p.drop);
       break;
-    case MaskLayout::I32:
-      rng_wide_kernel<R, TW, MaskLayout::I32><<<grid, block, 0, s>>>(p.out, p.elements, p.seed, p.offset, p.drop);
+    }
+    case MaskLayout::I32: {
+      const auto k = rng_wide_kernel<R, TW, MaskLayout::I32>;
+      k<<<grid(reinterpret_cast<const void*>(k)), block, 0, s>>>(p.out, p.elements, p.seed, p.offset, p.drop);
       break;
+    }
   }
   DB_CUDA_LAUNCH();
 }

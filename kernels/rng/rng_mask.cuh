@@ -21,7 +21,8 @@ MaskLayout parse_mask_layout(const std::string& s);  // "tile" | "bits" | "u8" |
 const char* mask_layout_name(MaskLayout l);
 
 // How a tile mask is produced. All three write the same bits.
-//   Static      grid-stride over the row strips, 256-thread blocks, enough blocks to fill the device.
+//   Static      256-thread blocks, one wave of resident blocks (grid 0); 8-bit masks: each warp a contiguous range of
+//               tiles, 16/32-bit: grid-stride over the row strips.
 //   Coresident  persistent, few registers (<= 32 per thread: __maxnreg__), no shared memory, one small block
 //               per SM by default (grid 0 = SM count, block 32..256); strips are taken one at a time from the
 //               counter `work` (atomicAdd), so it runs at whatever pace the SM left over allows. Meant to be

@@ -1,5 +1,7 @@
 // `dropbench rng`: the RNG mask kernel alone, over sequence length, Philox rounds, threshold width and
 // output layout: time, Gelem/s, GB/s written, the keep rate actually sampled, and each R's runtime / R=7.
+// Beside every point, interleaved with it, the Philox ceiling (kernels/rng/philox_ceiling.cuh) at the same R and
+// number of calls: derived.ceiling_fraction = the layout's elements/s over the ceiling's.
 #include <map>
 
 #include <fmt/format.h>
@@ -11,6 +13,7 @@
 #include "src/core/device_buffer.hpp"
 #include "src/core/harness.hpp"
 #include "src/core/nvtx.hpp"
+#include "kernels/rng/philox_ceiling.cuh"
 #include "kernels/rng/rng_mask.cuh"
 #include "src/core/sweep_session.hpp"
 #include "src/core/sweep_util.hpp"
@@ -53,7 +56,7 @@ int run_rng(RunContext& ctx) {
   const std::optional<Estimator> model = dry ? std::make_optional<Estimator>(ctx.opts) : std::nullopt;
 
   SweepSession session(ctx, "rng", points);
-  DeviceBuffer mask, counter;
+  DeviceBuffer mask, counter, ceiling_out;
   if (!dry) counter.resize(sizeof(unsigned long long));
   Table table;
   for (const SweepPoint& pt : points) {
@@ -84,11 +87,28 @@ int run_rng(RunContext& ctx) {
     if (!dry) mask.reserve(bytes);
     rp.out = mask.get();
 
-    Measurement m;
-    {
-      NvtxRange vr("variant rng");
-      m = session.harness.measure([&](Sample& s) { s.phase("gen", [&] { launch_rng_mask(rp, s.stream); }); });
+    // The ceiling: as many Philox calls as the mask needs, nothing else (E elements per call).
+    const double per_call = 128.0 / static_cast<double>(w.threshold_bits);
+    PhiloxCeilingParams cp;
+    cp.rounds = static_cast<int>(w.rounds);
+    cp.seed = w.seed;
+    uint64_t ceiling_calls = 0;
+    if (!dry) {
+      cp.calls_per_thread = philox_ceiling_calls_per_thread(cp, static_cast<uint64_t>(generated / per_call));
+      ceiling_calls = philox_ceiling_calls(cp);
+      ceiling_out.reserve(philox_ceiling_threads(cp) * sizeof(uint32_t));
+      cp.out = ceiling_out.get<uint32_t>();
     }
+    const std::vector<Measurement> ms = session.harness.measure_group(
+        {{"rng", [&](Sample& s) {
+            NvtxRange vr("variant rng");
+            s.phase("gen", [&] { launch_rng_mask(rp, s.stream); });
+          }},
+         {"ceiling", [&](Sample& s) {
+            NvtxRange vr("variant ceiling");
+            s.phase("ceiling", [&] { launch_philox_ceiling(cp, s.stream); });
+          }}});
+    const Measurement& m = ms[0];
     VariantResult v;
     v.name = "rng";
     v.stats = m.total;
@@ -118,7 +138,28 @@ int run_rng(RunContext& ctx) {
       v.derived["gelem_s"] = generated / m.total.median / 1e9;
       v.derived["gb_s"] = bytes / m.total.median / 1e9;
     }
+    VariantResult vc;
+    vc.name = "ceiling";
+    vc.stats = ms[1].total;
+    vc.phases = ms[1].phases;
+    vc.power = ms[1].power;
+    vc.extra["calls"] = ceiling_calls;
+    vc.extra["elements_per_call"] = per_call;
+    if (!dry) {
+      vc.extra["grid"] = philox_ceiling_grid(cp);
+      vc.extra["block"] = cp.block;
+      vc.extra["calls_per_thread"] = cp.calls_per_thread;
+      const double ceiling_gelem = ceiling_calls * per_call / ms[1].total.median / 1e9;
+      vc.derived["gcalls_s"] = ceiling_calls / ms[1].total.median / 1e9;
+      vc.derived["gelem_s"] = ceiling_gelem;
+      v.derived["ceiling_fraction"] = v.derived["gelem_s"].get<double>() / ceiling_gelem;
+      // elements/s over elements/s = (generated / ceiling elements) x (ceiling time / layout time)
+      Interval ci = bootstrap_ratio(ms[1].series, m.series);
+      const double k = generated / (ceiling_calls * per_call);
+      if (ci.valid) v.derived["ceiling_fraction_ci"] = json::array({ci.low * k, ci.high * k});
+    }
     pr.variants.push_back(v);
+    pr.variants.push_back(vc);
     session.report.add_point(pr);
   }
 
@@ -134,7 +175,7 @@ int run_rng(RunContext& ctx) {
     if (p.workload["rounds"] == 7 && !p.variants.empty()) r7[key_without_rounds(p.axes)] = p.variants[0].stats.median;
   if (!points.empty()) table.columns = axis_columns(points[0].axes);
   for (const char* c : {"elements", "median_us", "rel_stdev_%", "samples", "Gelem/s", "GB/s", "keep_eff", "keep_sampled",
-                        "z", "R/R7"})
+                        "z", "R/R7", "ceiling_Gelem/s", "%ceiling"})
     table.columns.push_back(c);
   for (const PointResult& p : session.report.points()) {
     const VariantResult& v = p.variants[0];
@@ -142,7 +183,7 @@ int run_rng(RunContext& ctx) {
     for (auto it = p.axes.begin(); it != p.axes.end(); ++it) row.push_back(axis_value_str(it.value()));
     row.push_back(fmt::format("{}", v.extra["elements"].get<uint64_t>()));
     if (dry) {
-      row.insert(row.end(), 9, "-");
+      row.insert(row.end(), 11, "-");
     } else {
       std::string ratio;
       const auto it7 = r7.find(key_without_rounds(p.axes));
@@ -158,6 +199,9 @@ int run_rng(RunContext& ctx) {
                              fmt::format("{:.5f}", v.extra["keep_effective"].get<double>()),
                              fmt::format("{:.5f}", v.extra["keep_sampled"].get<double>()),
                              fmt::format("{:.1f}", v.extra["keep_z"].get<double>()), ratio});
+      const VariantResult* vc = p.variants.size() > 1 ? &p.variants[1] : nullptr;
+      row.push_back(vc && vc->derived.contains("gelem_s") ? fmt_num(vc->derived["gelem_s"].get<double>()) : "");
+      row.push_back(v.derived.contains("ceiling_fraction") ? fmt_num(100 * v.derived["ceiling_fraction"].get<double>()) : "");
     }
     table.rows.push_back(row);
   }
@@ -179,7 +223,9 @@ Command make_rng_command() {
       "  rounds 3,5,7,10  x  threshold_bits 8,16,32  x  layout tile,bits,u8,i32   at workload.sq\n"
       "Columns: Gelem/s (elements sampled per second), GB/s (mask bytes written), keep_eff (the keep probability\n"
       "the quantised threshold implies), keep_sampled (counted in the generated mask) and its z-score, R/R7\n"
-      "(runtime of R rounds over R = 7, the paper's Philox-5/7 and 3/7 ratios).\n"
+      "(runtime of R rounds over R = 7, the paper's Philox-5/7 and 3/7 ratios), ceiling_Gelem/s (variant `ceiling`:\n"
+      "the same number of Philox-R calls in a compute-only loop, measured interleaved with the point) and %ceiling\n"
+      "(Gelem/s over it; derived.ceiling_fraction, with ceiling_fraction_ci).\n"
       "Examples:\n"
       "  dropbench rng --set workload.sq=8192 --set sweep.layout=[tile] -o rng.json\n"
       "  dropbench rng --config configs/llama3-8b.json --set sweep.threshold_bits=[8]";
