@@ -55,11 +55,11 @@ for s in "${STAGES[@]}"; do
       cat "$O/shard/compare.md" | head -30 ;;
     attn)
       want attn 100 || continue
-      timeout 90 "$B/dropbench" attention --config configs/llama3-8b.json -q --set 'sweep.sq=[8192,16384]' \
+      timeout 80 "$B/dropbench" attention --config configs/llama3-8b.json -q --set 'sweep.sq=[8192,16384]' \
         --set 'sweep.causal=[false,true]' --set 'sweep.head_dim=[64,128]' --set 'sweep.rounds=[7]' \
         --set 'sweep.attention_kernel=[mma,wgmma]' "${M[@]}" -o "$O/attention.json" > "$O/attention.md" 2>> "$O/err.log"
       echo "attention: exit $?"; smi
-      PYTHONUNBUFFERED=1 timeout 100 python3 scripts/peers.py --dropbench "$B/dropbench" --config configs/llama3-8b.json \
+      PYTHONUNBUFFERED=1 timeout 80 python3 scripts/peers.py --dropbench "$B/dropbench" --config configs/llama3-8b.json \
         --only attention --sq 8192,16384 --causal false,true --head-dim 64,128 --min-time 0.1 -q \
         -o "$O/peers_attention.json" >> "$O/peers.log" 2>&1
       echo "peers attention: exit $?" ;;
