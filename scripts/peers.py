@@ -408,22 +408,23 @@ def measured(v):
 
 
 def versus_rows(run_rep, peers_rep):
-    """One row per e2e SQ present in both: dropbench best at Philox-7 and at the best R, and the best peer."""
+    """One row per e2e point present in both (matched on every axis of the peer point: sq, and embed etc. where
+    the sweep has them): dropbench best at Philox-7 and at the best R, and the best peer."""
     rows = []
-    db = {}
-    for p in run_rep.points:
-        for v in p.variants:
-            if v.is_pipeline and measured(v):
-                db.setdefault(p.get("sq"), []).append((v.median, v.name, p.get("rounds")))
-    for p in peers_rep.points:
-        e2e = [v for v in p.variants if v.name.startswith("peer:e2e") and measured(v)]
-        sq = p.get("sq")
-        if not e2e or sq not in db:
+    for pp in peers_rep.points:
+        e2e = [v for v in pp.variants if v.name.startswith("peer:e2e") and measured(v)]
+        if not e2e:
+            continue
+        db = [(v.median, v.name, p.get("rounds")) for p in run_rep.points
+              if all(p.get(k) == x for k, x in pp.axes.items())
+              for v in p.variants if v.is_pipeline and measured(v)]
+        if not db:
             continue
         best_peer = min(e2e, key=lambda v: v.median)
-        r7 = [x for x in db[sq] if x[2] == 7]
-        rows.append({"name": peers_rep.config_name or "?", "sq": sq, "r7": min(r7) if r7 else None,
-                     "any": min(db[sq]), "peer": best_peer, "peers": e2e})
+        r7 = [x for x in db if x[2] == 7]
+        rows.append({"name": peers_rep.config_name or "?", "sq": pp.get("sq"),
+                     "point": " ".join(f"{k}={x}" for k, x in pp.axes.items()),
+                     "r7": min(r7) if r7 else None, "any": min(db), "peer": best_peer, "peers": e2e})
     return rows
 
 
@@ -454,7 +455,7 @@ def brief(paths):
 
 
 def versus_markdown(pairs):
-    out = ["| preset | SQ | dropbench best, Philox-7 (µs) | dropbench best, any R (µs) | best peer end-to-end (µs) "
+    out = ["| preset | point | dropbench best, Philox-7 (µs) | dropbench best, any R (µs) | best peer end-to-end (µs) "
            "| peer phases: GEMM + attention (µs) | other peer | peer / dropbench (R7) | peer / dropbench (best R) |",
            "|---|---:|---|---|---|---|---|---:|---:|"]
     for run_path, peers_path in pairs:
@@ -465,7 +466,7 @@ def versus_markdown(pairs):
             others = ", ".join(f"{v.name[5:]} {fmt3(v.median * 1e6)}" for v in r["peers"] if v is not pv)
             r7 = f"{r['r7'][1]} {fmt3(r['r7'][0] * 1e6)}" if r["r7"] else "n/a"
             anyr = f"{r['any'][1]} R{r['any'][2]} {fmt3(r['any'][0] * 1e6)}"
-            out.append(f"| {r['name']} | {r['sq']} | {r7} | {anyr} | {pv.name[5:]} {fmt3(tp * 1e6)} | {ph} | "
+            out.append(f"| {r['name']} | {r['point']} | {r7} | {anyr} | {pv.name[5:]} {fmt3(tp * 1e6)} | {ph} | "
                        f"{others} | {tp / r['r7'][0] if r['r7'] else float('nan'):.2f}× | "
                        f"{tp / r['any'][0]:.2f}× |")
     return "\n".join(out)
