@@ -313,3 +313,24 @@ TEST(ModelPower, SustainedTimesFromThePowerPass) {
   EXPECT_EQ(e.held_out_sustained.n, held_sustained);
   EXPECT_EQ(e.held_out_sustained_no_power.n, held_sustained);
 }
+
+// rng reports carry a "ceiling" variant (the compute-only Philox loop measured beside the mask kernel): it is no
+// mask kernel, so the model compares nothing with it, and fit_power takes no energy from it.
+TEST(ModelReport, RngCeilingVariantIsNotComparedOrFitted) {
+  MeasuredReport r = load_measured_report(kFix + "report_rng.json");
+  const size_t rows_before = compare_with_report(tiny(), tiny_profile(), r, {}, false).rows.size();
+  ASSERT_GT(rows_before, 0u);
+  size_t added = 0;
+  for (json& pt : r.doc["points"]) {
+    json ceiling = pt["variants"][0];
+    ceiling["name"] = "ceiling";
+    ceiling["power"] = {{"mean_w", 400.0}, {"energy_mj_per_iter", 1.0}, {"time_per_iter_s", 1e-4}};
+    pt["variants"].push_back(ceiling);
+    ++added;
+  }
+  ASSERT_GT(added, 0u);
+  const ReportComparison c = compare_with_report(tiny(), tiny_profile(), r, {}, false);
+  EXPECT_EQ(c.rows.size(), rows_before);
+  for (const ReportRow& row : c.rows) EXPECT_NE(row.variant, "ceiling");
+  EXPECT_EQ(fit_power(tiny(), tiny_profile(), {r}).variants_with_power, 0u);
+}

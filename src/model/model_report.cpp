@@ -108,7 +108,8 @@ std::vector<Comparand> comparands(const std::string& command, const json& v, con
   std::vector<Comparand> out;
   auto add = [&](const std::string& phase, const std::string& piece) { out.push_back({name, phase, piece}); };
   if (command == "rng") {
-    if (w.layout == "tile" || w.layout == "bits") add("gen", "rng:" + w.layout);
+    // Not the "ceiling" variant measured beside it: a compute-only Philox loop, no mask kernel.
+    if (name == "rng" && (w.layout == "tile" || w.layout == "bits")) add("gen", "rng:" + w.layout);
   } else if (command == "attention") {
     if (name == "none" || name == "mask" || name == "fused") add("attention", "attention:" + name);
     if (name == "fused") add("attention", "attention:fused-composed");
@@ -177,7 +178,7 @@ std::string power_piece(const std::string& command, const std::string& variant, 
     if (variant == "alone:attention-fused") return "attention:fused";
     return "";
   }
-  if (command == "rng") return w.layout == "tile" || w.layout == "bits" ? "rng:" + w.layout : "";
+  if (command == "rng") return variant == "rng" && (w.layout == "tile" || w.layout == "bits") ? "rng:" + w.layout : "";
   if (command == "gemm") return "gemm";
   if (command == "attention" && (variant == "none" || variant == "mask" || variant == "fused")) return "attention:" + variant;
   return "";
