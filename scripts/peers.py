@@ -1252,8 +1252,21 @@ def self_test(args):
             make_variant("peer:e2e-cudnn", stats_of([5.5e-3]), [("gemm", stats_of([1e-3])),
                                                                 ("attention", stats_of([4.5e-3]))])])
         md = versus_markdown([(td / "run.json", td / "e2e.json")])
-        ok("| syn | 8192 | fused 4900 | baseline R3 4600 | e2e-cudnn 5500 | 1000 + 4500 | e2e-flash 6000 | 1.12× | "
+        ok("| syn | sq=8192 | fused 4900 | baseline R3 4600 | e2e-cudnn 5500 | 1000 + 4500 | e2e-flash 6000 | 1.12× | "
            "1.20× |" in md, f"versus table: {md}")
+        # Points that differ in another axis (embed) are matched on it too, not on sq alone.
+        run2 = Report(str(td / "run2.json"), {"tool": "dropbench"}, {"name": "syn2"})
+        run2.doc["command"] = "run"
+        for e, t in ((4096, 2.0), (16384, 3.0)):
+            run2.add_point({"embed": e, "sq": 8192, "rounds": 7}, {"embed": e, "sq": 8192, "rounds": 7},
+                           [dict(make_variant("baseline", stats_of([t * 1e-3])), peer=False)])
+        e2e2 = Report(str(td / "e2e2.json"), {"tool": "scripts/peers.py"}, {"name": "syn2"})
+        for e, t in ((4096, 4.0), (16384, 6.0)):
+            e2e2.add_point({"embed": e, "sq": 8192}, {"embed": e, "sq": 8192},
+                           [make_variant("peer:e2e-cudnn", stats_of([t * 1e-3]), [("gemm", stats_of([1e-3]))])])
+        md2 = versus_markdown([(td / "run2.json", td / "e2e2.json")])
+        ok("| syn2 | embed=4096 sq=8192 | baseline 2000 |" in md2 and "| syn2 | embed=16384 sq=8192 | baseline 3000 |" in md2
+           and md2.count("2.00×") == 4, f"versus matches embed: {md2}")
         (td / "not_report.json").write_text("{\"rows\": []}")
         try:
             versus_markdown([(td / "run.json", td / "not_report.json")])
