@@ -150,7 +150,8 @@ int run_attention(RunContext& ctx) {
         v.derived["tflops"] = flops / m.total.median / 1e12;
         if (t_none > 0) {
           v.derived["x_none"] = m.total.median / t_none;
-          v.derived["x_none_ci"] = bootstrap_ratio(m.series, ms[0].series).to_json();
+          // _ci, and with measure.repeats also _ci_within and _repeats, as run's figures
+          bootstrap_ratio(m.series, ms[0].series).write(v.derived, "x_none");
         }
       }
       pr.variants.push_back(v);
