@@ -25,6 +25,24 @@ json exposed_dropout(const PointTimes& t) {
   return exposed;
 }
 
+// The pipeline speedups a point reports, t_num / t_den, as sampled medians (point_figures) and as sustained times
+// (sustained_figures, the key + "_sustained").
+struct Speedup {
+  const char *num, *den, *key;
+};
+constexpr Speedup kSpeedups[] = {
+    {"baseline", "overlap", "speedup_overlap_vs_baseline"}, {"fused", "overlap", "speedup_overlap_vs_fused"},
+    {"baseline", "fused", "speedup_fused_vs_baseline"},     {"baseline", "chunked", "speedup_chunked_vs_baseline"},
+    {"overlap", "chunked", "speedup_chunked_vs_overlap"}};
+
+// The fastest pipeline of `times` (seconds by name); one without a time (<= 0) never wins; "" when none has one.
+std::string fastest(const std::map<std::string, double>& times) {
+  std::string best;
+  for (const auto& [n, s] : times)
+    if (s > 0 && (best.empty() || s < times.at(best))) best = n;
+  return best;
+}
+
 }  // namespace
 
 // Back-to-back ("sustained") pipeline times from the power pass (launches queued 4 deep for measure.power_time,
@@ -34,27 +52,19 @@ json exposed_dropout(const PointTimes& t) {
 // per pipeline, measured one after another: no interval.
 void sustained_figures(const std::vector<VariantResult>& variants, const std::map<std::string, double>& pipelines,
                        json& d) {
-  json sus = json::object();
-  std::string best;
+  std::map<std::string, double> sus;
   for (const VariantResult& v : variants) {
     if (!pipelines.count(v.name) || !v.power.is_object()) continue;
     const double s = power_figure(v.power, "time_per_iter_s");
-    if (!(std::isfinite(s) && s > 0)) continue;
-    sus[v.name] = s;
-    if (best.empty() || s < sus[best].get<double>()) best = v.name;
+    if (std::isfinite(s) && s > 0) sus[v.name] = s;
   }
   if (sus.empty()) return;
+  const std::string best = fastest(sus);
   d["t_sustained"] = sus;
   d["sustained_winner"] = best;
   if (d.contains("winner")) d["sustained_winner_differs"] = d["winner"] != best;
-  auto ratio = [&](const char* num, const char* den, const char* key) {
-    if (sus.contains(num) && sus.contains(den)) d[key] = sus[num].get<double>() / sus[den].get<double>();
-  };
-  ratio("baseline", "overlap", "speedup_overlap_vs_baseline_sustained");
-  ratio("fused", "overlap", "speedup_overlap_vs_fused_sustained");
-  ratio("baseline", "fused", "speedup_fused_vs_baseline_sustained");
-  ratio("baseline", "chunked", "speedup_chunked_vs_baseline_sustained");
-  ratio("overlap", "chunked", "speedup_chunked_vs_overlap_sustained");
+  for (const Speedup& q : kSpeedups)
+    if (sus.count(q.num) && sus.count(q.den)) d[std::string(q.key) + "_sustained"] = sus.at(q.num) / sus.at(q.den);
 }
 
 namespace {
@@ -62,8 +72,7 @@ namespace {
 // Energy per block where the power pass ran: each pipeline's J per iteration (measured over its own back-to-back
 // run) and energy-delay products (with the pass's time per iteration); for the serial pipelines (baseline, fused)
 // its phases' energy estimated as the phase's median time x the matching piece's mean W alone (an estimate:
-// overlap and chunked run phases concurrently and get none). The
-// energy winner beside the time winner.
+// overlap and chunked run phases concurrently and get none). The energy winner beside the time winner.
 void energy_figures(PointResult& pr, json& d, const PointTimes& t) {
   json energy = json::object();
   std::string best;
@@ -97,7 +106,6 @@ void energy_figures(PointResult& pr, json& d, const PointTimes& t) {
   d["energy_mj"] = energy;
   d["energy_winner"] = best;
   if (d.contains("winner")) d["energy_winner_differs"] = d["winner"] != best;
-  sustained_figures(pr.variants, t.pipelines, d);
 }
 
 }  // namespace
@@ -113,23 +121,15 @@ json point_figures(PointResult& pr, const Workload& w, const PointTimes& t) {
 
   json d = pr.derived;
   for (const auto& [n, s] : tp) d["t_" + n] = s;
-  auto ratio = [&](const char* num, const char* den, const std::string& key) {
-    if (tp.count(num) && tp.count(den) && tp.at(den) > 0) {
-      d[key] = tp.at(num) / tp.at(den);
-      t.book.ratio(num, den).write(d, key);
+  for (const Speedup& q : kSpeedups)
+    if (tp.count(q.num) && tp.count(q.den) && tp.at(q.den) > 0) {
+      d[q.key] = tp.at(q.num) / tp.at(q.den);
+      t.book.ratio(q.num, q.den).write(d, q.key);
     }
-  };
-  ratio("baseline", "overlap", "speedup_overlap_vs_baseline");
-  ratio("fused", "overlap", "speedup_overlap_vs_fused");
-  ratio("baseline", "fused", "speedup_fused_vs_baseline");
-  ratio("baseline", "chunked", "speedup_chunked_vs_baseline");
-  ratio("overlap", "chunked", "speedup_chunked_vs_overlap");
   const json exposed = exposed_dropout(t);
   d["rng_exposed_s"] = exposed;
   const double t_g = t.alone.gemm(), t_r = t.alone.rng();
-  std::string winner;
-  for (const auto& [n, s] : tp)  // a pipeline without samples (median 0) never wins
-    if (s > 0 && (winner.empty() || s < tp.at(winner))) winner = n;
+  const std::string winner = fastest(tp);  // a pipeline without samples (median 0) never wins
   d["winner"] = winner;
   if (!winner.empty()) {
     std::string why = fmt::format("{} is fastest ({:.1f} us); GEMM {:.1f} us, RNG alone {:.1f} us, attention "
@@ -157,6 +157,7 @@ json point_figures(PointResult& pr, const Workload& w, const PointTimes& t) {
         d["best_hidden_energy_bound"] = v.derived["hidden_energy_bound"];
   }
   energy_figures(pr, d, t);
+  sustained_figures(pr.variants, tp, d);
   pr.derived = d;
   if (w.embed == 8192 && w.sq == 8192 && w.rounds == 7 && best) {
     json row;
