@@ -206,20 +206,20 @@ std::vector<Family> families(const profile::Selection& s, const Workload& w) {
                   "sweep.causal=[false]"},
                  [scores](const std::string&) { return scores; },
                  [geometry](const std::string& k) { return geometry(k, false); }, "elements"});
+  // Both attention kernels, one family each (the kernel names tell them apart; attn_fwd_kernel is the mma.sync
+  // kernel, attn_fwd_wgmma_kernel the Hopper-native one).
+  struct AttnFamily {
+    const char *family, *kernel_prefix, *attention_kernel;
+  };
   if (s.attention)
-    f.push_back({"attention", "attention", "attn_fwd",
-                 // Both attention kernels, one family each (the kernel names tell them apart; attn_fwd_kernel
-                 // is the mma.sync kernel, attn_fwd_wgmma_kernel the Hopper-native one).
-                 {"sweep.sq=[4096]", "sweep.causal=[false,true]", "sweep.rounds=[3,5,7,10]",
-                  fmt::format("sweep.threshold_bits=[{}]", w.threshold_bits), "workload.attention_kernel=mma"},
-                 [scores](const std::string&) { return scores; },
-                 [geometry](const std::string& k) { return geometry(k, false); }, "score elements (full SQ x SQ)"});
-  if (s.attention)
-    f.push_back({"attention_wgmma", "attention", "attn_fwd_wgmma",
-                 {"sweep.sq=[4096]", "sweep.causal=[false,true]", "sweep.rounds=[3,5,7,10]",
-                  fmt::format("sweep.threshold_bits=[{}]", w.threshold_bits), "workload.attention_kernel=wgmma"},
-                 [scores](const std::string&) { return scores; },
-                 [geometry](const std::string& k) { return geometry(k, false); }, "score elements (full SQ x SQ)"});
+    for (const AttnFamily& a :
+         {AttnFamily{"attention", "attn_fwd", "mma"}, AttnFamily{"attention_wgmma", "attn_fwd_wgmma", "wgmma"}})
+      f.push_back({a.family, "attention", a.kernel_prefix,
+                   {"sweep.sq=[4096]", "sweep.causal=[false,true]", "sweep.rounds=[3,5,7,10]",
+                    fmt::format("sweep.threshold_bits=[{}]", w.threshold_bits),
+                    fmt::format("workload.attention_kernel={}", a.attention_kernel)},
+                   [scores](const std::string&) { return scores; },
+                   [geometry](const std::string& k) { return geometry(k, false); }, "score elements (full SQ x SQ)"});
   if (s.gemm)
     for (const char* dt : {"fp8", "bf16"})
       f.push_back({std::string("gemm_") + dt, "gemm", "nvjet|xmma|cutlass|gemm|sm90",

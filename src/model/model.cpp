@@ -740,14 +740,22 @@ double tail_factor(const std::vector<double>& cta_iters, double heads, double sl
 
 namespace {
 
-std::string attn_key(const Profile& p, const Workload& w, const std::string& base_mode, bool causal) {
-  auto km = p.attn_sass_key.find(base_mode);
-  if (km == p.attn_sass_key.end() || base_mode == "causal_suffix")
-    throw UsageError(fmt::format("model: attention mode '{}' (allowed: none, mask, fused, fused-composed)", base_mode));
+// The profile key of an attention kernel instance from a family's key templates (mode -> "..{rounds}..
+// {threshold_bits}..", plus "causal_suffix"): the mma.sync kernel's (Profile::attn_sass_key) and the wgmma
+// kernel's (WgmmaProfile::sass_key) are read the same way.
+std::string attention_instance_key(const std::map<std::string, std::string>& templates, const Workload& w,
+                                   const std::string& mode, bool causal) {
+  auto km = templates.find(mode);
+  if (km == templates.end() || mode == "causal_suffix")
+    throw UsageError(fmt::format("model: attention mode '{}' (allowed: none, mask, fused, fused-composed)", mode));
   std::string key = replace_all(km->second, "{rounds}", std::to_string(w.rounds));
   key = replace_all(key, "{threshold_bits}", std::to_string(w.threshold_bits));
-  if (causal) key += p.attn_sass_key.at("causal_suffix");
+  if (causal) key += templates.at("causal_suffix");
   return key;
+}
+
+std::string attn_key(const Profile& p, const Workload& w, const std::string& base_mode, bool causal) {
+  return attention_instance_key(p.attn_sass_key, w, base_mode, causal);
 }
 
 // Static demand of attention kernel `k` (mode none / mask / fused) over workload w, window win.
@@ -876,13 +884,7 @@ struct Piece {
 };
 
 std::string wgmma_key(const WgmmaProfile& g, const Workload& w, const std::string& mode, bool causal) {
-  auto km = g.sass_key.find(mode);
-  if (km == g.sass_key.end() || mode == "causal_suffix")
-    throw UsageError(fmt::format("model: attention mode '{}' (allowed: none, mask, fused, fused-composed)", mode));
-  std::string key = replace_all(km->second, "{rounds}", std::to_string(w.rounds));
-  key = replace_all(key, "{threshold_bits}", std::to_string(w.threshold_bits));
-  if (causal) key += g.sass_key.at("causal_suffix");
-  return key;
+  return attention_instance_key(g.sass_key, w, mode, causal);
 }
 
 // Key blocks the wgmma kernel's CTAs visit (kernels/attention/attention_wgmma_kernel.cuh: query block qb of
