@@ -7,27 +7,27 @@ phase of the rng+mask variant at the same point (the paper's "fusion hides only 
 
     scripts/attention_peer_table.py ATTENTION.json PEERS.json
 """
-import json
 import sys
+
+import dropbench_report as dr
+
+
+def shape(p):
+    return (p.get("sq"), p.get("head_dim"), p.get("causal"))
 
 
 def main(att_path, peers_path):
-    a, pz = json.load(open(att_path)), json.load(open(peers_path))
-    peer = {}
-    for p in pz["points"]:
-        key = (p["axes"].get("sq"), p["axes"].get("head_dim"), p["axes"].get("causal"))
-        for v in p["variants"]:
-            peer[key + (v["name"],)] = (v["derived"].get("tflops"), v["stats"]["median"])
-    rows = {}
-    for p in a["points"]:
-        ax = p["axes"]
-        key = (ax["sq"], ax.get("head_dim", p["workload"]["head_dim"]), ax["causal"])
-        m = {v["name"]: (v["derived"].get("tflops"), v["stats"]["median"]) for v in p["variants"]}
-        for v in p["variants"]:
-            for ph in v.get("phases", []):
-                if v["name"] == "rng+mask" and ph["name"] == "gen":
-                    m["rng"] = (None, ph["stats"]["median"])
-        rows[(key, ax["attention_kernel"])] = m
+    peer = {}  # (sq, dH, causal, peer variant) -> (TFLOP/s, median s)
+    for p in dr.load(peers_path).points:
+        for v in p.variants:
+            peer[shape(p) + (v.name,)] = (v.derived.get("tflops"), v.median)
+    rows = {}  # ((sq, dH, causal), kernel) -> {variant: (TFLOP/s, median s)}, "rng": the rng+mask gen phase
+    for p in dr.load(att_path).points:
+        m = {v.name: (v.derived.get("tflops"), v.median) for v in p.variants}
+        gen = dict(p.variant("rng+mask").phase_medians()).get("gen") if p.variant("rng+mask") else None
+        if gen is not None:
+            m["rng"] = (None, gen)
+        rows[(shape(p), p.get("attention_kernel"))] = m
     print("| SQ | dH | causal | wgmma none TFLOP/s | cuDNN none | wgmma / cuDNN | mask / none | fused / none | "
           "cuDNN dropout / wgmma fused (time) | FA2 (flash) none | mma none | mma fused / none | "
           "fusion hides: wgmma | mma |")

@@ -5,8 +5,10 @@ their 95 % intervals, the sustained (power-pass) winner and the energy winner wh
 
     scripts/verdict_table.py REPORT.json [REPORT.json ...]
 """
-import json
+import os
 import sys
+
+import dropbench_report as dr
 
 
 def fmt_ci(d, key):
@@ -24,18 +26,15 @@ def main(paths):
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for path in paths:
-        with open(path) as f:
-            rep = json.load(f)
-        for p in rep.get("points", []):
-            d = p.get("derived", {})
-            med = {v["name"]: v["stats"]["median"] * 1e6 for v in p.get("variants", [])
-                   if ":" not in v["name"] and v.get("stats", {}).get("median")}
-            point = " ".join(f"{k}={x}" for k, x in p.get("axes", {}).items())
+        rep = dr.load(path)
+        for p in rep.points:
+            d = p.derived
+            med = {v.name: v.median * 1e6 for v in p.variants if v.is_pipeline and dr.finite(v.median)}
             sus = d.get("sustained_winner", "-")
             if "speedup_fused_vs_baseline_sustained" in d:
                 sus += f" ({d['speedup_fused_vs_baseline_sustained']:.3f})"
-            cells = [path.split("/")[-1], point] + [f"{med[n]:.0f}" if n in med else "-"
-                                                     for n in ("baseline", "fused", "overlap", "chunked")]
+            cells = [os.path.basename(path), " ".join(f"{k}={x}" for k, x in p.axes.items())]
+            cells += [f"{med[n]:.0f}" if n in med else "-" for n in ("baseline", "fused", "overlap", "chunked")]
             cells += [d.get("winner", "-"), fmt_ci(d, "speedup_fused_vs_baseline"),
                       fmt_ci(d, "speedup_overlap_vs_baseline"), sus, d.get("energy_winner", "-")]
             print("| " + " | ".join(cells) + " |")
