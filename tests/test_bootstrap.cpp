@@ -126,14 +126,14 @@ TEST(Bootstrap, RatioOfIndependentAddsRelativeWidthsInQuadrature) {
 TEST(Bootstrap, StatsCarryTheIntervalThroughJson) {
   Stats s = compute_stats({1, 2, 3});
   EXPECT_FALSE(to_json(s).contains("median_ci"));
-  s.has_ci = true;
-  s.ci_low = 1.5;
-  s.ci_high = 2.5;
+  s.median_ci.valid = true;
+  s.median_ci.low = 1.5;
+  s.median_ci.high = 2.5;
   const Stats back = stats_from_json(to_json(s));
-  EXPECT_TRUE(back.has_ci);
-  EXPECT_DOUBLE_EQ(back.ci_low, 1.5);
-  EXPECT_DOUBLE_EQ(back.ci_high, 2.5);
-  EXPECT_FALSE(stats_from_json(nlohmann::ordered_json::parse(R"({"samples": 3, "median_ci": null})")).has_ci);
+  EXPECT_TRUE(back.median_ci.valid);
+  EXPECT_DOUBLE_EQ(back.median_ci.low, 1.5);
+  EXPECT_DOUBLE_EQ(back.median_ci.high, 2.5);
+  EXPECT_FALSE(stats_from_json(nlohmann::ordered_json::parse(R"({"samples": 3, "median_ci": null})")).median_ci.valid);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -286,20 +286,20 @@ TEST(Repeats, PerRepeatFiguresArePairedAndWritten) {
 
 TEST(Repeats, StatsCarryRepeatsAndSeriesThroughJson) {
   Stats s = compute_stats({1, 2, 3});
-  s.has_ci = true;
-  s.ci_low = 1;
-  s.ci_high = 3;
-  s.ci_block = 4;
+  s.median_ci.valid = true;
+  s.median_ci.low = 1;
+  s.median_ci.high = 3;
+  s.median_ci.block = 4;
   nlohmann::ordered_json plain = to_json(s);
   EXPECT_EQ(plain["ci_block"], 4);
   EXPECT_FALSE(plain.contains("median_repeats"));
   EXPECT_FALSE(plain.contains("series"));
-  s.ci_within_low = 1.5;
-  s.ci_within_high = 2.5;
-  s.repeat_medians = {1.9, kNaN, 2.1};
-  s.repeat_sd = 0.14;
-  s.t_low = 1.6;
-  s.t_high = 2.4;
+  s.median_ci.within_low = 1.5;
+  s.median_ci.within_high = 2.5;
+  s.median_ci.repeat_values = {1.9, kNaN, 2.1};
+  s.median_ci.repeat_sd = 0.14;
+  s.median_ci.t_low = 1.6;
+  s.median_ci.t_high = 2.4;
   s.series_s = {0.1, kNaN, 0.3};
   s.series_clock_mhz = {1900, 1500, 1890};
   s.series_repeat_rounds = {1, 2};
@@ -309,11 +309,11 @@ TEST(Repeats, StatsCarryRepeatsAndSeriesThroughJson) {
   EXPECT_TRUE(j["series"]["seconds"][1].is_null());
   EXPECT_EQ(j["series"]["repeat_rounds"], nlohmann::ordered_json::parse("[1, 2]"));
   const Stats back = stats_from_json(nlohmann::ordered_json::parse(j.dump()));
-  EXPECT_EQ(back.ci_block, 4);
-  ASSERT_EQ(back.repeat_medians.size(), 3u);
-  EXPECT_TRUE(std::isnan(back.repeat_medians[1]));
-  EXPECT_DOUBLE_EQ(back.ci_within_high, 2.5);
-  EXPECT_DOUBLE_EQ(back.t_low, 1.6);
+  EXPECT_EQ(back.median_ci.block, 4);
+  ASSERT_EQ(back.median_ci.repeat_values.size(), 3u);
+  EXPECT_TRUE(std::isnan(back.median_ci.repeat_values[1]));
+  EXPECT_DOUBLE_EQ(back.median_ci.within_high, 2.5);
+  EXPECT_DOUBLE_EQ(back.median_ci.t_low, 1.6);
   ASSERT_EQ(back.series_s.size(), 3u);
   EXPECT_TRUE(std::isnan(back.series_s[1]));
   EXPECT_EQ(back.series_clock_mhz[1], 1500);

@@ -53,9 +53,9 @@ TEST(InterleaveGpu, VariantsShareRoundsAndKeepTheirOwnSamples) {
     EXPECT_EQ(m.total.samples, finite(m.series.x));
     EXPECT_EQ(m.total.samples + m.total.discarded, m.series.x.size());
     ASSERT_EQ(m.phases.size(), 1u);
-    EXPECT_TRUE(m.total.has_ci);
-    EXPECT_LE(m.total.ci_low, m.total.median);
-    EXPECT_GE(m.total.ci_high, m.total.median);
+    EXPECT_TRUE(m.total.median_ci.valid);
+    EXPECT_LE(m.total.median_ci.low, m.total.median);
+    EXPECT_GE(m.total.median_ci.high, m.total.median);
   }
   EXPECT_EQ(ms[0].phases[0].first, "a");
   EXPECT_EQ(ms[1].phases[0].first, "b");
@@ -98,9 +98,9 @@ TEST(InterleaveGpu, RepeatsMeasureTheGroupKTimes) {
     EXPECT_EQ(r.series.x.size(), 36u);
     EXPECT_EQ(r.series.clock_mhz.size(), 36u);
     EXPECT_EQ(r.total.samples, 36u);
-    EXPECT_EQ(r.total.repeat_medians.size(), 3u);
-    EXPECT_LE(r.total.ci_low, r.total.ci_within_low);
-    EXPECT_GE(r.total.ci_high, r.total.ci_within_high);
+    EXPECT_EQ(r.total.median_ci.repeat_values.size(), 3u);
+    EXPECT_LE(r.total.median_ci.low, r.total.median_ci.within_low);
+    EXPECT_GE(r.total.median_ci.high, r.total.median_ci.within_high);
     EXPECT_EQ(r.total.series_s.size(), 36u);
     EXPECT_EQ(r.total.series_repeat_rounds, r.series.repeat_rounds);
     EXPECT_GE(r.seconds_spent, 0.2);  // two gaps of 0.1 s idled

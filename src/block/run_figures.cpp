@@ -198,9 +198,10 @@ json rounds_vs_r7(const Report& report) {
             if (v.name.rfind("alone:", 0) == 0 || v.name.find(':') == std::string::npos) {
               row["x_r7"][v.name] = v.stats.median / v7.stats.median;
               // Two points, two groups: nothing pairs them, so the medians' intervals combine as independent.
-              if (v.stats.has_ci && v7.stats.has_ci)
-                row["x_r7_ci"][v.name] = ratio_of_independent(v.stats.median, v.stats.ci_low, v.stats.ci_high,
-                                                              v7.stats.median, v7.stats.ci_low, v7.stats.ci_high)
+              const Interval &ci = v.stats.median_ci, &ci7 = v7.stats.median_ci;
+              if (ci.valid && ci7.valid)
+                row["x_r7_ci"][v.name] = ratio_of_independent(v.stats.median, ci.low, ci.high, v7.stats.median,
+                                                              ci7.low, ci7.high)
                                              .to_json();
             }
             if (v.name == "baseline")

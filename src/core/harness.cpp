@@ -346,19 +346,7 @@ std::vector<Measurement> Harness::measure_group(const std::vector<Candidate>& gr
     m.series.x = std::move(c.totals);
     m.series.clock_mhz = std::move(c.round_clocks);
     if (m_.repeats > 1) m.series.repeat_rounds = c.repeat_rounds;
-    const Interval ci = bootstrap_median(m.series);
-    m.total.has_ci = ci.valid;
-    m.total.ci_low = ci.low;
-    m.total.ci_high = ci.high;
-    m.total.ci_block = ci.block;
-    if (ci.has_repeats()) {
-      m.total.ci_within_low = ci.within_low;
-      m.total.ci_within_high = ci.within_high;
-      m.total.repeat_medians = ci.repeat_values;
-      m.total.repeat_sd = ci.repeat_sd;
-      m.total.t_low = ci.t_low;
-      m.total.t_high = ci.t_high;
-    }
+    m.total.median_ci = bootstrap_median(m.series);
     if (m_.keep_series) {
       m.total.series_s = m.series.x;
       m.total.series_clock_mhz = m.series.clock_mhz;

@@ -84,20 +84,10 @@ nlohmann::ordered_json to_json(const Stats& s) {
   j["rel_stdev"] = s.rel_stdev;
   j["discarded"] = s.discarded;
   j["mean_clock_mhz"] = s.mean_clock_mhz;
-  if (s.has_ci) j["median_ci"] = nlohmann::ordered_json::array({s.ci_low, s.ci_high});
-  if (s.has_ci && s.ci_block > 0) j["ci_block"] = s.ci_block;
-  if (s.has_ci && s.repeat_medians.size() > 1) {  // the same keys as Interval::write (bootstrap.hpp)
-    Interval iv;
-    iv.valid = true;
-    iv.low = s.ci_low;
-    iv.high = s.ci_high;
-    iv.within_low = s.ci_within_low;
-    iv.within_high = s.ci_within_high;
-    iv.repeat_values = s.repeat_medians;
-    iv.repeat_sd = s.repeat_sd;
-    iv.t_low = s.t_low;
-    iv.t_high = s.t_high;
-    iv.write(j, "median");
+  if (s.median_ci.valid) {
+    j["median_ci"] = s.median_ci.to_json();
+    if (s.median_ci.block > 0) j["ci_block"] = s.median_ci.block;
+    s.median_ci.write(j, "median");  // median_ci again, and with repeats median_ci_within and median_repeats
   }
   if (!s.series_s.empty()) {
     nlohmann::ordered_json sec = nlohmann::ordered_json::array(), clk = nlohmann::ordered_json::array();
@@ -126,21 +116,10 @@ Stats stats_from_json(const nlohmann::ordered_json& j) {
   s.rel_stdev = get_double(j, "rel_stdev", 0.0);
   s.discarded = get_size(j, "discarded");
   s.mean_clock_mhz = get_double(j, "mean_clock_mhz", 0.0);
-  auto ci = j.find("median_ci");
-  if (ci != j.end() && ci->is_array() && ci->size() == 2 && (*ci)[0].is_number() && (*ci)[1].is_number()) {
-    s.has_ci = true;
-    s.ci_low = (*ci)[0].get<double>();
-    s.ci_high = (*ci)[1].get<double>();
-    s.ci_block = static_cast<int>(get_size(j, "ci_block"));
-    const Interval iv = interval_from_json(j, "median");
-    if (iv.repeat_values.size() > 1) {
-      s.ci_within_low = iv.within_low;
-      s.ci_within_high = iv.within_high;
-      s.repeat_medians = iv.repeat_values;
-      s.repeat_sd = iv.repeat_sd;
-      s.t_low = iv.t_low;
-      s.t_high = iv.t_high;
-    }
+  s.median_ci = interval_from_json(j, "median");
+  if (s.median_ci.valid) {
+    s.median_ci.value = s.median;
+    s.median_ci.block = static_cast<int>(get_size(j, "ci_block"));
   }
   if (auto se = j.find("series"); se != j.end() && se->is_object()) {
     auto nums = [&](const char* key, std::vector<double>& out) {

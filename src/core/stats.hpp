@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/core/bootstrap.hpp"
+
 namespace dropbench {
 
 struct Stats {
@@ -17,15 +19,11 @@ struct Stats {
   double rel_stdev = 0;    // stdev / mean; 0 when mean == 0
   size_t discarded = 0;    // samples dropped (clock throttling), not in the figures above
   double mean_clock_mhz = 0;  // mean SM clock over kept samples (0 if not measured)
-  // 95 % bootstrap interval of the median (src/core/bootstrap.hpp); absent with < 3 samples.
-  bool has_ci = false;
-  double ci_low = 0, ci_high = 0;
-  int ci_block = 0;     // rounds per resampled block of that interval (1: drawn one by one); 0 = not known
-  // measure.repeats > 1 (repeat_medians has K entries): ci_low / ci_high are the combined interval; its parts are
-  // the within-run interval, each repeat's median, their stdev and the t-interval (src/core/bootstrap.hpp).
-  double ci_within_low = 0, ci_within_high = 0;
-  std::vector<double> repeat_medians;  // NaN where a repeat kept no sample
-  double repeat_sd = 0, t_low = 0, t_high = 0;
+  // 95 % bootstrap interval of the median (src/core/bootstrap.hpp): not valid with < 3 samples; its block length
+  // (0 = not known); with measure.repeats > 1 (repeat_values has K entries, NaN where a repeat kept no sample)
+  // low / high are the combined interval and its parts are kept too. Written as median_ci, ci_block,
+  // median_ci_within, median_repeats.
+  Interval median_ci;
   // measure.keep_series: the per-round samples (seconds, NaN = discarded), the SM clock of each, the rounds of
   // each repeat; empty otherwise. Written as stats.series.
   std::vector<double> series_s, series_clock_mhz;

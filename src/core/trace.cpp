@@ -32,12 +32,12 @@ const char* kind_name(TraceRecord::Kind k) {
 
 namespace {
 
-using Interval = std::pair<uint64_t, uint64_t>;  // [begin, end)
+using TimeSpan = std::pair<uint64_t, uint64_t>;  // [begin, end)
 
-std::vector<Interval> merged(std::vector<Interval> v) {
+std::vector<TimeSpan> merged(std::vector<TimeSpan> v) {
   std::sort(v.begin(), v.end());
-  std::vector<Interval> out;
-  for (const Interval& i : v) {
+  std::vector<TimeSpan> out;
+  for (const TimeSpan& i : v) {
     if (i.second <= i.first) continue;
     if (!out.empty() && i.first <= out.back().second)
       out.back().second = std::max(out.back().second, i.second);
@@ -47,13 +47,13 @@ std::vector<Interval> merged(std::vector<Interval> v) {
   return out;
 }
 
-double length(const std::vector<Interval>& v) {
+double length(const std::vector<TimeSpan>& v) {
   double s = 0;
-  for (const Interval& i : v) s += static_cast<double>(i.second - i.first);
+  for (const TimeSpan& i : v) s += static_cast<double>(i.second - i.first);
   return s;
 }
 
-double intersection(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+double intersection(const std::vector<TimeSpan>& a, const std::vector<TimeSpan>& b) {
   double s = 0;
   size_t i = 0, j = 0;
   while (i < a.size() && j < b.size()) {
@@ -72,7 +72,7 @@ double intersection(const std::vector<Interval>& a, const std::vector<Interval>&
 
 TraceOverlap overlap_from_records(const std::vector<TraceRecord>& records, uint32_t stream_a, uint32_t stream_b,
                                   const TraceWindow& window) {
-  std::vector<Interval> a, b;
+  std::vector<TimeSpan> a, b;
   TraceOverlap r;
   for (const TraceRecord& k : records) {
     if (k.kind != TraceRecord::Kind::Kernel) continue;
