@@ -12,3 +12,9 @@ configure_and_build() {
   fi
   cmake --build "$BUILD_DIR" -j "$JOBS"
 }
+# One nvidia-smi line (clocks, power, temperature, throttle reasons) appended to $1: the device scripts log one
+# before and after each stage, beside the reports' own NVML figures.
+smi_log() {
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+    --format=csv,noheader >> "$1" 2>&1
+}

@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 B=$1
 O=${OUT:-results-power}
 mkdir -p "$O"
-smi() { nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active --format=csv,noheader >> "$O/smi.csv" 2>&1; }
+. scripts/env.sh
+smi() { smi_log "$O/smi.csv"; }
 smi
 for p in 8b 70b 405b; do
   t0=$(date +%s)

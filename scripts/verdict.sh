@@ -9,7 +9,7 @@ B=${1:-build-verdict}
 O=${OUT:-results-verdict}
 mkdir -p "$O"
 . scripts/env.sh
-smi() { nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active --format=csv,noheader >> "$O/smi.csv" 2>&1; }
+smi() { smi_log "$O/smi.csv"; }
 if [ ! -x "$B/dropbench" ]; then
   cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDROPBENCH_TESTS=OFF -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" > "$O/configure.log" 2>&1
   cmake --build "$B" -j "$(nproc)" --target dropbench > "$O/build.log" 2>&1 || { tail -20 "$O/build.log"; exit 1; }

@@ -57,6 +57,26 @@ TEST(TileLayout, GeometryAndCausalTiles) {
     for (uint32_t col = 0; col <= row; col += 5) EXPECT_LT(col / 64, g.tiles_in_strip(row / 16));
 }
 
+// tiles_before (the closed form the RNG kernel splits its work by) is the running sum of tiles_in_strip, for
+// square, ragged and rectangular masks, causal and not, at every strip and one past the last.
+TEST(TileLayout, TilesBeforeIsTheSumOfStrips) {
+  for (const uint32_t sq : {1u, 16u, 63u, 64u, 65u, 1000u, 4096u, 8191u})
+    for (const uint32_t sk : {sq, sq / 2 + 1, 3 * sq + 5})
+      for (const bool causal : {false, true}) {
+        const MaskGeometry g{2, sq, sk, causal};
+        SCOPED_TRACE(testing::Message() << "sq " << sq << " sk " << sk << " causal " << causal);
+        uint64_t sum = 0;
+        for (uint32_t r = 0; r <= g.rows16(); ++r) {
+          ASSERT_EQ(g.tiles_before(r), sum) << "strip " << r;
+          if (r < g.rows16()) sum += g.tiles_in_strip(r);
+        }
+        const MaskWindow w = mask_window(g, 16 * (g.rows16() / 3), 16 * (g.rows16() / 2 + 1));
+        uint64_t wt = 0;
+        for (uint32_t r = w.r16_begin; r < w.r16_begin + w.rows16; ++r) wt += g.tiles_in_strip(r);
+        EXPECT_EQ(w.generated_elements(g), wt * 2 * 1024);
+      }
+}
+
 TEST(Threshold, EffectiveKeepAndScale) {
   const Threshold t8 = make_threshold(0.1, 8);
   EXPECT_EQ(t8.drop, 26u);  // round(25.6)

@@ -133,16 +133,19 @@ struct MaskGeometry {
   DB_HD uint64_t word_index(uint32_t bh_i, uint32_t r16, uint32_t c64, uint32_t lane) const {
     return ((static_cast<uint64_t>(bh_i) * rows16() + r16) * cols64() + c64) * kWordsPerTile + lane;
   }
-  // Elements actually sampled (generated tiles x 1024), for Gelem/s.
-  DB_HD uint64_t generated_elements() const {
-    uint64_t tiles = 0;
-    if (!causal) {
-      tiles = static_cast<uint64_t>(rows16()) * cols64();
-    } else {
-      for (uint32_t r = 0; r < rows16(); ++r) tiles += tiles_in_strip(r);
-    }
-    return tiles * bh * kTileRows * kTileCols;
+  // Generated tiles of row strips 0 .. r-1 of one matrix (tiles_in_strip summed, closed form): cols64 per strip
+  // unless causal; causal strip r has min(cols64, r / 4 + 1) (four 16-row strips per 64-column tile), so strips
+  // 4q .. 4q+3 have q + 1 each until the cap. The RNG kernel splits its work by it, so it must stay O(1).
+  DB_HD uint64_t tiles_before(uint32_t r) const {
+    static_assert(kTileCols == 4 * kTileRows, "four row strips per tile column");
+    const uint64_t cols = cols64();
+    if (!causal) return r * cols;
+    const uint64_t rc = r < 4 * cols ? r : 4 * cols;  // strips from 4 cols64 on all have cols64 tiles
+    const uint64_t q = rc / 4, m = rc % 4;
+    return 2 * q * (q + 1) + m * (q + 1) + (r - rc) * cols;
   }
+  // Elements actually sampled (generated tiles x 1024), for Gelem/s.
+  DB_HD uint64_t generated_elements() const { return tiles_before(rows16()) * bh * kTileRows * kTileCols; }
 };
 
 // A window of query rows [row_begin, row_begin + rows) of every matrix (rows = 0: to the end), for work done
@@ -163,9 +166,7 @@ struct MaskWindow {
   }
   // Elements actually sampled in the window (generated tiles x 1024).
   DB_HD uint64_t generated_elements(const MaskGeometry& g) const {
-    uint64_t tiles = 0;
-    for (uint32_t r = r16_begin; r < r16_begin + rows16; ++r) tiles += g.tiles_in_strip(r);
-    return tiles * g.bh * kTileRows * kTileCols;
+    return (g.tiles_before(r16_begin + rows16) - g.tiles_before(r16_begin)) * g.bh * kTileRows * kTileCols;
   }
 };
 

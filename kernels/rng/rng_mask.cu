@@ -90,18 +90,6 @@ RoundKeys round_keys(uint64_t seed) {
   return k;
 }
 
-// Generated tiles of row strips 0 .. r-1 of one matrix (MaskGeometry::tiles_in_strip summed, closed form): all
-// cols64 per strip unless causal; causal strip r has min(cols64, r / 4 + 1) (16-row strips, 64-column tiles: four
-// strips per tile column), so strips 4q .. 4q+3 have q + 1 each until the cap.
-__device__ __forceinline__ uint32_t causal_tiles_before(const MaskGeometry& geo, uint32_t r) {
-  static_assert(kTileCols == 4 * kTileRows, "four row strips per tile column");
-  const uint32_t cols = geo.cols64();
-  if (!geo.causal) return r * cols;
-  const uint32_t rc = r < 4 * cols ? r : 4 * cols;  // strips past 4 cols64 - 1 all have cols64 tiles
-  const uint32_t q = rc / 4, m = rc % 4;
-  return 2 * q * (q + 1) + m * (q + 1) + (r - rc) * cols;
-}
-
 template <int R, bool kHigh>
 __device__ __forceinline__ void tile8_ranges(uint32_t* __restrict__ out, const MaskGeometry& geo, const MaskWindow& win,
                                              const RoundKeys& keys, uint32_t offset, uint32_t y7, uint32_t one) {
@@ -125,9 +113,9 @@ __device__ __forceinline__ void tile8_ranges(uint32_t* __restrict__ out, const M
   // The ranges split the GENERATED tiles evenly: with causal masks a strip of the top rows has one tile and one of
   // the bottom rows cols64, so equal ranges of all tiles gave the bottom strips' warps about twice the mean work
   // (R 7 causal at 58 % of the ceiling against 89 % non-causal, 2026-12-01). Window strips before r are
-  // gen_before(r) tiles (closed form, causal_tiles_before); a warp finds its first strip by bisection, once.
-  const uint32_t p0 = causal_tiles_before(geo, win.r16_begin);
-  auto gen_before = [&](uint32_t r) { return causal_tiles_before(geo, win.r16_begin + r) - p0; };
+  // gen_before(r) tiles (closed form, MaskGeometry::tiles_before); a warp finds its first strip by bisection, once.
+  const uint32_t p0 = static_cast<uint32_t>(geo.tiles_before(win.r16_begin));
+  auto gen_before = [&](uint32_t r) { return static_cast<uint32_t>(geo.tiles_before(win.r16_begin + r)) - p0; };
   const uint64_t per_bh = gen_before(wrows16), tiles = static_cast<uint64_t>(geo.bh) * per_bh;
   const uint32_t half = (threadIdx.x >> 4) & 1;
   const uint64_t wp = (static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;

@@ -1,28 +1,36 @@
 #!/usr/bin/env bash
-# Session 5's closing device call, in stages run in order while the wall-clock budget lasts (a stage that would
-# not fit in what is left is skipped and says so):
-#   build   configure + build everything (tests on) into $B
-#   gpu     every GPU test but ProfileGpu (ctest -L gpu), log gpu_tests.log
-#   repeat  issue 13: the 70B R7 point three times, each group measured 3 times (REPEATS=3 scripts/repeat_point.sh),
-#           spread table with 'inside the combined interval'
-#   attn    issue 11: `dropbench attention`, both kernel families, dH 64 and 128, SQ 8192/16384, causal and not,
-#           Philox-7, and the PyTorch SDPA peers at the same points in the same call
-#   shard   issue 15 on one GPU: a 4-point rng slice of the 70B preset as two shards one after another, merged,
-#           and compared with the same slice unsharded (dropbench compare)
-#   sweep   issue 11: a reduced paper sweep through `dropbench run` (SQ 2K/8K/32K x E 4K/16K, R 7) with both
-#           kernels, and the PyTorch end-to-end peer blocks at its points
-# nvidia-smi clocks / power before and after each stage (smi.csv). Everything lands in $OUT (or results-s5/).
-#   scripts/session5.sh BUILD_DIR BUDGET_S [STAGES...]      e.g. scripts/session5.sh /tmp/b5 540 build gpu attn
+# A device call in stages, run in the order given while the wall-clock budget lasts (a stage that would not fit
+# in what is left is skipped and says so). Every stage builds on the same build dir, so consecutive calls on a
+# warm machine skip the build.
+#   build    configure + build everything (tests on) into $B
+#   gpu      every GPU test but ProfileGpu (ctest -L gpu), log gpu_tests.log
+#   profile  ProfileGpu: `dropbench profile` of every kernel under ncu, kept in profile/ (profile_ncu.json, ncu CSV);
+#            scripts/refit_profile.py then fits the kernel efficiencies on it (no GPU)
+#   rngrep   `dropbench rng`, 70B preset heads, SQ 4K/8K, causal, R 3/5/7/10, for the model's accuracy check
+#   attnrep  `dropbench attention`, 70B preset heads, SQ 4K/8K, causal, R 3/7, both kernels, for the same
+#   presets  the three Llama-3 presets (SQ 8192) through `dropbench run`, both attention kernels, rounds $ROUNDS
+#            (default [7]), power pass $POWER_TIME s per variant (default 0.3; 0 = none), then the PyTorch
+#            end-to-end peer blocks at the same points (issues 11 and 12)
+#   repeat   issue 13: the 70B R7 point three times, each group measured 3 times (REPEATS=3 scripts/repeat_point.sh),
+#            spread table with 'inside the combined interval'
+#   attn     issue 11: `dropbench attention`, both kernel families, dH 64 and 128, SQ 8192/16384, causal and not,
+#            Philox-7, and the PyTorch SDPA peers at the same points in the same call
+#   shard    issue 15 on one GPU: a 4-point rng slice of the 70B preset as two shards one after another, merged,
+#            and compared with the same slice unsharded (dropbench compare)
+#   sweep    issue 11: a reduced paper sweep through `dropbench run` (SQ 2K/8K/32K x E 4K/16K, R 7) with both
+#            kernels, and the PyTorch end-to-end peer blocks at its points
+# nvidia-smi clocks / power before and after each stage (smi.csv). Everything lands in $OUT (or results-stages/).
+#   scripts/device_stages.sh BUILD_DIR BUDGET_S [STAGES...]    e.g. scripts/device_stages.sh /tmp/b 540 build gpu attn
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=$1; BUDGET=$2; shift 2
 STAGES=("$@"); [ ${#STAGES[@]} -eq 0 ] && STAGES=(build gpu repeat attn shard sweep)
-O=${OUT:-results-s5}
+O=${OUT:-results-stages}
 mkdir -p "$O"
 T0=$(date +%s)
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
-smi() { nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
-          --format=csv,noheader >> "$O/smi.csv" 2>&1; }
+. scripts/env.sh
+smi() { smi_log "$O/smi.csv"; }
 # stage NAME NEED_S: run only when NEED_S seconds are left; the stage's own commands carry their timeouts.
 want() { local n=$1 need=$2; if [ "$(left)" -lt "$need" ]; then echo "stage $n: skipped ($(left) s left, needs $need)"; return 1; fi
          echo "stage $n: start ($(left) s left)"; smi; return 0; }
@@ -38,6 +46,38 @@ for s in "${STAGES[@]}"; do
       want gpu 150 || continue
       timeout 280 ctest --test-dir "$B" -L gpu -E ProfileGpu --output-on-failure -j 1 > "$O/gpu_tests.log" 2>&1
       echo "gpu tests: exit $?"; grep -E "tests passed|tests failed|\(Failed\)|\(SEGFAULT\)|Timeout" "$O/gpu_tests.log" | head -20 ;;
+    profile)
+      want profile 300 || continue
+      DROPBENCH_PROFILE_GPU_KEEP="$O/profile" timeout 360 ctest --test-dir "$B" -R ProfileGpu --output-on-failure \
+        > "$O/profile_gpu.log" 2>&1
+      echo "profile: exit $?"; grep -E "tests passed|tests failed|Passed|Failed" "$O/profile_gpu.log" | head -5 ;;
+    rngrep)
+      want rngrep 60 || continue
+      timeout 60 "$B/dropbench" rng --config configs/llama3-70b.json -q --set 'sweep.sq=[4096,8192]' \
+        --set 'sweep.rounds=[3,5,7,10]' "${M[@]}" -o "$O/rng.json" > "$O/rng.md" 2>> "$O/err.log"
+      echo "rng: exit $?" ;;
+    attnrep)
+      want attnrep 90 || continue
+      timeout 80 "$B/dropbench" attention --config configs/llama3-70b.json -q --set 'sweep.sq=[4096,8192]' \
+        --set 'sweep.rounds=[3,7]' --set 'sweep.attention_kernel=[mma,wgmma]' "${M[@]}" \
+        -o "$O/attention.json" > "$O/attention.md" 2>> "$O/err.log"
+      echo "attention: exit $?" ;;
+    presets)
+      for p in 8b 70b 405b; do
+        want "presets $p" 100 || continue
+        t0=$(date +%s)
+        timeout $(( $(left) - 10 )) "$B/dropbench" run --config configs/llama3-$p.json -q --set 'sweep.sq=[8192]' \
+          --set "sweep.rounds=${ROUNDS:-[7]}" --set 'sweep.attention_kernel=[mma,wgmma]' --top-k 1 \
+          --min-time 0.05 --max-noise 0.01 --set measure.timeout=2 --set measure.throttle=0 \
+          --set "measure.power_time=${POWER_TIME:-0.3}" -o "$O/run_llama3-$p.json" > "$O/run_llama3-$p.md" 2>> "$O/err.log"
+        echo "run $p: exit $? in $(( $(date +%s) - t0 )) s"; smi
+      done
+      for p in 8b 70b 405b; do
+        want "peers $p" 30 || continue
+        PYTHONUNBUFFERED=1 timeout 60 python3 scripts/peers.py --dropbench "$B/dropbench" --config configs/llama3-$p.json \
+          --only e2e --sq 8192 --min-time 0.1 -q -o "$O/peers_e2e_llama3-$p.json" >> "$O/peers.log" 2>&1
+        echo "peers e2e $p: exit $?"
+      done ;;
     repeat)
       want repeat 200 || continue
       # measure.repeats 3 per group, fixed-length groups, per-round series (settings in repeat_point.sh)
