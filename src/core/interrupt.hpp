@@ -10,7 +10,7 @@ struct Interrupted : std::runtime_error {
   int signal;
 };
 
-void install_interrupt_handlers();  // SIGINT and SIGTERM set the flag (idempotent); a second one kills at once
+void install_interrupt_handlers();  // SIGINT and SIGTERM set the flag (idempotent); another >= 1 s later kills at once
 bool interrupt_requested();
 int interrupt_signal();              // the signal that set the flag, 0 if none
 void request_interrupt(int sig);     // sets the flag as the handler would (tests, test hooks)
