@@ -135,7 +135,7 @@ TEST(PipelinePlan, MemoryOfTheLlama70bPoint) {
 
 TEST(PipelinePlan, EverythingRunsWhenItFits) {
   const BlockMemory m = block_memory(llama70b(8192), 1024, 2, true);
-  const PipelinePlan p = plan_pipelines(m, size_t{100} << 30, size_t{100} << 30, all_pipelines());
+  const PipelinePlan p = plan_pipelines(m, size_t{100} << 30, 0, all_pipelines());
   EXPECT_TRUE(p.point_fits);
   EXPECT_EQ(p.run, all_pipelines());
   EXPECT_TRUE(p.skipped.empty());
@@ -145,7 +145,7 @@ TEST(PipelinePlan, EverythingRunsWhenItFits) {
 
 TEST(PipelinePlan, MaskThatDoesNotFitRunsChunkedAndFusedOnly) {
   const BlockMemory m = block_memory(llama70b(65536), 8192, 2, true);  // full mask 32 GiB
-  const PipelinePlan p = plan_pipelines(m, size_t{30} << 30, size_t{30} << 30, all_pipelines());
+  const PipelinePlan p = plan_pipelines(m, size_t{30} << 30, 0, all_pipelines());  // no --mask-budget
   EXPECT_TRUE(p.point_fits);
   ASSERT_EQ(p.run.size(), 2u);
   EXPECT_EQ(p.run[0], Pipeline::Fused);
@@ -154,6 +154,8 @@ TEST(PipelinePlan, MaskThatDoesNotFitRunsChunkedAndFusedOnly) {
   EXPECT_EQ(p.skipped[0].first, Pipeline::Baseline);
   EXPECT_EQ(p.skipped[1].first, Pipeline::Overlap);
   EXPECT_NE(p.skipped[0].second.find("32.0 GiB"), std::string::npos) << p.skipped[0].second;
+  EXPECT_NE(p.skipped[0].second.find("device memory left"), std::string::npos) << p.skipped[0].second;
+  EXPECT_EQ(p.skipped[0].second.find("budget"), std::string::npos) << p.skipped[0].second;  // none was given
   EXPECT_FALSE(p.needs_full_mask);
   EXPECT_TRUE(p.needs_chunk_masks);
 }
@@ -162,13 +164,13 @@ TEST(PipelinePlan, MaskBudgetSkipsLikeMemory) {
   const BlockMemory m = block_memory(llama70b(8192), 1024, 2, true);
   const PipelinePlan p = plan_pipelines(m, size_t{100} << 30, size_t{256} << 20, all_pipelines());
   ASSERT_EQ(p.skipped.size(), 2u);
-  EXPECT_NE(p.skipped[0].second.find("mask budget"), std::string::npos) << p.skipped[0].second;
+  EXPECT_NE(p.skipped[0].second.find("--mask-budget of 256 MiB"), std::string::npos) << p.skipped[0].second;
   EXPECT_EQ(p.run.size(), 2u);
 }
 
 TEST(PipelinePlan, PointSkippedWhenTheBuffersDoNotFit) {
   const BlockMemory m = block_memory(llama70b(8192), 1024, 2, true);
-  const PipelinePlan p = plan_pipelines(m, size_t{256} << 20, size_t{256} << 20, all_pipelines());
+  const PipelinePlan p = plan_pipelines(m, size_t{256} << 20, 0, all_pipelines());
   EXPECT_FALSE(p.point_fits);
   EXPECT_NE(p.point_reason.find("free device memory"), std::string::npos) << p.point_reason;
   // Only baseline wanted and its mask does not fit: nothing to run.
@@ -180,11 +182,24 @@ TEST(PipelinePlan, PointSkippedWhenTheBuffersDoNotFit) {
 TEST(PipelinePlan, ChunkMasksThatDoNotFitSkipChunked) {
   BlockMemory m = block_memory(llama70b(8192), 8192, 1, false);
   const size_t free_b = m.common() + (size_t{512} << 20) + m.chunk_mask;  // room for one chunk mask only
-  const PipelinePlan p = plan_pipelines(m, free_b, free_b, {Pipeline::Fused, Pipeline::Chunked});
+  const PipelinePlan p = plan_pipelines(m, free_b, 0, {Pipeline::Fused, Pipeline::Chunked});
   ASSERT_EQ(p.run.size(), 1u);
   EXPECT_EQ(p.run[0], Pipeline::Fused);
   ASSERT_EQ(p.skipped.size(), 1u);
   EXPECT_EQ(p.skipped[0].first, Pipeline::Chunked);
+}
+
+// Chunked's two chunk masks are reserved beside the full mask only when Chunked can run: room for the full mask
+// alone runs baseline and overlap, and skips only chunked.
+TEST(PipelinePlan, ChunkMasksAreNotReservedWhenChunkedCannotRun) {
+  BlockMemory m = block_memory(llama70b(8192), 8192, 1, false);  // one chunk: chunk mask = full mask
+  ASSERT_EQ(m.chunk_mask, m.full_mask);
+  const size_t free_b = m.common() + (size_t{512} << 20) + m.full_mask + (m.full_mask / 2);
+  const PipelinePlan p = plan_pipelines(m, free_b, 0, all_pipelines());
+  ASSERT_EQ(p.skipped.size(), 1u);
+  EXPECT_EQ(p.skipped[0].first, Pipeline::Chunked);
+  EXPECT_EQ(p.run.size(), 3u);
+  EXPECT_TRUE(p.needs_full_mask);
 }
 
 TEST(PipelinePlan, HumanBytes) {

@@ -114,16 +114,19 @@ PipelinePlan plan_pipelines(const BlockMemory& m, size_t free_bytes, size_t mask
       std::any_of(wanted.begin(), wanted.end(), [](Pipeline p) { return pipeline_spec(p).chunk_masks; });
   const size_t chunk_need = want_chunk ? 2 * m.chunk_mask : 0;
   const bool chunk_ok = chunk_need <= left;
-  const bool full_ok = !want_full || (m.full_mask <= mask_budget && m.full_mask + chunk_need <= left);
+  const bool over_budget = mask_budget > 0 && m.full_mask > mask_budget;  // only a --mask-budget given
+  // The chunk masks are reserved beside the full mask only when Chunked runs at all.
+  const size_t reserve = chunk_ok ? chunk_need : 0;
+  const bool full_ok = !want_full || (!over_budget && m.full_mask + reserve <= left);
   for (Pipeline p : wanted) {
     const PipelineSpec& spec = pipeline_spec(p);
     if (spec.full_mask && !full_ok) {
       plan.skipped.emplace_back(
-          p, m.full_mask > mask_budget
-                 ? fmt::format("the full dropout mask needs {}, more than the mask budget of {}",
+          p, over_budget
+                 ? fmt::format("the full dropout mask needs {}, more than the --mask-budget of {}",
                                human_bytes(m.full_mask), human_bytes(mask_budget))
                  : fmt::format("the full dropout mask needs {}, more than the {} of device memory left",
-                               human_bytes(m.full_mask), human_bytes(left - std::min(left, chunk_need))));
+                               human_bytes(m.full_mask), human_bytes(left - reserve)));
     } else if (spec.chunk_masks && !chunk_ok) {
       plan.skipped.emplace_back(p, fmt::format("two chunk masks need {}, more than the {} of device memory left",
                                                human_bytes(chunk_need), human_bytes(left)));

@@ -60,8 +60,8 @@ struct BlockMemory {
 // Sizes are checked (UsageError naming workload.sq when a buffer passes 2^64 bytes).
 BlockMemory block_memory(const Workload& w, int64_t chunk_rows, int gemm_objects, bool validate);
 
-// Which of the wanted pipelines run at a point: the full mask must fit `mask_budget` (bytes; the device's
-// free memory or --mask-budget) next to everything else within `free_bytes`; pipelines that need it are
+// Which of the wanted pipelines run at a point: the full mask must fit next to everything else within
+// `free_bytes`, and within `mask_budget` (bytes: --mask-budget; 0 = none given); pipelines that need it are
 // skipped with a reason otherwise. Fused needs no mask, Chunked two chunk masks. When even the common
 // buffers do not fit, the whole point is skipped.
 struct PipelinePlan {

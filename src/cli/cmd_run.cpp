@@ -109,7 +109,7 @@ int run_run(RunContext& ctx, const RunOptions& o) {
     const int gemm_objects = o.no_explore ? 1 : 1 + std::max(3, o.top_k);
     const BlockMemory mem = block_memory(w, chunks.front().rows, gemm_objects, !o.no_validate);
     const size_t free_b = dry ? dev.bytes : device_free_bytes();
-    const size_t budget = o.mask_budget_gib > 0 ? static_cast<size_t>(o.mask_budget_gib * (1ull << 30)) : free_b;
+    const size_t budget = o.mask_budget_gib > 0 ? static_cast<size_t>(o.mask_budget_gib * (1ull << 30)) : 0;
     const PipelinePlan plan = plan_pipelines(mem, free_b, budget, wanted, kRunHeadroom);
     if (!plan.point_fits) {
       session.report.add_skipped({pt.axes, plan.point_reason, kNoIndex,
