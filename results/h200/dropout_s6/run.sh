@@ -6,13 +6,16 @@
 # in a process of their own, so a broken kind is dropped from the timing instead of ending it), then its dropout
 # section round-robin (copy, plain copy kernel, every seeded kind, the pattern copies); the GPU tests;
 # `dropbench dropout` with the kind the bench found fastest for bf16 and fp32 together (DROPBENCH_SEEDED_KERNEL);
-# the Triton peer (scripts/peers.py --only dropout); `dropbench dropout` with the built-in default if time is left.
+# the Triton peer (scripts/peers.py --only dropout); `dropbench dropout` with the built-in default. BUDGET (s, default
+# 190): the last three steps are skipped, each logged, where they would end past it.
 set -uo pipefail
 OUT="$1"
 mkdir -p "$OUT"
 T0=$(date +%s)
 el() { echo $(($(date +%s) - T0)); }
 step() { echo "[$(el) s] $*" | tee -a "$OUT/steps.log"; }
+BUDGET=${BUDGET:-190}  # seconds this script may take; a late step that would not fit is skipped (and logged)
+fits() { (($(el) + $1 <= BUDGET)) || { step "skipped (needs $1 s): $2"; false; }; }
 smi() {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu \
     --format=csv,noheader >>"$OUT/smi.txt" 2>&1
@@ -48,15 +51,19 @@ step "$(tail -1 "$OUT/build.log")"
 step "gpu tests rc=$? ($(grep -E 'tests passed|tests failed' "$OUT/gpu_tests.log"))"
 Q=(--config configs/quick.json --set workload.sq=8192 --set measure.min_time=0.2 --set measure.timeout=5
    --set sweep.elements=[536870912])
-DROPBENCH_SEEDED_KERNEL=$BEST timeout 30 $B/dropbench dropout "${Q[@]}" -o "$OUT/dropout_best.json" 2>&1 | tee "$OUT/dropout_best.log"
-step "dropbench dropout (kind $BEST) rc=$?"
-smi
-PYTHONUNBUFFERED=1 timeout 40 python3 scripts/peers.py --dropbench $B/dropbench --only dropout --config configs/quick.json \
-  --set sweep.elements=[536870912] --min-time 0.2 --git-sha "${SHA:-unknown}" -o "$OUT/peers_dropout.json" --md "$OUT/peers_dropout.md" \
-  >"$OUT/peers.log" 2>&1
-step "peers rc=$?"
-smi
-if (($(el) < ${LATE:-150})); then
+if fits 16 "dropbench dropout (kind $BEST)"; then
+  DROPBENCH_SEEDED_KERNEL=$BEST timeout 30 $B/dropbench dropout "${Q[@]}" -o "$OUT/dropout_best.json" 2>&1 | tee "$OUT/dropout_best.log"
+  step "dropbench dropout (kind $BEST) rc=$?"
+  smi
+fi
+if fits 22 "peers"; then
+  PYTHONUNBUFFERED=1 timeout 40 python3 scripts/peers.py --dropbench $B/dropbench --only dropout --config configs/quick.json \
+    --set sweep.elements=[536870912] --min-time 0.2 --git-sha "${SHA:-unknown}" -o "$OUT/peers_dropout.json" \
+    --md "$OUT/peers_dropout.md" >"$OUT/peers.log" 2>&1
+  step "peers rc=$?"
+  smi
+fi
+if fits 16 "dropbench dropout (built-in default)"; then
   timeout 30 $B/dropbench dropout "${Q[@]}" -o "$OUT/dropout_default.json" 2>&1 | tee "$OUT/dropout_default.log"
   step "dropbench dropout (built-in default) rc=$?"
   smi
