@@ -5,8 +5,8 @@
 # built with nvcc alone (scripts/rng_bench.sh) for an early start: its dropout checks (every kind's y == kind 3's,
 # in a process of their own, so a broken kind is dropped from the timing instead of ending it), then its dropout
 # section round-robin (copy, plain copy kernel, every seeded kind, the pattern copies); the GPU tests;
-# `dropbench dropout` with the kind the bench found fastest for bf16 and fp32 together (DROPBENCH_SEEDED_KERNEL);
-# the Triton peer (scripts/peers.py --only dropout); `dropbench dropout` with the built-in default. BUDGET (s, default
+# the Triton peer (scripts/peers.py --only dropout); `dropbench dropout` with the kind the bench found fastest for
+# bf16 and fp32 together (DROPBENCH_SEEDED_KERNEL), then with the built-in default. BUDGET (s, default
 # 190): the last three steps are skipped, each logged, where they would end past it.
 set -uo pipefail
 OUT="$1"
@@ -24,7 +24,7 @@ smi() {
 smi
 B=/tmp/b_do16
 ( cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/build.log" 2>&1 &&
-  cmake --build $B -j 14 --target dropbench test_dropout_gpu test_rng_gpu bench_rng >>"$OUT/build.log" 2>&1
+  cmake --build $B -j 16 --target dropbench test_dropout_gpu test_rng_gpu bench_rng >>"$OUT/build.log" 2>&1
   echo "cmake build rc=$?" >>"$OUT/build.log" ) &
 BUILD=$!
 scripts/rng_bench.sh /tmp/rb/bench_rng >"$OUT/bench_build.log" 2>&1
@@ -51,16 +51,16 @@ step "$(tail -1 "$OUT/build.log")"
 step "gpu tests rc=$? ($(grep -E 'tests passed|tests failed' "$OUT/gpu_tests.log"))"
 Q=(--config configs/quick.json --set workload.sq=8192 --set measure.min_time=0.2 --set measure.timeout=5
    --set sweep.elements=[536870912])
-if fits 16 "dropbench dropout (kind $BEST)"; then
-  DROPBENCH_SEEDED_KERNEL=$BEST timeout 30 $B/dropbench dropout "${Q[@]}" -o "$OUT/dropout_best.json" 2>&1 | tee "$OUT/dropout_best.log"
-  step "dropbench dropout (kind $BEST) rc=$?"
-  smi
-fi
 if fits 22 "peers"; then
   PYTHONUNBUFFERED=1 timeout 40 python3 scripts/peers.py --dropbench $B/dropbench --only dropout --config configs/quick.json \
     --set sweep.elements=[536870912] --min-time 0.2 --git-sha "${SHA:-unknown}" -o "$OUT/peers_dropout.json" \
     --md "$OUT/peers_dropout.md" >"$OUT/peers.log" 2>&1
   step "peers rc=$?"
+  smi
+fi
+if fits 16 "dropbench dropout (kind $BEST)"; then
+  DROPBENCH_SEEDED_KERNEL=$BEST timeout 30 $B/dropbench dropout "${Q[@]}" -o "$OUT/dropout_best.json" 2>&1 | tee "$OUT/dropout_best.log"
+  step "dropbench dropout (kind $BEST) rc=$?"
   smi
 fi
 if fits 16 "dropbench dropout (built-in default)"; then
