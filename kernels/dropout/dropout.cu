@@ -15,9 +15,10 @@ namespace {
 // 16-byte vectors, lane-consecutive (fully coalesced), each lane fetching the bits of its vector from the
 // owning lane with a shuffle.
 constexpr int kChunk = 1024;
-// The seeded-dropout kernel kind (dropout_seeded_kernel): 1 was the fastest of 0..3 for bf16 and fp32 in one
-// interleaved run on the H200 (results/h200/rng_s5/, call 2: 94.0 % / 94.3 % of the copy).
-constexpr int kSeededDefault = 1;
+// The seeded-dropout kernel kind (dropout_seeded_kernel and below): 7 was the fastest of 0..7 for bf16 and fp32 in
+// one interleaved run on the H200 (results/h200/dropout_s6/: 97.9 % of the copy for both; kind 1, the default
+// before, 93.1 / 93.7 %).
+constexpr int kSeededDefault = 7;
 constexpr int kSeededKinds = 8;
 
 template <typename T>
@@ -158,7 +159,11 @@ __global__ void __launch_bounds__(256) dropout_apply_kernel(const T* __restrict_
 //      w, w + 8, ...), one block per run: the block scheduler balances the SMs instead of a fixed share per warp
 //   5  bulk copies (TMA, cp.async.bulk) through a shared-memory ring: dropout_seeded_tma_kernel
 //   6  as 5 with an L2 evict-first policy on the bulk loads and stores
-//   7  one chunk per warp, a block per 8 chunks: dropout_seeded_block_kernel
+//   7  one chunk per warp, a block per 8 chunks: dropout_seeded_block_kernel (the default)
+// The access pattern, not Philox, is what separated them on the H200 (results/h200/dropout_s6/): kind K's pattern
+// with no RNG (pattern copy) ran as fast as kind K itself, 93-94 % of the copy for kind 1's fixed share per warp
+// of a persistent grid, 98 % for kind 7's short-lived blocks; the bulk-copy ring (5) reached 92 %, 87 % with
+// evict-first hints (6).
 // Kinds 0, 1, 2, 4 hold two chunks of x in registers: at most 3 (bf16) / 2 (fp32) blocks of 256 threads per SM.
 // The ragged last chunk goes through apply_chunk. Copy = true is the same access pattern with no RNG and y = x
 // (bench_rng's pattern copies, launch_dropout_pattern_copy).

@@ -25,7 +25,7 @@ struct DropoutApplyParams {
   void* y = nullptr;
   uint64_t n = 0;
   float scale = 1.f;          // Threshold::scale
-  int grid = 0;               // 0 = fill the device
+  int grid = 0;               // 0 = fill the device (seeded kinds 4 and 7: a block per run / per 8 chunks)
   // Seeded dropout only: the kernel kind (dropout.cu, dropout_seeded_kernel: 0..7), -1 = the environment's
   // DROPBENCH_SEEDED_KERNEL if set, else the default. For A/B benchmarks (bench_rng); every kind writes the same y.
   int seeded_kernel = -1;
