@@ -3,10 +3,14 @@
 // Round-robin over the variants (one launch of each per round, CUDA events around each), median and spread:
 //   ceiling R      kernels/rng/philox_ceiling: the same number of Philox-R calls as the mask, compute only
 //   tile R         the 8-bit tile mask of B*H = bh matrices SQ x SQ (launch_rng_mask), [old R: the merge base's]
-//   copy / seeded  device-to-device copy of n elements vs seeded dropout (bf16, fp32), [old seeded]
-// Checks: old and new masks / dropout outputs bit for bit equal (with DROPBENCH_BENCH_OLD).
-// usage: bench_rng [sq=8192] [bh=32] [elements=2^29] [rounds=20] [mode=all|rng|dropout|ncu]
-//   mode ncu: one launch of each rng kernel at R 7 (for ncu --kernel-name), no timing.
+//   copy / seeded  device-to-device copy of n elements vs seeded dropout (bf16, fp32): the default kind and each
+//                  kind k (seeded kK), [old seeded]; kcopy, a plain copy kernel; pcopy kK, kind K's access pattern
+//                  with no RNG (launch_dropout_pattern_copy); "% of copy, per round" = copy / variant time per round
+// Checks: every seeded kind's y equal to kind 3's (at n and at a ragged size; exit code 1 if not); old and new
+// masks / dropout outputs bit for bit equal (with DROPBENCH_BENCH_OLD).
+// usage: bench_rng [sq=8192] [bh=32] [elements=2^29] [rounds=20] [mode=all|rng|dropout|check|ncu]
+//   mode ncu: one launch of each rng kernel at R 7 (for ncu --kernel-name), no timing; check: the dropout checks
+//   only. BENCH_RNG_KINDS=0125 (say) times only those seeded kinds.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -81,6 +85,26 @@ void round_robin(std::vector<Variant>& vs, int rounds, const char* unit) {
   }
 }
 
+// A plain copy kernel for reference: 4 16-byte vectors per thread (block-strided, coalesced), one block per 16 KB,
+// no grid-stride loop.
+__global__ void copy_kernel(const uint4* __restrict__ x, uint4* __restrict__ y, size_t vecs) {
+  const size_t base = blockIdx.x * size_t(4 * 256) + threadIdx.x;
+  uint4 v[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    if (base + 256 * j < vecs) v[j] = x[base + 256 * j];
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    if (base + 256 * j < vecs) y[base + 256 * j] = v[j];
+}
+
+__global__ void count_diff(const uint32_t* a, const uint32_t* b, size_t words, unsigned long long* out) {
+  unsigned long long d = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x)
+    d += a[i] != b[i];
+  if (d) atomicAdd(out, d);
+}
+
 double median_s(const Variant& v) {
   std::vector<float> t = v.ms;
   std::sort(t.begin(), t.end());
@@ -109,6 +133,7 @@ int main(int argc, char** argv) {
   std::printf("bench_rng: sq %u bh %u (%.3g elements), dropout %llu elements, %d rounds, max SM clock %d MHz\n", sq, bh,
               elems, static_cast<unsigned long long>(n), rounds, clk / 1000);
 
+  int checks_failed = 0;  // seeded-kind checks that found a difference (exit code 1: BenchSmoke.Rng fails)
   void *mask = nullptr, *mask_old = nullptr, *ceil_out = nullptr;
   if (mode == "all" || mode == "rng" || mode == "ncu") {
     DB_CUDA(cudaMalloc(&mask, geo.bytes()));
@@ -163,13 +188,19 @@ int main(int argc, char** argv) {
     DB_CUDA(cudaFree(mask_old));
     DB_CUDA(cudaFree(ceil_out));
   }
-  if (mode == "all" || mode == "dropout") {
+  if (mode == "all" || mode == "dropout" || mode == "check") {
+    // BENCH_RNG_KINDS: the seeded kinds to time (digits, default all); the device script drops any kind whose
+    // check run failed, so one broken kind cannot take the other measurements down with it.
+    const char* ke = std::getenv("BENCH_RNG_KINDS");
+    const std::string kinds = ke ? ke : "01234567";
+    unsigned long long* diff = nullptr;  // words that differ, per check
+    DB_CUDA(cudaMalloc(&diff, sizeof(unsigned long long)));
     for (bool bf16 : {true, false}) {
       const size_t es = bf16 ? 2 : 4, bytes = n * es;
       void *x = nullptr, *y = nullptr, *y_old = nullptr;
       DB_CUDA(cudaMalloc(&x, bytes));
-      DB_CUDA(cudaMalloc(&y, bytes));
-      DB_CUDA(cudaMalloc(&y_old, bytes));
+      DB_CUDA(cudaMalloc(&y, bytes + 16));  // + 16: a poisoned word past the end (check)
+      DB_CUDA(cudaMalloc(&y_old, bytes + 16));
       fill_bits<<<1024, 256>>>(static_cast<uint32_t*>(x), bytes / 4, seed);
       DB_CUDA_LAUNCH();
       DropoutApplyParams ap;
@@ -179,14 +210,51 @@ int main(int argc, char** argv) {
       ap.n = n;
       ap.scale = 1.f / (1.f - drop / 256.f);
       const std::string t = bf16 ? " bf16" : " fp32";
+      // Bit for bit: every kind against kind 3 (the code before issue 16), at n and at a ragged size; compared on
+      // the device (32-bit words that differ), y poisoned before each launch.
+      for (uint64_t m : {n, n / 64 + 4099}) {
+        DropoutApplyParams kp = ap;
+        kp.n = m;
+        kp.y = y_old;
+        kp.seeded_kernel = 3;
+        DB_CUDA(cudaMemset(y_old, 0xFF, m * es + 4));
+        launch_dropout_seeded(kp, seed, 0, 7, 8, drop, nullptr);
+        kp.y = y;
+        for (char kc : std::string("-") + kinds) {
+          kp.seeded_kernel = kc == '-' ? -1 : kc - '0';
+          DB_CUDA(cudaMemset(y, 0xFF, m * es + 4));
+          launch_dropout_seeded(kp, seed, 0, 7, 8, drop, nullptr);
+          DB_CUDA(cudaMemset(diff, 0, sizeof(unsigned long long)));
+          count_diff<<<1024, 256>>>(static_cast<const uint32_t*>(y), static_cast<const uint32_t*>(y_old),
+                                    (m * es + 3) / 4 + 1, diff);  // + 1: the word past the end stays poisoned
+          DB_CUDA_LAUNCH();
+          unsigned long long d = 0;
+          DB_CUDA(cudaMemcpy(&d, diff, sizeof d, cudaMemcpyDeviceToHost));
+          std::printf("check%s n=%llu: seeded dropout kind %d == kind 3: %s (%llu words differ)\n", t.c_str(),
+                      static_cast<unsigned long long>(m), kp.seeded_kernel, d == 0 ? "yes" : "NO", d);
+          checks_failed += d != 0;
+        }
+      }
       std::vector<Variant> vs;
       vs.push_back({"copy" + t, 2.0 * bytes, [=] { DB_CUDA(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice)); }, {}});
+      const unsigned copy_grid = static_cast<unsigned>((bytes / 16 + 4 * 256 - 1) / (4 * 256));
+      vs.push_back({"kcopy" + t, 2.0 * bytes, [=] {
+                      copy_kernel<<<copy_grid, 256>>>(static_cast<const uint4*>(x), static_cast<uint4*>(y), bytes / 16);
+                      DB_CUDA_LAUNCH();
+                    }, {}});
       vs.push_back({"seeded" + t, 2.0 * bytes, [=] { launch_dropout_seeded(ap, seed, 0, 7, 8, drop, nullptr); }, {}});
-      for (int k = 0; k < 4; ++k) {  // the kernel kinds of dropout_seeded_kernel (kernels/dropout/dropout.cu)
+      for (char kc : kinds) {  // the kernel kinds of seeded dropout (kernels/dropout/dropout.cu)
         DropoutApplyParams kp = ap;
-        kp.seeded_kernel = k;
-        vs.push_back({"seeded k" + std::to_string(k) + t, 2.0 * bytes,
+        kp.seeded_kernel = kc - '0';
+        vs.push_back({std::string("seeded k") + kc + t, 2.0 * bytes,
                       [=] { launch_dropout_seeded(kp, seed, 0, 7, 8, drop, nullptr); }, {}});
+      }
+      for (char kc : kinds) {  // the same access patterns with no RNG (y = x)
+        if (kc != '1' && kc != '4' && kc != '5' && kc != '6' && kc != '7') continue;
+        DropoutApplyParams kp = ap;
+        kp.seeded_kernel = kc - '0';
+        vs.push_back({std::string("pcopy k") + kc + t, 2.0 * bytes,
+                      [=] { launch_dropout_pattern_copy(kp, nullptr); }, {}});
       }
 #ifdef DROPBENCH_BENCH_OLD
       vs.push_back({"old seeded" + t, 2.0 * bytes,
@@ -203,16 +271,29 @@ int main(int argc, char** argv) {
         std::printf("check%s: seeded dropout kind %d == old: %s\n", t.c_str(), k, a == b ? "yes" : "NO");
       }
 #endif
-      std::printf("-- dropout%s, %llu elements; unit: GB/s (x read + y written)\n", t.c_str(),
-                  static_cast<unsigned long long>(n));
-      round_robin(vs, rounds, "GB/s");
-      const double copy = median_s(vs[0]);
-      for (size_t i = 1; i < vs.size(); ++i)
-        std::printf("%s: %.1f%% of copy\n", vs[i].name.c_str(), 100 * copy / median_s(vs[i]));
+      if (mode != "check") {
+        std::printf("-- dropout%s, %llu elements; unit: GB/s (x read + y written)\n", t.c_str(),
+                    static_cast<unsigned long long>(n));
+        round_robin(vs, rounds, "GB/s");
+        // Per round: copy time / variant time (the two launched next to each other), median and quartiles.
+        std::printf("%-22s %8s %8s %8s\n", "% of copy, per round", "median", "q25", "q75");
+        for (size_t i = 1; i < vs.size(); ++i) {
+          std::vector<double> r;
+          for (size_t k = 0; k < vs[i].ms.size(); ++k) r.push_back(100.0 * vs[0].ms[k] / vs[i].ms[k]);
+          std::sort(r.begin(), r.end());
+          std::printf("%-22s %8.2f %8.2f %8.2f\n", vs[i].name.c_str(), r[r.size() / 2], r[r.size() / 4],
+                      r[(3 * r.size()) / 4]);
+        }
+        const double copy = median_s(vs[0]);
+        for (size_t i = 1; i < vs.size(); ++i)
+          std::printf("%s: %.1f%% of copy\n", vs[i].name.c_str(), 100 * copy / median_s(vs[i]));
+      }
       DB_CUDA(cudaFree(x));
       DB_CUDA(cudaFree(y));
       DB_CUDA(cudaFree(y_old));
     }
+    DB_CUDA(cudaFree(diff));
   }
-  return 0;
+  if (checks_failed) std::fprintf(stderr, "bench_rng: %d seeded-dropout checks FAILED\n", checks_failed);
+  return checks_failed ? 1 : 0;
 }

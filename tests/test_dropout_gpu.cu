@@ -97,6 +97,67 @@ TEST(DropoutGpu, AllVariantsMatchHostReference) {
   }
 }
 
+// Every seeded kernel kind (dropout.cu: 0..7, 8-bit thresholds) against the host reference, with the default grid
+// and with a 3-block grid (several tiles / runs / blocks' worth per block); sizes around the 1024-element chunk,
+// the 8192-element tile of kinds 5, 6 (and block of kind 7) and the 32-chunk run of kind 4. The word past the end
+// must stay poisoned.
+TEST(DropoutGpu, SeededKindsMatchHostReference) {
+  DB_REQUIRE_GPU();
+  std::mt19937_64 rng(16);
+  for (ElemType et : {ElemType::BF16, ElemType::FP32}) {
+    for (uint64_t n : {1ull, 1029ull, 8192ull * 3, 8192ull * 37 + 1029, 32768ull * 5 + 8192 + 1, (1ull << 20) + 5}) {
+      const int R = n % 2 ? 7 : 3;
+      const uint64_t seed = rng();
+      const uint32_t offset = static_cast<uint32_t>(rng());
+      const Threshold t = make_threshold(0.2, 8);
+      const size_t es = elem_size(et);
+      DeviceBuffer x(n * es), y(n * es + 4);
+      launch_fill_uniform(x.get(), n, et == ElemType::BF16, rng(), nullptr);
+      const auto hx = download<uint8_t>(x, n * es);
+      const auto keep = host_flat_mask(n, seed, offset, R, 8, t.drop);
+      std::vector<uint8_t> want(n * es + 4, 0xFF);
+      for (uint64_t i = 0; i < n; ++i) {
+        const bool k = (keep[i / 32] >> (i % 32)) & 1u;
+        if (et == ElemType::BF16) {
+          uint16_t v;
+          std::memcpy(&v, &hx[i * 2], 2);
+          const uint16_t o = host_drop_bf16(v, k, t.scale);
+          std::memcpy(&want[i * 2], &o, 2);
+        } else {
+          float v;
+          std::memcpy(&v, &hx[i * 4], 4);
+          const float o = host_drop_f32(v, k, t.scale);
+          std::memcpy(&want[i * 4], &o, 4);
+        }
+      }
+      for (int kind = 0; kind <= 7; ++kind) {
+        for (int grid : {0, 3}) {
+          DropoutApplyParams ap;
+          ap.type = et;
+          ap.x = x.get();
+          ap.y = y.get();
+          ap.n = n;
+          ap.scale = t.scale;
+          ap.grid = grid;
+          ap.seeded_kernel = kind;
+          launch_poison(y.get(), n * es + 4, 0xFFFFFFFFu, nullptr);
+          launch_dropout_seeded(ap, seed, offset, R, 8, t.drop, nullptr);
+          DB_CUDA(cudaDeviceSynchronize());
+          const auto got = download<uint8_t>(y, n * es + 4);
+          size_t bad = 0, first = SIZE_MAX;
+          for (size_t b = 0; b < got.size(); ++b)
+            if (got[b] != want[b]) {
+              ++bad;
+              if (first == SIZE_MAX) first = b / es;
+            }
+          EXPECT_EQ(bad, 0u) << "type=" << (et == ElemType::BF16 ? "bf16" : "fp32") << " n=" << n << " R=" << R
+                             << " kind=" << kind << " grid=" << grid << " first bad element " << first;
+        }
+      }
+    }
+  }
+}
+
 TEST(DropoutGpu, ZeroProbabilityIsIdentity) {
   DB_REQUIRE_GPU();
   const uint64_t n = 100000;
