@@ -6,7 +6,9 @@
 #   gpu      every GPU test but ProfileGpu (ctest -L gpu), log gpu_tests.log
 #   profile  ProfileGpu: `dropbench profile` of every kernel under ncu, kept in profile/ (profile_ncu.json, ncu CSV);
 #            scripts/refit_profile.py then fits the kernel efficiencies on it (no GPU)
-#   rngrep   `dropbench rng`, 70B preset heads, SQ 4K/8K, causal, R 3/5/7/10, for the model's accuracy check
+#   rngrep   `dropbench rng`, 70B preset heads, SQ 4K/8K, causal, R 3/5/7/10, TW 8/32, tile layout, for the model
+#   sigterm  a `run` sweep under `timeout --preserve-status -s TERM`: exit 143 and an incomplete report saying so
+#   settle   the 70B preset's wgmma point with measure.power_settle 0.5 s (issue 12: the pieces' own power state)
 #   attnrep  `dropbench attention`, 70B preset heads, SQ 4K/8K, causal, R 3/7, both kernels, for the same
 #   presets  the three Llama-3 presets (SQ 8192) through `dropbench run`, both attention kernels, rounds $ROUNDS
 #            (default [7]), power pass $POWER_TIME s per variant (default 0.3; 0 = none), then the PyTorch
@@ -53,9 +55,24 @@ for s in "${STAGES[@]}"; do
       echo "profile: exit $?"; grep -E "tests passed|tests failed|Passed|Failed" "$O/profile_gpu.log" | head -5 ;;
     rngrep)
       want rngrep 60 || continue
-      timeout 60 "$B/dropbench" rng --config configs/llama3-70b.json -q --set 'sweep.sq=[4096,8192]' \
-        --set 'sweep.rounds=[3,5,7,10]' "${M[@]}" -o "$O/rng.json" > "$O/rng.md" 2>> "$O/err.log"
+      timeout 90 "$B/dropbench" rng --config configs/llama3-70b.json -q --set 'sweep.sq=[4096,8192]' \
+        --set 'sweep.rounds=[3,5,7,10]' --set 'sweep.threshold_bits=[8,32]' --set 'sweep.layout=[tile]' \
+        "${M[@]}" -o "$O/rng.json" > "$O/rng.md" 2>> "$O/err.log"
       echo "rng: exit $?" ;;
+    sigterm)
+      want sigterm 30 || continue
+      timeout --preserve-status -s TERM 12 "$B/dropbench" run --config configs/llama3-8b.json -q --no-explore \
+        --set 'sweep.sq=[2048,4096,8192]' --set 'sweep.rounds=[7]' --min-time 0.05 --set measure.power_time=0 \
+        -o "$O/sigterm.json" > /dev/null 2> "$O/sigterm.err"
+      echo "sigterm: exit $? (143 expected)"; cat "$O/sigterm.err"
+      python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('complete', r['sweep']['complete'] if 'sweep' in r else r.get('complete'), 'reason', (r.get('sweep') or r).get('incomplete_reason'))" "$O/sigterm.json" ;;
+    settle)
+      want settle 100 || continue
+      timeout $(( $(left) - 10 )) "$B/dropbench" run --config configs/llama3-70b.json -q --set 'sweep.sq=[8192]' \
+        --set 'sweep.rounds=[7]' --set 'sweep.attention_kernel=[wgmma]' --top-k 1 --min-time 0.05 --max-noise 0.01 \
+        --set measure.timeout=2 --set measure.throttle=0 --set measure.power_time=0.3 --set measure.power_settle=0.5 \
+        -o "$O/settle_llama3-70b.json" > "$O/settle_llama3-70b.md" 2>> "$O/err.log"
+      echo "settle: exit $?" ;;
     attnrep)
       want attnrep 90 || continue
       timeout 80 "$B/dropbench" attention --config configs/llama3-70b.json -q --set 'sweep.sq=[4096,8192]' \

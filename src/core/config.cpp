@@ -67,6 +67,7 @@ constexpr const char* kBuiltinConfig = R"json({
     "interleave": true,
     "settle": 0,
     "power_time": 0.5,
+    "power_settle": 0,
     "repeats": 1,
     "repeat_gap": 0,
     "keep_series": false
@@ -433,6 +434,9 @@ const std::vector<MeasureField>& measure_fields() {
       {"power_time",
        [](MeasureSettings& m, const json& v) { return chk_double(v, 0.0, false, 600.0, false, m.power_time); },
        [](const MeasureSettings& m) { return json(m.power_time); }},
+      {"power_settle",
+       [](MeasureSettings& m, const json& v) { return chk_double(v, 0.0, false, 600.0, false, m.power_settle); },
+       [](const MeasureSettings& m) { return json(m.power_settle); }},
       {"repeats", [](MeasureSettings& m, const json& v) { return chk_int(v, 1, 100, m.repeats); },
        [](const MeasureSettings& m) { return json(m.repeats); }},
       {"repeat_gap",

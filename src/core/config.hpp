@@ -66,6 +66,10 @@ struct MeasureSettings {
   // and capped share. [0, 600]; 0 = no power pass. The counter moves every ~100 ms: below ~0.5 s the figures
   // come from the instantaneous readings instead (docs/power.md).
   double power_time = 0.5;
+  // Before each power-pass window the variant first runs back to back this long (s), unmeasured, so the power
+  // limiter's state at the window is the variant's own, not the previous variant's (the limiter averages over a
+  // longer time than a 0.3-0.5 s window: a 450 W kernel after a capped one reads capped). [0, 600]; 0 = none.
+  double power_settle = 0;
   // Each group measured this many times as independent repeats (fresh warm-up, each to the stopping rule above),
   // so its intervals include what changes between repeats (docs/measurement.md), [1, 100]; 1 = once.
   int64_t repeats = 1;

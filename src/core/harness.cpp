@@ -87,18 +87,29 @@ json Harness::power_pass(const Candidate& c) {
     ring_.resize(kDepth);
     for (cudaEvent_t& e : ring_) DB_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   }
-  const double t0 = PowerSampler::now();
-  int64_t iters = 0;
-  for (;;) {
-    throw_if_interrupted();
-    Sample s = start_sample();
-    c.body(s);
-    cudaEvent_t& slot = ring_[static_cast<size_t>(iters % kDepth)];
-    ++iters;
-    if (iters > kDepth) DB_CUDA(cudaEventSynchronize(slot));  // the iteration kDepth back has finished
-    DB_CUDA(cudaEventRecord(slot, stream_));
-    if (PowerSampler::now() - t0 >= m_.power_time) break;
+  // Back to back for `seconds`, the queue kept kDepth deep across calls; returns the iterations issued.
+  int64_t issued = 0;
+  auto run_for = [&](double seconds) {
+    const double start = PowerSampler::now();
+    int64_t n = 0;
+    for (;;) {
+      throw_if_interrupted();
+      Sample s = start_sample();
+      c.body(s);
+      cudaEvent_t& slot = ring_[static_cast<size_t>(issued % kDepth)];
+      ++issued, ++n;
+      if (issued > kDepth) DB_CUDA(cudaEventSynchronize(slot));  // the iteration kDepth back has finished
+      DB_CUDA(cudaEventRecord(slot, stream_));
+      if (PowerSampler::now() - start >= seconds) break;
+    }
+    return n;
+  };
+  if (m_.power_settle > 0) {
+    run_for(m_.power_settle);
+    DB_CUDA(cudaStreamSynchronize(stream_));  // the window holds only its own iterations
   }
+  const double t0 = PowerSampler::now();
+  const int64_t iters = run_for(m_.power_time);
   DB_CUDA(cudaStreamSynchronize(stream_));
   const double t1 = PowerSampler::now();
   const PowerWindow w = sampler_->window(t0, t1);
@@ -106,6 +117,7 @@ json Harness::power_pass(const Candidate& c) {
   j["iterations"] = iters;
   j["energy_mj_per_iter"] = w.measured && std::isfinite(w.energy_j) ? json(w.energy_j * 1e3 / iters) : json(nullptr);
   j["time_per_iter_s"] = (t1 - t0) / iters;
+  if (m_.power_settle > 0) j["settle_s"] = m_.power_settle;
   return j;
 }
 
