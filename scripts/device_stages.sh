@@ -8,6 +8,7 @@
 #            scripts/refit_profile.py then fits the kernel efficiencies on it (no GPU)
 #   rngrep   `dropbench rng`, 70B preset heads, SQ 4K/8K, causal, R 3/5/7/10, TW 8/32, tile layout, for the model
 #   sigterm  a `run` sweep under `timeout --preserve-status -s TERM`: exit 143 and an incomplete report saying so
+#   dropout  `dropbench dropout` (2^29 elements, the default seeded kind) and the Triton peer in the same call
 #   settle   the 70B preset's wgmma point with measure.power_settle 0.5 s (issue 12: the pieces' own power state)
 #   attnrep  `dropbench attention`, 70B preset heads, SQ 4K/8K, causal, R 3/7, both kernels, for the same
 #   presets  the three Llama-3 presets (SQ 8192) through `dropbench run`, both attention kernels, rounds $ROUNDS
@@ -66,6 +67,14 @@ for s in "${STAGES[@]}"; do
         -o "$O/sigterm.json" > /dev/null 2> "$O/sigterm.err"
       echo "sigterm: exit $? (143 expected)"; cat "$O/sigterm.err"
       python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('complete', r['sweep']['complete'] if 'sweep' in r else r.get('complete'), 'reason', (r.get('sweep') or r).get('incomplete_reason'))" "$O/sigterm.json" ;;
+    dropout)
+      want dropout 60 || continue
+      PYTHONUNBUFFERED=1 timeout 40 python3 scripts/peers.py --dropbench "$B/dropbench" --only dropout --config configs/quick.json \
+        --set 'sweep.elements=[536870912]' --min-time 0.2 -o "$O/peers_dropout.json" --md "$O/peers_dropout.md" >> "$O/peers.log" 2>&1
+      echo "peers dropout: exit $?"
+      timeout 30 "$B/dropbench" dropout --config configs/quick.json --set workload.sq=8192 --set measure.min_time=0.2 \
+        --set measure.timeout=5 --set 'sweep.elements=[536870912]' -o "$O/dropout.json" > "$O/dropout.md" 2>> "$O/err.log"
+      echo "dropout: exit $?" ;;
     settle)
       want settle 100 || continue
       timeout $(( $(left) - 10 )) "$B/dropbench" run --config configs/llama3-70b.json -q --set 'sweep.sq=[8192]' \
