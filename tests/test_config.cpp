@@ -566,7 +566,7 @@ TEST(RoundTrip, ToJsonThenBackReproducesTheConfig) {
   // All fields present, defaults included.
   EXPECT_EQ(j.size(), 5u);
   EXPECT_EQ(j["workload"].size(), 19u);
-  EXPECT_EQ(j["measure"].size(), 14u);
+  EXPECT_EQ(j["measure"].size(), 15u);
   EXPECT_TRUE(j["sweep"]["sq"].is_array());  // explicit lists
   EXPECT_EQ(j["sweep"]["sq"], json::parse("[1024, 2048, 4096]"));
   const db::Config back = db::config_from_json(j, "<rt>");
