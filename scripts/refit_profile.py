@@ -43,10 +43,16 @@ def dropbench(*args):
 
 
 if a.rng_report:
+    # Axes a report does not list (a sweep axis of one value may be left out) cannot match: such keys are dropped
+    # from the fit points (the per-strip fit takes tile rows only either way).
+    have = None
+    for pt in load(a.rng_report)["points"]:
+        have = set(pt.get("axes", {})) if have is None else have & set(pt.get("axes", {}))
     mach = load(a.machine)
     for fp in mach["calibration"]["fit_points"]:
         if fp["command"] == "rng":
             fp["report"] = a.rng_report
+            fp["axes"] = OD((k, v) for k, v in fp["axes"].items() if k in (have or set()))
     save(a.machine, mach)
 
 # ---- 1. kernel families ----
