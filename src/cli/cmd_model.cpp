@@ -360,7 +360,9 @@ Command make_model_command() {
       "static_w in the machine file, no kernel finishes faster than its dynamic energy / (cap - static), nor\n"
       "two kernels run together faster than their summed energy allows; --report then shows the error with\n"
       "and without that term (--power off: without). Without power data it says so.\n"
-      "--fit-kernels: the RNG and wgmma kernels' own efficiencies fitted on the profile's ncu durations.\n"
+      "--fit-kernels: the RNG and wgmma kernels' own efficiencies fitted on the profile's ncu durations, and the\n"
+      "RNG tile kernel's per-strip cost on the report rows the machine's rng_strip fit points name\n"
+      "(scripts/refit_profile.py writes them, and the fit points' efficiencies, into the data files).\n"
       "Needs no GPU.";
   c.sweeps = false;
   c.add_options = [mo](CLI::App& app) {
@@ -382,7 +384,8 @@ Command make_model_command() {
     app.add_flag("--fit", mo->fit, "With --report: print the efficiency each fit point implies for its unit");
     app.add_flag("--fit-kernels", mo->fit_kernels,
                  "Fit the RNG and wgmma attention kernels' own efficiencies (and the wgmma CTA overhead) on the "
-                 "profile's ncu durations (kernels.rng.efficiency, kernels.attention_wgmma)");
+                 "profile's ncu durations (kernels.rng.efficiency, kernels.attention_wgmma), and the RNG's per-strip "
+                 "cost on the machine's rng_strip fit points (kernels.rng.strip_overhead_cycles)");
     app.add_option("--power", mo->power,
                    "on: the power term where the profile has per-kernel power and the machine a cap (a kernel cannot "
                    "finish faster than its dynamic energy / (cap - static)); off: times only")
