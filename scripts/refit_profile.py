@@ -1,21 +1,63 @@
 #!/usr/bin/env python3
-"""Write `dropbench model --fit-kernels` into a profile: the RNG tile kernels' own efficiencies
-(kernels.rng.efficiency) and the wgmma attention kernel's (kernels.attention_wgmma: issue_efficiency,
-mma_efficiency, cta_overhead_cycles), each with its source. Run after `dropbench profile` has refreshed the
-ncu blocks (docs/model.md, "Calibration"); `Model.CommittedKernelFitsAreTheFit` checks the result.
+"""Refit every fitted factor of the model (docs/model.md, "Calibration") and write it into the data files:
+
+1. `dropbench model --fit-kernels`: the RNG tile kernels' own efficiencies and per-strip cost
+   (kernels.rng.efficiency, kernels.rng.strip_overhead_cycles: the ncu launches plus the report rows the machine's
+   rng_strip fit points name) and the wgmma attention kernel's (kernels.attention_wgmma: issue_efficiency,
+   mma_efficiency, cta_overhead_cycles), into the profile;
+2. `dropbench model --report R --uncalibrated --fit` on every report the machine's calibration.fit_points name:
+   with --demand ncu into the profile's ncu_calibration, with --demand sass into the machine's units.*.efficiency.
+
+Step 2 reads what step 1 wrote (a fit point's efficiency is taken net of the fixed costs, e.g. the RNG's strips).
+`Model.CommittedKernelFitsAreTheFit` and `Model.CommittedNcuCalibrationIsTheFit` check the result.
+--rng-report PATH re-points the machine's rng fit points to another rng report first (e.g. when a complete
+report replaces a partial one: `--rng-report results/h200/session6/reports/rng.json`).
 Usage: scripts/refit_profile.py [--dropbench build/dropbench] [--profile configs/profiles/h200.json]
+                                [--machine configs/machines/h200.json] [--rng-report PATH] [--kernels-only]
 """
-import argparse, collections, json, subprocess, sys
+import argparse, collections, json, os, subprocess, sys
 
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 ap.add_argument("--dropbench", default="build/dropbench")
 ap.add_argument("--profile", default="configs/profiles/h200.json")
 ap.add_argument("--machine", default="configs/machines/h200.json")
+ap.add_argument("--rng-report", help="re-point the machine's rng fit points to this report first")
+ap.add_argument("--kernels-only", action="store_true", help="step 1 only (the kernel-family fits)")
 a = ap.parse_args()
-out = subprocess.run([a.dropbench, "model", "--fit-kernels", "--format", "json", "--profile", a.profile,
-                      "--machine", a.machine], check=True, capture_output=True, text=True).stdout
-fits = json.loads(out)
-prof = json.load(open(a.profile), object_pairs_hook=collections.OrderedDict)
+OD = collections.OrderedDict
+
+
+def load(path):
+    return json.load(open(path), object_pairs_hook=OD)
+
+
+def save(path, doc):
+    with open(path, "w") as fh:
+        json.dump(doc, fh, indent=2)
+        fh.write("\n")
+
+
+def dropbench(*args):
+    return json.loads(subprocess.run([a.dropbench, "model", "--format", "json", "--profile", a.profile, "--machine",
+                                      a.machine, *args], check=True, capture_output=True, text=True).stdout)
+
+
+if a.rng_report:
+    # Axes a report does not list (a sweep axis of one value may be left out) cannot match: such keys are dropped
+    # from the fit points (the per-strip fit takes tile rows only either way).
+    have = None
+    for pt in load(a.rng_report)["points"]:
+        have = set(pt.get("axes", {})) if have is None else have & set(pt.get("axes", {}))
+    mach = load(a.machine)
+    for fp in mach["calibration"]["fit_points"]:
+        if fp["command"] == "rng":
+            fp["report"] = a.rng_report
+            fp["axes"] = OD((k, v) for k, v in fp["axes"].items() if k in (have or set()))
+    save(a.machine, mach)
+
+# ---- 1. kernel families ----
+fits = dropbench("--fit-kernels")
+prof = load(a.profile)
 
 
 def src(f, what):
@@ -26,9 +68,20 @@ def src(f, what):
 
 if "rng" in fits:
     f = fits["rng"]
-    prof["kernels"]["rng"]["efficiency"] = collections.OrderedDict(
-        (u, {"value": v, "source": src(f, "RNG tile kernel") + "; time = max(issue / e_issue, alu / e_alu, imad / e_imad)"})
-        for u, v in sorted(f["efficiency"].items()))
+    r = prof["kernels"]["rng"]
+    s = src(f, "RNG tile kernel") + "; time = max(issue / e_issue, alu / e_alu, imad / e_imad)"
+    r["efficiency"] = OD((u, {"value": v, "source": s}) for u, v in sorted(f["efficiency"].items()))
+    if f.get("report_points"):
+        r["strip_overhead_cycles"] = {
+            "value": round(f["strip_overhead_cycles"], 1),
+            "source": ("fitted: `dropbench model --fit-kernels` on the " + str(f["report_points"]) + " report rows of the "
+                       "machine's rng_strip fit points (least squares on the relative errors; mean |err| "
+                       f"{100 * f['strip_mean_abs_err']:.1f}%, max {100 * f['strip_max_abs_err']:.1f}%); SM cycles per "
+                       "16-row strip (batch x head x row strip) summed over the device; with it the tile kernel's time "
+                       "is carried from its ncu launch: (duration - its strips' cost) per generated tile, plus the "
+                       "strips' cost")}
+    else:
+        r.pop("strip_overhead_cycles", None)
 if "wgmma" in fits:
     f = fits["wgmma"]
     w = prof["kernels"]["attention_wgmma"]
@@ -36,7 +89,39 @@ if "wgmma" in fits:
     w["issue_efficiency"] = {"value": f["efficiency"]["issue"], "source": s}
     w["mma_efficiency"] = {"value": f["efficiency"]["mma"], "source": s}
     w["cta_overhead_cycles"] = {"value": round(f["cta_overhead_cycles"], 1), "source": s}
-with open(a.profile, "w") as fh:
-    json.dump(prof, fh, indent=2)
-    fh.write("\n")
-print(json.dumps({k: {"efficiency": v["efficiency"], "mean_abs_err": v["mean_abs_err"]} for k, v in fits.items()}))
+save(a.profile, prof)
+print(json.dumps({k: {"efficiency": v["efficiency"], "strip_overhead_cycles": v.get("strip_overhead_cycles"),
+                      "mean_abs_err": v["mean_abs_err"], "strip_mean_abs_err": v.get("strip_mean_abs_err")}
+                  for k, v in fits.items()}))
+if a.kernels_only:
+    sys.exit(0)
+
+# ---- 2. the machine's fit points, with measured (ncu) and static (sass) demand ----
+mach = load(a.machine)
+reports = sorted({fp["report"] for fp in mach["calibration"]["fit_points"] if fp["unit"] != "rng_strip"})
+by_unit = {"ncu": {}, "sass": {}}
+for rep in reports:
+    for demand in ("ncu", "sass"):
+        for f in dropbench("--report", rep, "--uncalibrated", "--fit", "--demand", demand)["summary"]["fit_points"]:
+            by_unit[demand][f["unit"]] = (f["efficiency"], rep, f["axes"], f["variant"], f.get("fixed_s", 0))
+
+
+def where(rep, axes, variant, fixed):
+    ax = ", ".join(f"{k} {json.dumps(v)}" for k, v in axes.items())
+    return f"{rep} ({ax}; variant {variant}" + (f"; net of {1e6 * fixed:.1f} us fixed costs)" if fixed else ")")
+
+
+prof = load(a.profile)
+cal = prof["ncu_calibration"]
+cal["units"] = OD()
+for u, (e, rep, axes, variant, fixed) in sorted(by_unit["ncu"].items()):
+    static = by_unit["sass"].get(u)
+    cal["units"][u] = {"value": round(e, 4), "source": f"fitted with ncu demand: {where(rep, axes, variant, fixed)}" +
+                       (f" (machine, static demand: {static[0]:.4f})" if static else "")}
+save(a.profile, prof)
+for u, (e, rep, axes, variant, fixed) in sorted(by_unit["sass"].items()):
+    mach["units"][u]["efficiency"] = {"value": round(e, 4), "source": f"fitted with static demand: "
+                                      f"{where(rep, axes, variant, fixed)}; predicted at efficiency 1 / measured "
+                                      "(scripts/refit_profile.py)"}
+save(a.machine, mach)
+print(json.dumps({d: {u: round(v[0], 4) for u, v in by_unit[d].items()} for d in by_unit}))

@@ -140,16 +140,21 @@ json report_summary_json(const ModelOpts& mo, const model::Machine& m, const mod
                       {"kernels_with_power", p.power.size()},
                       {"power_bound_rows", bound}};
   json fits = json::array();
+  size_t strip_rows = 0;
   for (const model::ReportRow& row : c.rows) {
-    if (row.role != "fit") continue;
+    if (row.role == "fit" && !row.efficiency_fit()) ++strip_rows;
+    if (!row.efficiency_fit()) continue;
     fits.push_back({{"unit", row.fit_unit},
                     {"axes", row.axes},
                     {"variant", row.variant},
                     {"measured_s", row.measured},
+                    {"fixed_s", row.fit_fixed_s},
                     {"unit_time_at_efficiency_1_s", row.fit_unit_seconds_uncal},
                     {"efficiency", row.fit_efficiency()}});
   }
   summary["fit_points"] = fits;
+  // Rows the RNG's per-strip cost was fitted on (--fit-kernels): excluded from held_out like the fit points.
+  summary["rng_strip_fit_rows"] = strip_rows;
   return summary;
 }
 
@@ -196,12 +201,18 @@ void print_report_errors(const ModelOpts& mo, const model::Machine& m, const mod
 // --fit: the efficiency each fit point implies for its unit.
 void print_fit(const std::vector<model::ReportRow>& rows) {
   std::cout << "\nefficiency fit (one factor per unit = the unit's time at efficiency 1 / measured):\n";
+  size_t strip_rows = 0;
   for (const model::ReportRow& row : rows) {
-    if (row.role != "fit") continue;
-    std::cout << fmt::format("  {:<8} {:.4f}   from {} {} (measured {} us, unit time at efficiency 1: {} us)\n",
+    if (row.role == "fit" && !row.efficiency_fit()) ++strip_rows;
+    if (!row.efficiency_fit()) continue;
+    std::cout << fmt::format("  {:<8} {:.4f}   from {} {} (measured {} us less fixed costs {} us, unit time at "
+                             "efficiency 1: {} us)\n",
                              row.fit_unit, row.fit_efficiency(), row.axes.dump(), row.variant, mcli::us(row.measured),
-                             mcli::us(row.fit_unit_seconds_uncal));
+                             mcli::us(row.fit_fixed_s), mcli::us(row.fit_unit_seconds_uncal));
   }
+  if (strip_rows)
+    std::cout << fmt::format("  ({} row(s) are the RNG per-strip cost's fit points: `dropbench model --fit-kernels`)\n",
+                             strip_rows);
 }
 
 int run_report(const ModelOpts& mo, const model::Machine& m, const model::Profile& p) {
@@ -228,17 +239,31 @@ int run_report(const ModelOpts& mo, const model::Machine& m, const model::Profil
 // --fit-kernels: each measured kernel family's own efficiencies from its ncu durations (model::fit_family).
 int run_fit_kernels(const ModelOpts& mo, const model::Machine& m, const model::Profile& p) {
   std::vector<model::FamilyFit> fits;
-  for (const char* fam : {"rng", "wgmma"})
-    if (std::string(fam) != "wgmma" || p.wgmma) fits.push_back(model::fit_family(m, p, fam));
+  // The RNG's per-strip cost is fitted with the report rows the machine's rng_strip fit points name (paths from
+  // the repository root, as the other defaults).
+  model::Machine mr = m;
+  for (model::FitPoint& fp : mr.fit_points)
+    if (fp.unit == model::kRngStripUnit) fp.report = mcli::default_path(fp.report);
+  const std::vector<model::KernelPoint> strip_pts = model::rng_strip_points(mr, "");
+  fits.push_back(model::fit_family(m, p, "rng", strip_pts));
+  if (p.wgmma) fits.push_back(model::fit_family(m, p, "wgmma"));
   if (mo.format == "json") {
     json out = json::object();
     for (const model::FamilyFit& f : fits) {
       json e = json::object(), eff = json::object();
       for (const auto& [k, v] : f.errors) e[k] = v;
       for (const auto& [u, v] : f.efficiency) eff[u] = v;
+      json se = json::object();
+      for (const auto& [k, v] : f.strip_errors) se[k] = v;
       out[f.family] = {{"efficiency", eff},       {"cta_overhead_cycles", f.cta_overhead_cycles},
                        {"points", f.points},      {"mean_abs_err", f.mean_abs_err},
                        {"max_abs_err", f.max_abs_err}, {"errors", e}};
+      if (f.family == "rng")
+        out[f.family].update({{"strip_overhead_cycles", f.strip_overhead_cycles},
+                              {"report_points", f.report_points},
+                              {"strip_mean_abs_err", f.strip_mean_abs_err},
+                              {"strip_max_abs_err", f.strip_max_abs_err},
+                              {"strip_errors", se}});
     }
     std::cout << out.dump(2) << "\n";
     return 0;
@@ -252,6 +277,14 @@ int run_fit_kernels(const ModelOpts& mo, const model::Machine& m, const model::P
                              f.family == "wgmma" ? fmt::format(", cta_overhead_cycles {:.0f}", f.cta_overhead_cycles) : "",
                              100 * f.mean_abs_err, 100 * f.max_abs_err);
     for (const auto& [k, v] : f.errors) std::cout << fmt::format("    {:<28} {}%\n", k, pct(v));
+    if (f.report_points) {
+      std::cout << fmt::format("{}: per-strip cost {:.0f} SM cycles, fitted on {} report rows (the machine's {} fit "
+                               "points) with the time carried from each kernel's ncu launch: mean |err| {:.1f}%, max "
+                               "{:.1f}%\n",
+                               f.family, f.strip_overhead_cycles, f.report_points, model::kRngStripUnit,
+                               100 * f.strip_mean_abs_err, 100 * f.strip_max_abs_err);
+      for (const auto& [k, v] : f.strip_errors) std::cout << fmt::format("    {:<28} {}%\n", k, pct(v));
+    }
   }
   return 0;
 }
@@ -327,7 +360,9 @@ Command make_model_command() {
       "static_w in the machine file, no kernel finishes faster than its dynamic energy / (cap - static), nor\n"
       "two kernels run together faster than their summed energy allows; --report then shows the error with\n"
       "and without that term (--power off: without). Without power data it says so.\n"
-      "--fit-kernels: the RNG and wgmma kernels' own efficiencies fitted on the profile's ncu durations.\n"
+      "--fit-kernels: the RNG and wgmma kernels' own efficiencies fitted on the profile's ncu durations, and the\n"
+      "RNG tile kernel's per-strip cost on the report rows the machine's rng_strip fit points name\n"
+      "(scripts/refit_profile.py writes them, and the fit points' efficiencies, into the data files).\n"
       "Needs no GPU.";
   c.sweeps = false;
   c.add_options = [mo](CLI::App& app) {
@@ -349,7 +384,8 @@ Command make_model_command() {
     app.add_flag("--fit", mo->fit, "With --report: print the efficiency each fit point implies for its unit");
     app.add_flag("--fit-kernels", mo->fit_kernels,
                  "Fit the RNG and wgmma attention kernels' own efficiencies (and the wgmma CTA overhead) on the "
-                 "profile's ncu durations (kernels.rng.efficiency, kernels.attention_wgmma)");
+                 "profile's ncu durations (kernels.rng.efficiency, kernels.attention_wgmma), and the RNG's per-strip "
+                 "cost on the machine's rng_strip fit points (kernels.rng.strip_overhead_cycles)");
     app.add_option("--power", mo->power,
                    "on: the power term where the profile has per-kernel power and the machine a cap (a kernel cannot "
                    "finish faster than its dynamic energy / (cap - static)); off: times only")

@@ -238,7 +238,8 @@ Machine machine_from_json(const json& j, const std::string& where) {
     for (const json& fp : j.at("calibration").at("fit_points")) {
       FitPoint p;
       p.unit = f.string(fp, "unit", "calibration.fit_points[].unit");
-      if (!m.unit(p.unit)) f.fail("calibration.fit_points[].unit", fmt::format("'{}' is not in units", p.unit));
+      if (!m.unit(p.unit) && p.unit != kRngStripUnit)
+        f.fail("calibration.fit_points[].unit", fmt::format("'{}' is not in units (nor {})", p.unit, kRngStripUnit));
       p.command = f.string(fp, "command", "calibration.fit_points[].command");
       p.variant = f.string(fp, "variant", "calibration.fit_points[].variant");
       p.axes = f.get(fp, "axes", "calibration.fit_points[].axes");
@@ -294,6 +295,11 @@ Profile profile_from_json(const json& j, const std::string& where) {
         f.string(e, "source", q + ".source");
         p.rng_efficiency[u] = f.number(e, "value", q + ".value");
       }
+    if (r.contains("strip_overhead_cycles")) {
+      const json& so = r.at("strip_overhead_cycles");
+      f.string(so, "source", "kernels.rng.strip_overhead_cycles.source");
+      p.rng_strip_cycles = f.number(so, "value", "kernels.rng.strip_overhead_cycles.value", false);
+    }
   }
   {
     const json& a = f.get(ks, "attention", "kernels.attention");
@@ -881,6 +887,7 @@ struct Piece {
   KernelTime t;
   double clock_mhz = 0;
   Options o;  // the options it is timed with (options_for its demand source)
+  double scale = 1;  // t.seconds / the unit model's time of d (an RNG time carried from its ncu launch: rng_piece)
 };
 
 std::string wgmma_key(const WgmmaProfile& g, const Workload& w, const std::string& mode, bool causal) {
@@ -998,6 +1005,7 @@ Piece attention_piece(const Machine& m, const Profile& p, const Workload& w, con
     // The CTA prologue / pipeline fill / epilogue, once per wave of CTAs (uncalibrated: left out).
     const double extra = o.calibrated ? a.ctas / slots * g.cta_overhead_cycles / (pc.clock_mhz * 1e6) : 0.0;
     pc.t.seconds += extra;
+    pc.t.fixed_s = extra;
     for (UnitTime& u : pc.t.units) u.seconds += extra;
   } else {
     pc.d = attention_demand(p, w, mode, win, &a, &src);
@@ -1015,6 +1023,16 @@ Piece attention_piece(const Machine& m, const Profile& p, const Workload& w, con
   return pc;
 }
 
+}  // namespace
+
+double rng_strips(const Workload& w, Window win) {
+  const int64_t rows = win.rows < 0 ? w.sq : win.rows;
+  const int64_t r16 = ceil_div(std::min<int64_t>(win.row_begin + rows, w.sq), 16) - win.row_begin / 16;
+  return static_cast<double>(w.batch) * w.q_heads * static_cast<double>(std::max<int64_t>(0, r16));
+}
+
+namespace {
+
 double rng_elements(const Workload& w, const std::string& layout, Window win) {
   const double bh = static_cast<double>(w.batch) * w.q_heads;
   if (layout == "tile") return window_tiles(w, win) * 1024 * bh;
@@ -1031,6 +1049,23 @@ Piece rng_piece(const Machine& m, const Profile& p, const Workload& w, const std
   if (src.rfind("ncu", 0) == 0)
     for (const auto& [u, e] : p.rng_efficiency) pc.o.efficiency[u] = e;
   pc.t = kernel_time(m, win.rows < 0 ? "rng" : "rng(chunk)", pc.d, pc.clock_mhz, pc.o);
+  // With a per-strip cost fitted (kernels.rng.strip_overhead_cycles) the tile kernel's time is carried from its
+  // own ncu launch: that launch's duration less its strips' cost is its time per generated tile (carried by
+  // tiles and clock), and every strip adds the fixed cost, spread over the SMs. The unit times are scaled alike,
+  // so the limiter is the unit model's. Uncalibrated (the rates as sourced): the unit model alone.
+  const SassKernel& k = sass_entry(p, rng_key(p, w, layout), "RNG mask kernel, layout " + layout);
+  if (layout == "tile" && o.calibrated && p.rng_strip_cycles > 0 && src.rfind("ncu", 0) == 0 && k.ncu &&
+      k.ncu->duration_s > 0 && k.ncu->clock_mhz > 0 && pc.t.seconds > 0) {
+    const double fp = k.ncu->clock_mhz * 1e6, f = pc.clock_mhz * 1e6;
+    const double body_p = k.ncu->duration_s - rng_strips(k.ncu->w) * p.rng_strip_cycles / (m.sm_count * fp);
+    const double body = body_p * (fp / f) * rng_elements(w, layout, win) / rng_elements(k.ncu->w, layout, {});
+    const double extra = rng_strips(w, win) * p.rng_strip_cycles / (m.sm_count * f);
+    const double scale = body / pc.t.seconds;
+    pc.scale = (body + extra) / pc.t.seconds;
+    pc.t.seconds = body + extra;
+    pc.t.fixed_s = extra;
+    for (UnitTime& u : pc.t.units) u.seconds = u.seconds * scale + extra;
+  }
   pc.t.source = src;
   pc.t.key = rng_key(p, w, layout);
   pc.t.work = rng_elements(w, layout, win);
@@ -1088,7 +1123,7 @@ void fit_errors(FamilyFit& f, const std::vector<FitPt>& pts) {
   f.mean_abs_err = f.max_abs_err = 0;
   f.errors.clear();
   for (const FitPt& q : pts) {
-    const double e = (fit_model(q, f.efficiency, f.cta_overhead_cycles) - q.y) / q.y;
+    const double e = (fit_model(q, f.efficiency, f.cta_overhead_cycles + f.strip_overhead_cycles) - q.y) / q.y;
     f.errors.emplace_back(q.key, e);
     f.mean_abs_err += std::fabs(e) / static_cast<double>(pts.size());
     f.max_abs_err = std::max(f.max_abs_err, std::fabs(e));
@@ -1097,16 +1132,82 @@ void fit_errors(FamilyFit& f, const std::vector<FitPt>& pts) {
 
 }  // namespace
 
-FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& family) {
+namespace {
+
+// The RNG tile kernel's per-strip cost on report points, with its time carried from each kernel's ncu launch
+// (rng_piece): T(w) = A + c B, A = d_p x (f_p / f) x (elements_w / elements_p), B = strips_w / (SMs f) -
+// strips_p / (SMs f_p) x (f_p / f) x (elements_w / elements_p); c by least squares on the relative errors.
+void fit_rng_strips(const Machine& m, const Profile& p, const std::vector<KernelPoint>& extra, FamilyFit& f) {
+  struct Pt {
+    std::string key;
+    double a, b, y;
+  };
+  std::vector<Pt> pts;
+  for (const KernelPoint& k : extra) {
+    if (!(k.seconds > 0) || !(k.clock_mhz > 0))
+      throw UsageError(fmt::format("--fit-kernels: report point {} has no time or clock", k.key));
+    const std::string key = rng_key(p, k.w, "tile");
+    const SassKernel& e = sass_entry(p, key, "RNG tile kernel of a report point");
+    if (!e.ncu || !(e.ncu->duration_s > 0) || !(e.ncu->clock_mhz > 0))
+      throw UsageError(fmt::format("profile {}: sass.{} has no ncu duration and clock (the per-strip fit carries it)",
+                                   p.path, key));
+    const NcuDemand& n = *e.ncu;
+    const double fp = n.clock_mhz * 1e6, fw = k.clock_mhz * 1e6;
+    const double carry = (fp / fw) * rng_elements(k.w, "tile", {}) / rng_elements(n.w, "tile", {});
+    pts.push_back({k.key, n.duration_s * carry,
+                   rng_strips(k.w) / (m.sm_count * fw) - rng_strips(n.w) / (m.sm_count * fp) * carry, k.seconds});
+  }
+  double sxy = 0, sxx = 0;
+  for (const Pt& q : pts) sxy += q.b * (q.y - q.a) / (q.y * q.y), sxx += q.b * q.b / (q.y * q.y);
+  double c = sxx > 0 ? std::max(0.0, sxy / sxx) : 0.0;
+  // No more than the ncu launches' own durations hold (their body time stays positive).
+  for (const auto& [key, e] : p.sass)
+    if (key.rfind("rng_tile_", 0) == 0 && e.ncu && e.ncu->duration_s > 0 && e.ncu->clock_mhz > 0)
+      c = std::min(c, 0.95 * e.ncu->duration_s * m.sm_count * e.ncu->clock_mhz * 1e6 / rng_strips(e.ncu->w));
+  f.strip_overhead_cycles = c;
+  f.report_points = pts.size();
+  f.strip_mean_abs_err = f.strip_max_abs_err = 0;
+  for (const Pt& q : pts) {
+    const double e = (q.a + c * q.b - q.y) / q.y;
+    f.strip_errors.emplace_back(q.key, e);
+    f.strip_mean_abs_err += std::fabs(e) / static_cast<double>(pts.size());
+    f.strip_max_abs_err = std::max(f.strip_max_abs_err, std::fabs(e));
+  }
+}
+
+}  // namespace
+
+FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& family,
+                     const std::vector<KernelPoint>& extra) {
   if (family != "rng" && family != "wgmma")
     throw UsageError(fmt::format("--fit-kernels: family '{}' (allowed: rng, wgmma)", family));
   if (family == "wgmma" && !p.wgmma) throw UsageError(fmt::format("profile {}: kernels.attention_wgmma is missing", p.path));
+  if (family == "wgmma" && !extra.empty()) throw UsageError("--fit-kernels: report points are for the rng family only");
   Profile pu = p;
   pu.use_ncu = true;
   pu.use_power = false;
   std::vector<FitPt> pts;
+  // One point: unit times (cycles at efficiency 1, no fixed costs) and the measured cycles.
+  auto rng_point = [&](const std::string& key, Workload w, double seconds, double clock_mhz) {
+    Options o;
+    o.calibrated = false;
+    o.clock_mhz = clock_mhz;
+    const double cyc = 1e6 * clock_mhz;
+    FitPt q;
+    q.key = key;
+    q.y = seconds * cyc;
+    w.layout = "tile";
+    const KernelTime t = rng_time(m, pu, w, "tile", {}, o);
+    for (const char* u : {"issue", "alu", "imad"}) q.unit[u] = t.unit_seconds(u) * cyc;
+    q.waves = rng_strips(w) / m.sm_count;  // strips per SM: the per-strip overhead's multiplier
+    pts.push_back(q);
+  };
   for (const auto& [key, k] : p.sass) {
     if (!k.ncu || !(k.ncu->duration_s > 0) || !(k.ncu->clock_mhz > 0)) continue;
+    if (family == "rng") {
+      if (key.rfind("rng_tile_", 0) == 0) rng_point(key, k.ncu->w, k.ncu->duration_s, k.ncu->clock_mhz);
+      continue;
+    }
     Options o;
     o.calibrated = false;  // efficiency 1, no CTA overhead
     o.clock_mhz = k.ncu->clock_mhz;
@@ -1115,22 +1216,15 @@ FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& fami
     q.key = key;
     q.y = k.ncu->duration_s * cyc;
     Workload w = k.ncu->w;
-    KernelTime t;
-    if (family == "rng") {
-      if (key.rfind("rng_tile_", 0) != 0) continue;
-      t = rng_time(m, pu, w, "tile", {}, o);
-      for (const char* u : {"issue", "alu", "imad"}) q.unit[u] = t.unit_seconds(u) * cyc;
-    } else {
-      const WgmmaProfile& g = *p.wgmma;
-      const std::string prefix = g.sass_key.at("none").substr(0, g.sass_key.at("none").find('_') + 1);  // "wgmma_"
-      if (key.rfind(prefix, 0) != 0 || key.find("_rngwarps") != std::string::npos) continue;  // design (b) apart
-      w.attention_kernel = "wgmma";
-      const std::string rest = key.substr(prefix.size());
-      const std::string mode = rest.rfind("none", 0) == 0 ? "none" : rest.rfind("mask", 0) == 0 ? "mask" : "fused";
-      t = attention_time(m, pu, w, mode, {}, o);
-      for (const char* u : {"issue", "mma"}) q.unit[u] = t.unit_seconds(u) * cyc;
-      q.waves = wgmma_work(g, w, {}).ctas / (m.sm_count * g.ctas_per_sm);
-    }
+    const WgmmaProfile& g = *p.wgmma;
+    const std::string prefix = g.sass_key.at("none").substr(0, g.sass_key.at("none").find('_') + 1);  // "wgmma_"
+    if (key.rfind(prefix, 0) != 0 || key.find("_rngwarps") != std::string::npos) continue;  // design (b) apart
+    w.attention_kernel = "wgmma";
+    const std::string rest = key.substr(prefix.size());
+    const std::string mode = rest.rfind("none", 0) == 0 ? "none" : rest.rfind("mask", 0) == 0 ? "mask" : "fused";
+    const KernelTime t = attention_time(m, pu, w, mode, {}, o);
+    for (const char* u : {"issue", "mma"}) q.unit[u] = t.unit_seconds(u) * cyc;
+    q.waves = wgmma_work(g, w, {}).ctas / (m.sm_count * g.ctas_per_sm);
     pts.push_back(q);
   }
   if (pts.size() < 3)
@@ -1140,34 +1234,46 @@ FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& fami
   FamilyFit best;
   best.family = family;
   best.mean_abs_err = std::numeric_limits<double>::infinity();
-  auto consider = [&](const std::map<std::string, double>& e, double overhead) {
+  // The wgmma kernel's fixed cost per CTA wave by least squares on the relative errors at each efficiency.
+  const bool fit_overhead = family == "wgmma";
+  double sxx = 0;
+  for (const FitPt& q : pts) sxx += q.waves * q.waves / (q.y * q.y);
+  // Flat copies for the grid's inner loop (units in a fixed order).
+  const std::vector<std::string> units =
+      family == "rng" ? std::vector<std::string>{"issue", "alu", "imad"} : std::vector<std::string>{"issue", "mma"};
+  std::vector<std::vector<double>> ut(pts.size());
+  for (size_t i = 0; i < pts.size(); ++i)
+    for (const std::string& u : units) ut[i].push_back(pts[i].unit.count(u) ? pts[i].unit.at(u) : 0.0);
+  auto consider = [&](const std::vector<double>& e) {
+    std::vector<double> base(pts.size());
+    double sxy = 0;
+    for (size_t i = 0; i < pts.size(); ++i) {
+      double t = 0;
+      for (size_t k = 0; k < e.size(); ++k) t = std::max(t, ut[i][k] / e[k]);
+      base[i] = t;
+      sxy += pts[i].waves * (pts[i].y - t) / (pts[i].y * pts[i].y);
+    }
+    const double overhead = fit_overhead && sxx > 0 ? std::max(0.0, sxy / sxx) : 0.0;
     double mean = 0;
-    for (const FitPt& q : pts) mean += std::fabs((fit_model(q, e, overhead) - q.y) / q.y);
+    for (size_t i = 0; i < pts.size(); ++i) mean += std::fabs((base[i] + pts[i].waves * overhead - pts[i].y) / pts[i].y);
     mean /= static_cast<double>(pts.size());
     if (mean < best.mean_abs_err) {
       best.mean_abs_err = mean;
-      best.efficiency = e;
+      best.efficiency.clear();
+      for (size_t k = 0; k < e.size(); ++k) best.efficiency[units[k]] = e[k];
       best.cta_overhead_cycles = overhead;
     }
   };
   if (family == "rng") {
     for (int ii = 300; ii <= 1000; ii += 2)
       for (int ia = 500; ia <= 1000; ia += 5)
-        for (int im = 500; im <= 1000; im += 10)
-          consider({{"issue", ii / 1000.0}, {"alu", ia / 1000.0}, {"imad", im / 1000.0}}, 0);
+        for (int im = 500; im <= 1000; im += 10) consider({ii / 1000.0, ia / 1000.0, im / 1000.0});
   } else {
-    // The overhead (>= 0) by least squares on the relative errors at each (e_issue, e_mma).
-    double sxx = 0;
-    for (const FitPt& q : pts) sxx += q.waves * q.waves / (q.y * q.y);
     for (int im = 500; im <= 1000; im += 5)
-      for (int ii = 300; ii <= 800; ++ii) {
-        const std::map<std::string, double> e = {{"issue", ii / 1000.0}, {"mma", im / 1000.0}};
-        double sxy = 0;
-        for (const FitPt& q : pts) sxy += q.waves * (q.y - fit_model(q, e, 0)) / (q.y * q.y);
-        consider(e, sxx > 0 ? std::max(0.0, sxy / sxx) : 0.0);
-      }
+      for (int ii = 300; ii <= 800; ++ii) consider({ii / 1000.0, im / 1000.0});
   }
   fit_errors(best, pts);
+  if (family == "rng" && !extra.empty()) fit_rng_strips(m, p, extra, best);
   return best;
 }
 
@@ -1242,7 +1348,8 @@ Concurrent concurrent(const Machine& m, const Options& o, const Piece& a, const 
     for (int k = 2; k <= sms - 2; k += 2) {
       const KernelTime ta = kernel_time(m, a.t.name, a.d, clk, a.o, static_cast<double>(sms - k) / sms);
       const KernelTime tb = kernel_time(m, b.t.name, b.d, clk, b.o, static_cast<double>(k) / sms);
-      const double t = std::max({ta.seconds, tb.seconds, hbm_both});
+      // A carried time (per tile and per strip, both spread over the SMs it has) scales with the share as well.
+      const double t = std::max({ta.seconds * a.scale, tb.seconds * b.scale, hbm_both});
       if (t < best.seconds) {
         best.seconds = t;
         best.mechanism = fmt::format("SM partition, {} SMs for the RNG", k);

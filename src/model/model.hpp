@@ -39,6 +39,9 @@ struct FitPoint {
   std::string unit, command, variant, report;
   json axes = json::object();
 };
+// The fit-point unit of the RNG tile kernel's per-strip cost (Profile::rng_strip_cycles): not a machine unit but
+// a term `--fit-kernels` fits on the rows these points name, with the RNG kernels' own ncu durations.
+inline constexpr const char* kRngStripUnit = "rng_strip";
 
 struct Machine {
   std::string name, path, description;
@@ -143,6 +146,11 @@ struct Profile {
   // The RNG tile kernels' own efficiencies ("kernels.rng.efficiency", fitted on their ncu durations by
   // fit_family): they replace the calibration's for RNG kernels with measured demand. Empty: not fitted.
   std::map<std::string, double> rng_efficiency;
+  // The RNG tile kernel's fixed cost per 16-row strip it generates ("kernels.rng.strip_overhead_cycles"), in SM
+  // cycles summed over the device: the strip setup (the row's Philox products, locating the strip, the loop's
+  // ramp) costs the same at every R, TW and strip length, so causal masks (strips of 1..SQ/64 tiles) and short
+  // rows pay more of it per element. 0: not fitted. Fitted by fit_family with report points (docs/model.md).
+  double rng_strip_cycles = 0;
   bool use_power = true;                             // false: the power term is off (`--power off`)
   // Demand source: true (default) = a kernel's measured ncu counts where the profile holds them, its static
   // (SASS / hand-written) counts otherwise; false = static counts only (`--demand sass`).
@@ -172,6 +180,7 @@ struct KernelTime {
   double energy_j = -1;        // dynamic energy (J) from the profile's power data; < 0: no power data
   double power_bound_s = 0;    // energy_j / (cap - static), when known
   double seconds_no_power = 0; // the time without the power term
+  double fixed_s = 0;          // the part of seconds that is a fixed cost, not a unit's demand (CTA / strip overhead)
   std::string limiter;         // the unit with the largest time
   std::string source;          // where its demand came from: ncu | ncu(nc) | sass | hand (set by the caller)
   double clock_mhz = 0;
@@ -248,11 +257,28 @@ struct FamilyFit {
   std::string family;
   std::map<std::string, double> efficiency;  // unit -> fitted efficiency
   double cta_overhead_cycles = 0;            // wgmma only
+  // rng with report points: the per-strip cost (Profile::rng_strip_cycles) fitted on them, and the errors of
+  // the carried time (rng_piece) at those points.
+  double strip_overhead_cycles = 0;
+  size_t report_points = 0;
+  double strip_mean_abs_err = 0, strip_max_abs_err = 0;
+  std::vector<std::pair<std::string, double>> strip_errors;
   size_t points = 0;
   double mean_abs_err = 0, max_abs_err = 0;  // of the fitted durations
   std::vector<std::pair<std::string, double>> errors;  // kernel key -> relative error
 };
-FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& family);
+// A kernel's measured time outside the profile (a report row: fit_family's extra points).
+struct KernelPoint {
+  std::string key;  // what it is (report, axes)
+  Workload w;
+  double seconds = 0, clock_mhz = 0;
+};
+//   rng with report points (`extra`: RNG tile kernels at other strip lengths, e.g. causal masks): also the
+//          per-strip cost of the carried time (rng_piece), by least squares on those points.
+FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& family,
+                     const std::vector<KernelPoint>& extra = {});
+// Strips (16 query rows of one batch x head) the RNG tile kernel generates in a window.
+double rng_strips(const Workload& w, Window win = {});
 
 // The options a kernel with demand `source` is timed with: for measured demand (ncu...), the profile's ncu
 // calibration replaces the machine's unit efficiencies; otherwise o unchanged.

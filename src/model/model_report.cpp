@@ -155,6 +155,8 @@ const json* stats_for(const std::string& command, const json& v, const std::stri
 // sums and pipelines are never fit points.
 void mark_fit(ReportRow& row, const Machine& m, const Predictor& pred, const std::string& report_path,
               const std::string& command, const std::string& piece, const Workload& w, const Options& uncalibrated) {
+  Options calibrated = uncalibrated;
+  calibrated.calibrated = true;
   for (const FitPoint& fp : m.fit_points) {
     // A fit point names its report: the same axes in another report are held out.
     if (!fp.report.empty() && (report_path.size() < fp.report.size() ||
@@ -163,8 +165,13 @@ void mark_fit(ReportRow& row, const Machine& m, const Predictor& pred, const std
     if (fp.command == command && fp.variant == row.variant && axes_match(fp.axes, row.axes) &&
         !starts_with(piece, "sum:") && !starts_with(piece, "pipeline:") && row.role != "composed") {
       row.role = "fit";
+      if (fp.unit == kRngStripUnit) {  // fitted by --fit-kernels; an efficiency fit point on the row names its unit
+        if (row.fit_unit.empty()) row.fit_unit = fp.unit;
+        continue;
+      }
       row.fit_unit = fp.unit;
       row.fit_unit_seconds_uncal = pred.any(piece, w, uncalibrated).unit_seconds(fp.unit);
+      row.fit_fixed_s = pred.any(piece, w, calibrated).fixed_s;
     }
   }
 }
@@ -307,6 +314,35 @@ ReportComparison compare_with_report(const Machine& m, const Profile& p, const M
   }
   if (at_measured_clock)
     for (ReportRow& row : out.rows) row.predicted = row.predicted_at_measured_clock;
+  return out;
+}
+
+std::vector<KernelPoint> rng_strip_points(const Machine& m, const std::string& root) {
+  std::vector<KernelPoint> out;
+  for (const FitPoint& fp : m.fit_points) {
+    if (fp.unit != kRngStripUnit) continue;
+    if (fp.command != "rng" || fp.report.empty())
+      throw UsageError(fmt::format("machine {}: calibration.fit_points[] of unit {} must name an rng report", m.path,
+                                   kRngStripUnit));
+    const MeasuredReport r = load_measured_report(root.empty() ? fp.report : root + "/" + fp.report);
+    size_t n = 0;
+    for (const json& pt : r.doc.at("points")) {
+      const json axes = pt.value("axes", json::object());
+      if (!axes_match(fp.axes, axes)) continue;
+      const Workload w = workload_of(pt.at("workload"), r.path);
+      if (w.layout != "tile") continue;
+      for (const json& v : pt.at("variants")) {
+        if (v.value("peer", false) || v.value("name", "") != fp.variant) continue;
+        const json* st = stats_for(r.command, v, "gen");
+        if (!st || !(median_of(*st) > 0) || !(clock_of(*st) > 0)) continue;
+        out.push_back({fp.report + " " + axes.dump(), w, median_of(*st), clock_of(*st)});
+        ++n;
+      }
+    }
+    if (n == 0)
+      throw UsageError(fmt::format("machine {}: the {} fit point {} matches no tile-layout row of {}", m.path,
+                                   kRngStripUnit, fp.axes.dump(), fp.report));
+  }
   return out;
 }
 

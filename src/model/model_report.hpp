@@ -43,12 +43,15 @@ struct ReportRow {
   std::string role;    // fit | held-out | composed
   std::string fit_unit;
   double fit_unit_seconds_uncal = 0;  // the fitted unit's time at efficiency 1 (for --fit)
+  double fit_fixed_s = 0;             // the prediction's fixed costs (RNG strips, wgmma CTAs), not the unit's
+  bool efficiency_fit() const { return role == "fit" && fit_unit != kRngStripUnit; }
   double err() const { return (predicted - measured) / measured; }
   double err_clk() const { return (predicted_at_measured_clock - measured) / measured; }
   double err_no_power() const { return (predicted_no_power - measured) / measured; }
   double err_sustained() const { return sustained > 0 ? (predicted - sustained) / sustained : 0; }
-  // The efficiency a fit row implies for its unit: unit time at efficiency 1 / measured.
-  double fit_efficiency() const { return fit_unit_seconds_uncal / measured; }
+  // The efficiency a fit row implies for its unit: unit time at efficiency 1 / the measured time less the fixed
+  // costs the model adds to every unit (a per-strip cost is not the ALU's).
+  double fit_efficiency() const { return fit_unit_seconds_uncal / (measured - fit_fixed_s); }
 };
 
 struct ReportComparison {
@@ -60,6 +63,12 @@ struct ReportComparison {
 // point's measured SM clock). at_measured_clock (--clock report): `predicted` is the measured-clock one.
 ReportComparison compare_with_report(const Machine& m, const Profile& p, const MeasuredReport& r, const Options& o,
                                      bool at_measured_clock);
+
+// The RNG tile kernel's measured times at the machine's rng_strip fit points (calibration.fit_points with unit
+// rng_strip: every tile-layout `rng` row of the named report whose axes match, its gen phase median and mean
+// clock): fit_family's report points. Report paths are relative to `root` (the repository). UsageError when a
+// report is missing or no row matches.
+std::vector<KernelPoint> rng_strip_points(const Machine& m, const std::string& root);
 
 // |err| statistics of a set of relative errors.
 struct ErrStats {
