@@ -24,6 +24,29 @@ std::vector<T> download(const DeviceBuffer& b, size_t n) {
   return h;
 }
 
+// The host's y for x (bytes of n elements of type et): x * scale where the keep bit is set, 0 where not,
+// then `pad` bytes of 0xFF (the poison a kernel must leave past the end).
+std::vector<uint8_t> host_expected(ElemType et, const std::vector<uint8_t>& hx, const std::vector<uint32_t>& keep,
+                                   uint64_t n, float scale, size_t pad = 0) {
+  const size_t es = elem_size(et);
+  std::vector<uint8_t> want(n * es + pad, 0xFF);
+  for (uint64_t i = 0; i < n; ++i) {
+    const bool k = (keep[i / 32] >> (i % 32)) & 1u;
+    if (et == ElemType::BF16) {
+      uint16_t v;
+      std::memcpy(&v, &hx[i * 2], 2);
+      const uint16_t o = host_drop_bf16(v, k, scale);
+      std::memcpy(&want[i * 2], &o, 2);
+    } else {
+      float v;
+      std::memcpy(&v, &hx[i * 4], 4);
+      const float o = host_drop_f32(v, k, scale);
+      std::memcpy(&want[i * 4], &o, 4);
+    }
+  }
+  return want;
+}
+
 }  // namespace
 
 TEST(DropoutGpu, AllVariantsMatchHostReference) {
@@ -41,22 +64,7 @@ TEST(DropoutGpu, AllVariantsMatchHostReference) {
         launch_fill_uniform(x.get(), n, et == ElemType::BF16, rng(), nullptr);
         const auto hx = download<uint8_t>(x, n * es);
         const auto keep = host_flat_mask(n, seed, offset, R, tw, t.drop);
-        // Host expected output.
-        std::vector<uint8_t> want(n * es);
-        for (uint64_t i = 0; i < n; ++i) {
-          const bool k = (keep[i / 32] >> (i % 32)) & 1u;
-          if (et == ElemType::BF16) {
-            uint16_t v;
-            std::memcpy(&v, &hx[i * 2], 2);
-            const uint16_t o = host_drop_bf16(v, k, t.scale);
-            std::memcpy(&want[i * 2], &o, 2);
-          } else {
-            float v;
-            std::memcpy(&v, &hx[i * 4], 4);
-            const float o = host_drop_f32(v, k, t.scale);
-            std::memcpy(&want[i * 4], &o, 4);
-          }
-        }
+        const std::vector<uint8_t> want = host_expected(et, hx, keep, n, t.scale);
         DropoutApplyParams ap;
         ap.type = et;
         ap.x = x.get();
@@ -115,21 +123,7 @@ TEST(DropoutGpu, SeededKindsMatchHostReference) {
       launch_fill_uniform(x.get(), n, et == ElemType::BF16, rng(), nullptr);
       const auto hx = download<uint8_t>(x, n * es);
       const auto keep = host_flat_mask(n, seed, offset, R, 8, t.drop);
-      std::vector<uint8_t> want(n * es + 4, 0xFF);
-      for (uint64_t i = 0; i < n; ++i) {
-        const bool k = (keep[i / 32] >> (i % 32)) & 1u;
-        if (et == ElemType::BF16) {
-          uint16_t v;
-          std::memcpy(&v, &hx[i * 2], 2);
-          const uint16_t o = host_drop_bf16(v, k, t.scale);
-          std::memcpy(&want[i * 2], &o, 2);
-        } else {
-          float v;
-          std::memcpy(&v, &hx[i * 4], 4);
-          const float o = host_drop_f32(v, k, t.scale);
-          std::memcpy(&want[i * 4], &o, 4);
-        }
-      }
+      const std::vector<uint8_t> want = host_expected(et, hx, keep, n, t.scale, 4);
       for (int kind = 0; kind <= 7; ++kind) {
         for (int grid : {0, 3}) {
           DropoutApplyParams ap;
