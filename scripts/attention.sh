@@ -155,6 +155,14 @@ case "${1:-build}" in
       cat $LOG/rr_p${pass}_*.log > $LOG/rr_pass$pass.log; rm -f $LOG/rr_p${pass}_*.log
       grep -E "^rr|MISMATCH|error" $LOG/rr_pass$pass.log | sed -E 's/ \(p10 [0-9. ]+p90 [0-9. ]+\)//; s/per-round ratio //'; snap
     done
+    # The 70B preset's heads (64 q / 8 kv), causal dH 128, SQ 4096 / 8192 (results/h200/session6: 1.070-1.087).
+    if [ $SECONDS -lt ${X70_DEADLINE:-125} ]; then
+      for sq in 4096 8192; do
+        BENCH_MODE=rr BENCH_RR_SET=s6 BENCH_CAUSAL=1 timeout 40 $B/bench_attention $sq 64 8 ${REPS70:-15} 128 >> $LOG/rr_70b.log 2>&1
+        echo "rr 70b heads sq $sq exit $?"
+      done
+      grep -E "^rr|MISMATCH|error" $LOG/rr_70b.log | sed -E 's/ \(p10 [0-9. ]+p90 [0-9. ]+\)//; s/per-round ratio //'; snap
+    fi
     kill $SMI 2>/dev/null
     nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv | tee -a $LOG/smi.txt
     if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
