@@ -147,6 +147,7 @@ case "${1:-build}" in
       if [ $pass -gt 1 ] && [ $SECONDS -gt ${PASS_DEADLINE:-100} ]; then echo "pass $pass skipped: ${SECONDS}s gone"; break; fi
       for hd in 128 64; do
         for sq in ${SQS:-8192 16384}; do
+          if [ $SECONDS -gt ${RR_DEADLINE:-150} ]; then echo "rr hd $hd sq $sq skipped: ${SECONDS}s gone"; continue; fi
           reps=$([ $hd = 128 ] && echo ${REPS:-21} || echo ${REPS64:-15})
           BENCH_MODE=rr BENCH_RR_SET=s6 timeout 60 $B/bench_attention $sq 32 8 $reps $hd > $LOG/rr_p${pass}_hd${hd}_sq${sq}.log 2>&1
           echo "rr pass $pass hd $hd sq $sq exit $?"
