@@ -50,9 +50,13 @@ struct WgCfg {
   //       dH 128 causal fused is dispatched as 0 with PHILOX_AHEAD (it measured best; see Sched).
   //   2 = cursor; every keep word (mask too) / ge7 set applied to the packed bf16x2 P after the P V wait.
   //   3 = cursor; the bf16x2 masks of block j (mask: 7 shifts + 16 PRMT per keep word; fused TW 8: 32 PRMT
-  //       from the ge7 words) are made right after block j's GEMMs are issued, while the consumer waits for S_j
-  //       (its idle time); after the softmax only the 32 ANDs onto the packed P remain on the critical path
-  //       (mask in 1: ~90 R2P/FSEL/ISETP; fused in 1: 32 PRMT + 32 AND). Other fused widths as in 1.
+  //       from the ge7 words) are made right after block j's GEMMs are issued, while the consumer waits for S_j;
+  //       after the softmax only the 32 ANDs onto the packed P remain (mask in 1: ~90 R2P/FSEL/ISETP; fused in
+  //       1: 32 PRMT + 32 AND). Other fused widths as in 1. Fewer instructions after the P V wait, yet mask is
+  //       slower at every shape (session 6, docs/attention.md): ptxas moves the copy kw = kw_next (the words
+  //       loaded a block ago) above the S wgmmas, where it waits for that load (in 1 it sits after them, just
+  //       before the next load; a two-blocks-ahead buffer got the same copy there). Fused 3 has no load: it is
+  //       the default for dH 64 non-causal fused, where it won.
   // ptxas hoists the P V wait above the softmax in every variant (docs/attention.md), so "before the wait" in 1
   // is what the source says, not what the SASS does. 0 and 2 are kept for the benchmark's comparison
   // (BENCH_MODE=rr); 0 with PHILOX_AHEAD is also the dH 128 causal fused schedule (Sched).
@@ -95,19 +99,20 @@ struct Regs {
 // cores: 543 -> 678 TFLOP/s), which leaves no room for design (b)'s keep-word ring: design (b) runs on 2.
 template <int HD, DropoutMode M, bool kCausal, bool kRngWarps = false>
 struct Sched;
-// Session 6: mask and fused TW 8 (except dH 128 causal fused) take coding 3 (masks made under S_j).
+// Session 6's coding 3 (masks made under S_j) measured slower for mask at every shape (1.08-1.16x none against
+// 1.05-1.07 for coding 1), even with fused at dH 128 non-causal and slower for causal fused; it is the default only
+// for dH 64 non-causal fused (1.28-1.29x none against 1.30-1.33; results/h200/attention_s6).
 template <DropoutMode M, bool kCausal>
 struct Sched<128, M, kCausal, false> {
   using type = std::conditional_t<
-      M == DropoutMode::Mask, WgCfg<128, 128, 3, !kCausal, 0, false, 3>,
-      std::conditional_t<M == DropoutMode::Fused, std::conditional_t<kCausal, WgCfg<128, 128, 3, true, 0, true, 0>, WgCfg<128, 128, 3, true, 0, false, 3>>,
-                         WgCfg<128, 128, 3, true, 0>>>;
+      M == DropoutMode::Mask && kCausal, WgCfg<128, 128, 3, false, 0>,
+      std::conditional_t<M == DropoutMode::Fused && kCausal, WgCfg<128, 128, 3, true, 0, true, 0>, WgCfg<128, 128, 3, true, 0>>>;
 };
 template <DropoutMode M, bool kCausal>
 struct Sched<64, M, kCausal, false> {
   using type = std::conditional_t<
       M == DropoutMode::None, WgCfg<64, 128, 4, kCausal, 0>,
-      WgCfg<64, 128, 4, true, 0, false, 3>>;
+      std::conditional_t<M == DropoutMode::Fused && !kCausal, WgCfg<64, 128, 4, true, 0, false, 3>, WgCfg<64, 128, 4, true, 0>>>;
 };
 template <DropoutMode M, bool kCausal>
 struct Sched<128, M, kCausal, true> { using type = WgCfg<128, 128, 2, true, 3>; };
