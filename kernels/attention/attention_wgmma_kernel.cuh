@@ -53,10 +53,8 @@ struct WgCfg {
   //       from the ge7 words) are made right after block j's GEMMs are issued, while the consumer waits for S_j;
   //       after the softmax only the 32 ANDs onto the packed P remain (mask in 1: ~90 R2P/FSEL/ISETP; fused in
   //       1: 32 PRMT + 32 AND). Other fused widths as in 1. Fewer instructions after the P V wait, yet mask is
-  //       slower at every shape (session 6, docs/attention.md): ptxas moves the copy kw = kw_next (the words
-  //       loaded a block ago) above the S wgmmas, where it waits for that load (in 1 it sits after them, just
-  //       before the next load; a two-blocks-ahead buffer got the same copy there). Fused 3 has no load: it is
-  //       the default for dH 64 non-causal fused, where it won.
+  //       slower at every shape (session 6; why is open, docs/attention.md lists what the SASS shows). Fused 3
+  //       is the default for dH 64 non-causal fused, where it won.
   // ptxas hoists the P V wait above the softmax in every variant (docs/attention.md), so "before the wait" in 1
   // is what the source says, not what the SASS does. 0 and 2 are kept for the benchmark's comparison
   // (BENCH_MODE=rr); 0 with PHILOX_AHEAD is also the dH 128 causal fused schedule (Sched).
