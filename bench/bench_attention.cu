@@ -6,7 +6,8 @@
 // alternative mma tilings of the template.
 //
 // usage: bench_attention [sq=8192] [q_heads=32] [kv_heads=8] [reps=30] [hd=0 (both) | 128 | 64]
-//   BENCH_MODE=rr: round-robin old-vs-new comparison of the wgmma dropout variants (BENCH_CAUSAL=0|1|both);
+//   BENCH_MODE=rr: round-robin old-vs-new comparison of the wgmma dropout variants (BENCH_CAUSAL=0|1|both;
+//     BENCH_RR_SET=s6: session 6's shorter list, codings 1 and 3);
 //   BENCH_MODE=seq: one launch of each of those variants, in order (for Nsight Compute).
 #include <algorithm>
 #include <cmath>
@@ -150,8 +151,31 @@ using FusedCfg = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, true,
 template <int HD, int I>
 using RngCfg = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 2, true, 3, false, I>, attn_wg::WgCfg<64, 128, 4, true, 3, false, I>>;
 
+// BENCH_RR_SET=s6 (session 6): none, the dispatched mask and fused (a), mask coding 1 (dispatched again since
+// session 6's run) and coding 3 (dH 128: also with the other ping-pong setting), fused (a) coding 1 (ge7 packed
+// before the P V wait) and coding 3. (Session 6's device run had the dispatched mask = coding 3 then; its list
+// was none, mask new(I3), mask s5(I1), mask I3 [no-]pingpong, fused(a) new, fused(a) s5(I1), fused(a) I3.)
+template <int HD, bool kCausal>
+std::vector<WgVariant> wg_variants_s6() {
+  std::vector<WgVariant> v;
+  v.push_back({"none", DropoutMode::None, [](const AttentionParams& q) { launch_attention(q, DropoutMode::None, nullptr); }});
+  v.push_back({"mask new", DropoutMode::Mask, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Mask, nullptr); }});
+  v.push_back({"mask I1", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 1>, DropoutMode::Mask, kCausal>(q, nullptr); }});
+  v.push_back({"mask I3", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 3>, DropoutMode::Mask, kCausal>(q, nullptr); }});
+  if constexpr (HD == 128)
+    v.push_back({kCausal ? "mask I3 pingpong" : "mask I3 no-pingpong", DropoutMode::Mask, [](const AttentionParams& q) {
+                   launch_wg_variant<attn_wg::WgCfg<128, 128, 3, kCausal, 0, false, 3>, DropoutMode::Mask, kCausal>(q, nullptr);
+                 }});
+  v.push_back({"fused(a) new", DropoutMode::Fused, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Fused, nullptr); }});
+  v.push_back({"fused(a) I1", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfg<HD, false, 1>, DropoutMode::Fused, kCausal>(q, nullptr); }});
+  v.push_back({"fused(a) I3", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfg<HD, false, 3>, DropoutMode::Fused, kCausal>(q, nullptr); }});
+  return v;
+}
+
 template <int HD, bool kCausal>
 std::vector<WgVariant> wg_variants() {
+  const char* set = std::getenv("BENCH_RR_SET");
+  if (set && std::string(set) == "s6") return wg_variants_s6<HD, kCausal>();
   std::vector<WgVariant> v;
   v.push_back({"none", DropoutMode::None, [](const AttentionParams& q) { launch_attention(q, DropoutMode::None, nullptr); }});
   v.push_back({"mask new", DropoutMode::Mask, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Mask, nullptr); }});

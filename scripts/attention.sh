@@ -115,6 +115,66 @@ case "${1:-build}" in
       ls -la $LOG
     fi
     ;;
+  s6)
+    # Session 6's one device call (docs/attention.md "Masks made under S_j"), with prebuilt binaries in build-attn/
+    # (or $B): clocks/power before, during (nvidia-smi every 500 ms) and after; the GPU test; bench_attention
+    # BENCH_MODE=rr BENCH_RR_SET=s6 (none, mask coding 3 vs 1, fused (a) coding 3 vs 1) at SQ 8192 / 16384,
+    # dH 128 / 64, causal and not, ${PASSES:-2} passes (each pass a fresh process per shape; no new pass after
+    # PASS_DEADLINE s); compute-sanitizer memcheck of the coding test and the S77 shapes (ends by SAN_END s).
+    # Logs under $OUT, tarred into $OUT/s6.tgz as they come.
+    LOG=${OUT:-$B}; set +e
+    snap() { tar czf $LOG/s6.tgz -C $LOG --exclude s6.tgz . 2>/dev/null; }
+    nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu,driver_version --format=csv | tee $LOG/smi.txt
+    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 500 > $LOG/smi_during.csv 2>&1 &
+    SMI=$!
+    if ! $B/test_attention_gpu --gtest_list_tests > /dev/null 2>&1; then
+      echo "prebuilt binaries do not start here: $($B/test_attention_gpu --gtest_list_tests 2>&1 | head -2)"
+      lt=$(find /usr/local /opt /usr/lib -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
+      [ -n "$lt" ] && export LD_LIBRARY_PATH=$(dirname $lt):${LD_LIBRARY_PATH:-}
+    fi
+    if ! $B/test_attention_gpu --gtest_list_tests > /dev/null 2>&1; then
+      echo "still not (LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}); building here, one pass"; PASSES=1
+      for u in kernels/attention/attention.cu kernels/attention/attention_wgmma.cu kernels/attention/attention_ref.cu tests/test_attention_gpu.cu bench/bench_attention.cu; do
+        $NVCC "${FLAGS[@]}" -split-compile=0 -c $u -o $B/$(basename ${u%.cu}).o &
+      done
+      g++ -std=c++20 -O2 -I. -I/usr/local/cuda/include -c kernels/common/check.cpp -o $B/check_stub.o; wait
+      $NVCC -arch=sm_90a $B/test_attention_gpu.o $B/attention.o $B/attention_wgmma.o $B/attention_ref.o $B/check_stub.o -lcublasLt -lgtest -lgtest_main -lpthread -o $B/test_attention_gpu
+      $NVCC -arch=sm_90a $B/bench_attention.o $B/attention.o $B/attention_wgmma.o $B/attention_ref.o $B/check_stub.o -lcublasLt -o $B/bench_attention
+    fi
+    timeout ${TEST_TIMEOUT:-60} $B/test_attention_gpu > $LOG/test_attention.log 2>&1; echo "test_attention_gpu exit: $?"
+    grep -E "^\[  (PASSED|FAILED) |tests ran|input seed" $LOG/test_attention.log; snap
+    for pass in $(seq ${PASSES:-2}); do
+      if [ $pass -gt 1 ] && [ $SECONDS -gt ${PASS_DEADLINE:-100} ]; then echo "pass $pass skipped: ${SECONDS}s gone"; break; fi
+      for hd in 128 64; do
+        for sq in ${SQS:-8192 16384}; do
+          if [ $SECONDS -gt ${RR_DEADLINE:-150} ]; then echo "rr hd $hd sq $sq skipped: ${SECONDS}s gone"; continue; fi
+          reps=$([ $hd = 128 ] && echo ${REPS:-21} || echo ${REPS64:-15})
+          BENCH_MODE=rr BENCH_RR_SET=s6 timeout 60 $B/bench_attention $sq 32 8 $reps $hd > $LOG/rr_p${pass}_hd${hd}_sq${sq}.log 2>&1
+          echo "rr pass $pass hd $hd sq $sq exit $?"
+        done
+      done
+      cat $LOG/rr_p${pass}_*.log > $LOG/rr_pass$pass.log; rm -f $LOG/rr_p${pass}_*.log
+      grep -E "^rr|MISMATCH|error" $LOG/rr_pass$pass.log | sed -E 's/ \(p10 [0-9. ]+p90 [0-9. ]+\)//; s/per-round ratio //'; snap
+    done
+    # The 70B preset's heads (64 q / 8 kv), causal dH 128, SQ 4096 / 8192 (results/h200/session6: 1.070-1.087).
+    if [ $SECONDS -lt ${X70_DEADLINE:-125} ]; then
+      for sq in 4096 8192; do
+        BENCH_MODE=rr BENCH_RR_SET=s6 BENCH_CAUSAL=1 timeout 40 $B/bench_attention $sq 64 8 ${REPS70:-15} 128 >> $LOG/rr_70b.log 2>&1
+        echo "rr 70b heads sq $sq exit $?"
+      done
+      grep -E "^rr|MISMATCH|error" $LOG/rr_70b.log | sed -E 's/ \(p10 [0-9. ]+p90 [0-9. ]+\)//; s/per-round ratio //'; snap
+    fi
+    kill $SMI 2>/dev/null
+    nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv | tee -a $LOG/smi.txt
+    if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
+      san=$(( ${SAN_END:-170} - SECONDS )); [ $san -gt ${SAN_TIMEOUT:-50} ] && san=${SAN_TIMEOUT:-50}
+      echo "memcheck: ${san}s left for it"; [ $san -lt 10 ] && san=1
+      timeout $san compute-sanitizer --tool memcheck --error-exitcode 3 $B/test_attention_gpu \
+        --gtest_filter='AttentionKernels.WgmmaDropoutCodingsEqualBitwise:Shapes/AttentionVsRef.*wgmma*S77*' > $LOG/memcheck.log 2>&1
+      echo "memcheck exit: $? ($(grep -E 'ERROR SUMMARY|PASSED|FAILED' $LOG/memcheck.log | tr '\n' ' '))"
+    fi
+    snap; ls -la $LOG
+    ;;
   sass)
     # Per-instance SASS summary of the wgmma kernel (needs cuobjdump, and build-attn/attention_wgmma.o).
     LOG=${OUT:-$B}

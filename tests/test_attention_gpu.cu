@@ -24,6 +24,7 @@
 #include "gpu_guard.hpp"
 #include "kernels/attention/attention.cuh"
 #include "kernels/attention/attention_wgmma.cuh"
+#include "kernels/attention/attention_wgmma_kernel.cuh"  // the coding comparison launches instances directly
 #include "kernels/rng/dropout_scheme.cuh"
 #include "kernels/common/check.hpp"
 
@@ -558,6 +559,54 @@ TEST(AttentionKernels, WgmmaFusedDesignsEqualMaskBitwise) {
     EXPECT_TRUE(bitwise_equal(o_mask, o_b)) << sh.name();
     EXPECT_TRUE(bitwise_equal(l_mask, l_a)) << sh.name();
     EXPECT_TRUE(bitwise_equal(l_mask, l_b)) << sh.name();
+  }
+}
+
+// One instance of the wgmma kernel at dH 128 (3 stages, ping-pong) with dropout coding I (WgCfg DROP_IMPL),
+// launched directly over the problem's tensor maps.
+template <int I, DropoutMode M, bool kCausal, bool kAhead = false>
+void launch_wg_coding(const AttentionParams& p) {
+  using C = attn_wg::WgCfg<128, 128, 3, true, 0, kAhead, I>;
+  auto fn = attn_wg::attn_fwd_wgmma_kernel<C, M, 7, 8, kCausal>;
+  DB_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+  CUtensorMap tq, tkv;
+  attn_wg::encode_tensor_maps(p, C::kBr, C::kBc, &tq, &tkv);
+  fn<<<attn::grid_for<C>(p), C::kThreads, C::kSmem>>>(tq, tkv, attn::make_kernel_args(p));
+  DB_CUDA_LAUNCH();
+}
+
+template <bool kCausal>
+std::vector<std::pair<std::string, void (*)(const AttentionParams&)>> wg_codings() {
+  return {{"mask I0", &launch_wg_coding<0, DropoutMode::Mask, kCausal>},
+          {"mask I1", &launch_wg_coding<1, DropoutMode::Mask, kCausal>},
+          {"mask I2", &launch_wg_coding<2, DropoutMode::Mask, kCausal>},
+          {"mask I3", &launch_wg_coding<3, DropoutMode::Mask, kCausal>},
+          {"fused I0", &launch_wg_coding<0, DropoutMode::Fused, kCausal>},
+          {"fused I0 ahead", &launch_wg_coding<0, DropoutMode::Fused, kCausal, true>},
+          {"fused I1", &launch_wg_coding<1, DropoutMode::Fused, kCausal>},
+          {"fused I2", &launch_wg_coding<2, DropoutMode::Fused, kCausal>},
+          {"fused I3", &launch_wg_coding<3, DropoutMode::Fused, kCausal>}};
+}
+
+// The wgmma kernel's dropout codings (DROP_IMPL 0-3, docs/attention.md) make the same bits with different
+// instructions: every one gives O and LSE bitwise equal to the dispatched mask kernel's, mask and fused, causal
+// (ragged, GQA) and not (batch 2, MQA), every output written.
+TEST(AttentionKernels, WgmmaDropoutCodingsEqualBitwise) {
+  DB_REQUIRE_KERNEL(AttentionKernel::Wgmma);
+  for (const Dropout& d : {Dropout{0.1, 0x5eedULL, 42, 7, 8}, Dropout{0.7, 0xfeedf00dULL, 0xffffffffu, 7, 8}}) {
+    for (const Shape& sh : {Shape{1, 1000, 8, 2, 128, true}, Shape{2, 517, 4, 1, 128, false}}) {
+      Problem pr(sh, AttentionKernel::Wgmma);
+      auto [o_mask, l_mask] = pr.run(DropoutMode::Mask, d);  // builds the mask the Mask codings read
+      for (const auto& [name, launch] : sh.causal ? wg_codings<true>() : wg_codings<false>()) {
+        const bool fused = name.rfind("fused", 0) == 0;
+        pr.o.poison();
+        pr.lse.poison();
+        launch(pr.params(fused ? DropoutMode::Fused : DropoutMode::Mask, d));
+        DB_CUDA(cudaDeviceSynchronize());
+        EXPECT_TRUE(bitwise_equal(o_mask, pr.o.get())) << sh.name() << " " << name << " p " << d.p;
+        EXPECT_TRUE(bitwise_equal(l_mask, pr.lse.get())) << sh.name() << " " << name << " p " << d.p;
+      }
+    }
   }
 }
 

@@ -184,6 +184,12 @@ void launch_design(const AttentionParams& p, DropoutMode mode, FusedDesign d, cu
 
 std::string kernel_name_design(const AttentionParams& p, DropoutMode mode, FusedDesign d) { return pick(p, mode, d).name; }
 
+void encode_tensor_maps(const AttentionParams& p, int q_rows, int kv_rows, CUtensorMap* tm_q, CUtensorMap* tm_kv) {
+  const attn::KernelArgs args = attn::make_kernel_args(p);
+  *tm_q = encode_qkv_map(p, args, static_cast<uint32_t>(q_rows));
+  *tm_kv = encode_qkv_map(p, args, static_cast<uint32_t>(kv_rows));
+}
+
 AttentionKernelInfo kernel_info_design(const AttentionParams& p, DropoutMode mode, FusedDesign d) {
   const Instance in = pick(p, mode, d);
   ensure_smem_attribute(in);

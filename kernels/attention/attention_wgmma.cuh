@@ -3,6 +3,7 @@
 #pragma once
 #include <string>
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "kernels/attention/attention.cuh"
@@ -29,6 +30,10 @@ const char* fused_design_name(FusedDesign d);  // "a-consumer-philox" | "b-rng-w
 void launch_design(const AttentionParams& p, DropoutMode mode, FusedDesign d, cudaStream_t stream);
 std::string kernel_name_design(const AttentionParams& p, DropoutMode mode, FusedDesign d);
 AttentionKernelInfo kernel_info_design(const AttentionParams& p, DropoutMode mode, FusedDesign d);
+
+// The two tensor maps the launcher builds over p's QKV buffer (Q boxes of q_rows rows, K/V boxes of kv_rows), for
+// launching an instance of attention_wgmma_kernel.cuh directly (the tests' comparison of the dropout codings).
+void encode_tensor_maps(const AttentionParams& p, int q_rows, int kv_rows, CUtensorMap* tm_q, CUtensorMap* tm_kv);
 
 }  // namespace attn_wg
 }  // namespace dropbench

@@ -49,6 +49,12 @@ struct WgCfg {
   //       P_{j-1} V_{j-1} (into the free S registers; after the wait only the 32 ANDs that define the A operand).
   //       dH 128 causal fused is dispatched as 0 with PHILOX_AHEAD (it measured best; see Sched).
   //   2 = cursor; every keep word (mask too) / ge7 set applied to the packed bf16x2 P after the P V wait.
+  //   3 = cursor; the bf16x2 masks of block j (mask: 7 shifts + 16 PRMT per keep word; fused TW 8: 32 PRMT
+  //       from the ge7 words) are made right after block j's GEMMs are issued, while the consumer waits for S_j;
+  //       after the softmax only the 32 ANDs onto the packed P remain (mask in 1: ~90 R2P/FSEL/ISETP; fused in
+  //       1: 32 PRMT + 32 AND). Other fused widths as in 1. Fewer instructions after the P V wait, yet mask is
+  //       slower at every shape (session 6; why is open, docs/attention.md lists what the SASS shows). Fused 3
+  //       is the default for dH 64 non-causal fused, where it won.
   // ptxas hoists the P V wait above the softmax in every variant (docs/attention.md), so "before the wait" in 1
   // is what the source says, not what the SASS does. 0 and 2 are kept for the benchmark's comparison
   // (BENCH_MODE=rr); 0 with PHILOX_AHEAD is also the dH 128 causal fused schedule (Sched).
@@ -91,6 +97,9 @@ struct Regs {
 // cores: 543 -> 678 TFLOP/s), which leaves no room for design (b)'s keep-word ring: design (b) runs on 2.
 template <int HD, DropoutMode M, bool kCausal, bool kRngWarps = false>
 struct Sched;
+// Session 6's coding 3 (masks made under S_j) measured slower for mask at every shape (1.08-1.16x none against
+// 1.05-1.07 for coding 1), even with fused at dH 128 non-causal and slower for causal fused; it is the default only
+// for dH 64 non-causal fused (1.28-1.29x none against 1.30-1.33; results/h200/attention_s6).
 template <DropoutMode M, bool kCausal>
 struct Sched<128, M, kCausal, false> {
   using type = std::conditional_t<
@@ -100,8 +109,8 @@ struct Sched<128, M, kCausal, false> {
 template <DropoutMode M, bool kCausal>
 struct Sched<64, M, kCausal, false> {
   using type = std::conditional_t<
-      M == DropoutMode::None && !kCausal, WgCfg<64, 128, 4, false, 0>,
-      WgCfg<64, 128, 4, true, 0>>;
+      M == DropoutMode::None, WgCfg<64, 128, 4, kCausal, 0>,
+      std::conditional_t<M == DropoutMode::Fused && !kCausal, WgCfg<64, 128, 4, true, 0, false, 3>, WgCfg<64, 128, 4, true, 0>>>;
 };
 template <DropoutMode M, bool kCausal>
 struct Sched<128, M, kCausal, true> { using type = WgCfg<128, 128, 2, true, 3>; };
@@ -253,10 +262,13 @@ __global__ void __launch_bounds__(384, 1)
     // softmax, fp32), kPackEarly (packed bf16x2 before the P V wait), kPackLate (packed after it).
     constexpr int DI = C::kDropImpl;
     constexpr bool kNewMask = DI >= 1 && kMode == DropoutMode::Mask;
-    constexpr bool kGe7 = (DI == 1 || DI == 2) && kMode == DropoutMode::Fused && !kRng && TW == 8;
+    constexpr bool kGe7 = DI >= 1 && kMode == DropoutMode::Fused && !kRng && TW == 8;
     constexpr bool kPackLate = kDrop && DI == 2;
     constexpr bool kPackEarly = kDrop && DI == 1 && kGe7;
-    constexpr bool kFp32Apply = kDrop && !kPackLate && !kPackEarly;
+    // DI 3: the bf16x2 masks (pm) before the S_j wait (mode Mask from the keep words, fused TW 8 from the ge7
+    // words right after their Philox calls), P &= pm after the bf16 conversion.
+    constexpr bool kMaskEarly = DI == 3 && (kMode == DropoutMode::Mask || kGe7);
+    constexpr bool kFp32Apply = kDrop && !kPackLate && !kPackEarly && !kMaskEarly;
     [[maybe_unused]] const uint32_t* mcur = nullptr;
     [[maybe_unused]] int mleft = 0;
     [[maybe_unused]] attn::ByteThreshold bthr{};
@@ -429,8 +441,24 @@ __global__ void __launch_bounds__(384, 1)
         }
       }
     };
+    // kMaskEarly: block j's masks, made while S_j runs (mask: the keep words arrived a block ago; fused: right
+    // after gen_ge7). The fence keeps nvcc from sinking them to their use after the softmax; ptxas places them
+    // between the P V wgmmas (SASS of the mask instance).
+    auto mask_early = [&](const uint32_t (&kwp)[NT]) {
+      if constexpr (kMaskEarly) {
+        masks(pm, kwp);
+#pragma unroll
+        for (int kk = 0; kk < PK; ++kk) reg_fence(pm[kk]);
+      }
+    };
     auto convert_p = [&](const uint32_t (&kwp)[NT]) {
-      if constexpr (kPackEarly) {
+      if constexpr (kMaskEarly) {
+        pack(p);
+#pragma unroll
+        for (int kk = 0; kk < PK; ++kk)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) p[kk][i] &= pm[kk][i];
+      } else if constexpr (kPackEarly) {
 #pragma unroll
         for (int kk = 0; kk < PK; ++kk)
 #pragma unroll
@@ -481,6 +509,7 @@ __global__ void __launch_bounds__(384, 1)
     [[maybe_unused]] constexpr bool kAhead = C::kPhiloxAhead && kMode == DropoutMode::Fused && !kRng && !kGe7;
     gen_words(0, kw);
     ring_words(0, kw);
+    mask_early(kw);
     wgmma_wait<0>();
     reg_fence(s);
     softmax(0, kw, alpha);
@@ -505,6 +534,7 @@ __global__ void __launch_bounds__(384, 1)
       if (kNewMask || j + 1 < n_kv) load_words(j + 1, kw_next);
       if constexpr (!kAhead) gen_words(j, kw);
       ring_words(j, kw);
+      mask_early(kw);
       wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
       reg_fence(s);
       softmax(j, kw, alpha);
