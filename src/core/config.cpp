@@ -67,7 +67,7 @@ constexpr const char* kBuiltinConfig = R"json({
     "interleave": true,
     "settle": 0,
     "power_time": 0.5,
-    "power_settle": 0,
+    "power_settle": 0.5,
     "repeats": 1,
     "repeat_gap": 0,
     "keep_series": false

@@ -69,7 +69,7 @@ struct MeasureSettings {
   // Before each power-pass window the variant first runs back to back this long (s), unmeasured, so the power
   // limiter's state at the window is the variant's own, not the previous variant's (the limiter averages over a
   // longer time than a 0.3-0.5 s window: a 450 W kernel after a capped one reads capped). [0, 600]; 0 = none.
-  double power_settle = 0;
+  double power_settle = 0.5;
   // Each group measured this many times as independent repeats (fresh warm-up, each to the stopping rule above),
   // so its intervals include what changes between repeats (docs/measurement.md), [1, 100]; 1 = once.
   int64_t repeats = 1;

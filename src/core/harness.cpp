@@ -72,6 +72,7 @@ json Harness::power_context() const {
     j["idle"] = idle_window_;
     j["idle_w"] = std::isfinite(idle_w_) ? json(idle_w_) : json(nullptr);
     j["power_time_s"] = m_.power_time;
+    j["power_settle_s"] = m_.power_settle;
   }
   return j;
 }
