@@ -45,12 +45,22 @@ def dropbench(*args):
 if a.rng_report:
     # Axes a report does not list (a sweep axis of one value may be left out) cannot match: such keys are dropped
     # from the fit points (the per-strip fit takes tile rows only either way).
+    # A dropped axis must be one the report holds at the fit point's value (its workload field), or the fit point
+    # would silently move to another shape or match every row.
+    pts = load(a.rng_report)["points"]
     have = None
-    for pt in load(a.rng_report)["points"]:
+    for pt in pts:
         have = set(pt.get("axes", {})) if have is None else have & set(pt.get("axes", {}))
     mach = load(a.machine)
     for fp in mach["calibration"]["fit_points"]:
         if fp["command"] == "rng":
+            for k, v in fp["axes"].items():
+                if k in (have or set()):
+                    continue
+                held = {json.dumps(pt.get("workload", {}).get(k)) for pt in pts}
+                if held != {json.dumps(v)}:
+                    sys.exit(f"refit_profile.py: --rng-report {a.rng_report}: the {fp['unit']} fit point's axis "
+                             f"{k} = {v} is neither swept there nor its only value (workload: {sorted(held)})")
             fp["report"] = a.rng_report
             fp["axes"] = OD((k, v) for k, v in fp["axes"].items() if k in (have or set()))
     save(a.machine, mach)

@@ -956,12 +956,12 @@ TEST(Model, CommittedKernelFitsAreTheFit) {
   EXPECT_LT(g.at("mean_abs_err").get<double>(), 0.045);
   // The per-strip cost: fitted on the report rows of the machine's rng_strip fit points, and close there (the
   // held-out rows of the same report are checked in CommittedNewestReportsWithinBounds).
-  EXPECT_GE(g.at("report_points").get<int>(), 4);
+  EXPECT_EQ(g.at("report_points").get<int>(), 8);  // session 6's rng report: SQ 4096, R 3/5/7/10 x TW 8/32
   EXPECT_NEAR(p.rng_strip_cycles, g.at("strip_overhead_cycles").get<double>(), 0.06);
   EXPECT_GT(p.rng_strip_cycles, 0);
   EXPECT_LT(g.at("strip_mean_abs_err").get<double>(), 0.04);
   for (const auto& [k, e] : g.at("strip_errors").items())
-    if (k.find("\"threshold_bits\":8") != std::string::npos) EXPECT_LT(std::fabs(e.get<double>()), 0.05) << k;
+    if (k.find("\"threshold_bits\":8") != std::string::npos) EXPECT_LT(std::fabs(e.get<double>()), 0.04) << k;
 }
 
 namespace {

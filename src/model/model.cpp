@@ -1123,7 +1123,9 @@ void fit_errors(FamilyFit& f, const std::vector<FitPt>& pts) {
   f.mean_abs_err = f.max_abs_err = 0;
   f.errors.clear();
   for (const FitPt& q : pts) {
-    const double e = (fit_model(q, f.efficiency, f.cta_overhead_cycles + f.strip_overhead_cycles) - q.y) / q.y;
+    // The family's per-CTA cost only: the RNG efficiencies are fitted on whole ncu durations (strips included),
+    // so adding the per-strip cost here would count it twice.
+    const double e = (fit_model(q, f.efficiency, f.cta_overhead_cycles) - q.y) / q.y;
     f.errors.emplace_back(q.key, e);
     f.mean_abs_err += std::fabs(e) / static_cast<double>(pts.size());
     f.max_abs_err = std::max(f.max_abs_err, std::fabs(e));
@@ -1326,7 +1328,7 @@ Concurrent concurrent(const Machine& m, const Options& o, const Piece& a, const 
     const Options& osum = b.o.efficiency.empty() ? a.o : b.o;
     for (int it = 0; it < 8; ++it) {
       Demand sum = a.d;
-      add_to(sum, b.d, f);
+      add_to(sum, b.d, f * b.scale);  // B's demand at its carried time (the RNG's strips: rng_piece)
       t = kernel_time(m, "co-resident", sum, clk, osum);
       f = std::min(1.0, t.seconds / t_b_co);
     }

@@ -172,6 +172,10 @@ void mark_fit(ReportRow& row, const Machine& m, const Predictor& pred, const std
       row.fit_unit = fp.unit;
       row.fit_unit_seconds_uncal = pred.any(piece, w, uncalibrated).unit_seconds(fp.unit);
       row.fit_fixed_s = pred.any(piece, w, calibrated).fixed_s;
+      if (!(row.measured > row.fit_fixed_s))  // the efficiency would be infinite or negative
+        throw UsageError(fmt::format("model --fit: {}'s fit point ({} {}) measures {:.3g} s, not more than the "
+                                     "model's fixed costs there ({:.3g} s)",
+                                     fp.unit, report_path, row.variant, row.measured, row.fit_fixed_s));
     }
   }
 }
