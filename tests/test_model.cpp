@@ -495,7 +495,10 @@ TEST(Model, RngStripFitPointsFromAReport) {
   const json s = json::parse(res.out).at("summary");
   ASSERT_EQ(s.at("fit_points").size(), 1u);
   EXPECT_EQ(s.at("fit_points")[0].at("unit"), "alu");
-  EXPECT_EQ(s.at("rng_strip_fit_rows").get<int>(), 1);
+  // Both rows are the strip cost's fit rows (row 0 is also the alu efficiency's fit point).
+  EXPECT_TRUE(c.rows[0].strip_fit);
+  EXPECT_TRUE(c.rows[1].strip_fit);
+  EXPECT_EQ(s.at("rng_strip_fit_rows").get<int>(), 2);
   // A strip fit point that matches nothing, or names no report, is an error naming the unit.
   Machine bad = ms;
   bad.fit_points[0].axes = {{"sq", 4096}};

@@ -140,9 +140,7 @@ json report_summary_json(const ModelOpts& mo, const model::Machine& m, const mod
                       {"kernels_with_power", p.power.size()},
                       {"power_bound_rows", bound}};
   json fits = json::array();
-  size_t strip_rows = 0;
   for (const model::ReportRow& row : c.rows) {
-    if (row.role == "fit" && !row.efficiency_fit()) ++strip_rows;
     if (!row.efficiency_fit()) continue;
     fits.push_back({{"unit", row.fit_unit},
                     {"axes", row.axes},
@@ -154,7 +152,7 @@ json report_summary_json(const ModelOpts& mo, const model::Machine& m, const mod
   }
   summary["fit_points"] = fits;
   // Rows the RNG's per-strip cost was fitted on (--fit-kernels): excluded from held_out like the fit points.
-  summary["rng_strip_fit_rows"] = strip_rows;
+  summary["rng_strip_fit_rows"] = model::ReportRow::strip_fit_rows(c.rows);
   return summary;
 }
 
@@ -201,16 +199,14 @@ void print_report_errors(const ModelOpts& mo, const model::Machine& m, const mod
 // --fit: the efficiency each fit point implies for its unit.
 void print_fit(const std::vector<model::ReportRow>& rows) {
   std::cout << "\nefficiency fit (one factor per unit = the unit's time at efficiency 1 / measured):\n";
-  size_t strip_rows = 0;
   for (const model::ReportRow& row : rows) {
-    if (row.role == "fit" && !row.efficiency_fit()) ++strip_rows;
     if (!row.efficiency_fit()) continue;
     std::cout << fmt::format("  {:<8} {:.4f}   from {} {} (measured {} us less fixed costs {} us, unit time at "
                              "efficiency 1: {} us)\n",
                              row.fit_unit, row.fit_efficiency(), row.axes.dump(), row.variant, mcli::us(row.measured),
                              mcli::us(row.fit_fixed_s), mcli::us(row.fit_unit_seconds_uncal));
   }
-  if (strip_rows)
+  if (const size_t strip_rows = model::ReportRow::strip_fit_rows(rows))
     std::cout << fmt::format("  ({} row(s) are the RNG per-strip cost's fit points: `dropbench model --fit-kernels`)\n",
                              strip_rows);
 }

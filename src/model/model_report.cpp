@@ -166,6 +166,7 @@ void mark_fit(ReportRow& row, const Machine& m, const Predictor& pred, const std
         !starts_with(piece, "sum:") && !starts_with(piece, "pipeline:") && row.role != "composed") {
       row.role = "fit";
       if (fp.unit == kRngStripUnit) {  // fitted by --fit-kernels; an efficiency fit point on the row names its unit
+        row.strip_fit = true;
         if (row.fit_unit.empty()) row.fit_unit = fp.unit;
         continue;
       }

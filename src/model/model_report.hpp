@@ -42,9 +42,16 @@ struct ReportRow {
   std::string source;  // demand source of the prediction (ncu | ncu(nc) | sass | hand, joined by + for several)
   std::string role;    // fit | held-out | composed
   std::string fit_unit;
+  bool strip_fit = false;  // a row the RNG per-strip cost is fitted on (an rng_strip fit point names it)
   double fit_unit_seconds_uncal = 0;  // the fitted unit's time at efficiency 1 (for --fit)
   double fit_fixed_s = 0;             // the prediction's fixed costs (RNG strips, wgmma CTAs), not the unit's
   bool efficiency_fit() const { return role == "fit" && fit_unit != kRngStripUnit; }
+  // Rows the RNG per-strip cost is fitted on (--fit-kernels), whether or not an efficiency is fitted there too.
+  static size_t strip_fit_rows(const std::vector<ReportRow>& rows) {
+    size_t n = 0;
+    for (const ReportRow& r : rows) n += r.strip_fit ? 1 : 0;
+    return n;
+  }
   double err() const { return (predicted - measured) / measured; }
   double err_clk() const { return (predicted_at_measured_clock - measured) / measured; }
   double err_no_power() const { return (predicted_no_power - measured) / measured; }
