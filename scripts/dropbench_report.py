@@ -154,9 +154,24 @@ class Phase:
         return f"Phase({self.name!r}, median={self.median!r})"
 
 
+def variant_power(raw_variant):
+    """A variant's measured power figures (its "power" object, or an older report's extra.power; a dict), or None:
+    none there, or power not measured (docs/report-schema.md)."""
+    if not isinstance(raw_variant, dict):
+        return None
+    pw = raw_variant.get("power")
+    if not isinstance(pw, dict):
+        extra = raw_variant.get("extra")
+        pw = extra.get("power") if isinstance(extra, dict) else None
+    if not isinstance(pw, dict) or pw.get("measured") is not True:
+        return None
+    return pw
+
+
 class Variant:
-    """One implementation measured at a point. `peer` is true when another tool (scripts/peers.py) measured it."""
-    __slots__ = ("name", "peer", "stats", "phases", "derived", "extra")
+    """One implementation measured at a point. `peer` is true when another tool (scripts/peers.py) measured it;
+    `power` its power-pass figures (variant_power) or None."""
+    __slots__ = ("name", "peer", "stats", "phases", "derived", "extra", "power")
 
     def __init__(self, raw, chk, where):
         raw = chk.obj(raw, where, missing_ok=False)
@@ -170,6 +185,7 @@ class Variant:
                        for i, q in enumerate(chk.arr(raw.get("phases"), f"{where}.phases"))]
         self.derived = chk.obj(raw.get("derived"), f"{where}.derived")
         self.extra = chk.obj(raw.get("extra"), f"{where}.extra")
+        self.power = variant_power(raw)
 
     @property
     def median(self):

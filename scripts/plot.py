@@ -710,17 +710,7 @@ def plot_run(path, rep, out, written):
 # (f) power and energy (variant["power"]: src/core/power.hpp's window figures, docs/power.md)
 # ---------------------------------------------------------------------------------------------------------
 
-def variant_power(raw_variant):
-    """The variant's measured power figures (a dict), or None: no "power", or power not measured."""
-    if not isinstance(raw_variant, dict):
-        return None
-    pw = raw_variant.get("power")
-    if not isinstance(pw, dict):
-        extra = raw_variant.get("extra")
-        pw = extra.get("power") if isinstance(extra, dict) else None
-    if not isinstance(pw, dict) or pw.get("measured") is not True:
-        return None
-    return pw
+variant_power = dr.variant_power  # the shared reader's rule (a measured "power", or an older extra.power)
 
 
 def power_points(rep, doc):

@@ -22,15 +22,6 @@ def f(x, spec):
     return "-" if x is None else format(x, spec)
 
 
-def power_of(rep, i, name):
-    """Point i's variant's power-pass figures (the `power` object, which the reader's object model does not
-    carry; absent when the pass was off) and its derived figures."""
-    for v in rep.doc["points"][i].get("variants", []):
-        if v.get("name") == name:
-            return v.get("power") or {}, v.get("derived") or {}
-    return {}, {}
-
-
 def label(rep, point):
     return f"{rep.config_name} {point.get('attention_kernel') or ''}".strip()
 
@@ -44,13 +35,13 @@ def main():
           "| SM MHz | phase energy est. (mJ) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---|")
     for rep in reps:
-        for i, pt in enumerate(rep.points):
+        for pt in rep.points:
             sus = pt.derived.get("t_sustained") or {}
             for name in PIPELINES:
                 v = pt.variant(name)
                 if v is None:
                     continue
-                pw, dv = power_of(rep, i, name)
+                pw, dv = v.power or {}, v.derived
                 ph = dv.get("phase_energy_mj_est") or {}
                 phs = ", ".join(f"{k} {e:.0f}" for k, e in ph.items()) or "-"
                 t = sus.get(name)
@@ -58,26 +49,24 @@ def main():
                       f"| {f(pw.get('mean_w'), '.0f')} | {f(dv.get('energy_mj'), '.0f')} "
                       f"| {f(pw.get('capped_share'), '.2f')} | {f(pw.get('mean_sm_mhz'), '.0f')} | {phs} |")
     print()
-    print("| report, kernel | piece alone | sampled µs | mean W | energy (mJ) | capped share | SM MHz |")
+    print("| report, kernel | piece alone | sampled µs | mean W | energy per call, power pass (mJ) | capped share "
+          "| SM MHz |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for rep in reps:
-        for i, pt in enumerate(rep.points):
+        for pt in rep.points:
             for name in PIECES:
                 v = pt.variant(name)
                 if v is None:
                     continue
-                pw, _ = power_of(rep, i, name)
-                per = None
-                if pw.get("mean_w") is not None:
-                    per = pw["mean_w"] * v.median * 1e3  # mJ per call at the pass's mean power
+                pw = v.power or {}
                 print(f"| {label(rep, pt)} | {name} | {v.median * 1e6:.0f} | {f(pw.get('mean_w'), '.0f')} "
-                      f"| {f(per, '.0f')} | {f(pw.get('capped_share'), '.2f')} | {f(pw.get('mean_sm_mhz'), '.0f')} |")
+                      f"| {f(pw.get('energy_mj_per_iter'), '.0f')} | {f(pw.get('capped_share'), '.2f')} | {f(pw.get('mean_sm_mhz'), '.0f')} |")
     print()
     print("| report, kernel | time winner | sustained winner | energy winner | best mechanism | its hidden fraction "
           "[95 %] | energy bound |")
     print("|---|---|---|---|---|---|---:|")
     for rep in reps:
-        for i, pt in enumerate(rep.points):
+        for pt in rep.points:
             d = pt.derived
             ci = d.get("best_hidden_ci") or [None, None]
             print(f"| {label(rep, pt)} | {d.get('winner', '-')} | {d.get('sustained_winner', '-')} "
