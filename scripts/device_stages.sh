@@ -38,6 +38,8 @@ smi() { smi_log "$O/smi.csv"; }
 want() { local n=$1 need=$2; if [ "$(left)" -lt "$need" ]; then echo "stage $n: skipped ($(left) s left, needs $need)"; return 1; fi
          echo "stage $n: start ($(left) s left)"; smi; return 0; }
 M=(--min-time 0.03 --max-noise 0.02 --set measure.timeout=1 --set measure.power_time=0.3)
+# `run` on one preset at SQ 8192 with its power pass (presets, settle); the caller adds rounds, kernels and power.
+P=(-q --set 'sweep.sq=[8192]' --top-k 1 --min-time 0.05 --max-noise 0.01 --set measure.timeout=2 --set measure.throttle=0)
 for s in "${STAGES[@]}"; do
   case $s in
     build)
@@ -66,7 +68,7 @@ for s in "${STAGES[@]}"; do
         --set 'sweep.sq=[2048,4096,8192]' --set 'sweep.rounds=[7]' --min-time 0.05 --set measure.power_time=0 \
         -o "$O/sigterm.json" > /dev/null 2> "$O/sigterm.err"
       echo "sigterm: exit $? (143 expected)"; cat "$O/sigterm.err"
-      python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('complete', r['sweep']['complete'] if 'sweep' in r else r.get('complete'), 'reason', (r.get('sweep') or r).get('incomplete_reason'))" "$O/sigterm.json" ;;
+      python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('complete', r['complete'], 'reason', r.get('incomplete_reason'))" "$O/sigterm.json" ;;
     dropout)
       want dropout 60 || continue
       PYTHONUNBUFFERED=1 timeout 40 python3 scripts/peers.py --dropbench "$B/dropbench" --only dropout --config configs/quick.json \
@@ -77,9 +79,8 @@ for s in "${STAGES[@]}"; do
       echo "dropout: exit $?" ;;
     settle)
       want settle 100 || continue
-      timeout $(( $(left) - 10 )) "$B/dropbench" run --config configs/llama3-70b.json -q --set 'sweep.sq=[8192]' \
-        --set 'sweep.rounds=[7]' --set 'sweep.attention_kernel=[wgmma]' --top-k 1 --min-time 0.05 --max-noise 0.01 \
-        --set measure.timeout=2 --set measure.throttle=0 --set measure.power_time=0.3 --set measure.power_settle=0.5 \
+      timeout $(( $(left) - 10 )) "$B/dropbench" run --config configs/llama3-70b.json "${P[@]}" --set 'sweep.rounds=[7]' \
+        --set 'sweep.attention_kernel=[wgmma]' --set measure.power_time=0.3 --set measure.power_settle=0.5 \
         -o "$O/settle_llama3-70b.json" > "$O/settle_llama3-70b.md" 2>> "$O/err.log"
       echo "settle: exit $?" ;;
     attnrep)
@@ -92,9 +93,8 @@ for s in "${STAGES[@]}"; do
       for p in 8b 70b 405b; do
         want "presets $p" 100 || continue
         t0=$(date +%s)
-        timeout $(( $(left) - 10 )) "$B/dropbench" run --config configs/llama3-$p.json -q --set 'sweep.sq=[8192]' \
-          --set "sweep.rounds=${ROUNDS:-[7]}" --set 'sweep.attention_kernel=[mma,wgmma]' --top-k 1 \
-          --min-time 0.05 --max-noise 0.01 --set measure.timeout=2 --set measure.throttle=0 \
+        timeout $(( $(left) - 10 )) "$B/dropbench" run --config configs/llama3-$p.json "${P[@]}" \
+          --set "sweep.rounds=${ROUNDS:-[7]}" --set 'sweep.attention_kernel=[mma,wgmma]' \
           --set "measure.power_time=${POWER_TIME:-0.3}" -o "$O/run_llama3-$p.json" > "$O/run_llama3-$p.md" 2>> "$O/err.log"
         echo "run $p: exit $? in $(( $(date +%s) - t0 )) s"; smi
       done
