@@ -236,19 +236,43 @@ void MechanismExplorer::explore_algo(const AloneTimes& alone, const RngConfig& p
 void MechanismExplorer::finish(const std::map<std::string, Measurement>& first_group, const AloneTimes& alone) {
   if (!active_) return;
   for (Mech& m : mechs_) figures(m, first_group, alone);
-  // The partner of the GEMM-candidate scan: the fastest fixed mechanism (all use the default GEMM).
-  // A mechanism without samples (median 0) is never the fastest.
-  size_t partner = 0;
-  for (size_t i = 1; i < mechs_.size(); ++i) {
-    const double t = mechs_[i].over.total.median, tp = mechs_[partner].over.total.median;
-    if (t > 0 && (tp <= 0 || t < tp)) partner = i;
-  }
-  const RngConfig cores = mechs_[partner].rc;
+  // The partner of the GEMM-candidate scan: the fixed mechanism the pipelines' rule would pick (all use the
+  // default GEMM), so a near-tie does not change the scan from run to run.
+  const Mech* partner = stable_fastest(mechs_, ps_.book, false, nullptr);
+  const RngConfig cores = partner ? partner->rc : mechs_.front().rc;
   explore_partition(alone);
   explore_algo(alone, cores);
 }
 
-OverlapChoice choose_overlap_rng(const RunOptions& o, const std::vector<Mech>& mechs) {
+const Mech* stable_fastest(const std::vector<Mech>& mechs, const SampleBook& book, bool eligible_only,
+                           Interval* vs_plain) {
+  const Mech* plain = nullptr;
+  const Mech* fastest = nullptr;
+  for (const Mech& m : mechs) {
+    if ((eligible_only && !m.eligible) || !(m.over.total.median > 0)) continue;
+    if (m.rc.name == "plain") plain = &m;
+    if (!fastest || m.over.total.median < fastest->over.total.median) fastest = &m;
+  }
+  if (!plain || !fastest || fastest == plain) {
+    if (vs_plain) *vs_plain = Interval{};
+    return fastest;
+  }
+  // The fastest of those whose paired interval against plain lies wholly below 1.
+  const Mech* pick = plain;
+  Interval pick_iv;
+  for (const Mech& m : mechs) {
+    if (&m == plain || (eligible_only && !m.eligible) || !(m.over.total.median > 0)) continue;
+    const Interval iv = book.ratio(m.vname, plain->vname);
+    if (iv.valid && iv.high < 1 && m.over.total.median < pick->over.total.median) {
+      pick = &m;
+      pick_iv = iv;
+    }
+  }
+  if (vs_plain) *vs_plain = pick == plain ? book.ratio(fastest->vname, plain->vname) : pick_iv;
+  return pick;
+}
+
+OverlapChoice choose_overlap_rng(const RunOptions& o, const std::vector<Mech>& mechs, const SampleBook& book) {
   // Without exploration: the plain second stream, the mechanism that hid the most on the H200 presets (the
   // co-resident kernels launched first delay cuBLASLt's GEMM: overlap/baseline 0.61-0.69x with coresident-w1).
   OverlapChoice c{rng_plain(), "default (no exploration)"};
@@ -257,13 +281,30 @@ OverlapChoice choose_overlap_rng(const RunOptions& o, const std::vector<Mech>& m
     c.why = "--overlap-rng";
     return c;
   }
-  const Mech* best = nullptr;
+  Interval iv;
+  const Mech* pick = stable_fastest(mechs, book, true, &iv);
+  if (!pick) return c;
+  c.rc = pick->rc;
+  c.vs_plain = iv;
+  const Mech* fastest = nullptr;
   for (const Mech& m : mechs)
-    if (m.eligible && m.over.total.median > 0 && (!best || m.over.total.median < best->over.total.median)) best = &m;
-  if (best) {
-    c.rc = best->rc;
-    c.why = "fastest eligible mechanism of this point";
-  }
+    if (m.eligible && m.over.total.median > 0 && (!fastest || m.over.total.median < fastest->over.total.median))
+      fastest = &m;
+  auto ratio = [&](const Mech& m) {
+    return fmt::format("{} / plain {:.4f} [{:.4f}, {:.4f}]", m.rc.name, iv.value, iv.low, iv.high);
+  };
+  const bool plain_measured = std::any_of(mechs.begin(), mechs.end(), [](const Mech& m) {
+    return m.rc.name == "plain" && m.eligible && m.over.total.median > 0;
+  });
+  if (!plain_measured)
+    c.why = "fastest eligible mechanism (plain not eligible or without samples)";
+  else if (pick->rc.name != "plain")
+    c.why = "fastest eligible mechanism faster than plain beyond its paired interval (" + ratio(*pick) + ")";
+  else if (fastest && fastest != pick)
+    c.why = "plain: no eligible mechanism faster beyond its paired interval (fastest " +
+            (iv.valid ? ratio(*fastest) : fastest->rc.name + ", no interval") + ")";
+  else
+    c.why = "plain: the fastest eligible mechanism";
   return c;
 }
 

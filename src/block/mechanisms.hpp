@@ -67,8 +67,16 @@ class MechanismExplorer {
   std::vector<std::unique_ptr<QkvGemm>> gemms_;
 };
 
-// --overlap-rng, else the fastest eligible mechanism, else plain.
-OverlapChoice choose_overlap_rng(const RunOptions& o, const std::vector<Mech>& mechs);
+// The mechanism a choice from measured times takes: plain, unless another is faster with its paired interval of
+// (its time / plain's) wholly below 1; then the fastest such. A near-tie picked by the point estimate alone flips
+// from run to run and carries into the overlap and chunked pipelines (issue 13: 70B R7, plain vs priority
+// 1375.2 vs 1375.9 us, chunked/baseline 1.000 with plain, 0.989 with priority). eligible_only: only mechanisms
+// that can serve the pipelines. Without a measured plain: the fastest (nullptr: none has samples). vs_plain
+// (optional): the chosen one's interval against plain, or with plain kept the fastest's (invalid: none).
+const Mech* stable_fastest(const std::vector<Mech>& mechs, const SampleBook& book, bool eligible_only,
+                           Interval* vs_plain);
+// --overlap-rng, else stable_fastest of the eligible mechanisms, else plain.
+OverlapChoice choose_overlap_rng(const RunOptions& o, const std::vector<Mech>& mechs, const SampleBook& book);
 
 // The mechanisms as variants mech:* of the point; hidden fraction by mechanism and the best one.
 struct MechanismFigures {

@@ -143,6 +143,8 @@ json point_figures(PointResult& pr, const Workload& w, const PointTimes& t) {
   d["mask_bytes_full"] = t.mem.full_mask;
   d["mask_bytes_chunked"] = 2 * t.mem.chunk_mask;
   d["overlap_rng"] = t.ovl.rc.name;
+  d["overlap_rng_why"] = t.ovl.why;
+  if (t.ovl.vs_plain.valid) set_figure(d, "overlap_rng_vs_plain", t.ovl.vs_plain);
   const Mech* best = t.mechs.best;
   if (!t.mechs.hidden_by.empty() && best) {
     d["hidden_by_mechanism"] = t.mechs.hidden_by;

@@ -91,6 +91,7 @@ AloneTimes add_alone_variants(PointScope& ps, const std::map<std::string, Measur
 struct OverlapChoice {
   RngConfig rc;
   std::string why;
+  Interval vs_plain;  // chosen (or, plain kept, the fastest) mechanism's time / plain's, paired; invalid: none
 };
 
 // The pipelines of plan.run, each validated against the first (poisoned outputs, bitwise O/LSE) and measured;

@@ -71,7 +71,7 @@ void measure_point(RunContext& ctx, const RunOptions& o, SweepSession& session, 
   const std::map<std::string, Measurement> first_group = ps.measure_group(first);
   const AloneTimes alone = add_alone_variants(ps, first_group);
   explorer.finish(first_group, alone);
-  const OverlapChoice ovl = choose_overlap_rng(o, explorer.mechs());
+  const OverlapChoice ovl = choose_overlap_rng(o, explorer.mechs(), ps.book);
   const MechanismFigures mf = add_mechanism_variants(ps, explorer.mechs(), alone);
   const std::map<std::string, double> t_pipe = measure_pipelines(ps, ovl);
   trace_point(ps, trace, pt.axes, ovl, ctx.opts.device);
