@@ -12,8 +12,8 @@
 #   settle   the 70B preset's wgmma point with measure.power_settle 0.5 s (issue 12: the pieces' own power state)
 #   attnrep  `dropbench attention`, 70B preset heads, SQ 4K/8K, causal, R 3/7, both kernels, for the same
 #   presets  the three Llama-3 presets (SQ 8192) through `dropbench run`, both attention kernels, rounds $ROUNDS
-#            (default [7]), power pass $POWER_TIME s per variant (default 0.3; 0 = none), then the PyTorch
-#            end-to-end peer blocks at the same points (issues 11 and 12)
+#            (default [7]), power pass $POWER_TIME s per variant (default 0.3; 0 = none), $PRESET_ARGS added to
+#            each run (e.g. --no-explore), then the PyTorch end-to-end peer blocks at the same points (issues 11, 12)
 #   repeat   issue 13: the 70B R7 point three times, each group measured 3 times (REPEATS=3 scripts/repeat_point.sh),
 #            spread table with 'inside the combined interval'
 #   attn     issue 11: `dropbench attention`, both kernel families, dH 64 and 128, SQ 8192/16384, causal and not,
@@ -95,7 +95,7 @@ for s in "${STAGES[@]}"; do
         t0=$(date +%s)
         timeout $(( $(left) - 10 )) "$B/dropbench" run --config configs/llama3-$p.json "${P[@]}" \
           --set "sweep.rounds=${ROUNDS:-[7]}" --set 'sweep.attention_kernel=[mma,wgmma]' \
-          --set "measure.power_time=${POWER_TIME:-0.3}" -o "$O/run_llama3-$p.json" > "$O/run_llama3-$p.md" 2>> "$O/err.log"
+          --set "measure.power_time=${POWER_TIME:-0.3}" ${PRESET_ARGS:-} -o "$O/run_llama3-$p.json" > "$O/run_llama3-$p.md" 2>> "$O/err.log"
         echo "run $p: exit $? in $(( $(date +%s) - t0 )) s"; smi
       done
       for p in 8b 70b 405b; do
