@@ -11,7 +11,7 @@
 #   dropout  `dropbench dropout` (2^29 elements, the default seeded kind) and the Triton peer in the same call
 #   settle   the 70B preset's wgmma point with measure.power_settle 0.5 s (issue 12: the pieces' own power state)
 #   attnrep  `dropbench attention`, 70B preset heads, SQ 4K/8K, causal, R 3/7, both kernels, for the same
-#   presets  the three Llama-3 presets (SQ 8192) through `dropbench run`, both attention kernels, rounds $ROUNDS
+#   presets  the three Llama-3 presets (SQ 8192) through `dropbench run`, both attention kernels, rounds $PRESET_ROUNDS
 #            (default [7]), power pass $POWER_TIME s per variant (default 0.3; 0 = none), $PRESET_ARGS added to
 #            each run (e.g. --no-explore), then the PyTorch end-to-end peer blocks at the same points (issues 11, 12)
 #   repeat   issue 13: the 70B R7 point three times, each group measured 3 times (REPEATS=3 scripts/repeat_point.sh),
@@ -94,7 +94,7 @@ for s in "${STAGES[@]}"; do
         want "presets $p" 100 || continue
         t0=$(date +%s)
         timeout $(( $(left) - 10 )) "$B/dropbench" run --config configs/llama3-$p.json "${P[@]}" \
-          --set "sweep.rounds=${ROUNDS:-[7]}" --set 'sweep.attention_kernel=[mma,wgmma]' \
+          --set "sweep.rounds=${PRESET_ROUNDS:-[7]}" --set 'sweep.attention_kernel=[mma,wgmma]' \
           --set "measure.power_time=${POWER_TIME:-0.3}" ${PRESET_ARGS:-} -o "$O/run_llama3-$p.json" > "$O/run_llama3-$p.md" 2>> "$O/err.log"
         echo "run $p: exit $? in $(( $(date +%s) - t0 )) s"; smi
       done
@@ -107,7 +107,7 @@ for s in "${STAGES[@]}"; do
     repeat)
       want repeat 200 || continue
       # measure.repeats 3 per group, fixed-length groups, per-round series (settings in repeat_point.sh)
-      REPEATS=3 OUT="$O/repeat" RUN_TIMEOUT=85 timeout 270 bash scripts/repeat_point.sh "$B" 3 repeats > "$O/repeat.log" 2>&1
+      REPEATS=3 ROUNDS=200 OUT="$O/repeat" RUN_TIMEOUT=85 timeout 270 bash scripts/repeat_point.sh "$B" 3 repeats > "$O/repeat.log" 2>&1
       echo "repeat: exit $?"; tail -30 "$O/repeat.log" ;;
     shard)
       want shard 40 || continue
