@@ -466,8 +466,9 @@ def versus_markdown(pairs):
             others = ", ".join(f"{v.name[5:]} {fmt3(v.median * 1e6)}" for v in r["peers"] if v is not pv)
             r7 = f"{r['r7'][1]} {fmt3(r['r7'][0] * 1e6)}" if r["r7"] else "n/a"
             anyr = f"{r['any'][1]} R{r['any'][2]} {fmt3(r['any'][0] * 1e6)}"
+            x7 = f"{tp / r['r7'][0]:.2f}×" if r["r7"] else "n/a (no Philox-7 point)"
             out.append(f"| {r['name']} | {r['point']} | {r7} | {anyr} | {pv.name[5:]} {fmt3(tp * 1e6)} | {ph} | "
-                       f"{others} | {tp / r['r7'][0] if r['r7'] else float('nan'):.2f}× | "
+                       f"{others} | {x7} | "
                        f"{tp / r['any'][0]:.2f}× |")
     return "\n".join(out)
 
