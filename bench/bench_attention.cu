@@ -7,7 +7,8 @@
 //
 // usage: bench_attention [sq=8192] [q_heads=32] [kv_heads=8] [reps=30] [hd=0 (both) | 128 | 64]
 //   BENCH_MODE=rr: round-robin old-vs-new comparison of the wgmma dropout variants (BENCH_CAUSAL=0|1|both;
-//     BENCH_RR_SET=s6: session 6's shorter list, codings 1 and 3);
+//     BENCH_RR_SET=s6: session 6's shorter list, codings 1 and 3; =s7: codings 1 and 3 with and without the
+//     unrolled main loop);
 //   BENCH_MODE=seq: one launch of each of those variants, in order (for Nsight Compute).
 #include <algorithm>
 #include <cmath>
@@ -172,10 +173,45 @@ std::vector<WgVariant> wg_variants_s6() {
   return v;
 }
 
+// BENCH_RR_SET=s7 (session 7): none, the dispatched mask and fused (a), mask codings 1 and 3 as in the
+// dispatched schedule and the same with the main loop written out twice (WgCfg UNROLL2: no kw = kw_next copy),
+// fused (a) I2 (ge7 after the P V wait; non-causal) and, dH 128 causal, the dispatched look-ahead fused unrolled.
+template <int HD, bool kCausal, int I>
+using MaskCfgU = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, !kCausal, 0, false, I, true>,
+                                    attn_wg::WgCfg<64, 128, 4, true, 0, false, I, true>>;
+template <int HD, bool kCausal>
+using NoneCfgU = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, true, 0, false, 1, true>,
+                                    attn_wg::WgCfg<64, 128, 4, kCausal, 0, false, 1, true>>;
+template <int HD, bool kCausal>
+std::vector<WgVariant> wg_variants_s7() {
+  std::vector<WgVariant> v;
+  v.push_back({"none", DropoutMode::None, [](const AttentionParams& q) { launch_attention(q, DropoutMode::None, nullptr); }});
+  // The unrolled loop changes ptxas's schedule in mode none too: the fair baseline for the unrolled mask kernels.
+  v.push_back({"none unroll2", DropoutMode::None, [](const AttentionParams& q) { launch_wg_variant<NoneCfgU<HD, kCausal>, DropoutMode::None, kCausal>(q, nullptr); }});
+  v.push_back({"mask new", DropoutMode::Mask, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Mask, nullptr); }});
+  v.push_back({"mask I1", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 1>, DropoutMode::Mask, kCausal>(q, nullptr); }});
+  v.push_back({"mask I3", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 3>, DropoutMode::Mask, kCausal>(q, nullptr); }});
+  v.push_back({"mask I1 unroll2", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgU<HD, kCausal, 1>, DropoutMode::Mask, kCausal>(q, nullptr); }});
+  v.push_back({"mask I3 unroll2", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgU<HD, kCausal, 3>, DropoutMode::Mask, kCausal>(q, nullptr); }});
+  v.push_back({"fused(a) new", DropoutMode::Fused, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Fused, nullptr); }});
+  if constexpr (!kCausal) {
+    v.push_back({"fused(a) I2", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfg<HD, false, 2>, DropoutMode::Fused, kCausal>(q, nullptr); }});
+    v.push_back({"fused(a) I1 unroll2", DropoutMode::Fused, [](const AttentionParams& q) {
+                   launch_wg_variant<attn_wg::WgCfg<HD, 128, HD == 128 ? 3 : 4, true, 0, false, 1, true>, DropoutMode::Fused, kCausal>(q, nullptr);
+                 }});
+  }
+  if constexpr (kCausal && HD == 128)
+    v.push_back({"fused(a) ahead unroll2", DropoutMode::Fused, [](const AttentionParams& q) {
+                   launch_wg_variant<attn_wg::WgCfg<128, 128, 3, true, 0, true, 0, true>, DropoutMode::Fused, kCausal>(q, nullptr);
+                 }});
+  return v;
+}
+
 template <int HD, bool kCausal>
 std::vector<WgVariant> wg_variants() {
   const char* set = std::getenv("BENCH_RR_SET");
   if (set && std::string(set) == "s6") return wg_variants_s6<HD, kCausal>();
+  if (set && std::string(set) == "s7") return wg_variants_s7<HD, kCausal>();
   std::vector<WgVariant> v;
   v.push_back({"none", DropoutMode::None, [](const AttentionParams& q) { launch_attention(q, DropoutMode::None, nullptr); }});
   v.push_back({"mask new", DropoutMode::Mask, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Mask, nullptr); }});
@@ -249,13 +285,15 @@ int wg_round_robin(int sq, int heads, int kv_heads, int reps, int only_hd, bool 
         continue;
       }
       // Correctness first: bitwise equality across the coding variants.
-      int vi = 0;
+      bool have_none = false, have_mask = false;
       for (const WgVariant& v : vs) {
         DB_CUDA(cudaMemset(o, 0xFF, n_o * sizeof(bf16)));
         v.launch(v.mode == DropoutMode::None ? p : q);
         DB_CUDA(cudaDeviceSynchronize());
-        if (vi == 0 || vi == 1) {  // none / mask new: the references of their modes
-          DB_CUDA(cudaMemcpy(vi == 0 ? o_ref_none : o_ref, o, n_o * sizeof(bf16), cudaMemcpyDeviceToDevice));
+        const bool is_none = v.mode == DropoutMode::None;
+        if ((is_none && !have_none) || (v.mode == DropoutMode::Mask && !have_mask)) {  // the first none / mask: references
+          DB_CUDA(cudaMemcpy(is_none ? o_ref_none : o_ref, o, n_o * sizeof(bf16), cudaMemcpyDeviceToDevice));
+          (is_none ? have_none : have_mask) = true;
         } else {
           std::vector<uint16_t> a(n_o), b(n_o);
           DB_CUDA(cudaMemcpy(a.data(), o, n_o * 2, cudaMemcpyDeviceToHost));
@@ -268,7 +306,6 @@ int wg_round_robin(int sq, int heads, int kv_heads, int reps, int only_hd, bool 
                         v.mode == DropoutMode::None ? "none" : "mask new");
           }
         }
-        ++vi;
       }
       const int nv = static_cast<int>(vs.size());
       for (int w = 0; w < 2; ++w)

@@ -38,7 +38,8 @@
 namespace dropbench {
 namespace attn_wg {
 
-template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3, bool PHILOX_AHEAD = false, int DROP_IMPL = 1>
+template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3, bool PHILOX_AHEAD = false, int DROP_IMPL = 1,
+          bool UNROLL2 = false>
 struct WgCfg {
   // How the dropout modes are coded (same bits, same arithmetic, bit-identical outputs; docs/attention.md
   // "Cutting the dropout instructions"):
@@ -59,6 +60,11 @@ struct WgCfg {
   // is what the source says, not what the SASS does. 0 and 2 are kept for the benchmark's comparison
   // (BENCH_MODE=rr); 0 with PHILOX_AHEAD is also the dH 128 causal fused schedule (Sched).
   static constexpr int kDropImpl = DROP_IMPL;
+  // Main loop written out twice (blocks j, j+1): the keep words of consecutive blocks alternate between two
+  // register sets, so there is no `kw = kw_next` copy (mode Mask, fused look-ahead). The copy reads the word
+  // loaded a block earlier; ptxas puts it among the S wgmmas (coding 1) or before them (coding 3), where a load
+  // still in flight stalls the GEMM issue and the ping-pong hand-over (session 7, docs/attention.md).
+  static constexpr bool kUnroll2 = UNROLL2;
   static constexpr bool kPingPong = PINGPONG;  // turn-taking between the consumer warpgroups
   // Fused design (a): false = block j's Philox calls right after its GEMMs are issued (under S_j); true = block
   // j+1's calls after block j's softmax (under P_{j-1} V_{j-1} and the other warpgroup's GEMMs).
@@ -519,29 +525,26 @@ __global__ void __launch_bounds__(384, 1)
     pack_early(kw);
     convert_p(kw);
 
-    for (int j = 1; j < n_kv; ++j) {
+    // Block j >= 1: its words in kwc (loaded during block j-1); block j+1's are loaded into kwn.
+    auto block = [&](int j, uint32_t (&kwc)[NT], uint32_t (&kwn)[NT]) {
       const int st = j % ST, pst = (j - 1) % ST;
-      if constexpr (kMode == DropoutMode::Mask || kAhead) {
-#pragma unroll
-        for (int tt = 0; tt < NT; ++tt) kw[tt] = kw_next[tt];
-      }
       mbar_wait(k_full(st), (j / ST) & 1);
       mbar_wait(v_full(pst), ((j - 1) / ST) & 1);
       take_turn();
       issue_s(st);
       issue_pv(pst);
       pass_turn(false);
-      if (kNewMask || j + 1 < n_kv) load_words(j + 1, kw_next);
-      if constexpr (!kAhead) gen_words(j, kw);
-      ring_words(j, kw);
-      mask_early(kw);
+      if (kNewMask || j + 1 < n_kv) load_words(j + 1, kwn);
+      if constexpr (!kAhead) gen_words(j, kwc);
+      ring_words(j, kwc);
+      mask_early(kwc);
       wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
       reg_fence(s);
-      softmax(j, kw, alpha);
+      softmax(j, kwc, alpha);
       if constexpr (kAhead) {
-        if (j + 1 < n_kv) gen_words(j + 1, kw_next);
+        if (j + 1 < n_kv) gen_words(j + 1, kwn);
       }
-      pack_early(kw);
+      pack_early(kwc);
       // ptxas hoists this wait to the top of the softmax's basic block, so the softmax runs after P_{j-1} V_{j-1}
       // rather than under it; a membar.cta in front keeps it in place but measured slower in every mode
       // (docs/attention.md, device run 2 of session 5).
@@ -552,7 +555,23 @@ __global__ void __launch_bounds__(384, 1)
       if (lane == 0) mbar_arrive(kv_empty(pst));
 #pragma unroll
       for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
-      convert_p(kw);
+      convert_p(kwc);
+    };
+    if constexpr (C::kUnroll2) {
+      // Odd blocks read kw_next and load into kw, even blocks the reverse (block 1 reads kw_next, loaded above).
+      for (int j = 1; j < n_kv; j += 2) {
+        block(j, kw_next, kw);
+        if (j + 1 >= n_kv) break;
+        block(j + 1, kw, kw_next);
+      }
+    } else {
+      for (int j = 1; j < n_kv; ++j) {
+        if constexpr (kMode == DropoutMode::Mask || kAhead) {
+#pragma unroll
+          for (int tt = 0; tt < NT; ++tt) kw[tt] = kw_next[tt];
+        }
+        block(j, kw, kw_next);
+      }
     }
     {
       const int last = n_kv - 1, st = last % ST;
