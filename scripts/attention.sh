@@ -180,10 +180,10 @@ case "${1:-build}" in
     # nvidia-smi before / during (500 ms) / after; the GPU test; PHASE=probe: Nsight Compute (WarpStateStats,
     # SourceCounters, pipes) of one launch each of none and the mask codings (BENCH_RR_SET=s7, SQ 8192, dH 128,
     # non-causal), then rr at $RR_SHAPES; PHASE=final: memcheck (S77/S300 shapes + the coding test), rr at every
-    # shape, ${PASSES:-2} passes while time is left (no new rr after RR_DEADLINE s). Logs under $OUT, tarred into
-    # $OUT/s7.tgz as they come (the tar is what comes back).
-    LOG=${OUT:-$B}; set +e
-    snap() { tar czf $LOG/s7.tgz -C $LOG --exclude s7.tgz --exclude '*.ncu-rep' . 2>/dev/null; }
+    # shape, ${PASSES:-2} passes while time is left (no new rr after RR_DEADLINE s). Logs under $S7_LOG (/tmp/s7),
+    # tarred into $OUT/s7.tgz as they come (one file comes back).
+    LOG=${S7_LOG:-/tmp/s7}; TGZ=${OUT:-$B}/s7.tgz; mkdir -p $LOG; set +e
+    snap() { tar czf $TGZ -C $LOG --exclude '*.ncu-rep' . 2>/dev/null; }
     nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu,driver_version --format=csv | tee $LOG/smi.txt
     nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 500 > $LOG/smi_during.csv 2>&1 &
     SMI=$!
@@ -196,7 +196,7 @@ case "${1:-build}" in
     if [ "${PHASE:-probe}" = probe ]; then
       if command -v ncu > /dev/null; then
         BENCH_MODE=seq BENCH_RR_SET=s7 BENCH_CAUSAL=0 timeout ${NCU_TIMEOUT:-60} ncu --clock-control none -k regex:attn_fwd_wgmma \
-          --launch-count 6 --section SpeedOfLight --section WarpStateStats --section SourceCounters --section SchedulerStats \
+          --launch-count ${NCU_COUNT:-7} --section SpeedOfLight --section WarpStateStats --section SourceCounters --section SchedulerStats \
           --metrics sm__inst_executed_pipe_alu.sum,sm__inst_executed_pipe_fma.sum,sm__inst_executed_pipe_xu.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active \
           -f -o $LOG/s7 $B/bench_attention 8192 32 8 1 128 > $LOG/ncu_run.log 2>&1
         echo "ncu exit: $? (${SECONDS}s)"
