@@ -7,8 +7,7 @@
 //
 // usage: bench_attention [sq=8192] [q_heads=32] [kv_heads=8] [reps=30] [hd=0 (both) | 128 | 64]
 //   BENCH_MODE=rr: round-robin old-vs-new comparison of the wgmma dropout variants (BENCH_CAUSAL=0|1|both;
-//     BENCH_RR_SET=s6: session 6's shorter list, codings 1 and 3; =s7: codings 1 and 3 with and without the
-//     unrolled main loop);
+//     BENCH_RR_SET=s6: session 6's shorter list, codings 1 and 3; =s7: session 7's (early rescale, old defaults));
 //   BENCH_MODE=seq: one launch of each of those variants, in order (for Nsight Compute).
 #include <algorithm>
 #include <cmath>
@@ -173,37 +172,45 @@ std::vector<WgVariant> wg_variants_s6() {
   return v;
 }
 
-// BENCH_RR_SET=s7 (session 7): none, the dispatched mask and fused (a), mask codings 1 and 3 as in the
-// dispatched schedule and the same with the main loop written out twice (WgCfg UNROLL2: no kw = kw_next copy),
-// fused (a) I2 (ge7 after the P V wait; non-causal) and, dH 128 causal, the dispatched look-ahead fused unrolled.
-template <int HD, bool kCausal, int I>
-using MaskCfgU = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, !kCausal, 0, false, I, true>,
-                                    attn_wg::WgCfg<64, 128, 4, true, 0, false, I, true>>;
-template <int HD, bool kCausal>
-using NoneCfgU = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, true, 0, false, 1, true>,
-                                    attn_wg::WgCfg<64, 128, 4, kCausal, 0, false, 1, true>>;
+// BENCH_RR_SET=s7 (session 7): the dispatched none / mask / fused (a) ("new"), the schedules dispatched before
+// session 7 ("old": coding 1; fused dH 128 causal session 4's look-ahead, dH 64 non-causal coding 3), and the
+// same with WgCfg EARLY_RESCALE ("ER": P V wait before the softmax, O *= alpha inside it); fused (a) coding 2
+// (ge7 after the P V wait). Ratios are printed against the first none variant and against "none old".
+template <int HD, bool kCausal, int I, bool ER = false>
+using MaskCfgE = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, !kCausal, 0, false, I, false, ER>,
+                                    attn_wg::WgCfg<64, 128, 4, true, 0, false, I, false, ER>>;
+template <int HD, bool kCausal, bool ER = false>
+using NoneCfgE = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, true, 0, false, 1, false, ER>,
+                                    attn_wg::WgCfg<64, 128, 4, kCausal, 0, false, 1, false, ER>>;
+// Before session 7's defaults: dH 128 causal = session 4's look-ahead; dH 64 non-causal = coding 3; else coding 1.
+template <int HD, bool kCausal, bool ER = false>
+using FusedOldCfg = std::conditional_t<
+    HD == 128, std::conditional_t<kCausal, attn_wg::WgCfg<128, 128, 3, true, 0, true, 0, false, ER>, attn_wg::WgCfg<128, 128, 3, true, 0, false, 1, false, ER>>,
+    attn_wg::WgCfg<64, 128, 4, true, 0, false, kCausal ? 1 : 3, false, ER>>;
+template <int HD, int I, bool ER = false>
+using FusedCfgE = attn_wg::WgCfg<HD, 128, HD == 128 ? 3 : 4, true, 0, false, I, false, ER>;
 template <int HD, bool kCausal>
 std::vector<WgVariant> wg_variants_s7() {
   std::vector<WgVariant> v;
-  v.push_back({"none", DropoutMode::None, [](const AttentionParams& q) { launch_attention(q, DropoutMode::None, nullptr); }});
-  // The unrolled loop changes ptxas's schedule in mode none too: the fair baseline for the unrolled mask kernels.
-  v.push_back({"none unroll2", DropoutMode::None, [](const AttentionParams& q) { launch_wg_variant<NoneCfgU<HD, kCausal>, DropoutMode::None, kCausal>(q, nullptr); }});
-  v.push_back({"mask new", DropoutMode::Mask, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Mask, nullptr); }});
-  v.push_back({"mask I1", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 1>, DropoutMode::Mask, kCausal>(q, nullptr); }});
-  v.push_back({"mask I3", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 3>, DropoutMode::Mask, kCausal>(q, nullptr); }});
-  v.push_back({"mask I1 unroll2", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgU<HD, kCausal, 1>, DropoutMode::Mask, kCausal>(q, nullptr); }});
-  v.push_back({"mask I3 unroll2", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgU<HD, kCausal, 3>, DropoutMode::Mask, kCausal>(q, nullptr); }});
-  v.push_back({"fused(a) new", DropoutMode::Fused, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Fused, nullptr); }});
+  auto add = [&](const char* name, DropoutMode m, void (*fn)(const AttentionParams&)) { v.push_back({name, m, fn}); };
+  add("none new", DropoutMode::None, [](const AttentionParams& q) { launch_attention(q, DropoutMode::None, nullptr); });
+  add("none old", DropoutMode::None, [](const AttentionParams& q) { launch_wg_variant<NoneCfgE<HD, kCausal>, DropoutMode::None, kCausal>(q, nullptr); });
+  add("none ER", DropoutMode::None, [](const AttentionParams& q) { launch_wg_variant<NoneCfgE<HD, kCausal, true>, DropoutMode::None, kCausal>(q, nullptr); });
+  add("mask new", DropoutMode::Mask, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Mask, nullptr); });
+  add("mask old(I1)", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgE<HD, kCausal, 1>, DropoutMode::Mask, kCausal>(q, nullptr); });
+  add("mask I1 ER", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgE<HD, kCausal, 1, true>, DropoutMode::Mask, kCausal>(q, nullptr); });
+  add("mask I3 ER", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgE<HD, kCausal, 3, true>, DropoutMode::Mask, kCausal>(q, nullptr); });
+  if constexpr (kCausal && HD == 128)  // run 1: 1.053 against 1.069 for coding 1 (the causal dH 128 mask schedule has no ping-pong)
+    add("mask I1 unroll2", DropoutMode::Mask, [](const AttentionParams& q) {
+      launch_wg_variant<attn_wg::WgCfg<128, 128, 3, false, 0, false, 1, true>, DropoutMode::Mask, kCausal>(q, nullptr);
+    });
+  add("fused(a) new", DropoutMode::Fused, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Fused, nullptr); });
+  add("fused(a) old", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedOldCfg<HD, kCausal>, DropoutMode::Fused, kCausal>(q, nullptr); });
+  add("fused(a) old ER", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedOldCfg<HD, kCausal, true>, DropoutMode::Fused, kCausal>(q, nullptr); });
   if constexpr (!kCausal) {
-    v.push_back({"fused(a) I2", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfg<HD, false, 2>, DropoutMode::Fused, kCausal>(q, nullptr); }});
-    v.push_back({"fused(a) I1 unroll2", DropoutMode::Fused, [](const AttentionParams& q) {
-                   launch_wg_variant<attn_wg::WgCfg<HD, 128, HD == 128 ? 3 : 4, true, 0, false, 1, true>, DropoutMode::Fused, kCausal>(q, nullptr);
-                 }});
+    add("fused(a) I2", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfgE<HD, 2>, DropoutMode::Fused, kCausal>(q, nullptr); });
+    add("fused(a) I2 ER", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfgE<HD, 2, true>, DropoutMode::Fused, kCausal>(q, nullptr); });
   }
-  if constexpr (kCausal && HD == 128)
-    v.push_back({"fused(a) ahead unroll2", DropoutMode::Fused, [](const AttentionParams& q) {
-                   launch_wg_variant<attn_wg::WgCfg<128, 128, 3, true, 0, true, 0, true>, DropoutMode::Fused, kCausal>(q, nullptr);
-                 }});
   return v;
 }
 
@@ -334,14 +341,21 @@ int wg_round_robin(int sq, int heads, int kv_heads, int reps, int only_hd, bool 
       };
       const double flops = attention_flops(p);
       const double med_none = pct(t[0], 0.5);
+      int i_old = -1;  // BENCH_RR_SET=s7: also the per-round ratio to "none old"
+      for (int i = 0; i < nv; ++i)
+        if (vs[i].name == "none old") i_old = i;
       for (int i = 0; i < nv; ++i) {
-        std::vector<double> ratio(reps);
+        std::vector<double> ratio(reps), ratio_old(reps);
         for (int r = 0; r < reps; ++r) ratio[r] = t[i][r] / t[0][r];
+        for (int r = 0; r < reps; ++r) ratio_old[r] = i_old >= 0 ? t[i][r] / t[i_old][r] : 0.0;
         const double med = pct(t[i], 0.5);
         std::printf("rr SQ %5d hd %3d causal %d  %-20s median %7.3f ms (p10 %7.3f p90 %7.3f)  %6.1f TFLOP/s  x none %.3f "
                     "(per-round ratio median %.3f, p10 %.3f p90 %.3f)\n",
                     sq, hd, causal, vs[i].name.c_str(), med, pct(t[i], 0.1), pct(t[i], 0.9), flops / (med * 1e-3) / 1e12,
                     med / med_none, pct(ratio, 0.5), pct(ratio, 0.1), pct(ratio, 0.9));
+        if (i_old >= 0)
+          std::printf("rr2 SQ %5d hd %3d causal %d  %-20s x none-old per-round median %.3f, p10 %.3f p90 %.3f\n", sq, hd, causal,
+                      vs[i].name.c_str(), pct(ratio_old, 0.5), pct(ratio_old, 0.1), pct(ratio_old, 0.9));
       }
       std::fflush(stdout);
     }

@@ -564,9 +564,9 @@ TEST(AttentionKernels, WgmmaFusedDesignsEqualMaskBitwise) {
 
 // One instance of the wgmma kernel at dH 128 (3 stages, ping-pong) with dropout coding I (WgCfg DROP_IMPL),
 // launched directly over the problem's tensor maps.
-template <int I, DropoutMode M, bool kCausal, bool kAhead = false, bool kUnroll2 = false>
+template <int I, DropoutMode M, bool kCausal, bool kAhead = false, bool kUnroll2 = false, bool kER = false>
 void launch_wg_coding(const AttentionParams& p) {
-  using C = attn_wg::WgCfg<128, 128, 3, true, 0, kAhead, I, kUnroll2>;
+  using C = attn_wg::WgCfg<128, 128, 3, true, 0, kAhead, I, kUnroll2, kER>;
   auto fn = attn_wg::attn_fwd_wgmma_kernel<C, M, 7, 8, kCausal>;
   DB_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
   CUtensorMap tq, tkv;
@@ -583,11 +583,13 @@ std::vector<std::pair<std::string, void (*)(const AttentionParams&)>> wg_codings
           {"mask I3", &launch_wg_coding<3, DropoutMode::Mask, kCausal>},
           {"mask I1 unroll2", &launch_wg_coding<1, DropoutMode::Mask, kCausal, false, true>},
           {"mask I3 unroll2", &launch_wg_coding<3, DropoutMode::Mask, kCausal, false, true>},
+          {"mask I1 early-rescale", &launch_wg_coding<1, DropoutMode::Mask, kCausal, false, false, true>},
           {"fused I0", &launch_wg_coding<0, DropoutMode::Fused, kCausal>},
           {"fused I0 ahead", &launch_wg_coding<0, DropoutMode::Fused, kCausal, true>},
           {"fused I0 ahead unroll2", &launch_wg_coding<0, DropoutMode::Fused, kCausal, true, true>},
           {"fused I1", &launch_wg_coding<1, DropoutMode::Fused, kCausal>},
           {"fused I2", &launch_wg_coding<2, DropoutMode::Fused, kCausal>},
+          {"fused I2 early-rescale", &launch_wg_coding<2, DropoutMode::Fused, kCausal, false, false, true>},
           {"fused I3", &launch_wg_coding<3, DropoutMode::Fused, kCausal>}};
 }
 

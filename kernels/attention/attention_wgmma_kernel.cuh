@@ -39,7 +39,7 @@ namespace dropbench {
 namespace attn_wg {
 
 template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3, bool PHILOX_AHEAD = false, int DROP_IMPL = 1,
-          bool UNROLL2 = false>
+          bool UNROLL2 = false, bool EARLY_RESCALE = false>
 struct WgCfg {
   // How the dropout modes are coded (same bits, same arithmetic, bit-identical outputs; docs/attention.md
   // "Cutting the dropout instructions"):
@@ -65,6 +65,10 @@ struct WgCfg {
   // loaded a block earlier; ptxas puts it among the S wgmmas (coding 1) or before them (coding 3), where a load
   // still in flight stalls the GEMM issue and the ping-pong hand-over (session 7, docs/attention.md).
   static constexpr bool kUnroll2 = UNROLL2;
+  // The P V wait written before the softmax (where ptxas puts it anyway) and O *= alpha done as soon as a row's
+  // alpha is known, so the 64 FMULs can fill the MUFU.EX2 gaps instead of forming the block's tail (ncu, session
+  // 7: the softmax stretch after the P V wait is the consumers' critical path; XU-bound, FMULs last).
+  static constexpr bool kEarlyRescale = EARLY_RESCALE;
   static constexpr bool kPingPong = PINGPONG;  // turn-taking between the consumer warpgroups
   // Fused design (a): false = block j's Philox calls right after its GEMMs are issued (under S_j); true = block
   // j+1's calls after block j's softmax (under P_{j-1} V_{j-1} and the other warpgroup's GEMMs).
@@ -122,6 +126,13 @@ template <DropoutMode M, bool kCausal>
 struct Sched<128, M, kCausal, true> { using type = WgCfg<128, 128, 2, true, 3>; };
 template <DropoutMode M, bool kCausal>
 struct Sched<64, M, kCausal, true> { using type = WgCfg<64, 128, 4, true, 3>; };
+// What launch_attention dispatches for design (a) and the other modes, per threshold width. Session 7: dH 128
+// non-causal fused TW 8 takes coding 2 (ge7 masks made and applied after the P V wait): 1.314 / 1.349x none
+// against 1.344 / 1.394 for coding 1 at SQ 8192 / 16384 in one run (results/h200/attention_s7); TW 16 / 32 keep
+// coding 1 (coding 2 applies their keep words like mask coding 2, which measured slower).
+template <int HD, DropoutMode M, bool kCausal, int TW>
+using SchedTw = std::conditional_t<HD == 128 && M == DropoutMode::Fused && !kCausal && TW == 8, WgCfg<128, 128, 3, true, 0, false, 2>,
+                                   typename Sched<HD, M, kCausal>::type>;
 
 template <class C, DropoutMode kMode, int R, int TW, bool kCausal, bool kRngWarps = false>
 __global__ void __launch_bounds__(384, 1)
@@ -376,7 +387,7 @@ __global__ void __launch_bounds__(384, 1)
     };
 
     // Mask (keys past the end; causal: keys after the row), online softmax, dropout. S becomes P (fp32).
-    auto softmax = [&](int j, const uint32_t (&kw)[NT], float (&alpha)[2]) {
+    auto softmax = [&](int j, const uint32_t (&kw)[NT], float (&alpha)[2], bool rescale_o) {
       const int kv0 = j * BN;
       const bool edge = (kv0 + BN > sk) || (kCausal && kv0 + BN - 1 > wrow);
       if (edge) {
@@ -397,6 +408,13 @@ __global__ void __launch_bounds__(384, 1)
         const float ms = (mx == -INFINITY) ? 0.f : mx * sl2;
         alpha[hh] = attn::fast_exp2(row_max[hh] * sl2 - ms);
         row_max[hh] = mx;
+        if (rescale_o) {
+#pragma unroll
+          for (int nb = 0; nb < HD / 8; ++nb) {
+            o[4 * nb + 2 * hh] *= alpha[hh];
+            o[4 * nb + 2 * hh + 1] *= alpha[hh];
+          }
+        }
         float sum = 0.f;
 #pragma unroll
         for (int nb = 0; nb < BN / 8; ++nb)
@@ -518,7 +536,7 @@ __global__ void __launch_bounds__(384, 1)
     mask_early(kw);
     wgmma_wait<0>();
     reg_fence(s);
-    softmax(0, kw, alpha);
+    softmax(0, kw, alpha, false);
     if constexpr (kAhead) {
       if (n_kv > 1) gen_words(1, kw_next);
     }
@@ -540,7 +558,14 @@ __global__ void __launch_bounds__(384, 1)
       mask_early(kwc);
       wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
       reg_fence(s);
-      softmax(j, kwc, alpha);
+      if constexpr (C::kEarlyRescale) {
+        wgmma_wait<0>();
+        reg_fence(o);
+#pragma unroll
+        for (int kk = 0; kk < PK; ++kk) reg_fence(p[kk]);
+        if (lane == 0) mbar_arrive(kv_empty(pst));
+      }
+      softmax(j, kwc, alpha, C::kEarlyRescale);
       if constexpr (kAhead) {
         if (j + 1 < n_kv) gen_words(j + 1, kwn);
       }
@@ -548,13 +573,15 @@ __global__ void __launch_bounds__(384, 1)
       // ptxas hoists this wait to the top of the softmax's basic block, so the softmax runs after P_{j-1} V_{j-1}
       // rather than under it; a membar.cta in front keeps it in place but measured slower in every mode
       // (docs/attention.md, device run 2 of session 5).
-      wgmma_wait<0>();
-      reg_fence(o);
+      if constexpr (!C::kEarlyRescale) {
+        wgmma_wait<0>();
+        reg_fence(o);
 #pragma unroll
-      for (int kk = 0; kk < PK; ++kk) reg_fence(p[kk]);
-      if (lane == 0) mbar_arrive(kv_empty(pst));
+        for (int kk = 0; kk < PK; ++kk) reg_fence(p[kk]);
+        if (lane == 0) mbar_arrive(kv_empty(pst));
 #pragma unroll
-      for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
+        for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
+      }
       convert_p(kwc);
     };
     if constexpr (C::kUnroll2) {
