@@ -593,8 +593,8 @@ std::vector<std::pair<std::string, void (*)(const AttentionParams&)>> wg_codings
           {"fused I3", &launch_wg_coding<3, DropoutMode::Fused, kCausal>}};
 }
 
-// The wgmma kernel's dropout codings (DROP_IMPL 0-3, docs/attention.md) make the same bits with different
-// instructions: every one gives O and LSE bitwise equal to the dispatched mask kernel's, mask and fused, causal
+// The wgmma kernel's dropout codings (DROP_IMPL 0-3, docs/attention.md; also the unrolled main loop and the early
+// O rescale of session 7) make the same bits with different instructions: every one gives O and LSE bitwise equal to the dispatched mask kernel's, mask and fused, causal
 // (ragged, GQA) and not (batch 2, MQA), every output written.
 TEST(AttentionKernels, WgmmaDropoutCodingsEqualBitwise) {
   DB_REQUIRE_KERNEL(AttentionKernel::Wgmma);

@@ -45,29 +45,31 @@ struct WgCfg {
   // "Cutting the dropout instructions"):
   //   0 = session 4's: per-block mask addressing (three bounds tests per tile); fused: __vcmpgeu4 + bit gather
   //       into a keep word; keep words applied with R2P + FSEL to the fp32 P inside the softmax.
-  //   1 = default: mask through a strip cursor (one compare per tile), applied as in 0; fused TW 8 without a
-  //       keep word (SWAR byte compare), applied with PRMT + LOP3 to P packed to bf16x2 *before* waiting for
+  //   1 = default (fused dH 128 non-causal TW 8: 2, SchedTw): mask through a strip cursor (one compare per
+  //       tile), applied as in 0; fused TW 8 without a keep word (SWAR byte compare), applied with PRMT + LOP3
+  //       to P packed to bf16x2 *before* waiting for
   //       P_{j-1} V_{j-1} (into the free S registers; after the wait only the 32 ANDs that define the A operand).
   //       dH 128 causal fused is dispatched as 0 with PHILOX_AHEAD (it measured best; see Sched).
-  //   2 = cursor; every keep word (mask too) / ge7 set applied to the packed bf16x2 P after the P V wait.
+  //   2 = cursor; every keep word (mask too) / ge7 set applied to the packed bf16x2 P after the P V wait
+  //       (dispatched for dH 128 non-causal fused TW 8 since session 7).
   //   3 = cursor; the bf16x2 masks of block j (mask: 7 shifts + 16 PRMT per keep word; fused TW 8: 32 PRMT
   //       from the ge7 words) are made right after block j's GEMMs are issued, while the consumer waits for S_j;
   //       after the softmax only the 32 ANDs onto the packed P remain (mask in 1: ~90 R2P/FSEL/ISETP; fused in
   //       1: 32 PRMT + 32 AND). Other fused widths as in 1. Fewer instructions after the P V wait, yet mask is
-  //       slower at every shape (session 6; why is open, docs/attention.md lists what the SASS shows). Fused 3
-  //       is the default for dH 64 non-causal fused, where it won.
+  //       slower at every shape: the mask building overflows the S-wait idle into the turn-holding GEMM issue and
+  //       the ANDs form the softmax's tail (ncu, session 7). Fused 3 is the default for dH 64 non-causal fused.
   // ptxas hoists the P V wait above the softmax in every variant (docs/attention.md), so "before the wait" in 1
   // is what the source says, not what the SASS does. 0 and 2 are kept for the benchmark's comparison
   // (BENCH_MODE=rr); 0 with PHILOX_AHEAD is also the dH 128 causal fused schedule (Sched).
   static constexpr int kDropImpl = DROP_IMPL;
   // Main loop written out twice (blocks j, j+1): the keep words of consecutive blocks alternate between two
-  // register sets, so there is no `kw = kw_next` copy (mode Mask, fused look-ahead). The copy reads the word
-  // loaded a block earlier; ptxas puts it among the S wgmmas (coding 1) or before them (coding 3), where a load
-  // still in flight stalls the GEMM issue and the ping-pong hand-over (session 7, docs/attention.md).
+  // register sets, so there is no `kw = kw_next` copy (mode Mask, fused look-ahead). Not dispatched: ptxas then
+  // schedules the word loads later and the consumers wait for them (they take over a block); only the causal
+  // dH 128 mask schedule (no ping-pong) measured faster, and mode none gains from it too (session 7).
   static constexpr bool kUnroll2 = UNROLL2;
-  // The P V wait written before the softmax (where ptxas puts it anyway) and O *= alpha done as soon as a row's
-  // alpha is known, so the 64 FMULs can fill the MUFU.EX2 gaps instead of forming the block's tail (ncu, session
-  // 7: the softmax stretch after the P V wait is the consumers' critical path; XU-bound, FMULs last).
+  // The P V wait written before the softmax (where ptxas puts it anyway) and O *= alpha as soon as a row's alpha
+  // is known, meant to let the 64 FMULs fill the MUFU.EX2 gaps. Not dispatched: ptxas still puts them last, and
+  // sinks fused mode's Philox below the wait (session 7: none 1.01-1.04x slower, fused 1.37-1.64x none).
   static constexpr bool kEarlyRescale = EARLY_RESCALE;
   static constexpr bool kPingPong = PINGPONG;  // turn-taking between the consumer warpgroups
   // Fused design (a): false = block j's Philox calls right after its GEMMs are issued (under S_j); true = block
