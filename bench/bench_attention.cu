@@ -7,7 +7,7 @@
 //
 // usage: bench_attention [sq=8192] [q_heads=32] [kv_heads=8] [reps=30] [hd=0 (both) | 128 | 64]
 //   BENCH_MODE=rr: round-robin old-vs-new comparison of the wgmma dropout variants (BENCH_CAUSAL=0|1|both;
-//     BENCH_RR_SET=s6: session 6's shorter list, codings 1 and 3);
+//     BENCH_RR_SET=s6: session 6's shorter list, codings 1 and 3; =s7: session 7's (early rescale, old defaults));
 //   BENCH_MODE=seq: one launch of each of those variants, in order (for Nsight Compute).
 #include <algorithm>
 #include <cmath>
@@ -172,10 +172,53 @@ std::vector<WgVariant> wg_variants_s6() {
   return v;
 }
 
+// BENCH_RR_SET=s7 (session 7): the dispatched none / mask / fused (a) ("new"), the schedules dispatched before
+// session 7 ("old": coding 1; fused dH 128 causal session 4's look-ahead, dH 64 non-causal coding 3), and the
+// same with WgCfg EARLY_RESCALE ("ER": P V wait before the softmax, O *= alpha inside it); fused (a) coding 2
+// (ge7 after the P V wait). Ratios are printed against the first none variant and against "none old".
+template <int HD, bool kCausal, int I, bool ER = false>
+using MaskCfgE = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, !kCausal, 0, false, I, false, ER>,
+                                    attn_wg::WgCfg<64, 128, 4, true, 0, false, I, false, ER>>;
+template <int HD, bool kCausal, bool ER = false>
+using NoneCfgE = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, true, 0, false, 1, false, ER>,
+                                    attn_wg::WgCfg<64, 128, 4, kCausal, 0, false, 1, false, ER>>;
+// Before session 7's defaults: dH 128 causal = session 4's look-ahead; dH 64 non-causal = coding 3; else coding 1.
+template <int HD, bool kCausal, bool ER = false>
+using FusedOldCfg = std::conditional_t<
+    HD == 128, std::conditional_t<kCausal, attn_wg::WgCfg<128, 128, 3, true, 0, true, 0, false, ER>, attn_wg::WgCfg<128, 128, 3, true, 0, false, 1, false, ER>>,
+    attn_wg::WgCfg<64, 128, 4, true, 0, false, kCausal ? 1 : 3, false, ER>>;
+template <int HD, int I, bool ER = false>
+using FusedCfgE = attn_wg::WgCfg<HD, 128, HD == 128 ? 3 : 4, true, 0, false, I, false, ER>;
+template <int HD, bool kCausal>
+std::vector<WgVariant> wg_variants_s7() {
+  std::vector<WgVariant> v;
+  auto add = [&](const char* name, DropoutMode m, void (*fn)(const AttentionParams&)) { v.push_back({name, m, fn}); };
+  add("none new", DropoutMode::None, [](const AttentionParams& q) { launch_attention(q, DropoutMode::None, nullptr); });
+  add("none old", DropoutMode::None, [](const AttentionParams& q) { launch_wg_variant<NoneCfgE<HD, kCausal>, DropoutMode::None, kCausal>(q, nullptr); });
+  add("none ER", DropoutMode::None, [](const AttentionParams& q) { launch_wg_variant<NoneCfgE<HD, kCausal, true>, DropoutMode::None, kCausal>(q, nullptr); });
+  add("mask new", DropoutMode::Mask, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Mask, nullptr); });
+  add("mask old(I1)", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgE<HD, kCausal, 1>, DropoutMode::Mask, kCausal>(q, nullptr); });
+  add("mask I1 ER", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgE<HD, kCausal, 1, true>, DropoutMode::Mask, kCausal>(q, nullptr); });
+  add("mask I3 ER", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgE<HD, kCausal, 3, true>, DropoutMode::Mask, kCausal>(q, nullptr); });
+  if constexpr (kCausal && HD == 128)  // run 1: 1.053 against 1.069 for coding 1 (the causal dH 128 mask schedule has no ping-pong)
+    add("mask I1 unroll2", DropoutMode::Mask, [](const AttentionParams& q) {
+      launch_wg_variant<attn_wg::WgCfg<128, 128, 3, false, 0, false, 1, true>, DropoutMode::Mask, kCausal>(q, nullptr);
+    });
+  add("fused(a) new", DropoutMode::Fused, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Fused, nullptr); });
+  add("fused(a) old", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedOldCfg<HD, kCausal>, DropoutMode::Fused, kCausal>(q, nullptr); });
+  add("fused(a) old ER", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedOldCfg<HD, kCausal, true>, DropoutMode::Fused, kCausal>(q, nullptr); });
+  if constexpr (!kCausal) {
+    add("fused(a) I2", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfgE<HD, 2>, DropoutMode::Fused, kCausal>(q, nullptr); });
+    add("fused(a) I2 ER", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfgE<HD, 2, true>, DropoutMode::Fused, kCausal>(q, nullptr); });
+  }
+  return v;
+}
+
 template <int HD, bool kCausal>
 std::vector<WgVariant> wg_variants() {
   const char* set = std::getenv("BENCH_RR_SET");
   if (set && std::string(set) == "s6") return wg_variants_s6<HD, kCausal>();
+  if (set && std::string(set) == "s7") return wg_variants_s7<HD, kCausal>();
   std::vector<WgVariant> v;
   v.push_back({"none", DropoutMode::None, [](const AttentionParams& q) { launch_attention(q, DropoutMode::None, nullptr); }});
   v.push_back({"mask new", DropoutMode::Mask, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Mask, nullptr); }});
@@ -249,13 +292,15 @@ int wg_round_robin(int sq, int heads, int kv_heads, int reps, int only_hd, bool 
         continue;
       }
       // Correctness first: bitwise equality across the coding variants.
-      int vi = 0;
+      bool have_none = false, have_mask = false;
       for (const WgVariant& v : vs) {
         DB_CUDA(cudaMemset(o, 0xFF, n_o * sizeof(bf16)));
         v.launch(v.mode == DropoutMode::None ? p : q);
         DB_CUDA(cudaDeviceSynchronize());
-        if (vi == 0 || vi == 1) {  // none / mask new: the references of their modes
-          DB_CUDA(cudaMemcpy(vi == 0 ? o_ref_none : o_ref, o, n_o * sizeof(bf16), cudaMemcpyDeviceToDevice));
+        const bool is_none = v.mode == DropoutMode::None;
+        if ((is_none && !have_none) || (v.mode == DropoutMode::Mask && !have_mask)) {  // the first none / mask: references
+          DB_CUDA(cudaMemcpy(is_none ? o_ref_none : o_ref, o, n_o * sizeof(bf16), cudaMemcpyDeviceToDevice));
+          (is_none ? have_none : have_mask) = true;
         } else {
           std::vector<uint16_t> a(n_o), b(n_o);
           DB_CUDA(cudaMemcpy(a.data(), o, n_o * 2, cudaMemcpyDeviceToHost));
@@ -268,7 +313,6 @@ int wg_round_robin(int sq, int heads, int kv_heads, int reps, int only_hd, bool 
                         v.mode == DropoutMode::None ? "none" : "mask new");
           }
         }
-        ++vi;
       }
       const int nv = static_cast<int>(vs.size());
       for (int w = 0; w < 2; ++w)
@@ -297,14 +341,21 @@ int wg_round_robin(int sq, int heads, int kv_heads, int reps, int only_hd, bool 
       };
       const double flops = attention_flops(p);
       const double med_none = pct(t[0], 0.5);
+      int i_old = -1;  // BENCH_RR_SET=s7: also the per-round ratio to "none old"
+      for (int i = 0; i < nv; ++i)
+        if (vs[i].name == "none old") i_old = i;
       for (int i = 0; i < nv; ++i) {
-        std::vector<double> ratio(reps);
+        std::vector<double> ratio(reps), ratio_old(reps);
         for (int r = 0; r < reps; ++r) ratio[r] = t[i][r] / t[0][r];
+        for (int r = 0; r < reps; ++r) ratio_old[r] = i_old >= 0 ? t[i][r] / t[i_old][r] : 0.0;
         const double med = pct(t[i], 0.5);
         std::printf("rr SQ %5d hd %3d causal %d  %-20s median %7.3f ms (p10 %7.3f p90 %7.3f)  %6.1f TFLOP/s  x none %.3f "
                     "(per-round ratio median %.3f, p10 %.3f p90 %.3f)\n",
                     sq, hd, causal, vs[i].name.c_str(), med, pct(t[i], 0.1), pct(t[i], 0.9), flops / (med * 1e-3) / 1e12,
                     med / med_none, pct(ratio, 0.5), pct(ratio, 0.1), pct(ratio, 0.9));
+        if (i_old >= 0)
+          std::printf("rr2 SQ %5d hd %3d causal %d  %-20s x none-old per-round median %.3f, p10 %.3f p90 %.3f\n", sq, hd, causal,
+                      vs[i].name.c_str(), pct(ratio_old, 0.5), pct(ratio_old, 0.1), pct(ratio_old, 0.9));
       }
       std::fflush(stdout);
     }

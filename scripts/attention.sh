@@ -175,6 +175,59 @@ case "${1:-build}" in
     fi
     snap; ls -la $LOG
     ;;
+  s7)
+    # Session 7's device calls (docs/attention.md "Where mask mode's time goes"), prebuilt binaries in build-attn/:
+    # nvidia-smi before / during (500 ms) / after; the GPU test; PHASE=probe: Nsight Compute (WarpStateStats,
+    # SourceCounters, pipes) of one launch each of none and the mask codings (BENCH_RR_SET=s7, SQ 8192, dH 128,
+    # non-causal), then rr at $RR_SHAPES; PHASE=final: rr at every shape (pass 1), memcheck (S77/S300 shapes + the
+    # coding test), then passes up to ${PASSES:-2} while time is left (no new rr of pass >= 2 after RR_DEADLINE s). Logs under $S7_LOG (/tmp/s7),
+    # tarred into $OUT/s7.tgz as they come (one file comes back).
+    LOG=${S7_LOG:-/tmp/s7}; TGZ=${OUT:-$B}/s7.tgz; mkdir -p $LOG; set +e
+    snap() { tar czf $TGZ -C $LOG --exclude '*.ncu-rep' . 2>/dev/null; }
+    nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,temperature.gpu,driver_version --format=csv | tee $LOG/smi.txt
+    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 500 > $LOG/smi_during.csv 2>&1 &
+    SMI=$!
+    timeout ${TEST_TIMEOUT:-40} $B/test_attention_gpu > $LOG/test_attention.log 2>&1; echo "test_attention_gpu exit: $?"
+    grep -E "^\[  (PASSED|FAILED) |tests ran|input seed" $LOG/test_attention.log; snap
+    rr() {  # rr HD SQ CAUSAL REPS TAG
+      BENCH_MODE=rr BENCH_RR_SET=s7 BENCH_CAUSAL=$3 timeout 40 $B/bench_attention $2 ${HEADS:-32} ${KV_HEADS:-8} $4 $1 > $LOG/rr_$5_hd$1_sq$2_c$3.log 2>&1
+      echo "rr $5 hd $1 sq $2 causal $3 exit $? (${SECONDS}s)"
+    }
+    if [ "${PHASE:-probe}" = probe ]; then
+      if command -v ncu > /dev/null; then
+        BENCH_MODE=seq BENCH_RR_SET=s7 BENCH_CAUSAL=0 timeout ${NCU_TIMEOUT:-60} ncu --clock-control none -k regex:attn_fwd_wgmma \
+          --launch-count ${NCU_COUNT:-7} --section SpeedOfLight --section WarpStateStats --section SourceCounters --section SchedulerStats \
+          --metrics sm__inst_executed_pipe_alu.sum,sm__inst_executed_pipe_fma.sum,sm__inst_executed_pipe_xu.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active \
+          -f -o $LOG/s7 $B/bench_attention 8192 32 8 1 128 > $LOG/ncu_run.log 2>&1
+        echo "ncu exit: $? (${SECONDS}s)"
+        ncu --import $LOG/s7.ncu-rep --page details --csv > $LOG/ncu_details.csv 2>&1
+        ncu --import $LOG/s7.ncu-rep --page raw --csv > $LOG/ncu_raw.csv 2>&1
+        ncu --import $LOG/s7.ncu-rep --page source --csv --print-source sass > $LOG/ncu_source.csv 2>&1
+        gzip -f $LOG/ncu_source.csv $LOG/ncu_raw.csv; echo "ncu export done (${SECONDS}s)"; snap
+      fi
+      for sh in ${RR_SHAPES:-128:8192:0 128:16384:0 128:8192:1 64:8192:0 64:16384:1}; do
+        IFS=: read hd sq c <<< "$sh"; [ $SECONDS -gt ${RR_DEADLINE:-100} ] && { echo "rr $sh skipped"; continue; }
+        rr $hd $sq $c $([ $hd = 128 ] && echo ${REPS:-15} || echo ${REPS64:-11}) p1
+      done
+    else
+      # pass 1, memcheck, then further passes while time is left
+      for pass in $(seq ${PASSES:-2}); do
+        for hd in 128 64; do for sq in 8192 16384; do for c in 0 1; do
+          [ $pass -gt 1 ] && [ $SECONDS -gt ${RR_DEADLINE:-110} ] && { echo "rr p$pass hd $hd sq $sq c $c skipped"; continue; }
+          rr $hd $sq $c $([ $hd = 128 ] && echo ${REPS:-15} || echo ${REPS64:-11}) p$pass
+        done; done; done; snap
+        if [ $pass = 1 ] && command -v compute-sanitizer > /dev/null; then
+          timeout ${SAN_TIMEOUT:-60} compute-sanitizer --tool memcheck --error-exitcode 3 $B/test_attention_gpu \
+            --gtest_filter='Shapes/AttentionVsRef.*S77*:Shapes/AttentionVsRef.*S300*:AttentionKernels.WgmmaDropoutCodingsEqualBitwise' > $LOG/memcheck.log 2>&1
+          echo "memcheck exit: $? ($(grep -E 'ERROR SUMMARY|PASSED|FAILED' $LOG/memcheck.log | tr '\n' ' ')) (${SECONDS}s)"; snap
+        fi
+      done
+    fi
+    kill $SMI 2>/dev/null
+    nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv | tee -a $LOG/smi.txt
+    grep -h -E "^rr|MISMATCH|not bitwise" $LOG/rr_*.log 2>/dev/null | sed -E 's/ \(p10 [0-9. ]+p90 [0-9. ]+\)//; s/per-round ratio //' > $LOG/rr_summary.txt
+    cat $LOG/rr_summary.txt; snap; ls -la $LOG
+    ;;
   sass)
     # Per-instance SASS summary of the wgmma kernel (needs cuobjdump, and build-attn/attention_wgmma.o).
     LOG=${OUT:-$B}

@@ -44,12 +44,11 @@ Instance make_instance() {
 
 template <int HD, DropoutMode M, bool kCausal>
 Instance pick_rtw(const AttentionParams& p) {
-  using C = typename Sched<HD, M, kCausal>::type;
   if constexpr (M != DropoutMode::Fused) {
-    return make_instance<C, M, 7, 8, kCausal>();
+    return make_instance<SchedTw<HD, M, kCausal, 8>, M, 7, 8, kCausal>();
   } else {
     return with_rounds_tw(p.rounds, p.threshold_bits, "attention",
-                          [](auto r, auto tw) { return make_instance<C, M, r(), tw(), kCausal>(); });
+                          [](auto r, auto tw) { return make_instance<SchedTw<HD, M, kCausal, tw()>, M, r(), tw(), kCausal>(); });
   }
 }
 

@@ -38,27 +38,39 @@
 namespace dropbench {
 namespace attn_wg {
 
-template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3, bool PHILOX_AHEAD = false, int DROP_IMPL = 1>
+template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3, bool PHILOX_AHEAD = false, int DROP_IMPL = 1,
+          bool UNROLL2 = false, bool EARLY_RESCALE = false>
 struct WgCfg {
   // How the dropout modes are coded (same bits, same arithmetic, bit-identical outputs; docs/attention.md
   // "Cutting the dropout instructions"):
   //   0 = session 4's: per-block mask addressing (three bounds tests per tile); fused: __vcmpgeu4 + bit gather
   //       into a keep word; keep words applied with R2P + FSEL to the fp32 P inside the softmax.
-  //   1 = default: mask through a strip cursor (one compare per tile), applied as in 0; fused TW 8 without a
-  //       keep word (SWAR byte compare), applied with PRMT + LOP3 to P packed to bf16x2 *before* waiting for
+  //   1 = default (fused dH 128 non-causal TW 8: 2, SchedTw): mask through a strip cursor (one compare per
+  //       tile), applied as in 0; fused TW 8 without a keep word (SWAR byte compare), applied with PRMT + LOP3
+  //       to P packed to bf16x2 *before* waiting for
   //       P_{j-1} V_{j-1} (into the free S registers; after the wait only the 32 ANDs that define the A operand).
   //       dH 128 causal fused is dispatched as 0 with PHILOX_AHEAD (it measured best; see Sched).
-  //   2 = cursor; every keep word (mask too) / ge7 set applied to the packed bf16x2 P after the P V wait.
+  //   2 = cursor; every keep word (mask too) / ge7 set applied to the packed bf16x2 P after the P V wait
+  //       (dispatched for dH 128 non-causal fused TW 8 since session 7).
   //   3 = cursor; the bf16x2 masks of block j (mask: 7 shifts + 16 PRMT per keep word; fused TW 8: 32 PRMT
   //       from the ge7 words) are made right after block j's GEMMs are issued, while the consumer waits for S_j;
   //       after the softmax only the 32 ANDs onto the packed P remain (mask in 1: ~90 R2P/FSEL/ISETP; fused in
   //       1: 32 PRMT + 32 AND). Other fused widths as in 1. Fewer instructions after the P V wait, yet mask is
-  //       slower at every shape (session 6; why is open, docs/attention.md lists what the SASS shows). Fused 3
-  //       is the default for dH 64 non-causal fused, where it won.
+  //       slower at every shape: the mask building overflows the S-wait idle into the turn-holding GEMM issue and
+  //       the ANDs form the softmax's tail (ncu, session 7). Fused 3 is the default for dH 64 non-causal fused.
   // ptxas hoists the P V wait above the softmax in every variant (docs/attention.md), so "before the wait" in 1
   // is what the source says, not what the SASS does. 0 and 2 are kept for the benchmark's comparison
   // (BENCH_MODE=rr); 0 with PHILOX_AHEAD is also the dH 128 causal fused schedule (Sched).
   static constexpr int kDropImpl = DROP_IMPL;
+  // Main loop written out twice (blocks j, j+1): the keep words of consecutive blocks alternate between two
+  // register sets, so there is no `kw = kw_next` copy (mode Mask, fused look-ahead). Not dispatched: ptxas then
+  // schedules the word loads later and the consumers wait for them (they take over a block); only the causal
+  // dH 128 mask schedule (no ping-pong) measured faster, and mode none gains from it too (session 7).
+  static constexpr bool kUnroll2 = UNROLL2;
+  // The P V wait written before the softmax (where ptxas puts it anyway) and O *= alpha as soon as a row's alpha
+  // is known, meant to let the 64 FMULs fill the MUFU.EX2 gaps. Not dispatched: ptxas still puts them last, and
+  // sinks fused mode's Philox below the wait (session 7: none 1.01-1.04x slower, fused 1.37-1.64x none).
+  static constexpr bool kEarlyRescale = EARLY_RESCALE;
   static constexpr bool kPingPong = PINGPONG;  // turn-taking between the consumer warpgroups
   // Fused design (a): false = block j's Philox calls right after its GEMMs are issued (under S_j); true = block
   // j+1's calls after block j's softmax (under P_{j-1} V_{j-1} and the other warpgroup's GEMMs).
@@ -116,6 +128,13 @@ template <DropoutMode M, bool kCausal>
 struct Sched<128, M, kCausal, true> { using type = WgCfg<128, 128, 2, true, 3>; };
 template <DropoutMode M, bool kCausal>
 struct Sched<64, M, kCausal, true> { using type = WgCfg<64, 128, 4, true, 3>; };
+// What launch_attention dispatches for design (a) and the other modes, per threshold width. Session 7: dH 128
+// non-causal fused TW 8 takes coding 2 (ge7 masks made and applied after the P V wait): 1.314 / 1.349x none
+// against 1.344 / 1.394 for coding 1 at SQ 8192 / 16384 in one run (results/h200/attention_s7); TW 16 / 32 keep
+// coding 1 (coding 2 applies their keep words like mask coding 2, which measured slower).
+template <int HD, DropoutMode M, bool kCausal, int TW>
+using SchedTw = std::conditional_t<HD == 128 && M == DropoutMode::Fused && !kCausal && TW == 8, WgCfg<128, 128, 3, true, 0, false, 2>,
+                                   typename Sched<HD, M, kCausal>::type>;
 
 template <class C, DropoutMode kMode, int R, int TW, bool kCausal, bool kRngWarps = false>
 __global__ void __launch_bounds__(384, 1)
@@ -370,7 +389,7 @@ __global__ void __launch_bounds__(384, 1)
     };
 
     // Mask (keys past the end; causal: keys after the row), online softmax, dropout. S becomes P (fp32).
-    auto softmax = [&](int j, const uint32_t (&kw)[NT], float (&alpha)[2]) {
+    auto softmax = [&](int j, const uint32_t (&kw)[NT], float (&alpha)[2], bool rescale_o) {
       const int kv0 = j * BN;
       const bool edge = (kv0 + BN > sk) || (kCausal && kv0 + BN - 1 > wrow);
       if (edge) {
@@ -391,6 +410,13 @@ __global__ void __launch_bounds__(384, 1)
         const float ms = (mx == -INFINITY) ? 0.f : mx * sl2;
         alpha[hh] = attn::fast_exp2(row_max[hh] * sl2 - ms);
         row_max[hh] = mx;
+        if (rescale_o) {
+#pragma unroll
+          for (int nb = 0; nb < HD / 8; ++nb) {
+            o[4 * nb + 2 * hh] *= alpha[hh];
+            o[4 * nb + 2 * hh + 1] *= alpha[hh];
+          }
+        }
         float sum = 0.f;
 #pragma unroll
         for (int nb = 0; nb < BN / 8; ++nb)
@@ -512,47 +538,69 @@ __global__ void __launch_bounds__(384, 1)
     mask_early(kw);
     wgmma_wait<0>();
     reg_fence(s);
-    softmax(0, kw, alpha);
+    softmax(0, kw, alpha, false);
     if constexpr (kAhead) {
       if (n_kv > 1) gen_words(1, kw_next);
     }
     pack_early(kw);
     convert_p(kw);
 
-    for (int j = 1; j < n_kv; ++j) {
+    // Block j >= 1: its words in kwc (loaded during block j-1); block j+1's are loaded into kwn.
+    auto block = [&](int j, uint32_t (&kwc)[NT], uint32_t (&kwn)[NT]) {
       const int st = j % ST, pst = (j - 1) % ST;
-      if constexpr (kMode == DropoutMode::Mask || kAhead) {
-#pragma unroll
-        for (int tt = 0; tt < NT; ++tt) kw[tt] = kw_next[tt];
-      }
       mbar_wait(k_full(st), (j / ST) & 1);
       mbar_wait(v_full(pst), ((j - 1) / ST) & 1);
       take_turn();
       issue_s(st);
       issue_pv(pst);
       pass_turn(false);
-      if (kNewMask || j + 1 < n_kv) load_words(j + 1, kw_next);
-      if constexpr (!kAhead) gen_words(j, kw);
-      ring_words(j, kw);
-      mask_early(kw);
+      if (kNewMask || j + 1 < n_kv) load_words(j + 1, kwn);
+      if constexpr (!kAhead) gen_words(j, kwc);
+      ring_words(j, kwc);
+      mask_early(kwc);
       wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
       reg_fence(s);
-      softmax(j, kw, alpha);
-      if constexpr (kAhead) {
-        if (j + 1 < n_kv) gen_words(j + 1, kw_next);
+      if constexpr (C::kEarlyRescale) {
+        wgmma_wait<0>();
+        reg_fence(o);
+#pragma unroll
+        for (int kk = 0; kk < PK; ++kk) reg_fence(p[kk]);
+        if (lane == 0) mbar_arrive(kv_empty(pst));
       }
-      pack_early(kw);
+      softmax(j, kwc, alpha, C::kEarlyRescale);
+      if constexpr (kAhead) {
+        if (j + 1 < n_kv) gen_words(j + 1, kwn);
+      }
+      pack_early(kwc);
       // ptxas hoists this wait to the top of the softmax's basic block, so the softmax runs after P_{j-1} V_{j-1}
       // rather than under it; a membar.cta in front keeps it in place but measured slower in every mode
       // (docs/attention.md, device run 2 of session 5).
-      wgmma_wait<0>();
-      reg_fence(o);
+      if constexpr (!C::kEarlyRescale) {
+        wgmma_wait<0>();
+        reg_fence(o);
 #pragma unroll
-      for (int kk = 0; kk < PK; ++kk) reg_fence(p[kk]);
-      if (lane == 0) mbar_arrive(kv_empty(pst));
+        for (int kk = 0; kk < PK; ++kk) reg_fence(p[kk]);
+        if (lane == 0) mbar_arrive(kv_empty(pst));
 #pragma unroll
-      for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
-      convert_p(kw);
+        for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
+      }
+      convert_p(kwc);
+    };
+    if constexpr (C::kUnroll2) {
+      // Odd blocks read kw_next and load into kw, even blocks the reverse (block 1 reads kw_next, loaded above).
+      for (int j = 1; j < n_kv; j += 2) {
+        block(j, kw_next, kw);
+        if (j + 1 >= n_kv) break;
+        block(j + 1, kw, kw_next);
+      }
+    } else {
+      for (int j = 1; j < n_kv; ++j) {
+        if constexpr (kMode == DropoutMode::Mask || kAhead) {
+#pragma unroll
+          for (int tt = 0; tt < NT; ++tt) kw[tt] = kw_next[tt];
+        }
+        block(j, kw, kw_next);
+      }
     }
     {
       const int last = n_kv - 1, st = last % ST;
