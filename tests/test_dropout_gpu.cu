@@ -2,7 +2,9 @@
 // y = x * scale exactly where the mask keeps, exactly 0 where it drops, bf16 and fp32, ragged sizes,
 // outputs poisoned first; every variant bitwise equal to the others.
 #include <gtest/gtest.h>
+#include <cuda_bf16.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "src/core/device_buffer.hpp"
 #include "kernels/dropout/dropout.cuh"
 #include "gpu_guard.hpp"
+#include "test_random.hpp"
 #include "src/core/mask_host.hpp"
 #include "kernels/util/util_kernels.cuh"
 
@@ -191,4 +194,44 @@ TEST(DropoutGpu, KeptValuesAreScaledMeanPreserved) {
   const double mean = sum / n;
   const double sd = std::sqrt(t.keep_effective * (1 - t.keep_effective) / n) / t.keep_effective;
   EXPECT_NEAR(mean, 1.0, 5 * sd + 1e-6);
+}
+
+// launch_fill_normal (the attention command's inputs): standard normal moments and tail, a pure function of
+// (seed, index), and its bf16 values the fp32 ones rounded.
+TEST(UtilGpu, FillNormalIsStandardNormal) {
+  DB_REQUIRE_GPU();
+  const uint64_t n = 1ull << 22;
+  const uint64_t seed = dropbench_test::fresh_seed();
+  DeviceBuffer a(n * 4), b(n * 4), h(n * 2);
+  launch_fill_normal(a.get(), n, false, seed, nullptr);
+  launch_fill_normal(b.get(), n, false, seed, nullptr);
+  launch_fill_normal(h.get(), n, true, seed, nullptr);
+  DB_CUDA(cudaDeviceSynchronize());
+  const std::vector<float> x = download<float>(a, n);
+  EXPECT_EQ(x, download<float>(b, n)) << "seed " << seed;
+  double s1 = 0, s2 = 0, s4 = 0;
+  uint64_t tail = 0;
+  for (float v : x) {
+    ASSERT_TRUE(std::isfinite(v)) << "seed " << seed;
+    s1 += v, s2 += double(v) * v, s4 += double(v) * v * v * v;
+    tail += std::fabs(v) > 3;
+  }
+  const double mean = s1 / n, var = s2 / n - mean * mean;
+  // 5 sigma: mean's sd 1/sqrt(n); the variance's sqrt(2/n); the fourth moment's sqrt(96/n); the tail count's
+  // sqrt(n p (1 - p)) with p = 0.0027 (P(|Z| > 3)).
+  EXPECT_LT(std::fabs(mean), 5 / std::sqrt(double(n))) << "seed " << seed;
+  EXPECT_NEAR(var, 1.0, 5 * std::sqrt(2.0 / n)) << "seed " << seed;
+  EXPECT_NEAR(s4 / n, 3.0, 5 * std::sqrt(96.0 / n)) << "seed " << seed;
+  const double p = 0.0026998, et = n * p;
+  EXPECT_NEAR(double(tail), et, 5 * std::sqrt(et * (1 - p))) << "seed " << seed;
+  const std::vector<uint16_t> hb = download<uint16_t>(h, n);
+  for (uint64_t i = 0; i < n; i += 997) {
+    const __nv_bfloat16 r = __float2bfloat16_rn(x[i]);
+    uint16_t rb;
+    std::memcpy(&rb, &r, 2);
+    ASSERT_EQ(hb[i], rb) << "index " << i << " seed " << seed;
+  }
+  launch_fill_normal(b.get(), n, false, seed + 1, nullptr);
+  DB_CUDA(cudaDeviceSynchronize());
+  EXPECT_NE(x, download<float>(b, n));
 }

@@ -59,6 +59,18 @@ __global__ void fill_uniform_kernel(void* p, uint64_t n, bool bf16, uint64_t see
   }
 }
 
+// N(0, 1) by Box-Muller on two 24-bit uniforms of the index's hash (u1 in (0, 1], so the log is finite).
+__global__ void fill_normal_kernel(void* p, uint64_t n, bool bf16, uint64_t seed) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint64_t h = mix64(seed * 0x9E3779B97F4A7C15ull + i);
+    const float u1 = (static_cast<float>(h >> 40) + 1.0f) * (1.0f / 16777216.0f);
+    const float u2 = static_cast<float>((h >> 16) & 0xFFFFFFu) * (1.0f / 16777216.0f);
+    const float z = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+    if (bf16) static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(z);
+    else static_cast<float*>(p)[i] = z;
+  }
+}
+
 // Sum (mod 2^64) of mix64(word ^ golden * (index + 1)); the tail (< 8 bytes) is word `words`, zero-padded.
 __global__ void checksum_kernel(const uint64_t* p, size_t words, const unsigned char* tail, int tail_bytes,
                                 unsigned long long* out) {
@@ -115,6 +127,11 @@ void launch_count_diff(const void* a, const void* b, size_t bytes, unsigned long
 
 void launch_fill_uniform(void* p, uint64_t n, bool bf16, uint64_t seed, cudaStream_t s) {
   fill_uniform_kernel<<<2048, 256, 0, s>>>(p, n, bf16, seed);
+  DB_CUDA_LAUNCH();
+}
+
+void launch_fill_normal(void* p, uint64_t n, bool bf16, uint64_t seed, cudaStream_t s) {
+  fill_normal_kernel<<<2048, 256, 0, s>>>(p, n, bf16, seed);
   DB_CUDA_LAUNCH();
 }
 

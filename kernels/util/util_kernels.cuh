@@ -23,6 +23,8 @@ void launch_count_keep(const void* p, uint64_t n, int kind, unsigned long long* 
 // Fill n elements (bf16 when bf16 is true, else fp32) with uniform values in [-1, 1) from a hash of
 // (seed, index): fresh, non-zero test/benchmark inputs without a host round trip.
 void launch_fill_uniform(void* p, uint64_t n, bool bf16, uint64_t seed, cudaStream_t s);
+// The same with standard normal values (Box-Muller): attention inputs drawn as torch.randn draws the peers'.
+void launch_fill_normal(void* p, uint64_t n, bool bf16, uint64_t seed, cudaStream_t s);
 
 // Order-independent 64-bit checksum of `bytes` bytes (sum over 8-byte words of a hash of (word, index); a
 // tail shorter than 8 bytes is zero-padded): *out = the checksum (overwritten, not added to). Same bytes ->

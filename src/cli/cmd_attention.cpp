@@ -70,7 +70,9 @@ int run_attention(RunContext& ctx) {
       o_ref.reserve(o_bytes);
       lse.reserve(lse_bytes);
       mask.reserve(geo.bytes());
-      launch_fill_uniform(qkv.get(), qkv_bytes / 2, true, w.seed ^ (0x51ull * (pt.index + 1)), session.harness.stream());
+      // N(0, 1), as scripts/peers.py (torch.randn) and bench_attention draw theirs: the wgmma kernel's rescale
+      // skipping makes its time depend on how often a row's running max moves, so peers compare on equal inputs.
+      launch_fill_normal(qkv.get(), qkv_bytes / 2, true, w.seed ^ (0x51ull * (pt.index + 1)), session.harness.stream());
     }
     ap.qkv = qkv.get<__nv_bfloat16>();
     ap.o = o.get<__nv_bfloat16>();
@@ -138,6 +140,7 @@ int run_attention(RunContext& ctx) {
       v.extra["flops"] = flops;
       v.extra["mask_bytes"] = vd.mode == DropoutMode::Mask ? geo.bytes() : 0;
       v.extra["keep_effective"] = thr.keep_effective;
+      v.extra["inputs"] = "bf16 N(0,1)";
       if (dry) put_estimate(v.derived, v.extra, model->attention(w, vd.name));
       for (auto it = checks[i].begin(); it != checks[i].end(); ++it) v.extra[it.key()] = it.value();
       if (!dry) {
@@ -170,7 +173,8 @@ Command make_attention_command() {
   c.name = "attention";
   c.summary = "Benchmark FlashAttention forward with dropout: none / mask / rng+mask / fused";
   c.help =
-      "Q, K, V are strided views into one random QKV buffer [B*SQ, (Hq+2*Hkv)*dH] (as the QKV GEMM writes it);\n"
+      "Q, K, V are strided views into one QKV buffer [B*SQ, (Hq+2*Hkv)*dH] (as the QKV GEMM writes it) of bf16\n"
+      "N(0,1) values (as scripts/peers.py draws the SDPA peers' inputs);\n"
       "O [B*SQ, Hq*dH] bf16 and the per-row log-sum-exp are written. Variants at every point:\n"
       "  none      no dropout\n"
       "  mask      reads the 1-bit tile mask (docs/rng-scheme.md) that the RNG kernel wrote beforehand\n"
