@@ -23,6 +23,9 @@
 #   sweep    issue 11: a reduced paper sweep through `dropbench run` (SQ 2K/8K/32K x E 4K/16K, R 7) with both
 #            kernels, and the PyTorch end-to-end peer blocks at its points
 # nvidia-smi clocks / power before and after each stage (smi.csv). Everything lands in $OUT (or results-stages/).
+# Provenance: the device's copy of the working tree may carry an older .git than its files (then the build stage's
+# reports say "<old sha>-dirty"). Run it from a `git archive HEAD` export, or pass a BUILD_DIR holding binaries
+# built from the clean tree elsewhere and skip the build stage.
 #   scripts/device_stages.sh BUILD_DIR BUDGET_S [STAGES...]    e.g. scripts/device_stages.sh /tmp/b 540 build gpu attn
 set -uo pipefail
 cd "$(dirname "$0")/.."
