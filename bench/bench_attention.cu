@@ -134,7 +134,7 @@ double rel_diff(const bf16* a, const bf16* b, size_t n) {
 // packed bf16x2 P (DROP_IMPL 2), the other fused-(a) coding (non-causal: ge7 after the P V wait; causal: ge7),
 // fused design (b) new and old. (Device run 2's list also had DROP_IMPL 4 and a membar-pinned softmax: removed,
 // they lost; results/h200/attention_s5.)
-// Each round launches every variant once, in an order shuffled anew per round; CUDA events around each
+// Each round launches every variant once, in the orders of a Williams design (carry-over balanced); CUDA events around each
 // launch; per-variant median and 10th/90th percentiles, and the median over rounds of the per-round ratio to
 // none. Every dropout variant's O must equal mask-new's bit for bit (same seed/threshold), old none = none.
 struct WgVariant {
@@ -319,20 +319,17 @@ int wg_round_robin(int sq, int heads, int kv_heads, int reps, int only_hd, bool 
         for (const WgVariant& v : vs) v.launch(v.mode == DropoutMode::None ? p : q);
       std::vector<cudaEvent_t> ev(2 * nv * reps);
       for (auto& e : ev) DB_CUDA(cudaEventCreate(&e));
-      // A new order every round (Fisher-Yates on a fixed-seed hash: runs repeat): in a rotating cyclic order a
-      // variant nearly always follows the same neighbour and may inherit its power state (session 7: the same
-      // fused kernel read 1.36 and 1.39-1.40x none in two list positions).
-      std::vector<int> order(nv);
+      // Round r runs row r of a Williams design: over nv rows (2 nv for odd nv: each row, then reversed) every
+      // variant directly follows every other equally often. A rotating cyclic order had a variant nearly always
+      // follow the same neighbour and inherit its power state (session 7: the same fused kernel read 1.36 and
+      // 1.39-1.40x none in two list positions); random orders over ~15 rounds still leave 3x imbalances.
+      std::vector<int> base(nv), order(nv);
+      for (int j = 0, lo = 1, hi = nv - 1; j < nv; ++j) base[j] = j == 0 ? 0 : (j % 2 ? lo++ : hi--);
+      const int rows = nv % 2 ? 2 * nv : nv;
       for (int r = 0; r < reps; ++r) {
-        for (int k = 0; k < nv; ++k) order[k] = k;
-        uint64_t z = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(r + 1);
-        for (int k = nv - 1; k > 0; --k) {
-          z += 0x9E3779B97F4A7C15ull;
-          uint64_t h = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-          h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
-          h ^= h >> 31;
-          std::swap(order[k], order[static_cast<int>(h % static_cast<uint64_t>(k + 1))]);
-        }
+        const int row = r % rows;
+        for (int k = 0; k < nv; ++k) order[k] = (base[k] + row % nv) % nv;
+        if (row >= nv) std::reverse(order.begin(), order.end());
         for (int k = 0; k < nv; ++k) {
           const int i = order[k];
           DB_CUDA(cudaEventRecord(ev[2 * (r * nv + i)]));

@@ -179,7 +179,7 @@ void MechanismExplorer::explore_partition(const AloneTimes& alone) {
   gemms_.clear();  // each holds a cuBLASLt workspace: the memory plan budgets one scan's GEMMs at a time
 }
 
-// (b) the cuBLASLt heuristic candidate that overlaps best with `partner` (the fastest fixed mechanism): every
+// (b) the cuBLASLt heuristic candidate that overlaps best with `partner` (the fixed mechanism the pipelines use): every
 // candidate alone and beside the partner's RNG, one group.
 void MechanismExplorer::explore_algo(const AloneTimes& alone, const RngConfig& partner) {
   BlockRunner& runner = ps_.runner;
@@ -199,7 +199,7 @@ void MechanismExplorer::explore_algo(const AloneTimes& alone, const RngConfig& p
     const std::string gname = fmt::format("alone:gemm:cand{}", i);
     group.push_back({gname, [gp](Sample& s) { s.phase("gemm", [&] { gp->run(s.stream); }); }});
     Mech m = prepare(partner, *gp, false,
-                     "b: the cuBLASLt candidate that overlaps best (with the fastest mechanism above, " + partner.name + ")",
+                     "b: the cuBLASLt candidate that overlaps best (with the pipelines' mechanism, " + partner.name + ")",
                      fmt::format("mech:algo:cand{}", i), gname);
     m.extra["candidate"] = i;
     add_mech_candidates(runner, m, group);
@@ -236,9 +236,10 @@ void MechanismExplorer::explore_algo(const AloneTimes& alone, const RngConfig& p
 void MechanismExplorer::finish(const std::map<std::string, Measurement>& first_group, const AloneTimes& alone) {
   if (!active_) return;
   for (Mech& m : mechs_) figures(m, first_group, alone);
-  // The partner of the GEMM-candidate scan: the fixed mechanism the pipelines' rule would pick (all use the
-  // default GEMM), so a near-tie does not change the scan from run to run.
-  const Mech* partner = stable_fastest(mechs_, ps_.book, false, nullptr);
+  // The partner of the GEMM-candidate scan: the fixed mechanism the pipelines' rule picks, so a near-tie does
+  // not change the scan from run to run (none eligible: the first measured).
+  const Mech* partner = stable_fastest(mechs_, ps_.book, true, nullptr);
+  if (!partner) partner = stable_fastest(mechs_, ps_.book, false, nullptr);
   const RngConfig cores = partner ? partner->rc : mechs_.front().rc;
   explore_partition(alone);
   explore_algo(alone, cores);
@@ -246,29 +247,25 @@ void MechanismExplorer::finish(const std::map<std::string, Measurement>& first_g
 
 const Mech* stable_fastest(const std::vector<Mech>& mechs, const SampleBook& book, bool eligible_only,
                            Interval* vs_plain) {
+  auto usable = [&](const Mech& m) { return (!eligible_only || m.eligible) && m.over.total.median > 0; };
   const Mech* plain = nullptr;
   const Mech* fastest = nullptr;
   for (const Mech& m : mechs) {
-    if ((eligible_only && !m.eligible) || !(m.over.total.median > 0)) continue;
+    if (!usable(m)) continue;
     if (m.rc.name == "plain") plain = &m;
     if (!fastest || m.over.total.median < fastest->over.total.median) fastest = &m;
   }
-  if (!plain || !fastest || fastest == plain) {
-    if (vs_plain) *vs_plain = Interval{};
-    return fastest;
-  }
-  // The fastest of those whose paired interval against plain lies wholly below 1.
+  if (vs_plain) *vs_plain = Interval{};
+  if (!plain || !fastest) return fastest;  // no plain to hold: the point estimate is all there is
+  // Challengers in list order: one replaces the incumbent only when faster beyond their paired interval, so a
+  // near-tie at any level (with plain, or between two that both beat it) keeps the incumbent.
   const Mech* pick = plain;
-  Interval pick_iv;
   for (const Mech& m : mechs) {
-    if (&m == plain || (eligible_only && !m.eligible) || !(m.over.total.median > 0)) continue;
-    const Interval iv = book.ratio(m.vname, plain->vname);
-    if (iv.valid && iv.high < 1 && m.over.total.median < pick->over.total.median) {
-      pick = &m;
-      pick_iv = iv;
-    }
+    if (&m == plain || !usable(m)) continue;
+    const Interval iv = book.ratio(m.vname, pick->vname);
+    if (iv.valid && iv.high < 1 && m.over.total.median < pick->over.total.median) pick = &m;
   }
-  if (vs_plain) *vs_plain = pick == plain ? book.ratio(fastest->vname, plain->vname) : pick_iv;
+  if (vs_plain && fastest != plain) *vs_plain = book.ratio((pick == plain ? fastest : pick)->vname, plain->vname);
   return pick;
 }
 
@@ -291,15 +288,17 @@ OverlapChoice choose_overlap_rng(const RunOptions& o, const std::vector<Mech>& m
     if (m.eligible && m.over.total.median > 0 && (!fastest || m.over.total.median < fastest->over.total.median))
       fastest = &m;
   auto ratio = [&](const Mech& m) {
-    return fmt::format("{} / plain {:.4f} [{:.4f}, {:.4f}]", m.rc.name, iv.value, iv.low, iv.high);
+    return fmt::format("{} / plain {:.5f} [{:.5f}, {:.5f}]", m.rc.name, iv.value, iv.low, iv.high);
   };
   const bool plain_measured = std::any_of(mechs.begin(), mechs.end(), [](const Mech& m) {
     return m.rc.name == "plain" && m.eligible && m.over.total.median > 0;
   });
   if (!plain_measured)
-    c.why = "fastest eligible mechanism (plain not eligible or without samples)";
+    c.why = "fastest eligible mechanism by point estimate (plain not eligible or without samples)";
   else if (pick->rc.name != "plain")
-    c.why = "fastest eligible mechanism faster than plain beyond its paired interval (" + ratio(*pick) + ")";
+    c.why = "faster than plain (and than any earlier challenger) beyond the paired interval (" +
+            (iv.valid ? ratio(*pick) : pick->rc.name + " / plain: no interval") + ")" +
+            (fastest && fastest != pick ? "; fastest by point estimate: " + fastest->rc.name : "");
   else if (fastest && fastest != pick)
     c.why = "plain: no eligible mechanism faster beyond its paired interval (fastest " +
             (iv.valid ? ratio(*fastest) : fastest->rc.name + ", no interval") + ")";

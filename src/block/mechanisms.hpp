@@ -1,7 +1,7 @@
 // The GEMM || RNG overlap mechanisms `dropbench run` measures at each point (docs/run.md):
 //   plain, priority (d), coresident-w1/w2/w4 (a)  fixed configurations on the pipelines' GEMM (the registry below)
 //   partition-Ksm (c)                              GEMM on SMs - K, RNG pinned to K SMs, K from the serial times
-//   algo (b)                                       the cuBLASLt candidate that overlaps best with the fastest of the above
+//   algo (b)                                       the cuBLASLt candidate that overlaps best with the pipelines' mechanism
 // Adding a fixed mechanism = one entry in fixed_mechanisms(); --overlap-rng accepts every entry's name.
 #pragma once
 #include <memory>
@@ -67,12 +67,13 @@ class MechanismExplorer {
   std::vector<std::unique_ptr<QkvGemm>> gemms_;
 };
 
-// The mechanism a choice from measured times takes: plain, unless another is faster with its paired interval of
-// (its time / plain's) wholly below 1; then the fastest such. A near-tie picked by the point estimate alone flips
-// from run to run and carries into the overlap and chunked pipelines (issue 13: 70B R7, plain vs priority
-// 1375.2 vs 1375.9 us, chunked/baseline 1.000 with plain, 0.989 with priority). eligible_only: only mechanisms
-// that can serve the pipelines. Without a measured plain: the fastest (nullptr: none has samples). vs_plain
-// (optional): the chosen one's interval against plain, or with plain kept the fastest's (invalid: none).
+// The mechanism a choice from measured times takes: plain, then each other mechanism in list order replaces the
+// one held only when faster with its paired interval of (its time / the held one's) wholly below 1. A near-tie
+// picked by point estimate flips from run to run and carries into the overlap and chunked pipelines (issue 13:
+// 70B R7, plain vs priority 1375.2 vs 1375.9 us, chunked/baseline 1.000 with plain, 0.989 with priority).
+// eligible_only: only mechanisms that can serve the pipelines. Without a usable plain: the fastest by point
+// estimate (nullptr: none has samples). vs_plain (optional): the chosen one's ratio to plain, or with plain kept
+// the fastest one's; invalid when plain is fastest or absent, or the series are not paired.
 const Mech* stable_fastest(const std::vector<Mech>& mechs, const SampleBook& book, bool eligible_only,
                            Interval* vs_plain);
 // --overlap-rng, else stable_fastest of the eligible mechanisms, else plain.
