@@ -1025,8 +1025,8 @@ TEST(Model, CommittedNewestReportsWithinBounds) {
   // (docs/model.md, "Limits"). The bound follows the newest report until the wgmma tail is modelled.
   // Session 7's reports (32 q / 8 kv heads, dH 64 and 128, non-causal too; the paper sweep non-causal, SQ 2K-32K):
   // attention 5.7 %, the sweep's run report 9.0 % -- both from the RNG kernel's gen phase measured inside
-  // rng+mask and the pipelines (rng:tile rows 11-16 % slow: it runs after an attention at the power cap and
-  // inherits the limiter's clock, docs/model.md) and the recoded fused instances (10.8 % in the sweep).
+  // rng+mask and the pipelines (rng:tile rows 11-16 % slow: most likely it inherits the power limiter's clock
+  // from the attention before it, docs/model.md) and the recoded fused instances (10.8 % in the sweep).
   // Bounds 5.5 -> 6 %, 9 -> 9.5 %.
   for (const auto& k : kinds) {
     const auto reps = newest_reports(root, k.command);
