@@ -91,8 +91,7 @@ TEST(OverlapChoice, NearTieKeepsPlain) {
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     MechGroup g;
     g.build({{"plain", 1.3752e-3, true}, {"priority", 1.3750e-3, true}, {"coresident-w4", 1.6e-3, true}}, seed);
-    Interval iv;
-    const Mech* m = stable_fastest(g.mechs, g.book, true, &iv);
+    const Mech* m = stable_fastest(g.mechs, g.book, true).pick;
     ASSERT_NE(m, nullptr);
     EXPECT_EQ(m->rc.name, "plain") << "seed " << seed;
     const OverlapChoice c = choose_overlap_rng(RunOptions{}, g.mechs, g.book);
@@ -116,7 +115,7 @@ TEST(OverlapChoice, ClearLeadIsTakenEvenUnderDrift) {
   EXPECT_NEAR(c.vs_plain.value, 1.393 / 1.40, 1e-3);
   EXPECT_NE(c.why.find("priority / plain"), std::string::npos) << c.why;
   // For the candidate scan's partner every fixed mechanism counts: coresident-w2 leads plain clearly too.
-  EXPECT_EQ(stable_fastest(g.mechs, g.book, false, nullptr)->rc.name, "coresident-w2");
+  EXPECT_EQ(stable_fastest(g.mechs, g.book, false).pick->rc.name, "coresident-w2");
 }
 
 TEST(OverlapChoice, WithoutAMeasuredPlainTheFastestEligible) {
@@ -128,7 +127,7 @@ TEST(OverlapChoice, WithoutAMeasuredPlainTheFastestEligible) {
   EXPECT_NE(c.why.find("plain not eligible"), std::string::npos) << c.why;
   // Nothing measured: no choice, the default stays.
   for (Mech& m : g.mechs) m.over.total.median = 0;
-  EXPECT_EQ(stable_fastest(g.mechs, g.book, true, nullptr), nullptr);
+  EXPECT_EQ(stable_fastest(g.mechs, g.book, true).pick, nullptr);
   EXPECT_EQ(choose_overlap_rng(RunOptions{}, g.mechs, g.book).rc.name, "plain");
   // --overlap-rng wins over everything.
   RunOptions o;

@@ -238,35 +238,34 @@ void MechanismExplorer::finish(const std::map<std::string, Measurement>& first_g
   for (Mech& m : mechs_) figures(m, first_group, alone);
   // The partner of the GEMM-candidate scan: the fixed mechanism the pipelines' rule picks, so a near-tie does
   // not change the scan from run to run (none eligible: the first measured).
-  const Mech* partner = stable_fastest(mechs_, ps_.book, true, nullptr);
-  if (!partner) partner = stable_fastest(mechs_, ps_.book, false, nullptr);
+  const Mech* partner = stable_fastest(mechs_, ps_.book, true).pick;
+  if (!partner) partner = stable_fastest(mechs_, ps_.book, false).pick;
   const RngConfig cores = partner ? partner->rc : mechs_.front().rc;
   explore_partition(alone);
   explore_algo(alone, cores);
 }
 
-const Mech* stable_fastest(const std::vector<Mech>& mechs, const SampleBook& book, bool eligible_only,
-                           Interval* vs_plain) {
+MechChoice stable_fastest(const std::vector<Mech>& mechs, const SampleBook& book, bool eligible_only) {
   auto usable = [&](const Mech& m) { return (!eligible_only || m.eligible) && m.over.total.median > 0; };
-  const Mech* plain = nullptr;
-  const Mech* fastest = nullptr;
+  MechChoice c;
   for (const Mech& m : mechs) {
     if (!usable(m)) continue;
-    if (m.rc.name == "plain") plain = &m;
-    if (!fastest || m.over.total.median < fastest->over.total.median) fastest = &m;
+    if (m.rc.name == "plain") c.plain = &m;
+    if (!c.fastest || m.over.total.median < c.fastest->over.total.median) c.fastest = &m;
   }
-  if (vs_plain) *vs_plain = Interval{};
-  if (!plain || !fastest) return fastest;  // no plain to hold: the point estimate is all there is
+  c.pick = c.fastest;
+  if (!c.plain) return c;  // no plain to hold: the point estimate is all there is
   // Challengers in list order: one replaces the incumbent only when faster beyond their paired interval, so a
   // near-tie at any level (with plain, or between two that both beat it) keeps the incumbent.
-  const Mech* pick = plain;
+  c.pick = c.plain;
   for (const Mech& m : mechs) {
-    if (&m == plain || !usable(m)) continue;
-    const Interval iv = book.ratio(m.vname, pick->vname);
-    if (iv.valid && iv.high < 1 && m.over.total.median < pick->over.total.median) pick = &m;
+    if (&m == c.plain || !usable(m)) continue;
+    const Interval iv = book.ratio(m.vname, c.pick->vname);
+    if (iv.valid && iv.high < 1 && m.over.total.median < c.pick->over.total.median) c.pick = &m;
   }
-  if (vs_plain && fastest != plain) *vs_plain = book.ratio((pick == plain ? fastest : pick)->vname, plain->vname);
-  return pick;
+  if (c.fastest != c.plain)
+    c.vs_plain = book.ratio((c.pick == c.plain ? c.fastest : c.pick)->vname, c.plain->vname);
+  return c;
 }
 
 OverlapChoice choose_overlap_rng(const RunOptions& o, const std::vector<Mech>& mechs, const SampleBook& book) {
@@ -278,30 +277,24 @@ OverlapChoice choose_overlap_rng(const RunOptions& o, const std::vector<Mech>& m
     c.why = "--overlap-rng";
     return c;
   }
-  Interval iv;
-  const Mech* pick = stable_fastest(mechs, book, true, &iv);
-  if (!pick) return c;
-  c.rc = pick->rc;
+  const MechChoice mc = stable_fastest(mechs, book, true);
+  if (!mc.pick) return c;
+  const Mech& pick = *mc.pick;
+  const Interval& iv = mc.vs_plain;
+  c.rc = pick.rc;
   c.vs_plain = iv;
-  const Mech* fastest = nullptr;
-  for (const Mech& m : mechs)
-    if (m.eligible && m.over.total.median > 0 && (!fastest || m.over.total.median < fastest->over.total.median))
-      fastest = &m;
   auto ratio = [&](const Mech& m) {
     return fmt::format("{} / plain {:.5f} [{:.5f}, {:.5f}]", m.rc.name, iv.value, iv.low, iv.high);
   };
-  const bool plain_measured = std::any_of(mechs.begin(), mechs.end(), [](const Mech& m) {
-    return m.rc.name == "plain" && m.eligible && m.over.total.median > 0;
-  });
-  if (!plain_measured)
+  if (!mc.plain)
     c.why = "fastest eligible mechanism by point estimate (plain not eligible or without samples)";
-  else if (pick->rc.name != "plain")
+  else if (&pick != mc.plain)
     c.why = "faster than plain (and than any earlier challenger) beyond the paired interval (" +
-            (iv.valid ? ratio(*pick) : pick->rc.name + " / plain: no interval") + ")" +
-            (fastest && fastest != pick ? "; fastest by point estimate: " + fastest->rc.name : "");
-  else if (fastest && fastest != pick)
+            (iv.valid ? ratio(pick) : pick.rc.name + " / plain: no interval") + ")" +
+            (mc.fastest != &pick ? "; fastest by point estimate: " + mc.fastest->rc.name : "");
+  else if (mc.fastest != &pick)
     c.why = "plain: no eligible mechanism faster beyond its paired interval (fastest " +
-            (iv.valid ? ratio(*fastest) : fastest->rc.name + ", no interval") + ")";
+            (iv.valid ? ratio(*mc.fastest) : mc.fastest->rc.name + ", no interval") + ")";
   else
     c.why = "plain: the fastest eligible mechanism";
   return c;

@@ -67,15 +67,20 @@ class MechanismExplorer {
   std::vector<std::unique_ptr<QkvGemm>> gemms_;
 };
 
-// The mechanism a choice from measured times takes: plain, then each other mechanism in list order replaces the
-// one held only when faster with its paired interval of (its time / the held one's) wholly below 1. A near-tie
-// picked by point estimate flips from run to run and carries into the overlap and chunked pipelines (issue 13:
-// 70B R7, plain vs priority 1375.2 vs 1375.9 us, chunked/baseline 1.000 with plain, 0.989 with priority).
-// eligible_only: only mechanisms that can serve the pipelines. Without a usable plain: the fastest by point
-// estimate (nullptr: none has samples). vs_plain (optional): the chosen one's ratio to plain, or with plain kept
-// the fastest one's; invalid when plain is fastest or absent, or the series are not paired.
-const Mech* stable_fastest(const std::vector<Mech>& mechs, const SampleBook& book, bool eligible_only,
-                           Interval* vs_plain);
+// The mechanism a choice from measured times takes (pick): plain, then each other mechanism in list order
+// replaces the one held only when faster with its paired interval of (its time / the held one's) wholly below 1.
+// A near-tie picked by point estimate flips from run to run and carries into the overlap and chunked pipelines
+// (issue 13: 70B R7, plain vs priority 1375.2 vs 1375.9 us, chunked/baseline 1.000 with plain, 0.989 with
+// priority). eligible_only: only mechanisms that can serve the pipelines. Without a usable plain: the fastest by
+// point estimate (nullptr: none has samples). vs_plain: the pick's ratio to plain, or with plain kept the
+// fastest one's; invalid when plain is fastest or absent, or the series are not paired.
+struct MechChoice {
+  const Mech* pick = nullptr;
+  const Mech* fastest = nullptr;  // by point estimate
+  const Mech* plain = nullptr;    // nullptr: not usable
+  Interval vs_plain;
+};
+MechChoice stable_fastest(const std::vector<Mech>& mechs, const SampleBook& book, bool eligible_only);
 // --overlap-rng, else stable_fastest of the eligible mechanisms, else plain.
 OverlapChoice choose_overlap_rng(const RunOptions& o, const std::vector<Mech>& mechs, const SampleBook& book);
 
