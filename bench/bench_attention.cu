@@ -7,7 +7,8 @@
 //
 // usage: bench_attention [sq=8192] [q_heads=32] [kv_heads=8] [reps=30] [hd=0 (both) | 128 | 64]
 //   BENCH_MODE=rr: round-robin old-vs-new comparison of the wgmma dropout variants (BENCH_CAUSAL=0|1|both;
-//     BENCH_RR_SET=s6: session 6's shorter list, codings 1 and 3; =s7: session 7's (early rescale, old defaults));
+//     BENCH_RR_SET=s6: session 6's shorter list, codings 1 and 3; =s7: session 7's (early rescale, old defaults);
+//     =s8: session 8's (mask-word L2 prefetch, unrolled loop));
 //   BENCH_MODE=seq: one launch of each of those variants, in order (for Nsight Compute).
 #include <algorithm>
 #include <cmath>
@@ -214,11 +215,37 @@ std::vector<WgVariant> wg_variants_s7() {
   return v;
 }
 
+// BENCH_RR_SET=s8 (session 8): mode Mask with the producer's L2 prefetch of the mask words (WgCfg MASK_PF; "PF2"
+// = one block ahead of the K/V loads) and with the unrolled main loop (UNROLL2, whose word loads waited on DRAM
+// in session 7), against the dispatched none and none unrolled (ratios to both); the dispatched fused (a) in the
+// Williams order (session 7's rr read it 1.36-1.40x none by list position).
+template <int HD, bool kCausal, bool U2, int PF>
+using MaskCfgP = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, !kCausal, 0, false, 1, U2, false, PF>,
+                                    attn_wg::WgCfg<64, 128, 4, true, 0, false, 1, U2, false, PF>>;
+template <int HD, bool kCausal>
+std::vector<WgVariant> wg_variants_s8() {
+  std::vector<WgVariant> v;
+  auto add = [&](const char* name, DropoutMode m, void (*fn)(const AttentionParams&)) { v.push_back({name, m, fn}); };
+  add("none new", DropoutMode::None, [](const AttentionParams& q) { launch_attention(q, DropoutMode::None, nullptr); });
+  add("none unroll2", DropoutMode::None, [](const AttentionParams& q) {
+    using C = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, true, 0, false, 1, true>, attn_wg::WgCfg<64, 128, 4, kCausal, 0, false, 1, true>>;
+    launch_wg_variant<C, DropoutMode::None, kCausal>(q, nullptr);
+  });
+  add("mask new", DropoutMode::Mask, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Mask, nullptr); });
+  add("mask PF1", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgP<HD, kCausal, false, 1>, DropoutMode::Mask, kCausal>(q, nullptr); });
+  add("mask PF2", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgP<HD, kCausal, false, 2>, DropoutMode::Mask, kCausal>(q, nullptr); });
+  add("mask unroll2", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgP<HD, kCausal, true, 0>, DropoutMode::Mask, kCausal>(q, nullptr); });
+  add("mask unroll2 PF2", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgP<HD, kCausal, true, 2>, DropoutMode::Mask, kCausal>(q, nullptr); });
+  add("fused(a) new", DropoutMode::Fused, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Fused, nullptr); });
+  return v;
+}
+
 template <int HD, bool kCausal>
 std::vector<WgVariant> wg_variants() {
   const char* set = std::getenv("BENCH_RR_SET");
   if (set && std::string(set) == "s6") return wg_variants_s6<HD, kCausal>();
   if (set && std::string(set) == "s7") return wg_variants_s7<HD, kCausal>();
+  if (set && std::string(set) == "s8") return wg_variants_s8<HD, kCausal>();
   std::vector<WgVariant> v;
   v.push_back({"none", DropoutMode::None, [](const AttentionParams& q) { launch_attention(q, DropoutMode::None, nullptr); }});
   v.push_back({"mask new", DropoutMode::Mask, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Mask, nullptr); }});
@@ -352,9 +379,9 @@ int wg_round_robin(int sq, int heads, int kv_heads, int reps, int only_hd, bool 
       };
       const double flops = attention_flops(p);
       const double med_none = pct(t[0], 0.5);
-      int i_old = -1;  // BENCH_RR_SET=s7: also the per-round ratio to "none old"
-      for (int i = 0; i < nv; ++i)
-        if (vs[i].name == "none old") i_old = i;
+      int i_old = -1;  // a second none variant in the list (s7: "none old", s8: "none unroll2"): ratios to it too
+      for (int i = nv - 1; i > 0; --i)
+        if (vs[i].mode == DropoutMode::None && vs[i].name != "none ER") i_old = i;
       for (int i = 0; i < nv; ++i) {
         std::vector<double> ratio(reps), ratio_old(reps);
         for (int r = 0; r < reps; ++r) ratio[r] = t[i][r] / t[0][r];
@@ -365,8 +392,8 @@ int wg_round_robin(int sq, int heads, int kv_heads, int reps, int only_hd, bool 
                     sq, hd, causal, vs[i].name.c_str(), med, pct(t[i], 0.1), pct(t[i], 0.9), flops / (med * 1e-3) / 1e12,
                     med / med_none, pct(ratio, 0.5), pct(ratio, 0.1), pct(ratio, 0.9));
         if (i_old >= 0)
-          std::printf("rr2 SQ %5d hd %3d causal %d  %-20s x none-old per-round median %.3f, p10 %.3f p90 %.3f\n", sq, hd, causal,
-                      vs[i].name.c_str(), pct(ratio_old, 0.5), pct(ratio_old, 0.1), pct(ratio_old, 0.9));
+          std::printf("rr2 SQ %5d hd %3d causal %d  %-20s x %s per-round median %.3f, p10 %.3f p90 %.3f\n", sq, hd, causal,
+                      vs[i].name.c_str(), vs[i_old].name.c_str(), pct(ratio_old, 0.5), pct(ratio_old, 0.1), pct(ratio_old, 0.9));
       }
       std::fflush(stdout);
     }

@@ -20,6 +20,7 @@
 #            Philox-7, and the PyTorch SDPA peers at the same points in the same call
 #   shard    issue 15 on one GPU: a 4-point rng slice of the 70B preset as two shards one after another, merged,
 #            and compared with the same slice unsharded (dropbench compare)
+#   rr       issue 11: bench_attention BENCH_MODE=rr (variant set $RR_SET, default s8) at 8 shapes, memcheck of the codings
 #   sweep    issue 11: a reduced paper sweep through `dropbench run` (SQ 2K/8K/32K x E 4K/16K, R 7) with both
 #            kernels, and the PyTorch end-to-end peer blocks at its points
 # nvidia-smi clocks / power before and after each stage (smi.csv). Everything lands in $OUT (or results-stages/).
@@ -132,6 +133,25 @@ for s in "${STAGES[@]}"; do
         --only attention --sq 8192,16384 --causal false,true --head-dim 64,128 --min-time 0.1 -q \
         -o "$O/peers_attention.json" >> "$O/peers.log" 2>&1
       echo "peers attention: exit $?" ;;
+    rr)
+      # issue 11: bench_attention's round-robin of wgmma variants (set $RR_SET, default s8) at dH 64/128 x SQ
+      # 8192/16384 x causal and not, $RR_PASSES passes (default 2) while time is left, every variant checked bitwise;
+      # then compute-sanitizer memcheck of the coding test. Summary lines in rr_summary.txt.
+      want rr 120 || continue
+      for pass in $(seq "${RR_PASSES:-2}"); do
+        for hd in 128 64; do for sq in 8192 16384; do for c in 0 1; do
+          [ "$(left)" -lt 60 ] && { echo "rr p$pass hd $hd sq $sq causal $c: skipped"; continue; }
+          BENCH_MODE=rr BENCH_RR_SET=${RR_SET:-s8} BENCH_CAUSAL=$c timeout 50 "$B/bench/bench_attention" $sq 32 8 \
+            "${RR_REPS:-16}" $hd > "$O/rr_p${pass}_hd${hd}_sq${sq}_c$c.log" 2>&1
+          echo "rr p$pass hd $hd sq $sq causal $c: exit $?"
+        done; done; done
+      done
+      grep -h -E "^rr|MISMATCH|not bitwise" "$O"/rr_p*.log | sed -E 's/ \(p10 [0-9. ]+p90 [0-9. ]+\)//; s/per-round ratio //' > "$O/rr_summary.txt"
+      if [ "$(left)" -gt 50 ] && command -v compute-sanitizer > /dev/null; then
+        timeout 45 compute-sanitizer --tool memcheck --error-exitcode 3 "$B/tests/test_attention_gpu" \
+          --gtest_filter='AttentionKernels.WgmmaDropoutCodingsEqualBitwise' > "$O/memcheck_codings.log" 2>&1
+        echo "memcheck (coding test): exit $? ($(grep -E 'ERROR SUMMARY' "$O/memcheck_codings.log" | tr '\n' ' '))"
+      fi ;;
     sweep)
       want sweep 150 || continue
       timeout $(( $(left) - 50 )) "$B/dropbench" run --config configs/paper-sweep.json -q --no-explore \

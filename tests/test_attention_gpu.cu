@@ -564,9 +564,9 @@ TEST(AttentionKernels, WgmmaFusedDesignsEqualMaskBitwise) {
 
 // One instance of the wgmma kernel at dH 128 (3 stages, ping-pong) with dropout coding I (WgCfg DROP_IMPL),
 // launched directly over the problem's tensor maps.
-template <int I, DropoutMode M, bool kCausal, bool kAhead = false, bool kUnroll2 = false, bool kER = false>
+template <int I, DropoutMode M, bool kCausal, bool kAhead = false, bool kUnroll2 = false, bool kER = false, int kPF = 0>
 void launch_wg_coding(const AttentionParams& p) {
-  using C = attn_wg::WgCfg<128, 128, 3, true, 0, kAhead, I, kUnroll2, kER>;
+  using C = attn_wg::WgCfg<128, 128, 3, true, 0, kAhead, I, kUnroll2, kER, kPF>;
   auto fn = attn_wg::attn_fwd_wgmma_kernel<C, M, 7, 8, kCausal>;
   DB_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
   CUtensorMap tq, tkv;
@@ -584,6 +584,9 @@ std::vector<std::pair<std::string, void (*)(const AttentionParams&)>> wg_codings
           {"mask I1 unroll2", &launch_wg_coding<1, DropoutMode::Mask, kCausal, false, true>},
           {"mask I3 unroll2", &launch_wg_coding<3, DropoutMode::Mask, kCausal, false, true>},
           {"mask I1 early-rescale", &launch_wg_coding<1, DropoutMode::Mask, kCausal, false, false, true>},
+          {"mask I1 prefetch 1", &launch_wg_coding<1, DropoutMode::Mask, kCausal, false, false, false, 1>},
+          {"mask I1 prefetch 2", &launch_wg_coding<1, DropoutMode::Mask, kCausal, false, false, false, 2>},
+          {"mask I1 unroll2 prefetch 2", &launch_wg_coding<1, DropoutMode::Mask, kCausal, false, true, false, 2>},
           {"fused I0", &launch_wg_coding<0, DropoutMode::Fused, kCausal>},
           {"fused I0 ahead", &launch_wg_coding<0, DropoutMode::Fused, kCausal, true>},
           {"fused I0 ahead unroll2", &launch_wg_coding<0, DropoutMode::Fused, kCausal, true, true>},
@@ -594,7 +597,7 @@ std::vector<std::pair<std::string, void (*)(const AttentionParams&)>> wg_codings
 }
 
 // The wgmma kernel's dropout codings (DROP_IMPL 0-3, docs/attention.md; also the unrolled main loop and the early
-// O rescale of session 7) make the same bits with different instructions: every one gives O and LSE bitwise equal to the dispatched mask kernel's, mask and fused, causal
+// O rescale of session 7; the mask-word L2 prefetch of session 8) make the same bits with different instructions: every one gives O and LSE bitwise equal to the dispatched mask kernel's, mask and fused, causal
 // (ragged, GQA) and not (batch 2, MQA), every output written.
 TEST(AttentionKernels, WgmmaDropoutCodingsEqualBitwise) {
   DB_REQUIRE_KERNEL(AttentionKernel::Wgmma);

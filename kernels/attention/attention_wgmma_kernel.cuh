@@ -39,7 +39,7 @@ namespace dropbench {
 namespace attn_wg {
 
 template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3, bool PHILOX_AHEAD = false, int DROP_IMPL = 1,
-          bool UNROLL2 = false, bool EARLY_RESCALE = false>
+          bool UNROLL2 = false, bool EARLY_RESCALE = false, int MASK_PF = 0>
 struct WgCfg {
   // How the dropout modes are coded (same bits, same arithmetic, bit-identical outputs; docs/attention.md
   // "Cutting the dropout instructions"):
@@ -71,6 +71,10 @@ struct WgCfg {
   // is known, meant to let the 64 FMULs fill the MUFU.EX2 gaps. Not dispatched: ptxas still puts them last, and
   // sinks fused mode's Philox below the wait (session 7: none 1.01-1.04x slower, fused 1.37-1.64x none).
   static constexpr bool kEarlyRescale = EARLY_RESCALE;
+  // Mode Mask: when the producer issues block j's K/V loads it also prefetches block j + MASK_PF - 1's mask
+  // words (the CTA's 8 strips x BN/64 tiles) into L2 (cp.async.bulk.prefetch), so the consumers' word loads,
+  // issued a block before use, hit L2 instead of DRAM. 0 = off. (The producer runs about ST - 1 blocks ahead.)
+  static constexpr int kMaskPrefetch = MASK_PF;
   static constexpr bool kPingPong = PINGPONG;  // turn-taking between the consumer warpgroups
   // Fused design (a): false = block j's Philox calls right after its GEMMs are issued (under S_j); true = block
   // j+1's calls after block j's softmax (under P_{j-1} V_{j-1} and the other warpgroup's GEMMs).
@@ -247,9 +251,26 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int sl = 0; sl < C::kSlices; ++sl) tma_load_3d(sQ + sl * (C::kBr * 128), &tm_q, h * HD + sl * 64, q0, b, q_full);
       const int kcol = (a.hq + hk) * HD, vcol = (a.hq + a.hkv + hk) * HD;
+      // Mode Mask with prefetch: the CTA's strips are consecutive in the mask (MaskStrip), 32 words per tile.
+      [[maybe_unused]] const uint32_t pf_bh = static_cast<uint32_t>(b * a.hq + h), pf_r16 = static_cast<uint32_t>(q0 / 16);
+      auto prefetch_words = [&](int jb) {
+        if constexpr (kMode == DropoutMode::Mask && C::kMaskPrefetch > 0) {
+          constexpr int NTL = BN / 64;
+#pragma unroll 1
+          for (int r = 0; r < C::kBr / 16; ++r) {  // not unrolled: the producer thread has 24 registers
+            const attn::MaskStrip ms = attn::mask_strip(a.mask, pf_bh, a.rows16, a.mask_rows16, a.cols64, pf_r16 + r, 0u);
+            const int left = static_cast<int>(attn::mask_strip_tiles<kCausal>(ms)) - jb * NTL;  // tiles of block jb that exist
+            if (left > 0) prefetch_l2_bulk(ms.ptr + jb * NTL * kWordsPerTile, static_cast<uint32_t>(min(left, NTL) * kWordsPerTile * 4));
+          }
+        }
+      };
+      if constexpr (C::kMaskPrefetch > 1) {
+        for (int j = 0; j < C::kMaskPrefetch - 1 && j < n_kv; ++j) prefetch_words(j);
+      }
       for (int j = 0; j < n_kv; ++j) {
         const int s = j % ST;
         if (j >= ST) mbar_wait_or_trap(kv_empty(s), ((j / ST) - 1) & 1);
+        if (j + C::kMaskPrefetch - 1 < n_kv) prefetch_words(j + C::kMaskPrefetch - 1);
         mbar_arrive_expect_tx(k_full(s), C::kKVBytes);
 #pragma unroll
         for (int sl = 0; sl < C::kSlices; ++sl)
