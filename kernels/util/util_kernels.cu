@@ -51,23 +51,24 @@ __device__ __forceinline__ uint64_t mix64(uint64_t z) {  // splitmix64 finaliser
   return z ^ (z >> 31);
 }
 
-__global__ void fill_uniform_kernel(void* p, uint64_t n, bool bf16, uint64_t seed) {
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
-    const float u = static_cast<float>(mix64(seed * 0x9E3779B97F4A7C15ull + i) >> 40) * (2.0f / 16777216.0f) - 1.0f;
-    if (bf16) static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(u);
-    else static_cast<float*>(p)[i] = u;
-  }
-}
-
-// N(0, 1) by Box-Muller on two 24-bit uniforms of the index's hash (u1 in (0, 1], so the log is finite).
-__global__ void fill_normal_kernel(void* p, uint64_t n, bool bf16, uint64_t seed) {
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
-    const uint64_t h = mix64(seed * 0x9E3779B97F4A7C15ull + i);
+// The values of fill_kernel, from the index's 64-bit hash h.
+struct UniformPm1 {  // U(-1, 1): a 24-bit uniform
+  __device__ float operator()(uint64_t h) const { return static_cast<float>(h >> 40) * (2.0f / 16777216.0f) - 1.0f; }
+};
+struct StdNormal {  // N(0, 1) by Box-Muller on two 24-bit uniforms (u1 in (0, 1], so the log is finite)
+  __device__ float operator()(uint64_t h) const {
     const float u1 = (static_cast<float>(h >> 40) + 1.0f) * (1.0f / 16777216.0f);
     const float u2 = static_cast<float>((h >> 16) & 0xFFFFFFu) * (1.0f / 16777216.0f);
-    const float z = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
-    if (bf16) static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(z);
-    else static_cast<float*>(p)[i] = z;
+    return sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+  }
+};
+// Element i = Dist(mix64(seed * golden + i)), fp32 or rounded to bf16: deterministic for a seed, any grid.
+template <class Dist>
+__global__ void fill_kernel(void* p, uint64_t n, bool bf16, uint64_t seed) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    const float v = Dist{}(mix64(seed * 0x9E3779B97F4A7C15ull + i));
+    if (bf16) static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+    else static_cast<float*>(p)[i] = v;
   }
 }
 
@@ -126,12 +127,12 @@ void launch_count_diff(const void* a, const void* b, size_t bytes, unsigned long
 }
 
 void launch_fill_uniform(void* p, uint64_t n, bool bf16, uint64_t seed, cudaStream_t s) {
-  fill_uniform_kernel<<<2048, 256, 0, s>>>(p, n, bf16, seed);
+  fill_kernel<UniformPm1><<<2048, 256, 0, s>>>(p, n, bf16, seed);
   DB_CUDA_LAUNCH();
 }
 
 void launch_fill_normal(void* p, uint64_t n, bool bf16, uint64_t seed, cudaStream_t s) {
-  fill_normal_kernel<<<2048, 256, 0, s>>>(p, n, bf16, seed);
+  fill_kernel<StdNormal><<<2048, 256, 0, s>>>(p, n, bf16, seed);
   DB_CUDA_LAUNCH();
 }
 
