@@ -63,17 +63,19 @@ struct WgCfg {
   // (BENCH_MODE=rr); 0 with PHILOX_AHEAD is also the dH 128 causal fused schedule (Sched).
   static constexpr int kDropImpl = DROP_IMPL;
   // Main loop written out twice (blocks j, j+1): the keep words of consecutive blocks alternate between two
-  // register sets, so there is no `kw = kw_next` copy (mode Mask, fused look-ahead). Not dispatched: ptxas then
-  // schedules the word loads later and the consumers wait for them (they take over a block); only the causal
-  // dH 128 mask schedule (no ping-pong) measured faster, and mode none gains from it too (session 7).
+  // register sets, so there is no `kw = kw_next` copy (mode Mask, fused look-ahead). Dispatched since session 8
+  // for mode none (dH 128; dH 64 non-causal) and the causal dH 128 mask schedule (no ping-pong), where it measured
+  // faster (Sched). With ping-pong, mask loses with it: ptxas schedules the word loads later and the consumers
+  // wait for them (they take over a block; session 7).
   static constexpr bool kUnroll2 = UNROLL2;
   // The P V wait written before the softmax (where ptxas puts it anyway) and O *= alpha as soon as a row's alpha
   // is known, meant to let the 64 FMULs fill the MUFU.EX2 gaps. Not dispatched: ptxas still puts them last, and
   // sinks fused mode's Philox below the wait (session 7: none 1.01-1.04x slower, fused 1.37-1.64x none).
   static constexpr bool kEarlyRescale = EARLY_RESCALE;
-  // Mode Mask: when the producer issues block j's K/V loads it also prefetches block j + MASK_PF - 1's mask
-  // words (the CTA's 8 strips x BN/64 tiles) into L2 (cp.async.bulk.prefetch), so the consumers' word loads,
-  // issued a block before use, hit L2 instead of DRAM. 0 = off. (The producer runs about ST - 1 blocks ahead.)
+  // Mode Mask: with block j's word loads each warp also prefetches block j + MASK_PF's words into L2 (lane tt
+  // < BN/64: one `prefetch.global.L2` of tile tt's 128-byte line), so the later loads hit L2 instead of DRAM
+  // and the unrolled loop's late-scheduled loads need not wait. 0 = off. Session 8 first had the producer
+  // thread prefetch the CTA's 8 strips with cp.async.bulk.prefetch: 1.2-1.47x slower than without, dropped.
   static constexpr int kMaskPrefetch = MASK_PF;
   static constexpr bool kPingPong = PINGPONG;  // turn-taking between the consumer warpgroups
   // Fused design (a): false = block j's Philox calls right after its GEMMs are issued (under S_j); true = block
@@ -116,16 +118,21 @@ struct Sched;
 // Session 6's coding 3 (masks made under S_j) measured slower for mask at every shape (1.08-1.16x none against
 // 1.05-1.07 for coding 1), even with fused at dH 128 non-causal and slower for causal fused; it is the default only
 // for dH 64 non-causal fused (1.28-1.29x none against 1.30-1.33; results/h200/attention_s6).
+// Session 8 (results/h200/session8, bench_attention BENCH_RR_SET=s8, two passes): the main loop written out twice
+// (UNROLL2) for mode none at dH 128 (0.971-0.992x the time of the rolled loop) and dH 64 non-causal (0.984-0.985;
+// causal 1.016: kept rolled), and for the causal dH 128 mask schedule (1.041-1.052x the rolled none against
+// 1.062-1.070 for the rolled mask).
 template <DropoutMode M, bool kCausal>
 struct Sched<128, M, kCausal, false> {
   using type = std::conditional_t<
-      M == DropoutMode::Mask && kCausal, WgCfg<128, 128, 3, false, 0>,
-      std::conditional_t<M == DropoutMode::Fused && kCausal, WgCfg<128, 128, 3, true, 0, true, 0>, WgCfg<128, 128, 3, true, 0>>>;
+      M == DropoutMode::None, WgCfg<128, 128, 3, true, 0, false, 1, true>,
+      std::conditional_t<M == DropoutMode::Mask && kCausal, WgCfg<128, 128, 3, false, 0, false, 1, true>,
+                         std::conditional_t<M == DropoutMode::Fused && kCausal, WgCfg<128, 128, 3, true, 0, true, 0>, WgCfg<128, 128, 3, true, 0>>>>;
 };
 template <DropoutMode M, bool kCausal>
 struct Sched<64, M, kCausal, false> {
   using type = std::conditional_t<
-      M == DropoutMode::None, WgCfg<64, 128, 4, kCausal, 0>,
+      M == DropoutMode::None, std::conditional_t<kCausal, WgCfg<64, 128, 4, true, 0>, WgCfg<64, 128, 4, false, 0, false, 1, true>>,
       std::conditional_t<M == DropoutMode::Fused && !kCausal, WgCfg<64, 128, 4, true, 0, false, 3>, WgCfg<64, 128, 4, true, 0>>>;
 };
 template <DropoutMode M, bool kCausal>
@@ -251,26 +258,9 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int sl = 0; sl < C::kSlices; ++sl) tma_load_3d(sQ + sl * (C::kBr * 128), &tm_q, h * HD + sl * 64, q0, b, q_full);
       const int kcol = (a.hq + hk) * HD, vcol = (a.hq + a.hkv + hk) * HD;
-      // Mode Mask with prefetch: the CTA's strips are consecutive in the mask (MaskStrip), 32 words per tile.
-      [[maybe_unused]] const uint32_t pf_bh = static_cast<uint32_t>(b * a.hq + h), pf_r16 = static_cast<uint32_t>(q0 / 16);
-      auto prefetch_words = [&](int jb) {
-        if constexpr (kMode == DropoutMode::Mask && C::kMaskPrefetch > 0) {
-          constexpr int NTL = BN / 64;
-#pragma unroll 1
-          for (int r = 0; r < C::kBr / 16; ++r) {  // not unrolled: the producer thread has 24 registers
-            const attn::MaskStrip ms = attn::mask_strip(a.mask, pf_bh, a.rows16, a.mask_rows16, a.cols64, pf_r16 + r, 0u);
-            const int left = static_cast<int>(attn::mask_strip_tiles<kCausal>(ms)) - jb * NTL;  // tiles of block jb that exist
-            if (left > 0) prefetch_l2_bulk(ms.ptr + jb * NTL * kWordsPerTile, static_cast<uint32_t>(min(left, NTL) * kWordsPerTile * 4));
-          }
-        }
-      };
-      if constexpr (C::kMaskPrefetch > 1) {
-        for (int j = 0; j < C::kMaskPrefetch - 1 && j < n_kv; ++j) prefetch_words(j);
-      }
       for (int j = 0; j < n_kv; ++j) {
         const int s = j % ST;
         if (j >= ST) mbar_wait_or_trap(kv_empty(s), ((j / ST) - 1) & 1);
-        if (j + C::kMaskPrefetch - 1 < n_kv) prefetch_words(j + C::kMaskPrefetch - 1);
         mbar_arrive_expect_tx(k_full(s), C::kKVBytes);
 #pragma unroll
         for (int sl = 0; sl < C::kSlices; ++sl)
@@ -360,6 +350,10 @@ __global__ void __launch_bounds__(384, 1)
       if constexpr (kNewMask) {
 #pragma unroll
         for (int tt = 0; tt < NT; ++tt) kw[tt] = attn::mask_word_at(mcur + tt * kWordsPerTile, tt < mleft);
+        if constexpr (C::kMaskPrefetch > 0) {
+          constexpr int kAhead = C::kMaskPrefetch * NT;  // tiles ahead of this block's first
+          if (lane < NT && lane + kAhead < mleft) prefetch_l2(mcur + (kAhead + lane) * kWordsPerTile - lane);
+        }
         mcur += NT * kWordsPerTile;
         mleft -= NT;
       } else if constexpr (kMode == DropoutMode::Mask) {
