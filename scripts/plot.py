@@ -616,6 +616,8 @@ def plot_run(path, rep, out, written):
         fig, axes = plt.subplots(1, len(others), figsize=(5.4 * len(others), 4.8), squeeze=False, sharey=True)
         col = {r: colors()[i % 10] for i, r in enumerate(rounds_all)}
         styles = ["-", "--", ":", "-."]
+        # Groups (e.g. the attention kernels) differ by line style and marker: with one SQ there is no line to see.
+        markers = ["o", "s", "^", "D"]
         ymin, ymax = 1.0, 1.0
         for ax, pipe in zip(axes[0], others):
             for gi, g in enumerate(groups):
@@ -627,7 +629,7 @@ def plot_run(path, rep, out, written):
                     if not pts:
                         continue
                     lab = (f"Philox-{rd}" if rd is not None else "rounds ?") + (f" {group_label(g)}" if g else "")
-                    ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", lw=2, color=col[rd],
+                    ax.plot([x for x, _ in pts], [y for _, y in pts], marker=markers[gi % len(markers)], lw=2, color=col[rd],
                             ls=styles[gi % len(styles)], label=lab)
                     # The paired 95 % interval of each speedup (x_baseline_ci), where the report has it.
                     cis = {r["sq"]: r["x_ci"] for r in recs if r["pipeline"] == pipe and r["group"] == g
