@@ -381,8 +381,8 @@ int wg_round_robin(int sq, int heads, int kv_heads, int reps, int only_hd, bool 
       const double flops = attention_flops(p);
       const double med_none = pct(t[0], 0.5);
       int i_old = -1;  // a second none variant in the list (s7: "none old", s8: "none rolled"): ratios to it too
-      for (int i = nv - 1; i > 0; --i)
-        if (vs[i].mode == DropoutMode::None && vs[i].name != "none ER") i_old = i;
+      for (int i = 1; i < nv && i_old < 0; ++i)
+        if (vs[i].mode == DropoutMode::None) i_old = i;
       for (int i = 0; i < nv; ++i) {
         std::vector<double> ratio(reps), ratio_old(reps);
         for (int r = 0; r < reps; ++r) ratio[r] = t[i][r] / t[0][r];

@@ -38,6 +38,11 @@ Instance make_instance() {
   if (M == DropoutMode::Fused) in.name += "_r" + std::to_string(R) + "_tw" + std::to_string(TW);
   if (M == DropoutMode::Fused && C::kPhiloxAhead && !kRngWarps) in.name += "_ahead";
   if (kRngWarps) in.name += "_rngwarps";
+  // The schedule flags that change the code but not the results (since session 8: reports before and after a
+  // dispatch change name different kernels): dropout coding other than 1, unrolled loop, mask-word prefetch.
+  if (M != DropoutMode::None && C::kDropImpl != 1) in.name += "_c" + std::to_string(C::kDropImpl);
+  if (C::kUnroll2) in.name += "_u2";
+  if (C::kMaskPrefetch > 0) in.name += "_pf" + std::to_string(C::kMaskPrefetch);
   if (kCausal) in.name += "_causal";
   return in;
 }

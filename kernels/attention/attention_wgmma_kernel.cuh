@@ -73,10 +73,12 @@ struct WgCfg {
   // sinks fused mode's Philox below the wait (session 7: none 1.01-1.04x slower, fused 1.37-1.64x none).
   static constexpr bool kEarlyRescale = EARLY_RESCALE;
   // Mode Mask: with block j's word loads each warp also prefetches block j + MASK_PF's words into L2 (lane tt
-  // < BN/64: one `prefetch.global.L2` of tile tt's 128-byte line), so the later loads hit L2 instead of DRAM
-  // and the unrolled loop's late-scheduled loads need not wait. 0 = off. Session 8 first had the producer
+  // < BN/64: one `prefetch.global.L2` at the start of tile tt's 128 bytes; how many of its four 32-byte sectors
+  // L2 then fetches was not measured), so the later loads hit L2 instead of DRAM and the unrolled loop's
+  // late-scheduled loads need not wait. 0 = off. Unrolled with it, the dH 128 ping-pong mask spills 8-16 B. Session 8 first had the producer
   // thread prefetch the CTA's 8 strips with cp.async.bulk.prefetch: 1.2-1.47x slower than without, dropped.
   static constexpr int kMaskPrefetch = MASK_PF;
+  static_assert(MASK_PF == 0 || DROP_IMPL >= 1, "the mask-word prefetch walks coding 1's strip cursor");
   static constexpr bool kPingPong = PINGPONG;  // turn-taking between the consumer warpgroups
   // Fused design (a): false = block j's Philox calls right after its GEMMs are issued (under S_j); true = block
   // j+1's calls after block j's softmax (under P_{j-1} V_{j-1} and the other warpgroup's GEMMs).
@@ -118,10 +120,10 @@ struct Sched;
 // Session 6's coding 3 (masks made under S_j) measured slower for mask at every shape (1.08-1.16x none against
 // 1.05-1.07 for coding 1), even with fused at dH 128 non-causal and slower for causal fused; it is the default only
 // for dH 64 non-causal fused (1.28-1.29x none against 1.30-1.33; results/h200/attention_s6).
-// Session 8 (results/h200/session8, bench_attention BENCH_RR_SET=s8, two passes): the main loop written out twice
-// (UNROLL2) for mode none at dH 128 (0.971-0.992x the time of the rolled loop) and dH 64 non-causal (0.984-0.985;
-// causal 1.016: kept rolled), and for the causal dH 128 mask schedule (1.041-1.052x the rolled none against
-// 1.062-1.070 for the rolled mask).
+// Session 8 (results/h200/session8/rr1, bench_attention BENCH_RR_SET=s8, two passes, per-round ratio medians):
+// the main loop written out twice (UNROLL2) for mode none at dH 128 (0.974-0.995x the time of the rolled loop) and
+// dH 64 non-causal (0.984-0.985; causal 1.017: kept rolled), and for the causal dH 128 mask schedule
+// (1.041-1.054x the rolled none against 1.063-1.070 for the rolled mask).
 template <DropoutMode M, bool kCausal>
 struct Sched<128, M, kCausal, false> {
   using type = std::conditional_t<
