@@ -144,8 +144,11 @@ struct WgVariant {
   std::function<void(const AttentionParams&)> launch;
 };
 
-template <int HD, bool kCausal, int I>
-using MaskCfg = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, !kCausal, 0, false, I>, attn_wg::WgCfg<64, 128, 4, true, 0, false, I>>;
+// Mode Mask's schedule (dH 128: ping-pong only non-causal; dH 64: 4 stages, ping-pong) with coding I and the WgCfg
+// flags the variant sets compare: U2 = UNROLL2, ER = EARLY_RESCALE, PF = MASK_PF.
+template <int HD, bool kCausal, int I, bool U2 = false, bool ER = false, int PF = 0>
+using MaskCfg = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, !kCausal, 0, false, I, U2, ER, PF>,
+                                   attn_wg::WgCfg<64, 128, 4, true, 0, false, I, U2, ER, PF>>;
 // AHEAD: Philox one block ahead (session 4's causal schedule; DROP_IMPL 0 only).
 template <int HD, bool AHEAD, int I>
 using FusedCfg = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, true, 0, AHEAD, I>, attn_wg::WgCfg<64, 128, 4, true, 0, AHEAD, I>>;
@@ -177,9 +180,6 @@ std::vector<WgVariant> wg_variants_s6() {
 // session 7 ("old": coding 1; fused dH 128 causal session 4's look-ahead, dH 64 non-causal coding 3), and the
 // same with WgCfg EARLY_RESCALE ("ER": P V wait before the softmax, O *= alpha inside it); fused (a) coding 2
 // (ge7 after the P V wait). Ratios are printed against the first none variant and against "none old".
-template <int HD, bool kCausal, int I, bool ER = false>
-using MaskCfgE = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, !kCausal, 0, false, I, false, ER>,
-                                    attn_wg::WgCfg<64, 128, 4, true, 0, false, I, false, ER>>;
 template <int HD, bool kCausal, bool ER = false>
 using NoneCfgE = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, true, 0, false, 1, false, ER>,
                                     attn_wg::WgCfg<64, 128, 4, kCausal, 0, false, 1, false, ER>>;
@@ -198,9 +198,9 @@ std::vector<WgVariant> wg_variants_s7() {
   add("none old", DropoutMode::None, [](const AttentionParams& q) { launch_wg_variant<NoneCfgE<HD, kCausal>, DropoutMode::None, kCausal>(q, nullptr); });
   add("none ER", DropoutMode::None, [](const AttentionParams& q) { launch_wg_variant<NoneCfgE<HD, kCausal, true>, DropoutMode::None, kCausal>(q, nullptr); });
   add("mask new", DropoutMode::Mask, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Mask, nullptr); });
-  add("mask old(I1)", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgE<HD, kCausal, 1>, DropoutMode::Mask, kCausal>(q, nullptr); });
-  add("mask I1 ER", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgE<HD, kCausal, 1, true>, DropoutMode::Mask, kCausal>(q, nullptr); });
-  add("mask I3 ER", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgE<HD, kCausal, 3, true>, DropoutMode::Mask, kCausal>(q, nullptr); });
+  add("mask old(I1)", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 1>, DropoutMode::Mask, kCausal>(q, nullptr); });
+  add("mask I1 ER", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 1, false, true>, DropoutMode::Mask, kCausal>(q, nullptr); });
+  add("mask I3 ER", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 3, false, true>, DropoutMode::Mask, kCausal>(q, nullptr); });
   if constexpr (kCausal && HD == 128)  // run 1: 1.053 against 1.069 for coding 1 (the causal dH 128 mask schedule has no ping-pong)
     add("mask I1 unroll2", DropoutMode::Mask, [](const AttentionParams& q) {
       launch_wg_variant<attn_wg::WgCfg<128, 128, 3, false, 0, false, 1, true>, DropoutMode::Mask, kCausal>(q, nullptr);
@@ -220,23 +220,17 @@ std::vector<WgVariant> wg_variants_s7() {
 // consumers' L2 prefetch of the mask words (WgCfg MASK_PF blocks ahead) rolled and unrolled, the unrolled mask
 // without it, and the dispatched fused (a) in the Williams order (session 7's rr read it 1.36-1.40x none by list
 // position). (The first s8 run had the producer's bulk prefetch in place of the consumers': 1.2-1.47x slower.)
-template <int HD, bool kCausal, bool U2, int PF>
-using MaskCfgP = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, !kCausal, 0, false, 1, U2, false, PF>,
-                                    attn_wg::WgCfg<64, 128, 4, true, 0, false, 1, U2, false, PF>>;
 template <int HD, bool kCausal>
 std::vector<WgVariant> wg_variants_s8() {
   std::vector<WgVariant> v;
   auto add = [&](const char* name, DropoutMode m, void (*fn)(const AttentionParams&)) { v.push_back({name, m, fn}); };
   add("none new", DropoutMode::None, [](const AttentionParams& q) { launch_attention(q, DropoutMode::None, nullptr); });
-  add("none rolled", DropoutMode::None, [](const AttentionParams& q) {
-    using C = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 3, true, 0>, attn_wg::WgCfg<64, 128, 4, kCausal, 0>>;
-    launch_wg_variant<C, DropoutMode::None, kCausal>(q, nullptr);
-  });
+  add("none rolled", DropoutMode::None, [](const AttentionParams& q) { launch_wg_variant<NoneCfgE<HD, kCausal>, DropoutMode::None, kCausal>(q, nullptr); });
   add("mask new", DropoutMode::Mask, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Mask, nullptr); });
-  add("mask PF1", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgP<HD, kCausal, false, 1>, DropoutMode::Mask, kCausal>(q, nullptr); });
-  add("mask unroll2", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgP<HD, kCausal, true, 0>, DropoutMode::Mask, kCausal>(q, nullptr); });
-  add("mask unroll2 PF1", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgP<HD, kCausal, true, 1>, DropoutMode::Mask, kCausal>(q, nullptr); });
-  add("mask unroll2 PF2", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfgP<HD, kCausal, true, 2>, DropoutMode::Mask, kCausal>(q, nullptr); });
+  add("mask PF1", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 1, false, false, 1>, DropoutMode::Mask, kCausal>(q, nullptr); });
+  add("mask unroll2", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 1, true, false, 0>, DropoutMode::Mask, kCausal>(q, nullptr); });
+  add("mask unroll2 PF1", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 1, true, false, 1>, DropoutMode::Mask, kCausal>(q, nullptr); });
+  add("mask unroll2 PF2", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 1, true, false, 2>, DropoutMode::Mask, kCausal>(q, nullptr); });
   add("fused(a) new", DropoutMode::Fused, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Fused, nullptr); });
   return v;
 }

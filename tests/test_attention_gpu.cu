@@ -598,8 +598,9 @@ std::vector<std::pair<std::string, void (*)(const AttentionParams&)>> wg_codings
 }
 
 // The wgmma kernel's dropout codings (DROP_IMPL 0-3, docs/attention.md; also the unrolled main loop and the early
-// O rescale of session 7; the mask-word L2 prefetch of session 8) make the same bits with different instructions: every one gives O and LSE bitwise equal to the dispatched mask kernel's, mask and fused, causal
-// (ragged, GQA) and not (batch 2, MQA), every output written.
+// O rescale of session 7; the mask-word L2 prefetch of session 8) make the same bits with different instructions:
+// every one gives O and LSE bitwise equal to the dispatched mask kernel's, mask and fused, causal (ragged, GQA)
+// and not (batch 2, MQA), every output written.
 TEST(AttentionKernels, WgmmaDropoutCodingsEqualBitwise) {
   DB_REQUIRE_KERNEL(AttentionKernel::Wgmma);
   for (const Dropout& d : {Dropout{0.1, 0x5eedULL, 42, 7, 8}, Dropout{0.7, 0xfeedf00dULL, 0xffffffffu, 7, 8}}) {

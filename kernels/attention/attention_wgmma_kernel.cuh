@@ -75,8 +75,9 @@ struct WgCfg {
   // Mode Mask: with block j's word loads each warp also prefetches block j + MASK_PF's words into L2 (lane tt
   // < BN/64: one `prefetch.global.L2` at the start of tile tt's 128 bytes; how many of its four 32-byte sectors
   // L2 then fetches was not measured), so the later loads hit L2 instead of DRAM and the unrolled loop's
-  // late-scheduled loads need not wait. 0 = off. Unrolled with it, the dH 128 ping-pong mask spills 8-16 B. Session 8 first had the producer
-  // thread prefetch the CTA's 8 strips with cp.async.bulk.prefetch: 1.2-1.47x slower than without, dropped.
+  // late-scheduled loads need not wait. 0 = off. Unrolled with it, the dH 128 ping-pong mask spills 8-16 B.
+  // Session 8 first had the producer thread prefetch the CTA's 8 strips with cp.async.bulk.prefetch: 1.2-1.47x
+  // slower than without, dropped.
   static constexpr int kMaskPrefetch = MASK_PF;
   static_assert(MASK_PF == 0 || DROP_IMPL >= 1, "the mask-word prefetch walks coding 1's strip cursor");
   static constexpr bool kPingPong = PINGPONG;  // turn-taking between the consumer warpgroups
