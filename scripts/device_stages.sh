@@ -11,7 +11,7 @@
 #   dropout  `dropbench dropout` (2^29 elements, the default seeded kind) and the Triton peer in the same call
 #   settle   the 70B preset's wgmma point with measure.power_settle 0.5 s (issue 12: the pieces' own power state)
 #   attnrep  `dropbench attention`, 70B preset heads, SQ 4K/8K, causal, R 3/7, both kernels, for the same
-#   presets  the three Llama-3 presets (SQ 8192) through `dropbench run`, both attention kernels, rounds $PRESET_ROUNDS
+#   presets  the Llama-3 presets $PRESETS (default all three; SQ 8192) through `dropbench run`, both attention kernels, rounds $PRESET_ROUNDS
 #            (default [7]), power pass $POWER_TIME s per variant (default 0.3; 0 = none), $PRESET_ARGS added to
 #            each run (e.g. --no-explore), then the PyTorch end-to-end peer blocks at the same points (issues 11, 12)
 #   repeat   issue 13: the 70B R7 point three times, each group measured 3 times (REPEATS=3 scripts/repeat_point.sh),
@@ -21,6 +21,7 @@
 #   shard    issue 15 on one GPU: a 4-point rng slice of the 70B preset as two shards one after another, merged,
 #            and compared with the same slice unsharded (dropbench compare)
 #   rr       issue 11: bench_attention BENCH_MODE=rr (variant set $RR_SET, default s8) at 8 shapes, memcheck of the codings
+#   sanitize issue 11: compute-sanitizer memcheck + racecheck of the wgmma attention tests on short / ragged shapes
 #   sweep    issue 11: a reduced paper sweep through `dropbench run` (SQ 2K/8K/32K x E 4K/16K, R 7) with both
 #            kernels, and the PyTorch end-to-end peer blocks at its points
 # nvidia-smi clocks / power before and after each stage (smi.csv). Everything lands in $OUT (or results-stages/).
@@ -95,15 +96,18 @@ for s in "${STAGES[@]}"; do
         -o "$O/attention.json" > "$O/attention.md" 2>> "$O/err.log"
       echo "attention: exit $?" ;;
     presets)
-      for p in 8b 70b 405b; do
+      # $PRESETS picks presets (default "8b 70b 405b"); a report left by an earlier call of the same build
+      # (timed out: "complete": false) in $PRESET_RESUME_DIR/run_llama3-<p>.json is resumed, not restarted.
+      for p in ${PRESETS:-8b 70b 405b}; do
         want "presets $p" 100 || continue
-        t0=$(date +%s)
+        t0=$(date +%s); res=()
+        [ -n "${PRESET_RESUME_DIR:-}" ] && [ -f "$PRESET_RESUME_DIR/run_llama3-$p.json" ] && res=(--resume "$PRESET_RESUME_DIR/run_llama3-$p.json")
         timeout $(( $(left) - 10 )) "$B/dropbench" run --config configs/llama3-$p.json "${P[@]}" \
           --set "sweep.rounds=${PRESET_ROUNDS:-[7]}" --set 'sweep.attention_kernel=[mma,wgmma]' \
-          --set "measure.power_time=${POWER_TIME:-0.3}" ${PRESET_ARGS:-} -o "$O/run_llama3-$p.json" > "$O/run_llama3-$p.md" 2>> "$O/err.log"
-        echo "run $p: exit $? in $(( $(date +%s) - t0 )) s"; smi
+          --set "measure.power_time=${POWER_TIME:-0.3}" ${PRESET_ARGS:-} "${res[@]}" -o "$O/run_llama3-$p.json" > "$O/run_llama3-$p.md" 2>> "$O/err.log"
+        echo "run $p: exit $? in $(( $(date +%s) - t0 )) s${res:+ (resumed)}"; smi
       done
-      for p in 8b 70b 405b; do
+      for p in ${PRESETS:-8b 70b 405b}; do
         want "peers $p" 30 || continue
         PYTHONUNBUFFERED=1 timeout 60 python3 scripts/peers.py --dropbench "$B/dropbench" --config configs/llama3-$p.json \
           --only e2e --sq 8192 --min-time 0.1 -q -o "$O/peers_e2e_llama3-$p.json" >> "$O/peers.log" 2>&1
@@ -154,6 +158,17 @@ for s in "${STAGES[@]}"; do
           --gtest_filter='AttentionKernels.WgmmaDropoutCodingsEqualBitwise' > "$O/memcheck_codings.log" 2>&1
         echo "memcheck (coding test): exit $? ($(grep -E 'ERROR SUMMARY' "$O/memcheck_codings.log" | tr '\n' ' '))"
       fi ;;
+    sanitize)
+      # issue 11's test list: compute-sanitizer memcheck and racecheck of the wgmma kernels as dispatched, on the
+      # short and ragged shapes (every mode: none, mask, fused), and memcheck of p = 0 == none (dH 64 and 128)
+      want sanitize 120 || continue
+      T=(--error-exitcode 3 "$B/tests/test_attention_gpu")
+      F='Shapes/AttentionVsRef.*/wgmma_B*_S77_*:Shapes/AttentionVsRef.*/wgmma_B2_S300_*:Shapes/AttentionVsRef.*/wgmma_B1_S513_*'
+      timeout 150 compute-sanitizer --tool memcheck "${T[@]}" --gtest_filter="$F:Kernels/AttentionGpu.ZeroDropoutEqualsNoneBitwise/wgmma" \
+        > "$O/memcheck.log" 2>&1
+      echo "memcheck: exit $? ($(grep -cE '^\[       OK' "$O/memcheck.log") ok; $(grep -E 'ERROR SUMMARY' "$O/memcheck.log" | tr '\n' ' '))"
+      timeout 200 compute-sanitizer --tool racecheck "${T[@]}" --gtest_filter="$F" > "$O/racecheck.log" 2>&1
+      echo "racecheck: exit $? ($(grep -cE '^\[       OK' "$O/racecheck.log") ok; $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$O/racecheck.log" | tr '\n' ' '))" ;;
     sweep)
       want sweep 150 || continue
       timeout $(( $(left) - 50 )) "$B/dropbench" run --config configs/paper-sweep.json -q --no-explore \
