@@ -83,6 +83,7 @@ import math
 import os
 import platform
 import re
+import shutil
 import socket
 import statistics
 import subprocess
@@ -478,14 +479,23 @@ def versus_markdown(pairs):
 # ---------------------------------------------------------------------------------------------------------
 
 def git_sha():
+    """REPO's own sha (with -dirty), as cmake/gitsha.cmake reads it: a tree exported with `git archive` and
+    unpacked inside another checkout reports its cmake/source-sha.txt as "<sha>-archive", not that checkout's sha
+    (session 9's device runs from .devsrc/ had reported the enclosing copy's stale sha)."""
+    def run(*cmd):
+        return subprocess.run(["git", *cmd], cwd=REPO, capture_output=True, text=True, timeout=10).stdout.strip()
     try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                             timeout=10).stdout.strip()
+        top = run("rev-parse", "--show-toplevel")
+        if not top or os.path.realpath(top) != os.path.realpath(REPO):
+            try:
+                archived = (REPO / "cmake" / "source-sha.txt").read_text().strip().splitlines()[0]
+            except (OSError, IndexError):
+                return "unknown"
+            return "unknown" if not archived or "Format" in archived else archived + "-archive"
+        sha = run("rev-parse", "--short", "HEAD")
         if not sha:
             return "unknown"
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-        return sha + ("-dirty" if dirty else "")
+        return sha + ("-dirty" if run("status", "--porcelain", "--untracked-files=no") else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
@@ -1304,6 +1314,21 @@ def self_test(args):
         r = subprocess.run(me + ["--set", "workload.sqq=1"] + db, capture_output=True, text=True, timeout=60)
         ok(r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "sqq" in r.stderr
            and r.stderr.startswith("peers: dropbench attention: --set workload.sqq=1"), f"bad input: {r.stderr!r}")
+
+        # 7. provenance: this script copied into an exported tree (cmake/source-sha.txt filled in) that lies
+        # inside another git checkout reports the export's "<sha>-archive", not the enclosing checkout's sha
+        if shutil.which("git"):
+            outer = td / "outer"
+            inner = outer / "inner"
+            (inner / "scripts").mkdir(parents=True)
+            (inner / "cmake").mkdir()
+            (inner / "cmake" / "source-sha.txt").write_text("abc1234\n")
+            for f in ("peers.py", "dropbench_report.py"):
+                shutil.copy(Path(__file__).resolve().parent / f, inner / "scripts" / f)
+            subprocess.run(["git", "init", "-q", str(outer)], check=True, timeout=30)
+            probe = "import sys; sys.path.insert(0, 'scripts'); import peers; print(peers.git_sha())"
+            r = subprocess.run([sys.executable, "-c", probe], cwd=inner, capture_output=True, text=True, timeout=60)
+            ok(r.returncode == 0 and r.stdout.strip() == "abc1234-archive", f"archive sha: {r.stdout!r} {r.stderr!r}")
     print(f"peers self-test: {checks} checks passed; points from {binary} --dry-run ({time.time() - t0:.1f} s)")
     return 0
 
