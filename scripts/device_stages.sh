@@ -24,7 +24,8 @@
 #   sanitize issue 11: compute-sanitizer memcheck + racecheck of the wgmma attention tests on short / ragged shapes
 #   sweep    issue 11: a reduced paper sweep through `dropbench run` (SQ 2K/8K/32K x E 4K/16K, R 7) with both
 #            kernels, and the PyTorch end-to-end peer blocks at its points
-# nvidia-smi clocks / power before and after each stage (smi.csv). Everything lands in $OUT (or results-stages/).
+# nvidia-smi clocks / power before and after each stage (smi.csv). Everything lands in $OUT (or results-stages/);
+# more than 8 files are packed into $OUT/stages.tgz at exit (PACK=0: not).
 # Provenance: the device's copy of the working tree may carry an older .git than its files (then the build stage's
 # reports say "<old sha>-dirty"). Run it from a `git archive HEAD` export, or pass a BUILD_DIR holding binaries
 # built from the clean tree elsewhere and skip the build stage.
@@ -36,6 +37,13 @@ STAGES=("$@"); [ ${#STAGES[@]} -eq 0 ] && STAGES=(build gpu repeat attn shard sw
 O=${OUT:-results-stages}
 mkdir -p "$O"
 T0=$(date +%s)
+# The device machine hands back at most 8 files from $OUT and drops the rest (session 9 lost a report that way):
+# with more, everything is packed into one stages.tgz on the way out (PACK=0 keeps the files as they are).
+pack() { [ "${PACK:-1}" = 1 ] || return 0; local n t; n=$(find "$O" -type f | wc -l)
+         [ "$n" -gt 8 ] || return 0
+         t=$(mktemp /tmp/stages.XXXXXX.tgz) && tar czf "$t" -C "$O" . && find "$O" -mindepth 1 -delete \
+           && chmod 644 "$t" && mv "$t" "$O/stages.tgz" && echo "packed $n files into $O/stages.tgz"; }
+trap pack EXIT
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 . scripts/env.sh
 smi() { smi_log "$O/smi.csv"; }
