@@ -479,20 +479,24 @@ def versus_markdown(pairs):
 # ---------------------------------------------------------------------------------------------------------
 
 def git_sha():
-    """REPO's own sha (with -dirty), as cmake/gitsha.cmake reads it: a tree exported with `git archive` and
-    unpacked inside another checkout reports its cmake/source-sha.txt as "<sha>-archive", not that checkout's sha
-    (session 9's device runs from .devsrc/ had reported the enclosing copy's stale sha)."""
+    """REPO's own sha (12 digits, with -dirty), as cmake/gitsha.cmake writes it into the binary: a tree that is not
+    its own repository (exported with `git archive` and unpacked inside another checkout, or no git at all) reports
+    its cmake/source-sha.txt as "<sha>-archive", not the enclosing checkout's sha (session 9's device runs from
+    .devsrc/ had reported the enclosing copy's stale sha)."""
     def run(*cmd):
         return subprocess.run(["git", *cmd], cwd=REPO, capture_output=True, text=True, timeout=10).stdout.strip()
     try:
         top = run("rev-parse", "--show-toplevel")
-        if not top or os.path.realpath(top) != os.path.realpath(REPO):
-            try:
-                archived = (REPO / "cmake" / "source-sha.txt").read_text().strip().splitlines()[0]
-            except (OSError, IndexError):
-                return "unknown"
-            return "unknown" if not archived or "Format" in archived else archived + "-archive"
-        sha = run("rev-parse", "--short", "HEAD")
+    except (OSError, subprocess.SubprocessError):
+        top = ""
+    if not top or os.path.realpath(top) != os.path.realpath(REPO):
+        try:
+            archived = (REPO / "cmake" / "source-sha.txt").read_text().strip().splitlines()[0]
+        except (OSError, ValueError, IndexError):
+            return "unknown"
+        return "unknown" if not archived or "Format" in archived else archived + "-archive"
+    try:
+        sha = run("rev-parse", "--short=12", "HEAD")
         if not sha:
             return "unknown"
         return sha + ("-dirty" if run("status", "--porcelain", "--untracked-files=no") else "")
@@ -1356,7 +1360,7 @@ def parse_args(argv):
     ap.add_argument("--min-time", type=float, help="seconds of samples per measurement (default: measure.min_time)")
     ap.add_argument("--min-samples", type=int, help="= --set measure.min_samples=N (lifting max_samples to N)")
     ap.add_argument("--device", type=int, default=0)
-    ap.add_argument("--git-sha", help="context.git_sha (default: git rev-parse --short HEAD)")
+    ap.add_argument("--git-sha", help="context.git_sha (default: the sha as the build writes it: git rev-parse --short=12 HEAD, or cmake/source-sha.txt in an export)")
     ap.add_argument("--no-kernel-list", action="store_true", help="skip the torch.profiler kernel listing")
     ap.add_argument("--dry-run", action="store_true", help="print each block's points; no GPU")
     ap.add_argument("--self-test", action="store_true", help="CPU-only checks (no torch needed)")
