@@ -1360,7 +1360,8 @@ def parse_args(argv):
     ap.add_argument("--min-time", type=float, help="seconds of samples per measurement (default: measure.min_time)")
     ap.add_argument("--min-samples", type=int, help="= --set measure.min_samples=N (lifting max_samples to N)")
     ap.add_argument("--device", type=int, default=0)
-    ap.add_argument("--git-sha", help="context.git_sha (default: the sha as the build writes it: git rev-parse --short=12 HEAD, or cmake/source-sha.txt in an export)")
+    ap.add_argument("--git-sha", help="context.git_sha (default: the sha as the build writes it: "
+                                      "git rev-parse --short=12 HEAD, or cmake/source-sha.txt in an export)")
     ap.add_argument("--no-kernel-list", action="store_true", help="skip the torch.profiler kernel listing")
     ap.add_argument("--dry-run", action="store_true", help="print each block's points; no GPU")
     ap.add_argument("--self-test", action="store_true", help="CPU-only checks (no torch needed)")
