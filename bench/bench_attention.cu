@@ -143,6 +143,15 @@ struct WgVariant {
   DropoutMode mode;
   std::function<void(const AttentionParams&)> launch;
 };
+// The two kinds of entry in the variant lists below: mode m as launch_attention dispatches it, or schedule C
+// launched directly.
+WgVariant dispatched(const char* name, DropoutMode m) {
+  return {name, m, [m](const AttentionParams& q) { launch_attention(q, m, nullptr); }};
+}
+template <class C, DropoutMode M, bool kCausal, bool kRng = false>
+WgVariant scheduled(const char* name) {
+  return {name, M, [](const AttentionParams& q) { launch_wg_variant<C, M, kCausal, kRng>(q, nullptr); }};
+}
 
 // Mode Mask's schedule (dH 128: ping-pong only non-causal; dH 64: 4 stages, ping-pong) with coding I and the WgCfg
 // flags the variant sets compare: U2 = UNROLL2, ER = EARLY_RESCALE, PF = MASK_PF.
@@ -162,17 +171,16 @@ using RngCfg = std::conditional_t<HD == 128, attn_wg::WgCfg<128, 128, 2, true, 3
 template <int HD, bool kCausal>
 std::vector<WgVariant> wg_variants_s6() {
   std::vector<WgVariant> v;
-  v.push_back({"none", DropoutMode::None, [](const AttentionParams& q) { launch_attention(q, DropoutMode::None, nullptr); }});
-  v.push_back({"mask new", DropoutMode::Mask, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Mask, nullptr); }});
-  v.push_back({"mask I1", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 1>, DropoutMode::Mask, kCausal>(q, nullptr); }});
-  v.push_back({"mask I3", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 3>, DropoutMode::Mask, kCausal>(q, nullptr); }});
+  v.push_back(dispatched("none", DropoutMode::None));
+  v.push_back(dispatched("mask new", DropoutMode::Mask));
+  v.push_back(scheduled<MaskCfg<HD, kCausal, 1>, DropoutMode::Mask, kCausal>("mask I1"));
+  v.push_back(scheduled<MaskCfg<HD, kCausal, 3>, DropoutMode::Mask, kCausal>("mask I3"));
   if constexpr (HD == 128)
-    v.push_back({kCausal ? "mask I3 pingpong" : "mask I3 no-pingpong", DropoutMode::Mask, [](const AttentionParams& q) {
-                   launch_wg_variant<attn_wg::WgCfg<128, 128, 3, kCausal, 0, false, 3>, DropoutMode::Mask, kCausal>(q, nullptr);
-                 }});
-  v.push_back({"fused(a) new", DropoutMode::Fused, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Fused, nullptr); }});
-  v.push_back({"fused(a) I1", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfg<HD, false, 1>, DropoutMode::Fused, kCausal>(q, nullptr); }});
-  v.push_back({"fused(a) I3", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfg<HD, false, 3>, DropoutMode::Fused, kCausal>(q, nullptr); }});
+    v.push_back(scheduled<attn_wg::WgCfg<128, 128, 3, kCausal, 0, false, 3>, DropoutMode::Mask, kCausal>(
+        kCausal ? "mask I3 pingpong" : "mask I3 no-pingpong"));
+  v.push_back(dispatched("fused(a) new", DropoutMode::Fused));
+  v.push_back(scheduled<FusedCfg<HD, false, 1>, DropoutMode::Fused, kCausal>("fused(a) I1"));
+  v.push_back(scheduled<FusedCfg<HD, false, 3>, DropoutMode::Fused, kCausal>("fused(a) I3"));
   return v;
 }
 
@@ -193,24 +201,22 @@ using FusedCfgE = attn_wg::WgCfg<HD, 128, HD == 128 ? 3 : 4, true, 0, false, I, 
 template <int HD, bool kCausal>
 std::vector<WgVariant> wg_variants_s7() {
   std::vector<WgVariant> v;
-  auto add = [&](const char* name, DropoutMode m, void (*fn)(const AttentionParams&)) { v.push_back({name, m, fn}); };
-  add("none new", DropoutMode::None, [](const AttentionParams& q) { launch_attention(q, DropoutMode::None, nullptr); });
-  add("none old", DropoutMode::None, [](const AttentionParams& q) { launch_wg_variant<NoneCfgE<HD, kCausal>, DropoutMode::None, kCausal>(q, nullptr); });
-  add("none ER", DropoutMode::None, [](const AttentionParams& q) { launch_wg_variant<NoneCfgE<HD, kCausal, true>, DropoutMode::None, kCausal>(q, nullptr); });
-  add("mask new", DropoutMode::Mask, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Mask, nullptr); });
-  add("mask old(I1)", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 1>, DropoutMode::Mask, kCausal>(q, nullptr); });
-  add("mask I1 ER", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 1, false, true>, DropoutMode::Mask, kCausal>(q, nullptr); });
-  add("mask I3 ER", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 3, false, true>, DropoutMode::Mask, kCausal>(q, nullptr); });
+  v.push_back(dispatched("none new", DropoutMode::None));
+  v.push_back(scheduled<NoneCfgE<HD, kCausal>, DropoutMode::None, kCausal>("none old"));
+  v.push_back(scheduled<NoneCfgE<HD, kCausal, true>, DropoutMode::None, kCausal>("none ER"));
+  v.push_back(dispatched("mask new", DropoutMode::Mask));
+  v.push_back(scheduled<MaskCfg<HD, kCausal, 1>, DropoutMode::Mask, kCausal>("mask old(I1)"));
+  v.push_back(scheduled<MaskCfg<HD, kCausal, 1, false, true>, DropoutMode::Mask, kCausal>("mask I1 ER"));
+  v.push_back(scheduled<MaskCfg<HD, kCausal, 3, false, true>, DropoutMode::Mask, kCausal>("mask I3 ER"));
   if constexpr (kCausal && HD == 128)  // run 1: 1.053 against 1.069 for coding 1 (the causal dH 128 mask schedule has no ping-pong)
-    add("mask I1 unroll2", DropoutMode::Mask, [](const AttentionParams& q) {
-      launch_wg_variant<attn_wg::WgCfg<128, 128, 3, false, 0, false, 1, true>, DropoutMode::Mask, kCausal>(q, nullptr);
-    });
-  add("fused(a) new", DropoutMode::Fused, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Fused, nullptr); });
-  add("fused(a) old", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedOldCfg<HD, kCausal>, DropoutMode::Fused, kCausal>(q, nullptr); });
-  add("fused(a) old ER", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedOldCfg<HD, kCausal, true>, DropoutMode::Fused, kCausal>(q, nullptr); });
+    v.push_back(
+        scheduled<attn_wg::WgCfg<128, 128, 3, false, 0, false, 1, true>, DropoutMode::Mask, kCausal>("mask I1 unroll2"));
+  v.push_back(dispatched("fused(a) new", DropoutMode::Fused));
+  v.push_back(scheduled<FusedOldCfg<HD, kCausal>, DropoutMode::Fused, kCausal>("fused(a) old"));
+  v.push_back(scheduled<FusedOldCfg<HD, kCausal, true>, DropoutMode::Fused, kCausal>("fused(a) old ER"));
   if constexpr (!kCausal) {
-    add("fused(a) I2", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfgE<HD, 2>, DropoutMode::Fused, kCausal>(q, nullptr); });
-    add("fused(a) I2 ER", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfgE<HD, 2, true>, DropoutMode::Fused, kCausal>(q, nullptr); });
+    v.push_back(scheduled<FusedCfgE<HD, 2>, DropoutMode::Fused, kCausal>("fused(a) I2"));
+    v.push_back(scheduled<FusedCfgE<HD, 2, true>, DropoutMode::Fused, kCausal>("fused(a) I2 ER"));
   }
   return v;
 }
@@ -223,15 +229,14 @@ std::vector<WgVariant> wg_variants_s7() {
 template <int HD, bool kCausal>
 std::vector<WgVariant> wg_variants_s8() {
   std::vector<WgVariant> v;
-  auto add = [&](const char* name, DropoutMode m, void (*fn)(const AttentionParams&)) { v.push_back({name, m, fn}); };
-  add("none new", DropoutMode::None, [](const AttentionParams& q) { launch_attention(q, DropoutMode::None, nullptr); });
-  add("none rolled", DropoutMode::None, [](const AttentionParams& q) { launch_wg_variant<NoneCfgE<HD, kCausal>, DropoutMode::None, kCausal>(q, nullptr); });
-  add("mask new", DropoutMode::Mask, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Mask, nullptr); });
-  add("mask PF1", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 1, false, false, 1>, DropoutMode::Mask, kCausal>(q, nullptr); });
-  add("mask unroll2", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 1, true, false, 0>, DropoutMode::Mask, kCausal>(q, nullptr); });
-  add("mask unroll2 PF1", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 1, true, false, 1>, DropoutMode::Mask, kCausal>(q, nullptr); });
-  add("mask unroll2 PF2", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 1, true, false, 2>, DropoutMode::Mask, kCausal>(q, nullptr); });
-  add("fused(a) new", DropoutMode::Fused, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Fused, nullptr); });
+  v.push_back(dispatched("none new", DropoutMode::None));
+  v.push_back(scheduled<NoneCfgE<HD, kCausal>, DropoutMode::None, kCausal>("none rolled"));
+  v.push_back(dispatched("mask new", DropoutMode::Mask));
+  v.push_back(scheduled<MaskCfg<HD, kCausal, 1, false, false, 1>, DropoutMode::Mask, kCausal>("mask PF1"));
+  v.push_back(scheduled<MaskCfg<HD, kCausal, 1, true, false, 0>, DropoutMode::Mask, kCausal>("mask unroll2"));
+  v.push_back(scheduled<MaskCfg<HD, kCausal, 1, true, false, 1>, DropoutMode::Mask, kCausal>("mask unroll2 PF1"));
+  v.push_back(scheduled<MaskCfg<HD, kCausal, 1, true, false, 2>, DropoutMode::Mask, kCausal>("mask unroll2 PF2"));
+  v.push_back(dispatched("fused(a) new", DropoutMode::Fused));
   return v;
 }
 
@@ -242,22 +247,22 @@ std::vector<WgVariant> wg_variants() {
   if (set && std::string(set) == "s7") return wg_variants_s7<HD, kCausal>();
   if (set && std::string(set) == "s8") return wg_variants_s8<HD, kCausal>();
   std::vector<WgVariant> v;
-  v.push_back({"none", DropoutMode::None, [](const AttentionParams& q) { launch_attention(q, DropoutMode::None, nullptr); }});
-  v.push_back({"mask new", DropoutMode::Mask, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Mask, nullptr); }});
-  v.push_back({"mask old(s4)", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 0>, DropoutMode::Mask, kCausal>(q, nullptr); }});
-  v.push_back({"mask packed(I2)", DropoutMode::Mask, [](const AttentionParams& q) { launch_wg_variant<MaskCfg<HD, kCausal, 2>, DropoutMode::Mask, kCausal>(q, nullptr); }});
-  v.push_back({"fused(a) new", DropoutMode::Fused, [](const AttentionParams& q) { launch_attention(q, DropoutMode::Fused, nullptr); }});
-  v.push_back({"fused(a) old(s4)", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfg<HD, kCausal, 0>, DropoutMode::Fused, kCausal>(q, nullptr); }});
+  v.push_back(dispatched("none", DropoutMode::None));
+  v.push_back(dispatched("mask new", DropoutMode::Mask));
+  v.push_back(scheduled<MaskCfg<HD, kCausal, 0>, DropoutMode::Mask, kCausal>("mask old(s4)"));
+  v.push_back(scheduled<MaskCfg<HD, kCausal, 2>, DropoutMode::Mask, kCausal>("mask packed(I2)"));
+  v.push_back(dispatched("fused(a) new", DropoutMode::Fused));
+  v.push_back(scheduled<FusedCfg<HD, kCausal, 0>, DropoutMode::Fused, kCausal>("fused(a) old(s4)"));
   // The other session-5 coding: non-causal ge7 applied after the P V wait (I2, device run 1's default); causal
   // (default = session 4's coding, Philox one block ahead) ge7 without the look-ahead (I1).
   if (kCausal)
-    v.push_back({"fused(a) ge7(I1)", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfg<HD, false, 1>, DropoutMode::Fused, kCausal>(q, nullptr); }});
+    v.push_back(scheduled<FusedCfg<HD, false, 1>, DropoutMode::Fused, kCausal>("fused(a) ge7(I1)"));
   else
-    v.push_back({"fused(a) packed-late(I2)", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<FusedCfg<HD, false, 2>, DropoutMode::Fused, kCausal>(q, nullptr); }});
+    v.push_back(scheduled<FusedCfg<HD, false, 2>, DropoutMode::Fused, kCausal>("fused(a) packed-late(I2)"));
   v.push_back({"fused(b) new", DropoutMode::Fused, [](const AttentionParams& q) {
                  attn_wg::launch_design(q, DropoutMode::Fused, attn_wg::FusedDesign::RngWarps, nullptr);
                }});
-  v.push_back({"fused(b) old(s4)", DropoutMode::Fused, [](const AttentionParams& q) { launch_wg_variant<RngCfg<HD, 0>, DropoutMode::Fused, kCausal, true>(q, nullptr); }});
+  v.push_back(scheduled<RngCfg<HD, 0>, DropoutMode::Fused, kCausal, true>("fused(b) old(s4)"));
   return v;
 }
 
