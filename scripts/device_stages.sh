@@ -51,6 +51,14 @@ trap pack EXIT
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 . scripts/env.sh
 smi() { smi_log "$O/smi.csv"; }
+# sanitize_tests TOOL LOG FILTER LIMIT_S: compute-sanitizer TOOL over the attention GPU tests matching the gtest
+# FILTER, for at most LIMIT_S s and never past the budget; log in $O/LOG, one summary line.
+sanitize_tests() {
+  local tool=$1 log=$2 filter=$3 t=$(( $(left) - 10 )); [ "$t" -gt "$4" ] && t=$4
+  timeout "$t" compute-sanitizer --tool "$tool" --error-exitcode 3 "$B/tests/test_attention_gpu" --gtest_filter="$filter" \
+    > "$O/$log" 2>&1
+  echo "$tool ($log): exit $? ($(grep -cE '^\[       OK' "$O/$log") ok; $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$O/$log" | tr '\n' ' '))"
+}
 # stage NAME NEED_S: run only when NEED_S seconds are left; the stage's own commands carry their timeouts.
 want() { local n=$1 need=$2; if [ "$(left)" -lt "$need" ]; then echo "stage $n: skipped ($(left) s left, needs $need)"; return 1; fi
          echo "stage $n: start ($(left) s left)"; smi; return 0; }
@@ -169,23 +177,17 @@ for s in "${STAGES[@]}"; do
       done
       cat "$O"/rr_p*.log 2>/dev/null | grep -E "^rr|MISMATCH|not bitwise" | sed -E 's/ \(p10 [0-9. ]+p90 [0-9. ]+\)//; s/per-round ratio //' > "$O/rr_summary.txt"
       if [ "$(left)" -gt 50 ] && command -v compute-sanitizer > /dev/null; then
-        timeout 45 compute-sanitizer --tool memcheck --error-exitcode 3 "$B/tests/test_attention_gpu" \
-          --gtest_filter='AttentionKernels.WgmmaDropoutCodingsEqualBitwise' > "$O/memcheck_codings.log" 2>&1
-        echo "memcheck (coding test): exit $? ($(grep -E 'ERROR SUMMARY' "$O/memcheck_codings.log" | tr '\n' ' '))"
+        sanitize_tests memcheck memcheck_codings.log AttentionKernels.WgmmaDropoutCodingsEqualBitwise 45
       fi ;;
     sanitize)
       # issue 11's test list: compute-sanitizer memcheck and racecheck of the wgmma kernels as dispatched, on the
       # short shapes and ragged ones (every mode: none, mask, fused), and memcheck of p = 0 == none (dH 64 and 128)
       want sanitize 120 || continue
       command -v compute-sanitizer > /dev/null || { echo "sanitize: no compute-sanitizer"; continue; }
-      T=(--error-exitcode 3 "$B/tests/test_attention_gpu")
       F='Shapes/AttentionVsRef.*/wgmma_B*_S77_*:Shapes/AttentionVsRef.*/wgmma_B2_S300_*:Shapes/AttentionVsRef.*/wgmma_B1_S513_*'
-      timeout $(( $(left) < 160 ? $(left) - 10 : 150 )) compute-sanitizer --tool memcheck "${T[@]}" --gtest_filter="$F:Kernels/AttentionGpu.ZeroDropoutEqualsNoneBitwise/wgmma" \
-        > "$O/memcheck.log" 2>&1
-      echo "memcheck: exit $? ($(grep -cE '^\[       OK' "$O/memcheck.log") ok; $(grep -E 'ERROR SUMMARY' "$O/memcheck.log" | tr '\n' ' '))"
+      sanitize_tests memcheck memcheck.log "$F:Kernels/AttentionGpu.ZeroDropoutEqualsNoneBitwise/wgmma" 150
       [ "$(left)" -lt 40 ] && { echo "racecheck: skipped ($(left) s left)"; continue; }
-      timeout $(( $(left) < 210 ? $(left) - 10 : 200 )) compute-sanitizer --tool racecheck "${T[@]}" --gtest_filter="$F" > "$O/racecheck.log" 2>&1
-      echo "racecheck: exit $? ($(grep -cE '^\[       OK' "$O/racecheck.log") ok; $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$O/racecheck.log" | tr '\n' ' '))" ;;
+      sanitize_tests racecheck racecheck.log "$F" 200 ;;
     sweep)
       want sweep 150 || continue
       timeout $(( $(left) - 50 )) "$B/dropbench" run --config configs/paper-sweep.json -q --no-explore \
