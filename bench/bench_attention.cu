@@ -8,7 +8,7 @@
 // usage: bench_attention [sq=8192] [q_heads=32] [kv_heads=8] [reps=30] [hd=0 (both) | 128 | 64]
 //   BENCH_MODE=rr: round-robin old-vs-new comparison of the wgmma dropout variants (BENCH_CAUSAL=0|1|both;
 //     BENCH_RR_SET=s6: session 6's shorter list, codings 1 and 3; =s7: session 7's (early rescale, old defaults);
-//     =s8: session 8's (mask-word L2 prefetch, unrolled loop));
+//     =s8: session 8's (mask-word L2 prefetch, unrolled loop); =s10: session 10's (persistent CTAs));
 //   BENCH_MODE=seq: one launch of each of those variants, in order (for Nsight Compute).
 #include <algorithm>
 #include <cmath>
@@ -99,7 +99,7 @@ template <class C, DropoutMode M, bool kCausal, bool kRngWarps = false>
 void launch_wg_variant(const AttentionParams& p, cudaStream_t s) {
   auto fn = attn_wg::attn_fwd_wgmma_kernel<C, M, 7, 8, kCausal, kRngWarps>;
   DB_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
-  fn<<<attn::grid_for<C>(p), C::kThreads, C::kSmem, s>>>(wg_map(p, C::kBr), wg_map(p, C::kBc), attn::make_kernel_args(p));
+  fn<<<attn_wg::launch_grid(p, C::kBr, C::kPersist), C::kThreads, C::kSmem, s>>>(wg_map(p, C::kBr), wg_map(p, C::kBc), attn::make_kernel_args(p));
   DB_CUDA_LAUNCH();
 }
 
@@ -240,12 +240,30 @@ std::vector<WgVariant> wg_variants_s8() {
   return v;
 }
 
+// BENCH_RR_SET=s10 (session 10): persistent CTAs (WgCfg PERSIST) on each mode's dispatched schedule, against the
+// dispatched one-tile-per-CTA kernels. The persistent none comes first, so "x none" is the ratio to it; the
+// dispatched none second ("x none" of rr2).
+template <int HD, DropoutMode M, bool kCausal>
+using PersistCfg = typename attn_wg::Persistent<attn_wg::SchedTw<HD, M, kCausal, 8>>::type;
+template <int HD, bool kCausal>
+std::vector<WgVariant> wg_variants_s10() {
+  std::vector<WgVariant> v;
+  v.push_back(scheduled<PersistCfg<HD, DropoutMode::None, kCausal>, DropoutMode::None, kCausal>("none persist"));
+  v.push_back(dispatched("none", DropoutMode::None));
+  v.push_back(dispatched("mask", DropoutMode::Mask));
+  v.push_back(scheduled<PersistCfg<HD, DropoutMode::Mask, kCausal>, DropoutMode::Mask, kCausal>("mask persist"));
+  v.push_back(dispatched("fused(a)", DropoutMode::Fused));
+  v.push_back(scheduled<PersistCfg<HD, DropoutMode::Fused, kCausal>, DropoutMode::Fused, kCausal>("fused(a) persist"));
+  return v;
+}
+
 template <int HD, bool kCausal>
 std::vector<WgVariant> wg_variants() {
   const char* set = std::getenv("BENCH_RR_SET");
   if (set && std::string(set) == "s6") return wg_variants_s6<HD, kCausal>();
   if (set && std::string(set) == "s7") return wg_variants_s7<HD, kCausal>();
   if (set && std::string(set) == "s8") return wg_variants_s8<HD, kCausal>();
+  if (set && std::string(set) == "s10") return wg_variants_s10<HD, kCausal>();
   std::vector<WgVariant> v;
   v.push_back(dispatched("none", DropoutMode::None));
   v.push_back(dispatched("mask new", DropoutMode::Mask));

@@ -2,7 +2,7 @@
 # A device call in stages, run in the order given while the wall-clock budget lasts (a stage that would not fit
 # in what is left is skipped and says so). Every stage builds on the same build dir, so consecutive calls on a
 # warm machine skip the build.
-#   build    configure + build everything (tests on) into $B
+#   build    configure + build everything (tests on) into $B ($BUILD_TARGETS: only those)
 #   gpu      every GPU test but ProfileGpu (ctest -L gpu; only those matching the regex $GPU_R if set), log gpu_tests.log
 #   profile  ProfileGpu: `dropbench profile` of every kernel under ncu, kept in profile/ (profile_ncu.json, ncu CSV);
 #            scripts/refit_profile.py then fits the kernel efficiencies on it (no GPU)
@@ -70,7 +70,9 @@ for s in "${STAGES[@]}"; do
     build)
       want build 60 || continue
       cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" > "$O/configure.log" 2>&1
-      timeout 300 cmake --build "$B" -j "$(nproc)" > "$O/build.log" 2>&1 || { echo "build failed"; tail -30 "$O/build.log"; exit 1; }
+      # $BUILD_TARGETS (space-separated): only those targets, e.g. "dropbench bench_attention test_attention_gpu"
+      timeout 300 cmake --build "$B" -j "$(nproc)" ${BUILD_TARGETS:+--target $BUILD_TARGETS} > "$O/build.log" 2>&1 ||
+        { echo "build failed"; tail -30 "$O/build.log"; exit 1; }
       grep -m1 -o 'git_sha[^,]*' "$B/generated/version.h" 2>/dev/null; "$B/dropbench" --version 2>&1 | head -2 ;;
     gpu)
       want gpu ${GPU_NEED:-150} || continue
@@ -164,7 +166,8 @@ for s in "${STAGES[@]}"; do
     rr)
       # issue 11: bench_attention's round-robin of wgmma variants (set $RR_SET, default s8) at dH 64/128 x SQ
       # 8192/16384 x causal and not, $RR_PASSES passes (default 2) while time is left, every variant checked bitwise;
-      # then compute-sanitizer memcheck of the coding test. Summary lines in rr_summary.txt.
+      # then compute-sanitizer memcheck of the coding test (gtest filter $RR_MEMCHECK instead). Summary lines in
+      # rr_summary.txt.
       want rr 120 || continue
       rm -f "$O"/rr_p*.log "$O/rr_summary.txt"  # an earlier call's logs in the same $OUT must not mix in
       for pass in $(seq "${RR_PASSES:-2}"); do
@@ -177,14 +180,15 @@ for s in "${STAGES[@]}"; do
       done
       cat "$O"/rr_p*.log 2>/dev/null | grep -E "^rr|MISMATCH|not bitwise" | sed -E 's/ \(p10 [0-9. ]+p90 [0-9. ]+\)//; s/per-round ratio //' > "$O/rr_summary.txt"
       if [ "$(left)" -gt 50 ] && command -v compute-sanitizer > /dev/null; then
-        sanitize_tests memcheck memcheck_codings.log AttentionKernels.WgmmaDropoutCodingsEqualBitwise 45
+        sanitize_tests memcheck memcheck_codings.log "${RR_MEMCHECK:-AttentionKernels.WgmmaDropoutCodingsEqualBitwise}" 45
       fi ;;
     sanitize)
       # issue 11's test list: compute-sanitizer memcheck and racecheck of the wgmma kernels as dispatched, on the
-      # short shapes and ragged ones (every mode: none, mask, fused), and memcheck of p = 0 == none (dH 64 and 128)
+      # short shapes and ragged ones (every mode: none, mask, fused), and memcheck of p = 0 == none (dH 64 and 128);
+      # $SANITIZE_FILTER replaces the shape filter
       want sanitize 120 || continue
       command -v compute-sanitizer > /dev/null || { echo "sanitize: no compute-sanitizer"; continue; }
-      F='Shapes/AttentionVsRef.*/wgmma_B*_S77_*:Shapes/AttentionVsRef.*/wgmma_B2_S300_*:Shapes/AttentionVsRef.*/wgmma_B1_S513_*'
+      F=${SANITIZE_FILTER:-'Shapes/AttentionVsRef.*/wgmma_B*_S77_*:Shapes/AttentionVsRef.*/wgmma_B2_S300_*:Shapes/AttentionVsRef.*/wgmma_B1_S513_*'}
       sanitize_tests memcheck memcheck.log "$F:Kernels/AttentionGpu.ZeroDropoutEqualsNoneBitwise/wgmma" 150
       [ "$(left)" -lt 40 ] && { echo "racecheck: skipped ($(left) s left)"; continue; }
       sanitize_tests racecheck racecheck.log "$F" 200 ;;

@@ -620,6 +620,78 @@ TEST(AttentionKernels, WgmmaDropoutCodingsEqualBitwise) {
   }
 }
 
+// The persistent wgmma schedules (WgCfg PERSIST: one CTA per SM at most, walking tiles; the Q reload after the
+// last S GEMM, the K/V ring and the ping-pong turns carry over from tile to tile) against the one-tile-per-CTA
+// kernel launch_attention runs: O and LSE bitwise equal, every output written, in every mode, causal (heaviest
+// blocks first, rounds alternating direction) and not, dH 128 and 64, ragged SQ, GQA / MQA, batch 2, a row
+// window. Grids of 1 and 3 CTAs make every CTA walk many tiles (uneven counts); 0 = the launcher's grid.
+template <int HD, DropoutMode M, bool kCausal>
+void launch_persistent(const AttentionParams& p, unsigned cap) {
+  using C = typename attn_wg::Persistent<attn_wg::SchedTw<HD, M, kCausal, 8>>::type;
+  static_assert(C::kPersist);
+  auto fn = attn_wg::attn_fwd_wgmma_kernel<C, M, 7, 8, kCausal>;
+  DB_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+  CUtensorMap tq, tkv;
+  attn_wg::encode_tensor_maps(p, C::kBr, C::kBc, &tq, &tkv);
+  dim3 g = attn_wg::launch_grid(p, C::kBr, true);
+  if (cap > 0) g.x = std::min(g.x, cap);
+  fn<<<g, C::kThreads, C::kSmem>>>(tq, tkv, attn::make_kernel_args(p));
+  DB_CUDA_LAUNCH();
+}
+template <int HD, bool kCausal>
+void launch_persistent_mode(const AttentionParams& p, DropoutMode m, unsigned cap) {
+  switch (m) {
+    case DropoutMode::None: return launch_persistent<HD, DropoutMode::None, kCausal>(p, cap);
+    case DropoutMode::Mask: return launch_persistent<HD, DropoutMode::Mask, kCausal>(p, cap);
+    case DropoutMode::Fused: return launch_persistent<HD, DropoutMode::Fused, kCausal>(p, cap);
+  }
+}
+void launch_persistent_any(const AttentionParams& p, DropoutMode m, unsigned cap) {
+  if (p.head_dim == 128) return p.causal ? launch_persistent_mode<128, true>(p, m, cap) : launch_persistent_mode<128, false>(p, m, cap);
+  return p.causal ? launch_persistent_mode<64, true>(p, m, cap) : launch_persistent_mode<64, false>(p, m, cap);
+}
+
+TEST(AttentionKernels, WgmmaPersistentEqualsOneTilePerCta) {
+  DB_REQUIRE_KERNEL(AttentionKernel::Wgmma);
+  const Dropout d{0.2, 0x9e5157ULL, 11, 7, 8};
+  for (const Shape& sh : {Shape{1, 1000, 8, 2, 128, true}, Shape{2, 517, 4, 1, 128, false}, Shape{1, 700, 4, 4, 64, false},
+                          Shape{2, 300, 4, 2, 64, true}}) {
+    Problem pr(sh, AttentionKernel::Wgmma);
+    for (DropoutMode m : {DropoutMode::None, DropoutMode::Mask, DropoutMode::Fused}) {
+      auto [o_ref, l_ref] = pr.run(m, d);  // mode Mask: also builds the mask
+      for (unsigned cap : {1u, 3u, 0u}) {
+        pr.o.poison();
+        pr.lse.poison();
+        launch_persistent_any(pr.params(m, d), m, cap);
+        DB_CUDA(cudaDeviceSynchronize());
+        EXPECT_TRUE(bitwise_equal(o_ref, pr.o.get())) << sh.name() << " " << dropout_mode_name(m) << " grid cap " << cap;
+        EXPECT_TRUE(bitwise_equal(l_ref, pr.lse.get())) << sh.name() << " " << dropout_mode_name(m) << " grid cap " << cap;
+      }
+    }
+    // A row window (the chunked pipeline's launches; mode Mask reads a window-shaped mask, not built here): the
+    // same rows written, the others left poisoned, as by the one-tile kernel.
+    for (DropoutMode m : {DropoutMode::None, DropoutMode::Fused}) {
+      AttentionParams p = pr.params(m, d);
+      p.row_begin = 128;
+      p.rows = sh.sq - 200;
+      pr.o.poison();
+      pr.lse.poison();
+      launch_attention(p, m, nullptr);
+      DB_CUDA(cudaDeviceSynchronize());
+      const auto o_w = pr.o.get();
+      const auto l_w = pr.lse.get();
+      for (unsigned cap : {1u, 0u}) {
+        pr.o.poison();
+        pr.lse.poison();
+        launch_persistent_any(p, m, cap);
+        DB_CUDA(cudaDeviceSynchronize());
+        EXPECT_TRUE(bitwise_equal(o_w, pr.o.get())) << sh.name() << " window " << dropout_mode_name(m) << " grid cap " << cap;
+        EXPECT_TRUE(bitwise_equal(l_w, pr.lse.get())) << sh.name() << " window " << dropout_mode_name(m) << " grid cap " << cap;
+      }
+    }
+  }
+}
+
 // Auto picks wgmma on sm_90 and the names say which family ran.
 TEST(AttentionKernels, SelectionAndNames) {
   DB_REQUIRE_GPU();

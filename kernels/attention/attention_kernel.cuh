@@ -71,6 +71,7 @@ struct KernelArgs {
   uint32_t rows16, cols64;
   int row0;              // first query row of the window (multiple of kBr)
   uint32_t mask_rows16;  // mode Mask: strips per matrix the mask holds (its MaskWindow)
+  int wrows, batch;      // query rows of the window, batch (the persistent wgmma kernel's tile count)
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -446,6 +447,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(co
 // ---------------------------------------------------------------------------------------------------------
 // Host side helpers shared by attention.cu and benchmarks.
 // ---------------------------------------------------------------------------------------------------------
+// Query rows of the window [row_begin, end).
+inline int window_rows(const AttentionParams& p) {
+  const int64_t end = p.rows == 0 ? p.sq : std::min<int64_t>(p.sq, static_cast<int64_t>(p.row_begin) + p.rows);
+  return static_cast<int>(end - p.row_begin);
+}
+
 inline KernelArgs make_kernel_args(const AttentionParams& p) {
   KernelArgs a{};
   a.qkv = p.qkv;
@@ -470,6 +477,8 @@ inline KernelArgs make_kernel_args(const AttentionParams& p) {
   a.rows16 = g.rows16();
   a.cols64 = g.cols64();
   a.row0 = p.row_begin;
+  a.wrows = window_rows(p);
+  a.batch = p.batch;
   const MaskWindow w = mask_window(g, static_cast<uint32_t>(p.row_begin), static_cast<uint32_t>(p.rows));
   a.mask_rows16 = w.rows16;
   // Shift the base back by the window's first strip: integer arithmetic on the device address (never
@@ -478,12 +487,6 @@ inline KernelArgs make_kernel_args(const AttentionParams& p) {
     a.mask = reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p.mask) -
                                                static_cast<uintptr_t>(w.r16_begin) * a.cols64 * kWordsPerTile * 4);
   return a;
-}
-
-// Query rows of the window [row_begin, end).
-inline int window_rows(const AttentionParams& p) {
-  const int64_t end = p.rows == 0 ? p.sq : std::min<int64_t>(p.sq, static_cast<int64_t>(p.row_begin) + p.rows);
-  return static_cast<int>(end - p.row_begin);
 }
 
 template <class C>

@@ -21,6 +21,7 @@ using KernelFn = void (*)(CUtensorMap, CUtensorMap, attn::KernelArgs);
 struct Instance {
   KernelFn fn = nullptr;
   int threads = 0, smem = 0, br = 0, bc = 0;
+  bool persist = false;
   std::string name;
 };
 
@@ -32,6 +33,7 @@ Instance make_instance() {
   in.smem = C::kSmem;
   in.br = C::kBr;
   in.bc = C::kBc;
+  in.persist = C::kPersist;
   in.name = "attn_fwd_wgmma_hd" + std::to_string(C::kHeadDim) + "_q" + std::to_string(C::kBr) + "k" +
             std::to_string(C::kBc) + "s" + std::to_string(C::kStages) + (C::kPingPong ? "pp" : "") + "_" +
             dropout_mode_name(M);
@@ -43,6 +45,7 @@ Instance make_instance() {
   if (M != DropoutMode::None && C::kDropImpl != 1) in.name += "_c" + std::to_string(C::kDropImpl);
   if (C::kUnroll2) in.name += "_u2";
   if (C::kMaskPrefetch > 0) in.name += "_pf" + std::to_string(C::kMaskPrefetch);
+  if (C::kPersist) in.name += "_persist";
   if (kCausal) in.name += "_causal";
   return in;
 }
@@ -177,8 +180,7 @@ void launch_design(const AttentionParams& p, DropoutMode mode, FusedDesign d, cu
   const attn::KernelArgs args = attn::make_kernel_args(p);
   CUtensorMap tm_q = encode_qkv_map(p, args, static_cast<uint32_t>(in.br));
   CUtensorMap tm_kv = encode_qkv_map(p, args, static_cast<uint32_t>(in.bc));
-  const dim3 grid(static_cast<unsigned>((attn::window_rows(p) + in.br - 1) / in.br), static_cast<unsigned>(p.q_heads),
-                  static_cast<unsigned>(p.batch));
+  const dim3 grid = launch_grid(p, in.br, in.persist);
   if (grid.z > 65535 || grid.y > 65535) throw UsageError("attention: batch / q_heads exceed the grid limits");
   void* kargs[] = {&tm_q, &tm_kv, const_cast<attn::KernelArgs*>(&args)};
   DB_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(in.fn), grid, dim3(in.threads), kargs,

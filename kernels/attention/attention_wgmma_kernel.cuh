@@ -23,6 +23,7 @@
 // (b) kRngWarps = true: warps 1-3 of the producer warpgroup generate every keep word of the CTA into a
 // shared-memory ring (kRngStages blocks ahead at most) and the consumers read them like mode Mask does.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -32,6 +33,7 @@
 #include "kernels/attention/attention.cuh"
 #include "kernels/attention/attention_dropout.cuh"
 #include "kernels/attention/attention_kernel.cuh"  // KernelArgs, make_kernel_args, fast_exp2, pack_bf16
+#include "kernels/common/check.hpp"
 #include "kernels/common/ptx.cuh"
 #include "kernels/rng/dropout_scheme.cuh"
 
@@ -39,7 +41,7 @@ namespace dropbench {
 namespace attn_wg {
 
 template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3, bool PHILOX_AHEAD = false, int DROP_IMPL = 1,
-          bool UNROLL2 = false, bool EARLY_RESCALE = false, int MASK_PF = 0>
+          bool UNROLL2 = false, bool EARLY_RESCALE = false, int MASK_PF = 0, bool PERSIST = false>
 struct WgCfg {
   // How the dropout modes are coded (same bits, same arithmetic, bit-identical outputs; docs/attention.md
   // "Cutting the dropout instructions"):
@@ -81,6 +83,13 @@ struct WgCfg {
   static constexpr int kMaskPrefetch = MASK_PF;
   static_assert(MASK_PF == 0 || DROP_IMPL >= 1, "the mask-word prefetch walks coding 1's strip cursor");
   static constexpr bool kPingPong = PINGPONG;  // turn-taking between the consumer warpgroups
+  // Persistent CTAs (session 10): a grid of at most one CTA per SM, each walking tiles blockIdx.x + k*gridDim.x
+  // (causal: heaviest query blocks first, every other round in reverse CTA order so the CTAs' totals even out).
+  // The producer loads the next tile's Q as soon as both consumers' last S GEMM of the current tile is done (a
+  // q_empty barrier) and its K/V into the same ring, so the next tile's loads run under the current tile's last
+  // softmax, P V and epilogue, and the ping-pong turns continue across tiles. No arithmetic changes: outputs
+  // equal the one-tile-per-CTA kernel's bit for bit. Not with design (b)'s RNG warps.
+  static constexpr bool kPersist = PERSIST;
   // Fused design (a): false = block j's Philox calls right after its GEMMs are issued (under S_j); true = block
   // j+1's calls after block j's softmax (under P_{j-1} V_{j-1} and the other warpgroup's GEMMs).
   static constexpr bool kPhiloxAhead = PHILOX_AHEAD;
@@ -96,7 +105,8 @@ struct WgCfg {
   static constexpr int kRngWordsPerStage = 8 * (BN / 64) * 32;           // 8 consumer warps x tiles x lanes
   static constexpr int kRngOffset = kQBytes + 2 * STAGES * kKVBytes;
   static constexpr int kBarOffset = kRngOffset + kRngStages * kRngWordsPerStage * 4;
-  static constexpr int kSmem = 1024 + kBarOffset + 8 * (1 + 3 * STAGES + 2 * kRngStages);  // + alignment slack + barriers
+  static constexpr int kBarriers = 1 + 3 * STAGES + 2 * kRngStages + (PERSIST ? 1 : 0);  // + q_empty when persistent
+  static constexpr int kSmem = 1024 + kBarOffset + 8 * kBarriers;  // + alignment slack + barriers
   static_assert(kSmem <= 232448, "shared memory per block");
   static_assert(HD == 64 || HD == 128, "head_dim 64 or 128");
   static_assert(BN == 64 || BN == 128, "key block 64 or 128 (a multiple of the 64-column mask tile)");
@@ -149,6 +159,27 @@ struct Sched<64, M, kCausal, true> { using type = WgCfg<64, 128, 4, true, 3>; };
 template <int HD, DropoutMode M, bool kCausal, int TW>
 using SchedTw = std::conditional_t<HD == 128 && M == DropoutMode::Fused && !kCausal && TW == 8, WgCfg<128, 128, 3, true, 0, false, 2>,
                                    typename Sched<HD, M, kCausal>::type>;
+// Schedule C with persistent CTAs (WgCfg PERSIST), everything else equal.
+template <class C>
+struct Persistent;
+template <int HD, int BN, int ST, bool PP, int RS, bool PA, int DI, bool U2, bool ER, int PF, bool P>
+struct Persistent<WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, P>> {
+  using type = WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, true>;
+};
+
+// The grid of a schedule with kBr-row query blocks: one CTA per (query block, head, batch), or, persistent, one
+// per SM at most (1 CTA/SM fits), each walking its tiles.
+inline dim3 launch_grid(const AttentionParams& p, int br, bool persist) {
+  const dim3 g(static_cast<unsigned>((attn::window_rows(p) + br - 1) / br), static_cast<unsigned>(p.q_heads),
+               static_cast<unsigned>(p.batch));
+  if (!persist) return g;
+  int dev = 0, sms = 0;
+  DB_CUDA(cudaGetDevice(&dev));
+  DB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int64_t tiles = static_cast<int64_t>(g.x) * g.y * g.z;
+  if (tiles > INT32_MAX) throw UsageError("attention: more than 2^31 query tiles");
+  return dim3(static_cast<unsigned>(std::min<int64_t>(tiles, sms)));
+}
 
 template <class C, DropoutMode kMode, int R, int TW, bool kCausal, bool kRngWarps = false>
 __global__ void __launch_bounds__(384, 1)
@@ -182,15 +213,45 @@ __global__ void __launch_bounds__(384, 1)
   auto kv_empty = [&](int s) { return bar + 8u + 8u * (2 * ST + s); };
   [[maybe_unused]] auto rng_full = [&](int s) { return bar + 8u + 8u * (3 * ST + s); };
   [[maybe_unused]] auto rng_empty = [&](int s) { return bar + 8u + 8u * (3 * ST + RS + s); };
+  [[maybe_unused]] const uint32_t q_empty = bar + 8u * (C::kBarriers - 1);  // persistent: last barrier
   [[maybe_unused]] const uint32_t sRng = base + C::kRngOffset;
 
-  const int qb = kCausal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int hk = h / a.group;
+  constexpr bool kPersist = C::kPersist;
+  static_assert(!(kPersist && kRngWarps), "persistent CTAs are not built for design (b)");
   const int sq = a.sq, sk = a.sq;
-  const int q0 = a.row0 + qb * C::kBr;
-  int n_kv = (sk + BN - 1) / BN;
-  if constexpr (kCausal) n_kv = min(n_kv, (q0 + C::kBr - 1) / BN + 1);
+  // The CTA's k-th tile (first query row, head, batch, key blocks); false past its last. One tile per CTA (from
+  // blockIdx) unless persistent.
+  struct Tile {
+    int q0, h, b, n_kv;
+  };
+  auto tile_at = [&](int k, Tile& T) -> bool {
+    int qb, h, b;
+    if constexpr (!kPersist) {
+      if (k > 0) return false;
+      qb = kCausal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
+      h = blockIdx.y;
+      b = blockIdx.z;
+    } else {
+      const int nq = (a.wrows + C::kBr - 1) / C::kBr, G = gridDim.x, i = blockIdx.x, hb_n = a.hq * a.batch;
+      const int L = k * G + ((kCausal && (k & 1)) ? G - 1 - i : i);
+      if (L >= nq * hb_n) return false;
+      if constexpr (kCausal) {  // every head's heaviest query block, then every head's next heaviest, ...
+        qb = nq - 1 - L / hb_n;
+        h = (L % hb_n) % a.hq;
+        b = (L % hb_n) / a.hq;
+      } else {  // query block fastest, as the one-tile grid is launched
+        qb = L % nq;
+        h = (L / nq) % a.hq;
+        b = L / (nq * a.hq);
+      }
+    }
+    T.q0 = a.row0 + qb * C::kBr;
+    T.h = h;
+    T.b = b;
+    T.n_kv = (sk + BN - 1) / BN;
+    if constexpr (kCausal) T.n_kv = min(T.n_kv, (T.q0 + C::kBr - 1) / BN + 1);
+    return true;
+  };
 
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
@@ -200,6 +261,7 @@ __global__ void __launch_bounds__(384, 1)
       mbar_init(v_full(s), 1);
       mbar_init(kv_empty(s), 8);  // one arrival per consumer warp
     }
+    if constexpr (kPersist) mbar_init(q_empty, 8);  // one arrival per consumer warp
     if constexpr (kRng) {
 #pragma unroll
       for (int s = 0; s < RS; ++s) {
@@ -225,6 +287,9 @@ __global__ void __launch_bounds__(384, 1)
         constexpr int NTL = BN / 64;
         constexpr int kWords = C::kRngWordsPerStage;
         const int r = threadIdx.x - 32;  // 0..95
+        Tile T;
+        tile_at(0, T);
+        const int q0 = T.q0, h = T.h, b = T.b, n_kv = T.n_kv;
         const attn::FusedStream fs{a.seed_lo, a.seed_hi, static_cast<uint32_t>(b * a.hq + h), a.offset, a.drop};
         const uint32_t r16_0 = static_cast<uint32_t>(q0 / 16);
         for (int j = 0; j < n_kv; ++j) {
@@ -257,21 +322,36 @@ __global__ void __launch_bounds__(384, 1)
       }
     }
     if (threadIdx.x == 0) {
-      mbar_arrive_expect_tx(q_full, C::kQBytes);
+      int it = 0;  // K/V ring position: blocks loaded so far over the CTA's tiles
+      Tile T;
+      for (int k = 0; tile_at(k, T); ++k) {
+        const int q0 = T.q0, h = T.h, b = T.b, hk = h / a.group, n_kv = T.n_kv;
+        const int kcol = (a.hq + hk) * HD, vcol = (a.hq + a.hkv + hk) * HD;
+        auto load_kv = [&](int j) {
+          const int s = it % ST;
+          if (it >= ST) mbar_wait_or_trap(kv_empty(s), ((it / ST) - 1) & 1);
+          mbar_arrive_expect_tx(k_full(s), C::kKVBytes);
 #pragma unroll
-      for (int sl = 0; sl < C::kSlices; ++sl) tma_load_3d(sQ + sl * (C::kBr * 128), &tm_q, h * HD + sl * 64, q0, b, q_full);
-      const int kcol = (a.hq + hk) * HD, vcol = (a.hq + a.hkv + hk) * HD;
-      for (int j = 0; j < n_kv; ++j) {
-        const int s = j % ST;
-        if (j >= ST) mbar_wait_or_trap(kv_empty(s), ((j / ST) - 1) & 1);
-        mbar_arrive_expect_tx(k_full(s), C::kKVBytes);
+          for (int sl = 0; sl < C::kSlices; ++sl)
+            tma_load_3d(sK + s * C::kKVBytes + sl * (BN * 128), &tm_kv, kcol + sl * 64, j * BN, b, k_full(s));
+          mbar_arrive_expect_tx(v_full(s), C::kKVBytes);
 #pragma unroll
-        for (int sl = 0; sl < C::kSlices; ++sl)
-          tma_load_3d(sK + s * C::kKVBytes + sl * (BN * 128), &tm_kv, kcol + sl * 64, j * BN, b, k_full(s));
-        mbar_arrive_expect_tx(v_full(s), C::kKVBytes);
+          for (int sl = 0; sl < C::kSlices; ++sl)
+            tma_load_3d(sV + s * C::kKVBytes + sl * (BN * 128), &tm_kv, vcol + sl * 64, j * BN, b, v_full(s));
+          ++it;
+        };
+        // Persistent, after the first tile: block 0's K/V goes first (its stage frees before the previous tile's
+        // last S GEMM is done), then Q once both consumers' last S GEMM of the previous tile is done.
+        int j0 = 0;
+        if (kPersist && k > 0) {
+          load_kv(0);
+          j0 = 1;
+          mbar_wait_or_trap(q_empty, (k - 1) & 1);
+        }
+        mbar_arrive_expect_tx(q_full, C::kQBytes);
 #pragma unroll
-        for (int sl = 0; sl < C::kSlices; ++sl)
-          tma_load_3d(sV + s * C::kKVBytes + sl * (BN * 128), &tm_kv, vcol + sl * 64, j * BN, b, v_full(s));
+        for (int sl = 0; sl < C::kSlices; ++sl) tma_load_3d(sQ + sl * (C::kBr * 128), &tm_q, h * HD + sl * 64, q0, b, q_full);
+        for (int j = j0; j < n_kv; ++j) load_kv(j);
       }
     }
   } else {
@@ -280,249 +360,10 @@ __global__ void __launch_bounds__(384, 1)
     const int c = wgi - 1;
     const int t = threadIdx.x - 128 * wgi;
     const int warp = t >> 5, lane = t & 31;
-    const int wrow = q0 + 64 * c + 16 * warp;  // first query row of this warp's strip
-    const int r_lo = wrow + (lane >> 2);       // accumulator rows r_lo (elements 0,1) and r_lo + 8 (2,3)
-
-    // Dropout state.
-    const uint32_t bh = static_cast<uint32_t>(b * a.hq + h);
-    const uint32_t r16 = static_cast<uint32_t>(wrow / 16);
-    [[maybe_unused]] attn::MaskStrip mstrip;
-    [[maybe_unused]] attn::FusedStream fstream;
-    [[maybe_unused]] uint32_t tile_row = 0;
-    // kDropImpl >= 1: mode Mask walks the strip with a cursor (pointer to block j's first word, tiles left to
-    // read); mode Fused with 8-bit thresholds keeps the byte compares' results (ge7: 4 words per Philox call,
-    // NT*2 calls per block) and applies them to the packed P. Where the dropout is applied: kFp32Apply (in the
-    // softmax, fp32), kPackEarly (packed bf16x2 before the P V wait), kPackLate (packed after it).
-    constexpr int DI = C::kDropImpl;
-    constexpr bool kNewMask = DI >= 1 && kMode == DropoutMode::Mask;
-    constexpr bool kGe7 = DI >= 1 && kMode == DropoutMode::Fused && !kRng && TW == 8;
-    constexpr bool kPackLate = kDrop && DI == 2;
-    constexpr bool kPackEarly = kDrop && DI == 1 && kGe7;
-    // DI 3: the bf16x2 masks (pm) before the S_j wait (mode Mask from the keep words, fused TW 8 from the ge7
-    // words right after their Philox calls), P &= pm after the bf16 conversion.
-    constexpr bool kMaskEarly = DI == 3 && (kMode == DropoutMode::Mask || kGe7);
-    constexpr bool kFp32Apply = kDrop && !kPackLate && !kPackEarly && !kMaskEarly;
-    [[maybe_unused]] const uint32_t* mcur = nullptr;
-    [[maybe_unused]] int mleft = 0;
-    [[maybe_unused]] attn::ByteThreshold bthr{};
-    if constexpr (kMode == DropoutMode::Mask) {
-      mstrip = attn::mask_strip(a.mask, bh, a.rows16, a.mask_rows16, a.cols64, r16, static_cast<uint32_t>(lane));
-      mcur = mstrip.ptr;
-      mleft = static_cast<int>(attn::mask_strip_tiles<kCausal>(mstrip));
-    }
-    if constexpr (kMode == DropoutMode::Fused) {
-      fstream = attn::FusedStream{a.seed_lo, a.seed_hi, bh, a.offset, a.drop};
-      tile_row = r16 * a.cols64;
-      bthr = attn::byte_threshold(a.drop);
-    }
-
-    float o[NO];
-#pragma unroll
-    for (int i = 0; i < NO; ++i) o[i] = 0.f;
-    float s[NS];
-    uint32_t p[PK][4];
-    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
-    const float sl2 = a.scale_log2;
-
-    // Descriptors (k-step offsets are compile-time adds to the 14-bit address field: +16 bytes = +1).
-    const uint64_t dq0 = desc_sw128(sQ + c * 64 * 128, 16, 1024);
-    auto desc_q = [&](int kk) -> uint64_t { return dq0 + static_cast<uint64_t>(((kk >> 2) * (C::kBr * 128) + (kk & 3) * 32) >> 4); };
-    auto desc_k = [&](int st, int kk) -> uint64_t {
-      return desc_sw128(sK + st * C::kKVBytes + (kk >> 2) * (BN * 128) + (kk & 3) * 32, 16, 1024);
-    };
-    auto desc_v = [&](int st, int kk) -> uint64_t {
-      return desc_sw128(sV + st * C::kKVBytes + kk * 16 * 128, BN * 128, 1024);
-    };
-
-    auto issue_s = [&](int st) {
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < KS; ++kk) wgmma_ss_bf16<BN>(s, desc_q(kk), desc_k(st, kk), kk > 0 ? 1 : 0);
-      wgmma_commit();
-    };
-    auto issue_pv = [&](int st) {
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < PK; ++kk) wgmma_rs_bf16_tn<HD>(o, p[kk], desc_v(st, kk), 1);
-      wgmma_commit();
-    };
-
-    // Mode Mask: the block's keep words (loads issued one block ahead, consumed after the softmax).
-    // kDropImpl >= 1: called for j = 0, 1, 2, ... in order, so a cursor replaces the per-tile address arithmetic.
-    auto load_words = [&](int j, uint32_t (&kw)[NT]) {
-      if constexpr (kNewMask) {
-#pragma unroll
-        for (int tt = 0; tt < NT; ++tt) kw[tt] = attn::mask_word_at(mcur + tt * kWordsPerTile, tt < mleft);
-        if constexpr (C::kMaskPrefetch > 0) {
-          constexpr int kAhead = C::kMaskPrefetch * NT;  // tiles ahead of this block's first
-          if (lane < NT && lane + kAhead < mleft) prefetch_l2(mcur + (kAhead + lane) * kWordsPerTile - lane);
-        }
-        mcur += NT * kWordsPerTile;
-        mleft -= NT;
-      } else if constexpr (kMode == DropoutMode::Mask) {
-#pragma unroll
-        for (int tt = 0; tt < NT; ++tt) kw[tt] = attn::mask_tile_word<kCausal>(mstrip, static_cast<uint32_t>(j * NT + tt));
-      }
-    };
-    // Design (b): the block's keep words from the RNG warps' ring (wait, read, release).
-    auto ring_words = [&](int j, uint32_t (&kw)[NT]) {
-      if constexpr (kRng) {
-        const int st = j % RS;
-        mbar_wait(rng_full(st), (j / RS) & 1);
-#pragma unroll
-        for (int tt = 0; tt < NT; ++tt)
-          asm volatile("ld.shared.u32 %0, [%1];"
-                       : "=r"(kw[tt])
-                       : "r"(sRng + 4u * (st * C::kRngWordsPerStage + (4 * c + warp) * 32 * NT + tt * 32 + lane))
-                       : "memory");
-        __syncwarp();
-        if (lane == 0) mbar_arrive(rng_empty(st));
-      }
-    };
-    // Mode Fused, design (a): the block's keep words from Philox in the consumer, while the tensor cores run.
-    // kGe7: the byte compares of block j (ge7[tt][k][q]), applied to P after its bf16 conversion.
-    [[maybe_unused]] uint32_t ge7[NT][2][4];
-    auto gen_ge7 = [&](int j) {
-      if constexpr (kGe7) {
-#pragma unroll
-        for (int tt = 0; tt < NT; ++tt)
-#pragma unroll
-          for (int k = 0; k < 2; ++k)
-            attn::fused_call_ge7<R>(fstream, bthr, tile_row + static_cast<uint32_t>(j * NT + tt), static_cast<uint32_t>(lane), k, ge7[tt][k]);
-      }
-    };
-    auto gen_words = [&](int j, uint32_t (&kw)[NT]) {
-      if constexpr (kGe7) {
-        gen_ge7(j);
-      } else if constexpr (kMode == DropoutMode::Fused && !kRng) {
-#pragma unroll
-        for (int tt = 0; tt < NT; ++tt) {
-          uint32_t w = 0;
-#pragma unroll
-          for (int k = 0; k < kCallsPerWord<TW>; ++k)
-            w |= attn::fused_word_part<R, TW>(fstream, tile_row + static_cast<uint32_t>(j * NT + tt), static_cast<uint32_t>(lane), k);
-          kw[tt] = w;
-        }
-      }
-    };
-
-    // Mask (keys past the end; causal: keys after the row), online softmax, dropout. S becomes P (fp32).
-    auto softmax = [&](int j, const uint32_t (&kw)[NT], float (&alpha)[2], bool rescale_o) {
-      const int kv0 = j * BN;
-      const bool edge = (kv0 + BN > sk) || (kCausal && kv0 + BN - 1 > wrow);
-      if (edge) {
-#pragma unroll
-        for (int i = 0; i < NS; ++i) {
-          const int col = kv0 + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
-          const int row = r_lo + 8 * ((i >> 1) & 1);
-          if (col >= sk || (kCausal && col > row)) s[i] = -INFINITY;
-        }
-      }
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        float mx = row_max[hh];
-#pragma unroll
-        for (int nb = 0; nb < BN / 8; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float ms = (mx == -INFINITY) ? 0.f : mx * sl2;
-        alpha[hh] = attn::fast_exp2(row_max[hh] * sl2 - ms);
-        row_max[hh] = mx;
-        if (rescale_o) {
-#pragma unroll
-          for (int nb = 0; nb < HD / 8; ++nb) {
-            o[4 * nb + 2 * hh] *= alpha[hh];
-            o[4 * nb + 2 * hh + 1] *= alpha[hh];
-          }
-        }
-        float sum = 0.f;
-#pragma unroll
-        for (int nb = 0; nb < BN / 8; ++nb)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float pe = attn::fast_exp2(__fmaf_rn(s[4 * nb + 2 * hh + e], sl2, -ms));
-            s[4 * nb + 2 * hh + e] = pe;
-            sum += pe;
-          }
-        row_sum[hh] = __fmaf_rn(row_sum[hh], alpha[hh], sum);
-      }
-      if constexpr (kFp32Apply) {
-#pragma unroll
-        for (int tt = 0; tt < NT; ++tt) attn::apply_keep_word(*reinterpret_cast<float(*)[8][4]>(&s[32 * tt]), kw[tt]);
-      }
-    };
-    // P_j as bf16x2 (the A operand of P V) with the packed-domain dropout (keep words: mask, design (b), fused
-    // TW 16/32; or ge7): P &= masks. kPackEarly: the packed P (pe) and the masks (pm) are made before the P V
-    // wait, in registers the softmax no longer needs (S's), and after the wait only the 32 ANDs remain, which
-    // define the A operand (a plain copy would be folded by ptxas, making pe the operand while the previous
-    // P V still reads p: ptxas then serializes every wgmma). kPackLate: all of it after the wait.
-    [[maybe_unused]] uint32_t pe[PK][4], pm[PK][4];
-    auto pack = [&](uint32_t (&d)[PK][4]) {
-#pragma unroll
-      for (int kk = 0; kk < PK; ++kk) {
-        d[kk][0] = attn::pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
-        d[kk][1] = attn::pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
-        d[kk][2] = attn::pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
-        d[kk][3] = attn::pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
-      }
-    };
-    auto masks = [&](uint32_t (&m)[PK][4], const uint32_t (&kwp)[NT]) {
-      if constexpr (kGe7) {
-        attn::ge7_masks_bf16x2<NT>(ge7, m);
-      } else {
-#pragma unroll
-        for (int tt = 0; tt < NT; ++tt) attn::keep_word_masks_bf16x2(kwp[tt], *reinterpret_cast<uint32_t(*)[4][4]>(&m[4 * tt]));
-      }
-    };
-    auto pack_early = [&](const uint32_t (&kwp)[NT]) {
-      if constexpr (kPackEarly) {
-        pack(pe);
-        masks(pm, kwp);
-#pragma unroll
-        for (int kk = 0; kk < PK; ++kk) {
-          reg_fence(pe[kk]);
-          reg_fence(pm[kk]);
-        }
-      }
-    };
-    // kMaskEarly: block j's masks, made while S_j runs (mask: the keep words arrived a block ago; fused: right
-    // after gen_ge7). The fence keeps nvcc from sinking them to their use after the softmax; ptxas places them
-    // between the P V wgmmas (SASS of the mask instance).
-    auto mask_early = [&](const uint32_t (&kwp)[NT]) {
-      if constexpr (kMaskEarly) {
-        masks(pm, kwp);
-#pragma unroll
-        for (int kk = 0; kk < PK; ++kk) reg_fence(pm[kk]);
-      }
-    };
-    auto convert_p = [&](const uint32_t (&kwp)[NT]) {
-      if constexpr (kMaskEarly) {
-        pack(p);
-#pragma unroll
-        for (int kk = 0; kk < PK; ++kk)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) p[kk][i] &= pm[kk][i];
-      } else if constexpr (kPackEarly) {
-#pragma unroll
-        for (int kk = 0; kk < PK; ++kk)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) p[kk][i] = pe[kk][i] & pm[kk][i];
-      } else {
-        pack(p);
-        if constexpr (kPackLate) {
-          uint32_t m[PK][4];
-          masks(m, kwp);
-#pragma unroll
-          for (int kk = 0; kk < PK; ++kk)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) p[kk][i] &= m[kk][i];
-        }
-      }
-    };
-
     // Ping-pong turns: named barrier 2 + c is "consumer c may issue"; 128 threads of c sync on it, 128 of the
-    // other consumer arrive. Consumer 1 grants the first turn; both take n_kv + 1 turns (n_kv blocks + the
-    // tail P V), and consumer 1 skips its last hand-over so every barrier generation completes.
+    // other consumer arrive. Consumer 1 grants the first turn; both take n_kv + 1 turns per tile (n_kv blocks +
+    // the tail P V; persistent: the turns go on across tiles), and consumer 1 skips the hand-over of its last
+    // tile's tail so every barrier generation completes.
     const int my_turn = 2 + c, other_turn = 3 - c;
     if (C::kPingPong && c == 1) named_bar_arrive(2, 256);
     auto take_turn = [&]() {
@@ -534,120 +375,378 @@ __global__ void __launch_bounds__(384, 1)
       }
     };
 
-    mbar_wait_or_trap(q_full, 0);
-    uint32_t kw[NT], kw_next[NT];
-#pragma unroll
-    for (int tt = 0; tt < NT; ++tt) kw[tt] = kw_next[tt] = 0u;
-    float alpha[2];
+    int it0 = 0;  // K/V ring position of the tile's block 0 (persistent: blocks consumed over earlier tiles)
+    auto stage = [&](int j) { return (it0 + j) % ST; };
+    auto parity = [&](int j) { return static_cast<uint32_t>(((it0 + j) / ST) & 1); };
+    Tile T, T_next;
+    for (int k = 0; tile_at(k, T); ++k) {
+      const int q0 = T.q0, h = T.h, b = T.b, n_kv = T.n_kv;
+      const bool last_tile = !tile_at(k + 1, T_next);
+      const int wrow = q0 + 64 * c + 16 * warp;  // first query row of this warp's strip
+      const int r_lo = wrow + (lane >> 2);       // accumulator rows r_lo (elements 0,1) and r_lo + 8 (2,3)
 
-    // Block 0.
-    load_words(0, kw);
-    mbar_wait_or_trap(k_full(0), 0);
-    take_turn();
-    issue_s(0);
-    pass_turn(false);
-    // The cursor loads run unconditionally (past the last block they are predicated off): under an
-    // `if (j + 1 < n_kv)` ptxas joined the two paths with a register copy of the loaded word right after the
-    // load, which waited the whole global-load latency (ncu, device run 1: long-scoreboard stalls x3).
-    if (kNewMask || n_kv > 1) load_words(1, kw_next);
-    [[maybe_unused]] constexpr bool kAhead = C::kPhiloxAhead && kMode == DropoutMode::Fused && !kRng && !kGe7;
-    gen_words(0, kw);
-    ring_words(0, kw);
-    mask_early(kw);
-    wgmma_wait<0>();
-    reg_fence(s);
-    softmax(0, kw, alpha, false);
-    if constexpr (kAhead) {
-      if (n_kv > 1) gen_words(1, kw_next);
-    }
-    pack_early(kw);
-    convert_p(kw);
+      // Dropout state.
+      const uint32_t bh = static_cast<uint32_t>(b * a.hq + h);
+      const uint32_t r16 = static_cast<uint32_t>(wrow / 16);
+      [[maybe_unused]] attn::MaskStrip mstrip;
+      [[maybe_unused]] attn::FusedStream fstream;
+      [[maybe_unused]] uint32_t tile_row = 0;
+      // kDropImpl >= 1: mode Mask walks the strip with a cursor (pointer to block j's first word, tiles left to
+      // read); mode Fused with 8-bit thresholds keeps the byte compares' results (ge7: 4 words per Philox call,
+      // NT*2 calls per block) and applies them to the packed P. Where the dropout is applied: kFp32Apply (in the
+      // softmax, fp32), kPackEarly (packed bf16x2 before the P V wait), kPackLate (packed after it).
+      constexpr int DI = C::kDropImpl;
+      constexpr bool kNewMask = DI >= 1 && kMode == DropoutMode::Mask;
+      constexpr bool kGe7 = DI >= 1 && kMode == DropoutMode::Fused && !kRng && TW == 8;
+      constexpr bool kPackLate = kDrop && DI == 2;
+      constexpr bool kPackEarly = kDrop && DI == 1 && kGe7;
+      // DI 3: the bf16x2 masks (pm) before the S_j wait (mode Mask from the keep words, fused TW 8 from the ge7
+      // words right after their Philox calls), P &= pm after the bf16 conversion.
+      constexpr bool kMaskEarly = DI == 3 && (kMode == DropoutMode::Mask || kGe7);
+      constexpr bool kFp32Apply = kDrop && !kPackLate && !kPackEarly && !kMaskEarly;
+      [[maybe_unused]] const uint32_t* mcur = nullptr;
+      [[maybe_unused]] int mleft = 0;
+      [[maybe_unused]] attn::ByteThreshold bthr{};
+      if constexpr (kMode == DropoutMode::Mask) {
+        mstrip = attn::mask_strip(a.mask, bh, a.rows16, a.mask_rows16, a.cols64, r16, static_cast<uint32_t>(lane));
+        mcur = mstrip.ptr;
+        mleft = static_cast<int>(attn::mask_strip_tiles<kCausal>(mstrip));
+      }
+      if constexpr (kMode == DropoutMode::Fused) {
+        fstream = attn::FusedStream{a.seed_lo, a.seed_hi, bh, a.offset, a.drop};
+        tile_row = r16 * a.cols64;
+        bthr = attn::byte_threshold(a.drop);
+      }
 
-    // Block j >= 1: its words in kwc (loaded during block j-1); block j+1's are loaded into kwn.
-    auto block = [&](int j, uint32_t (&kwc)[NT], uint32_t (&kwn)[NT]) {
-      const int st = j % ST, pst = (j - 1) % ST;
-      mbar_wait(k_full(st), (j / ST) & 1);
-      mbar_wait(v_full(pst), ((j - 1) / ST) & 1);
-      take_turn();
-      issue_s(st);
-      issue_pv(pst);
-      pass_turn(false);
-      if (kNewMask || j + 1 < n_kv) load_words(j + 1, kwn);
-      if constexpr (!kAhead) gen_words(j, kwc);
-      ring_words(j, kwc);
-      mask_early(kwc);
-      wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
-      reg_fence(s);
-      if constexpr (C::kEarlyRescale) {
-        wgmma_wait<0>();
-        reg_fence(o);
+      float o[NO];
 #pragma unroll
-        for (int kk = 0; kk < PK; ++kk) reg_fence(p[kk]);
-        if (lane == 0) mbar_arrive(kv_empty(pst));
-      }
-      softmax(j, kwc, alpha, C::kEarlyRescale);
-      if constexpr (kAhead) {
-        if (j + 1 < n_kv) gen_words(j + 1, kwn);
-      }
-      pack_early(kwc);
-      // ptxas hoists this wait to the top of the softmax's basic block, so the softmax runs after P_{j-1} V_{j-1}
-      // rather than under it; a membar.cta in front keeps it in place but measured slower in every mode
-      // (docs/attention.md, device run 2 of session 5).
-      if constexpr (!C::kEarlyRescale) {
-        wgmma_wait<0>();
-        reg_fence(o);
+      for (int i = 0; i < NO; ++i) o[i] = 0.f;
+      float s[NS];
+      uint32_t p[PK][4];
+      float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+      const float sl2 = a.scale_log2;
+
+      // Descriptors (k-step offsets are compile-time adds to the 14-bit address field: +16 bytes = +1).
+      const uint64_t dq0 = desc_sw128(sQ + c * 64 * 128, 16, 1024);
+      auto desc_q = [&](int kk) -> uint64_t { return dq0 + static_cast<uint64_t>(((kk >> 2) * (C::kBr * 128) + (kk & 3) * 32) >> 4); };
+      auto desc_k = [&](int st, int kk) -> uint64_t {
+        return desc_sw128(sK + st * C::kKVBytes + (kk >> 2) * (BN * 128) + (kk & 3) * 32, 16, 1024);
+      };
+      auto desc_v = [&](int st, int kk) -> uint64_t {
+        return desc_sw128(sV + st * C::kKVBytes + kk * 16 * 128, BN * 128, 1024);
+      };
+
+      auto issue_s = [&](int st) {
+        wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < PK; ++kk) reg_fence(p[kk]);
-        if (lane == 0) mbar_arrive(kv_empty(pst));
+        for (int kk = 0; kk < KS; ++kk) wgmma_ss_bf16<BN>(s, desc_q(kk), desc_k(st, kk), kk > 0 ? 1 : 0);
+        wgmma_commit();
+      };
+      auto issue_pv = [&](int st) {
+        wgmma_fence();
 #pragma unroll
-        for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
-      }
-      convert_p(kwc);
-    };
-    if constexpr (C::kUnroll2) {
-      // Odd blocks read kw_next and load into kw, even blocks the reverse (block 1 reads kw_next, loaded above).
-      for (int j = 1; j < n_kv; j += 2) {
-        block(j, kw_next, kw);
-        if (j + 1 >= n_kv) break;
-        block(j + 1, kw, kw_next);
-      }
-    } else {
-      for (int j = 1; j < n_kv; ++j) {
-        if constexpr (kMode == DropoutMode::Mask || kAhead) {
+        for (int kk = 0; kk < PK; ++kk) wgmma_rs_bf16_tn<HD>(o, p[kk], desc_v(st, kk), 1);
+        wgmma_commit();
+      };
+
+      // Mode Mask: the block's keep words (loads issued one block ahead, consumed after the softmax).
+      // kDropImpl >= 1: called for j = 0, 1, 2, ... in order, so a cursor replaces the per-tile address arithmetic.
+      auto load_words = [&](int j, uint32_t (&kw)[NT]) {
+        if constexpr (kNewMask) {
 #pragma unroll
-          for (int tt = 0; tt < NT; ++tt) kw[tt] = kw_next[tt];
+          for (int tt = 0; tt < NT; ++tt) kw[tt] = attn::mask_word_at(mcur + tt * kWordsPerTile, tt < mleft);
+          if constexpr (C::kMaskPrefetch > 0) {
+            constexpr int kAhead = C::kMaskPrefetch * NT;  // tiles ahead of this block's first
+            if (lane < NT && lane + kAhead < mleft) prefetch_l2(mcur + (kAhead + lane) * kWordsPerTile - lane);
+          }
+          mcur += NT * kWordsPerTile;
+          mleft -= NT;
+        } else if constexpr (kMode == DropoutMode::Mask) {
+#pragma unroll
+          for (int tt = 0; tt < NT; ++tt) kw[tt] = attn::mask_tile_word<kCausal>(mstrip, static_cast<uint32_t>(j * NT + tt));
         }
-        block(j, kw, kw_next);
-      }
-    }
-    {
-      const int last = n_kv - 1, st = last % ST;
-      mbar_wait(v_full(st), (last / ST) & 1);
-      take_turn();
-      issue_pv(st);
-      pass_turn(true);
-      wgmma_wait<0>();
-      reg_fence(o);
-    }
+      };
+      // Design (b): the block's keep words from the RNG warps' ring (wait, read, release).
+      auto ring_words = [&](int j, uint32_t (&kw)[NT]) {
+        if constexpr (kRng) {
+          const int st = j % RS;
+          mbar_wait(rng_full(st), (j / RS) & 1);
+#pragma unroll
+          for (int tt = 0; tt < NT; ++tt)
+            asm volatile("ld.shared.u32 %0, [%1];"
+                         : "=r"(kw[tt])
+                         : "r"(sRng + 4u * (st * C::kRngWordsPerStage + (4 * c + warp) * 32 * NT + tt * 32 + lane))
+                         : "memory");
+          __syncwarp();
+          if (lane == 0) mbar_arrive(rng_empty(st));
+        }
+      };
+      // Mode Fused, design (a): the block's keep words from Philox in the consumer, while the tensor cores run.
+      // kGe7: the byte compares of block j (ge7[tt][k][q]), applied to P after its bf16 conversion.
+      [[maybe_unused]] uint32_t ge7[NT][2][4];
+      auto gen_ge7 = [&](int j) {
+        if constexpr (kGe7) {
+#pragma unroll
+          for (int tt = 0; tt < NT; ++tt)
+#pragma unroll
+            for (int k = 0; k < 2; ++k)
+              attn::fused_call_ge7<R>(fstream, bthr, tile_row + static_cast<uint32_t>(j * NT + tt), static_cast<uint32_t>(lane), k, ge7[tt][k]);
+        }
+      };
+      auto gen_words = [&](int j, uint32_t (&kw)[NT]) {
+        if constexpr (kGe7) {
+          gen_ge7(j);
+        } else if constexpr (kMode == DropoutMode::Fused && !kRng) {
+#pragma unroll
+          for (int tt = 0; tt < NT; ++tt) {
+            uint32_t w = 0;
+#pragma unroll
+            for (int k = 0; k < kCallsPerWord<TW>; ++k)
+              w |= attn::fused_word_part<R, TW>(fstream, tile_row + static_cast<uint32_t>(j * NT + tt), static_cast<uint32_t>(lane), k);
+            kw[tt] = w;
+          }
+        }
+      };
 
-    // Epilogue: O /= rowsum (times 1/keep with dropout), LSE = m*scale + ln(rowsum).
+      // Mask (keys past the end; causal: keys after the row), online softmax, dropout. S becomes P (fp32).
+      auto softmax = [&](int j, const uint32_t (&kw)[NT], float (&alpha)[2], bool rescale_o) {
+        const int kv0 = j * BN;
+        const bool edge = (kv0 + BN > sk) || (kCausal && kv0 + BN - 1 > wrow);
+        if (edge) {
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      float l = row_sum[hh];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const float inv = 1.f / l;
-      const float fac = kDrop ? inv * a.keep_scale : inv;
-      const int row = r_lo + 8 * hh;
-      if (row < sq) {
-        __nv_bfloat16* dst = a.o + (static_cast<int64_t>(b) * sq + row) * a.o_stride + h * HD + 2 * (lane & 3);
+          for (int i = 0; i < NS; ++i) {
+            const int col = kv0 + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+            const int row = r_lo + 8 * ((i >> 1) & 1);
+            if (col >= sk || (kCausal && col > row)) s[i] = -INFINITY;
+          }
+        }
 #pragma unroll
-        for (int nb = 0; nb < HD / 8; ++nb)
-          *reinterpret_cast<uint32_t*>(dst + nb * 8) = attn::pack_bf16(o[4 * nb + 2 * hh] * fac, o[4 * nb + 2 * hh + 1] * fac);
-        if (a.lse != nullptr && (lane & 3) == 0)
-          a.lse[(static_cast<int64_t>(b) * a.hq + h) * sq + row] = row_max[hh] * a.softmax_scale + logf(l);
+        for (int hh = 0; hh < 2; ++hh) {
+          float mx = row_max[hh];
+#pragma unroll
+          for (int nb = 0; nb < BN / 8; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          const float ms = (mx == -INFINITY) ? 0.f : mx * sl2;
+          alpha[hh] = attn::fast_exp2(row_max[hh] * sl2 - ms);
+          row_max[hh] = mx;
+          if (rescale_o) {
+#pragma unroll
+            for (int nb = 0; nb < HD / 8; ++nb) {
+              o[4 * nb + 2 * hh] *= alpha[hh];
+              o[4 * nb + 2 * hh + 1] *= alpha[hh];
+            }
+          }
+          float sum = 0.f;
+#pragma unroll
+          for (int nb = 0; nb < BN / 8; ++nb)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const float pe = attn::fast_exp2(__fmaf_rn(s[4 * nb + 2 * hh + e], sl2, -ms));
+              s[4 * nb + 2 * hh + e] = pe;
+              sum += pe;
+            }
+          row_sum[hh] = __fmaf_rn(row_sum[hh], alpha[hh], sum);
+        }
+        if constexpr (kFp32Apply) {
+#pragma unroll
+          for (int tt = 0; tt < NT; ++tt) attn::apply_keep_word(*reinterpret_cast<float(*)[8][4]>(&s[32 * tt]), kw[tt]);
+        }
+      };
+      // P_j as bf16x2 (the A operand of P V) with the packed-domain dropout (keep words: mask, design (b), fused
+      // TW 16/32; or ge7): P &= masks. kPackEarly: the packed P (pe) and the masks (pm) are made before the P V
+      // wait, in registers the softmax no longer needs (S's), and after the wait only the 32 ANDs remain, which
+      // define the A operand (a plain copy would be folded by ptxas, making pe the operand while the previous
+      // P V still reads p: ptxas then serializes every wgmma). kPackLate: all of it after the wait.
+      [[maybe_unused]] uint32_t pe[PK][4], pm[PK][4];
+      auto pack = [&](uint32_t (&d)[PK][4]) {
+#pragma unroll
+        for (int kk = 0; kk < PK; ++kk) {
+          d[kk][0] = attn::pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
+          d[kk][1] = attn::pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+          d[kk][2] = attn::pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+          d[kk][3] = attn::pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+      };
+      auto masks = [&](uint32_t (&m)[PK][4], const uint32_t (&kwp)[NT]) {
+        if constexpr (kGe7) {
+          attn::ge7_masks_bf16x2<NT>(ge7, m);
+        } else {
+#pragma unroll
+          for (int tt = 0; tt < NT; ++tt) attn::keep_word_masks_bf16x2(kwp[tt], *reinterpret_cast<uint32_t(*)[4][4]>(&m[4 * tt]));
+        }
+      };
+      auto pack_early = [&](const uint32_t (&kwp)[NT]) {
+        if constexpr (kPackEarly) {
+          pack(pe);
+          masks(pm, kwp);
+#pragma unroll
+          for (int kk = 0; kk < PK; ++kk) {
+            reg_fence(pe[kk]);
+            reg_fence(pm[kk]);
+          }
+        }
+      };
+      // kMaskEarly: block j's masks, made while S_j runs (mask: the keep words arrived a block ago; fused: right
+      // after gen_ge7). The fence keeps nvcc from sinking them to their use after the softmax; ptxas places them
+      // between the P V wgmmas (SASS of the mask instance).
+      auto mask_early = [&](const uint32_t (&kwp)[NT]) {
+        if constexpr (kMaskEarly) {
+          masks(pm, kwp);
+#pragma unroll
+          for (int kk = 0; kk < PK; ++kk) reg_fence(pm[kk]);
+        }
+      };
+      auto convert_p = [&](const uint32_t (&kwp)[NT]) {
+        if constexpr (kMaskEarly) {
+          pack(p);
+#pragma unroll
+          for (int kk = 0; kk < PK; ++kk)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) p[kk][i] &= pm[kk][i];
+        } else if constexpr (kPackEarly) {
+#pragma unroll
+          for (int kk = 0; kk < PK; ++kk)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) p[kk][i] = pe[kk][i] & pm[kk][i];
+        } else {
+          pack(p);
+          if constexpr (kPackLate) {
+            uint32_t m[PK][4];
+            masks(m, kwp);
+#pragma unroll
+            for (int kk = 0; kk < PK; ++kk)
+#pragma unroll
+              for (int i = 0; i < 4; ++i) p[kk][i] &= m[kk][i];
+          }
+        }
+      };
+
+      mbar_wait_or_trap(q_full, static_cast<uint32_t>(k & 1));
+      uint32_t kw[NT], kw_next[NT];
+#pragma unroll
+      for (int tt = 0; tt < NT; ++tt) kw[tt] = kw_next[tt] = 0u;
+      float alpha[2];
+
+      // Block 0.
+      load_words(0, kw);
+      mbar_wait_or_trap(k_full(stage(0)), parity(0));
+      take_turn();
+      issue_s(stage(0));
+      pass_turn(false);
+      // The cursor loads run unconditionally (past the last block they are predicated off): under an
+      // `if (j + 1 < n_kv)` ptxas joined the two paths with a register copy of the loaded word right after the
+      // load, which waited the whole global-load latency (ncu, device run 1: long-scoreboard stalls x3).
+      if (kNewMask || n_kv > 1) load_words(1, kw_next);
+      [[maybe_unused]] constexpr bool kAhead = C::kPhiloxAhead && kMode == DropoutMode::Fused && !kRng && !kGe7;
+      gen_words(0, kw);
+      ring_words(0, kw);
+      mask_early(kw);
+      wgmma_wait<0>();
+      reg_fence(s);
+      if constexpr (kPersist) {
+        if (n_kv == 1 && lane == 0) mbar_arrive(q_empty);  // the tile's last S GEMM is done: Q may be reloaded
       }
-    }
+      softmax(0, kw, alpha, false);
+      if constexpr (kAhead) {
+        if (n_kv > 1) gen_words(1, kw_next);
+      }
+      pack_early(kw);
+      convert_p(kw);
+
+      // Block j >= 1: its words in kwc (loaded during block j-1); block j+1's are loaded into kwn.
+      auto block = [&](int j, uint32_t (&kwc)[NT], uint32_t (&kwn)[NT]) {
+        const int st = stage(j), pst = stage(j - 1);
+        mbar_wait(k_full(st), parity(j));
+        mbar_wait(v_full(pst), parity(j - 1));
+        take_turn();
+        issue_s(st);
+        issue_pv(pst);
+        pass_turn(false);
+        if (kNewMask || j + 1 < n_kv) load_words(j + 1, kwn);
+        if constexpr (!kAhead) gen_words(j, kwc);
+        ring_words(j, kwc);
+        mask_early(kwc);
+        wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
+        reg_fence(s);
+        if constexpr (kPersist) {
+          if (j == n_kv - 1 && lane == 0) mbar_arrive(q_empty);  // the tile's last S GEMM is done
+        }
+        if constexpr (C::kEarlyRescale) {
+          wgmma_wait<0>();
+          reg_fence(o);
+#pragma unroll
+          for (int kk = 0; kk < PK; ++kk) reg_fence(p[kk]);
+          if (lane == 0) mbar_arrive(kv_empty(pst));
+        }
+        softmax(j, kwc, alpha, C::kEarlyRescale);
+        if constexpr (kAhead) {
+          if (j + 1 < n_kv) gen_words(j + 1, kwn);
+        }
+        pack_early(kwc);
+        // ptxas hoists this wait to the top of the softmax's basic block, so the softmax runs after P_{j-1} V_{j-1}
+        // rather than under it; a membar.cta in front keeps it in place but measured slower in every mode
+        // (docs/attention.md, device run 2 of session 5).
+        if constexpr (!C::kEarlyRescale) {
+          wgmma_wait<0>();
+          reg_fence(o);
+#pragma unroll
+          for (int kk = 0; kk < PK; ++kk) reg_fence(p[kk]);
+          if (lane == 0) mbar_arrive(kv_empty(pst));
+#pragma unroll
+          for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
+        }
+        convert_p(kwc);
+      };
+      if constexpr (C::kUnroll2) {
+        // Odd blocks read kw_next and load into kw, even blocks the reverse (block 1 reads kw_next, loaded above).
+        for (int j = 1; j < n_kv; j += 2) {
+          block(j, kw_next, kw);
+          if (j + 1 >= n_kv) break;
+          block(j + 1, kw, kw_next);
+        }
+      } else {
+        for (int j = 1; j < n_kv; ++j) {
+          if constexpr (kMode == DropoutMode::Mask || kAhead) {
+#pragma unroll
+            for (int tt = 0; tt < NT; ++tt) kw[tt] = kw_next[tt];
+          }
+          block(j, kw, kw_next);
+        }
+      }
+      {
+        const int last = n_kv - 1, st = stage(last);
+        mbar_wait(v_full(st), parity(last));
+        take_turn();
+        issue_pv(st);
+        pass_turn(last_tile);
+        wgmma_wait<0>();
+        reg_fence(o);
+        if constexpr (kPersist) {
+          if (lane == 0) mbar_arrive(kv_empty(st));  // the next tile's loads reuse every stage
+        }
+      }
+
+      // Epilogue: O /= rowsum (times 1/keep with dropout), LSE = m*scale + ln(rowsum).
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        float l = row_sum[hh];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const float inv = 1.f / l;
+        const float fac = kDrop ? inv * a.keep_scale : inv;
+        const int row = r_lo + 8 * hh;
+        if (row < sq) {
+          __nv_bfloat16* dst = a.o + (static_cast<int64_t>(b) * sq + row) * a.o_stride + h * HD + 2 * (lane & 3);
+#pragma unroll
+          for (int nb = 0; nb < HD / 8; ++nb)
+            *reinterpret_cast<uint32_t*>(dst + nb * 8) = attn::pack_bf16(o[4 * nb + 2 * hh] * fac, o[4 * nb + 2 * hh + 1] * fac);
+          if (a.lse != nullptr && (lane & 3) == 0)
+            a.lse[(static_cast<int64_t>(b) * a.hq + h) * sq + row] = row_max[hh] * a.softmax_scale + logf(l);
+        }
+      }
+      it0 += n_kv;
+    }  // tiles
   }
 #endif
 }
