@@ -240,19 +240,21 @@ std::vector<WgVariant> wg_variants_s8() {
   return v;
 }
 
-// BENCH_RR_SET=s10 (session 10): persistent CTAs (WgCfg PERSIST) on each mode's dispatched schedule, against the
-// dispatched one-tile-per-CTA kernels. The persistent none comes first, so "x none" is the ratio to it; the
-// dispatched none second ("x none" of rr2).
+// BENCH_RR_SET=s10 (session 10): persistent CTAs (WgCfg PERSIST) on each mode's schedule, against the same
+// schedules one tile per CTA (SchedTwOneTile, the dispatch before session 10), launched directly. The persistent
+// none comes first, so "x none" is the ratio to it; the one-tile none second ("x none" of rr2).
 template <int HD, DropoutMode M, bool kCausal>
-using PersistCfg = typename attn_wg::Persistent<attn_wg::SchedTw<HD, M, kCausal, 8>>::type;
+using PersistCfg = typename attn_wg::Persistent<attn_wg::SchedTwOneTile<HD, M, kCausal, 8>>::type;
+template <int HD, DropoutMode M, bool kCausal>
+using OneTileCfg = attn_wg::SchedTwOneTile<HD, M, kCausal, 8>;
 template <int HD, bool kCausal>
 std::vector<WgVariant> wg_variants_s10() {
   std::vector<WgVariant> v;
   v.push_back(scheduled<PersistCfg<HD, DropoutMode::None, kCausal>, DropoutMode::None, kCausal>("none persist"));
-  v.push_back(dispatched("none", DropoutMode::None));
-  v.push_back(dispatched("mask", DropoutMode::Mask));
+  v.push_back(scheduled<OneTileCfg<HD, DropoutMode::None, kCausal>, DropoutMode::None, kCausal>("none"));
+  v.push_back(scheduled<OneTileCfg<HD, DropoutMode::Mask, kCausal>, DropoutMode::Mask, kCausal>("mask"));
   v.push_back(scheduled<PersistCfg<HD, DropoutMode::Mask, kCausal>, DropoutMode::Mask, kCausal>("mask persist"));
-  v.push_back(dispatched("fused(a)", DropoutMode::Fused));
+  v.push_back(scheduled<OneTileCfg<HD, DropoutMode::Fused, kCausal>, DropoutMode::Fused, kCausal>("fused(a)"));
   v.push_back(scheduled<PersistCfg<HD, DropoutMode::Fused, kCausal>, DropoutMode::Fused, kCausal>("fused(a) persist"));
   return v;
 }
