@@ -624,8 +624,8 @@ TEST(AttentionKernels, WgmmaDropoutCodingsEqualBitwise) {
 // last S GEMM, the K/V ring and the ping-pong turns carry over from tile to tile; dispatched since session 10)
 // against the same schedules one tile per CTA (SchedTwOneTile, launched directly): O and LSE bitwise equal,
 // every output written, in every mode, causal (heaviest blocks first, rounds alternating direction) and not,
-// dH 128 and 64, ragged SQ, GQA / MQA, batch 2, a row window. Grids of 1 and 3 CTAs make every CTA walk many
-// tiles (uneven counts); 0 = the launcher's grid (launch_attention, as dispatched).
+// dH 128 and 64, ragged SQ, GQA / MQA, batch 2, row windows. Grids of 1 and 3 CTAs make every CTA walk many
+// tiles (uneven counts); 0 = the launcher's grid. launch_attention (whichever it dispatches) gives the same too.
 template <int HD, DropoutMode M, bool kCausal>
 void launch_tiles(const AttentionParams& p, bool persist, unsigned cap) {
   using C1 = attn_wg::SchedTwOneTile<HD, M, kCausal, 8>;
@@ -649,9 +649,8 @@ void launch_tiles_mode(const AttentionParams& p, DropoutMode m, bool persist, un
     case DropoutMode::Fused: return launch_tiles<HD, DropoutMode::Fused, kCausal>(p, persist, cap);
   }
 }
-// persist false: one tile per CTA; true with cap 0: launch_attention (the dispatched persistent kernel).
+// persist false: one tile per CTA; true: persistent, on at most cap CTAs (0: the launcher's grid).
 void launch_tiles_any(const AttentionParams& p, DropoutMode m, bool persist, unsigned cap) {
-  if (persist && cap == 0) return launch_attention(p, m, nullptr);
   if (p.head_dim == 128) return p.causal ? launch_tiles_mode<128, true>(p, m, persist, cap) : launch_tiles_mode<128, false>(p, m, persist, cap);
   return p.causal ? launch_tiles_mode<64, true>(p, m, persist, cap) : launch_tiles_mode<64, false>(p, m, persist, cap);
 }
@@ -662,15 +661,17 @@ TEST(AttentionKernels, WgmmaPersistentEqualsOneTilePerCta) {
   for (const Shape& sh : {Shape{1, 1000, 8, 2, 128, true}, Shape{2, 517, 4, 1, 128, false}, Shape{1, 700, 4, 4, 64, false},
                           Shape{2, 300, 4, 2, 64, true}}) {
     Problem pr(sh, AttentionKernel::Wgmma);
-    // Every mode on the whole matrix, then modes none and fused on a row window (the chunked pipeline's launches;
+    // Every mode on the whole matrix, then modes none and fused on row windows (the chunked pipeline's launches;
     // mode Mask reads a window-shaped mask, not built here): the same rows written, the others left poisoned.
-    for (int window = 0; window < 2; ++window) {
+    // Window 1 runs to the (ragged) end; window 2 is 256 rows inside the matrix where it has them.
+    for (int window = 0; window < 3; ++window) {
+      if (window == 2 && sh.sq < 128 + 256 + 1) continue;
       for (DropoutMode m : {DropoutMode::None, DropoutMode::Mask, DropoutMode::Fused}) {
         if (window && m == DropoutMode::Mask) continue;
         AttentionParams p = pr.params(m, d);
         if (window) {
           p.row_begin = 128;
-          p.rows = sh.sq - 200;
+          p.rows = window == 1 ? 0 : 256;
         }
         if (m == DropoutMode::Mask) pr.build_mask(d);
         pr.o.poison();
@@ -689,10 +690,16 @@ TEST(AttentionKernels, WgmmaPersistentEqualsOneTilePerCta) {
           pr.lse.poison();
           launch_tiles_any(p, m, true, cap);
           DB_CUDA(cudaDeviceSynchronize());
-          const std::string what = sh.name() + (window ? " window " : " ") + dropout_mode_name(m) + " grid cap " + std::to_string(cap);
+          const std::string what = sh.name() + " window " + std::to_string(window) + " " + dropout_mode_name(m) + " grid cap " + std::to_string(cap);
           EXPECT_TRUE(bitwise_equal(o_ref, pr.o.get())) << what;
           EXPECT_TRUE(bitwise_equal(l_ref, pr.lse.get())) << what;
         }
+        pr.o.poison();
+        pr.lse.poison();
+        launch_attention(p, m, nullptr);
+        DB_CUDA(cudaDeviceSynchronize());
+        EXPECT_TRUE(bitwise_equal(o_ref, pr.o.get())) << sh.name() << " window " << window << " " << dropout_mode_name(m) << " as dispatched";
+        EXPECT_TRUE(bitwise_equal(l_ref, pr.lse.get())) << sh.name() << " window " << window << " " << dropout_mode_name(m) << " as dispatched";
       }
     }
   }

@@ -166,11 +166,17 @@ template <int HD, int BN, int ST, bool PP, int RS, bool PA, int DI, bool U2, boo
 struct Persistent<WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, P>> {
   using type = WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, true>;
 };
-// Since session 10 every mode runs with persistent CTAs (kDispatchPersist; the one-tile-per-CTA schedules stay
-// as SchedTwOneTile, the comparison of BENCH_RR_SET=s10 and the tests' reference).
-inline constexpr bool kDispatchPersist = true;
+// Persistent CTAs where they measured faster (session 10, results/h200/session10: bench_attention BENCH_RR_SET=s10,
+// 16 rounds per shape, the same schedules one tile per CTA in the same rounds): fused (a) non-causal TW 8, 0.960 /
+// 0.973x the time at dH 128 SQ 8192 / 16384 and 0.972 / 0.978 at dH 64. Elsewhere they lost or were mixed: none
+// non-causal 1.016-1.034x, mask non-causal 1.019-1.113x, fused causal dH 128 1.048-1.082x; causal none and mask
+// 0.93-1.05x depending on SQ. Other threshold widths were not measured (their dH 128 instances already spill).
 template <int HD, DropoutMode M, bool kCausal, int TW>
-using SchedTw = std::conditional_t<kDispatchPersist, typename Persistent<SchedTwOneTile<HD, M, kCausal, TW>>::type,
+inline constexpr bool kDispatchPersist = M == DropoutMode::Fused && !kCausal && TW == 8;
+// What launch_attention dispatches (the one-tile schedules stay as SchedTwOneTile: the s10 comparison and the
+// tests' reference).
+template <int HD, DropoutMode M, bool kCausal, int TW>
+using SchedTw = std::conditional_t<kDispatchPersist<HD, M, kCausal, TW>, typename Persistent<SchedTwOneTile<HD, M, kCausal, TW>>::type,
                                    SchedTwOneTile<HD, M, kCausal, TW>>;
 
 // The grid of a schedule with kBr-row query blocks: one CTA per (query block, head, batch), or, persistent, one
