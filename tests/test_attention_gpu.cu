@@ -568,6 +568,7 @@ TEST(AttentionKernels, WgmmaFusedDesignsEqualMaskBitwise) {
 template <int I, DropoutMode M, bool kCausal, bool kAhead = false, bool kUnroll2 = false, bool kER = false, int kPF = 0>
 void launch_wg_coding(const AttentionParams& p) {
   using C = attn_wg::WgCfg<128, 128, 3, true, 0, kAhead, I, kUnroll2, kER, kPF>;
+  static_assert(!C::kPersist, "grid_for is the one-tile grid");
   auto fn = attn_wg::attn_fwd_wgmma_kernel<C, M, 7, 8, kCausal>;
   DB_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
   CUtensorMap tq, tkv;
