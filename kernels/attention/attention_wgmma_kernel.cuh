@@ -166,13 +166,14 @@ template <int HD, int BN, int ST, bool PP, int RS, bool PA, int DI, bool U2, boo
 struct Persistent<WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, P>> {
   using type = WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, true>;
 };
-// Persistent CTAs are dispatched for one case: mode Mask, dH 128, causal (session 10, results/h200/session10).
+// Persistent CTAs are dispatched for one case: mode Mask, dH 128, causal (session 10, results/h200/session10;
+// clearly faster at SQ 8192, by 1 % with overlapping p10-p90 ranges at 16384).
 // bench_attention's round-robin (BENCH_RR_SET=s10, one pass of 16 rounds, the one-tile schedules in the same rounds;
 // per-round ratios to the one-tile none, p10-p90): there mask took 1.001 [0.992, 1.013] against 1.066 [1.057, 1.075]
 // at SQ 8192 and 1.049 [1.041, 1.061] against 1.060 [1.056, 1.083] at 16384; `dropbench attention` agreed in
 // direction across the session's two calls (mask / none 1.036 / 1.031 with both persistent, 1.066 / 1.056 with both
 // one-tile). Everywhere else they lost or were mixed: none non-causal 1.018-1.032x the time, mask non-causal
-// 1.02-1.11x, fused causal dH 128 1.05-1.08x, causal none 0.96 at 8192 but 1.02-1.05 at 16384 (probably L2: the
+// 1.02-1.11x, fused causal dH 128 1.05-1.08x, causal none 0.96-0.98 at 8192 but 1.02-1.05 at 16384 (probably L2: the
 // heaviest-first order keeps every head's K/V in flight, 64 MB at SQ 16384 against 60 MB of L2; not profiled).
 // Fused (a) non-causal read 0.967-0.978x in the round-robin, but `dropbench attention` with it dispatched read
 // fused / none 2.8-5.6 % above session 8's one-tile figures, a disagreement not settled in the same run.
