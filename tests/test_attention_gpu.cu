@@ -563,18 +563,24 @@ TEST(AttentionKernels, WgmmaFusedDesignsEqualMaskBitwise) {
   }
 }
 
-// One instance of the wgmma kernel at dH 128 (3 stages, ping-pong) with dropout coding I (WgCfg DROP_IMPL),
-// launched directly over the problem's tensor maps.
-template <int I, DropoutMode M, bool kCausal, bool kAhead = false, bool kUnroll2 = false, bool kER = false, int kPF = 0>
-void launch_wg_coding(const AttentionParams& p) {
-  using C = attn_wg::WgCfg<128, 128, 3, true, 0, kAhead, I, kUnroll2, kER, kPF>;
-  static_assert(!C::kPersist, "grid_for is the one-tile grid");
+// Schedule C of the wgmma kernel (Philox-7, 8-bit), launched directly over the problem's tensor maps on the
+// launcher's grid; persistent schedules on at most cap CTAs (0: no cap).
+template <class C, DropoutMode M, bool kCausal>
+void launch_wg_schedule(const AttentionParams& p, unsigned cap = 0) {
   auto fn = attn_wg::attn_fwd_wgmma_kernel<C, M, 7, 8, kCausal>;
   DB_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
   CUtensorMap tq, tkv;
   attn_wg::encode_tensor_maps(p, C::kBr, C::kBc, &tq, &tkv);
-  fn<<<attn::grid_for<C>(p), C::kThreads, C::kSmem>>>(tq, tkv, attn::make_kernel_args(p));
+  dim3 g = attn_wg::launch_grid(p, C::kBr, C::kPersist);
+  if (C::kPersist && cap > 0) g.x = std::min(g.x, cap);
+  fn<<<g, C::kThreads, C::kSmem>>>(tq, tkv, attn::make_kernel_args(p));
   DB_CUDA_LAUNCH();
+}
+
+// One instance of the wgmma kernel at dH 128 (3 stages, ping-pong) with dropout coding I (WgCfg DROP_IMPL).
+template <int I, DropoutMode M, bool kCausal, bool kAhead = false, bool kUnroll2 = false, bool kER = false, int kPF = 0>
+void launch_wg_coding(const AttentionParams& p) {
+  launch_wg_schedule<attn_wg::WgCfg<128, 128, 3, true, 0, kAhead, I, kUnroll2, kER, kPF>, M, kCausal>(p);
 }
 
 template <bool kCausal>
@@ -632,15 +638,8 @@ void launch_tiles(const AttentionParams& p, bool persist, unsigned cap) {
   using C1 = attn_wg::SchedTwOneTile<HD, M, kCausal, 8>;
   using CP = typename attn_wg::Persistent<C1>::type;
   static_assert(!C1::kPersist && CP::kPersist);
-  auto fn = persist ? attn_wg::attn_fwd_wgmma_kernel<CP, M, 7, 8, kCausal> : attn_wg::attn_fwd_wgmma_kernel<C1, M, 7, 8, kCausal>;
-  const int smem = persist ? CP::kSmem : C1::kSmem;
-  DB_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  CUtensorMap tq, tkv;
-  attn_wg::encode_tensor_maps(p, C1::kBr, C1::kBc, &tq, &tkv);
-  dim3 g = attn_wg::launch_grid(p, C1::kBr, persist);
-  if (persist && cap > 0) g.x = std::min(g.x, cap);
-  fn<<<g, C1::kThreads, smem>>>(tq, tkv, attn::make_kernel_args(p));
-  DB_CUDA_LAUNCH();
+  if (persist) launch_wg_schedule<CP, M, kCausal>(p, cap);
+  else launch_wg_schedule<C1, M, kCausal>(p);
 }
 template <int HD, bool kCausal>
 void launch_tiles_mode(const AttentionParams& p, DropoutMode m, bool persist, unsigned cap) {

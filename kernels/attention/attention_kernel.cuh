@@ -489,10 +489,15 @@ inline KernelArgs make_kernel_args(const AttentionParams& p) {
   return a;
 }
 
+// One CTA per (block of br query rows of the window, query head, batch).
+inline dim3 query_block_grid(const AttentionParams& p, int br) {
+  return dim3(static_cast<unsigned>((window_rows(p) + br - 1) / br), static_cast<unsigned>(p.q_heads),
+              static_cast<unsigned>(p.batch));
+}
+
 template <class C>
 inline dim3 grid_for(const AttentionParams& p) {
-  return dim3(static_cast<unsigned>((window_rows(p) + C::kBr - 1) / C::kBr), static_cast<unsigned>(p.q_heads),
-              static_cast<unsigned>(p.batch));
+  return query_block_grid(p, C::kBr);
 }
 
 }  // namespace attn

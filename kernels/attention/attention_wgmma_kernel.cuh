@@ -188,8 +188,7 @@ using SchedTw = std::conditional_t<kDispatchPersist<HD, M, kCausal, TW>, typenam
 // The grid of a schedule with kBr-row query blocks: one CTA per (query block, head, batch), or, persistent, one
 // per SM at most (1 CTA/SM fits), each walking its tiles.
 inline dim3 launch_grid(const AttentionParams& p, int br, bool persist) {
-  const dim3 g(static_cast<unsigned>((attn::window_rows(p) + br - 1) / br), static_cast<unsigned>(p.q_heads),
-               static_cast<unsigned>(p.batch));
+  const dim3 g = attn::query_block_grid(p, br);
   if (!persist) return g;
   int dev = 0, sms = 0;
   DB_CUDA(cudaGetDevice(&dev));
