@@ -22,6 +22,9 @@
 #            and compared with the same slice unsharded (dropbench compare)
 #   rr       issue 11: bench_attention BENCH_MODE=rr (variant set $RR_SET, default s8) at 8 shapes, memcheck of the codings
 #   sanitize issue 11: compute-sanitizer memcheck + racecheck of the wgmma attention tests on short / ragged shapes
+#   ncu      issue 11: Nsight Compute (SpeedOfLight, WarpStateStats, SourceCounters) of the first $NCU_COUNT (default 2)
+#            variants of bench_attention's set $RR_SET (BENCH_MODE=seq) at dH $NCU_HD, SQ $NCU_SQ, causal $NCU_CAUSAL
+#            (defaults 128 / 8192 / 0): ncu_details.csv and ncu_source.csv.gz (per-SASS PC-sampling stalls)
 #   sweep    issue 11: a reduced paper sweep through `dropbench run` (SQ 2K/8K/32K x E 4K/16K, R 7) with both
 #            kernels, and the PyTorch end-to-end peer blocks at its points
 # nvidia-smi clocks / power before and after each stage (smi.csv). Everything lands in $OUT (or results-stages/);
@@ -192,6 +195,17 @@ for s in "${STAGES[@]}"; do
       sanitize_tests memcheck memcheck.log "$F:Kernels/AttentionGpu.ZeroDropoutEqualsNoneBitwise/wgmma" 150
       [ "$(left)" -lt 40 ] && { echo "racecheck: skipped ($(left) s left)"; continue; }
       sanitize_tests racecheck racecheck.log "$F" 200 ;;
+    ncu)
+      want ncu 90 || continue
+      command -v ncu > /dev/null || { echo "ncu: not installed"; continue; }
+      BENCH_MODE=seq BENCH_RR_SET=${RR_SET:-s8} BENCH_CAUSAL=${NCU_CAUSAL:-0} timeout 70 ncu --clock-control none \
+        -k regex:attn_fwd_wgmma --launch-count "${NCU_COUNT:-2}" --section SpeedOfLight --section WarpStateStats \
+        --section SourceCounters -f -o /tmp/stages_ncu "$B/bench/bench_attention" "${NCU_SQ:-8192}" 32 8 1 "${NCU_HD:-128}" \
+        > "$O/ncu_run.log" 2>&1
+      echo "ncu: exit $?"
+      ncu --import /tmp/stages_ncu.ncu-rep --page details --csv > "$O/ncu_details.csv" 2>&1
+      ncu --import /tmp/stages_ncu.ncu-rep --page source --csv --print-source sass > "$O/ncu_source.csv" 2>&1
+      gzip -f "$O/ncu_source.csv" ;;
     sweep)
       want sweep 150 || continue
       timeout $(( $(left) - 50 )) "$B/dropbench" run --config configs/paper-sweep.json -q --no-explore \
