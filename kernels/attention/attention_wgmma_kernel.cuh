@@ -84,8 +84,7 @@ struct WgCfg {
   static_assert(MASK_PF == 0 || DROP_IMPL >= 1, "the mask-word prefetch walks coding 1's strip cursor");
   static constexpr bool kPingPong = PINGPONG;  // turn-taking between the consumer warpgroups
   // Persistent CTAs (session 10): a grid of at most one CTA per SM, each walking tiles blockIdx.x + k*gridDim.x
-  // (causal: heads in groups, each group's heaviest query blocks first, every other round in reverse CTA order so
-  // the CTAs' totals even out).
+  // (causal: heaviest query blocks first, every other round in reverse CTA order so the CTAs' totals even out).
   // The producer loads the next tile's Q as soon as both consumers' last S GEMM of the current tile is done (a
   // q_empty barrier) and its K/V into the same ring, so the next tile's loads run under the current tile's last
   // softmax, P V and epilogue, and the ping-pong turns continue across tiles. No arithmetic changes: outputs
@@ -242,16 +241,6 @@ __global__ void __launch_bounds__(384, 1)
   struct Tile {
     int q0, h, b, n_kv;
   };
-  // Persistent causal: (batch, head) pairs in groups of gh, consecutive heads first (they share K/V under GQA),
-  // each group's tiles heaviest first. Groups keep the K/V in flight to a few heads (session 10's order over all
-  // heads at once held 64 MB of K/V at SQ 16384, more than L2, and lost 1.7 % there); gh doubles from the GQA group
-  // until a group has at least two rounds of tiles, so the heaviest-first order still evens out the CTAs.
-  [[maybe_unused]] const int nq_p = (a.wrows + C::kBr - 1) / C::kBr, hb_p = a.hq * a.batch;
-  [[maybe_unused]] int gh = 1;
-  if constexpr (kPersist && kCausal) {
-    gh = min(a.group, hb_p);
-    while (gh < hb_p && gh * nq_p < 2 * static_cast<int>(gridDim.x)) gh = min(2 * gh, hb_p);
-  }
   auto tile_at = [&](int k, Tile& T) -> bool {
     int qb, h, b;
     if constexpr (!kPersist) {
@@ -260,15 +249,17 @@ __global__ void __launch_bounds__(384, 1)
       h = blockIdx.y;
       b = blockIdx.z;
     } else {
-      const int nq = nq_p, G = gridDim.x, i = blockIdx.x, hb_n = hb_p;
+      const int nq = (a.wrows + C::kBr - 1) / C::kBr, G = gridDim.x, i = blockIdx.x, hb_n = a.hq * a.batch;
       const int L = k * G + ((kCausal && (k & 1)) ? G - 1 - i : i);
       if (L >= nq * hb_n) return false;
-      if constexpr (kCausal) {  // group g's heaviest query block of every pair, then their next heaviest, ...
-        const int g = L / (gh * nq), r = L - g * gh * nq, gs = min(gh, hb_n - g * gh);
-        const int hb = g * gh + r % gs;
-        qb = nq - 1 - r / gs;
-        h = hb % a.hq;
-        b = hb / a.hq;
+      // Causal: every head's heaviest query block, then every head's next heaviest, ... One order over all heads:
+      // session 11 tried groups of 8 / 4 heads, each group heaviest first, to keep the K/V in flight in L2; the
+      // weights then saw-tooth across rounds, the snake no longer evens the CTAs out (max / mean work 1.30 / 1.24 at
+      // SQ 8192 / 16384, scripts/persist_balance.py) and it measured 1.21-1.29x the one-tile time.
+      if constexpr (kCausal) {
+        qb = nq - 1 - L / hb_n;
+        h = (L % hb_n) % a.hq;
+        b = (L % hb_n) / a.hq;
       } else {  // query block fastest, as the one-tile grid is launched
         qb = L % nq;
         h = (L / nq) % a.hq;

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Work balance of the persistent wgmma attention's causal tile orders (no GPU).
+
+For B x Hq (batch, head) pairs of nq query blocks (block j of a causal tile reads j + 1 key blocks when BN = Br), a
+grid of G CTAs and an order, prints max / mean key blocks per CTA: what a static persistent schedule loses to its
+busiest CTA. Orders: 'heads' = the kernel's (every pair's heaviest query block, then the next heaviest, ...; odd
+rounds in reverse CTA order); 'groups' = session 11's rejected try (pairs in groups of gh, each group heaviest first).
+  scripts/persist_balance.py [--sq 8192 16384] [--heads 32] [--kv-heads 8] [--batch 1] [--grid 132]
+"""
+import argparse
+
+
+def cta_work(nq, pairs, grid, gh=None):
+    tiles = nq * pairs
+    work = [0] * grid
+    for i in range(grid):
+        k = 0
+        while True:
+            pos = k * grid + ((grid - 1 - i) if k & 1 else i)
+            if pos >= tiles:
+                break
+            if gh is None:
+                qb = nq - 1 - pos // pairs
+            else:
+                g = pos // (gh * nq)
+                r = pos - g * gh * nq
+                gs = min(gh, pairs - g * gh)
+                qb = nq - 1 - r // gs
+            work[i] += qb + 1
+            k += 1
+    return work
+
+
+def group_size(nq, pairs, grid, group):
+    gh = min(group, pairs)
+    while gh < pairs and gh * nq < 2 * grid:
+        gh = min(2 * gh, pairs)
+    return gh
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sq", type=int, nargs="+", default=[8192, 16384])
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--grid", type=int, default=132)
+    ap.add_argument("--br", type=int, default=128)
+    a = ap.parse_args()
+    pairs = a.heads * a.batch
+    print("| SQ | order | heads per group | max / mean work per CTA |")
+    print("|---:|---|---:|---:|")
+    for sq in a.sq:
+        nq = (sq + a.br - 1) // a.br
+        grid = min(a.grid, nq * pairs)
+        for name, gh in (("heads", None), ("groups", group_size(nq, pairs, grid, a.heads // a.kv_heads))):
+            w = cta_work(nq, pairs, grid, gh)
+            print(f"| {sq} | {name} | {gh or pairs} | {max(w) / (sum(w) / len(w)):.3f} |")
+
+
+if __name__ == "__main__":
+    main()
