@@ -255,7 +255,7 @@ __global__ void __launch_bounds__(384, 1)
       // Causal: every head's heaviest query block, then every head's next heaviest, ... One order over all heads:
       // session 11 tried groups of 8 / 4 heads, each group heaviest first, to keep the K/V in flight in L2; the
       // weights then saw-tooth across rounds, the snake no longer evens the CTAs out (max / mean work 1.30 / 1.24 at
-      // SQ 8192 / 16384, scripts/persist_balance.py) and it measured 1.21-1.29x the one-tile time.
+      // SQ 8192 / 16384, scripts/persist_balance.py) and it measured 1.18-1.36x the one-tile time in every mode.
       if constexpr (kCausal) {
         qb = nq - 1 - L / hb_n;
         h = (L % hb_n) % a.hq;
