@@ -246,8 +246,8 @@ __global__ void __launch_bounds__(384, 1)
     if constexpr (!kPersist) {
       if (k > 0) return false;
       qb = kCausal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
-      h = blockIdx.y;
       b = blockIdx.z;
+      h = blockIdx.y;
     } else {
       const int nq = (a.wrows + C::kBr - 1) / C::kBr, G = gridDim.x, i = blockIdx.x, hb_n = a.hq * a.batch;
       const int L = k * G + ((kCausal && (k & 1)) ? G - 1 - i : i);
@@ -272,6 +272,18 @@ __global__ void __launch_bounds__(384, 1)
     T.n_kv = (sk + BN - 1) / BN;
     if constexpr (kCausal) T.n_kv = min(T.n_kv, (T.q0 + C::kBr - 1) / BN + 1);
     return true;
+  };
+  // One tile per CTA: decoded once, here, before the barriers are set up (as the kernel did before it walked tiles:
+  // the one-tile instances then compile to the code they had, session 11, scripts/compare_cubins.py).
+  [[maybe_unused]] Tile T0{};
+  if constexpr (!kPersist) tile_at(0, T0);
+  auto next_tile = [&](int k, Tile& T) -> bool {
+    if constexpr (kPersist) {
+      return tile_at(k, T);
+    } else {
+      T = T0;
+      return k == 0;
+    }
   };
 
   if (threadIdx.x == 0) {
@@ -309,7 +321,7 @@ __global__ void __launch_bounds__(384, 1)
         constexpr int kWords = C::kRngWordsPerStage;
         const int r = threadIdx.x - 32;  // 0..95
         Tile T;
-        tile_at(0, T);
+        next_tile(0, T);
         const int q0 = T.q0, h = T.h, b = T.b, n_kv = T.n_kv;
         const attn::FusedStream fs{a.seed_lo, a.seed_hi, static_cast<uint32_t>(b * a.hq + h), a.offset, a.drop};
         const uint32_t r16_0 = static_cast<uint32_t>(q0 / 16);
@@ -345,12 +357,22 @@ __global__ void __launch_bounds__(384, 1)
     if (threadIdx.x == 0) {
       int it = 0;  // K/V ring position: blocks loaded so far over the CTA's tiles
       Tile T;
-      for (int k = 0; tile_at(k, T); ++k) {
-        const int q0 = T.q0, h = T.h, b = T.b, hk = h / a.group, n_kv = T.n_kv;
-        const int kcol = (a.hq + hk) * HD, vcol = (a.hq + a.hkv + hk) * HD;
+      for (int k = 0; next_tile(k, T); ++k) {
+        const int q0 = T.q0, h = T.h, b = T.b, n_kv = T.n_kv;
+        // K / V columns of the QKV rows: persistent, before the tile's first loads; one tile, after the Q load, where
+        // the producer computed them before session 10 (either way each build compiles to the code it had then:
+        // session 11, scripts/compare_cubins.py).
+        [[maybe_unused]] int kcol = 0, vcol = 0;
+        auto set_cols = [&] {
+          const int hk = h / a.group;
+          kcol = (a.hq + hk) * HD;
+          vcol = (a.hq + a.hkv + hk) * HD;
+        };
+        if constexpr (kPersist) set_cols();
         auto load_kv = [&](int j) {
-          const int s = it % ST;
-          if (it >= ST) mbar_wait_or_trap(kv_empty(s), ((it / ST) - 1) & 1);
+          const int q = kPersist ? it : j;  // one tile: the ring position is the block
+          const int s = q % ST;
+          if (q >= ST) mbar_wait_or_trap(kv_empty(s), ((q / ST) - 1) & 1);
           mbar_arrive_expect_tx(k_full(s), C::kKVBytes);
 #pragma unroll
           for (int sl = 0; sl < C::kSlices; ++sl)
@@ -372,6 +394,7 @@ __global__ void __launch_bounds__(384, 1)
         mbar_arrive_expect_tx(q_full, C::kQBytes);
 #pragma unroll
         for (int sl = 0; sl < C::kSlices; ++sl) tma_load_3d(sQ + sl * (C::kBr * 128), &tm_q, h * HD + sl * 64, q0, b, q_full);
+        if constexpr (!kPersist) set_cols();
         for (int j = j0; j < n_kv; ++j) load_kv(j);
       }
     }
@@ -386,7 +409,9 @@ __global__ void __launch_bounds__(384, 1)
     // the tail P V; persistent: the turns go on across tiles), and consumer 1 skips the hand-over of its last
     // tile's tail so every barrier generation completes.
     const int my_turn = 2 + c, other_turn = 3 - c;
-    if (C::kPingPong && c == 1) named_bar_arrive(2, 256);
+    if constexpr (kPersist) {
+      if (C::kPingPong && c == 1) named_bar_arrive(2, 256);
+    }
     auto take_turn = [&]() {
       if constexpr (C::kPingPong) named_bar_sync(my_turn, 256);
     };
@@ -400,9 +425,9 @@ __global__ void __launch_bounds__(384, 1)
     auto stage = [&](int j) { return (it0 + j) % ST; };
     auto parity = [&](int j) { return static_cast<uint32_t>(((it0 + j) / ST) & 1); };
     Tile T, T_next;
-    for (int k = 0; tile_at(k, T); ++k) {
+    for (int k = 0; next_tile(k, T); ++k) {
       const int q0 = T.q0, h = T.h, b = T.b, n_kv = T.n_kv;
-      const bool last_tile = !tile_at(k + 1, T_next);
+      const bool last_tile = !next_tile(k + 1, T_next);
       const int wrow = q0 + 64 * c + 16 * warp;  // first query row of this warp's strip
       const int r_lo = wrow + (lane >> 2);       // accumulator rows r_lo (elements 0,1) and r_lo + 8 (2,3)
 
@@ -643,6 +668,9 @@ __global__ void __launch_bounds__(384, 1)
         }
       };
 
+      if constexpr (!kPersist) {  // (here rather than before the tile loop: the code of before session 10)
+        if (C::kPingPong && c == 1) named_bar_arrive(2, 256);
+      }
       mbar_wait_or_trap(q_full, static_cast<uint32_t>(k & 1));
       uint32_t kw[NT], kw_next[NT];
 #pragma unroll
