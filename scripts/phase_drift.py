@@ -8,24 +8,25 @@ of the rest is the GPU (another H200 of the pool) rather than the code.
 --hides: per point, the share of the standalone RNG kernel's time that fusing hides, (rng + mask-reading attention -
 fused attention) / rng, from the kernels alone (sampled medians; negative: fusing costs more than the RNG kernel).
 """
-import json
 import os
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import dropbench_report as dr  # noqa: E402
 
 
 def alone(path):
-    r = json.load(open(path))
+    """git sha, {(rounds, attention kernel, piece): (sampled µs, its mean clock, sustained µs, energy mJ / call)}."""
+    rep = dr.load(path)
     out = {}
-    for p in r["points"]:
-        ax = p["axes"]
-        for v in p["variants"]:
-            if not v["name"].startswith("alone:"):
-                continue
-            pw = v.get("power") or {}
-            out[(ax.get("rounds"), ax.get("attention_kernel"), v["name"][6:])] = (
-                v["stats"]["median"] * 1e6, v["stats"].get("mean_clock_mhz"), (pw.get("time_per_iter_s") or 0) * 1e6,
-                pw.get("energy_mj_per_iter"))
-    return r["context"].get("git_sha"), out
+    for p, v in rep.each_variant(peer=False):
+        if not v.name.startswith("alone:"):
+            continue
+        pw = v.power or {}
+        out[(p.get("rounds"), p.get("attention_kernel"), v.name[6:])] = (
+            v.median * 1e6, v.stats.mean_clock_mhz, (pw.get("time_per_iter_s") or 0) * 1e6, pw.get("energy_mj_per_iter"))
+    return rep.git_sha, out
 
 
 def hides(paths):
