@@ -176,12 +176,12 @@ struct Persistent<WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, P>> {
 // 1.02-1.11x, fused causal dH 128 1.05-1.08x, causal none 0.96-0.98 at 8192 but 1.02-1.05 at 16384 (probably L2: the
 // heaviest-first order keeps every head's K/V in flight, 64 MB at SQ 16384 against 60 MB of L2; not profiled).
 // Fused (a) non-causal read 0.967-0.978x in the round-robin, but `dropbench attention` with it dispatched read
-// fused / none 2.8-5.6 % above session 8's one-tile figures, a disagreement not settled in the same run. Session 11's
-// round-robin read it 0.939-0.965x; session 12 dispatches it at dH 128 TW 8 (the schedule those runs measured) and
-// measures the dispatched kernels against the one-tile build in alternating processes (scripts/ab_bench_attention.sh).
+// fused / none 2.8-5.6 % above session 8's one-tile figures. Session 12 settled it against the round-robins (which
+// read 0.939-0.978x): dispatched, in alternating processes of the one-tile and the persistent build on one GPU
+// (scripts/ab_bench_attention.sh, 3 pairs), it took 1.024-1.036x the one-tile time at SQ 8192 and 1.018-1.025x at
+// 16384 (R 3 and 7, TW 8; results/h200/session12/ab/). Not dispatched.
 template <int HD, DropoutMode M, bool kCausal, int TW>
-inline constexpr bool kDispatchPersist =
-    HD == 128 && ((M == DropoutMode::Mask && kCausal) || (M == DropoutMode::Fused && !kCausal && TW == 8));
+inline constexpr bool kDispatchPersist = HD == 128 && M == DropoutMode::Mask && kCausal;
 // What launch_attention dispatches (the one-tile schedules stay as SchedTwOneTile: the s10 comparison and the
 // tests' reference).
 template <int HD, DropoutMode M, bool kCausal, int TW>
