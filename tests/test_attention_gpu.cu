@@ -711,6 +711,53 @@ TEST(AttentionKernels, WgmmaPersistentEqualsOneTilePerCta) {
   }
 }
 
+// Session 13's run-time choice: persistent CTAs for causal none (dH 128 / 64) and mask (dH 64) where query tiles have
+// at most 33 key blocks on average (SQ <= 8192; row windows by their own rows), one tile per CTA above; mask dH 128
+// causal always persistent; fused and non-causal never. The names say which ran (WgmmaPersistentEqualsOneTilePerCta
+// checks their outputs as dispatched).
+TEST(AttentionKernels, WgmmaShortCausalTilesPersistent) {
+  DB_REQUIRE_KERNEL(AttentionKernel::Wgmma);
+  struct Case {
+    int sq, hd;
+    bool causal;
+    DropoutMode m;
+    int row_begin, rows;
+    bool persist;
+  };
+  const Case cases[] = {{8192, 128, true, DropoutMode::None, 0, 0, true},      {16384, 128, true, DropoutMode::None, 0, 0, false},
+                        {8192, 128, false, DropoutMode::None, 0, 0, false},    {4096, 64, true, DropoutMode::None, 0, 0, true},
+                        {8192, 64, true, DropoutMode::Mask, 0, 0, true},       {16384, 64, true, DropoutMode::Mask, 0, 0, false},
+                        {8192, 128, true, DropoutMode::Mask, 0, 0, true},      {16384, 128, true, DropoutMode::Mask, 0, 0, true},
+                        {8192, 128, true, DropoutMode::Fused, 0, 0, false},    {8192, 64, true, DropoutMode::Fused, 0, 0, false},
+                        {16384, 128, true, DropoutMode::None, 0, 8192, true},  {16384, 128, true, DropoutMode::None, 8192, 8192, false},
+                        {8448, 128, true, DropoutMode::None, 0, 0, false}};
+  for (const Case& k : cases) {
+    AttentionParams p;
+    p.kernel = AttentionKernel::Wgmma;
+    p.batch = 1;
+    p.q_heads = 32;
+    p.kv_heads = 8;
+    p.sq = k.sq;
+    p.head_dim = k.hd;
+    p.causal = k.causal;
+    p.row_begin = k.row_begin;
+    p.rows = k.rows;
+    const std::string name = attention_kernel_name(p, k.m);
+    EXPECT_EQ(name.find("_persist") != std::string::npos, k.persist)
+        << name << " sq " << k.sq << " rows " << k.row_begin << "+" << k.rows;
+  }
+  AttentionParams p;
+  p.sq = 8192;
+  p.causal = true;
+  EXPECT_DOUBLE_EQ(attn_wg::mean_causal_key_blocks(p, 128, 128), 32.5);  // (1 + 2 + ... + 64) / 64
+  p.sq = 8448;                                                           // 66 blocks, the last one ragged
+  EXPECT_DOUBLE_EQ(attn_wg::mean_causal_key_blocks(p, 128, 128), 33.5);
+  p.sq = 16384;
+  p.row_begin = 8192;
+  p.rows = 128;
+  EXPECT_DOUBLE_EQ(attn_wg::mean_causal_key_blocks(p, 128, 128), 65.0);
+}
+
 // Auto picks wgmma on sm_90 and the names say which family ran.
 TEST(AttentionKernels, SelectionAndNames) {
   DB_REQUIRE_GPU();

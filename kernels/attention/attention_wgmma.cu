@@ -53,7 +53,11 @@ Instance make_instance() {
 template <int HD, DropoutMode M, bool kCausal>
 Instance pick_rtw(const AttentionParams& p) {
   if constexpr (M != DropoutMode::Fused) {
-    return make_instance<SchedTw<HD, M, kCausal, 8>, M, 7, 8, kCausal>();
+    using C1 = SchedTw<HD, M, kCausal, 8>;
+    if constexpr (kPersistShortCausal<HD, M, kCausal> && !C1::kPersist) {
+      if (short_causal_tiles(p, C1::kBr, C1::kBc)) return make_instance<typename Persistent<C1>::type, M, 7, 8, kCausal>();
+    }
+    return make_instance<C1, M, 7, 8, kCausal>();
   } else {
     return with_rounds_tw(p.rounds, p.threshold_bits, "attention",
                           [](auto r, auto tw) { return make_instance<SchedTw<HD, M, kCausal, tw()>, M, r(), tw(), kCausal>(); });

@@ -182,6 +182,28 @@ struct Persistent<WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, P>> {
 // 16384 (R 3 and 7, TW 8; results/h200/session12/ab/). Not dispatched.
 template <int HD, DropoutMode M, bool kCausal, int TW>
 inline constexpr bool kDispatchPersist = HD == 128 && M == DropoutMode::Mask && kCausal;
+// Session 13: persistent CTAs also where causal tiles are short, chosen at run time (launch_attention): mode none
+// (dH 128 and 64) and mask (dH 64) when a query tile has at most kShortTileBlocks key blocks on average (SQ <= 8192
+// at 128 x 128 blocks). There the one-tile CTA's start and end (barrier set-up, the Q and first K/V loads, the
+// epilogue; 1 CTA/SM, nothing else on the SM to overlap them) weigh most, and session 10's round-robin read
+// persistent none 0.962 / 0.981x the one-tile time at SQ 8192 (dH 128 / 64), mask dH 64 0.968x; at SQ 16384
+// (64.5 blocks) 1.017 / 1.048x and 1.030x. Fused causal stays one tile: 1.055x at dH 128 (its Philox-ahead coding)
+// and only dH 64 gained (0.956x; not built: it would add an instance per rounds x width).
+template <int HD, DropoutMode M, bool kCausal>
+inline constexpr bool kPersistShortCausal = kCausal && (M == DropoutMode::None || (M == DropoutMode::Mask && HD == 64));
+inline constexpr double kShortTileBlocks = 33.0;
+// Mean key blocks per query tile of a causal launch (br-row query tiles of the row window, bc-key blocks).
+inline double mean_causal_key_blocks(const AttentionParams& p, int br, int bc) {
+  const int wrows = attn::window_rows(p);
+  const int nq = (wrows + br - 1) / br, nkv = (p.sq + bc - 1) / bc;
+  if (nq <= 0) return 0.0;
+  double sum = 0.0;
+  for (int qb = 0; qb < nq; ++qb) sum += std::min(nkv, (p.row_begin + qb * br + br - 1) / bc + 1);
+  return sum / nq;
+}
+inline bool short_causal_tiles(const AttentionParams& p, int br, int bc) {
+  return p.causal && mean_causal_key_blocks(p, br, bc) <= kShortTileBlocks;
+}
 // What launch_attention dispatches (the one-tile schedules stay as SchedTwOneTile: the s10 comparison and the
 // tests' reference).
 template <int HD, DropoutMode M, bool kCausal, int TW>
