@@ -59,8 +59,13 @@ Instance pick_rtw(const AttentionParams& p) {
     }
     return make_instance<C1, M, 7, 8, kCausal>();
   } else {
-    return with_rounds_tw(p.rounds, p.threshold_bits, "attention",
-                          [](auto r, auto tw) { return make_instance<SchedTw<HD, M, kCausal, tw()>, M, r(), tw(), kCausal>(); });
+    return with_rounds_tw(p.rounds, p.threshold_bits, "attention", [&p](auto r, auto tw) {
+      using C1 = SchedTw<HD, M, kCausal, tw()>;
+      if constexpr (kPersistShortCausal<HD, M, kCausal, tw()> && !C1::kPersist) {
+        if (short_causal_tiles(p, C1::kBr, C1::kBc)) return make_instance<typename Persistent<C1>::type, M, r(), tw(), kCausal>();
+      }
+      return make_instance<C1, M, r(), tw(), kCausal>();
+    });
   }
 }
 

@@ -187,10 +187,13 @@ inline constexpr bool kDispatchPersist = HD == 128 && M == DropoutMode::Mask && 
 // at 128 x 128 blocks). There the one-tile CTA's start and end (barrier set-up, the Q and first K/V loads, the
 // epilogue; 1 CTA/SM, nothing else on the SM to overlap them) weigh most, and session 10's round-robin read
 // persistent none 0.962 / 0.981x the one-tile time at SQ 8192 (dH 128 / 64), mask dH 64 0.968x; at SQ 16384
-// (64.5 blocks) 1.017 / 1.048x and 1.030x. Fused causal stays one tile: 1.055x at dH 128 (its Philox-ahead coding)
-// and only dH 64 gained (0.956x; not built: it would add an instance per rounds x width).
-template <int HD, DropoutMode M, bool kCausal>
-inline constexpr bool kPersistShortCausal = kCausal && (M == DropoutMode::None || (M == DropoutMode::Mask && HD == 64));
+// (64.5 blocks) 1.017 / 1.048x and 1.030x. Session 13's same-GPU A/B of the dispatched kernels (alternating
+// processes, results/h200/session13/ab): none 0.878 / 0.971x (dH 128, SQ 4096 / 8192), 0.969x (dH 64, 8192), mask dH 64
+// 0.980x. Fused causal: dH 64 at threshold width 8 too (0.956x in session 10's round-robin; the other widths would add
+// an instance per rounds x width); dH 128 stays one tile (1.055x there: its Philox-ahead coding).
+template <int HD, DropoutMode M, bool kCausal, int TW = 8>
+inline constexpr bool kPersistShortCausal =
+    kCausal && (M == DropoutMode::None || (M == DropoutMode::Mask && HD == 64) || (M == DropoutMode::Fused && HD == 64 && TW == 8));
 inline constexpr double kShortTileBlocks = 33.0;
 // Mean key blocks per query tile of a causal launch (br-row query tiles of the row window, bc-key blocks).
 inline double mean_causal_key_blocks(const AttentionParams& p, int br, int bc) {
