@@ -189,8 +189,9 @@ inline constexpr bool kDispatchPersist = HD == 128 && M == DropoutMode::Mask && 
 // persistent none 0.962 / 0.981x the one-tile time at SQ 8192 (dH 128 / 64), mask dH 64 0.968x; at SQ 16384
 // (64.5 blocks) 1.017 / 1.048x and 1.030x. Session 13's same-GPU A/B of the dispatched kernels (alternating
 // processes, results/h200/session13/ab): none 0.878 / 0.971x (dH 128, SQ 4096 / 8192), 0.969x (dH 64, 8192), mask dH 64
-// 0.980x. Fused causal: dH 64 at threshold width 8 too (0.956x in session 10's round-robin; the other widths would add
-// an instance per rounds x width); dH 128 stays one tile (1.055x there: its Philox-ahead coding).
+// 0.980x. Fused causal: dH 64 at threshold width 8 too (A/B: 0.873 / 0.941x at SQ 4096 / 8192; the other widths would
+// add an instance per rounds x width); dH 128 stays one tile (1.055x in the round-robin: its Philox-ahead coding).
+// Non-causal tiles of <= 33 blocks (SQ <= 4224) are not measured and stay one tile.
 template <int HD, DropoutMode M, bool kCausal, int TW = 8>
 inline constexpr bool kPersistShortCausal =
     kCausal && (M == DropoutMode::None || (M == DropoutMode::Mask && HD == 64) || (M == DropoutMode::Fused && HD == 64 && TW == 8));
