@@ -712,7 +712,7 @@ TEST(AttentionKernels, WgmmaPersistentEqualsOneTilePerCta) {
 }
 
 // Session 13's run-time choice: persistent CTAs for causal none (dH 128 / 64) and mask (dH 64) where query tiles have
-// at most 33 key blocks on average (SQ <= 8192; row windows by their own rows), one tile per CTA above; likewise fused
+// at most 33 key blocks on average (SQ <= 8320; row windows by their own rows), one tile per CTA above; likewise fused
 // dH 64 at threshold width 8; mask dH 128 causal always persistent; fused dH 128 and non-causal never. The names say
 // which ran (WgmmaPersistentEqualsOneTilePerCta checks their outputs as dispatched).
 TEST(AttentionKernels, WgmmaShortCausalTilesPersistent) {
@@ -723,6 +723,7 @@ TEST(AttentionKernels, WgmmaShortCausalTilesPersistent) {
     DropoutMode m;
     int row_begin, rows;
     bool persist;
+    int tw = 8;  // threshold width (fused)
   };
   const Case cases[] = {{8192, 128, true, DropoutMode::None, 0, 0, true},      {16384, 128, true, DropoutMode::None, 0, 0, false},
                         {8192, 128, false, DropoutMode::None, 0, 0, false},    {4096, 64, true, DropoutMode::None, 0, 0, true},
@@ -731,7 +732,8 @@ TEST(AttentionKernels, WgmmaShortCausalTilesPersistent) {
                         {8192, 128, true, DropoutMode::Fused, 0, 0, false},    {8192, 64, true, DropoutMode::Fused, 0, 0, true},
                         {16384, 64, true, DropoutMode::Fused, 0, 0, false},   {8192, 64, false, DropoutMode::Fused, 0, 0, false},
                         {16384, 128, true, DropoutMode::None, 0, 8192, true},  {16384, 128, true, DropoutMode::None, 8192, 8192, false},
-                        {8448, 128, true, DropoutMode::None, 0, 0, false}};
+                        {8448, 128, true, DropoutMode::None, 0, 0, false},
+                        {8192, 64, true, DropoutMode::Fused, 0, 0, false, 16}};  // no persistent instance at TW 16
   for (const Case& k : cases) {
     AttentionParams p;
     p.kernel = AttentionKernel::Wgmma;
@@ -743,20 +745,10 @@ TEST(AttentionKernels, WgmmaShortCausalTilesPersistent) {
     p.causal = k.causal;
     p.row_begin = k.row_begin;
     p.rows = k.rows;
+    p.threshold_bits = k.tw;
     const std::string name = attention_kernel_name(p, k.m);
     EXPECT_EQ(name.find("_persist") != std::string::npos, k.persist)
-        << name << " sq " << k.sq << " rows " << k.row_begin << "+" << k.rows;
-  }
-  {  // fused dH 64 causal at threshold width 16: one tile per CTA (no persistent instance built)
-    AttentionParams q;
-    q.kernel = AttentionKernel::Wgmma;
-    q.q_heads = 32;
-    q.kv_heads = 8;
-    q.sq = 8192;
-    q.head_dim = 64;
-    q.causal = true;
-    q.threshold_bits = 16;
-    EXPECT_EQ(attention_kernel_name(q, DropoutMode::Fused).find("_persist"), std::string::npos);
+        << name << " sq " << k.sq << " rows " << k.row_begin << "+" << k.rows << " tw " << k.tw;
   }
   AttentionParams p;
   p.sq = 8192;

@@ -50,21 +50,22 @@ Instance make_instance() {
   return in;
 }
 
+// Schedule C1's instance, or its persistent twin where kPersistShortCausal allows it and p's causal tiles are short.
+template <class C1, DropoutMode M, int R, int TW, bool kCausal>
+Instance schedule_instance(const AttentionParams& p) {
+  if constexpr (kPersistShortCausal<C1::kHeadDim, M, kCausal, TW> && !C1::kPersist) {
+    if (short_causal_tiles(p, C1::kBr, C1::kBc)) return make_instance<typename Persistent<C1>::type, M, R, TW, kCausal>();
+  }
+  return make_instance<C1, M, R, TW, kCausal>();
+}
+
 template <int HD, DropoutMode M, bool kCausal>
 Instance pick_rtw(const AttentionParams& p) {
   if constexpr (M != DropoutMode::Fused) {
-    using C1 = SchedTw<HD, M, kCausal, 8>;
-    if constexpr (kPersistShortCausal<HD, M, kCausal> && !C1::kPersist) {
-      if (short_causal_tiles(p, C1::kBr, C1::kBc)) return make_instance<typename Persistent<C1>::type, M, 7, 8, kCausal>();
-    }
-    return make_instance<C1, M, 7, 8, kCausal>();
+    return schedule_instance<SchedTw<HD, M, kCausal, 8>, M, 7, 8, kCausal>(p);
   } else {
     return with_rounds_tw(p.rounds, p.threshold_bits, "attention", [&p](auto r, auto tw) {
-      using C1 = SchedTw<HD, M, kCausal, tw()>;
-      if constexpr (kPersistShortCausal<HD, M, kCausal, tw()> && !C1::kPersist) {
-        if (short_causal_tiles(p, C1::kBr, C1::kBc)) return make_instance<typename Persistent<C1>::type, M, r(), tw(), kCausal>();
-      }
-      return make_instance<C1, M, r(), tw(), kCausal>();
+      return schedule_instance<SchedTw<HD, M, kCausal, tw()>, M, r(), tw(), kCausal>(p);
     });
   }
 }

@@ -183,7 +183,7 @@ struct Persistent<WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, P>> {
 template <int HD, DropoutMode M, bool kCausal, int TW>
 inline constexpr bool kDispatchPersist = HD == 128 && M == DropoutMode::Mask && kCausal;
 // Session 13: persistent CTAs also where causal tiles are short, chosen at run time (launch_attention): mode none
-// (dH 128 and 64) and mask (dH 64) when a query tile has at most kShortTileBlocks key blocks on average (SQ <= 8192
+// (dH 128 and 64) and mask (dH 64) when a query tile has at most kShortTileBlocks key blocks on average (SQ <= 8320
 // at 128 x 128 blocks). There the one-tile CTA's start and end (barrier set-up, the Q and first K/V loads, the
 // epilogue; 1 CTA/SM, nothing else on the SM to overlap them) weigh most, and session 10's round-robin read
 // persistent none 0.962 / 0.981x the one-tile time at SQ 8192 (dH 128 / 64), mask dH 64 0.968x; at SQ 16384
