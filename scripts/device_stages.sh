@@ -20,6 +20,8 @@
 #            Philox-7, and the PyTorch SDPA peers at the same points in the same call
 #   shard    issue 15 on one GPU: a 4-point rng slice of the 70B preset as two shards one after another, merged,
 #            and compared with the same slice unsharded (dropbench compare)
+#   h2h      issue 11: ours and PyTorch's SDPA (cuDNN, FA2) in one process, interleaved, with power and clocks
+#            (scripts/h2h_attention.py; $H2H_ARGS replaces its shape arguments, $H2H_TAG suffixes its file names)
 #   rr       issue 11: bench_attention BENCH_MODE=rr (variant set $RR_SET, default s8) at 8 shapes, memcheck of the codings
 #   sanitize issue 11: compute-sanitizer memcheck + racecheck of the wgmma attention tests on short / ragged shapes
 #   ncu      issue 11: Nsight Compute (SpeedOfLight, WarpStateStats, SourceCounters) of the first $NCU_COUNT (default 2)
@@ -166,6 +168,12 @@ for s in "${STAGES[@]}"; do
         --only attention --sq 8192,16384 --causal false,true --head-dim 64,128 --min-time 0.1 -q \
         -o "$O/peers_attention.json" >> "$O/peers.log" 2>&1
       echo "peers attention: exit $?" ;;
+    h2h)
+      want h2h 120 || continue
+      DROPBENCH_ATTENTION_LIB="$B/libdropbench_attention.so" PYTHONUNBUFFERED=1 timeout $(( $(left) - 10 )) \
+        python3 scripts/h2h_attention.py ${H2H_ARGS:---sq 8192,16384 --head-dim 128,64 --causal false,true} \
+        -o "$O/h2h${H2H_TAG:-}.json" --md "$O/h2h${H2H_TAG:-}.md" > "$O/h2h${H2H_TAG:-}.log" 2>&1
+      echo "h2h: exit $?"; tail -25 "$O/h2h${H2H_TAG:-}.md" 2>/dev/null || tail -20 "$O/h2h${H2H_TAG:-}.log" ;;
     rr)
       # issue 11: bench_attention's round-robin of wgmma variants (set $RR_SET, default s8) at dH 64/128 x SQ
       # 8192/16384 x causal and not, $RR_PASSES passes (default 2) while time is left, every variant checked bitwise;

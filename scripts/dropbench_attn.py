@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""ctypes binding of libdropbench_attention.so (capi/dropbench_attention.h): dropbench's attention kernels and its
+RNG mask kernel, callable on PyTorch tensors in the same process as PyTorch's own attention.
+
+    from dropbench_attn import Lib
+    lib = Lib()                                   # build/libdropbench_attention.so, or $DROPBENCH_ATTENTION_LIB
+    prm = lib.params(qkv, o, batch=1, sq=8192, q_heads=32, kv_heads=8, head_dim=128, causal=True, dropout_p=0.1)
+    lib.attention(prm, "fused", stream)           # stream: torch.cuda.current_stream().cuda_stream (an int)
+
+Only ctypes here (no torch import): tensors are passed as data_ptr() integers by the caller.
+"""
+import ctypes
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+MODES = {"none": 0, "mask": 1, "fused": 2}
+KERNELS = {"auto": 0, "mma": 1, "wgmma": 2}
+ABI_VERSION = 1
+
+
+class DbaError(RuntimeError):
+    """A non-zero status of the library: .code is DBA_CUDA (1), DBA_USAGE (2) or DBA_OTHER (3)."""
+
+    def __init__(self, code, msg):
+        super().__init__(f"dropbench_attention: {msg} (status {code})")
+        self.code = code
+
+
+class Params(ctypes.Structure):
+    _fields_ = [("qkv", ctypes.c_void_p), ("qkv_row_stride", ctypes.c_int64), ("o", ctypes.c_void_p),
+                ("o_row_stride", ctypes.c_int64), ("lse", ctypes.c_void_p),
+                ("batch", ctypes.c_int32), ("sq", ctypes.c_int32), ("q_heads", ctypes.c_int32),
+                ("kv_heads", ctypes.c_int32), ("head_dim", ctypes.c_int32), ("causal", ctypes.c_int32),
+                ("softmax_scale", ctypes.c_float), ("dropout_p", ctypes.c_double), ("seed", ctypes.c_uint64),
+                ("offset", ctypes.c_uint32), ("rounds", ctypes.c_int32), ("threshold_bits", ctypes.c_int32),
+                ("kernel", ctypes.c_int32), ("mask", ctypes.c_void_p)]
+
+
+def default_path():
+    env = os.environ.get("DROPBENCH_ATTENTION_LIB")
+    return Path(env) if env else REPO / "build" / "libdropbench_attention.so"
+
+
+class Lib:
+    def __init__(self, path=None):
+        self.path = Path(path) if path else default_path()
+        if not self.path.exists():
+            raise FileNotFoundError(f"{self.path}: not built (cmake --build build --target dropbench_attention)")
+        self.so = ctypes.CDLL(str(self.path))
+        so = self.so
+        so.dba_abi_version.restype = ctypes.c_int
+        so.dba_params_size.restype = ctypes.c_size_t
+        so.dba_last_error.restype = ctypes.c_char_p
+        so.dba_params_init.argtypes = [ctypes.POINTER(Params)]
+        so.dba_params_init.restype = None
+        so.dba_attention.argtypes = [ctypes.POINTER(Params), ctypes.c_int, ctypes.c_void_p]
+        so.dba_mask_bytes.argtypes = [ctypes.POINTER(Params), ctypes.POINTER(ctypes.c_uint64)]
+        so.dba_make_mask.argtypes = [ctypes.POINTER(Params), ctypes.c_void_p, ctypes.c_void_p]
+        so.dba_kernel_name.argtypes = [ctypes.POINTER(Params), ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+        so.dba_threshold.argtypes = [ctypes.POINTER(Params), ctypes.POINTER(ctypes.c_double),
+                                     ctypes.POINTER(ctypes.c_float)]
+        for f in ("dba_attention", "dba_mask_bytes", "dba_make_mask", "dba_kernel_name", "dba_threshold"):
+            getattr(so, f).restype = ctypes.c_int
+        v = so.dba_abi_version()
+        if v != ABI_VERSION:
+            raise RuntimeError(f"{self.path}: ABI version {v}, this binding speaks {ABI_VERSION}")
+        if so.dba_params_size() != ctypes.sizeof(Params):
+            raise RuntimeError(f"{self.path}: dba_params is {so.dba_params_size()} bytes, this binding's "
+                               f"{ctypes.sizeof(Params)}")
+
+    def _check(self, status):
+        if status != 0:
+            raise DbaError(status, self.so.dba_last_error().decode(errors="replace"))
+
+    def params(self, qkv=0, o=0, lse=0, mask=0, kernel="auto", **fields):
+        """A Params with the library's defaults, then the given fields (qkv / o / lse / mask: data_ptr() ints)."""
+        p = Params()
+        self.so.dba_params_init(ctypes.byref(p))
+        p.qkv, p.o, p.lse, p.mask = qkv or None, o or None, lse or None, mask or None
+        if kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {', '.join(KERNELS)} (got {kernel!r})")
+        p.kernel = KERNELS[kernel]
+        for k, v in fields.items():
+            if k not in dict(Params._fields_):
+                raise ValueError(f"unknown field {k!r}")
+            setattr(p, k, int(v) if k == "causal" else v)
+        return p
+
+    @staticmethod
+    def _mode(mode):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)} (got {mode!r})")
+        return MODES[mode]
+
+    def attention(self, p, mode, stream=0):
+        self._check(self.so.dba_attention(ctypes.byref(p), self._mode(mode), ctypes.c_void_p(stream or None)))
+
+    def attention_raw(self, p, mode_code, stream=0):
+        """Status code, no exception (the self-test's bad-input checks)."""
+        return self.so.dba_attention(ctypes.byref(p), mode_code, ctypes.c_void_p(stream or None))
+
+    def mask_bytes(self, p):
+        n = ctypes.c_uint64()
+        self._check(self.so.dba_mask_bytes(ctypes.byref(p), ctypes.byref(n)))
+        return n.value
+
+    def make_mask(self, p, mask_ptr, stream=0):
+        self._check(self.so.dba_make_mask(ctypes.byref(p), ctypes.c_void_p(mask_ptr), ctypes.c_void_p(stream or None)))
+
+    def kernel_name(self, p, mode):
+        buf = ctypes.create_string_buffer(256)
+        self._check(self.so.dba_kernel_name(ctypes.byref(p), self._mode(mode), buf, len(buf)))
+        return buf.value.decode()
+
+    def threshold(self, p):
+        pe, sc = ctypes.c_double(), ctypes.c_float()
+        self._check(self.so.dba_threshold(ctypes.byref(p), ctypes.byref(pe), ctypes.byref(sc)))
+        return pe.value, sc.value
+
+    def last_error(self):
+        return self.so.dba_last_error().decode(errors="replace")

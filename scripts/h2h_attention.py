@@ -1,0 +1,581 @@
+#!/usr/bin/env python3
+"""Head to head: dropbench's attention kernels and PyTorch's SDPA backends timed in ONE process, interleaved, with
+power and clocks beside every sample.
+
+    scripts/h2h_attention.py --sq 8192,16384 --head-dim 128,64 --causal false,true -o h2h.json --md h2h.md
+
+Why this exists: `dropbench attention` and scripts/peers.py time ours and cuDNN in two processes, minutes apart,
+each point for ~0.1 s. On the power-capped H200 a 0.1 s window can end before the power controller settles, and
+cuDNN's figure moved by up to 13 % from GPU to GPU while ours moved by <= 1.2 % (session 13). Here every variant runs
+in the same thermal / power steady state:
+  - a warm-up of --warmup-s seconds cycling through all variants (the GPU reaches its capped clock);
+  - --rounds rounds; in each, every variant once in a fresh random order (seeded, recorded), one sample = a burst of
+    back-to-back calls lasting about --burst-ms, timed with CUDA events, with NVML's energy counter read before
+    and after (J per call, W) and the SM clock polled every 2 ms (mean MHz);
+  - ratios are formed per round (the two variants ran seconds apart in the same state) and summarised as the
+    median over rounds with a 95 % bootstrap interval (percentile, 2000 resamples).
+
+Variants (--variants, FAMILY:MODE): ours through libdropbench_attention.so (scripts/dropbench_attn.py) --
+wgmma:{none,mask,fused}, mma:{none,mask,fused} (mask: the attention reading a 1-bit mask the RNG kernel wrote
+before timing); PyTorch's -- cudnn:{none,dropout}, flash:{none,dropout} (F.scaled_dot_product_attention with
+that backend forced; Q/K/V strided views of the one QKV buffer ours reads, enable_gqa=True; a backend that refuses
+the views gets contiguous copies made outside the timing, as in peers.py).
+
+Checks before timing, per shape (any failure: exit 1, nothing timed for that run): every output of ours poisoned
+with NaN and then fully written; ours (mode none) against cuDNN's output, ||a - b|| / ||b|| <= 2e-2 (both bf16;
+measured ~3e-3); wgmma mask == wgmma fused bitwise (the same keep bits), also mma's.
+
+--self-test runs without torch or a GPU: argument errors, the statistics, the table; with --lib also the library's
+ABI and its refusals of bad parameters.
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import random
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import dropbench_attn as dba  # noqa: E402
+
+TOOL_VERSION = "1"
+OURS = {"wgmma": ("none", "mask", "fused"), "mma": ("none", "mask", "fused")}
+SDPA = {"cudnn": ("none", "dropout"), "flash": ("none", "dropout")}
+DEFAULT_VARIANTS = ("wgmma:none,wgmma:mask,wgmma:fused,cudnn:none,cudnn:dropout,flash:none,flash:dropout,"
+                    "mma:none,mma:fused")
+# (numerator, denominator, what the ratio of times means, issue 11's target on it)
+KEY_RATIOS = (("cudnn:none", "wgmma:none", "cuDNN none / wgmma none (speed-up of ours)", ">= 1.02 (dH 64: >= 0.9)"),
+              ("wgmma:mask", "wgmma:none", "wgmma mask / none", "<= 1.05"),
+              ("wgmma:fused", "wgmma:none", "wgmma fused / none", "<= 1.35"),
+              ("cudnn:dropout", "wgmma:fused", "cuDNN dropout / wgmma fused (speed-up of ours)", ">= 1.4"),
+              ("cudnn:dropout", "cudnn:none", "cuDNN dropout / none", ""),
+              ("flash:none", "wgmma:none", "FA2 none / wgmma none", ""),
+              ("mma:none", "wgmma:none", "mma none / wgmma none", ""),
+              ("mma:fused", "mma:none", "mma fused / none", ""))
+REL_ERR_MAX = 2e-2
+
+
+class UsageError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# arguments
+# ---------------------------------------------------------------------------------------------------------------
+
+def int_list(field, lo, hi):
+    def parse(s):
+        try:
+            v = [int(x) for x in s.split(",") if x.strip()]
+        except ValueError:
+            raise UsageError(f"--{field}: comma-separated integers in [{lo}, {hi}] (got {s!r})")
+        if not v or any(x < lo or x > hi for x in v):
+            raise UsageError(f"--{field}: comma-separated integers in [{lo}, {hi}] (got {s!r})")
+        return v
+    return parse
+
+
+def bool_list(s):
+    out = []
+    for x in s.split(","):
+        x = x.strip().lower()
+        if x not in ("true", "false", "1", "0"):
+            raise UsageError(f"--causal: comma-separated true/false (got {s!r})")
+        out.append(x in ("true", "1"))
+    if not out:
+        raise UsageError(f"--causal: comma-separated true/false (got {s!r})")
+    return out
+
+
+def variant_list(s):
+    out = []
+    for v in s.split(","):
+        v = v.strip()
+        fam, _, mode = v.partition(":")
+        allowed = {**OURS, **SDPA}
+        if fam not in allowed or mode not in allowed[fam]:
+            choices = ", ".join(f"{f}:{m}" for f, ms in allowed.items() for m in ms)
+            raise UsageError(f"--variants: each one of {choices} (got {v!r})")
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def heads(s):
+    try:
+        hq, hkv = (int(x) for x in s.split(":"))
+    except ValueError:
+        raise UsageError(f"--heads: HQ:HKV, HKV >= 1 dividing HQ (got {s!r})")
+    if hq < 1 or hkv < 1 or hq % hkv or hq > 256:
+        raise UsageError(f"--heads: HQ:HKV, 1 <= HQ <= 256, HKV >= 1 dividing HQ (got {s!r})")
+    return hq, hkv
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="h2h_attention.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sq", default="8192,16384", help="sequence lengths (default 8192,16384)")
+    ap.add_argument("--head-dim", default="128", help="64 and/or 128 (default 128)")
+    ap.add_argument("--causal", default="false,true", help="default false,true")
+    ap.add_argument("--heads", default="32:8", help="query:KV heads (default 32:8, Llama 3 8B)")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--dropout-p", type=float, default=0.1)
+    ap.add_argument("--philox-rounds", type=int, default=7, help="rounds of ours (3, 5, 7, 10)")
+    ap.add_argument("--variants", default=DEFAULT_VARIANTS)
+    ap.add_argument("--rounds", type=int, default=10, help="interleaved rounds per shape (2..200)")
+    ap.add_argument("--burst-ms", type=float, default=60.0, help="length of one sample (5..2000 ms)")
+    ap.add_argument("--warmup-s", type=float, default=3.0, help="warm-up per shape, all variants (0..120 s)")
+    ap.add_argument("--seed", type=int, default=1234, help="inputs and round orders")
+    ap.add_argument("--lib", help="libdropbench_attention.so (default: $DROPBENCH_ATTENTION_LIB, build/)")
+    ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("-o", "--output", help="JSON report")
+    ap.add_argument("--md", help="markdown table")
+    ap.add_argument("--self-test", action="store_true")
+    a = ap.parse_args(argv)
+    if a.self_test:
+        return a
+    a.sq = int_list("sq", 128, 65536)(a.sq)
+    a.head_dim = int_list("head-dim", 64, 128)(a.head_dim)
+    if any(d not in (64, 128) for d in a.head_dim):
+        raise UsageError(f"--head-dim: 64 and/or 128 (got {a.head_dim})")
+    a.causal = bool_list(a.causal)
+    a.hq, a.hkv = heads(a.heads)
+    a.variants = variant_list(a.variants)
+    if not 1 <= a.batch <= 64:
+        raise UsageError(f"--batch: in [1, 64] (got {a.batch})")
+    if not 0.0 < a.dropout_p < 1.0:
+        raise UsageError(f"--dropout-p: in (0, 1) (got {a.dropout_p})")
+    if a.philox_rounds not in (3, 5, 7, 10):
+        raise UsageError(f"--philox-rounds: one of 3, 5, 7, 10 (got {a.philox_rounds})")
+    if not 2 <= a.rounds <= 200:
+        raise UsageError(f"--rounds: in [2, 200] (got {a.rounds})")
+    if not 5.0 <= a.burst_ms <= 2000.0:
+        raise UsageError(f"--burst-ms: in [5, 2000] (got {a.burst_ms})")
+    if not 0.0 <= a.warmup_s <= 120.0:
+        raise UsageError(f"--warmup-s: in [0, 120] (got {a.warmup_s})")
+    return a
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# statistics and tables (no torch)
+# ---------------------------------------------------------------------------------------------------------------
+
+def boot_median_ci(xs, seed=0, n=2000, level=0.95):
+    """Median of xs and a percentile bootstrap interval of it."""
+    xs = list(xs)
+    if not xs:
+        return None, None, None
+    med = statistics.median(xs)
+    if len(xs) < 2:
+        return med, med, med
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(n))
+    lo = meds[int(math.floor((1 - level) / 2 * (n - 1)))]
+    hi = meds[int(math.ceil((1 + level) / 2 * (n - 1)))]
+    return med, lo, hi
+
+
+def paired_ratios(samples, num, den):
+    """Per round: time(num) / time(den), both from the same round."""
+    a = {s["round"]: s["s_per_call"] for s in samples.get(num, [])}
+    b = {s["round"]: s["s_per_call"] for s in samples.get(den, [])}
+    return [a[r] / b[r] for r in sorted(a) if r in b and b[r] > 0]
+
+
+def summarize(samples, flops):
+    out = {}
+    for name, ss in samples.items():
+        t = [s["s_per_call"] for s in ss]
+        med, lo, hi = boot_median_ci(t)
+        j = [s["j_per_call"] for s in ss if s.get("j_per_call") is not None]
+        mhz = [s["mean_mhz"] for s in ss if s.get("mean_mhz")]
+        out[name] = {"median_s": med, "ci95_s": [lo, hi], "tflops": flops / med / 1e12 if med else None,
+                     "j_per_call": statistics.median(j) if j else None,
+                     "watts": statistics.median([s["j_per_call"] / s["s_per_call"] for s in ss
+                                                 if s.get("j_per_call") is not None]) if j else None,
+                     "mean_mhz": statistics.fmean(mhz) if mhz else None, "samples": len(t)}
+    return out
+
+
+def ratio_rows(samples):
+    rows = []
+    for num, den, what, target in KEY_RATIOS:
+        r = paired_ratios(samples, num, den)
+        if not r:
+            continue
+        med, lo, hi = boot_median_ci(r, seed=len(rows))
+        rows.append({"num": num, "den": den, "what": what, "target": target, "median": med, "ci95": [lo, hi],
+                     "rounds": len(r)})
+    return rows
+
+
+def fmt(x, nd=3):
+    return "-" if x is None else f"{x:.{nd}f}"
+
+
+def md_tables(points):
+    lines = []
+    names = []
+    for p in points:
+        for n in p["summary"]:
+            if n not in names:
+                names.append(n)
+    lines.append("Time per call: TFLOP/s (median over rounds) / W / SM MHz:\n")
+    lines.append("| SQ | dH | causal | " + " | ".join(names) + " |")
+    lines.append("|---:|---:|---|" + "---:|" * len(names))
+    for p in points:
+        s = p["shape"]
+        cells = []
+        for n in names:
+            v = p["summary"].get(n)
+            cells.append("-" if not v else f"{fmt(v['tflops'], 0)} / {fmt(v['watts'], 0)} / {fmt(v['mean_mhz'], 0)}")
+        lines.append(f"| {s['sq']} | {s['head_dim']} | {'yes' if s['causal'] else 'no'} | " + " | ".join(cells) + " |")
+    lines.append("\nRatios of times, paired per round: median [95 % bootstrap interval]:\n")
+    whats = []
+    for p in points:
+        for r in p["ratios"]:
+            if (r["what"], r["target"]) not in whats:
+                whats.append((r["what"], r["target"]))
+    lines.append("| SQ | dH | causal | " + " | ".join(f"{w}{' (target ' + t + ')' if t else ''}" for w, t in whats) + " |")
+    lines.append("|---:|---:|---|" + "---|" * len(whats))
+    for p in points:
+        s = p["shape"]
+        byw = {r["what"]: r for r in p["ratios"]}
+        cells = [f"{fmt(byw[w]['median'])} [{fmt(byw[w]['ci95'][0])}, {fmt(byw[w]['ci95'][1])}]" if w in byw else "-"
+                 for w, _ in whats]
+        lines.append(f"| {s['sq']} | {s['head_dim']} | {'yes' if s['causal'] else 'no'} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# GPU
+# ---------------------------------------------------------------------------------------------------------------
+
+class Runner:
+    def __init__(self, a):
+        import torch
+        import peers  # Nvml, ClockPoller, device_context, git_sha: the same NVML handling as the peers
+        self.torch, self.peers, self.a = torch, peers, a
+        self.dev = torch.device("cuda", a.device)
+        torch.cuda.set_device(self.dev)
+        self.lib = dba.Lib(a.lib)
+        self.nvml = peers.Nvml(a.device)
+        self.energy_ok = self._energy_mj() is not None
+
+    def _energy_mj(self):
+        try:
+            return float(self.nvml.nv.nvmlDeviceGetTotalEnergyConsumption(self.nvml.h)) if self.nvml.h else None
+        except Exception:
+            return None
+
+    def context(self, argv):
+        torch, peers = self.torch, self.peers
+        ctx = {"tool": "scripts/h2h_attention.py", "version": TOOL_VERSION, "git_sha": peers.git_sha(),
+               "argv": ["scripts/h2h_attention.py"] + list(argv),
+               "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+               "hostname": socket.gethostname(), "python": platform.python_version(),
+               "library": str(self.lib.path), "energy_counter": self.energy_ok}
+        ctx.update(peers.device_context(torch, self.a, self.nvml))
+        try:
+            ctx["device"]["uuid"] = self.nvml.nv.nvmlDeviceGetUUID(self.nvml.h)
+            if isinstance(ctx["device"]["uuid"], bytes):
+                ctx["device"]["uuid"] = ctx["device"]["uuid"].decode()
+        except Exception:
+            pass
+        ctx["method"] = ("one process; warm-up cycling all variants; per round every variant once in a seeded random "
+                         "order; sample = burst of back-to-back calls (CUDA events), NVML total-energy counter "
+                         "before/after, SM clock polled every 2 ms; ratios paired per round, median + 95 % "
+                         "percentile bootstrap over rounds")
+        return ctx
+
+    # -- one shape ----------------------------------------------------------------------------------------------
+    def shape(self, sq, hd, causal):
+        torch, a, lib = self.torch, self.a, self.lib
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        import torch.nn.functional as F
+        b, hq, hkv = a.batch, a.hq, a.hkv
+        flops = 4.0 * b * hq * sq * sq * hd / (2 if causal else 1)
+        gen = torch.Generator(device=self.dev)
+        gen.manual_seed(a.seed + sq * 7 + hd * 3 + int(causal))
+        y = torch.randn(b * sq, (hq + 2 * hkv) * hd, device=self.dev, dtype=torch.bfloat16, generator=gen)
+        stream = torch.cuda.current_stream().cuda_stream
+        fields = dict(batch=b, sq=sq, q_heads=hq, kv_heads=hkv, head_dim=hd, causal=causal, dropout_p=a.dropout_p,
+                      seed=0x5EED5EED + sq, offset=0, rounds=a.philox_rounds, threshold_bits=8)
+        p_eff, _ = lib.threshold(lib.params(**fields))
+        mask = None
+        if any(v.endswith(":mask") for v in a.variants):
+            nbytes = lib.mask_bytes(lib.params(**fields))
+            mask = torch.empty(nbytes // 4, device=self.dev, dtype=torch.int32)
+            lib.make_mask(lib.params(mask=mask.data_ptr(), **fields), mask.data_ptr(), stream)
+        q = y[:, : hq * hd].view(b, sq, hq, hd).transpose(1, 2)
+        k = y[:, hq * hd: (hq + hkv) * hd].view(b, sq, hkv, hd).transpose(1, 2)
+        v = y[:, (hq + hkv) * hd:].view(b, sq, hkv, hd).transpose(1, 2)
+        backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
+        calls, info, outs, skipped = {}, {}, {}, {}
+        for name in a.variants:
+            fam, mode = name.split(":")
+            if fam in OURS:
+                o = torch.empty(b * sq, hq * hd, device=self.dev, dtype=torch.bfloat16)
+                prm = lib.params(qkv=y.data_ptr(), o=o.data_ptr(), mask=mask.data_ptr() if mask is not None else 0,
+                                 kernel=fam, **fields)
+                try:
+                    info[name] = {"kernel": lib.kernel_name(prm, mode)}
+                except dba.DbaError as e:
+                    skipped[name] = str(e)
+                    continue
+                o.fill_(float("nan"))
+                lib.attention(prm, mode, stream)
+                torch.cuda.synchronize()
+                if not bool(torch.isfinite(o).all()):
+                    raise RuntimeError(f"{name}: output not fully written (NaN poison left) at SQ {sq} dH {hd}")
+                outs[name] = o
+                calls[name] = (lambda prm=prm, mode=mode: lib.attention(prm, mode, stream))
+            else:
+                p = a.dropout_p if mode == "dropout" else 0.0
+                be = backends[fam]
+                qq, kk, vv, how, err = q, k, v, "strided views", None
+                for attempt in ("views", "contiguous"):
+                    if attempt == "contiguous":
+                        qq, kk, vv, how = q.contiguous(), k.contiguous(), v.contiguous(), "contiguous copies (untimed)"
+                    try:
+                        with sdpa_kernel(be):
+                            out = F.scaled_dot_product_attention(qq, kk, vv, dropout_p=p, is_causal=causal,
+                                                                 enable_gqa=hq != hkv)
+                        torch.cuda.synchronize()
+                        err = None
+                        break
+                    except Exception as e:  # this backend refuses the shape or the layout
+                        err = f"{type(e).__name__}: {e}"[:300]
+                if err:
+                    skipped[name] = err
+                    continue
+                if mode == "none":
+                    outs[name] = out.transpose(1, 2).reshape(b * sq, hq * hd)
+                info[name] = {"kernel": f"torch SDPA {fam} ({how}, enable_gqa={hq != hkv})", "dropout_p": p}
+
+                def call(qq=qq, kk=kk, vv=vv, p=p, be=be):
+                    with sdpa_kernel(be):
+                        F.scaled_dot_product_attention(qq, kk, vv, dropout_p=p, is_causal=causal, enable_gqa=hq != hkv)
+                calls[name] = call
+        checks = self.check(outs)
+        del outs
+        samples = self.time(calls)
+        summary = summarize(samples, flops)
+        for n, s in summary.items():
+            s.update(info.get(n, {}))
+        return {"shape": {"batch": b, "sq": sq, "q_heads": hq, "kv_heads": hkv, "head_dim": hd, "causal": causal,
+                          "dropout_p": a.dropout_p, "dropout_p_effective_ours": p_eff, "philox_rounds": a.philox_rounds,
+                          "flops": flops},
+                "checks": checks, "skipped": skipped, "summary": summary, "ratios": ratio_rows(samples),
+                "samples": samples}
+
+    def check(self, outs):
+        torch = self.torch
+        res = {}
+        ref = outs.get("cudnn:none")
+        for fam in OURS:
+            o = outs.get(f"{fam}:none")
+            if o is not None and ref is not None:
+                d = (o.float() - ref.float()).norm() / ref.float().norm()
+                res[f"{fam}:none vs cudnn:none rel err"] = float(d)
+                if not float(d) <= REL_ERR_MAX:
+                    raise RuntimeError(f"{fam}:none differs from cuDNN: rel err {float(d):.3g} > {REL_ERR_MAX}")
+            m, f = outs.get(f"{fam}:mask"), outs.get(f"{fam}:fused")
+            if m is not None and f is not None:
+                eq = bool(torch.equal(m, f))
+                res[f"{fam}:mask == {fam}:fused bitwise"] = eq
+                if not eq:
+                    raise RuntimeError(f"{fam}: mask and fused outputs differ (keep bits not the same)")
+        return res
+
+    def burst(self, fn, n):
+        torch = self.torch
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        j0 = self._energy_mj()
+        with self.peers.ClockPoller(self.nvml) as cp:
+            e0.record()
+            for _ in range(n):
+                fn()
+            e1.record()
+            e1.synchronize()
+        j1 = self._energy_mj()
+        t = e0.elapsed_time(e1) * 1e-3 / n
+        j = (j1 - j0) * 1e-3 / n if j0 is not None and j1 is not None and j1 > j0 else None
+        return t, j, (statistics.fmean(cp.readings) if cp.readings else None)
+
+    def time(self, calls):
+        a = self.a
+        names = list(calls)
+        n = {}
+        for name in names:  # calls per burst from one timed call (after a first, untimed one)
+            calls[name]()
+            t, _, _ = self.burst(calls[name], 3)
+            n[name] = max(1, int(round(a.burst_ms * 1e-3 / t)))
+        t_end = time.perf_counter() + a.warmup_s
+        while time.perf_counter() < t_end:
+            for name in names:
+                self.burst(calls[name], n[name])
+        rng = random.Random(a.seed)
+        samples = {name: [] for name in names}
+        for r in range(a.rounds):
+            order = names[:]
+            rng.shuffle(order)
+            for pos, name in enumerate(order):
+                t, j, mhz = self.burst(calls[name], n[name])
+                samples[name].append({"round": r, "pos": pos, "calls": n[name], "s_per_call": t, "j_per_call": j,
+                                      "mean_mhz": mhz})
+        return samples
+
+
+def run(a, argv):
+    r = Runner(a)
+    ctx = r.context(argv)
+    points = []
+    for hd in a.head_dim:
+        for sq in a.sq:
+            for causal in a.causal:
+                print(f"h2h: SQ {sq} dH {hd} causal {causal}", file=sys.stderr, flush=True)
+                points.append(r.shape(sq, hd, causal))
+                r.torch.cuda.empty_cache()
+    ctx["sm_mhz_at_end"] = r.nvml.sm_mhz()
+    doc = {"schema": "dropbench.h2h_attention", "schema_version": 1, "context": ctx, "points": points}
+    md = md_tables(points)
+    if a.output:
+        Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
+    if a.md:
+        head = (f"Head to head, one process (`scripts/h2h_attention.py`), {ctx['date_utc']}, {ctx['device'].get('name')} "
+                f"{ctx['device'].get('uuid', '')}, sha {ctx['git_sha']}, B {a.batch}, {a.hq}/{a.hkv} heads, p {a.dropout_p}, "
+                f"Philox-{a.philox_rounds}, {a.rounds} rounds of ~{a.burst_ms:g} ms bursts after {a.warmup_s:g} s "
+                f"warm-up.\n\n")
+        Path(a.md).write_text(head + md)
+    print(md)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# self-test (CI: no torch, no GPU)
+# ---------------------------------------------------------------------------------------------------------------
+
+def self_test(lib_path):
+    fails = []
+
+    def ok(cond, what):
+        if not cond:
+            fails.append(what)
+
+    def refused(argv, needle):
+        try:
+            parse_args(argv)
+        except UsageError as e:
+            ok(needle in str(e), f"{argv}: message {e!r} lacks {needle!r}")
+            return
+        fails.append(f"{argv}: accepted")
+
+    refused(["--sq", "100"], "--sq")
+    refused(["--head-dim", "96"], "--head-dim")
+    refused(["--causal", "maybe"], "--causal")
+    refused(["--variants", "wgmma:dropout"], "--variants")
+    refused(["--variants", "cudnn:fused"], "--variants")
+    refused(["--heads", "32:5"], "--heads")
+    refused(["--rounds", "1"], "--rounds")
+    refused(["--dropout-p", "0"], "--dropout-p")
+    refused(["--philox-rounds", "4"], "--philox-rounds")
+    a = parse_args([])
+    ok(a.variants[0] == "wgmma:none" and a.hq == 32 and a.hkv == 8 and a.causal == [False, True], "defaults")
+    # statistics: a known median and an interval that contains it and narrows with more rounds
+    med, lo, hi = boot_median_ci([1.0, 2.0, 3.0, 4.0, 100.0])
+    ok(med == 3.0 and lo <= med <= hi, f"bootstrap median {med} [{lo}, {hi}]")
+    rng = random.Random(5)
+    xs = [1.0 + rng.gauss(0, 0.01) for _ in range(200)]
+    m2, l2, h2 = boot_median_ci(xs)
+    ok(h2 - l2 < 0.01 and l2 < 1.0 + 0.005 and h2 > 1.0 - 0.005, f"bootstrap width {h2 - l2}")
+    # pairing is per round: a drift common to both variants cancels
+    samples = {"wgmma:none": [{"round": r, "s_per_call": 1.0 * (1 + 0.1 * r)} for r in range(6)],
+               "wgmma:mask": [{"round": r, "s_per_call": 1.04 * (1 + 0.1 * r)} for r in range(6)],
+               "cudnn:none": [{"round": r, "s_per_call": 1.1 * (1 + 0.1 * r), "j_per_call": 1.0, "mean_mhz": 1700}
+                              for r in range(5)]}
+    pr = paired_ratios(samples, "wgmma:mask", "wgmma:none")
+    ok(len(pr) == 6 and all(abs(x - 1.04) < 1e-12 for x in pr), f"paired ratios {pr}")
+    ok(len(paired_ratios(samples, "cudnn:none", "wgmma:none")) == 5, "pairs only where both ran")
+    rows = ratio_rows(samples)
+    ok([r["what"] for r in rows][:2] == [KEY_RATIOS[0][2], KEY_RATIOS[1][2]], f"ratio rows {rows}")
+    ok(abs(rows[0]["median"] - 1.1) < 1e-9 and rows[0]["ci95"] == [rows[0]["ci95"][0], rows[0]["ci95"][1]], "ratio")
+    summ = summarize(samples, 1e12)
+    ok(abs(summ["cudnn:none"]["watts"] - 1.0 / (1.1 * 1.2)) < 1e-9 and summ["wgmma:none"]["watts"] is None, "watts")
+    pts = [{"shape": {"sq": 8192, "head_dim": 128, "causal": True}, "summary": summ, "ratios": rows}]
+    md = md_tables(pts)
+    ok("| 8192 | 128 | yes |" in md and "target <= 1.05" in md and "1.040 [1.040, 1.040]" in md, md)
+    # the library: ABI, struct layout, thresholds, refusals (no GPU needed for any of these)
+    if lib_path:
+        lib = dba.Lib(lib_path)
+        prm = lib.params(batch=1, sq=256, q_heads=4, kv_heads=2, head_dim=128, causal=True, dropout_p=0.1)
+        pe, sc = lib.threshold(prm)
+        ok(abs(pe - 26 / 256) < 1e-12 and abs(sc - 256 / 230) < 1e-6, f"threshold {pe} {sc}")
+        # mask bytes: B*Hq matrices of (SQ/16) x (SQ/64) tiles of 32 words
+        ok(lib.mask_bytes(prm) == 4 * 16 * 4 * 32 * 4, f"mask bytes {lib.mask_bytes(prm)}")
+        for field, val, needle in (("dropout_p", 1.0, "dropout_p"), ("threshold_bits", 12, "threshold_bits"),
+                                   ("causal", 3, "causal")):
+            bad = lib.params(sq=256, **{field: val}) if field != "causal" else lib.params(sq=256)
+            if field == "causal":
+                bad.causal = 3
+            st = lib.attention_raw(bad, 0)
+            ok(st == 2 and needle in lib.last_error(), f"{field}={val}: status {st}, {lib.last_error()!r}")
+        st = lib.attention_raw(prm, 7)
+        ok(st == 2 and "mode" in lib.last_error(), f"mode 7: status {st}, {lib.last_error()!r}")
+        bad = lib.params(sq=256)
+        bad.kernel = 9
+        st = lib.attention_raw(bad, 0)
+        ok(st == 2 and "kernel" in lib.last_error(), f"kernel 9: status {st}, {lib.last_error()!r}")
+        st = lib.attention_raw(lib.params(sq=256, dropout_p=0.1), 1)
+        ok(st == 2 and "mask" in lib.last_error(), f"mask NULL: status {st}, {lib.last_error()!r}")
+        try:
+            lib.attention(prm, "dropout")
+            fails.append("mode 'dropout' accepted by the binding")
+        except ValueError:
+            pass
+        # exported symbols: the dba_* functions only (hidden visibility, --exclude-libs)
+        try:
+            import subprocess
+            out = subprocess.run(["nm", "-D", "--defined-only", str(lib.path)], capture_output=True, text=True,
+                                 timeout=60).stdout
+            syms = [ln.split()[-1] for ln in out.splitlines() if ln.strip() and ln.split()[-2] in ("T", "D", "B")]
+            ok(syms and all(s.startswith("dba_") for s in syms), f"exported symbols: {syms[:10]}")
+        except (OSError, IndexError):
+            pass
+    if fails:
+        for f in fails:
+            print("h2h_attention self-test FAILED:", f, file=sys.stderr)
+        return 1
+    print(f"h2h_attention self-test: ok{' (with ' + str(lib_path) + ')' if lib_path else ''}")
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        a = parse_args(argv)
+        if a.self_test:
+            return self_test(a.lib)
+    except UsageError as e:
+        print(f"h2h_attention.py: {e}", file=sys.stderr)
+        return 2
+    try:
+        import torch
+    except ImportError:
+        print("h2h_attention.py: needs PyTorch (and a CUDA GPU)", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("h2h_attention.py: no CUDA GPU", file=sys.stderr)
+        return 2
+    return run(a, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
