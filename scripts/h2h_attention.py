@@ -10,8 +10,9 @@ cuDNN's figure moved by up to 13 % from GPU to GPU while ours moved by <= 1.2 % 
 in the same thermal / power steady state:
   - a warm-up of --warmup-s seconds cycling through all variants (the GPU reaches its capped clock);
   - --rounds rounds; in each, every variant once in a fresh random order (seeded, recorded), one sample = a burst of
-    back-to-back calls lasting about --burst-ms, timed with CUDA events, with NVML's energy counter read before
-    and after (J per call, W) and the SM clock polled every 2 ms (mean MHz);
+    back-to-back calls lasting about --burst-ms, timed with CUDA events, with the SM clock and the instantaneous
+    board power (NVML_FI_DEV_POWER_INSTANT) polled every 2 ms in a thread (mean MHz, mean W; J per call = W x time).
+    NVML's total-energy counter is not used: it changes every ~100 ms (docs/power.md), longer than a burst;
   - ratios are formed per round (the two variants ran seconds apart in the same state) and summarised as the
     median over rounds with a 95 % bootstrap interval (percentile, 2000 resamples).
 
@@ -128,7 +129,7 @@ def parse_args(argv):
     ap.add_argument("--dropout-p", type=float, default=0.1)
     ap.add_argument("--philox-rounds", type=int, default=7, help="rounds of ours (3, 5, 7, 10)")
     ap.add_argument("--variants", default=DEFAULT_VARIANTS)
-    ap.add_argument("--rounds", type=int, default=10, help="interleaved rounds per shape (2..200)")
+    ap.add_argument("--rounds", type=int, default=16, help="interleaved rounds per shape (2..200)")
     ap.add_argument("--burst-ms", type=float, default=60.0, help="length of one sample (5..2000 ms)")
     ap.add_argument("--warmup-s", type=float, default=3.0, help="warm-up per shape, all variants (0..120 s)")
     ap.add_argument("--seed", type=int, default=1234, help="inputs and round orders")
@@ -266,11 +267,15 @@ class Runner:
         torch.cuda.set_device(self.dev)
         self.lib = dba.Lib(a.lib)
         self.nvml = peers.Nvml(a.device)
-        self.energy_ok = self._energy_mj() is not None
+        self.power_ok = self.nvml.h is not None and self._power_w() is not None
 
-    def _energy_mj(self):
+    def _power_w(self):
+        """Instantaneous board power (NVML_FI_DEV_POWER_INSTANT, W), else None. The total-energy counter is not
+        used: it changes every ~100 ms (docs/power.md), longer than one burst."""
         try:
-            return float(self.nvml.nv.nvmlDeviceGetTotalEnergyConsumption(self.nvml.h)) if self.nvml.h else None
+            nv = self.nvml.nv
+            f = nv.nvmlDeviceGetFieldValues(self.nvml.h, [nv.NVML_FI_DEV_POWER_INSTANT])[0]
+            return f.value.uiVal * 1e-3 if f.nvmlReturn == 0 else None
         except Exception:
             return None
 
@@ -280,7 +285,8 @@ class Runner:
                "argv": ["scripts/h2h_attention.py"] + list(argv),
                "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                "hostname": socket.gethostname(), "python": platform.python_version(),
-               "library": str(self.lib.path), "energy_counter": self.energy_ok}
+               "library": str(self.lib.path),
+               "power_reading": "NVML_FI_DEV_POWER_INSTANT polled every 2 ms" if self.power_ok else "none"}
         ctx.update(peers.device_context(torch, self.a, self.nvml))
         try:
             ctx["device"]["uuid"] = self.nvml.nv.nvmlDeviceGetUUID(self.nvml.h)
@@ -289,8 +295,8 @@ class Runner:
         except Exception:
             pass
         ctx["method"] = ("one process; warm-up cycling all variants; per round every variant once in a seeded random "
-                         "order; sample = burst of back-to-back calls (CUDA events), NVML total-energy counter "
-                         "before/after, SM clock polled every 2 ms; ratios paired per round, median + 95 % "
+                         "order; sample = burst of back-to-back calls (CUDA events), SM clock and instantaneous power "
+                         "polled every 2 ms (W = their mean in the burst, J per call = W x time per call); ratios paired per round, median + 95 % "
                          "percentile bootstrap over rounds")
         return ctx
 
@@ -362,6 +368,7 @@ class Runner:
                 def call(qq=qq, kk=kk, vv=vv, p=p, be=be):
                     with sdpa_kernel(be):
                         F.scaled_dot_product_attention(qq, kk, vv, dropout_p=p, is_causal=causal, enable_gqa=hq != hkv)
+                info[name]["cuda_kernels"] = self.kernels_of(call)
                 calls[name] = call
         checks = self.check(outs)
         del outs
@@ -374,6 +381,23 @@ class Runner:
                           "flops": flops},
                 "checks": checks, "skipped": skipped, "summary": summary, "ratios": ratio_rows(samples),
                 "samples": samples}
+
+    def kernels_of(self, fn):
+        """The CUDA kernels one call launches (torch.profiler), for naming the plan a backend picked."""
+        torch = self.torch
+        try:
+            from torch.profiler import ProfilerActivity, profile
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                fn()
+                torch.cuda.synchronize()
+            names = []
+            for e in prof.events():
+                if str(getattr(e, "device_type", "")).endswith("CUDA") and e.name not in names:
+                    names.append(e.name)
+            return [n[:200] for n in names]
+        except Exception as e:  # profiler unavailable
+            return [f"(profiler failed: {type(e).__name__}: {e})"[:200]]
 
     def check(self, outs):
         torch = self.torch
@@ -395,20 +419,35 @@ class Runner:
         return res
 
     def burst(self, fn, n):
+        """Seconds per call, J per call (mean instant power x time; None without power readings), mean SM MHz."""
+        import threading
         torch = self.torch
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
-        j0 = self._energy_mj()
-        with self.peers.ClockPoller(self.nvml) as cp:
-            e0.record()
-            for _ in range(n):
-                fn()
-            e1.record()
-            e1.synchronize()
-        j1 = self._energy_mj()
+        clocks, watts, stop = [], [], threading.Event()
+
+        def poll():
+            while not stop.is_set():
+                c = self.nvml.sm_mhz()
+                if c:
+                    clocks.append(c)
+                if self.power_ok:
+                    w = self._power_w()
+                    if w:
+                        watts.append(w)
+                stop.wait(0.002)
+        th = threading.Thread(target=poll, daemon=True)
+        th.start()
+        e0.record()
+        for _ in range(n):
+            fn()
+        e1.record()
+        e1.synchronize()
+        stop.set()
+        th.join()
         t = e0.elapsed_time(e1) * 1e-3 / n
-        j = (j1 - j0) * 1e-3 / n if j0 is not None and j1 is not None and j1 > j0 else None
-        return t, j, (statistics.fmean(cp.readings) if cp.readings else None)
+        w = statistics.fmean(watts) if watts else None
+        return t, (w * t if w is not None else None), (statistics.fmean(clocks) if clocks else None)
 
     def time(self, calls):
         a = self.a
