@@ -8,7 +8,8 @@
 // usage: bench_attention [sq=8192] [q_heads=32] [kv_heads=8] [reps=30] [hd=0 (both) | 128 | 64]
 //   BENCH_MODE=rr: round-robin old-vs-new comparison of the wgmma dropout variants (BENCH_CAUSAL=0|1|both;
 //     BENCH_RR_SET=s6: session 6's shorter list, codings 1 and 3; =s7: session 7's (early rescale, old defaults);
-//     =s8: session 8's (mask-word L2 prefetch, unrolled loop); =s10: session 10's (persistent CTAs));
+//     =s8: session 8's (mask-word L2 prefetch, unrolled loop); =s10: session 10's (persistent CTAs);
+//     =s15: session 15's (each mode as dispatched, then with its P V wait split off the softmax, WgCfg WAIT_SPLIT));
 //   BENCH_MODE=seq: one launch of each of those variants, in order (for Nsight Compute).
 #include <algorithm>
 #include <cmath>
@@ -259,6 +260,36 @@ std::vector<WgVariant> wg_variants_s10() {
   return v;
 }
 
+// BENCH_RR_SET=s15 (session 15): each mode's dispatched schedule (SchedTwNoSplit, persistent where launch_attention
+// would pick it for the shape), then the same with WAIT_SPLIT (the P V wait after a never-taken branch, so ptxas keeps
+// it below the softmax; docs/attention.md). Bitwise the same outputs (the benchmark's check, and the GPU test
+// AttentionKernels.WgmmaWaitSplitEqualsDispatched). "x none" is the ratio to the dispatched none.
+template <class C, DropoutMode M, bool kCausal>
+WgVariant as_dispatched(const char* name) {
+  return {name, M, [](const AttentionParams& q) {
+            using CP = typename attn_wg::Persistent<C>::type;
+            if constexpr (attn_wg::kPersistShortCausal<C::kHeadDim, M, kCausal> && !C::kPersist) {
+              if (attn_wg::short_causal_tiles(q, C::kBr, C::kBc)) return launch_wg_variant<CP, M, kCausal>(q, nullptr);
+            }
+            launch_wg_variant<C, M, kCausal>(q, nullptr);
+          }};
+}
+template <int HD, DropoutMode M, bool kCausal>
+using DispCfg = attn_wg::SchedTwNoSplit<HD, M, kCausal, 8>;
+template <int HD, DropoutMode M, bool kCausal>
+using SplitCfg = typename attn_wg::WaitSplit<DispCfg<HD, M, kCausal>>::type;
+template <int HD, bool kCausal>
+std::vector<WgVariant> wg_variants_s15() {
+  std::vector<WgVariant> v;
+  v.push_back(as_dispatched<DispCfg<HD, DropoutMode::None, kCausal>, DropoutMode::None, kCausal>("none"));
+  v.push_back(as_dispatched<SplitCfg<HD, DropoutMode::None, kCausal>, DropoutMode::None, kCausal>("none split"));
+  v.push_back(as_dispatched<DispCfg<HD, DropoutMode::Mask, kCausal>, DropoutMode::Mask, kCausal>("mask"));
+  v.push_back(as_dispatched<SplitCfg<HD, DropoutMode::Mask, kCausal>, DropoutMode::Mask, kCausal>("mask split"));
+  v.push_back(as_dispatched<DispCfg<HD, DropoutMode::Fused, kCausal>, DropoutMode::Fused, kCausal>("fused(a)"));
+  v.push_back(as_dispatched<SplitCfg<HD, DropoutMode::Fused, kCausal>, DropoutMode::Fused, kCausal>("fused(a) split"));
+  return v;
+}
+
 template <int HD, bool kCausal>
 std::vector<WgVariant> wg_variants() {
   const char* set = std::getenv("BENCH_RR_SET");
@@ -266,6 +297,7 @@ std::vector<WgVariant> wg_variants() {
   if (set && std::string(set) == "s7") return wg_variants_s7<HD, kCausal>();
   if (set && std::string(set) == "s8") return wg_variants_s8<HD, kCausal>();
   if (set && std::string(set) == "s10") return wg_variants_s10<HD, kCausal>();
+  if (set && std::string(set) == "s15") return wg_variants_s15<HD, kCausal>();
   std::vector<WgVariant> v;
   v.push_back(dispatched("none", DropoutMode::None));
   v.push_back(dispatched("mask new", DropoutMode::Mask));

@@ -4,7 +4,7 @@
 Compiles kernels/attention/attention_wgmma.cu of each tree to PTX and to an sm_90a cubin, then prints per kernel
 instance: registers and spill bytes (ptxas -v), SASS bytes, and how many 16-byte instructions the two cubins share
 in order (difflib on the instruction words: 1.000 = the same code). Instances are matched by their template
-arguments; WgCfg's PERSIST flag (added in session 10) is dropped from the newer tree's names.
+arguments; WgCfg's PERSIST and WAIT_SPLIT flags (added in sessions 10 and 15) are dropped from the newer tree's names.
   scripts/compare_cubins.py OLD_TREE NEW_TREE [--filter TEXT] [--work DIR]
 e.g. git archive 2aef497 kernels | tar -x -C /tmp/old && scripts/compare_cubins.py /tmp/old . --filter DropoutMode)2
 """
@@ -36,7 +36,8 @@ def demangle(names):
 
 def key(demangled):
     s = re.sub(r"\(CUtensorMap.*", "", demangled).replace("dropbench::", "").replace("attn_wg::", "")
-    s = re.sub(r"(WgCfg<(?:[^<>,]+, ){10})[^<>,]+>", r"\1>", s)  # drop the 11th WgCfg argument (PERSIST)
+    # drop the 11th and later WgCfg arguments (PERSIST, session 10; WAIT_SPLIT, session 15)
+    s = re.sub(r"(WgCfg<(?:[^<>,]+, ){10})[^<>]+>", r"\1>", s)
     return s.replace(", >", ">").replace("void attn_fwd_wgmma_kernel", "")
 
 

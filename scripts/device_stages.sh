@@ -29,6 +29,11 @@
 #            (defaults 128 / 8192 / 0): ncu_details.csv and ncu_source.csv.gz (per-SASS PC-sampling stalls)
 #   sweep    issue 11: a reduced paper sweep through `dropbench run` (SQ 2K/8K/32K x E 4K/16K, R 7) with both
 #            kernels, and the PyTorch end-to-end peer blocks at its points
+#   ws       issue 11, session 15: WgCfg WAIT_SPLIT (the P V wait kept below the softmax). A second build in $B-ws
+#            (-DDROPBENCH_WG_WAIT_SPLIT=ON; bench_attention, test_attention_gpu, the .so), the split schedules' GPU
+#            test, the A/B of the two bench_attention binaries in alternating processes (3 pairs, dH 128 and 64, SQ
+#            8K / 16K; ws_ab_hd*/table.md), then h2h with --lib-b (both builds and cuDNN in one process, dH 128,
+#            --settle-ms $WS_SETTLE_MS, default 200; h2h_ws.*). Needs the build stage's $B first.
 # nvidia-smi clocks / power before and after each stage (smi.csv). Everything lands in $OUT (or results-stages/);
 # more than 8 files are packed into $OUT/stages.tgz at exit (PACK=0: not).
 # Provenance: the device's copy of the working tree may carry an older .git than its files (then the build stage's
@@ -223,6 +228,29 @@ for s in "${STAGES[@]}"; do
       PYTHONUNBUFFERED=1 timeout $(( $(left) - 5 )) python3 scripts/peers.py --dropbench "$B/dropbench" --config configs/paper-sweep.json \
         --only e2e --sq 2048,8192,32768 --embed 4096,16384 --min-time 0.1 -q -o "$O/peers_e2e_paper_reduced.json" >> "$O/peers.log" 2>&1
       echo "peers e2e: exit $?" ;;
+    ws)
+      want ws 420 || continue
+      cmake -S . -B "$B-ws" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
+        -DDROPBENCH_WG_WAIT_SPLIT=ON > "$O/ws_configure.log" 2>&1
+      timeout 400 cmake --build "$B-ws" -j "$(nproc)" --target bench_attention test_attention_gpu dropbench_attention \
+        > "$O/ws_build.log" 2>&1 || { echo "ws build failed"; tail -30 "$O/ws_build.log"; continue; }
+      timeout 120 "$B/tests/test_attention_gpu" --gtest_filter='AttentionKernels.WgmmaWaitSplitEqualsDispatched' \
+        > "$O/ws_test.log" 2>&1
+      echo "ws test: exit $? ($(grep -cE '^\[       OK' "$O/ws_test.log") ok)"
+      for hd in 128 64; do
+        [ "$(left)" -lt 150 ] && { echo "ws A/B hd $hd: skipped ($(left) s left)"; continue; }
+        HD=$hd timeout 240 bash scripts/ab_bench_attention.sh "$B/bench/bench_attention" "$B-ws/bench/bench_attention" \
+          "$O/ws_ab_hd$hd" 3 "8192:32:8 16384:32:8" > "$O/ws_ab_hd$hd.log" 2>&1
+        python3 scripts/ab_table.py "$O/ws_ab_hd$hd" > "$O/ws_ab_hd$hd/table.md" 2>&1; echo "ws A/B hd $hd: done"
+        cat "$O/ws_ab_hd$hd/table.md" | head -30
+      done
+      want "ws h2h" 200 || continue
+      DROPBENCH_ATTENTION_LIB="$B/libdropbench_attention.so" PYTHONUNBUFFERED=1 timeout $(( $(left) - 10 )) \
+        python3 scripts/h2h_attention.py --sq 8192,16384 --head-dim 128 --causal false,true \
+        --lib-b "$B-ws/libdropbench_attention.so" --settle-ms "${WS_SETTLE_MS:-200}" \
+        --variants wgmma:none,wgmma:mask,wgmma:fused,cudnn:none,cudnn:dropout,wgmmaB:none,wgmmaB:mask,wgmmaB:fused \
+        -o "$O/h2h_ws.json" --md "$O/h2h_ws.md" > "$O/h2h_ws.log" 2>&1
+      echo "ws h2h: exit $?"; tail -25 "$O/h2h_ws.md" 2>/dev/null || tail -20 "$O/h2h_ws.log" ;;
     *) echo "unknown stage $s"; exit 2 ;;
   esac
 done

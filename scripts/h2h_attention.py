@@ -22,6 +22,12 @@ before timing); PyTorch's -- cudnn:{none,dropout}, flash:{none,dropout} (F.scale
 that backend forced; Q/K/V strided views of the one QKV buffer ours reads, enable_gqa=True; a backend that refuses
 the views gets contiguous copies made outside the timing, as in peers.py).
 
+--lib-b LIB: a second build of the library (e.g. configured with -DDROPBENCH_WG_WAIT_SPLIT=ON) whose wgmma kernels
+run as family wgmmaB in the same rounds: an A/B of two kernel builds in one process, beside cuDNN, its outputs checked
+bitwise against lib A's. --settle-ms T: each sample is preceded by T ms of the same variant, untimed and queued
+without a gap, so it is timed in that variant's own power / clock state rather than in the tail of the previous one's
+(at the 700 W cap a 60 ms burst otherwise spends part of its time in the previous variant's state).
+
 Checks before timing, per shape (any failure: exit 1, nothing timed for that run): every output of ours poisoned
 with NaN and then fully written; ours (mode none) against cuDNN's output, ||a - b|| / ||b|| <= 2e-2 (both bf16;
 measured ~3e-3); wgmma mask == wgmma fused bitwise (the same keep bits), also mma's.
@@ -48,6 +54,9 @@ import dropbench_attn as dba  # noqa: E402
 
 TOOL_VERSION = "1"
 OURS = {"wgmma": ("none", "mask", "fused"), "mma": ("none", "mask", "fused")}
+# --lib-b: a second build of the library (an A/B of two kernel builds in one process, e.g. cmake
+# -DDROPBENCH_WG_WAIT_SPLIT=ON): its wgmma kernels as family "wgmmaB", checked bitwise against "wgmma".
+LIB_B_FAMILY = "wgmmaB"
 SDPA = {"cudnn": ("none", "dropout"), "flash": ("none", "dropout")}
 DEFAULT_VARIANTS = ("wgmma:none,wgmma:mask,wgmma:fused,cudnn:none,cudnn:dropout,flash:none,flash:dropout,"
                     "mma:none,mma:fused")
@@ -59,7 +68,12 @@ KEY_RATIOS = (("cudnn:none", "wgmma:none", "cuDNN none / wgmma none (speed-up of
               ("cudnn:dropout", "cudnn:none", "cuDNN dropout / none", ""),
               ("flash:none", "wgmma:none", "FA2 none / wgmma none", ""),
               ("mma:none", "wgmma:none", "mma none / wgmma none", ""),
-              ("mma:fused", "mma:none", "mma fused / none", ""))
+              ("mma:fused", "mma:none", "mma fused / none", ""),
+              ("wgmmaB:none", "wgmma:none", "lib B / lib A, wgmma none", ""),
+              ("wgmmaB:mask", "wgmma:mask", "lib B / lib A, wgmma mask", ""),
+              ("wgmmaB:fused", "wgmma:fused", "lib B / lib A, wgmma fused", ""),
+              ("cudnn:none", "wgmmaB:none", "cuDNN none / lib B wgmma none", ">= 1.02 (dH 64: >= 0.9)"),
+              ("wgmmaB:mask", "wgmmaB:none", "lib B wgmma mask / none", "<= 1.05"))
 REL_ERR_MAX = 2e-2
 
 
@@ -95,12 +109,12 @@ def bool_list(s):
     return out
 
 
-def variant_list(s):
+def variant_list(s, lib_b=False):
     out = []
     for v in s.split(","):
         v = v.strip()
         fam, _, mode = v.partition(":")
-        allowed = {**OURS, **SDPA}
+        allowed = {**OURS, **SDPA, **({LIB_B_FAMILY: OURS["wgmma"]} if lib_b else {})}
         if fam not in allowed or mode not in allowed[fam]:
             choices = ", ".join(f"{f}:{m}" for f, ms in allowed.items() for m in ms)
             raise UsageError(f"--variants: each one of {choices} (got {v!r})")
@@ -134,6 +148,11 @@ def parse_args(argv):
     ap.add_argument("--warmup-s", type=float, default=3.0, help="warm-up per shape, all variants (0..120 s)")
     ap.add_argument("--seed", type=int, default=1234, help="inputs and round orders")
     ap.add_argument("--lib", help="libdropbench_attention.so (default: $DROPBENCH_ATTENTION_LIB, build/)")
+    ap.add_argument("--lib-b", help="a second libdropbench_attention.so (another build): its wgmma kernels are timed "
+                                    "as family wgmmaB in the same rounds (added to the default variants)")
+    ap.add_argument("--settle-ms", type=float, default=0.0,
+                    help="before each sample, the same variant runs this long untimed, so the sample starts in that "
+                         "variant's own power / clock state (0..5000 ms; default 0: right after the previous variant)")
     ap.add_argument("--device", type=int, default=0)
     ap.add_argument("-o", "--output", help="JSON report")
     ap.add_argument("--md", help="markdown table")
@@ -147,7 +166,12 @@ def parse_args(argv):
         raise UsageError(f"--head-dim: 64 and/or 128 (got {a.head_dim})")
     a.causal = bool_list(a.causal)
     a.hq, a.hkv = heads(a.heads)
-    a.variants = variant_list(a.variants)
+    lib_b = bool(a.lib_b)
+    if lib_b and a.variants == DEFAULT_VARIANTS:
+        a.variants = DEFAULT_VARIANTS + "," + ",".join(f"{LIB_B_FAMILY}:{m}" for m in OURS["wgmma"])
+    a.variants = variant_list(a.variants, lib_b)
+    if not 0.0 <= a.settle_ms <= 5000.0:
+        raise UsageError(f"--settle-ms: in [0, 5000] (got {a.settle_ms})")
     if not 1 <= a.batch <= 64:
         raise UsageError(f"--batch: in [1, 64] (got {a.batch})")
     if not 0.0 < a.dropout_p < 1.0:
@@ -266,6 +290,7 @@ class Runner:
         self.dev = torch.device("cuda", a.device)
         torch.cuda.set_device(self.dev)
         self.lib = dba.Lib(a.lib)
+        self.lib_b = dba.Lib(a.lib_b) if a.lib_b else None
         self.nvml = peers.Nvml(a.device)
         self.power_ok = self.nvml.h is not None and self._power_w() is not None
 
@@ -285,7 +310,8 @@ class Runner:
                "argv": ["scripts/h2h_attention.py"] + list(argv),
                "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                "hostname": socket.gethostname(), "python": platform.python_version(),
-               "library": str(self.lib.path),
+               "library": str(self.lib.path), "library_b": str(self.lib_b.path) if self.lib_b else None,
+               "settle_ms": self.a.settle_ms,
                "power_reading": "NVML_FI_DEV_POWER_INSTANT polled every 2 ms" if self.power_ok else "none"}
         ctx.update(peers.device_context(torch, self.a, self.nvml))
         try:
@@ -326,22 +352,24 @@ class Runner:
         calls, info, outs, skipped = {}, {}, {}, {}
         for name in a.variants:
             fam, mode = name.split(":")
-            if fam in OURS:
+            if fam in OURS or fam == LIB_B_FAMILY:
+                # family wgmmaB: lib B's wgmma kernels, reading the mask lib A's RNG kernel wrote (the same bits)
+                lb = self.lib_b if fam == LIB_B_FAMILY else lib
                 o = torch.empty(b * sq, hq * hd, device=self.dev, dtype=torch.bfloat16)
-                prm = lib.params(qkv=y.data_ptr(), o=o.data_ptr(), mask=mask.data_ptr() if mask is not None else 0,
-                                 kernel=fam, **fields)
+                prm = lb.params(qkv=y.data_ptr(), o=o.data_ptr(), mask=mask.data_ptr() if mask is not None else 0,
+                                kernel="wgmma" if fam == LIB_B_FAMILY else fam, **fields)
                 try:
-                    info[name] = {"kernel": lib.kernel_name(prm, mode)}
+                    info[name] = {"kernel": lb.kernel_name(prm, mode)}
                 except dba.DbaError as e:
                     skipped[name] = str(e)
                     continue
                 o.fill_(float("nan"))
-                lib.attention(prm, mode, stream)
+                lb.attention(prm, mode, stream)
                 torch.cuda.synchronize()
                 if not bool(torch.isfinite(o).all()):
                     raise RuntimeError(f"{name}: output not fully written (NaN poison left) at SQ {sq} dH {hd}")
                 outs[name] = o
-                calls[name] = (lambda prm=prm, mode=mode: lib.attention(prm, mode, stream))
+                calls[name] = (lambda prm=prm, mode=mode, lb=lb: lb.attention(prm, mode, stream))
             else:
                 p = a.dropout_p if mode == "dropout" else 0.0
                 be = backends[fam]
@@ -416,10 +444,19 @@ class Runner:
                 res[f"{fam}:mask == {fam}:fused bitwise"] = eq
                 if not eq:
                     raise RuntimeError(f"{fam}: mask and fused outputs differ (keep bits not the same)")
+        for mode in OURS["wgmma"]:  # lib B against lib A: builds that differ in schedule, not in arithmetic
+            a_, b_ = outs.get(f"wgmma:{mode}"), outs.get(f"{LIB_B_FAMILY}:{mode}")
+            if a_ is not None and b_ is not None:
+                eq = bool(torch.equal(a_, b_))
+                res[f"{LIB_B_FAMILY}:{mode} == wgmma:{mode} bitwise"] = eq
+                if not eq:
+                    raise RuntimeError(f"{LIB_B_FAMILY}:{mode} differs from wgmma:{mode} (the builds' arithmetic differs)")
         return res
 
-    def burst(self, fn, n):
-        """Seconds per call, J per call (mean instant power x time; None without power readings), mean SM MHz."""
+    def burst(self, fn, n, settle_n=0):
+        """Seconds per call, J per call (mean instant power x time; None without power readings), mean SM MHz.
+        settle_n untimed calls first, queued right before the timed ones (no idle gap); clocks and power are averaged
+        only once the GPU has reached the timed part (the first event has completed)."""
         import threading
         torch = self.torch
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -428,6 +465,9 @@ class Runner:
 
         def poll():
             while not stop.is_set():
+                if settle_n and not e0.query():
+                    stop.wait(0.002)
+                    continue
                 c = self.nvml.sm_mhz()
                 if c:
                     clocks.append(c)
@@ -436,6 +476,8 @@ class Runner:
                     if w:
                         watts.append(w)
                 stop.wait(0.002)
+        for _ in range(settle_n):
+            fn()
         th = threading.Thread(target=poll, daemon=True)
         th.start()
         e0.record()
@@ -453,10 +495,12 @@ class Runner:
         a = self.a
         names = list(calls)
         n = {}
+        settle = {}
         for name in names:  # calls per burst from one timed call (after a first, untimed one)
             calls[name]()
             t, _, _ = self.burst(calls[name], 3)
             n[name] = max(1, int(round(a.burst_ms * 1e-3 / t)))
+            settle[name] = int(round(a.settle_ms * 1e-3 / t))
         t_end = time.perf_counter() + a.warmup_s
         while time.perf_counter() < t_end:
             for name in names:
@@ -467,9 +511,9 @@ class Runner:
             order = names[:]
             rng.shuffle(order)
             for pos, name in enumerate(order):
-                t, j, mhz = self.burst(calls[name], n[name])
-                samples[name].append({"round": r, "pos": pos, "calls": n[name], "s_per_call": t, "j_per_call": j,
-                                      "mean_mhz": mhz})
+                t, j, mhz = self.burst(calls[name], n[name], settle[name])
+                samples[name].append({"round": r, "pos": pos, "calls": n[name], "settle_calls": settle[name],
+                                      "s_per_call": t, "j_per_call": j, "mean_mhz": mhz})
         return samples
 
 
@@ -491,8 +535,9 @@ def run(a, argv):
     if a.md:
         head = (f"Head to head, one process (`scripts/h2h_attention.py`), {ctx['date_utc']}, {ctx['device'].get('name')} "
                 f"{ctx['device'].get('uuid', '')}, sha {ctx['git_sha']}, B {a.batch}, {a.hq}/{a.hkv} heads, p {a.dropout_p}, "
-                f"Philox-{a.philox_rounds}, {a.rounds} rounds of ~{a.burst_ms:g} ms bursts after {a.warmup_s:g} s "
-                f"warm-up.\n\n")
+                f"Philox-{a.philox_rounds}, {a.rounds} rounds of ~{a.burst_ms:g} ms bursts"
+                f"{f' (each after {a.settle_ms:g} ms of the same variant, untimed)' if a.settle_ms else ''} after "
+                f"{a.warmup_s:g} s warm-up{'; lib B: ' + str(a.lib_b) if a.lib_b else ''}.\n\n")
         Path(a.md).write_text(head + md)
     print(md)
     return 0
@@ -526,8 +571,16 @@ def self_test(lib_path):
     refused(["--rounds", "1"], "--rounds")
     refused(["--dropout-p", "0"], "--dropout-p")
     refused(["--philox-rounds", "4"], "--philox-rounds")
+    refused(["--variants", "wgmmaB:none"], "--variants")  # lib B's family only with --lib-b
+    refused(["--settle-ms", "6000"], "--settle-ms")
     a = parse_args([])
     ok(a.variants[0] == "wgmma:none" and a.hq == 32 and a.hkv == 8 and a.causal == [False, True], "defaults")
+    ok(a.settle_ms == 0.0 and not any(v.startswith(LIB_B_FAMILY) for v in a.variants), "no lib B by default")
+    ab = parse_args(["--lib-b", "/x/lib.so", "--settle-ms", "200"])
+    ok(ab.variants[-3:] == [f"{LIB_B_FAMILY}:none", f"{LIB_B_FAMILY}:mask", f"{LIB_B_FAMILY}:fused"] and ab.settle_ms == 200,
+       f"--lib-b adds lib B's variants: {ab.variants}")
+    ok(parse_args(["--lib-b", "/x", "--variants", "wgmma:none,wgmmaB:none"]).variants == ["wgmma:none", "wgmmaB:none"],
+       "explicit variants with lib B")
     # statistics: a known median and an interval that contains it and narrows with more rounds
     med, lo, hi = boot_median_ci([1.0, 2.0, 3.0, 4.0, 100.0])
     ok(med == 3.0 and lo <= med <= hi, f"bootstrap median {med} [{lo}, {hi}]")

@@ -86,7 +86,9 @@ def table(groups, labels):
     lines = [f"Reports: {', '.join(labels)}. Per report: median of the per-round ratios; pooled: median "
              "[95 % bootstrap interval] over the rounds of all reports (n rounds); 'apart': two reports' intervals do "
              "not overlap.\n"]
-    specs = [(num, den, what + (f" (target {t})" if t else ""), "s_per_call", False) for num, den, what, t in KEY_RATIOS[:4]]
+    # issue 11's four targets, then (where reports have a --lib-b build) lib B against lib A and lib B's targets
+    keyr = list(KEY_RATIOS[:4]) + [r for r in KEY_RATIOS if "lib B" in r[2]]
+    specs = [(num, den, what + (f" (target {t})" if t else ""), "s_per_call", False) for num, den, what, t in keyr]
     specs += [(num, den, what, "j_per_call", True) for num, den, what in ENERGY_RATIOS]
     for num, den, what, field, need_energy in specs:
         rows = []

@@ -41,7 +41,7 @@ namespace dropbench {
 namespace attn_wg {
 
 template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3, bool PHILOX_AHEAD = false, int DROP_IMPL = 1,
-          bool UNROLL2 = false, bool EARLY_RESCALE = false, int MASK_PF = 0, bool PERSIST = false>
+          bool UNROLL2 = false, bool EARLY_RESCALE = false, int MASK_PF = 0, bool PERSIST = false, bool WAIT_SPLIT = false>
 struct WgCfg {
   // How the dropout modes are coded (same bits, same arithmetic, bit-identical outputs; docs/attention.md
   // "Cutting the dropout instructions"):
@@ -90,6 +90,16 @@ struct WgCfg {
   // softmax, P V and epilogue, and the ping-pong turns continue across tiles. No arithmetic changes: outputs
   // equal the one-tile-per-CTA kernel's bit for bit. Not with design (b)'s RNG warps.
   static constexpr bool kPersist = PERSIST;
+  // The P V wait after a basic-block boundary (ptx::block_boundary: one never-taken uniform branch). Without it
+  // ptxas moves the wait (`WARPGROUP.DEPBAR.LE gsb0, 0x0`) to the top of the softmax's basic block in every
+  // instance, so the softmax of block j waits for P_{j-1} V_{j-1} instead of running under it: FA3's
+  // intra-warpgroup overlap is in the source, not in the SASS. With it the wait stays below the bulk of the
+  // softmax (ptxas still sinks its tail below the branch; scripts/wait_split_sass.py counts what lands where). No
+  // arithmetic changes: outputs equal the dispatched schedules' bit for bit. Session 5's unconditional membar.cta
+  // did the same at the price of a real fence per block, and lost. Session 15 (2026-12-05): built and its SASS
+  // checked on the CPU machine only; not dispatched (cmake -DDROPBENCH_WG_WAIT_SPLIT=ON dispatches it everywhere,
+  // for the A/B), not yet run on the device.
+  static constexpr bool kWaitSplit = WAIT_SPLIT;
   // Fused design (a): false = block j's Philox calls right after its GEMMs are issued (under S_j); true = block
   // j+1's calls after block j's softmax (under P_{j-1} V_{j-1} and the other warpgroup's GEMMs).
   static constexpr bool kPhiloxAhead = PHILOX_AHEAD;
@@ -162,9 +172,16 @@ using SchedTwOneTile = std::conditional_t<HD == 128 && M == DropoutMode::Fused &
 // Schedule C with persistent CTAs (WgCfg PERSIST), everything else equal.
 template <class C>
 struct Persistent;
-template <int HD, int BN, int ST, bool PP, int RS, bool PA, int DI, bool U2, bool ER, int PF, bool P>
-struct Persistent<WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, P>> {
-  using type = WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, true>;
+template <int HD, int BN, int ST, bool PP, int RS, bool PA, int DI, bool U2, bool ER, int PF, bool P, bool WS>
+struct Persistent<WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, P, WS>> {
+  using type = WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, true, WS>;
+};
+// Schedule C with the P V wait split off the softmax's basic block (WgCfg WAIT_SPLIT), everything else equal.
+template <class C>
+struct WaitSplit;
+template <int HD, int BN, int ST, bool PP, int RS, bool PA, int DI, bool U2, bool ER, int PF, bool P, bool WS>
+struct WaitSplit<WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, P, WS>> {
+  using type = WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, P, true>;
 };
 // Persistent CTAs are dispatched for one case: mode Mask, dH 128, causal (session 10, results/h200/session10;
 // clearly faster at SQ 8192, by 1 % with overlapping p10-p90 ranges at 16384).
@@ -211,8 +228,17 @@ inline bool short_causal_tiles(const AttentionParams& p, int br, int bc) {
 // What launch_attention dispatches (the one-tile schedules stay as SchedTwOneTile: the s10 comparison and the
 // tests' reference).
 template <int HD, DropoutMode M, bool kCausal, int TW>
-using SchedTw = std::conditional_t<kDispatchPersist<HD, M, kCausal, TW>, typename Persistent<SchedTwOneTile<HD, M, kCausal, TW>>::type,
-                                   SchedTwOneTile<HD, M, kCausal, TW>>;
+using SchedTwNoSplit = std::conditional_t<kDispatchPersist<HD, M, kCausal, TW>, typename Persistent<SchedTwOneTile<HD, M, kCausal, TW>>::type,
+                                          SchedTwOneTile<HD, M, kCausal, TW>>;
+// DROPBENCH_WG_WAIT_SPLIT=1 (cmake -DDROPBENCH_WG_WAIT_SPLIT=ON) dispatches every schedule with WAIT_SPLIT: the B side
+// of the A/B that decides whether it is dispatched (scripts/ab_bench_attention.sh). Design (b) and the early-rescale
+// schedules are not affected (their P V wait is elsewhere).
+#ifndef DROPBENCH_WG_WAIT_SPLIT
+#define DROPBENCH_WG_WAIT_SPLIT 0
+#endif
+template <int HD, DropoutMode M, bool kCausal, int TW>
+using SchedTw = std::conditional_t<DROPBENCH_WG_WAIT_SPLIT != 0, typename WaitSplit<SchedTwNoSplit<HD, M, kCausal, TW>>::type,
+                                   SchedTwNoSplit<HD, M, kCausal, TW>>;
 
 // The grid of a schedule with kBr-row query blocks: one CTA per (query block, head, batch), or, persistent, one
 // per SM at most (1 CTA/SM fits), each walking its tiles.
@@ -500,6 +526,7 @@ __global__ void __launch_bounds__(384, 1)
       uint32_t p[PK][4];
       float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
       const float sl2 = a.scale_log2;
+      [[maybe_unused]] const int never = sq < 0 ? 1 : 0;  // 0 at run time (sq >= 1); ptxas cannot know (block_boundary)
 
       // Descriptors (k-step offsets are compile-time adds to the 14-bit address field: +16 bytes = +1).
       const uint64_t dq0 = desc_sw128(sQ + c * 64 * 128, 16, 1024);
@@ -764,8 +791,9 @@ __global__ void __launch_bounds__(384, 1)
         pack_early(kwc);
         // ptxas hoists this wait to the top of the softmax's basic block, so the softmax runs after P_{j-1} V_{j-1}
         // rather than under it; a membar.cta in front keeps it in place but measured slower in every mode
-        // (docs/attention.md, device run 2 of session 5).
+        // (docs/attention.md, device run 2 of session 5). WAIT_SPLIT puts it after a never-taken branch instead.
         if constexpr (!C::kEarlyRescale) {
+          if constexpr (C::kWaitSplit) block_boundary(never);
           wgmma_wait<0>();
           reg_fence(o);
 #pragma unroll

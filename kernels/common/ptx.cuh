@@ -117,6 +117,14 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
+// A basic-block boundary for ptxas's scheduler at the cost of one uniform branch: a membar.cta predicated on
+// `never` (a run-time 0 that ptxas cannot fold, e.g. `sq < 0`), which ptxas lays out as a branch around it. ptxas
+// schedules each block on its own and moves a wgmma wait to the top of its block, so a wait placed after this
+// boundary is not hoisted above the code before it (docs/attention.md, "The P V wait"). Should `never` be non-zero,
+// the membar runs: slower, same results.
+__device__ __forceinline__ void block_boundary(int never) {
+  asm volatile("{\n.reg .pred q;\nsetp.ne.b32 q, %0, 0;\n@q membar.cta;\n}\n" ::"r"(never) : "memory");
+}
 // Pins register arrays across the asynchronous wgmma boundaries: the compiler sees a redefinition here, so it
 // can neither move accesses across this point nor reuse the registers before it.
 template <int N>

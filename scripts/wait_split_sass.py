@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Where ptxas puts the P V wait in the wgmma attention's main loop, with and without WgCfg WAIT_SPLIT (no GPU).
+
+Compiles kernels/attention/attention_wgmma.cu to an sm_90a cubin twice, as dispatched (DROPBENCH_WG_WAIT_SPLIT=0)
+and with every schedule split (=1), disassembles both (cuobjdump -sass; it needs nvdisasm beside it or on PATH) and,
+for every kernel instance, walks each main-loop block: from the S wait (`WARPGROUP.DEPBAR.LE gsb0, 0x1`, S_j done,
+P_{j-1} V_{j-1} may still run) to the next HGMMA. It counts the softmax's MUFU.EX2 before the P V wait
+(`WARPGROUP.DEPBAR.LE gsb0, 0x0`), i.e. the share of the exponentials that can run under P_{j-1} V_{j-1}.
+  scripts/wait_split_sass.py [--tree DIR] [--filter TEXT] [--md OUT.md] [--work DIR]
+Tools: nvcc (CUDA 12.4+), cuobjdump and nvdisasm (a CUDA toolkit's, or PyPI's nvidia-cuda-cuobjdump and
+nvidia-cuda-nvdisasm wheels: their nvidia/cu13/bin), c++filt. --self-test checks the parser on a made-up listing.
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+NVCC_FLAGS = ["-O3", "-DNDEBUG", "-gencode=arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr", "-std=c++20"]
+INSN = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+
+
+def tool(name):
+    env = os.environ.get(name.upper())
+    if env:
+        return env
+    p = shutil.which(name)
+    if p:
+        return p
+    for d in ("/usr/local/cuda/bin",):
+        if os.path.exists(os.path.join(d, name)):
+            return os.path.join(d, name)
+    sys.exit(f"wait_split_sass.py: {name} not found (set {name.upper()} or PATH)")
+
+
+def functions(sass):
+    """{mangled name: [instruction text]} from cuobjdump -sass output."""
+    out, cur = {}, None
+    for line in sass.splitlines():
+        m = re.match(r"\s*Function : (\S+)", line)
+        if m:
+            cur = m.group(1)
+            out[cur] = []
+            continue
+        m = INSN.match(line)
+        if m and cur:
+            out[cur].append(m.group(2))
+    return out
+
+
+def loop_blocks(insns):
+    """Per main-loop block (S wait to the next HGMMA): (EX2 before the P V wait, EX2 after it, P V wait seen)."""
+    blocks = []
+    i = 0
+    while i < len(insns):
+        if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in insns[i]:
+            before = after = 0
+            seen = False
+            j = i + 1
+            while j < len(insns) and "HGMMA" not in insns[j]:
+                t = insns[j]
+                if "WARPGROUP.DEPBAR.LE gsb0, 0x0" in t:
+                    seen = True
+                elif "MUFU.EX2" in t:
+                    if seen:
+                        after += 1
+                    else:
+                        before += 1
+                j += 1
+            blocks.append((before, after, seen))
+            i = j
+        else:
+            i += 1
+    return blocks
+
+
+def summary(insns):
+    bl = [b for b in loop_blocks(insns) if b[2]]
+    if not bl:
+        return None
+    return sum(b[0] for b in bl), sum(b[0] + b[1] for b in bl), len(bl)
+
+
+def demangle(names):
+    cf = shutil.which("c++filt")
+    if not cf:
+        return {n: n for n in names}
+    out = subprocess.run([cf], input="\n".join(names), capture_output=True, text=True).stdout.splitlines()
+    return dict(zip(names, out))
+
+
+def short(demangled):
+    s = re.sub(r"\(CUtensorMap.*", "", demangled).replace("dropbench::", "").replace("attn_wg::", "")
+    s = re.sub(r"(WgCfg<(?:[^<>,]+, ){11})[^<>,]+>", r"\1>", s)  # drop WAIT_SPLIT: the two builds' names then match
+    return s.replace(", >", ">").replace("void attn_fwd_wgmma_kernel", "")
+
+
+def build(tree, work, split, cuobjdump):
+    cubin = os.path.join(work, f"split{split}.cubin")
+    src = os.path.join(tree, "kernels/attention/attention_wgmma.cu")
+    subprocess.run([tool("nvcc"), "-I", tree, *NVCC_FLAGS, f"-DDROPBENCH_WG_WAIT_SPLIT={split}", "-cubin", src, "-o", cubin],
+                   check=True)
+    sass = subprocess.run([cuobjdump, "-sass", cubin], check=True, capture_output=True, text=True).stdout
+    return functions(sass)
+
+
+def self_test():
+    listing = """
+        Function : _Z1fv
+        /*0000*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR16], RZ, !UPT, gsb0 ;
+        /*0010*/                   WARPGROUP.DEPBAR.LE gsb0, 0x1 ;
+        /*0020*/                   MUFU.EX2 R1, R1 ;
+        /*0030*/                   MUFU.EX2 R2, R2 ;
+        /*0040*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*0050*/                   MUFU.EX2 R3, R3 ;
+        /*0060*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR16], RZ, !UPT ;
+        /*0070*/                   WARPGROUP.DEPBAR.LE gsb0, 0x1 ;
+        /*0080*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*0090*/                   MUFU.EX2 R3, R3 ;
+        /*00a0*/                   MUFU.EX2 R4, R4 ;
+        /*00b0*/                   EXIT ;
+        Function : _Z1gv
+        /*0000*/                   MUFU.EX2 R3, R3 ;
+    """
+    f = functions(listing)
+    ok = set(f) == {"_Z1fv", "_Z1gv"} and len(f["_Z1fv"]) == 12
+    ok = ok and loop_blocks(f["_Z1fv"]) == [(2, 1, True), (0, 2, True)] and summary(f["_Z1fv"]) == (2, 5, 2)
+    ok = ok and summary(f["_Z1gv"]) is None
+    key = short("void dropbench::attn_wg::attn_fwd_wgmma_kernel<dropbench::attn_wg::WgCfg<128, 128, 3, true, 0, false, "
+                "1, true, false, 0, false, true>, (dropbench::DropoutMode)0, 7, 8, false, false>(CUtensorMap_st, ...)")
+    ok = ok and key == "<WgCfg<128, 128, 3, true, 0, false, 1, true, false, 0, false>, (DropoutMode)0, 7, 8, false, false>"
+    print("wait_split_sass self-test:", "ok" if ok else f"FAILED ({f}, {key})")
+    return 0 if ok else 1
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tree", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    ap.add_argument("--filter", default="", help="only instances whose demangled name contains this")
+    ap.add_argument("--md", help="write the table here too")
+    ap.add_argument("--work", help="keep the cubins here (default: a temporary folder)")
+    ap.add_argument("--self-test", action="store_true")
+    a = ap.parse_args(argv)
+    if a.self_test:
+        return self_test()
+    cuobjdump = tool("cuobjdump")
+    work = a.work or tempfile.mkdtemp(prefix="wait_split_")
+    os.makedirs(work, exist_ok=True)
+    base, split = build(a.tree, work, 0, cuobjdump), build(a.tree, work, 1, cuobjdump)
+    names = demangle(list(base) + list(split))
+    by_key = {}
+    for tag, fns in (("base", base), ("split", split)):
+        for mangled, insns in fns.items():
+            k = short(names[mangled])
+            if a.filter and a.filter not in k:
+                continue
+            by_key.setdefault(k, {})[tag] = summary(insns)
+    lines = ["Softmax exponentials (MUFU.EX2) of the main loop's blocks issued before the P V wait "
+             "(`WARPGROUP.DEPBAR.LE gsb0, 0x0`), i.e. under P_{j-1} V_{j-1}: dispatched build / every schedule with "
+             "WAIT_SPLIT (before / all, over the loop's blocks in the SASS). Instances: WgCfg<HD, BN, stages, "
+             "ping-pong, RNG stages, Philox ahead, coding, unroll2, early rescale, mask prefetch, persist>, mode "
+             "(0 none, 1 mask, 2 fused), rounds, threshold width, causal, RNG warps.\n",
+             "| instance | dispatched | WAIT_SPLIT |", "|---|---|---|"]
+
+    def cell(v):
+        return "-" if v is None else f"{v[0]} / {v[1]} ({100.0 * v[0] / v[1]:.0f} %)" if v[1] else "0 / 0"
+
+    for k in sorted(by_key):
+        v = by_key[k]
+        lines.append(f"| `{k}` | {cell(v.get('base'))} | {cell(v.get('split'))} |")
+    md = "\n".join(lines) + "\n"
+    if a.md:
+        with open(a.md, "w") as f:
+            f.write(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
