@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Where ptxas puts the P V wait in the wgmma attention's main loop, with and without WgCfg WAIT_SPLIT (no GPU).
+"""Where ptxas puts the P V wait in the wgmma attention's main loop, at each WgCfg WAIT_SPLIT level (no GPU).
 
-Compiles kernels/attention/attention_wgmma.cu to an sm_90a cubin twice, as dispatched (DROPBENCH_WG_WAIT_SPLIT=0)
-and with every schedule split (=1), disassembles both (cuobjdump -sass; it needs nvdisasm beside it or on PATH) and,
-for every kernel instance, walks each main-loop block: from the S wait (`WARPGROUP.DEPBAR.LE gsb0, 0x1`, S_j done,
-P_{j-1} V_{j-1} may still run) to the next HGMMA. It counts the softmax's MUFU.EX2 before the P V wait
-(`WARPGROUP.DEPBAR.LE gsb0, 0x0`), i.e. the share of the exponentials that can run under P_{j-1} V_{j-1}.
-  scripts/wait_split_sass.py [--tree DIR] [--filter TEXT] [--md OUT.md] [--work DIR]
+Compiles kernels/attention/attention_wgmma.cu to an sm_90a cubin once per level (DROPBENCH_WG_WAIT_SPLIT=0: as
+dispatched; 1, 2: every schedule at that level), disassembles them (cuobjdump -sass; it needs nvdisasm beside it or on
+PATH) and, for every kernel instance, walks each main-loop block: from the S wait (`WARPGROUP.DEPBAR.LE gsb0, 0x1`,
+S_j done, P_{j-1} V_{j-1} may still run) to the next HGMMA or turn barrier. It counts the softmax's MUFU.EX2 before
+the P V wait (`WARPGROUP.DEPBAR.LE gsb0, 0x0`), i.e. the share of the exponentials that can run under
+P_{j-1} V_{j-1}, and the instructions after the wait (what the warpgroup still does once P V is done, before its
+next turn).
+  scripts/wait_split_sass.py [--tree DIR] [--levels 0,1,2] [--filter TEXT] [--md OUT.md] [--work DIR]
 Tools: nvcc (CUDA 12.4+), cuobjdump and nvdisasm (a CUDA toolkit's, or PyPI's nvidia-cuda-cuobjdump and
 nvidia-cuda-nvdisasm wheels: their nvidia/cu13/bin), c++filt. --self-test checks the parser on a made-up listing.
 """
@@ -51,25 +53,28 @@ def functions(sass):
 
 
 def loop_blocks(insns):
-    """Per main-loop block (S wait to the next HGMMA): (EX2 before the P V wait, EX2 after it, P V wait seen)."""
+    """Per main-loop block (S wait to the next HGMMA or turn barrier): (EX2 before the P V wait, EX2 after it, P V
+    wait seen, instructions after the wait)."""
     blocks = []
     i = 0
     while i < len(insns):
         if "WARPGROUP.DEPBAR.LE gsb0, 0x1" in insns[i]:
-            before = after = 0
+            before = after = tail = 0
             seen = False
             j = i + 1
-            while j < len(insns) and "HGMMA" not in insns[j]:
+            while j < len(insns) and "HGMMA" not in insns[j] and "BAR.SYNC" not in insns[j]:
                 t = insns[j]
                 if "WARPGROUP.DEPBAR.LE gsb0, 0x0" in t:
                     seen = True
-                elif "MUFU.EX2" in t:
-                    if seen:
-                        after += 1
-                    else:
-                        before += 1
+                else:
+                    tail += seen
+                    if "MUFU.EX2" in t:
+                        if seen:
+                            after += 1
+                        else:
+                            before += 1
                 j += 1
-            blocks.append((before, after, seen))
+            blocks.append((before, after, seen, tail))
             i = j
         else:
             i += 1
@@ -77,10 +82,11 @@ def loop_blocks(insns):
 
 
 def summary(insns):
+    """(EX2 before the P V wait, EX2 in all, blocks, mean instructions after the wait) over the blocks with a wait."""
     bl = [b for b in loop_blocks(insns) if b[2]]
     if not bl:
         return None
-    return sum(b[0] for b in bl), sum(b[0] + b[1] for b in bl), len(bl)
+    return sum(b[0] for b in bl), sum(b[0] + b[1] for b in bl), len(bl), sum(b[3] for b in bl) / len(bl)
 
 
 def demangle(names):
@@ -93,11 +99,12 @@ def demangle(names):
 
 def short(demangled):
     s = re.sub(r"\(CUtensorMap.*", "", demangled).replace("dropbench::", "").replace("attn_wg::", "")
-    s = re.sub(r"(WgCfg<(?:[^<>,]+, ){11})[^<>,]+>", r"\1>", s)  # drop WAIT_SPLIT: the two builds' names then match
+    s = re.sub(r"(WgCfg<(?:[^<>,]+, ){11})[^<>,]+>", r"\1>", s)  # drop WAIT_SPLIT: the builds' names then match
     return s.replace(", >", ">").replace("void attn_fwd_wgmma_kernel", "")
 
 
 def build(tree, work, split, cuobjdump):
+    """{mangled name: instructions} of attention_wgmma.cu compiled with DROPBENCH_WG_WAIT_SPLIT=split."""
     cubin = os.path.join(work, f"split{split}.cubin")
     src = os.path.join(tree, "kernels/attention/attention_wgmma.cu")
     subprocess.run([tool("nvcc"), "-I", tree, *NVCC_FLAGS, f"-DDROPBENCH_WG_WAIT_SPLIT={split}", "-cubin", src, "-o", cubin],
@@ -115,6 +122,7 @@ def self_test():
         /*0030*/                   MUFU.EX2 R2, R2 ;
         /*0040*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
         /*0050*/                   MUFU.EX2 R3, R3 ;
+        /*0058*/                   FMUL R5, R5, R6 ;
         /*0060*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR16], RZ, !UPT ;
         /*0070*/                   WARPGROUP.DEPBAR.LE gsb0, 0x1 ;
         /*0080*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
@@ -125,11 +133,11 @@ def self_test():
         /*0000*/                   MUFU.EX2 R3, R3 ;
     """
     f = functions(listing)
-    ok = set(f) == {"_Z1fv", "_Z1gv"} and len(f["_Z1fv"]) == 12
-    ok = ok and loop_blocks(f["_Z1fv"]) == [(2, 1, True), (0, 2, True)] and summary(f["_Z1fv"]) == (2, 5, 2)
+    ok = set(f) == {"_Z1fv", "_Z1gv"} and len(f["_Z1fv"]) == 13
+    ok = ok and loop_blocks(f["_Z1fv"]) == [(2, 1, True, 2), (0, 2, True, 3)] and summary(f["_Z1fv"]) == (2, 5, 2, 2.5)
     ok = ok and summary(f["_Z1gv"]) is None
     key = short("void dropbench::attn_wg::attn_fwd_wgmma_kernel<dropbench::attn_wg::WgCfg<128, 128, 3, true, 0, false, "
-                "1, true, false, 0, false, true>, (dropbench::DropoutMode)0, 7, 8, false, false>(CUtensorMap_st, ...)")
+                "1, true, false, 0, false, 2>, (dropbench::DropoutMode)0, 7, 8, false, false>(CUtensorMap_st, ...)")
     ok = ok and key == "<WgCfg<128, 128, 3, true, 0, false, 1, true, false, 0, false>, (DropoutMode)0, 7, 8, false, false>"
     print("wait_split_sass self-test:", "ok" if ok else f"FAILED ({f}, {key})")
     return 0 if ok else 1
@@ -139,6 +147,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tree", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     ap.add_argument("--filter", default="", help="only instances whose demangled name contains this")
+    ap.add_argument("--levels", default="0,1,2", help="WAIT_SPLIT levels to build (default 0,1,2)")
     ap.add_argument("--md", help="write the table here too")
     ap.add_argument("--work", help="keep the cubins here (default: a temporary folder)")
     ap.add_argument("--self-test", action="store_true")
@@ -148,28 +157,38 @@ def main(argv=None):
     cuobjdump = tool("cuobjdump")
     work = a.work or tempfile.mkdtemp(prefix="wait_split_")
     os.makedirs(work, exist_ok=True)
-    base, split = build(a.tree, work, 0, cuobjdump), build(a.tree, work, 1, cuobjdump)
-    names = demangle(list(base) + list(split))
+    try:
+        levels = [int(x) for x in a.levels.split(",")]
+        assert levels and all(0 <= x <= 2 for x in levels)
+    except (ValueError, AssertionError):
+        print(f"wait_split_sass.py: error: --levels: comma-separated 0, 1, 2 (got {a.levels!r})", file=sys.stderr)
+        return 2
+    builds = {lv: build(a.tree, work, lv, cuobjdump) for lv in levels}
+    names = demangle([m for fns in builds.values() for m in fns])
     by_key = {}
-    for tag, fns in (("base", base), ("split", split)):
+    for lv, fns in builds.items():
         for mangled, insns in fns.items():
             k = short(names[mangled])
             if a.filter and a.filter not in k:
                 continue
-            by_key.setdefault(k, {})[tag] = summary(insns)
-    lines = ["Softmax exponentials (MUFU.EX2) of the main loop's blocks issued before the P V wait "
-             "(`WARPGROUP.DEPBAR.LE gsb0, 0x0`), i.e. under P_{j-1} V_{j-1}: dispatched build / every schedule with "
-             "WAIT_SPLIT (before / all, over the loop's blocks in the SASS). Instances: WgCfg<HD, BN, stages, "
-             "ping-pong, RNG stages, Philox ahead, coding, unroll2, early rescale, mask prefetch, persist>, mode "
-             "(0 none, 1 mask, 2 fused), rounds, threshold width, causal, RNG warps.\n",
-             "| instance | dispatched | WAIT_SPLIT |", "|---|---|---|"]
+            by_key.setdefault(k, {})[lv] = summary(insns)
+    lines = ["Per WAIT_SPLIT level (0 = the dispatched build): the main loop's softmax exponentials (MUFU.EX2) issued "
+             "before the P V wait (`WARPGROUP.DEPBAR.LE gsb0, 0x0`), i.e. under P_{j-1} V_{j-1} (before / all, over "
+             "the loop's blocks in the SASS), and the mean instructions per block after the wait (before the next "
+             "turn or GEMM). Instances: WgCfg<HD, BN, stages, ping-pong, RNG stages, Philox ahead, coding, unroll2, "
+             "early rescale, mask prefetch, persist>, mode (0 none, 1 mask, 2 fused), rounds, threshold width, "
+             "causal, RNG warps.\n",
+             "| instance | " + " | ".join(f"level {lv}" for lv in levels) + " |", "|---|" + "---|" * len(levels)]
 
     def cell(v):
-        return "-" if v is None else f"{v[0]} / {v[1]} ({100.0 * v[0] / v[1]:.0f} %)" if v[1] else "0 / 0"
+        if v is None:
+            return "-"
+        share = f"{100.0 * v[0] / v[1]:.0f} %" if v[1] else "-"
+        return f"{v[0]} / {v[1]} ({share}); {v[3]:.0f} after"
 
     for k in sorted(by_key):
         v = by_key[k]
-        lines.append(f"| `{k}` | {cell(v.get('base'))} | {cell(v.get('split'))} |")
+        lines.append(f"| `{k}` | " + " | ".join(cell(v.get(lv)) for lv in levels) + " |")
     md = "\n".join(lines) + "\n"
     if a.md:
         with open(a.md, "w") as f:

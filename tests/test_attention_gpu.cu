@@ -627,43 +627,51 @@ TEST(AttentionKernels, WgmmaDropoutCodingsEqualBitwise) {
   }
 }
 
-// WgCfg WAIT_SPLIT (the P V wait after a never-taken branch, so ptxas keeps it below the softmax) moves no
-// arithmetic: each mode's dispatched schedule with it gives O and LSE bitwise equal to launch_attention's, for dH
-// 128 and 64, causal (ragged, GQA; SQ 300 takes the persistent short-causal schedules) and not (batch 2, MQA).
-template <int HD, DropoutMode M, bool kCausal>
+// WgCfg WAIT_SPLIT 1 (the P V wait after a never-taken branch, so ptxas keeps it below the softmax) and 2 (also the
+// O rescale before the P V issue) move no arithmetic: each mode's dispatched schedule with either gives O and LSE
+// bitwise equal to launch_attention's, for dH 128 and 64, causal (ragged, GQA; SQ 300 takes the persistent
+// short-causal schedules, SQ 128 a single key block) and not (batch 2, MQA).
+template <int HD, DropoutMode M, bool kCausal, int L>
 void launch_wait_split(const AttentionParams& p) {
-  using C1 = typename attn_wg::WaitSplit<attn_wg::SchedTwNoSplit<HD, M, kCausal, 8>>::type;
+  using C1 = typename attn_wg::WaitSplit<attn_wg::SchedTwNoSplit<HD, M, kCausal, 8>, L>::type;
   using CP = typename attn_wg::Persistent<C1>::type;
-  static_assert(C1::kWaitSplit && CP::kWaitSplit);
+  static_assert(C1::kWaitSplit == L && CP::kWaitSplit == L);
   if constexpr (attn_wg::kPersistShortCausal<HD, M, kCausal> && !C1::kPersist) {
     if (attn_wg::short_causal_tiles(p, C1::kBr, C1::kBc)) return launch_wg_schedule<CP, M, kCausal>(p);
   }
   launch_wg_schedule<C1, M, kCausal>(p);
 }
-template <int HD, bool kCausal>
+template <int HD, bool kCausal, int L>
 void launch_wait_split_mode(const AttentionParams& p, DropoutMode m) {
   switch (m) {
-    case DropoutMode::None: return launch_wait_split<HD, DropoutMode::None, kCausal>(p);
-    case DropoutMode::Mask: return launch_wait_split<HD, DropoutMode::Mask, kCausal>(p);
-    case DropoutMode::Fused: return launch_wait_split<HD, DropoutMode::Fused, kCausal>(p);
+    case DropoutMode::None: return launch_wait_split<HD, DropoutMode::None, kCausal, L>(p);
+    case DropoutMode::Mask: return launch_wait_split<HD, DropoutMode::Mask, kCausal, L>(p);
+    case DropoutMode::Fused: return launch_wait_split<HD, DropoutMode::Fused, kCausal, L>(p);
   }
+}
+template <int L>
+void launch_wait_split_any(const AttentionParams& p, DropoutMode m) {
+  if (p.head_dim == 128) return p.causal ? launch_wait_split_mode<128, true, L>(p, m) : launch_wait_split_mode<128, false, L>(p, m);
+  return p.causal ? launch_wait_split_mode<64, true, L>(p, m) : launch_wait_split_mode<64, false, L>(p, m);
 }
 TEST(AttentionKernels, WgmmaWaitSplitEqualsDispatched) {
   DB_REQUIRE_KERNEL(AttentionKernel::Wgmma);
   const Dropout d{0.15, 0x5b1175ULL, 77, 7, 8};
   for (const Shape& sh : {Shape{1, 1000, 8, 2, 128, true}, Shape{2, 517, 4, 1, 128, false}, Shape{1, 300, 4, 2, 128, true},
-                          Shape{1, 700, 4, 4, 64, false}, Shape{2, 300, 4, 2, 64, true}}) {
+                          Shape{1, 128, 4, 2, 128, false}, Shape{1, 700, 4, 4, 64, false}, Shape{2, 300, 4, 2, 64, true}}) {
     Problem pr(sh, AttentionKernel::Wgmma);
     for (DropoutMode m : {DropoutMode::None, DropoutMode::Mask, DropoutMode::Fused}) {
       auto [o_ref, l_ref] = pr.run(m, d);  // dispatched, every output written (checked there); builds the mask
-      pr.o.poison();
-      pr.lse.poison();
       const AttentionParams p = pr.params(m, d);
-      if (sh.hd == 128) sh.causal ? launch_wait_split_mode<128, true>(p, m) : launch_wait_split_mode<128, false>(p, m);
-      else sh.causal ? launch_wait_split_mode<64, true>(p, m) : launch_wait_split_mode<64, false>(p, m);
-      DB_CUDA(cudaDeviceSynchronize());
-      EXPECT_TRUE(bitwise_equal(o_ref, pr.o.get())) << sh.name() << " " << dropout_mode_name(m);
-      EXPECT_TRUE(bitwise_equal(l_ref, pr.lse.get())) << sh.name() << " " << dropout_mode_name(m);
+      for (int level : {1, 2}) {
+        pr.o.poison();
+        pr.lse.poison();
+        level == 1 ? launch_wait_split_any<1>(p, m) : launch_wait_split_any<2>(p, m);
+        DB_CUDA(cudaDeviceSynchronize());
+        const std::string what = sh.name() + " " + dropout_mode_name(m) + " WAIT_SPLIT " + std::to_string(level);
+        EXPECT_TRUE(bitwise_equal(o_ref, pr.o.get())) << what;
+        EXPECT_TRUE(bitwise_equal(l_ref, pr.lse.get())) << what;
+      }
     }
   }
 }

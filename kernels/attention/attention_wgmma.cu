@@ -46,7 +46,7 @@ Instance make_instance() {
   if (C::kUnroll2) in.name += "_u2";
   if (C::kMaskPrefetch > 0) in.name += "_pf" + std::to_string(C::kMaskPrefetch);
   if (C::kPersist) in.name += "_persist";
-  if (C::kWaitSplit) in.name += "_ws";
+  if (C::kWaitSplit > 0) in.name += "_ws" + std::to_string(C::kWaitSplit);
   if (kCausal) in.name += "_causal";
   return in;
 }

@@ -41,7 +41,7 @@ namespace dropbench {
 namespace attn_wg {
 
 template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3, bool PHILOX_AHEAD = false, int DROP_IMPL = 1,
-          bool UNROLL2 = false, bool EARLY_RESCALE = false, int MASK_PF = 0, bool PERSIST = false, bool WAIT_SPLIT = false>
+          bool UNROLL2 = false, bool EARLY_RESCALE = false, int MASK_PF = 0, bool PERSIST = false, int WAIT_SPLIT = 0>
 struct WgCfg {
   // How the dropout modes are coded (same bits, same arithmetic, bit-identical outputs; docs/attention.md
   // "Cutting the dropout instructions"):
@@ -90,16 +90,24 @@ struct WgCfg {
   // softmax, P V and epilogue, and the ping-pong turns continue across tiles. No arithmetic changes: outputs
   // equal the one-tile-per-CTA kernel's bit for bit. Not with design (b)'s RNG warps.
   static constexpr bool kPersist = PERSIST;
-  // The P V wait after a basic-block boundary (ptx::block_boundary: one never-taken uniform branch). Without it
-  // ptxas moves the wait (`WARPGROUP.DEPBAR.LE gsb0, 0x0`) to the top of the softmax's basic block in every
-  // instance, so the softmax of block j waits for P_{j-1} V_{j-1} instead of running under it: FA3's
-  // intra-warpgroup overlap is in the source, not in the SASS. With it the wait stays below the bulk of the
-  // softmax (ptxas still sinks its tail below the branch; scripts/wait_split_sass.py counts what lands where). No
-  // arithmetic changes: outputs equal the dispatched schedules' bit for bit. Session 5's unconditional membar.cta
-  // did the same at the price of a real fence per block, and lost. Session 15 (2026-12-05): built and its SASS
-  // checked on the CPU machine only; not dispatched (cmake -DDROPBENCH_WG_WAIT_SPLIT=ON dispatches it everywhere,
-  // for the A/B), not yet run on the device.
-  static constexpr bool kWaitSplit = WAIT_SPLIT;
+  // How much of the work after the P V wait leaves it (session 15, 2026-12-05; docs/attention.md "The P V wait").
+  //   0: as before: ptxas moves the wait (`WARPGROUP.DEPBAR.LE gsb0, 0x0`) to the top of the softmax's basic block
+  //      in most instances, so the softmax of block j waits for P_{j-1} V_{j-1} instead of running under it (FA3's
+  //      intra-warpgroup overlap is in the source, not in the SASS).
+  //   1: the wait after a basic-block boundary (ptx::block_boundary: one never-taken uniform branch), so it stays
+  //      below the bulk of the softmax (ptxas sinks some of its tail below the branch; scripts/wait_split_sass.py
+  //      counts what lands where). After the wait: O *= alpha (64 FMUL at dH 128) and P -> bf16.
+  //   2: 1, and O *= alpha_{j-1} right before P_{j-1} V_{j-1} is issued (FA3's order: under S_j, in the turn)
+  //      instead of after the wait, which leaves P -> bf16 (and the packed-domain dropout) after it.
+  // No arithmetic changes (the rescale multiplies the same O by the same alpha between the same two P V GEMMs):
+  // outputs equal the dispatched schedules' bit for bit. Session 5's unconditional membar.cta kept the wait in
+  // place at the price of a real fence per block, and lost. Built and its SASS checked on the CPU machine only;
+  // not dispatched (cmake -DDROPBENCH_WG_WAIT_SPLIT=1 or 2 dispatches that level everywhere, for the A/B); not yet
+  // run on the device.
+  static constexpr int kWaitSplit = WAIT_SPLIT;
+  static constexpr bool kRescaleAtPv = WAIT_SPLIT >= 2;
+  static_assert(WAIT_SPLIT >= 0 && WAIT_SPLIT <= 2, "WAIT_SPLIT 0, 1 or 2");
+  static_assert(!(WAIT_SPLIT && EARLY_RESCALE), "EARLY_RESCALE waits for P V before the softmax: nothing to split");
   // Fused design (a): false = block j's Philox calls right after its GEMMs are issued (under S_j); true = block
   // j+1's calls after block j's softmax (under P_{j-1} V_{j-1} and the other warpgroup's GEMMs).
   static constexpr bool kPhiloxAhead = PHILOX_AHEAD;
@@ -172,16 +180,17 @@ using SchedTwOneTile = std::conditional_t<HD == 128 && M == DropoutMode::Fused &
 // Schedule C with persistent CTAs (WgCfg PERSIST), everything else equal.
 template <class C>
 struct Persistent;
-template <int HD, int BN, int ST, bool PP, int RS, bool PA, int DI, bool U2, bool ER, int PF, bool P, bool WS>
+template <int HD, int BN, int ST, bool PP, int RS, bool PA, int DI, bool U2, bool ER, int PF, bool P, int WS>
 struct Persistent<WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, P, WS>> {
   using type = WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, true, WS>;
 };
-// Schedule C with the P V wait split off the softmax's basic block (WgCfg WAIT_SPLIT), everything else equal.
-template <class C>
+// Schedule C with WgCfg WAIT_SPLIT = L (the P V wait split off the softmax's basic block; 2: also the O rescale
+// moved before the P V issue), everything else equal. L = 0: C itself.
+template <class C, int L = 1>
 struct WaitSplit;
-template <int HD, int BN, int ST, bool PP, int RS, bool PA, int DI, bool U2, bool ER, int PF, bool P, bool WS>
-struct WaitSplit<WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, P, WS>> {
-  using type = WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, P, true>;
+template <int HD, int BN, int ST, bool PP, int RS, bool PA, int DI, bool U2, bool ER, int PF, bool P, int WS, int L>
+struct WaitSplit<WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, P, WS>, L> {
+  using type = WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, P, L>;
 };
 // Persistent CTAs are dispatched for one case: mode Mask, dH 128, causal (session 10, results/h200/session10;
 // clearly faster at SQ 8192, by 1 % with overlapping p10-p90 ranges at 16384).
@@ -230,15 +239,15 @@ inline bool short_causal_tiles(const AttentionParams& p, int br, int bc) {
 template <int HD, DropoutMode M, bool kCausal, int TW>
 using SchedTwNoSplit = std::conditional_t<kDispatchPersist<HD, M, kCausal, TW>, typename Persistent<SchedTwOneTile<HD, M, kCausal, TW>>::type,
                                           SchedTwOneTile<HD, M, kCausal, TW>>;
-// DROPBENCH_WG_WAIT_SPLIT=1 (cmake -DDROPBENCH_WG_WAIT_SPLIT=ON) dispatches every schedule with WAIT_SPLIT: the B side
-// of the A/B that decides whether it is dispatched (scripts/ab_bench_attention.sh). Design (b) and the early-rescale
-// schedules are not affected (their P V wait is elsewhere).
+// DROPBENCH_WG_WAIT_SPLIT=L (cmake -DDROPBENCH_WG_WAIT_SPLIT=L) dispatches every schedule with WAIT_SPLIT L: the B
+// side of the A/B that decides whether it is dispatched (scripts/device_stages.sh stage ws). Design (b) is not
+// affected (its schedules are not SchedTw).
 #ifndef DROPBENCH_WG_WAIT_SPLIT
 #define DROPBENCH_WG_WAIT_SPLIT 0
 #endif
+static_assert(DROPBENCH_WG_WAIT_SPLIT >= 0 && DROPBENCH_WG_WAIT_SPLIT <= 2, "DROPBENCH_WG_WAIT_SPLIT: 0, 1 or 2");
 template <int HD, DropoutMode M, bool kCausal, int TW>
-using SchedTw = std::conditional_t<DROPBENCH_WG_WAIT_SPLIT != 0, typename WaitSplit<SchedTwNoSplit<HD, M, kCausal, TW>>::type,
-                                   SchedTwNoSplit<HD, M, kCausal, TW>>;
+using SchedTw = typename WaitSplit<SchedTwNoSplit<HD, M, kCausal, TW>, DROPBENCH_WG_WAIT_SPLIT>::type;
 
 // The grid of a schedule with kBr-row query blocks: one CTA per (query block, head, batch), or, persistent, one
 // per SM at most (1 CTA/SM fits), each walking its tiles.
@@ -766,6 +775,12 @@ __global__ void __launch_bounds__(384, 1)
         mbar_wait(v_full(pst), parity(j - 1));
         take_turn();
         issue_s(st);
+        if constexpr (C::kRescaleAtPv) {  // O *= alpha_{j-1} (P_{j-2} V_{j-2} was waited for in block j-1)
+          if (j >= 2) {
+#pragma unroll
+            for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
+          }
+        }
         issue_pv(pst);
         pass_turn(false);
         if (kNewMask || j + 1 < n_kv) load_words(j + 1, kwn);
@@ -793,14 +808,16 @@ __global__ void __launch_bounds__(384, 1)
         // rather than under it; a membar.cta in front keeps it in place but measured slower in every mode
         // (docs/attention.md, device run 2 of session 5). WAIT_SPLIT puts it after a never-taken branch instead.
         if constexpr (!C::kEarlyRescale) {
-          if constexpr (C::kWaitSplit) block_boundary(never);
+          if constexpr (C::kWaitSplit > 0) block_boundary(never);
           wgmma_wait<0>();
           reg_fence(o);
 #pragma unroll
           for (int kk = 0; kk < PK; ++kk) reg_fence(p[kk]);
           if (lane == 0) mbar_arrive(kv_empty(pst));
+          if constexpr (!C::kRescaleAtPv) {
 #pragma unroll
-          for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
+            for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
+          }
         }
         convert_p(kwc);
       };
@@ -824,6 +841,12 @@ __global__ void __launch_bounds__(384, 1)
         const int last = n_kv - 1, st = stage(last);
         mbar_wait(v_full(st), parity(last));
         take_turn();
+        if constexpr (C::kRescaleAtPv) {  // O *= alpha_last before the tail P V (no rescale after block 0)
+          if (last >= 1) {
+#pragma unroll
+            for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
+          }
+        }
         issue_pv(st);
         pass_turn(last_tile);
         wgmma_wait<0>();
