@@ -9,7 +9,7 @@
 //   BENCH_MODE=rr: round-robin old-vs-new comparison of the wgmma dropout variants (BENCH_CAUSAL=0|1|both;
 //     BENCH_RR_SET=s6: session 6's shorter list, codings 1 and 3; =s7: session 7's (early rescale, old defaults);
 //     =s8: session 8's (mask-word L2 prefetch, unrolled loop); =s10: session 10's (persistent CTAs);
-//     =s15: session 15's (each mode as dispatched, then with WgCfg WAIT_SPLIT 1 and 2: the P V wait below the softmax));
+//     =s15: session 15's (each mode as dispatched, then with WgCfg WAIT_SPLIT 1, 2, 3: the P V wait below the softmax));
 //   BENCH_MODE=seq: one launch of each of those variants, in order (for Nsight Compute).
 #include <algorithm>
 #include <cmath>
@@ -262,7 +262,8 @@ std::vector<WgVariant> wg_variants_s10() {
 
 // BENCH_RR_SET=s15 (session 15): each mode's dispatched schedule (SchedTwNoSplit, persistent where launch_attention
 // would pick it for the shape), then the same with WAIT_SPLIT 1 (the P V wait after a never-taken branch, so ptxas
-// keeps it below the softmax) and 2 (also the O rescale before the P V issue; docs/attention.md). Bitwise the same
+// keeps it below the softmax), 2 (also the O rescale before the P V issue) and 3 (also P packed before the wait in
+// mode none's unrolled schedules; elsewhere as 2; docs/attention.md). Bitwise the same
 // outputs (the benchmark's check, and the GPU test AttentionKernels.WgmmaWaitSplitEqualsDispatched). "x none" is
 // the ratio to the dispatched none.
 template <class C, DropoutMode M, bool kCausal>
@@ -286,6 +287,7 @@ std::vector<WgVariant> wg_variants_s15() {
   v.push_back(as_dispatched<DispCfg<HD, DM::None, kCausal>, DM::None, kCausal>("none"));
   v.push_back(as_dispatched<SplitCfg<HD, DM::None, kCausal, 1>, DM::None, kCausal>("none split1"));
   v.push_back(as_dispatched<SplitCfg<HD, DM::None, kCausal, 2>, DM::None, kCausal>("none split2"));
+  v.push_back(as_dispatched<SplitCfg<HD, DM::None, kCausal, 3>, DM::None, kCausal>("none split3"));
   v.push_back(as_dispatched<DispCfg<HD, DM::Mask, kCausal>, DM::Mask, kCausal>("mask"));
   v.push_back(as_dispatched<SplitCfg<HD, DM::Mask, kCausal, 1>, DM::Mask, kCausal>("mask split1"));
   v.push_back(as_dispatched<SplitCfg<HD, DM::Mask, kCausal, 2>, DM::Mask, kCausal>("mask split2"));

@@ -30,8 +30,8 @@
 #   sweep    issue 11: a reduced paper sweep through `dropbench run` (SQ 2K/8K/32K x E 4K/16K, R 7) with both
 #            kernels, and the PyTorch end-to-end peer blocks at its points
 #   ws       issue 11, session 15: WgCfg WAIT_SPLIT (the P V wait kept below the softmax). A second build in $B-ws
-#            (-DDROPBENCH_WG_WAIT_SPLIT=$WS_LEVEL, default 2; bench_attention, test_attention_gpu, the .so), the split
-#            schedules' GPU test, bench_attention's round-robin BENCH_RR_SET=s15 (levels 0 / 1 / 2 in one process,
+#            (-DDROPBENCH_WG_WAIT_SPLIT=$WS_LEVEL, default 3; bench_attention and the .so; the GPU test runs from $B), the split
+#            schedules' GPU test, bench_attention's round-robin BENCH_RR_SET=s15 (levels 0-3 in one process,
 #            dH 128 and 64, SQ 8K, causal and not), the A/B of the two bench_attention binaries in alternating
 #            processes (3 pairs, dH 128 and 64, SQ 8K / 16K; ws_ab_hd*/table.md), then h2h with --lib-b (both builds
 #            and cuDNN in one process, dH 128, --settle-ms $WS_SETTLE_MS, default 200; h2h_ws.*). Needs $B built.
@@ -230,22 +230,25 @@ for s in "${STAGES[@]}"; do
         --only e2e --sq 2048,8192,32768 --embed 4096,16384 --min-time 0.1 -q -o "$O/peers_e2e_paper_reduced.json" >> "$O/peers.log" 2>&1
       echo "peers e2e: exit $?" ;;
     ws)
-      want ws 420 || continue
+      want ws 300 || continue
+      # every step capped at what is left of the budget (a SIGKILL at the call's limit would lose $OUT's packing)
+      cap() { local t=$(( $(left) - 15 )); [ "$t" -gt "$1" ] && t=$1; [ "$t" -lt 1 ] && t=1; echo "$t"; }
       cmake -S . -B "$B-ws" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
-        -DDROPBENCH_WG_WAIT_SPLIT="${WS_LEVEL:-2}" > "$O/ws_configure.log" 2>&1
-      timeout 400 cmake --build "$B-ws" -j "$(nproc)" --target bench_attention test_attention_gpu dropbench_attention \
+        -DDROPBENCH_WG_WAIT_SPLIT="${WS_LEVEL:-3}" > "$O/ws_configure.log" 2>&1
+      timeout "$(cap 400)" cmake --build "$B-ws" -j "$(nproc)" --target bench_attention dropbench_attention \
         > "$O/ws_build.log" 2>&1 || { echo "ws build failed"; tail -30 "$O/ws_build.log"; continue; }
-      timeout 120 "$B/tests/test_attention_gpu" --gtest_filter='AttentionKernels.WgmmaWaitSplitEqualsDispatched' \
+      timeout "$(cap 120)" "$B/tests/test_attention_gpu" --gtest_filter='AttentionKernels.WgmmaWaitSplitEqualsDispatched' \
         > "$O/ws_test.log" 2>&1
       echo "ws test: exit $? ($(grep -cE '^\[       OK' "$O/ws_test.log") ok)"
       for hd in 128 64; do for c in 0 1; do
-        BENCH_MODE=rr BENCH_RR_SET=s15 BENCH_CAUSAL=$c timeout 60 "$B/bench/bench_attention" 8192 32 8 16 $hd \
+        [ "$(left)" -lt 80 ] && { echo "ws rr hd $hd causal $c: skipped ($(left) s left)"; continue; }
+        BENCH_MODE=rr BENCH_RR_SET=s15 BENCH_CAUSAL=$c timeout "$(cap 60)" "$B/bench/bench_attention" 8192 32 8 16 $hd \
           > "$O/ws_rr_hd${hd}_c$c.log" 2>&1
         echo "ws rr hd $hd causal $c: exit $?"; grep -E "^rr|MISMATCH|not bitwise" "$O/ws_rr_hd${hd}_c$c.log" | head -12
       done; done
       for hd in 128 64; do
         [ "$(left)" -lt 150 ] && { echo "ws A/B hd $hd: skipped ($(left) s left)"; continue; }
-        HD=$hd timeout 240 bash scripts/ab_bench_attention.sh "$B/bench/bench_attention" "$B-ws/bench/bench_attention" \
+        HD=$hd timeout "$(cap 240)" bash scripts/ab_bench_attention.sh "$B/bench/bench_attention" "$B-ws/bench/bench_attention" \
           "$O/ws_ab_hd$hd" 3 "8192:32:8 16384:32:8" > "$O/ws_ab_hd$hd.log" 2>&1
         python3 scripts/ab_table.py "$O/ws_ab_hd$hd" > "$O/ws_ab_hd$hd/table.md" 2>&1; echo "ws A/B hd $hd: done"
         cat "$O/ws_ab_hd$hd/table.md" | head -30

@@ -2,13 +2,13 @@
 """Where ptxas puts the P V wait in the wgmma attention's main loop, at each WgCfg WAIT_SPLIT level (no GPU).
 
 Compiles kernels/attention/attention_wgmma.cu to an sm_90a cubin once per level (DROPBENCH_WG_WAIT_SPLIT=0: as
-dispatched; 1, 2: every schedule at that level), disassembles them (cuobjdump -sass; it needs nvdisasm beside it or on
+dispatched; 1-3: every schedule at that level), disassembles them (cuobjdump -sass; it needs nvdisasm beside it or on
 PATH) and, for every kernel instance, walks each main-loop block: from the S wait (`WARPGROUP.DEPBAR.LE gsb0, 0x1`,
 S_j done, P_{j-1} V_{j-1} may still run) to the next HGMMA or turn barrier. It counts the softmax's MUFU.EX2 before
 the P V wait (`WARPGROUP.DEPBAR.LE gsb0, 0x0`), i.e. the share of the exponentials that can run under
 P_{j-1} V_{j-1}, and the instructions after the wait (what the warpgroup still does once P V is done, before its
 next turn).
-  scripts/wait_split_sass.py [--tree DIR] [--levels 0,1,2] [--filter TEXT] [--md OUT.md] [--work DIR]
+  scripts/wait_split_sass.py [--tree DIR] [--levels 0,1,2,3] [--filter TEXT] [--md OUT.md] [--work DIR]
 Tools: nvcc (CUDA 12.4+), cuobjdump and nvdisasm (a CUDA toolkit's, or PyPI's nvidia-cuda-cuobjdump and
 nvidia-cuda-nvdisasm wheels: their nvidia/cu13/bin), c++filt. --self-test checks the parser on a made-up listing.
 """
@@ -147,7 +147,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tree", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     ap.add_argument("--filter", default="", help="only instances whose demangled name contains this")
-    ap.add_argument("--levels", default="0,1,2", help="WAIT_SPLIT levels to build (default 0,1,2)")
+    ap.add_argument("--levels", default="0,1,2,3", help="WAIT_SPLIT levels to build (default 0,1,2,3)")
     ap.add_argument("--md", help="write the table here too")
     ap.add_argument("--work", help="keep the cubins here (default: a temporary folder)")
     ap.add_argument("--self-test", action="store_true")
@@ -159,9 +159,9 @@ def main(argv=None):
     os.makedirs(work, exist_ok=True)
     try:
         levels = [int(x) for x in a.levels.split(",")]
-        assert levels and all(0 <= x <= 2 for x in levels)
+        assert levels and all(0 <= x <= 3 for x in levels)
     except (ValueError, AssertionError):
-        print(f"wait_split_sass.py: error: --levels: comma-separated 0, 1, 2 (got {a.levels!r})", file=sys.stderr)
+        print(f"wait_split_sass.py: error: --levels: comma-separated 0 to 3 (got {a.levels!r})", file=sys.stderr)
         return 2
     builds = {lv: build(a.tree, work, lv, cuobjdump) for lv in levels}
     names = demangle([m for fns in builds.values() for m in fns])

@@ -627,32 +627,34 @@ TEST(AttentionKernels, WgmmaDropoutCodingsEqualBitwise) {
   }
 }
 
-// WgCfg WAIT_SPLIT 1 (the P V wait after a never-taken branch, so ptxas keeps it below the softmax) and 2 (also the
-// O rescale before the P V issue) move no arithmetic: each mode's dispatched schedule with either gives O and LSE
-// bitwise equal to launch_attention's, for dH 128 and 64, causal (ragged, GQA; SQ 300 takes the persistent
-// short-causal schedules, SQ 128 a single key block) and not (batch 2, MQA).
+// WgCfg WAIT_SPLIT 1 (the P V wait after a never-taken branch, so ptxas keeps it below the softmax), 2 (also the O
+// rescale before the P V issue) and 3 (also P packed before the wait into alternating register sets, mode none's
+// unrolled schedules) move no arithmetic: each mode's dispatched schedule at each level gives O and LSE bitwise equal to
+// launch_attention's, for dH 128 and 64, causal (ragged, GQA; SQ 300 takes the persistent short-causal schedules, SQ
+// 128 a single key block) and not (batch 2, MQA; SQ 517 has 5 key blocks: both P sets and an odd last block).
+// Persistent schedules on at most cap CTAs (0: the launcher's grid), so that CTAs walk several tiles.
 template <int HD, DropoutMode M, bool kCausal, int L>
-void launch_wait_split(const AttentionParams& p) {
+void launch_wait_split(const AttentionParams& p, unsigned cap) {
   using C1 = typename attn_wg::WaitSplit<attn_wg::SchedTwNoSplit<HD, M, kCausal, 8>, L>::type;
   using CP = typename attn_wg::Persistent<C1>::type;
   static_assert(C1::kWaitSplit == L && CP::kWaitSplit == L);
   if constexpr (attn_wg::kPersistShortCausal<HD, M, kCausal> && !C1::kPersist) {
-    if (attn_wg::short_causal_tiles(p, C1::kBr, C1::kBc)) return launch_wg_schedule<CP, M, kCausal>(p);
+    if (attn_wg::short_causal_tiles(p, C1::kBr, C1::kBc)) return launch_wg_schedule<CP, M, kCausal>(p, cap);
   }
-  launch_wg_schedule<C1, M, kCausal>(p);
+  launch_wg_schedule<C1, M, kCausal>(p, cap);
 }
 template <int HD, bool kCausal, int L>
-void launch_wait_split_mode(const AttentionParams& p, DropoutMode m) {
+void launch_wait_split_mode(const AttentionParams& p, DropoutMode m, unsigned cap) {
   switch (m) {
-    case DropoutMode::None: return launch_wait_split<HD, DropoutMode::None, kCausal, L>(p);
-    case DropoutMode::Mask: return launch_wait_split<HD, DropoutMode::Mask, kCausal, L>(p);
-    case DropoutMode::Fused: return launch_wait_split<HD, DropoutMode::Fused, kCausal, L>(p);
+    case DropoutMode::None: return launch_wait_split<HD, DropoutMode::None, kCausal, L>(p, cap);
+    case DropoutMode::Mask: return launch_wait_split<HD, DropoutMode::Mask, kCausal, L>(p, cap);
+    case DropoutMode::Fused: return launch_wait_split<HD, DropoutMode::Fused, kCausal, L>(p, cap);
   }
 }
 template <int L>
-void launch_wait_split_any(const AttentionParams& p, DropoutMode m) {
-  if (p.head_dim == 128) return p.causal ? launch_wait_split_mode<128, true, L>(p, m) : launch_wait_split_mode<128, false, L>(p, m);
-  return p.causal ? launch_wait_split_mode<64, true, L>(p, m) : launch_wait_split_mode<64, false, L>(p, m);
+void launch_wait_split_any(const AttentionParams& p, DropoutMode m, unsigned cap) {
+  if (p.head_dim == 128) return p.causal ? launch_wait_split_mode<128, true, L>(p, m, cap) : launch_wait_split_mode<128, false, L>(p, m, cap);
+  return p.causal ? launch_wait_split_mode<64, true, L>(p, m, cap) : launch_wait_split_mode<64, false, L>(p, m, cap);
 }
 TEST(AttentionKernels, WgmmaWaitSplitEqualsDispatched) {
   DB_REQUIRE_KERNEL(AttentionKernel::Wgmma);
@@ -663,14 +665,20 @@ TEST(AttentionKernels, WgmmaWaitSplitEqualsDispatched) {
     for (DropoutMode m : {DropoutMode::None, DropoutMode::Mask, DropoutMode::Fused}) {
       auto [o_ref, l_ref] = pr.run(m, d);  // dispatched, every output written (checked there); builds the mask
       const AttentionParams p = pr.params(m, d);
-      for (int level : {1, 2}) {
-        pr.o.poison();
-        pr.lse.poison();
-        level == 1 ? launch_wait_split_any<1>(p, m) : launch_wait_split_any<2>(p, m);
-        DB_CUDA(cudaDeviceSynchronize());
-        const std::string what = sh.name() + " " + dropout_mode_name(m) + " WAIT_SPLIT " + std::to_string(level);
-        EXPECT_TRUE(bitwise_equal(o_ref, pr.o.get())) << what;
-        EXPECT_TRUE(bitwise_equal(l_ref, pr.lse.get())) << what;
+      // cap 3: the persistent schedules (causal SQ 300) walk 4-8 tiles per CTA; one-tile schedules ignore it
+      for (int level : {1, 2, 3}) {
+        for (unsigned cap : {0u, 3u}) {
+          pr.o.poison();
+          pr.lse.poison();
+          if (level == 1) launch_wait_split_any<1>(p, m, cap);
+          else if (level == 2) launch_wait_split_any<2>(p, m, cap);
+          else launch_wait_split_any<3>(p, m, cap);
+          DB_CUDA(cudaDeviceSynchronize());
+          const std::string what = sh.name() + " " + dropout_mode_name(m) + " WAIT_SPLIT " + std::to_string(level) +
+                                   " grid cap " + std::to_string(cap);
+          EXPECT_TRUE(bitwise_equal(o_ref, pr.o.get())) << what;
+          EXPECT_TRUE(bitwise_equal(l_ref, pr.lse.get())) << what;
+        }
       }
     }
   }

@@ -99,6 +99,11 @@ struct WgCfg {
   //      counts what lands where). After the wait: O *= alpha (64 FMUL at dH 128) and P -> bf16.
   //   2: 1, and O *= alpha_{j-1} right before P_{j-1} V_{j-1} is issued (FA3's order: under S_j, in the turn)
   //      instead of after the wait, which leaves P -> bf16 (and the packed-domain dropout) after it.
+  //   3: 2, and P_j -> bf16 before the wait, into the other of two P register sets (P_{j-1}'s is still the A
+  //      operand of the running P V): only the stage release is left after the wait. Mode none's unrolled
+  //      schedules only (the sets alternate with the blocks, no copy); elsewhere 3 is 2. 32 more registers at dH
+  //      128: none has them (0 spills), the unrolled causal mask schedule does not (36 B of spills at level 3,
+  //      against 8 B at levels 1 / 2 and 4 B at 0; ptxas -v).
   // No arithmetic changes (the rescale multiplies the same O by the same alpha between the same two P V GEMMs):
   // outputs equal the dispatched schedules' bit for bit. Session 5's unconditional membar.cta kept the wait in
   // place at the price of a real fence per block, and lost. Built and its SASS checked on the CPU machine only;
@@ -106,7 +111,7 @@ struct WgCfg {
   // run on the device.
   static constexpr int kWaitSplit = WAIT_SPLIT;
   static constexpr bool kRescaleAtPv = WAIT_SPLIT >= 2;
-  static_assert(WAIT_SPLIT >= 0 && WAIT_SPLIT <= 2, "WAIT_SPLIT 0, 1 or 2");
+  static_assert(WAIT_SPLIT >= 0 && WAIT_SPLIT <= 3, "WAIT_SPLIT 0 to 3");
   static_assert(!(WAIT_SPLIT && EARLY_RESCALE), "EARLY_RESCALE waits for P V before the softmax: nothing to split");
   // Fused design (a): false = block j's Philox calls right after its GEMMs are issued (under S_j); true = block
   // j+1's calls after block j's softmax (under P_{j-1} V_{j-1} and the other warpgroup's GEMMs).
@@ -245,7 +250,7 @@ using SchedTwNoSplit = std::conditional_t<kDispatchPersist<HD, M, kCausal, TW>, 
 #ifndef DROPBENCH_WG_WAIT_SPLIT
 #define DROPBENCH_WG_WAIT_SPLIT 0
 #endif
-static_assert(DROPBENCH_WG_WAIT_SPLIT >= 0 && DROPBENCH_WG_WAIT_SPLIT <= 2, "DROPBENCH_WG_WAIT_SPLIT: 0, 1 or 2");
+static_assert(DROPBENCH_WG_WAIT_SPLIT >= 0 && DROPBENCH_WG_WAIT_SPLIT <= 3, "DROPBENCH_WG_WAIT_SPLIT: 0 to 3");
 template <int HD, DropoutMode M, bool kCausal, int TW>
 using SchedTw = typename WaitSplit<SchedTwNoSplit<HD, M, kCausal, TW>, DROPBENCH_WG_WAIT_SPLIT>::type;
 
@@ -533,6 +538,7 @@ __global__ void __launch_bounds__(384, 1)
       for (int i = 0; i < NO; ++i) o[i] = 0.f;
       float s[NS];
       uint32_t p[PK][4];
+      [[maybe_unused]] uint32_t p2[PK][4];  // WAIT_SPLIT 3: the odd blocks' P (the even blocks' is p)
       float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
       const float sl2 = a.scale_log2;
       [[maybe_unused]] const int never = sq < 0 ? 1 : 0;  // 0 at run time (sq >= 1); ptxas cannot know (block_boundary)
@@ -553,10 +559,10 @@ __global__ void __launch_bounds__(384, 1)
         for (int kk = 0; kk < KS; ++kk) wgmma_ss_bf16<BN>(s, desc_q(kk), desc_k(st, kk), kk > 0 ? 1 : 0);
         wgmma_commit();
       };
-      auto issue_pv = [&](int st) {
+      auto issue_pv = [&](int st, uint32_t (&pa)[PK][4]) {
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < PK; ++kk) wgmma_rs_bf16_tn<HD>(o, p[kk], desc_v(st, kk), 1);
+        for (int kk = 0; kk < PK; ++kk) wgmma_rs_bf16_tn<HD>(o, pa[kk], desc_v(st, kk), 1);
         wgmma_commit();
       };
 
@@ -708,30 +714,32 @@ __global__ void __launch_bounds__(384, 1)
           for (int kk = 0; kk < PK; ++kk) reg_fence(pm[kk]);
         }
       };
-      auto convert_p = [&](const uint32_t (&kwp)[NT]) {
+      auto convert_p = [&](const uint32_t (&kwp)[NT], uint32_t (&d)[PK][4]) {
         if constexpr (kMaskEarly) {
-          pack(p);
+          pack(d);
 #pragma unroll
           for (int kk = 0; kk < PK; ++kk)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) p[kk][i] &= pm[kk][i];
+            for (int i = 0; i < 4; ++i) d[kk][i] &= pm[kk][i];
         } else if constexpr (kPackEarly) {
 #pragma unroll
           for (int kk = 0; kk < PK; ++kk)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) p[kk][i] = pe[kk][i] & pm[kk][i];
+            for (int i = 0; i < 4; ++i) d[kk][i] = pe[kk][i] & pm[kk][i];
         } else {
-          pack(p);
+          pack(d);
           if constexpr (kPackLate) {
             uint32_t m[PK][4];
             masks(m, kwp);
 #pragma unroll
             for (int kk = 0; kk < PK; ++kk)
 #pragma unroll
-              for (int i = 0; i < 4; ++i) p[kk][i] &= m[kk][i];
+              for (int i = 0; i < 4; ++i) d[kk][i] &= m[kk][i];
           }
         }
       };
+      // WAIT_SPLIT 3 where it applies (see WgCfg): P_j packed before the P V wait into the other register set.
+      constexpr bool kPAhead = C::kWaitSplit >= 3 && C::kUnroll2 && kMode == DropoutMode::None;
 
       if constexpr (!kPersist) {  // (here rather than before the tile loop: the code of before session 10)
         if (C::kPingPong && c == 1) named_bar_arrive(2, 256);
@@ -766,10 +774,11 @@ __global__ void __launch_bounds__(384, 1)
         if (n_kv > 1) gen_words(1, kw_next);
       }
       pack_early(kw);
-      convert_p(kw);
+      convert_p(kw, p);
 
       // Block j >= 1: its words in kwc (loaded during block j-1); block j+1's are loaded into kwn.
-      auto block = [&](int j, uint32_t (&kwc)[NT], uint32_t (&kwn)[NT]) {
+      // pc: where P_j goes; pp: P_{j-1}, the A operand of this block's P V (the same set unless kPAhead).
+      auto block = [&](int j, uint32_t (&kwc)[NT], uint32_t (&kwn)[NT], uint32_t (&pc)[PK][4], uint32_t (&pp)[PK][4]) {
         const int st = stage(j), pst = stage(j - 1);
         mbar_wait(k_full(st), parity(j));
         mbar_wait(v_full(pst), parity(j - 1));
@@ -781,7 +790,7 @@ __global__ void __launch_bounds__(384, 1)
             for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
           }
         }
-        issue_pv(pst);
+        issue_pv(pst, pp);
         pass_turn(false);
         if (kNewMask || j + 1 < n_kv) load_words(j + 1, kwn);
         if constexpr (!kAhead) gen_words(j, kwc);
@@ -807,26 +816,37 @@ __global__ void __launch_bounds__(384, 1)
         // ptxas hoists this wait to the top of the softmax's basic block, so the softmax runs after P_{j-1} V_{j-1}
         // rather than under it; a membar.cta in front keeps it in place but measured slower in every mode
         // (docs/attention.md, device run 2 of session 5). WAIT_SPLIT puts it after a never-taken branch instead.
+        if constexpr (kPAhead) {  // P_j into pc (its P V, two blocks back, was waited for in block j-1)
+          convert_p(kwc, pc);
+#pragma unroll
+          for (int kk = 0; kk < PK; ++kk) reg_fence(pc[kk]);
+        }
         if constexpr (!C::kEarlyRescale) {
           if constexpr (C::kWaitSplit > 0) block_boundary(never);
           wgmma_wait<0>();
           reg_fence(o);
 #pragma unroll
-          for (int kk = 0; kk < PK; ++kk) reg_fence(p[kk]);
+          for (int kk = 0; kk < PK; ++kk) reg_fence(pp[kk]);
           if (lane == 0) mbar_arrive(kv_empty(pst));
           if constexpr (!C::kRescaleAtPv) {
 #pragma unroll
             for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
           }
         }
-        convert_p(kwc);
+        if constexpr (!kPAhead) convert_p(kwc, pc);
       };
       if constexpr (C::kUnroll2) {
         // Odd blocks read kw_next and load into kw, even blocks the reverse (block 1 reads kw_next, loaded above).
         for (int j = 1; j < n_kv; j += 2) {
-          block(j, kw_next, kw);
-          if (j + 1 >= n_kv) break;
-          block(j + 1, kw, kw_next);
+          if constexpr (kPAhead) {  // odd blocks' P in p2, even blocks' in p
+            block(j, kw_next, kw, p2, p);
+            if (j + 1 >= n_kv) break;
+            block(j + 1, kw, kw_next, p, p2);
+          } else {
+            block(j, kw_next, kw, p, p);
+            if (j + 1 >= n_kv) break;
+            block(j + 1, kw, kw_next, p, p);
+          }
         }
       } else {
         for (int j = 1; j < n_kv; ++j) {
@@ -834,7 +854,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
             for (int tt = 0; tt < NT; ++tt) kw[tt] = kw_next[tt];
           }
-          block(j, kw, kw_next);
+          block(j, kw, kw_next, p, p);
         }
       }
       {
@@ -847,7 +867,12 @@ __global__ void __launch_bounds__(384, 1)
             for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
           }
         }
-        issue_pv(st);
+        if constexpr (kPAhead) {
+          if (last & 1) issue_pv(st, p2);
+          else issue_pv(st, p);
+        } else {
+          issue_pv(st, p);
+        }
         pass_turn(last_tile);
         wgmma_wait<0>();
         reg_fence(o);
