@@ -478,9 +478,9 @@ class Runner:
                 stop.wait(0.002)
         for _ in range(settle_n):
             fn()
+        e0.record()  # before the poller starts: an event not yet recorded reads as complete
         th = threading.Thread(target=poll, daemon=True)
         th.start()
-        e0.record()
         for _ in range(n):
             fn()
         e1.record()
