@@ -430,6 +430,14 @@ class Runner:
     def check(self, outs):
         torch = self.torch
         res = {}
+
+        def same(a, b, why):  # two of our variants that must agree bit for bit, where both ran
+            if outs.get(a) is not None and outs.get(b) is not None:
+                eq = bool(torch.equal(outs[a], outs[b]))
+                res[f"{a} == {b} bitwise"] = eq
+                if not eq:
+                    raise RuntimeError(f"{a} and {b} outputs differ ({why})")
+
         ref = outs.get("cudnn:none")
         for fam in OURS:
             o = outs.get(f"{fam}:none")
@@ -438,19 +446,9 @@ class Runner:
                 res[f"{fam}:none vs cudnn:none rel err"] = float(d)
                 if not float(d) <= REL_ERR_MAX:
                     raise RuntimeError(f"{fam}:none differs from cuDNN: rel err {float(d):.3g} > {REL_ERR_MAX}")
-            m, f = outs.get(f"{fam}:mask"), outs.get(f"{fam}:fused")
-            if m is not None and f is not None:
-                eq = bool(torch.equal(m, f))
-                res[f"{fam}:mask == {fam}:fused bitwise"] = eq
-                if not eq:
-                    raise RuntimeError(f"{fam}: mask and fused outputs differ (keep bits not the same)")
+            same(f"{fam}:mask", f"{fam}:fused", "keep bits not the same")
         for mode in OURS["wgmma"]:  # lib B against lib A: builds that differ in schedule, not in arithmetic
-            a_, b_ = outs.get(f"wgmma:{mode}"), outs.get(f"{LIB_B_FAMILY}:{mode}")
-            if a_ is not None and b_ is not None:
-                eq = bool(torch.equal(a_, b_))
-                res[f"{LIB_B_FAMILY}:{mode} == wgmma:{mode} bitwise"] = eq
-                if not eq:
-                    raise RuntimeError(f"{LIB_B_FAMILY}:{mode} differs from wgmma:{mode} (the builds' arithmetic differs)")
+            same(f"{LIB_B_FAMILY}:{mode}", f"wgmma:{mode}", "the builds' arithmetic differs")
         return res
 
     def burst(self, fn, n, settle_n=0):
