@@ -30,11 +30,13 @@
 #   sweep    issue 11: a reduced paper sweep through `dropbench run` (SQ 2K/8K/32K x E 4K/16K, R 7) with both
 #            kernels, and the PyTorch end-to-end peer blocks at its points
 #   ws       issue 11, session 15: WgCfg WAIT_SPLIT (the P V wait kept below the softmax). A second build in $B-ws
-#            (-DDROPBENCH_WG_WAIT_SPLIT=$WS_LEVEL, default 3; bench_attention and the .so; the GPU test runs from $B), the split
-#            schedules' GPU test, bench_attention's round-robin BENCH_RR_SET=s15 (levels 0-3 in one process,
-#            dH 128 and 64, SQ 8K, causal and not), the A/B of the two bench_attention binaries in alternating
-#            processes (3 pairs, dH 128 and 64, SQ 8K / 16K; ws_ab_hd*/table.md), then h2h with --lib-b (both builds
-#            and cuDNN in one process, dH 128, --settle-ms $WS_SETTLE_MS, default 200; h2h_ws.*). Needs $B built.
+#            (-DDROPBENCH_WG_WAIT_SPLIT=$WS_LEVEL, default 3; bench_attention and the .so), the split schedules' GPU
+#            test (from $B), bench_attention's round-robin BENCH_RR_SET=s15 (levels 0-3 in one process, dH 128 and 64,
+#            SQ 8K, causal and not). Needs $B built.
+#   wsab     after ws (the same $B, $B-ws): h2h with --lib-b (both builds and cuDNN in one process, dH 128,
+#            --settle-ms $WS_SETTLE_MS, default 200; h2h_ws.*), then the A/B of the two bench_attention binaries in
+#            alternating processes while time is left (3 pairs, dH 128 then 64, SQ 8K / 16K; ws_ab_hd*/table.md).
+#            Two calls on a warm machine: `build ws`, then `wsab` (each within one call's 600 s).
 # nvidia-smi clocks / power before and after each stage (smi.csv). Everything lands in $OUT (or results-stages/);
 # more than 8 files are packed into $OUT/stages.tgz at exit (PACK=0: not).
 # Provenance: the device's copy of the working tree may carry an older .git than its files (then the build stage's
@@ -60,6 +62,8 @@ pack() { [ "${PACK:-1}" = 1 ] || return 0; local n t; n=$(find "$O" -type f | wc
          find "$O" -mindepth 1 -delete && chmod 644 "$t" && mv "$t" "$O/stages.tgz" && echo "packed $n files into $O/stages.tgz"; }
 trap pack EXIT
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
+# cap N: N seconds, or what is left of the budget less 15 s if that is less (at least 1)
+cap() { local t=$(( $(left) - 15 )); [ "$t" -gt "$1" ] && t=$1; [ "$t" -lt 1 ] && t=1; echo "$t"; }
 . scripts/env.sh
 smi() { smi_log "$O/smi.csv"; }
 # sanitize_tests TOOL LOG FILTER LIMIT_S: compute-sanitizer TOOL over the attention GPU tests matching the gtest
@@ -232,7 +236,6 @@ for s in "${STAGES[@]}"; do
     ws)
       want ws 300 || continue
       # every step capped at what is left of the budget (a SIGKILL at the call's limit would lose $OUT's packing)
-      cap() { local t=$(( $(left) - 15 )); [ "$t" -gt "$1" ] && t=$1; [ "$t" -lt 1 ] && t=1; echo "$t"; }
       cmake -S . -B "$B-ws" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
         -DDROPBENCH_WG_WAIT_SPLIT="${WS_LEVEL:-3}" > "$O/ws_configure.log" 2>&1
       timeout "$(cap 400)" cmake --build "$B-ws" -j "$(nproc)" --target bench_attention dropbench_attention \
@@ -245,21 +248,24 @@ for s in "${STAGES[@]}"; do
         BENCH_MODE=rr BENCH_RR_SET=s15 BENCH_CAUSAL=$c timeout "$(cap 60)" "$B/bench/bench_attention" 8192 32 8 16 $hd \
           > "$O/ws_rr_hd${hd}_c$c.log" 2>&1
         echo "ws rr hd $hd causal $c: exit $?"; grep -E "^rr|MISMATCH|not bitwise" "$O/ws_rr_hd${hd}_c$c.log" | head -12
-      done; done
-      for hd in 128 64; do
-        [ "$(left)" -lt 150 ] && { echo "ws A/B hd $hd: skipped ($(left) s left)"; continue; }
-        HD=$hd timeout "$(cap 240)" bash scripts/ab_bench_attention.sh "$B/bench/bench_attention" "$B-ws/bench/bench_attention" \
-          "$O/ws_ab_hd$hd" 3 "8192:32:8 16384:32:8" > "$O/ws_ab_hd$hd.log" 2>&1
-        python3 scripts/ab_table.py "$O/ws_ab_hd$hd" > "$O/ws_ab_hd$hd/table.md" 2>&1; echo "ws A/B hd $hd: done"
-        cat "$O/ws_ab_hd$hd/table.md" | head -30
-      done
-      want "ws h2h" 200 || continue
-      DROPBENCH_ATTENTION_LIB="$B/libdropbench_attention.so" PYTHONUNBUFFERED=1 timeout $(( $(left) - 10 )) \
+      done; done ;;
+    wsab)
+      want wsab 200 || continue
+      [ -x "$B-ws/bench/bench_attention" ] || { echo "wsab: no $B-ws/bench/bench_attention (run stage ws first)"; continue; }
+      # first the two builds and cuDNN in one process (~3 min), then the binaries in alternating processes
+      DROPBENCH_ATTENTION_LIB="$B/libdropbench_attention.so" PYTHONUNBUFFERED=1 timeout "$(cap 300)" \
         python3 scripts/h2h_attention.py --sq 8192,16384 --head-dim 128 --causal false,true \
         --lib-b "$B-ws/libdropbench_attention.so" --settle-ms "${WS_SETTLE_MS:-200}" \
         --variants wgmma:none,wgmma:mask,wgmma:fused,cudnn:none,cudnn:dropout,wgmmaB:none,wgmmaB:mask,wgmmaB:fused \
         -o "$O/h2h_ws.json" --md "$O/h2h_ws.md" > "$O/h2h_ws.log" 2>&1
-      echo "ws h2h: exit $?"; tail -25 "$O/h2h_ws.md" 2>/dev/null || tail -20 "$O/h2h_ws.log" ;;
+      echo "ws h2h: exit $?"; tail -25 "$O/h2h_ws.md" 2>/dev/null || tail -20 "$O/h2h_ws.log"
+      for hd in 128 64; do
+        [ "$(left)" -lt 120 ] && { echo "ws A/B hd $hd: skipped ($(left) s left)"; continue; }
+        HD=$hd timeout "$(cap 240)" bash scripts/ab_bench_attention.sh "$B/bench/bench_attention" "$B-ws/bench/bench_attention" \
+          "$O/ws_ab_hd$hd" 3 "8192:32:8 16384:32:8" > "$O/ws_ab_hd$hd.log" 2>&1
+        python3 scripts/ab_table.py "$O/ws_ab_hd$hd" > "$O/ws_ab_hd$hd/table.md" 2>&1; echo "ws A/B hd $hd: done"
+        cat "$O/ws_ab_hd$hd/table.md" | head -30
+      done ;;
     *) echo "unknown stage $s"; exit 2 ;;
   esac
 done
