@@ -278,6 +278,34 @@ def md_tables(points):
     return "\n".join(lines) + "\n"
 
 
+def check_outputs(outs, equal, rel_err):
+    """The checks before timing, on {variant: output}: each of our none against cuDNN's (relative error <=
+    REL_ERR_MAX), and bit for bit where two of ours must agree (mask == fused; lib B == lib A, builds that differ in
+    schedule, not in arithmetic), where both ran. equal(a, b) -> bool, rel_err(o, ref) -> float. Raises
+    RuntimeError on a failure; returns what was checked."""
+    res = {}
+
+    def same(a, b, why):
+        if outs.get(a) is not None and outs.get(b) is not None:
+            eq = bool(equal(outs[a], outs[b]))
+            res[f"{a} == {b} bitwise"] = eq
+            if not eq:
+                raise RuntimeError(f"{a} and {b} outputs differ ({why})")
+
+    ref = outs.get("cudnn:none")
+    for fam in OURS:
+        o = outs.get(f"{fam}:none")
+        if o is not None and ref is not None:
+            d = rel_err(o, ref)
+            res[f"{fam}:none vs cudnn:none rel err"] = d
+            if not d <= REL_ERR_MAX:
+                raise RuntimeError(f"{fam}:none differs from cuDNN: rel err {d:.3g} > {REL_ERR_MAX}")
+        same(f"{fam}:mask", f"{fam}:fused", "keep bits not the same")
+    for mode in OURS["wgmma"]:
+        same(f"{LIB_B_FAMILY}:{mode}", f"wgmma:{mode}", "the builds' arithmetic differs")
+    return res
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # GPU
 # ---------------------------------------------------------------------------------------------------------------
@@ -429,27 +457,8 @@ class Runner:
 
     def check(self, outs):
         torch = self.torch
-        res = {}
-
-        def same(a, b, why):  # two of our variants that must agree bit for bit, where both ran
-            if outs.get(a) is not None and outs.get(b) is not None:
-                eq = bool(torch.equal(outs[a], outs[b]))
-                res[f"{a} == {b} bitwise"] = eq
-                if not eq:
-                    raise RuntimeError(f"{a} and {b} outputs differ ({why})")
-
-        ref = outs.get("cudnn:none")
-        for fam in OURS:
-            o = outs.get(f"{fam}:none")
-            if o is not None and ref is not None:
-                d = (o.float() - ref.float()).norm() / ref.float().norm()
-                res[f"{fam}:none vs cudnn:none rel err"] = float(d)
-                if not float(d) <= REL_ERR_MAX:
-                    raise RuntimeError(f"{fam}:none differs from cuDNN: rel err {float(d):.3g} > {REL_ERR_MAX}")
-            same(f"{fam}:mask", f"{fam}:fused", "keep bits not the same")
-        for mode in OURS["wgmma"]:  # lib B against lib A: builds that differ in schedule, not in arithmetic
-            same(f"{LIB_B_FAMILY}:{mode}", f"wgmma:{mode}", "the builds' arithmetic differs")
-        return res
+        return check_outputs(outs, lambda a, b: bool(torch.equal(a, b)),
+                             lambda o, ref: float((o.float() - ref.float()).norm() / ref.float().norm()))
 
     def burst(self, fn, n, settle_n=0):
         """Seconds per call, J per call (mean instant power x time; None without power readings), mean SM MHz.
@@ -602,6 +611,22 @@ def self_test(lib_path):
     pts = [{"shape": {"sq": 8192, "head_dim": 128, "causal": True}, "summary": summ, "ratios": rows}]
     md = md_tables(pts)
     ok("| 8192 | 128 | yes |" in md and "target <= 1.05" in md and "1.040 [1.040, 1.040]" in md, md)
+    # the checks before timing (lists stand in for tensors)
+    eq = lambda a, b: a == b  # noqa: E731
+    rel = lambda o, r: max(abs(x - y) for x, y in zip(o, r))  # noqa: E731
+    outs = {"cudnn:none": [1.0, 2.0], "wgmma:none": [1.0, 2.001], "wgmma:mask": [3], "wgmma:fused": [3],
+            "wgmmaB:mask": [3], "wgmmaB:none": [1.0, 2.001]}
+    res = check_outputs(outs, eq, rel)
+    ok(set(res) == {"wgmma:none vs cudnn:none rel err", "wgmma:mask == wgmma:fused bitwise",
+                    "wgmmaB:none == wgmma:none bitwise", "wgmmaB:mask == wgmma:mask bitwise"}, f"checks {res}")
+    for bad, needle in (({**outs, "wgmmaB:mask": [4]}, "wgmmaB:mask and wgmma:mask"),
+                        ({**outs, "wgmma:fused": [4]}, "wgmma:mask and wgmma:fused"),
+                        ({**outs, "wgmma:none": [1.0, 2.5]}, "differs from cuDNN")):
+        try:
+            check_outputs(bad, eq, rel)
+            fails.append(f"check_outputs accepted {needle}")
+        except RuntimeError as e:
+            ok(needle in str(e), f"check_outputs message {e}")
     # the library: ABI, struct layout, thresholds, refusals (no GPU needed for any of these)
     if lib_path:
         lib = dba.Lib(lib_path)
