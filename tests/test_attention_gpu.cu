@@ -565,9 +565,9 @@ TEST(AttentionKernels, WgmmaFusedDesignsEqualMaskBitwise) {
 
 // Schedule C of the wgmma kernel (Philox-7, 8-bit), launched directly over the problem's tensor maps on the
 // launcher's grid; persistent schedules on at most cap CTAs (0: no cap).
-template <class C, DropoutMode M, bool kCausal>
+template <class C, DropoutMode M, bool kCausal, int R = 7, int TW = 8>
 void launch_wg_schedule(const AttentionParams& p, unsigned cap = 0) {
-  auto fn = attn_wg::attn_fwd_wgmma_kernel<C, M, 7, 8, kCausal>;
+  auto fn = attn_wg::attn_fwd_wgmma_kernel<C, M, R, TW, kCausal>;
   DB_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
   CUtensorMap tq, tkv;
   attn_wg::encode_tensor_maps(p, C::kBr, C::kBc, &tq, &tkv);
@@ -680,6 +680,42 @@ TEST(AttentionKernels, WgmmaWaitSplitEqualsDispatched) {
           EXPECT_TRUE(bitwise_equal(l_ref, pr.lse.get())) << what;
         }
       }
+    }
+  }
+}
+
+// The same for fused dropout at other Philox rounds and threshold widths (other dispatched codings: the keep words
+// of TW 16 / 32), non-causal, dH 128 and 64, levels 1 and 2 (3 is 2 outside mode none).
+template <int HD, int R, int TW, int L>
+void launch_wait_split_fused(const AttentionParams& p) {
+  using C = typename attn_wg::WaitSplit<attn_wg::SchedTwNoSplit<HD, DropoutMode::Fused, false, TW>, L>::type;
+  launch_wg_schedule<C, DropoutMode::Fused, false, R, TW>(p);
+}
+TEST(AttentionKernels, WgmmaWaitSplitFusedRoundsWidths) {
+  DB_REQUIRE_KERNEL(AttentionKernel::Wgmma);
+  using Fn = void (*)(const AttentionParams&);
+  struct Case {
+    int hd, rounds, tw;
+    Fn l1, l2;
+  };
+  const Case cases[] = {{128, 5, 16, &launch_wait_split_fused<128, 5, 16, 1>, &launch_wait_split_fused<128, 5, 16, 2>},
+                        {128, 3, 32, &launch_wait_split_fused<128, 3, 32, 1>, &launch_wait_split_fused<128, 3, 32, 2>},
+                        {64, 5, 16, &launch_wait_split_fused<64, 5, 16, 1>, &launch_wait_split_fused<64, 5, 16, 2>}};
+  for (const Case& c : cases) {
+    const Shape sh{2, 517, 4, 1, c.hd, false};
+    const Dropout d{0.3, 0xd15ea5eULL, 5, c.rounds, c.tw};
+    Problem pr(sh, AttentionKernel::Wgmma);
+    auto [o_ref, l_ref] = pr.run(DropoutMode::Fused, d);
+    const AttentionParams p = pr.params(DropoutMode::Fused, d);
+    for (Fn launch : {c.l1, c.l2}) {
+      pr.o.poison();
+      pr.lse.poison();
+      launch(p);
+      DB_CUDA(cudaDeviceSynchronize());
+      const std::string what = sh.name() + " R " + std::to_string(c.rounds) + " TW " + std::to_string(c.tw) +
+                               (launch == c.l1 ? " WAIT_SPLIT 1" : " WAIT_SPLIT 2");
+      EXPECT_TRUE(bitwise_equal(o_ref, pr.o.get())) << what;
+      EXPECT_TRUE(bitwise_equal(l_ref, pr.lse.get())) << what;
     }
   }
 }
