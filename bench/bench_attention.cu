@@ -269,11 +269,7 @@ std::vector<WgVariant> wg_variants_s10() {
 template <class C, DropoutMode M, bool kCausal>
 WgVariant as_dispatched(const char* name) {
   return {name, M, [](const AttentionParams& q) {
-            using CP = typename attn_wg::Persistent<C>::type;
-            if constexpr (attn_wg::kPersistShortCausal<C::kHeadDim, M, kCausal> && !C::kPersist) {
-              if (attn_wg::short_causal_tiles(q, C::kBr, C::kBc)) return launch_wg_variant<CP, M, kCausal>(q, nullptr);
-            }
-            launch_wg_variant<C, M, kCausal>(q, nullptr);
+            attn_wg::with_run_time_schedule<C, M, kCausal, 8>(q, [&]<class X>() { launch_wg_variant<X, M, kCausal>(q, nullptr); });
           }};
 }
 template <int HD, DropoutMode M, bool kCausal>

@@ -636,12 +636,10 @@ TEST(AttentionKernels, WgmmaDropoutCodingsEqualBitwise) {
 template <int HD, DropoutMode M, bool kCausal, int L>
 void launch_wait_split(const AttentionParams& p, unsigned cap) {
   using C1 = typename attn_wg::WaitSplit<attn_wg::SchedTwNoSplit<HD, M, kCausal, 8>, L>::type;
-  using CP = typename attn_wg::Persistent<C1>::type;
-  static_assert(C1::kWaitSplit == L && CP::kWaitSplit == L);
-  if constexpr (attn_wg::kPersistShortCausal<HD, M, kCausal> && !C1::kPersist) {
-    if (attn_wg::short_causal_tiles(p, C1::kBr, C1::kBc)) return launch_wg_schedule<CP, M, kCausal>(p, cap);
-  }
-  launch_wg_schedule<C1, M, kCausal>(p, cap);
+  attn_wg::with_run_time_schedule<C1, M, kCausal, 8>(p, [&]<class C>() {
+    static_assert(C::kWaitSplit == L);
+    launch_wg_schedule<C, M, kCausal>(p, cap);
+  });
 }
 template <int HD, bool kCausal, int L>
 void launch_wait_split_mode(const AttentionParams& p, DropoutMode m, unsigned cap) {

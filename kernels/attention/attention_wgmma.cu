@@ -54,10 +54,7 @@ Instance make_instance() {
 // Schedule C1's instance, or its persistent twin where kPersistShortCausal allows it and p's causal tiles are short.
 template <class C1, DropoutMode M, int R, int TW, bool kCausal>
 Instance schedule_instance(const AttentionParams& p) {
-  if constexpr (kPersistShortCausal<C1::kHeadDim, M, kCausal, TW> && !C1::kPersist) {
-    if (short_causal_tiles(p, C1::kBr, C1::kBc)) return make_instance<typename Persistent<C1>::type, M, R, TW, kCausal>();
-  }
-  return make_instance<C1, M, R, TW, kCausal>();
+  return with_run_time_schedule<C1, M, kCausal, TW>(p, []<class C>() { return make_instance<C, M, R, TW, kCausal>(); });
 }
 
 template <int HD, DropoutMode M, bool kCausal>

@@ -239,6 +239,16 @@ inline double mean_causal_key_blocks(const AttentionParams& p, int br, int bc) {
 inline bool short_causal_tiles(const AttentionParams& p, int br, int bc) {
   return p.causal && mean_causal_key_blocks(p, br, bc) <= kShortTileBlocks;
 }
+// The run-time half of the dispatch, in one place for launch_attention and for the tests and benchmarks that mirror
+// it: f.template operator()<C>() with schedule C1, or with its persistent twin where kPersistShortCausal allows it
+// and p's causal tiles are short. The twin is instantiated only where the rule can pick it.
+template <class C1, DropoutMode M, bool kCausal, int TW, class F>
+decltype(auto) with_run_time_schedule(const AttentionParams& p, F&& f) {
+  if constexpr (kPersistShortCausal<C1::kHeadDim, M, kCausal, TW> && !C1::kPersist) {
+    if (short_causal_tiles(p, C1::kBr, C1::kBc)) return f.template operator()<typename Persistent<C1>::type>();
+  }
+  return f.template operator()<C1>();
+}
 // What launch_attention dispatches (the one-tile schedules stay as SchedTwOneTile: the s10 comparison and the
 // tests' reference).
 template <int HD, DropoutMode M, bool kCausal, int TW>
@@ -749,6 +759,11 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int tt = 0; tt < NT; ++tt) kw[tt] = kw_next[tt] = 0u;
       float alpha[2];
+      // O *= alpha of the last softmax: after the P V wait, or (WAIT_SPLIT >= 2) before the next P V is issued.
+      auto rescale_o = [&] {
+#pragma unroll
+        for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
+      };
 
       // Block 0.
       load_words(0, kw);
@@ -785,10 +800,7 @@ __global__ void __launch_bounds__(384, 1)
         take_turn();
         issue_s(st);
         if constexpr (C::kRescaleAtPv) {  // O *= alpha_{j-1} (P_{j-2} V_{j-2} was waited for in block j-1)
-          if (j >= 2) {
-#pragma unroll
-            for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
-          }
+          if (j >= 2) rescale_o();
         }
         issue_pv(pst, pp);
         pass_turn(false);
@@ -828,25 +840,18 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
           for (int kk = 0; kk < PK; ++kk) reg_fence(pp[kk]);
           if (lane == 0) mbar_arrive(kv_empty(pst));
-          if constexpr (!C::kRescaleAtPv) {
-#pragma unroll
-            for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
-          }
+          if constexpr (!C::kRescaleAtPv) rescale_o();
         }
         if constexpr (!kPAhead) convert_p(kwc, pc);
       };
       if constexpr (C::kUnroll2) {
-        // Odd blocks read kw_next and load into kw, even blocks the reverse (block 1 reads kw_next, loaded above).
+        // Odd blocks read kw_next and load into kw, even blocks the reverse (block 1 reads kw_next, loaded above);
+        // kPAhead: odd blocks' P in p2, even blocks' in p.
+        uint32_t(&p_odd)[PK][4] = kPAhead ? p2 : p;
         for (int j = 1; j < n_kv; j += 2) {
-          if constexpr (kPAhead) {  // odd blocks' P in p2, even blocks' in p
-            block(j, kw_next, kw, p2, p);
-            if (j + 1 >= n_kv) break;
-            block(j + 1, kw, kw_next, p, p2);
-          } else {
-            block(j, kw_next, kw, p, p);
-            if (j + 1 >= n_kv) break;
-            block(j + 1, kw, kw_next, p, p);
-          }
+          block(j, kw_next, kw, p_odd, p);
+          if (j + 1 >= n_kv) break;
+          block(j + 1, kw, kw_next, p, p_odd);
         }
       } else {
         for (int j = 1; j < n_kv; ++j) {
@@ -862,10 +867,7 @@ __global__ void __launch_bounds__(384, 1)
         mbar_wait(v_full(st), parity(last));
         take_turn();
         if constexpr (C::kRescaleAtPv) {  // O *= alpha_last before the tail P V (no rescale after block 0)
-          if (last >= 1) {
-#pragma unroll
-            for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
-          }
+          if (last >= 1) rescale_o();
         }
         if constexpr (kPAhead) {
           if (last & 1) issue_pv(st, p2);
