@@ -34,10 +34,11 @@ def demangle(names):
     return dict(zip(names, out))
 
 
-def key(demangled):
+def key(demangled, keep=10):
+    """An instance's template arguments, short, with WgCfg's arguments after the first `keep` dropped (10: PERSIST,
+    session 10, and WAIT_SPLIT, session 15, so that an older tree's names match; scripts/wait_split_sass.py keeps 11)."""
     s = re.sub(r"\(CUtensorMap.*", "", demangled).replace("dropbench::", "").replace("attn_wg::", "")
-    # drop the 11th and later WgCfg arguments (PERSIST, session 10; WAIT_SPLIT, session 15)
-    s = re.sub(r"(WgCfg<(?:[^<>,]+, ){10})[^<>]+>", r"\1>", s)
+    s = re.sub(r"(WgCfg<(?:[^<>,]+, ){%d})[^<>]+>" % keep, r"\1>", s)
     return s.replace(", >", ">").replace("void attn_fwd_wgmma_kernel", "")
 
 

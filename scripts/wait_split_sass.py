@@ -20,7 +20,9 @@ import subprocess
 import sys
 import tempfile
 
-NVCC_FLAGS = ["-O3", "-DNDEBUG", "-gencode=arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr", "-std=c++20"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_cubins import NVCC_FLAGS, demangle, key  # noqa: E402  (the same compile flags and instance names)
+
 INSN = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 
 
@@ -89,18 +91,9 @@ def summary(insns):
     return sum(b[0] for b in bl), sum(b[0] + b[1] for b in bl), len(bl), sum(b[3] for b in bl) / len(bl)
 
 
-def demangle(names):
-    cf = shutil.which("c++filt")
-    if not cf:
-        return {n: n for n in names}
-    out = subprocess.run([cf], input="\n".join(names), capture_output=True, text=True).stdout.splitlines()
-    return dict(zip(names, out))
-
-
 def short(demangled):
-    s = re.sub(r"\(CUtensorMap.*", "", demangled).replace("dropbench::", "").replace("attn_wg::", "")
-    s = re.sub(r"(WgCfg<(?:[^<>,]+, ){11})[^<>,]+>", r"\1>", s)  # drop WAIT_SPLIT: the builds' names then match
-    return s.replace(", >", ">").replace("void attn_fwd_wgmma_kernel", "")
+    """The instance's arguments without WAIT_SPLIT (the 12th WgCfg argument): the builds' names then match."""
+    return key(demangled, keep=11)
 
 
 def build(tree, work, split, cuobjdump):
