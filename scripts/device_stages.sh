@@ -33,6 +33,8 @@
 #            (-DDROPBENCH_WG_WAIT_SPLIT=$WS_LEVEL, default 3; bench_attention and the .so), the split schedules' GPU
 #            test (from $B), bench_attention's round-robin BENCH_RR_SET=s15 (levels 0-3 in one process, dH 128 and 64,
 #            SQ 8K, causal and not). Needs $B built.
+#   wsrr     bench_attention's s15 round-robin (WAIT_SPLIT levels 0-3, every mode) over SQ, heads, dH and causal,
+#            in $WSRR_PASSES passes of one process per shape (needs bench_attention in $B)
 #   wsab     after ws (the same $B, $B-ws): h2h with --lib-b (both builds and cuDNN in one process, dH 128,
 #            --settle-ms $WS_SETTLE_MS, default 200; h2h_ws.*), then the A/B of the two bench_attention binaries in
 #            alternating processes while time is left (3 pairs, dH 128 then 64, SQ 8K / 16K; ws_ab_hd*/table.md).
@@ -249,6 +251,26 @@ for s in "${STAGES[@]}"; do
           > "$O/ws_rr_hd${hd}_c$c.log" 2>&1
         echo "ws rr hd $hd causal $c: exit $?"; grep -E "^rr|MISMATCH|not bitwise" "$O/ws_rr_hd${hd}_c$c.log" | head -12
       done; done ;;
+    wsrr)
+      # bench_attention BENCH_RR_SET=s15 (WAIT_SPLIT levels 0-3 of every mode, one process, bitwise-checked) over
+      # $WSRR_SHAPES ("SQ:HEADS:KV" list; default SQ 8K and 16K at 32 / 8 heads, 8K at the presets' 64 / 8 and
+      # 128 / 8), dH 128 and 64, causal and not, $WSRR_REPS rounds (default 40); $WSRR_PASSES passes (default 2),
+      # each shape a process of its own, so a pass repeats the grid in new processes. Logs wsrr_p*.log,
+      # summary wsrr_summary.txt.
+      want wsrr 60 || continue
+      rm -f "$O"/wsrr_p*.log "$O/wsrr_summary.txt"
+      for pass in $(seq "${WSRR_PASSES:-2}"); do
+        for shp in ${WSRR_SHAPES:-8192:32:8 16384:32:8 8192:64:8 8192:128:8}; do
+          IFS=: read -r sq h kv <<< "$shp"
+          for hd in 128 64; do for c in 0 1; do
+            [ "$(left)" -lt 40 ] && { echo "wsrr p$pass $shp hd $hd causal $c: skipped ($(left) s left)"; continue; }
+            BENCH_MODE=rr BENCH_RR_SET=s15 BENCH_CAUSAL=$c timeout "$(cap 60)" "$B/bench/bench_attention" "$sq" "$h" "$kv" \
+              "${WSRR_REPS:-40}" "$hd" > "$O/wsrr_p${pass}_sq${sq}_h${h}_hd${hd}_c$c.log" 2>&1
+            echo "wsrr p$pass $shp hd $hd causal $c: exit $?"
+          done; done
+        done
+      done
+      cat "$O"/wsrr_p*.log 2>/dev/null | grep -E "^rr|MISMATCH|not bitwise" > "$O/wsrr_summary.txt" ;;
     wsab)
       want wsab 200 || continue
       [ -x "$B-ws/bench/bench_attention" ] || { echo "wsab: no $B-ws/bench/bench_attention (run stage ws first)"; continue; }
