@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Compare the wgmma attention kernels two source trees compile to (no GPU; nvcc, ptxas, readelf, c++filt).
 
-Compiles kernels/attention/attention_wgmma.cu of each tree to PTX and to an sm_90a cubin, then prints per kernel
-instance: registers and spill bytes (ptxas -v), SASS bytes, and how many 16-byte instructions the two cubins share
-in order (difflib on the instruction words: 1.000 = the same code). Instances are matched by their template
-arguments; WgCfg's PERSIST and WAIT_SPLIT flags (added in sessions 10 and 15) are dropped from the newer tree's names.
-  scripts/compare_cubins.py OLD_TREE NEW_TREE [--filter TEXT] [--work DIR]
-e.g. git archive 2aef497 kernels | tar -x -C /tmp/old && scripts/compare_cubins.py /tmp/old . --filter DropoutMode)2
+Compiles the wgmma attention translation units of each tree (kernels/attention/attention_wgmma*.cu, or --src) to
+PTX and to sm_90a cubins, then prints per kernel instance: registers and spill bytes (ptxas -v), SASS bytes, and how
+many 16-byte instructions the two cubins share in order (difflib on the instruction words: 1.000 = the same code).
+Instances are matched by their schedule's named fields (WgCfg's template arguments read by position for each
+signature the kernel has had), so a tree that dropped a knob at its default value still matches.
+  scripts/compare_cubins.py OLD_TREE NEW_TREE [--filter TEXT] [--work DIR] [--src GLOB]
+e.g. git archive HEAD~1 kernels | tar -x -C /tmp/old && scripts/compare_cubins.py /tmp/old .
 """
 import argparse
 import difflib
+import glob
 import os
 import re
 import subprocess
@@ -18,15 +20,20 @@ import sys
 NVCC_FLAGS = ["-O3", "-DNDEBUG", "-gencode=arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr", "-std=c++20"]
 
 
-def build(tree, work, tag):
+def build(tree, work, tag, src_glob):
     nvcc = os.environ.get("NVCC", "/usr/local/cuda/bin/nvcc")
-    src = os.path.join(tree, "kernels/attention/attention_wgmma.cu")
-    ptx = os.path.join(work, tag + ".ptx")
-    cubin = os.path.join(work, tag + ".cubin")
-    subprocess.run([nvcc, "-I", tree, *NVCC_FLAGS, "-ptx", src, "-o", ptx], check=True)
-    log = subprocess.run(["ptxas", "-arch=sm_90a", "-O3", "-v", ptx, "-o", cubin], check=True, capture_output=True,
-                         text=True)
-    return cubin, log.stdout + log.stderr
+    srcs = sorted(glob.glob(os.path.join(tree, src_glob)))
+    if not srcs:
+        sys.exit(f"compare_cubins: no source matches {src_glob} in {tree}")
+    out = []
+    for i, src in enumerate(srcs):
+        ptx = os.path.join(work, f"{tag}{i}.ptx")
+        cubin = os.path.join(work, f"{tag}{i}.cubin")
+        subprocess.run([nvcc, "-I", tree, *NVCC_FLAGS, "-ptx", src, "-o", ptx], check=True)
+        log = subprocess.run(["ptxas", "-arch=sm_90a", "-O3", "-v", ptx, "-o", cubin], check=True, capture_output=True,
+                             text=True)
+        out.append((cubin, log.stdout + log.stderr))
+    return out
 
 
 def demangle(names):
@@ -34,12 +41,28 @@ def demangle(names):
     return dict(zip(names, out))
 
 
-def key(demangled, keep=10):
-    """An instance's template arguments, short, with WgCfg's arguments after the first `keep` dropped (10: PERSIST,
-    session 10, and WAIT_SPLIT, session 15, so that an older tree's names match; scripts/wait_split_sass.py keeps 11)."""
+# WgCfg's template parameters in each signature the kernel has had (by argument count), and the value a dropped
+# knob had wherever it was not set. An instance that used a dropped knob keeps it in its key, so it matches nothing.
+WGCFG_FIELDS = {
+    12: ["HD", "BN", "ST", "PP", "RS", "PA", "DI", "U2", "ER", "PF", "P", "WS"],
+    11: ["HD", "BN", "ST", "PP", "RS", "PA", "DI", "U2", "ER", "PF", "P"],
+    9: ["HD", "BN", "ST", "PP", "PA", "DI", "U2", "P", "WS"],
+}
+DROPPED_DEFAULTS = {"RS": "0", "ER": "0", "PF": "0", "P": "0", "WS": "0", "rngwarps": "0"}
+
+
+def key(demangled):
+    """An instance's schedule and kernel arguments as 'field=value' pairs, dropped knobs at their defaults left out."""
     s = re.sub(r"\(CUtensorMap.*", "", demangled).replace("dropbench::", "").replace("attn_wg::", "")
-    s = re.sub(r"(WgCfg<(?:[^<>,]+, ){%d})[^<>]+>" % keep, r"\1>", s)
-    return s.replace(", >", ">").replace("void attn_fwd_wgmma_kernel", "")
+    m = re.search(r"WgCfg<([^<>]*)>\s*,\s*(.*)>\s*$", s)
+    if not m:
+        return s
+    norm = lambda v: {"true": "1", "false": "0"}.get(v.strip(), re.sub(r"^\(\w+\)", "", v.strip()))
+    cfg = [norm(v) for v in m.group(1).split(",")]
+    rest = [norm(v) for v in m.group(2).split(",")]
+    fields = dict(zip(WGCFG_FIELDS.get(len(cfg), [f"a{i}" for i in range(len(cfg))]), cfg))
+    fields.update(zip(["mode", "R", "TW", "causal", "rngwarps"], rest))
+    return " ".join(f"{k}={v}" for k, v in fields.items() if DROPPED_DEFAULTS.get(k) != v)
 
 
 def resources(log):
@@ -75,14 +98,18 @@ def main():
     ap.add_argument("new")
     ap.add_argument("--filter", default="")
     ap.add_argument("--work", default="/tmp/compare_cubins")
+    ap.add_argument("--src", default="kernels/attention/attention_wgmma*.cu",
+                    help="translation units holding the instances, a glob relative to each tree")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     sides = []
     for tree, tag in ((a.old, "old"), (a.new, "new")):
-        cubin, log = build(tree, a.work, tag)
-        secs, res = text_sections(cubin), resources(log)
-        names = demangle(list(secs))
-        sides.append({key(names[n]): (secs[n], res.get(n, {})) for n in secs})
+        side = {}
+        for cubin, log in build(tree, a.work, tag, a.src):
+            secs, res = text_sections(cubin), resources(log)
+            names = demangle(list(secs))
+            side.update({key(names[n]): (secs[n], res.get(n, {})) for n in secs if "wgmma_kernel" in names[n]})
+        sides.append(side)
     old, new = sides
     print("| instance | regs old / new | spill st/ld old / new | SASS bytes old / new | instructions shared in order |")
     print("|---|---|---|---|---:|")
@@ -95,9 +122,11 @@ def main():
         share = difflib.SequenceMatcher(None, io, inn, autojunk=False).ratio()
         print(f"| `{k}` | {ro.get('regs')} / {rn.get('regs')} | {ro.get('spill')} / {rn.get('spill')} | "
               f"{len(bo)} / {len(bn)} | {share:.3f} |")
-    missing = sorted(set(old) ^ set(new))
-    if missing:
-        print(f"\n{len(missing)} instance(s) in one tree only", file=sys.stderr)
+    for tag, only in (("old", sorted(set(old) - set(new))), ("new", sorted(set(new) - set(old)))):
+        if only:
+            print(f"\n{len(only)} instance(s) in the {tag} tree only:", file=sys.stderr)
+            for k in only:
+                print(f"  {k}", file=sys.stderr)
 
 
 if __name__ == "__main__":

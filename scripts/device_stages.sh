@@ -22,23 +22,9 @@
 #            and compared with the same slice unsharded (dropbench compare)
 #   h2h      issue 11: ours and PyTorch's SDPA (cuDNN, FA2) in one process, interleaved, with power and clocks
 #            (scripts/h2h_attention.py; $H2H_ARGS replaces its shape arguments, $H2H_TAG suffixes its file names)
-#   rr       issue 11: bench_attention BENCH_MODE=rr (variant set $RR_SET, default s8) at 8 shapes, memcheck of the codings
 #   sanitize issue 11: compute-sanitizer memcheck + racecheck of the wgmma attention tests on short / ragged shapes
-#   ncu      issue 11: Nsight Compute (SpeedOfLight, WarpStateStats, SourceCounters) of the first $NCU_COUNT (default 2)
-#            variants of bench_attention's set $RR_SET (BENCH_MODE=seq) at dH $NCU_HD, SQ $NCU_SQ, causal $NCU_CAUSAL
-#            (defaults 128 / 8192 / 0): ncu_details.csv and ncu_source.csv.gz (per-SASS PC-sampling stalls)
 #   sweep    issue 11: a reduced paper sweep through `dropbench run` (SQ 2K/8K/32K x E 4K/16K, R 7) with both
 #            kernels, and the PyTorch end-to-end peer blocks at its points
-#   ws       issue 11, session 15: WgCfg WAIT_SPLIT (the P V wait kept below the softmax). A second build in $B-ws
-#            (-DDROPBENCH_WG_WAIT_SPLIT=$WS_LEVEL, default 3; bench_attention and the .so), the split schedules' GPU
-#            test (from $B), bench_attention's round-robin BENCH_RR_SET=s15 (levels 0-3 in one process, dH 128 and 64,
-#            SQ 8K, causal and not). Needs $B built.
-#   wsrr     bench_attention's s15 round-robin (WAIT_SPLIT levels 0-3, every mode) over SQ, heads, dH and causal,
-#            in $WSRR_PASSES passes of one process per shape (needs bench_attention in $B)
-#   wsab     after ws (the same $B, $B-ws): h2h with --lib-b (both builds and cuDNN in one process, dH 128,
-#            --settle-ms $WS_SETTLE_MS, default 200; h2h_ws.*), then the A/B of the two bench_attention binaries in
-#            alternating processes while time is left (3 pairs, dH 128 then 64, SQ 8K / 16K; ws_ab_hd*/table.md).
-#            Two calls on a warm machine: `build ws`, then `wsab` (each within one call's 600 s).
 # nvidia-smi clocks / power before and after each stage (smi.csv). Everything lands in $OUT (or results-stages/);
 # more than 8 files are packed into $OUT/stages.tgz at exit (PACK=0: not).
 # Provenance: the device's copy of the working tree may carry an older .git than its files (then the build stage's
@@ -87,7 +73,7 @@ for s in "${STAGES[@]}"; do
     build)
       want build 60 || continue
       cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" > "$O/configure.log" 2>&1
-      # $BUILD_TARGETS (space-separated): only those targets, e.g. "dropbench bench_attention test_attention_gpu"
+      # $BUILD_TARGETS (space-separated): only those targets, e.g. "dropbench test_attention_gpu dropbench_attention"
       timeout 300 cmake --build "$B" -j "$(nproc)" ${BUILD_TARGETS:+--target $BUILD_TARGETS} > "$O/build.log" 2>&1 ||
         { echo "build failed"; tail -30 "$O/build.log"; exit 1; }
       grep -m1 -o 'git_sha[^,]*' "$B/generated/version.h" 2>/dev/null; "$B/dropbench" --version 2>&1 | head -2 ;;
@@ -186,25 +172,6 @@ for s in "${STAGES[@]}"; do
         python3 scripts/h2h_attention.py ${H2H_ARGS:---sq 8192,16384 --head-dim 128,64 --causal false,true} \
         -o "$O/h2h${H2H_TAG:-}.json" --md "$O/h2h${H2H_TAG:-}.md" > "$O/h2h${H2H_TAG:-}.log" 2>&1
       echo "h2h: exit $?"; tail -25 "$O/h2h${H2H_TAG:-}.md" 2>/dev/null || tail -20 "$O/h2h${H2H_TAG:-}.log" ;;
-    rr)
-      # issue 11: bench_attention's round-robin of wgmma variants (set $RR_SET, default s8) at dH 64/128 x SQ
-      # 8192/16384 x causal and not, $RR_PASSES passes (default 2) while time is left, every variant checked bitwise;
-      # then compute-sanitizer memcheck of the coding test (gtest filter $RR_MEMCHECK instead). Summary lines in
-      # rr_summary.txt.
-      want rr 120 || continue
-      rm -f "$O"/rr_p*.log "$O/rr_summary.txt"  # an earlier call's logs in the same $OUT must not mix in
-      for pass in $(seq "${RR_PASSES:-2}"); do
-        for hd in 128 64; do for sq in 8192 16384; do for c in 0 1; do
-          [ "$(left)" -lt 60 ] && { echo "rr p$pass hd $hd sq $sq causal $c: skipped"; continue; }
-          BENCH_MODE=rr BENCH_RR_SET=${RR_SET:-s8} BENCH_CAUSAL=$c timeout 50 "$B/bench/bench_attention" $sq 32 8 \
-            "${RR_REPS:-16}" $hd > "$O/rr_p${pass}_hd${hd}_sq${sq}_c$c.log" 2>&1
-          echo "rr p$pass hd $hd sq $sq causal $c: exit $?"
-        done; done; done
-      done
-      cat "$O"/rr_p*.log 2>/dev/null | grep -E "^rr|MISMATCH|not bitwise" | sed -E 's/ \(p10 [0-9. ]+p90 [0-9. ]+\)//; s/per-round ratio //' > "$O/rr_summary.txt"
-      if [ "$(left)" -gt 50 ] && command -v compute-sanitizer > /dev/null; then
-        sanitize_tests memcheck memcheck_codings.log "${RR_MEMCHECK:-AttentionKernels.WgmmaDropoutCodingsEqualBitwise}" 45
-      fi ;;
     sanitize)
       # issue 11's test list: compute-sanitizer memcheck and racecheck of the wgmma kernels as dispatched, on the
       # short shapes and ragged ones (every mode: none, mask, fused), and memcheck of p = 0 == none (dH 64 and 128);
@@ -215,17 +182,6 @@ for s in "${STAGES[@]}"; do
       sanitize_tests memcheck memcheck.log "$F:Kernels/AttentionGpu.ZeroDropoutEqualsNoneBitwise/wgmma" 150
       [ "$(left)" -lt 40 ] && { echo "racecheck: skipped ($(left) s left)"; continue; }
       sanitize_tests racecheck racecheck.log "$F" 200 ;;
-    ncu)
-      want ncu 90 || continue
-      command -v ncu > /dev/null || { echo "ncu: not installed"; continue; }
-      BENCH_MODE=seq BENCH_RR_SET=${RR_SET:-s8} BENCH_CAUSAL=${NCU_CAUSAL:-0} timeout 70 ncu --clock-control none \
-        -k regex:attn_fwd_wgmma --launch-count "${NCU_COUNT:-2}" --section SpeedOfLight --section WarpStateStats \
-        --section SourceCounters -f -o /tmp/stages_ncu "$B/bench/bench_attention" "${NCU_SQ:-8192}" 32 8 1 "${NCU_HD:-128}" \
-        > "$O/ncu_run.log" 2>&1
-      echo "ncu: exit $?"
-      ncu --import /tmp/stages_ncu.ncu-rep --page details --csv > "$O/ncu_details.csv" 2>&1
-      ncu --import /tmp/stages_ncu.ncu-rep --page source --csv --print-source sass > "$O/ncu_source.csv" 2>&1
-      gzip -f "$O/ncu_source.csv" ;;
     sweep)
       want sweep 150 || continue
       timeout $(( $(left) - 50 )) "$B/dropbench" run --config configs/paper-sweep.json -q --no-explore \
@@ -235,59 +191,6 @@ for s in "${STAGES[@]}"; do
       PYTHONUNBUFFERED=1 timeout $(( $(left) - 5 )) python3 scripts/peers.py --dropbench "$B/dropbench" --config configs/paper-sweep.json \
         --only e2e --sq 2048,8192,32768 --embed 4096,16384 --min-time 0.1 -q -o "$O/peers_e2e_paper_reduced.json" >> "$O/peers.log" 2>&1
       echo "peers e2e: exit $?" ;;
-    ws)
-      want ws 300 || continue
-      # every step capped at what is left of the budget (a SIGKILL at the call's limit would lose $OUT's packing)
-      cmake -S . -B "$B-ws" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
-        -DDROPBENCH_WG_WAIT_SPLIT="${WS_LEVEL:-3}" > "$O/ws_configure.log" 2>&1
-      timeout "$(cap 400)" cmake --build "$B-ws" -j "$(nproc)" --target bench_attention dropbench_attention \
-        > "$O/ws_build.log" 2>&1 || { echo "ws build failed"; tail -30 "$O/ws_build.log"; continue; }
-      timeout "$(cap 120)" "$B/tests/test_attention_gpu" --gtest_filter='AttentionKernels.WgmmaWaitSplitEqualsDispatched' \
-        > "$O/ws_test.log" 2>&1
-      echo "ws test: exit $? ($(grep -cE '^\[       OK' "$O/ws_test.log") ok)"
-      for hd in 128 64; do for c in 0 1; do
-        [ "$(left)" -lt 80 ] && { echo "ws rr hd $hd causal $c: skipped ($(left) s left)"; continue; }
-        BENCH_MODE=rr BENCH_RR_SET=s15 BENCH_CAUSAL=$c timeout "$(cap 60)" "$B/bench/bench_attention" 8192 32 8 16 $hd \
-          > "$O/ws_rr_hd${hd}_c$c.log" 2>&1
-        echo "ws rr hd $hd causal $c: exit $?"; grep -E "^rr|MISMATCH|not bitwise" "$O/ws_rr_hd${hd}_c$c.log" | head -12
-      done; done ;;
-    wsrr)
-      # bench_attention BENCH_RR_SET=s15 (WAIT_SPLIT levels 0-3 of every mode, one process, bitwise-checked) over
-      # $WSRR_SHAPES ("SQ:HEADS:KV" list; default SQ 8K and 16K at 32 / 8 heads, 8K at the presets' 64 / 8 and
-      # 128 / 8), dH 128 and 64, causal and not, $WSRR_REPS rounds (default 40); $WSRR_PASSES passes (default 2),
-      # each shape a process of its own, so a pass repeats the grid in new processes. Logs wsrr_p*.log,
-      # summary wsrr_summary.txt.
-      want wsrr 60 || continue
-      rm -f "$O"/wsrr_p*.log "$O/wsrr_summary.txt"
-      for pass in $(seq "${WSRR_PASSES:-2}"); do
-        for shp in ${WSRR_SHAPES:-8192:32:8 16384:32:8 8192:64:8 8192:128:8}; do
-          IFS=: read -r sq h kv <<< "$shp"
-          for hd in 128 64; do for c in 0 1; do
-            [ "$(left)" -lt 40 ] && { echo "wsrr p$pass $shp hd $hd causal $c: skipped ($(left) s left)"; continue; }
-            BENCH_MODE=rr BENCH_RR_SET=s15 BENCH_CAUSAL=$c timeout "$(cap 60)" "$B/bench/bench_attention" "$sq" "$h" "$kv" \
-              "${WSRR_REPS:-40}" "$hd" > "$O/wsrr_p${pass}_sq${sq}_h${h}_hd${hd}_c$c.log" 2>&1
-            echo "wsrr p$pass $shp hd $hd causal $c: exit $?"
-          done; done
-        done
-      done
-      cat "$O"/wsrr_p*.log 2>/dev/null | grep -E "^rr|MISMATCH|not bitwise" > "$O/wsrr_summary.txt" ;;
-    wsab)
-      want wsab 200 || continue
-      [ -x "$B-ws/bench/bench_attention" ] || { echo "wsab: no $B-ws/bench/bench_attention (run stage ws first)"; continue; }
-      # first the two builds and cuDNN in one process (~3 min), then the binaries in alternating processes
-      DROPBENCH_ATTENTION_LIB="$B/libdropbench_attention.so" PYTHONUNBUFFERED=1 timeout "$(cap 300)" \
-        python3 scripts/h2h_attention.py --sq 8192,16384 --head-dim 128 --causal false,true \
-        --lib-b "$B-ws/libdropbench_attention.so" --settle-ms "${WS_SETTLE_MS:-200}" \
-        --variants wgmma:none,wgmma:mask,wgmma:fused,cudnn:none,cudnn:dropout,wgmmaB:none,wgmmaB:mask,wgmmaB:fused \
-        -o "$O/h2h_ws.json" --md "$O/h2h_ws.md" > "$O/h2h_ws.log" 2>&1
-      echo "ws h2h: exit $?"; tail -25 "$O/h2h_ws.md" 2>/dev/null || tail -20 "$O/h2h_ws.log"
-      for hd in 128 64; do
-        [ "$(left)" -lt 120 ] && { echo "ws A/B hd $hd: skipped ($(left) s left)"; continue; }
-        HD=$hd timeout "$(cap 240)" bash scripts/ab_bench_attention.sh "$B/bench/bench_attention" "$B-ws/bench/bench_attention" \
-          "$O/ws_ab_hd$hd" 3 "8192:32:8 16384:32:8" > "$O/ws_ab_hd$hd.log" 2>&1
-        python3 scripts/ab_table.py "$O/ws_ab_hd$hd" > "$O/ws_ab_hd$hd/table.md" 2>&1; echo "ws A/B hd $hd: done"
-        cat "$O/ws_ab_hd$hd/table.md" | head -30
-      done ;;
     *) echo "unknown stage $s"; exit 2 ;;
   esac
 done

@@ -25,10 +25,10 @@ struct Instance {
   std::string name;
 };
 
-template <class C, DropoutMode M, int R, int TW, bool kCausal, bool kRngWarps = false>
+template <class C, DropoutMode M, int R, int TW, bool kCausal>
 Instance make_instance() {
   Instance in;
-  in.fn = &attn_fwd_wgmma_kernel<C, M, R, TW, kCausal, kRngWarps>;
+  in.fn = &attn_fwd_wgmma_kernel<C, M, R, TW, kCausal>;
   in.threads = C::kThreads;
   in.smem = C::kSmem;
   in.br = C::kBr;
@@ -38,13 +38,11 @@ Instance make_instance() {
             std::to_string(C::kBc) + "s" + std::to_string(C::kStages) + (C::kPingPong ? "pp" : "") + "_" +
             dropout_mode_name(M);
   if (M == DropoutMode::Fused) in.name += "_r" + std::to_string(R) + "_tw" + std::to_string(TW);
-  if (M == DropoutMode::Fused && C::kPhiloxAhead && !kRngWarps) in.name += "_ahead";
-  if (kRngWarps) in.name += "_rngwarps";
-  // The schedule flags that change the code but not the results (since session 8: reports before and after a
-  // dispatch change name different kernels): dropout coding other than 1, unrolled loop, mask-word prefetch.
+  if (M == DropoutMode::Fused && C::kPhiloxAhead) in.name += "_ahead";
+  // The schedule flags that change the code but not the results (reports before and after a dispatch change name
+  // different kernels): dropout coding other than 1, unrolled loop, persistent CTAs, the P V wait level.
   if (M != DropoutMode::None && C::kDropImpl != 1) in.name += "_c" + std::to_string(C::kDropImpl);
   if (C::kUnroll2) in.name += "_u2";
-  if (C::kMaskPrefetch > 0) in.name += "_pf" + std::to_string(C::kMaskPrefetch);
   if (C::kPersist) in.name += "_persist";
   if (C::kWaitSplit > 0) in.name += "_ws" + std::to_string(C::kWaitSplit);
   if (kCausal) in.name += "_causal";
@@ -54,7 +52,9 @@ Instance make_instance() {
 // Schedule C1's instance, or its persistent twin where kPersistShortCausal allows it and p's causal tiles are short.
 template <class C1, DropoutMode M, int R, int TW, bool kCausal>
 Instance schedule_instance(const AttentionParams& p) {
-  return with_run_time_schedule<C1, M, kCausal, TW>(p, []<class C>() { return make_instance<C, M, R, TW, kCausal>(); });
+  // [&]: a capturing lambda has no conversion to a function pointer (nvcc warns #445-D on that conversion of a
+  // lambda whose template parameter is not a function parameter).
+  return with_run_time_schedule<C1, M, kCausal, TW>(p, [&]<class C>() { return make_instance<C, M, R, TW, kCausal>(); });
 }
 
 template <int HD, DropoutMode M, bool kCausal>
@@ -69,14 +69,8 @@ Instance pick_rtw(const AttentionParams& p) {
 }
 
 template <int HD>
-Instance pick_mode(const AttentionParams& p, DropoutMode m, FusedDesign d) {
+Instance pick_mode(const AttentionParams& p, DropoutMode m) {
   const bool c = p.causal;
-  if (m == DropoutMode::Fused && d == FusedDesign::RngWarps) {
-    if (p.rounds != 7 || p.threshold_bits != 8)
-      throw UsageError("attention (wgmma): fused design b-rng-warps is built for rounds 7 / threshold_bits 8 only");
-    using CR = typename Sched<HD, DropoutMode::Fused, false, true>::type;
-    return c ? make_instance<CR, DropoutMode::Fused, 7, 8, true, true>() : make_instance<CR, DropoutMode::Fused, 7, 8, false, true>();
-  }
   switch (m) {
     case DropoutMode::None: return c ? pick_rtw<HD, DropoutMode::None, true>(p) : pick_rtw<HD, DropoutMode::None, false>(p);
     case DropoutMode::Mask: return c ? pick_rtw<HD, DropoutMode::Mask, true>(p) : pick_rtw<HD, DropoutMode::Mask, false>(p);
@@ -85,10 +79,10 @@ Instance pick_mode(const AttentionParams& p, DropoutMode m, FusedDesign d) {
   throw UsageError("attention: unknown dropout mode");
 }
 
-Instance pick(const AttentionParams& p, DropoutMode m, FusedDesign d) {
+Instance pick(const AttentionParams& p, DropoutMode m) {
   switch (p.head_dim) {
-    case 128: return pick_mode<128>(p, m, d);
-    case 64: return pick_mode<64>(p, m, d);
+    case 128: return pick_mode<128>(p, m);
+    case 64: return pick_mode<64>(p, m);
   }
   throw UsageError("attention: head_dim must be 64 or 128 (got " + std::to_string(p.head_dim) + ")");
 }
@@ -168,22 +162,8 @@ bool device_is_sm90() {
 
 bool supported(const AttentionParams& p) { return (p.head_dim == 64 || p.head_dim == 128) && device_is_sm90(); }
 
-const FusedDesign kDefaultFusedDesign = FusedDesign::ConsumerPhilox;
-
-const char* fused_design_name(FusedDesign d) {
-  return d == FusedDesign::RngWarps ? "b-rng-warps" : "a-consumer-philox";
-}
-
 void launch(const AttentionParams& p, DropoutMode mode, cudaStream_t stream) {
-  launch_design(p, mode, kDefaultFusedDesign, stream);
-}
-std::string kernel_name(const AttentionParams& p, DropoutMode mode) { return kernel_name_design(p, mode, kDefaultFusedDesign); }
-AttentionKernelInfo kernel_info(const AttentionParams& p, DropoutMode mode) {
-  return kernel_info_design(p, mode, kDefaultFusedDesign);
-}
-
-void launch_design(const AttentionParams& p, DropoutMode mode, FusedDesign d, cudaStream_t stream) {
-  const Instance in = pick(p, mode, d);
+  const Instance in = pick(p, mode);
   ensure_smem_attribute(in);
   const attn::KernelArgs args = attn::make_kernel_args(p);
   CUtensorMap tm_q = encode_qkv_map(p, args, static_cast<uint32_t>(in.br));
@@ -196,7 +176,7 @@ void launch_design(const AttentionParams& p, DropoutMode mode, FusedDesign d, cu
   DB_CUDA_LAUNCH();
 }
 
-std::string kernel_name_design(const AttentionParams& p, DropoutMode mode, FusedDesign d) { return pick(p, mode, d).name; }
+std::string kernel_name(const AttentionParams& p, DropoutMode mode) { return pick(p, mode).name; }
 
 void encode_tensor_maps(const AttentionParams& p, int q_rows, int kv_rows, CUtensorMap* tm_q, CUtensorMap* tm_kv) {
   const attn::KernelArgs args = attn::make_kernel_args(p);
@@ -204,8 +184,8 @@ void encode_tensor_maps(const AttentionParams& p, int q_rows, int kv_rows, CUten
   *tm_kv = encode_qkv_map(p, args, static_cast<uint32_t>(kv_rows));
 }
 
-AttentionKernelInfo kernel_info_design(const AttentionParams& p, DropoutMode mode, FusedDesign d) {
-  const Instance in = pick(p, mode, d);
+AttentionKernelInfo kernel_info(const AttentionParams& p, DropoutMode mode) {
+  const Instance in = pick(p, mode);
   ensure_smem_attribute(in);
   const void* fn = reinterpret_cast<const void*>(in.fn);
   cudaFuncAttributes fa{};

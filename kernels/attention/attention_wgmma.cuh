@@ -19,20 +19,8 @@ void launch(const AttentionParams& p, DropoutMode mode, cudaStream_t stream);
 std::string kernel_name(const AttentionParams& p, DropoutMode mode);
 AttentionKernelInfo kernel_info(const AttentionParams& p, DropoutMode mode);
 
-// Mode Fused has two designs: (a) ConsumerPhilox, the Philox calls in the consumer warpgroups beside the
-// softmax; (b) RngWarps, dedicated RNG warps (warps 1-3 of the producer warpgroup) writing keep words into a
-// shared-memory ring ahead of the consumers. launch() uses kDefaultFusedDesign; the *_design functions pick one
-// explicitly (benchmarks, tests). Design (b) is instantiated for Philox-7 / 8-bit thresholds only (UsageError
-// otherwise). Both give bit-identical results (same keep bits, same arithmetic).
-enum class FusedDesign { ConsumerPhilox, RngWarps };
-extern const FusedDesign kDefaultFusedDesign;
-const char* fused_design_name(FusedDesign d);  // "a-consumer-philox" | "b-rng-warps"
-void launch_design(const AttentionParams& p, DropoutMode mode, FusedDesign d, cudaStream_t stream);
-std::string kernel_name_design(const AttentionParams& p, DropoutMode mode, FusedDesign d);
-AttentionKernelInfo kernel_info_design(const AttentionParams& p, DropoutMode mode, FusedDesign d);
-
 // The two tensor maps the launcher builds over p's QKV buffer (Q boxes of q_rows rows, K/V boxes of kv_rows), for
-// launching an instance of attention_wgmma_kernel.cuh directly (the tests' comparison of the dropout codings).
+// launching an instance of attention_wgmma_kernel.cuh directly (the tests' comparison of schedules).
 void encode_tensor_maps(const AttentionParams& p, int q_rows, int kv_rows, CUtensorMap* tm_q, CUtensorMap* tm_kv);
 
 }  // namespace attn_wg

@@ -19,9 +19,7 @@
 //   warpgroup's GEMMs on the tensor cores); wait PV; release stage j-1; rescale O; P_j -> bf16 registers.
 // Ping-pong between the two consumer warpgroups (two named barriers): a warpgroup issues its GEMMs only in its
 // turn and then hands the turn over, so one warpgroup's softmax runs under the other's GEMMs.
-// Fused-mode designs: (a) kRngWarps = false: each consumer thread runs the Philox calls of its own keep words;
-// (b) kRngWarps = true: warps 1-3 of the producer warpgroup generate every keep word of the CTA into a
-// shared-memory ring (kRngStages blocks ahead at most) and the consumers read them like mode Mask does.
+// Mode fused: each consumer thread runs the Philox calls of its own keep words, while the tensor cores run.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -40,81 +38,45 @@
 namespace dropbench {
 namespace attn_wg {
 
-template <int HD, int BN, int STAGES, bool PINGPONG = true, int RNG_STAGES = 3, bool PHILOX_AHEAD = false, int DROP_IMPL = 1,
-          bool UNROLL2 = false, bool EARLY_RESCALE = false, int MASK_PF = 0, bool PERSIST = false, int WAIT_SPLIT = 0>
+template <int HD, int BN, int STAGES, bool PINGPONG = true, bool PHILOX_AHEAD = false, int DROP_IMPL = 1, bool UNROLL2 = false,
+          bool PERSIST = false, int WAIT_SPLIT = 0>
 struct WgCfg {
   // How the dropout modes are coded (same bits, same arithmetic, bit-identical outputs; docs/attention.md
   // "Cutting the dropout instructions"):
-  //   0 = session 4's: per-block mask addressing (three bounds tests per tile); fused: __vcmpgeu4 + bit gather
-  //       into a keep word; keep words applied with R2P + FSEL to the fp32 P inside the softmax.
-  //   1 = default (fused dH 128 non-causal TW 8: 2, SchedTw): mask through a strip cursor (one compare per
-  //       tile), applied as in 0; fused TW 8 without a keep word (SWAR byte compare), applied with PRMT + LOP3
-  //       to P packed to bf16x2 *before* waiting for
-  //       P_{j-1} V_{j-1} (into the free S registers; after the wait only the 32 ANDs that define the A operand).
-  //       dH 128 causal fused is dispatched as 0 with PHILOX_AHEAD (it measured best; see Sched).
-  //   2 = cursor; every keep word (mask too) / ge7 set applied to the packed bf16x2 P after the P V wait
-  //       (dispatched for dH 128 non-causal fused TW 8 since session 7).
-  //   3 = cursor; the bf16x2 masks of block j (mask: 7 shifts + 16 PRMT per keep word; fused TW 8: 32 PRMT
-  //       from the ge7 words) are made right after block j's GEMMs are issued, while the consumer waits for S_j;
-  //       after the softmax only the 32 ANDs onto the packed P remain (mask in 1: ~90 R2P/FSEL/ISETP; fused in
-  //       1: 32 PRMT + 32 AND). Other fused widths as in 1. Fewer instructions after the P V wait, yet mask is
-  //       slower at every shape: the mask building overflows the S-wait idle into the turn-holding GEMM issue and
-  //       the ANDs form the softmax's tail (ncu, session 7). Fused 3 is the default for dH 64 non-causal fused.
-  // ptxas hoists the P V wait above the softmax in every variant (docs/attention.md), so "before the wait" in 1
-  // is what the source says, not what the SASS does. 0 and 2 are kept for the benchmark's comparison
-  // (BENCH_MODE=rr); 0 with PHILOX_AHEAD is also the dH 128 causal fused schedule (Sched).
+  //   0 = per-block mask addressing; fused: __vcmpgeu4 + bit gather into a keep word; keep words applied with
+  //       R2P + FSEL to the fp32 P inside the softmax (the dH 128 causal fused schedule, with PHILOX_AHEAD).
+  //   1 = mask through a strip cursor (one compare per tile), applied as in 0; fused TW 8 without a keep word
+  //       (SWAR byte compare), applied with PRMT + LOP3 to P packed to bf16x2 before the P V wait.
+  //   2 = cursor; every keep word / ge7 set applied to the packed bf16x2 P after the P V wait (dH 128 non-causal
+  //       fused TW 8).
+  //   3 = cursor; the bf16x2 masks of block j made right after block j's GEMMs are issued, while the consumer
+  //       waits for S_j; after the softmax only the 32 ANDs onto the packed P remain (dH 64 non-causal fused).
   static constexpr int kDropImpl = DROP_IMPL;
-  // Main loop written out twice (blocks j, j+1): the keep words of consecutive blocks alternate between two
-  // register sets, so there is no `kw = kw_next` copy (mode Mask, fused look-ahead). Dispatched since session 8
-  // for mode none (dH 128; dH 64 non-causal) and the causal dH 128 mask schedule (no ping-pong), where it measured
-  // faster (Sched). With ping-pong, mask loses with it: ptxas schedules the word loads later and the consumers
-  // wait for them (they take over a block; session 7).
+  // Main loop written out twice (blocks j, j+1): the keep words and P of consecutive blocks alternate between two
+  // register sets, so there is no `kw = kw_next` copy.
   static constexpr bool kUnroll2 = UNROLL2;
-  // The P V wait written before the softmax (where ptxas puts it anyway) and O *= alpha as soon as a row's alpha
-  // is known, meant to let the 64 FMULs fill the MUFU.EX2 gaps. Not dispatched: ptxas still puts them last, and
-  // sinks fused mode's Philox below the wait (session 7: none 1.01-1.04x slower, fused 1.37-1.64x none).
-  static constexpr bool kEarlyRescale = EARLY_RESCALE;
-  // Mode Mask: with block j's word loads each warp also prefetches block j + MASK_PF's words into L2 (lane tt
-  // < BN/64: one `prefetch.global.L2` at the start of tile tt's 128 bytes; how many of its four 32-byte sectors
-  // L2 then fetches was not measured), so the later loads hit L2 instead of DRAM and the unrolled loop's
-  // late-scheduled loads need not wait. 0 = off. Unrolled with it, the dH 128 ping-pong mask spills 8-16 B.
-  // Session 8 first had the producer thread prefetch the CTA's 8 strips with cp.async.bulk.prefetch: 1.2-1.47x
-  // slower than without, dropped.
-  static constexpr int kMaskPrefetch = MASK_PF;
-  static_assert(MASK_PF == 0 || DROP_IMPL >= 1, "the mask-word prefetch walks coding 1's strip cursor");
   static constexpr bool kPingPong = PINGPONG;  // turn-taking between the consumer warpgroups
-  // Persistent CTAs (session 10): a grid of at most one CTA per SM, each walking tiles blockIdx.x + k*gridDim.x
-  // (causal: heaviest query blocks first, every other round in reverse CTA order so the CTAs' totals even out).
-  // The producer loads the next tile's Q as soon as both consumers' last S GEMM of the current tile is done (a
-  // q_empty barrier) and its K/V into the same ring, so the next tile's loads run under the current tile's last
-  // softmax, P V and epilogue, and the ping-pong turns continue across tiles. No arithmetic changes: outputs
-  // equal the one-tile-per-CTA kernel's bit for bit. Not with design (b)'s RNG warps.
+  // Persistent CTAs: a grid of at most one CTA per SM, each walking tiles blockIdx.x + k*gridDim.x (causal:
+  // heaviest query blocks first, every other round in reverse CTA order so the CTAs' totals even out). The
+  // producer loads the next tile's Q as soon as both consumers' last S GEMM of the current tile is done (a q_empty
+  // barrier) and its K/V into the same ring, so the next tile's loads run under the current tile's last softmax,
+  // P V and epilogue, and the ping-pong turns continue across tiles. Outputs equal the one-tile kernel's bit for bit.
   static constexpr bool kPersist = PERSIST;
-  // How much of the work after the P V wait leaves it (session 15, 2026-12-05; docs/attention.md "The P V wait").
-  //   0: as before: ptxas moves the wait (`WARPGROUP.DEPBAR.LE gsb0, 0x0`) to the top of the softmax's basic block
-  //      in most instances, so the softmax of block j waits for P_{j-1} V_{j-1} instead of running under it (FA3's
-  //      intra-warpgroup overlap is in the source, not in the SASS).
-  //   1: the wait after a basic-block boundary (ptx::block_boundary: one never-taken uniform branch), so it stays
-  //      below the bulk of the softmax (ptxas sinks some of its tail below the branch; scripts/wait_split_sass.py
-  //      counts what lands where). After the wait: O *= alpha (64 FMUL at dH 128) and P -> bf16.
-  //   2: 1, and O *= alpha_{j-1} right before P_{j-1} V_{j-1} is issued (FA3's order: under S_j, in the turn)
-  //      instead of after the wait, which leaves P -> bf16 (and the packed-domain dropout) after it.
+  // Where the wait for P_{j-1} V_{j-1} sits (docs/attention.md "The P V wait"). ptxas moves a plain wait
+  // (`WARPGROUP.DEPBAR.LE gsb0, 0x0`) to the top of the softmax's basic block, so the softmax of block j waits for
+  // P_{j-1} V_{j-1} instead of running under it.
+  //   0: the plain wait; after it: stage release, O *= alpha, P -> bf16.
+  //   2: the wait after a basic-block boundary (ptx::block_boundary: one never-taken uniform branch), so it stays
+  //      below the softmax, and O *= alpha_{j-1} right before P_{j-1} V_{j-1} is issued (under S_j, in the turn).
   //   3: 2, and P_j -> bf16 before the wait, into the other of two P register sets (P_{j-1}'s is still the A
   //      operand of the running P V): only the stage release is left after the wait. Mode none's unrolled
-  //      schedules only (the sets alternate with the blocks, no copy); elsewhere 3 is 2. 32 more registers at dH
-  //      128: none has them (0 spills), the unrolled causal mask schedule does not (36 B of spills at level 3,
-  //      against 8 B at levels 1 / 2 and 4 B at 0; ptxas -v).
-  // No arithmetic changes (the rescale multiplies the same O by the same alpha between the same two P V GEMMs):
-  // outputs equal the dispatched schedules' bit for bit. Session 5's unconditional membar.cta kept the wait in
-  // place at the price of a real fence per block, and lost. Built and its SASS checked on the CPU machine only;
-  // not dispatched (cmake -DDROPBENCH_WG_WAIT_SPLIT=1 or 2 dispatches that level everywhere, for the A/B); not yet
-  // run on the device.
+  //      schedules only (the sets alternate with the blocks, no copy).
+  // No arithmetic changes: outputs equal the level-0 schedule's bit for bit.
   static constexpr int kWaitSplit = WAIT_SPLIT;
   static constexpr bool kRescaleAtPv = WAIT_SPLIT >= 2;
-  static_assert(WAIT_SPLIT >= 0 && WAIT_SPLIT <= 3, "WAIT_SPLIT 0 to 3");
-  static_assert(!(WAIT_SPLIT && EARLY_RESCALE), "EARLY_RESCALE waits for P V before the softmax: nothing to split");
-  // Fused design (a): false = block j's Philox calls right after its GEMMs are issued (under S_j); true = block
-  // j+1's calls after block j's softmax (under P_{j-1} V_{j-1} and the other warpgroup's GEMMs).
+  static_assert(WAIT_SPLIT == 0 || WAIT_SPLIT == 2 || (WAIT_SPLIT == 3 && UNROLL2), "WAIT_SPLIT 0, 2 or 3 (3: unrolled)");
+  // Fused: false = block j's Philox calls right after its GEMMs are issued (under S_j); true = block j+1's calls
+  // after block j's softmax (under P_{j-1} V_{j-1} and the other warpgroup's GEMMs).
   static constexpr bool kPhiloxAhead = PHILOX_AHEAD;
   static constexpr int kHeadDim = HD;
   static constexpr int kBr = 128;   // query rows per CTA (2 consumer warpgroups x 64)
@@ -124,109 +86,77 @@ struct WgCfg {
   static constexpr int kSlices = HD / 64;            // 128-byte column slices per row
   static constexpr int kQBytes = kBr * HD * 2;
   static constexpr int kKVBytes = BN * HD * 2;       // one K (or V) stage
-  static constexpr int kRngStages = RNG_STAGES;  // design (b): keep-word ring depth (0: no ring, no design (b))
-  static constexpr int kRngWordsPerStage = 8 * (BN / 64) * 32;           // 8 consumer warps x tiles x lanes
-  static constexpr int kRngOffset = kQBytes + 2 * STAGES * kKVBytes;
-  static constexpr int kBarOffset = kRngOffset + kRngStages * kRngWordsPerStage * 4;
-  static constexpr int kBarriers = 1 + 3 * STAGES + 2 * kRngStages + (PERSIST ? 1 : 0);  // + q_empty when persistent
+  static constexpr int kBarOffset = kQBytes + 2 * STAGES * kKVBytes;
+  static constexpr int kBarriers = 1 + 3 * STAGES + (PERSIST ? 1 : 0);  // + q_empty when persistent
   static constexpr int kSmem = 1024 + kBarOffset + 8 * kBarriers;  // + alignment slack + barriers
   static_assert(kSmem <= 232448, "shared memory per block");
   static_assert(HD == 64 || HD == 128, "head_dim 64 or 128");
   static_assert(BN == 64 || BN == 128, "key block 64 or 128 (a multiple of the 64-column mask tile)");
 };
-// Register split (setmaxnreg): producer warpgroup down, consumers up. Design (b)'s RNG warps need more than the
-// TMA warp's 24.
-template <bool kRngWarps>
+// Register split (setmaxnreg): producer warpgroup down, consumers up.
 struct Regs {
-  static constexpr int kProducer = kRngWarps ? 56 : 24;
-  static constexpr int kConsumer = kRngWarps ? 224 : 240;
+  static constexpr int kProducer = 24;
+  static constexpr int kConsumer = 240;
   static_assert(kProducer * 128 + 2 * kConsumer * 128 <= 65536, "register file");
 };
 
-// The schedules launch_attention uses, per (dH, mode, causal); the dropout coding (kDropImpl) too, from session
-// 5's device run 2 (results/h200/attention_s5): dH 128 causal fused keeps session 4's coding with the Philox
-// look-ahead (1.24-1.26x none against 1.31-1.33 for ge7), dH 64 causal fused takes ge7 without it.
-// Stage count, ping-pong and the Philox slot do not change the arithmetic (bit-identical outputs, checked by the benchmark and the tests), so each mode may
-// take its fastest; measured on the H200 (docs/attention.md). dH 128 needs 3 K/V stages (2 starve the tensor
-// cores: 543 -> 678 TFLOP/s), which leaves no room for design (b)'s keep-word ring: design (b) runs on 2.
-template <int HD, DropoutMode M, bool kCausal, bool kRngWarps = false>
-struct Sched;
-// Session 6's coding 3 (masks made under S_j) measured slower for mask at every shape (1.08-1.16x none against
-// 1.05-1.07 for coding 1), even with fused at dH 128 non-causal and slower for causal fused; it is the default only
-// for dH 64 non-causal fused (1.28-1.29x none against 1.30-1.33; results/h200/attention_s6).
-// Session 8 (results/h200/session8/rr1, bench_attention BENCH_RR_SET=s8, two passes, per-round ratio medians):
-// the main loop written out twice (UNROLL2) for mode none at dH 128 (0.974-0.995x the time of the rolled loop) and
-// dH 64 non-causal (0.984-0.985; causal 1.017: kept rolled), and for the causal dH 128 mask schedule
-// (1.041-1.054x the rolled none against 1.063-1.070 for the rolled mask).
-template <DropoutMode M, bool kCausal>
-struct Sched<128, M, kCausal, false> {
-  using type = std::conditional_t<
-      M == DropoutMode::None, WgCfg<128, 128, 3, true, 0, false, 1, true>,
-      std::conditional_t<M == DropoutMode::Mask && kCausal, WgCfg<128, 128, 3, false, 0, false, 1, true>,
-                         std::conditional_t<M == DropoutMode::Fused && kCausal, WgCfg<128, 128, 3, true, 0, true, 0>, WgCfg<128, 128, 3, true, 0>>>>;
-};
-template <DropoutMode M, bool kCausal>
-struct Sched<64, M, kCausal, false> {
-  using type = std::conditional_t<
-      M == DropoutMode::None, std::conditional_t<kCausal, WgCfg<64, 128, 4, true, 0>, WgCfg<64, 128, 4, false, 0, false, 1, true>>,
-      std::conditional_t<M == DropoutMode::Fused && !kCausal, WgCfg<64, 128, 4, true, 0, false, 3>, WgCfg<64, 128, 4, true, 0>>>;
-};
-template <DropoutMode M, bool kCausal>
-struct Sched<128, M, kCausal, true> { using type = WgCfg<128, 128, 2, true, 3>; };
-template <DropoutMode M, bool kCausal>
-struct Sched<64, M, kCausal, true> { using type = WgCfg<64, 128, 4, true, 3>; };
-// What launch_attention dispatches for design (a) and the other modes, per threshold width. Session 7: dH 128
-// non-causal fused TW 8 takes coding 2 (ge7 masks made and applied after the P V wait): 1.314 / 1.349x none
-// against 1.344 / 1.394 for coding 1 at SQ 8192 / 16384 in one run (results/h200/attention_s7); TW 16 / 32 keep
-// coding 1 (coding 2 applies their keep words like mask coding 2, which measured slower).
-template <int HD, DropoutMode M, bool kCausal, int TW>
-using SchedTwOneTile = std::conditional_t<HD == 128 && M == DropoutMode::Fused && !kCausal && TW == 8, WgCfg<128, 128, 3, true, 0, false, 2>,
-                                   typename Sched<HD, M, kCausal>::type>;
-// Schedule C with persistent CTAs (WgCfg PERSIST), everything else equal.
+// Schedule C with persistent CTAs / with WgCfg WAIT_SPLIT = L, everything else equal.
 template <class C>
 struct Persistent;
-template <int HD, int BN, int ST, bool PP, int RS, bool PA, int DI, bool U2, bool ER, int PF, bool P, int WS>
-struct Persistent<WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, P, WS>> {
-  using type = WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, true, WS>;
+template <int HD, int BN, int ST, bool PP, bool PA, int DI, bool U2, bool P, int WS>
+struct Persistent<WgCfg<HD, BN, ST, PP, PA, DI, U2, P, WS>> {
+  using type = WgCfg<HD, BN, ST, PP, PA, DI, U2, true, WS>;
 };
-// Schedule C with WgCfg WAIT_SPLIT = L (the P V wait split off the softmax's basic block; 2: also the O rescale
-// moved before the P V issue), everything else equal. L = 0: C itself.
-template <class C, int L = 1>
+template <class C, int L>
 struct WaitSplit;
-template <int HD, int BN, int ST, bool PP, int RS, bool PA, int DI, bool U2, bool ER, int PF, bool P, int WS, int L>
-struct WaitSplit<WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, P, WS>, L> {
-  using type = WgCfg<HD, BN, ST, PP, RS, PA, DI, U2, ER, PF, P, L>;
+template <int HD, int BN, int ST, bool PP, bool PA, int DI, bool U2, bool P, int WS, int L>
+struct WaitSplit<WgCfg<HD, BN, ST, PP, PA, DI, U2, P, WS>, L> {
+  using type = WgCfg<HD, BN, ST, PP, PA, DI, U2, P, L>;
 };
-// Persistent CTAs are dispatched for one case: mode Mask, dH 128, causal (session 10, results/h200/session10;
-// clearly faster at SQ 8192, by 1 % with overlapping p10-p90 ranges at 16384).
-// bench_attention's round-robin (BENCH_RR_SET=s10, one pass of 16 rounds, the one-tile schedules in the same rounds;
-// per-round ratios to the one-tile none, p10-p90): there mask took 1.001 [0.992, 1.013] against 1.066 [1.057, 1.075]
-// at SQ 8192 and 1.049 [1.041, 1.061] against 1.060 [1.056, 1.083] at 16384; `dropbench attention` agreed in
-// direction across the session's two calls (mask / none 1.036 / 1.031 with both persistent, 1.066 / 1.056 with both
-// one-tile). Everywhere else they lost or were mixed: none non-causal 1.018-1.032x the time, mask non-causal
-// 1.02-1.11x, fused causal dH 128 1.05-1.08x, causal none 0.96-0.98 at 8192 but 1.02-1.05 at 16384 (probably L2: the
-// heaviest-first order keeps every head's K/V in flight, 64 MB at SQ 16384 against 60 MB of L2; not profiled).
-// Fused (a) non-causal read 0.967-0.978x in the round-robin, but `dropbench attention` with it dispatched read
-// fused / none 2.8-5.6 % above session 8's one-tile figures. Session 12 settled it against the round-robins (which
-// read 0.939-0.978x): dispatched, in alternating processes of the one-tile and the persistent build on one GPU
-// (scripts/ab_bench_attention.sh, 3 pairs), it took 1.024-1.036x the one-tile time at SQ 8192 and 1.018-1.025x at
-// 16384 (R 3 and 7, TW 8; results/h200/session12/ab/). Not dispatched.
+
+// The dispatch rules, in one place: which schedule runs each (dH, mode, causal, threshold width). Stage count,
+// ping-pong, the dropout coding, the loop unrolling, persistent CTAs and the P V wait do not change the arithmetic
+// (bit-identical outputs, checked by the GPU tests), so each instance takes the fastest measured on the H200
+// (docs/attention.md, "Dispatch"; what lost is in its "Tried and lost" table).
+//   K/V stages: 3 at dH 128 (2 starve the tensor cores), 4 at dH 64.
+//   Ping-pong: everywhere but the causal dH 128 mask schedule and dH 64 non-causal none.
+//   Coding (kDropImpl): 0 + Philox ahead for causal dH 128 fused; 2 for non-causal dH 128 fused TW 8; 3 for
+//     non-causal dH 64 fused; 1 elsewhere.
+//   Unrolled loop: mode none at dH 128 and dH 64 non-causal; the causal dH 128 mask schedule.
+//   Persistent CTAs: always for causal dH 128 mask; at run time (with_run_time_schedule) for short causal tiles
+//     (kPersistShortCausal); never otherwise.
+//   P V wait split: level 3 for non-causal dH 64 none; level 2 for the persistent causal dH 128 none; 0 elsewhere.
+template <int HD, DropoutMode M, bool kCausal>
+struct Sched;
+template <DropoutMode M, bool kCausal>
+struct Sched<128, M, kCausal> {
+  using type = std::conditional_t<
+      M == DropoutMode::None, WgCfg<128, 128, 3, true, false, 1, true>,
+      std::conditional_t<M == DropoutMode::Mask && kCausal, WgCfg<128, 128, 3, false, false, 1, true>,
+                         std::conditional_t<M == DropoutMode::Fused && kCausal, WgCfg<128, 128, 3, true, true, 0>, WgCfg<128, 128, 3, true>>>>;
+};
+template <DropoutMode M, bool kCausal>
+struct Sched<64, M, kCausal> {
+  using type = std::conditional_t<
+      M == DropoutMode::None,
+      std::conditional_t<kCausal, WgCfg<64, 128, 4, true>, WgCfg<64, 128, 4, false, false, 1, true, false, 3>>,
+      std::conditional_t<M == DropoutMode::Fused && !kCausal, WgCfg<64, 128, 4, true, false, 3>, WgCfg<64, 128, 4, true>>>;
+};
+template <int HD, DropoutMode M, bool kCausal, int TW>
+using SchedTwOneTile = std::conditional_t<HD == 128 && M == DropoutMode::Fused && !kCausal && TW == 8, WgCfg<128, 128, 3, true, false, 2>,
+                                          typename Sched<HD, M, kCausal>::type>;
 template <int HD, DropoutMode M, bool kCausal, int TW>
 inline constexpr bool kDispatchPersist = HD == 128 && M == DropoutMode::Mask && kCausal;
-// Session 13: persistent CTAs also where causal tiles are short, chosen at run time (launch_attention): mode none
-// (dH 128 and 64) and mask (dH 64) when a query tile has at most kShortTileBlocks key blocks on average (SQ <= 8320
-// at 128 x 128 blocks). There the one-tile CTA's start and end (barrier set-up, the Q and first K/V loads, the
-// epilogue; 1 CTA/SM, nothing else on the SM to overlap them) weigh most, and session 10's round-robin read
-// persistent none 0.962 / 0.981x the one-tile time at SQ 8192 (dH 128 / 64), mask dH 64 0.968x; at SQ 16384
-// (64.5 blocks) 1.017 / 1.048x and 1.030x. Session 13's same-GPU A/B of the dispatched kernels (alternating
-// processes, results/h200/session13/ab): none 0.878 / 0.971x (dH 128, SQ 4096 / 8192), 0.969x (dH 64, 8192), mask dH 64
-// 0.980x. Fused causal: dH 64 at threshold width 8 too (A/B: 0.873 / 0.941x at SQ 4096 / 8192; the other widths would
-// add an instance per rounds x width); dH 128 stays one tile (1.055x in the round-robin: its Philox-ahead coding).
-// Non-causal tiles of <= 33 blocks (SQ <= 4224) are not measured and stay one tile.
+// Persistent CTAs where causal tiles are short (at most kShortTileBlocks key blocks per query tile on average:
+// SQ <= 8320 at 128 x 128 blocks): there the one-tile CTA's start and end (barrier set-up, the first loads, the
+// epilogue; nothing else on the SM to overlap them) weigh most.
 template <int HD, DropoutMode M, bool kCausal, int TW = 8>
 inline constexpr bool kPersistShortCausal =
     kCausal && (M == DropoutMode::None || (M == DropoutMode::Mask && HD == 64) || (M == DropoutMode::Fused && HD == 64 && TW == 8));
 inline constexpr double kShortTileBlocks = 33.0;
+// The P V wait level of a persistent short-causal schedule: 2 for dH 128 none, else the one-tile schedule's.
+template <class C, DropoutMode M>
+inline constexpr int kPersistWaitSplit = (C::kHeadDim == 128 && M == DropoutMode::None) ? 2 : C::kWaitSplit;
 // Mean key blocks per query tile of a causal launch (br-row query tiles of the row window, bc-key blocks).
 inline double mean_causal_key_blocks(const AttentionParams& p, int br, int bc) {
   const int wrows = attn::window_rows(p);
@@ -239,30 +169,21 @@ inline double mean_causal_key_blocks(const AttentionParams& p, int br, int bc) {
 inline bool short_causal_tiles(const AttentionParams& p, int br, int bc) {
   return p.causal && mean_causal_key_blocks(p, br, bc) <= kShortTileBlocks;
 }
-// The run-time half of the dispatch, in one place for launch_attention and for the tests and benchmarks that mirror
-// it: f.template operator()<C>() with schedule C1, or with its persistent twin where kPersistShortCausal allows it
-// and p's causal tiles are short. The twin is instantiated only where the rule can pick it.
+// The run-time half of the dispatch, in one place for launch_attention and for the tests that mirror it:
+// f.template operator()<C>() with schedule C1, or with its persistent twin where kPersistShortCausal allows it and
+// p's causal tiles are short. The twin is instantiated only where the rule can pick it.
 template <class C1, DropoutMode M, bool kCausal, int TW, class F>
 decltype(auto) with_run_time_schedule(const AttentionParams& p, F&& f) {
   if constexpr (kPersistShortCausal<C1::kHeadDim, M, kCausal, TW> && !C1::kPersist) {
-    if (short_causal_tiles(p, C1::kBr, C1::kBc)) return f.template operator()<typename Persistent<C1>::type>();
+    using CP = typename WaitSplit<typename Persistent<C1>::type, kPersistWaitSplit<C1, M>>::type;
+    if (short_causal_tiles(p, C1::kBr, C1::kBc)) return f.template operator()<CP>();
   }
   return f.template operator()<C1>();
 }
-// What launch_attention dispatches (the one-tile schedules stay as SchedTwOneTile: the s10 comparison and the
-// tests' reference).
+// What launch_attention dispatches before the run-time choice.
 template <int HD, DropoutMode M, bool kCausal, int TW>
-using SchedTwNoSplit = std::conditional_t<kDispatchPersist<HD, M, kCausal, TW>, typename Persistent<SchedTwOneTile<HD, M, kCausal, TW>>::type,
-                                          SchedTwOneTile<HD, M, kCausal, TW>>;
-// DROPBENCH_WG_WAIT_SPLIT=L (cmake -DDROPBENCH_WG_WAIT_SPLIT=L) dispatches every schedule with WAIT_SPLIT L: the B
-// side of the A/B that decides whether it is dispatched (scripts/device_stages.sh stage ws). Design (b) is not
-// affected (its schedules are not SchedTw).
-#ifndef DROPBENCH_WG_WAIT_SPLIT
-#define DROPBENCH_WG_WAIT_SPLIT 0
-#endif
-static_assert(DROPBENCH_WG_WAIT_SPLIT >= 0 && DROPBENCH_WG_WAIT_SPLIT <= 3, "DROPBENCH_WG_WAIT_SPLIT: 0 to 3");
-template <int HD, DropoutMode M, bool kCausal, int TW>
-using SchedTw = typename WaitSplit<SchedTwNoSplit<HD, M, kCausal, TW>, DROPBENCH_WG_WAIT_SPLIT>::type;
+using SchedTw = std::conditional_t<kDispatchPersist<HD, M, kCausal, TW>, typename Persistent<SchedTwOneTile<HD, M, kCausal, TW>>::type,
+                                   SchedTwOneTile<HD, M, kCausal, TW>>;
 
 // The grid of a schedule with kBr-row query blocks: one CTA per (query block, head, batch), or, persistent, one
 // per SM at most (1 CTA/SM fits), each walking its tiles.
@@ -277,7 +198,7 @@ inline dim3 launch_grid(const AttentionParams& p, int br, bool persist) {
   return dim3(static_cast<unsigned>(std::min<int64_t>(tiles, sms)));
 }
 
-template <class C, DropoutMode kMode, int R, int TW, bool kCausal, bool kRngWarps = false>
+template <class C, DropoutMode kMode, int R, int TW, bool kCausal>
 __global__ void __launch_bounds__(384, 1)
     attn_fwd_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_kv,
                           const attn::KernelArgs a) {
@@ -293,10 +214,6 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int NS = BN / 2;    // S accumulators per thread
   constexpr int NO = HD / 2;    // O accumulators per thread
   constexpr bool kDrop = kMode != DropoutMode::None;
-  constexpr bool kRng = kRngWarps && kMode == DropoutMode::Fused;  // design (b)
-  constexpr int RS = C::kRngStages > 0 ? C::kRngStages : 1;
-  static_assert(!kRng || C::kRngStages > 0, "design (b) needs the keep-word ring");
-  using RG = Regs<kRng>;
 
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
@@ -307,13 +224,9 @@ __global__ void __launch_bounds__(384, 1)
   auto k_full = [&](int s) { return bar + 8u + 8u * s; };
   auto v_full = [&](int s) { return bar + 8u + 8u * (ST + s); };
   auto kv_empty = [&](int s) { return bar + 8u + 8u * (2 * ST + s); };
-  [[maybe_unused]] auto rng_full = [&](int s) { return bar + 8u + 8u * (3 * ST + s); };
-  [[maybe_unused]] auto rng_empty = [&](int s) { return bar + 8u + 8u * (3 * ST + RS + s); };
   [[maybe_unused]] const uint32_t q_empty = bar + 8u * (C::kBarriers - 1);  // persistent: last barrier
-  [[maybe_unused]] const uint32_t sRng = base + C::kRngOffset;
 
   constexpr bool kPersist = C::kPersist;
-  static_assert(!(kPersist && kRngWarps), "persistent CTAs are not built for design (b)");
   const int sq = a.sq, sk = a.sq;
   // The CTA's k-th tile (first query row, head, batch, key blocks); false past its last. One tile per CTA (from
   // blockIdx) unless persistent.
@@ -374,13 +287,6 @@ __global__ void __launch_bounds__(384, 1)
       mbar_init(kv_empty(s), 8);  // one arrival per consumer warp
     }
     if constexpr (kPersist) mbar_init(q_empty, 8);  // one arrival per consumer warp
-    if constexpr (kRng) {
-#pragma unroll
-      for (int s = 0; s < RS; ++s) {
-        mbar_init(rng_full(s), 96);  // every RNG thread
-        mbar_init(rng_empty(s), 8);  // one arrival per consumer warp
-      }
-    }
     fence_mbar_init();
     prefetch_tensormap(&tm_q);
     prefetch_tensormap(&tm_kv);
@@ -390,49 +296,7 @@ __global__ void __launch_bounds__(384, 1)
   const int wgi = threadIdx.x / 128;
   if (wgi == 0) {
     // ---------------- producer ----------------
-    setmaxnreg_dec<RG::kProducer>();
-    if constexpr (kRng) {
-      if (threadIdx.x >= 32) {
-        // Design (b): warps 1-3 generate the CTA's keep words, block by block, into the ring. Word w of a stage
-        // is (consumer warp w / 64 (strip), tile (w / 32) % 2, lane w % 32): the consumer lane reads word
-        // strip*64 + tile*32 + lane, conflict-free.
-        constexpr int NTL = BN / 64;
-        constexpr int kWords = C::kRngWordsPerStage;
-        const int r = threadIdx.x - 32;  // 0..95
-        Tile T;
-        next_tile(0, T);
-        const int q0 = T.q0, h = T.h, b = T.b, n_kv = T.n_kv;
-        const attn::FusedStream fs{a.seed_lo, a.seed_hi, static_cast<uint32_t>(b * a.hq + h), a.offset, a.drop};
-        const uint32_t r16_0 = static_cast<uint32_t>(q0 / 16);
-        for (int j = 0; j < n_kv; ++j) {
-          const int st = j % RS;
-          if (j >= RS) mbar_wait_or_trap(rng_empty(st), ((j / RS) - 1) & 1);
-          // Two words per step (four independent Philox calls for TW 8) for instruction-level parallelism.
-          for (int w0 = r; w0 < kWords; w0 += 192) {
-            uint32_t word[2] = {0u, 0u};
-#pragma unroll
-            for (int u = 0; u < 2; ++u) {
-              const int w = min(w0 + 96 * u, kWords - 1);  // the clamped duplicate is computed, not stored
-              const uint32_t strip = static_cast<uint32_t>(w / (32 * NTL));
-              const uint32_t tt = static_cast<uint32_t>((w / 32) % NTL);
-              const uint32_t tile = (r16_0 + strip) * a.cols64 + static_cast<uint32_t>(j * NTL) + tt;
-              if constexpr (C::kDropImpl >= 1 && TW == 8) {
-                word[u] = attn::fused_word8_swar<R>(fs, attn::byte_threshold(a.drop), tile, static_cast<uint32_t>(w % 32));
-              } else {
-#pragma unroll
-                for (int k = 0; k < kCallsPerWord<TW>; ++k)
-                  word[u] |= attn::fused_word_part<R, TW>(fs, tile, static_cast<uint32_t>(w % 32), k);
-              }
-            }
-#pragma unroll
-            for (int u = 0; u < 2; ++u)
-              if (w0 + 96 * u < kWords)
-                asm volatile("st.shared.u32 [%0], %1;" ::"r"(sRng + 4u * (st * kWords + w0 + 96 * u)), "r"(word[u]) : "memory");
-          }
-          mbar_arrive(rng_full(st));
-        }
-      }
-    }
+    setmaxnreg_dec<Regs::kProducer>();
     if (threadIdx.x == 0) {
       int it = 0;  // K/V ring position: blocks loaded so far over the CTA's tiles
       Tile T;
@@ -479,7 +343,7 @@ __global__ void __launch_bounds__(384, 1)
     }
   } else {
     // ---------------- consumers ----------------
-    setmaxnreg_inc<RG::kConsumer>();
+    setmaxnreg_inc<Regs::kConsumer>();
     const int c = wgi - 1;
     const int t = threadIdx.x - 128 * wgi;
     const int warp = t >> 5, lane = t & 31;
@@ -522,7 +386,7 @@ __global__ void __launch_bounds__(384, 1)
       // softmax, fp32), kPackEarly (packed bf16x2 before the P V wait), kPackLate (packed after it).
       constexpr int DI = C::kDropImpl;
       constexpr bool kNewMask = DI >= 1 && kMode == DropoutMode::Mask;
-      constexpr bool kGe7 = DI >= 1 && kMode == DropoutMode::Fused && !kRng && TW == 8;
+      constexpr bool kGe7 = DI >= 1 && kMode == DropoutMode::Fused && TW == 8;
       constexpr bool kPackLate = kDrop && DI == 2;
       constexpr bool kPackEarly = kDrop && DI == 1 && kGe7;
       // DI 3: the bf16x2 masks (pm) before the S_j wait (mode Mask from the keep words, fused TW 8 from the ge7
@@ -582,10 +446,6 @@ __global__ void __launch_bounds__(384, 1)
         if constexpr (kNewMask) {
 #pragma unroll
           for (int tt = 0; tt < NT; ++tt) kw[tt] = attn::mask_word_at(mcur + tt * kWordsPerTile, tt < mleft);
-          if constexpr (C::kMaskPrefetch > 0) {
-            constexpr int kAhead = C::kMaskPrefetch * NT;  // tiles ahead of this block's first
-            if (lane < NT && lane + kAhead < mleft) prefetch_l2(mcur + (kAhead + lane) * kWordsPerTile - lane);
-          }
           mcur += NT * kWordsPerTile;
           mleft -= NT;
         } else if constexpr (kMode == DropoutMode::Mask) {
@@ -593,22 +453,7 @@ __global__ void __launch_bounds__(384, 1)
           for (int tt = 0; tt < NT; ++tt) kw[tt] = attn::mask_tile_word<kCausal>(mstrip, static_cast<uint32_t>(j * NT + tt));
         }
       };
-      // Design (b): the block's keep words from the RNG warps' ring (wait, read, release).
-      auto ring_words = [&](int j, uint32_t (&kw)[NT]) {
-        if constexpr (kRng) {
-          const int st = j % RS;
-          mbar_wait(rng_full(st), (j / RS) & 1);
-#pragma unroll
-          for (int tt = 0; tt < NT; ++tt)
-            asm volatile("ld.shared.u32 %0, [%1];"
-                         : "=r"(kw[tt])
-                         : "r"(sRng + 4u * (st * C::kRngWordsPerStage + (4 * c + warp) * 32 * NT + tt * 32 + lane))
-                         : "memory");
-          __syncwarp();
-          if (lane == 0) mbar_arrive(rng_empty(st));
-        }
-      };
-      // Mode Fused, design (a): the block's keep words from Philox in the consumer, while the tensor cores run.
+      // Mode Fused: the block's keep words from Philox in the consumer, while the tensor cores run.
       // kGe7: the byte compares of block j (ge7[tt][k][q]), applied to P after its bf16 conversion.
       [[maybe_unused]] uint32_t ge7[NT][2][4];
       auto gen_ge7 = [&](int j) {
@@ -623,7 +468,7 @@ __global__ void __launch_bounds__(384, 1)
       auto gen_words = [&](int j, uint32_t (&kw)[NT]) {
         if constexpr (kGe7) {
           gen_ge7(j);
-        } else if constexpr (kMode == DropoutMode::Fused && !kRng) {
+        } else if constexpr (kMode == DropoutMode::Fused) {
 #pragma unroll
           for (int tt = 0; tt < NT; ++tt) {
             uint32_t w = 0;
@@ -636,7 +481,7 @@ __global__ void __launch_bounds__(384, 1)
       };
 
       // Mask (keys past the end; causal: keys after the row), online softmax, dropout. S becomes P (fp32).
-      auto softmax = [&](int j, const uint32_t (&kw)[NT], float (&alpha)[2], bool rescale_o) {
+      auto softmax = [&](int j, const uint32_t (&kw)[NT], float (&alpha)[2]) {
         const int kv0 = j * BN;
         const bool edge = (kv0 + BN > sk) || (kCausal && kv0 + BN - 1 > wrow);
         if (edge) {
@@ -657,13 +502,6 @@ __global__ void __launch_bounds__(384, 1)
           const float ms = (mx == -INFINITY) ? 0.f : mx * sl2;
           alpha[hh] = attn::fast_exp2(row_max[hh] * sl2 - ms);
           row_max[hh] = mx;
-          if (rescale_o) {
-#pragma unroll
-            for (int nb = 0; nb < HD / 8; ++nb) {
-              o[4 * nb + 2 * hh] *= alpha[hh];
-              o[4 * nb + 2 * hh + 1] *= alpha[hh];
-            }
-          }
           float sum = 0.f;
 #pragma unroll
           for (int nb = 0; nb < BN / 8; ++nb)
@@ -680,7 +518,7 @@ __global__ void __launch_bounds__(384, 1)
           for (int tt = 0; tt < NT; ++tt) attn::apply_keep_word(*reinterpret_cast<float(*)[8][4]>(&s[32 * tt]), kw[tt]);
         }
       };
-      // P_j as bf16x2 (the A operand of P V) with the packed-domain dropout (keep words: mask, design (b), fused
+      // P_j as bf16x2 (the A operand of P V) with the packed-domain dropout (keep words: mask, fused
       // TW 16/32; or ge7): P &= masks. kPackEarly: the packed P (pe) and the masks (pm) are made before the P V
       // wait, in registers the softmax no longer needs (S's), and after the wait only the 32 ANDs remain, which
       // define the A operand (a plain copy would be folded by ptxas, making pe the operand while the previous
@@ -775,16 +613,15 @@ __global__ void __launch_bounds__(384, 1)
       // `if (j + 1 < n_kv)` ptxas joined the two paths with a register copy of the loaded word right after the
       // load, which waited the whole global-load latency (ncu, device run 1: long-scoreboard stalls x3).
       if (kNewMask || n_kv > 1) load_words(1, kw_next);
-      [[maybe_unused]] constexpr bool kAhead = C::kPhiloxAhead && kMode == DropoutMode::Fused && !kRng && !kGe7;
+      [[maybe_unused]] constexpr bool kAhead = C::kPhiloxAhead && kMode == DropoutMode::Fused && !kGe7;
       gen_words(0, kw);
-      ring_words(0, kw);
       mask_early(kw);
       wgmma_wait<0>();
       reg_fence(s);
       if constexpr (kPersist) {
         if (n_kv == 1 && lane == 0) mbar_arrive(q_empty);  // the tile's last S GEMM is done: Q may be reloaded
       }
-      softmax(0, kw, alpha, false);
+      softmax(0, kw, alpha);
       if constexpr (kAhead) {
         if (n_kv > 1) gen_words(1, kw_next);
       }
@@ -806,42 +643,31 @@ __global__ void __launch_bounds__(384, 1)
         pass_turn(false);
         if (kNewMask || j + 1 < n_kv) load_words(j + 1, kwn);
         if constexpr (!kAhead) gen_words(j, kwc);
-        ring_words(j, kwc);
         mask_early(kwc);
         wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
         reg_fence(s);
         if constexpr (kPersist) {
           if (j == n_kv - 1 && lane == 0) mbar_arrive(q_empty);  // the tile's last S GEMM is done
         }
-        if constexpr (C::kEarlyRescale) {
-          wgmma_wait<0>();
-          reg_fence(o);
-#pragma unroll
-          for (int kk = 0; kk < PK; ++kk) reg_fence(p[kk]);
-          if (lane == 0) mbar_arrive(kv_empty(pst));
-        }
-        softmax(j, kwc, alpha, C::kEarlyRescale);
+        softmax(j, kwc, alpha);
         if constexpr (kAhead) {
           if (j + 1 < n_kv) gen_words(j + 1, kwn);
         }
         pack_early(kwc);
-        // ptxas hoists this wait to the top of the softmax's basic block, so the softmax runs after P_{j-1} V_{j-1}
-        // rather than under it; a membar.cta in front keeps it in place but measured slower in every mode
-        // (docs/attention.md, device run 2 of session 5). WAIT_SPLIT puts it after a never-taken branch instead.
+        // A plain wait is hoisted by ptxas to the top of the softmax's basic block (the softmax then runs after
+        // P_{j-1} V_{j-1} rather than under it); WAIT_SPLIT puts it after a never-taken branch instead (WgCfg).
         if constexpr (kPAhead) {  // P_j into pc (its P V, two blocks back, was waited for in block j-1)
           convert_p(kwc, pc);
 #pragma unroll
           for (int kk = 0; kk < PK; ++kk) reg_fence(pc[kk]);
         }
-        if constexpr (!C::kEarlyRescale) {
-          if constexpr (C::kWaitSplit > 0) block_boundary(never);
-          wgmma_wait<0>();
-          reg_fence(o);
+        if constexpr (C::kWaitSplit > 0) block_boundary(never);
+        wgmma_wait<0>();
+        reg_fence(o);
 #pragma unroll
-          for (int kk = 0; kk < PK; ++kk) reg_fence(pp[kk]);
-          if (lane == 0) mbar_arrive(kv_empty(pst));
-          if constexpr (!C::kRescaleAtPv) rescale_o();
-        }
+        for (int kk = 0; kk < PK; ++kk) reg_fence(pp[kk]);
+        if (lane == 0) mbar_arrive(kv_empty(pst));
+        if constexpr (!C::kRescaleAtPv) rescale_o();
         if constexpr (!kPAhead) convert_p(kwc, pc);
       };
       if constexpr (C::kUnroll2) {
