@@ -23,6 +23,7 @@
 #   h2h      issue 11: ours and PyTorch's SDPA (cuDNN, FA2) in one process, interleaved, with power and clocks
 #            (scripts/h2h_attention.py; $H2H_ARGS replaces its shape arguments, $H2H_TAG suffixes its file names)
 #   sanitize issue 11: compute-sanitizer memcheck + racecheck of the wgmma attention tests on short / ragged shapes
+#   ncu      Nsight Compute of our wgmma attention (none, mask) beside cuDNN's SDPA kernel, one launch each
 #   sweep    issue 11: a reduced paper sweep through `dropbench run` (SQ 2K/8K/32K x E 4K/16K, R 7) with both
 #            kernels, and the PyTorch end-to-end peer blocks at its points
 # nvidia-smi clocks / power before and after each stage (smi.csv). Everything lands in $OUT (or results-stages/);
@@ -182,6 +183,25 @@ for s in "${STAGES[@]}"; do
       sanitize_tests memcheck memcheck.log "$F:Kernels/AttentionGpu.ZeroDropoutEqualsNoneBitwise/wgmma" 150
       [ "$(left)" -lt 40 ] && { echo "racecheck: skipped ($(left) s left)"; continue; }
       sanitize_tests racecheck racecheck.log "$F" 200 ;;
+    ncu)
+      # Nsight Compute of our wgmma attention (none, mask) beside PyTorch's cuDNN SDPA, one launch each
+      # (scripts/h2h_attention.py --profile-once: NVTX range dbprof), SQ $NCU_SQ (default 8192), non-causal, dH
+      # $NCU_HD (default "128 64"): ncu_details_hd*.csv (speed of light, warp states, compute workload) and the
+      # per-SASS source counters (ncu_source_hd*.csv.gz). Needs $B/libdropbench_attention.so and PyTorch.
+      want ncu 120 || continue
+      command -v ncu > /dev/null || { echo "ncu: not installed"; continue; }
+      for hd in ${NCU_HD:-128 64}; do
+        [ "$(left)" -lt 60 ] && { echo "ncu hd $hd: skipped ($(left) s left)"; continue; }
+        DROPBENCH_ATTENTION_LIB="$B/libdropbench_attention.so" timeout "$(cap 240)" ncu --clock-control none --nvtx \
+          --nvtx-include 'dbprof/' --section SpeedOfLight --section WarpStateStats --section SourceCounters \
+          --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis -f -o "/tmp/stages_ncu_hd$hd" \
+          python3 scripts/h2h_attention.py --profile-once --sq "${NCU_SQ:-8192}" --head-dim "$hd" --causal false \
+          --variants wgmma:none,wgmma:mask,cudnn:none > "$O/ncu_hd$hd.log" 2>&1
+        echo "ncu hd $hd: exit $?"
+        ncu --import "/tmp/stages_ncu_hd$hd.ncu-rep" --page details --csv > "$O/ncu_details_hd$hd.csv" 2>&1
+        ncu --import "/tmp/stages_ncu_hd$hd.ncu-rep" --page source --csv --print-source sass 2>/dev/null \
+          | gzip > "$O/ncu_source_hd$hd.csv.gz"
+      done ;;
     sweep)
       want sweep 150 || continue
       timeout $(( $(left) - 50 )) "$B/dropbench" run --config configs/paper-sweep.json -q --no-explore \

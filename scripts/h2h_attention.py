@@ -153,6 +153,10 @@ def parse_args(argv):
     ap.add_argument("--settle-ms", type=float, default=0.0,
                     help="before each sample, the same variant runs this long untimed, so the sample starts in that "
                          "variant's own power / clock state (0..5000 ms; default 0: right after the previous variant)")
+    ap.add_argument("--profile-once", action="store_true",
+                    help="after the checks, run each variant once inside an NVTX range 'dbprof' and time nothing: for "
+                         "Nsight Compute, e.g. ncu --nvtx --nvtx-include 'dbprof/' --section WarpStateStats ... "
+                         "scripts/h2h_attention.py --profile-once --sq 8192 --causal false")
     ap.add_argument("--device", type=int, default=0)
     ap.add_argument("-o", "--output", help="JSON report")
     ap.add_argument("--md", help="markdown table")
@@ -428,14 +432,24 @@ class Runner:
                 calls[name] = call
         checks = self.check(outs)
         del outs
+        shape = {"batch": b, "sq": sq, "q_heads": hq, "kv_heads": hkv, "head_dim": hd, "causal": causal,
+                 "dropout_p": a.dropout_p, "dropout_p_effective_ours": p_eff, "philox_rounds": a.philox_rounds,
+                 "flops": flops}
+        if a.profile_once:
+            for name, fn in calls.items():
+                fn()
+                fn()
+                torch.cuda.synchronize()
+                torch.cuda.nvtx.range_push("dbprof")
+                fn()
+                torch.cuda.synchronize()
+                torch.cuda.nvtx.range_pop()
+            return {"shape": shape, "checks": checks, "skipped": skipped, "profiled": list(calls), "info": info}
         samples = self.time(calls)
         summary = summarize(samples, flops)
         for n, s in summary.items():
             s.update(info.get(n, {}))
-        return {"shape": {"batch": b, "sq": sq, "q_heads": hq, "kv_heads": hkv, "head_dim": hd, "causal": causal,
-                          "dropout_p": a.dropout_p, "dropout_p_effective_ours": p_eff, "philox_rounds": a.philox_rounds,
-                          "flops": flops},
-                "checks": checks, "skipped": skipped, "summary": summary, "ratios": ratio_rows(samples),
+        return {"shape": shape, "checks": checks, "skipped": skipped, "summary": summary, "ratios": ratio_rows(samples),
                 "samples": samples}
 
     def kernels_of(self, fn):
@@ -535,6 +549,13 @@ def run(a, argv):
                 points.append(r.shape(sq, hd, causal))
                 r.torch.cuda.empty_cache()
     ctx["sm_mhz_at_end"] = r.nvml.sm_mhz()
+    if a.profile_once:
+        for pt in points:
+            print(f"profiled once each (NVTX range dbprof): {', '.join(pt['profiled'])} at {pt['shape']}")
+        if a.output:
+            Path(a.output).write_text(json.dumps({"schema": "dropbench.h2h_attention.profile", "context": ctx,
+                                                  "points": points}, indent=1) + "\n")
+        return 0
     doc = {"schema": "dropbench.h2h_attention", "schema_version": 1, "context": ctx, "points": points}
     md = md_tables(points)
     if a.output:
