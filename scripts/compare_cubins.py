@@ -35,8 +35,9 @@ def demangle(names):
 
 
 def key(demangled, keep=10):
-    """An instance's template arguments, short, with WgCfg's arguments after the first `keep` dropped (10: PERSIST,
-    session 10, and WAIT_SPLIT, session 15, so that an older tree's names match; scripts/wait_split_sass.py keeps 11)."""
+    """An instance's template arguments, short, with WgCfg's arguments after the first `keep` dropped (10: the two
+    added last, PERSIST and WAIT_SPLIT, are dropped so that an older tree's names match; lab/scripts/wait_split_sass.py
+    keeps 11)."""
     s = re.sub(r"\(CUtensorMap.*", "", demangled).replace("dropbench::", "").replace("attn_wg::", "")
     s = re.sub(r"(WgCfg<(?:[^<>,]+, ){%d})[^<>]+>" % keep, r"\1>", s)
     return s.replace(", >", ">").replace("void attn_fwd_wgmma_kernel", "")

@@ -4,7 +4,7 @@
 # energy per block per pipeline and each mechanism's hidden fraction beside its energy bound. nvidia-smi before and
 # after each run. Reports under $OUT (or results-power/).   scripts/power_presets.sh BUILD
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=$1
 O=${OUT:-results-power}
 mkdir -p "$O"

@@ -8,7 +8,8 @@ their 95 % intervals, the sustained (power-pass) winner and the energy winner wh
 import os
 import sys
 
-import dropbench_report as dr
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))  # dropbench_report
+import dropbench_report as dr  # noqa: E402
 
 
 def fmt_ci(d, key):

@@ -8,7 +8,7 @@
 #   e.g. scripts/power_model.sh build results/h200/model/session6 results/h200/session6/presets/run_llama3-*.json \
 #          -- results/h200/session6/reports/attention.json results/h200/session6/reports/rng.json
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=$1; O=$2; shift 2
 power=(); other=()
 while [ $# -gt 0 ]; do

@@ -8,7 +8,7 @@ paired bootstrap interval (issue 16's figure of merit).
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))  # dropbench_report
 import dropbench_report as dr  # noqa: E402
 
 

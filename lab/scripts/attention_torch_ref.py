@@ -1,5 +1,5 @@
 # Same-machine reference numbers for docs/attention.md: PyTorch SDPA (flash = FlashAttention-2, cudnn) on the
-# benchmark shape, with and without dropout. CUDA events, warm-up, median. Run by scripts/attention.sh run.
+# benchmark shape, with and without dropout. CUDA events, warm-up, median. Run by lab/scripts/attention.sh run.
 import sys
 import torch
 import torch.nn.functional as F

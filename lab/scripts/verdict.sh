@@ -4,7 +4,7 @@
 # SDPA) in the same session; clocks and power before and after. Reports under $OUT (or results-verdict/).
 #   scripts/verdict.sh [BUILD=build-verdict]
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=${1:-build-verdict}
 O=${OUT:-results-verdict}
 mkdir -p "$O"

@@ -6,7 +6,7 @@
 #   scripts/attention.sh build        # here (needs nvcc, GoogleTest)
 #   scripts/attention.sh run          # on a machine with an H200 (binaries are self-contained: static cudart)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=build-attn
 NVCC=${NVCC:-nvcc}
 FLAGS=(-gencode=arch=compute_90a,code=sm_90a -std=c++20 --expt-relaxed-constexpr -O3 -lineinfo -I. -Itests)
@@ -54,7 +54,7 @@ case "${1:-build}" in
     for sq in ${SQS:-8192 16384}; do
       $B/bench_attention $sq ${HEADS:-32} ${KV_HEADS:-8} ${REPS:-30} ${HD:-0} 2>&1 | tee -a $LOG/bench.log | grep -E "^[0-9]|^dH|^B=|MISMATCH|error"
       if [ "${TORCH:-1}" = 1 ] && command -v python3 >/dev/null; then
-        timeout 150 python3 scripts/attention_torch_ref.py $sq 2>&1 | tee -a $LOG/torch.log | grep -v Warning
+        timeout 150 python3 lab/scripts/attention_torch_ref.py $sq 2>&1 | tee -a $LOG/torch.log | grep -v Warning
       fi
     done
     nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv | tee -a $LOG/smi.txt || true

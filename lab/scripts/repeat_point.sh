@@ -11,7 +11,7 @@
 # runs, ~1 min each with longer groups; each run is killed after RUN_TIMEOUT, default 300 s). The script prints
 # the wall time. Without REPEATS: the settings of the 2026-12-01 before/after runs.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=$1; N=${2:-3}; TAG=${3:-run}; shift 3 || shift $#
 O=${OUT:-results-repeat}
 mkdir -p "$O"
@@ -33,6 +33,6 @@ for i in $(seq 1 "$N"); do
 done
 echo "$TAG: $N runs in $(( $(date +%s) - t_all )) s"
 if (( ${#reports[@]} >= 2 )); then
-  python3 scripts/repeat_spread.py --label "$TAG" "${reports[@]}" --json "$O/${TAG}_spread.json" > "$O/${TAG}_spread.md"
+  python3 lab/scripts/repeat_spread.py --label "$TAG" "${reports[@]}" --json "$O/${TAG}_spread.json" > "$O/${TAG}_spread.md"
   cat "$O/${TAG}_spread.md"
 fi

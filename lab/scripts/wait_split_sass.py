@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 from compare_cubins import NVCC_FLAGS, demangle, key  # noqa: E402  (the same compile flags and instance names)
 
 INSN = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
@@ -138,7 +138,7 @@ def self_test():
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tree", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    ap.add_argument("--tree", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
     ap.add_argument("--filter", default="", help="only instances whose demangled name contains this")
     ap.add_argument("--levels", default="0,1,2,3", help="WAIT_SPLIT levels to build (default 0,1,2,3)")
     ap.add_argument("--md", help="write the table here too")
