@@ -57,11 +57,11 @@ runs = [js[n] for n in names if n.startswith("run_")]
 mean = lambda k: sum(r[k] for r in runs) / len(runs) if runs and all(r[k] is not None for r in runs) else None
 js["_presets_mean"] = {k: mean(k) for k in ("held_out_sampled_with_power", "held_out_sampled_without_power",
                                               "held_out_sustained_with_power", "committed_profile_held_out_sampled")}
-js["_meta"] = {"sha": sha, "date_utc": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M"), "script": "scripts/power_model.sh"}
+js["_meta"] = {"sha": sha, "date_utc": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M"), "script": "lab/scripts/power_model.sh"}
 with open(f"{out}/summary.json", "w") as fh: json.dump(js, fh, indent=2); fh.write("\n")
 m = js["_presets_mean"]
 with open(f"{out}/summary.md", "w") as fh:
-    fh.write(f"Model vs measured, held-out mean |err| (scripts/power_model.sh, {js['_meta']['date_utc']} UTC, {sha}); "
+    fh.write(f"Model vs measured, held-out mean |err| (lab/scripts/power_model.sh, {js['_meta']['date_utc']} UTC, {sha}); "
              "power term: the per-kernel power fitted on the power reports (profile_with_power.json).\n\n"
              "| report | n | sampled, with power term | sampled, without | n sustained | sustained (power pass), with power term | committed profile (no power data), sampled | overlap pipeline err %: with / without power term |\n"
              "|---|---:|---:|---:|---:|---:|---:|---|\n" + "\n".join(rows) + "\n\n"
