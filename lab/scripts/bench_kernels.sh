@@ -15,5 +15,5 @@ mkdir -p "$OUT"
   | tee "$OUT/attention.md"
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   python3 scripts/peer_gemm.py --min-time 0.5 --json "$OUT/peer_gemm.json" | tee "$OUT/peer_gemm.md" || echo "peer_gemm failed" >&2
-  python3 scripts/attention_torch_ref.py 8192 | tee "$OUT/peer_attention.md" || echo "peer attention failed" >&2
+  python3 lab/scripts/attention_torch_ref.py 8192 | tee "$OUT/peer_attention.md" || echo "peer attention failed" >&2
 fi
