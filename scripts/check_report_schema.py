@@ -79,7 +79,7 @@ def self_test():
         print(f"check_report_schema self-test: FAILED ({bad} invalid of {n})", file=sys.stderr)
         return 1
     v, _ = validators()
-    good = json.loads((REPO / "results" / "h200" / "session3" / "verdict_1" / "run_llama3-8b.json").read_text())
+    good = json.loads((REPO / "results" / "h200" / "verdict" / "run_llama3-8b.json").read_text())
     cases = []
     for what, edit in [
         ("negative median", lambda d: d["points"][0]["variants"][0]["stats"].__setitem__("median", -1.0)),
@@ -92,7 +92,7 @@ def self_test():
         doc = copy.deepcopy(good)
         edit(doc)
         cases.append((what, errors_of(v, doc)))
-    # A dry run's plan (issue 14), on a committed dry-run report of `dropbench run` (tests/fixtures/dry_run/).
+    # A dry run's plan, on a committed dry-run report of `dropbench run` (tests/fixtures/dry_run/).
     plan = json.loads((REPO / "tests" / "fixtures" / "dry_run" / "run_plan.json").read_text())
     for what, edit in [
         ("plan without memory.need_bytes", lambda d: d["points"][0]["derived"]["plan"]["memory"].pop("need_bytes")),

@@ -5,7 +5,7 @@ The one place where Python scripts (scripts/plot.py, scripts/peers.py) read a re
 check, structural validation with errors that name the file and the JSON path, and a small object model.
 
     import dropbench_report as dr
-    rep = dr.load("results/h200/run/llama3-70b.json")       # dr.ReportError on anything unreadable
+    rep = dr.load("results/h200/verdict/run_llama3-70b.json")  # dr.ReportError on anything unreadable
     rep.command, rep.config_name, rep.device_name, rep.context, rep.config, rep.summary
     for point in rep.points:                                 # Point: index, axes, workload, variants, derived
         point.get("sq")                                      #   an axis value, else the workload's field

@@ -6,7 +6,7 @@ power and clocks beside every sample.
 
 Why this exists: `dropbench attention` and scripts/peers.py time ours and cuDNN in two processes, minutes apart,
 each point for ~0.1 s. On the power-capped H200 a 0.1 s window can end before the power controller settles, and
-cuDNN's figure moved by up to 13 % from GPU to GPU while ours moved by <= 1.2 % (session 13). Here every variant runs
+cuDNN's figure moved by up to 13 % from GPU to GPU while ours moved by <= 1.2 %. Here every variant runs
 in the same thermal / power steady state:
   - a warm-up of --warmup-s seconds cycling through all variants (the GPU reaches its capped clock);
   - --rounds rounds; in each, every variant once in a fresh random order (seeded, recorded), one sample = a burst of
@@ -60,7 +60,7 @@ LIB_B_FAMILY = "wgmmaB"
 SDPA = {"cudnn": ("none", "dropout"), "flash": ("none", "dropout")}
 DEFAULT_VARIANTS = ("wgmma:none,wgmma:mask,wgmma:fused,cudnn:none,cudnn:dropout,flash:none,flash:dropout,"
                     "mma:none,mma:fused")
-# (numerator, denominator, what the ratio of times means, issue 11's target on it)
+# (numerator, denominator, what the ratio of times means, the attention kernel's target on it)
 KEY_RATIOS = (("cudnn:none", "wgmma:none", "cuDNN none / wgmma none (speed-up of ours)", ">= 1.02 (dH 64: >= 0.9)"),
               ("wgmma:mask", "wgmma:none", "wgmma mask / none", "<= 1.05"),
               ("wgmma:fused", "wgmma:none", "wgmma fused / none", "<= 1.35"),

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Issue 11's ratios over several scripts/h2h_attention.py reports: each report's median, and the rounds of every
+"""The attention targets' ratios over several scripts/h2h_attention.py reports: each report's median, and the rounds of every
 report pooled (no GPU, no torch).
 
-    scripts/h2h_table.py results/h200/session14/call2/h2h_s1234.json results/h200/session14/call2/h2h_s99.json
+    scripts/h2h_table.py results/h200/attention/h2h/h2h_s1234.json results/h200/attention/h2h/h2h_s99.json
 
 Why: one h2h report has 16 rounds of ~60 ms bursts; at the H200's 700 W cap the SM clock moves between ~1.6 and
 1.97 GHz inside a burst, so a single time has a 4-6 % spread and a ratio's 95 % interval is about +-4 % wide, wider than
@@ -86,7 +86,7 @@ def table(groups, labels):
     lines = [f"Reports: {', '.join(labels)}. Per report: median of the per-round ratios; pooled: median "
              "[95 % bootstrap interval] over the rounds of all reports (n rounds); 'apart': two reports' intervals do "
              "not overlap.\n"]
-    # issue 11's four targets, then (where reports have a --lib-b build) lib B against lib A and lib B's targets
+    # the four targets, then (where reports have a --lib-b build) lib B against lib A and lib B's targets
     keyr = list(KEY_RATIOS[:4]) + [r for r in KEY_RATIOS if "lib B" in r[2]]
     specs = [(num, den, what + (f" (target {t})" if t else ""), "s_per_call", False) for num, den, what, t in keyr]
     specs += [(num, den, what, "j_per_call", True) for num, den, what in ENERGY_RATIOS]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13 on a GPU: a real SIGINT in the middle of a measuring `dropbench run` sweep, then --resume to finish it.
+# On a GPU: a real SIGINT in the middle of a measuring `dropbench run` sweep, then --resume to finish it.
 # Checks exit 130, "complete": false with the reason, then a resumed report with every point and "complete": true.
 #   scripts/interrupt_check.sh BUILD      (reports and logs under $OUT or results-interrupt/)
 set -uo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What NVML offers on this GPU for dropbench's power sampler (issue 12): the power cap, idle power, how often the
+"""What NVML offers on this GPU for dropbench's power sampler: the power cap, idle power, how often the
 total-energy counter and the power readings change, how long each query takes, and how the readings follow a step
 from idle to a power-capped GEMM loop. Writes one JSON document (stdout or -o FILE).
 Needs pynvml; the busy phase needs torch with CUDA."""

@@ -481,8 +481,8 @@ def versus_markdown(pairs):
 def git_sha():
     """REPO's own sha (12 digits, with -dirty), as cmake/gitsha.cmake writes it into the binary: a tree that is not
     its own repository (exported with `git archive` and unpacked inside another checkout, or no git at all) reports
-    its cmake/source-sha.txt as "<sha>-archive", not the enclosing checkout's sha (session 9's device runs from
-    .devsrc/ had reported the enclosing copy's stale sha)."""
+    its cmake/source-sha.txt as "<sha>-archive", not the enclosing checkout's sha (a copy unpacked inside another
+    checkout would otherwise report that checkout's stale sha)."""
     def run(*cmd):
         return subprocess.run(["git", *cmd], cwd=REPO, capture_output=True, text=True, timeout=10).stdout.strip()
     try:

@@ -4,7 +4,7 @@
 Usage:
   python3 scripts/plot.py                         # every report under results/h200 -> results/h200/plots/
   python3 scripts/plot.py A.json B.json DIR ...   # the given reports / result folders
-  python3 scripts/plot.py -o OUT --peer-attention results/h200/kernels/peer_attention.md ...
+  python3 scripts/plot.py -o OUT --peer-attention results/h200/model/inputs/peer_attention.md ...
   python3 scripts/plot.py --self-test             # builds every plot from synthetic reports in a temp dir
 
 What is drawn, per input (docs/report-schema.md, schema_version 1):
@@ -87,7 +87,7 @@ finite = dr.finite
 
 
 def parse_peer_attention(path):
-    """Lines of scripts/attention_torch_ref.py: 'torch flash causal=0 p=0.1:   3.956 ms   277.9 TFLOP/s'."""
+    """Lines of lab/scripts/attention_torch_ref.py: 'torch flash causal=0 p=0.1:   3.956 ms   277.9 TFLOP/s'."""
     rows = []
     pat = re.compile(r"torch\s+(\w+)\s+causal=(\d)\s+p=([0-9.]+)\s*:\s*([0-9.]+)\s*ms\s+([0-9.]+)\s*TFLOP/s")
     for line in Path(path).read_text(errors="replace").splitlines():
@@ -206,7 +206,7 @@ def save(fig, out, name, written):
 
 
 # Reports whose file names (stems) collide get names from their folders too (set by plot_all), so that e.g.
-# run/llama3-70b.json and run/session2/llama3-70b.json do not overwrite each other's plots.
+# a/llama3-70b.json and b/llama3-70b.json do not overwrite each other's plots.
 SLUGS = {}
 
 
@@ -437,7 +437,7 @@ def plot_attention(path, rep, out, written, peers, peer_sq_override):
     peer_rows = []
     for ppath, rows in peers:
         for r in rows:
-            # scripts/attention_torch_ref.py measures B=1, H=32, dH=128 whatever the report's workload.
+            # lab/scripts/attention_torch_ref.py measures B=1, H=32, dH=128 whatever the report's workload.
             r = dict(r, sq=peer_sq_override or peer_sq(r, 32, 128, 1))
             peer_rows.append(r)
     fig, axes = plt.subplots(1, len(causals), figsize=(6.6 * len(causals), 5.2), squeeze=False, sharey=True)
@@ -754,7 +754,7 @@ def plot_power(path, rep, doc, out, written):
     pts = power_points(rep, doc)
     if not pts:
         if rep.command == "run":
-            note(f"{path}: no variant carries measured power (no NVML, or a report from before issue 12): "
+            note(f"{path}: no variant carries measured power (no NVML, or a report from before the power sampler): "
                  "power plots skipped")
         return
     ctx = rep.context.get("power") if isinstance(rep.context, dict) else None

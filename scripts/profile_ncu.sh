@@ -9,7 +9,7 @@
 # gives ncu's section pages for reading.)
 set -uo pipefail
 BIN="${1:-build/dropbench}"
-OUT="${2:-results/h200/ncu}"
+OUT="${2:-results/h200/model/ncu}"
 mkdir -p "$OUT"
 command -v ncu >/dev/null || { echo "profile_ncu: ncu (Nsight Compute) not on PATH" >&2; exit 2; }
 NCU=(ncu --clock-control none --csv --section SpeedOfLight --section ComputeWorkloadAnalysis

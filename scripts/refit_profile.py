@@ -11,7 +11,7 @@
 Step 2 reads what step 1 wrote (a fit point's efficiency is taken net of the fixed costs, e.g. the RNG's strips).
 `Model.CommittedKernelFitsAreTheFit` and `Model.CommittedNcuCalibrationIsTheFit` check the result.
 --rng-report PATH re-points the machine's rng fit points to another rng report first (e.g. when a complete
-report replaces a partial one: `--rng-report results/h200/session6/reports/rng.json`).
+report replaces a partial one: `--rng-report results/h200/rng/rng.json`).
 Usage: scripts/refit_profile.py [--dropbench build/dropbench] [--profile configs/profiles/h200.json]
                                 [--machine configs/machines/h200.json] [--rng-report PATH] [--kernels-only]
 """
