@@ -147,21 +147,6 @@ __device__ __forceinline__ void fused_call_ge7(const FusedStream& f, ByteThresho
   ge[2] = ge_bytes7(r.z, bt);
   ge[3] = ge_bytes7(r.w, bt);
 }
-// The whole keep word (attn_keep_word<R, 8> bit for bit) from ge_bytes7: bit 7 of byte f of word q of call k
-// moves to bit 8f + 4k + q (one shift and one masked OR per word; design (b)'s RNG warps, which store words).
-template <int R>
-__device__ __forceinline__ uint32_t fused_word8_swar(const FusedStream& f, ByteThreshold bt, uint32_t tile, uint32_t lane) {
-  uint32_t w = 0;
-#pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    uint32_t ge[4];
-    fused_call_ge7<R>(f, bt, tile, lane, k, ge);
-#pragma unroll
-    for (int q = 0; q < 4; ++q) w |= (ge[q] >> (7 - 4 * k - q)) & (0x01010101u << (4 * k + q));
-  }
-  return w;
-}
-
 // Zero the dropped halves of a packed bf16x2 P word (lo = element of word qa, hi = of word qb, both from byte f):
 // prmt's sign-replicate mode turns bit 7 of byte f of each source into a 16-bit all-ones / all-zeros half, so
 // one PRMT + one LOP3 drop two elements (bf16(0) is +0, exactly what zeroing the fp32 value first gives).
