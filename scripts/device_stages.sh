@@ -9,22 +9,20 @@
 #   rngrep   `dropbench rng`, 70B preset heads, SQ 4K/8K, causal, R 3/5/7/10, TW 8/32, tile layout, for the model
 #   sigterm  a `run` sweep under `timeout --preserve-status -s TERM`: exit 143 and an incomplete report saying so
 #   dropout  `dropbench dropout` (2^29 elements, the default seeded kind) and the Triton peer in the same call
-#   settle   the 70B preset's wgmma point with measure.power_settle 0.5 s (issue 12: the pieces' own power state)
+#   settle   the 70B preset's wgmma point with measure.power_settle 0.5 s (the pieces' own power state)
 #   attnrep  `dropbench attention`, 70B preset heads, SQ 4K/8K, causal, R 3/7, both kernels, for the same
 #   presets  the Llama-3 presets $PRESETS (default all three; SQ 8192) through `dropbench run`, both attention kernels, rounds $PRESET_ROUNDS
 #            (default [7]), power pass $POWER_TIME s per variant (default 0.3; 0 = none), $PRESET_ARGS added to
 #            each run (e.g. --no-explore), then the PyTorch end-to-end peer blocks at the same points (issues 11, 12)
-#   repeat   issue 13: the 70B R7 point three times, each group measured 3 times (REPEATS=3 scripts/repeat_point.sh),
-#            spread table with 'inside the combined interval'
-#   attn     issue 11: `dropbench attention`, both kernel families, dH 64 and 128, SQ 8192/16384, causal and not,
+#   attn     `dropbench attention`, both kernel families, dH 64 and 128, SQ 8192/16384, causal and not,
 #            Philox-7, and the PyTorch SDPA peers at the same points in the same call
-#   shard    issue 15 on one GPU: a 4-point rng slice of the 70B preset as two shards one after another, merged,
+#   shard    on one GPU: a 4-point rng slice of the 70B preset as two shards one after another, merged,
 #            and compared with the same slice unsharded (dropbench compare)
-#   h2h      issue 11: ours and PyTorch's SDPA (cuDNN, FA2) in one process, interleaved, with power and clocks
+#   h2h      ours and PyTorch's SDPA (cuDNN, FA2) in one process, interleaved, with power and clocks
 #            (scripts/h2h_attention.py; $H2H_ARGS replaces its shape arguments, $H2H_TAG suffixes its file names)
-#   sanitize issue 11: compute-sanitizer memcheck + racecheck of the wgmma attention tests on short / ragged shapes
+#   sanitize compute-sanitizer memcheck + racecheck of the wgmma attention tests on short / ragged shapes
 #   ncu      Nsight Compute of our wgmma attention (none, mask) beside cuDNN's SDPA kernel, one launch each
-#   sweep    issue 11: a reduced paper sweep through `dropbench run` (SQ 2K/8K/32K x E 4K/16K, R 7) with both
+#   sweep    a reduced paper sweep through `dropbench run` (SQ 2K/8K/32K x E 4K/16K, R 7) with both
 #            kernels, and the PyTorch end-to-end peer blocks at its points
 # nvidia-smi clocks / power before and after each stage (smi.csv). Everything lands in $OUT (or results-stages/);
 # more than 8 files are packed into $OUT/stages.tgz at exit (PACK=0: not).
@@ -35,12 +33,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=$1; BUDGET=$2; shift 2
-STAGES=("$@"); [ ${#STAGES[@]} -eq 0 ] && STAGES=(build gpu repeat attn shard sweep)
+STAGES=("$@"); [ ${#STAGES[@]} -eq 0 ] && STAGES=(build gpu attn shard sweep)
 O=${OUT:-results-stages}
 mkdir -p "$O"
 T0=$(date +%s)
-# The device machine hands back at most 8 files from $OUT (16 MiB each) and drops the rest (session 9 lost a report
-# that way): with more, everything is packed into one stages.tgz on the way out, unless the tarball would be over
+# The device machine hands back at most 8 files from $OUT (16 MiB each) and drops the rest (a report
+# can be lost that way): with more, everything is packed into one stages.tgz on the way out, unless the tarball would be over
 # 15 MiB (then the files stay). PACK=0: never. A SIGKILL at the device's time limit runs no trap: keep the budget
 # under the call's limit.
 pack() { [ "${PACK:-1}" = 1 ] || return 0; local n t; n=$(find "$O" -type f | wc -l)
@@ -142,11 +140,6 @@ for s in "${STAGES[@]}"; do
           --only e2e --sq 8192 --min-time 0.1 -q -o "$O/peers_e2e_llama3-$p.json" >> "$O/peers.log" 2>&1
         echo "peers e2e $p: exit $?"
       done ;;
-    repeat)
-      want repeat 200 || continue
-      # measure.repeats 3 per group, fixed-length groups, per-round series (settings in repeat_point.sh)
-      REPEATS=3 ROUNDS=200 OUT="$O/repeat" RUN_TIMEOUT=85 timeout 270 bash scripts/repeat_point.sh "$B" 3 repeats > "$O/repeat.log" 2>&1
-      echo "repeat: exit $?"; tail -30 "$O/repeat.log" ;;
     shard)
       want shard 40 || continue
       R=(rng --config configs/llama3-70b.json -q --set 'sweep.sq=[8192]' --set 'sweep.rounds=[3,7]' \
@@ -174,7 +167,7 @@ for s in "${STAGES[@]}"; do
         -o "$O/h2h${H2H_TAG:-}.json" --md "$O/h2h${H2H_TAG:-}.md" > "$O/h2h${H2H_TAG:-}.log" 2>&1
       echo "h2h: exit $?"; tail -25 "$O/h2h${H2H_TAG:-}.md" 2>/dev/null || tail -20 "$O/h2h${H2H_TAG:-}.log" ;;
     sanitize)
-      # issue 11's test list: compute-sanitizer memcheck and racecheck of the wgmma kernels as dispatched, on the
+      # compute-sanitizer memcheck and racecheck of the wgmma kernels as dispatched, on the
       # short shapes and ragged ones (every mode: none, mask, fused), and memcheck of p = 0 == none (dH 64 and 128);
       # $SANITIZE_FILTER replaces the shape filter
       want sanitize 120 || continue
