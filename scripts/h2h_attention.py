@@ -14,7 +14,7 @@ in the same thermal / power steady state:
     board power (NVML_FI_DEV_POWER_INSTANT) polled every 2 ms in a thread (mean MHz, mean W; J per call = W x time).
     NVML's total-energy counter is not used: it changes every ~100 ms (docs/power.md), longer than a burst;
   - ratios are formed per round (the two variants ran seconds apart in the same state) and summarised as the
-    median over rounds with a 95 % bootstrap interval (percentile, 2000 resamples).
+    median over rounds with a 95 % bootstrap interval (percentile, 2000 resamples; scripts/dbstats.py).
 
 Variants (--variants, FAMILY:MODE): ours through libdropbench_attention.so (scripts/dropbench_attn.py) --
 wgmma:{none,mask,fused}, mma:{none,mask,fused} (mask: the attention reading a 1-bit mask the RNG kernel wrote
@@ -38,12 +38,10 @@ ABI and its refusals of bad parameters.
 import argparse
 import datetime
 import json
-import math
 import os
 import platform
 import random
 import socket
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -51,6 +49,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import dropbench_attn as dba  # noqa: E402
+import dbstats  # noqa: E402  (the scripts' one statistics module)
+# Re-exported: scripts that import this one as a library (import h2h_attention as h2h) use them under these names.
+from dbstats import boot_median_ci, paired_ratios  # noqa: E402,F401
 
 TOOL_VERSION = "1"
 OURS = {"wgmma": ("none", "mask", "fused"), "mma": ("none", "mask", "fused")}
@@ -195,28 +196,6 @@ def parse_args(argv):
 # statistics and tables (no torch)
 # ---------------------------------------------------------------------------------------------------------------
 
-def boot_median_ci(xs, seed=0, n=2000, level=0.95):
-    """Median of xs and a percentile bootstrap interval of it."""
-    xs = list(xs)
-    if not xs:
-        return None, None, None
-    med = statistics.median(xs)
-    if len(xs) < 2:
-        return med, med, med
-    rng = random.Random(seed)
-    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(n))
-    lo = meds[int(math.floor((1 - level) / 2 * (n - 1)))]
-    hi = meds[int(math.ceil((1 + level) / 2 * (n - 1)))]
-    return med, lo, hi
-
-
-def paired_ratios(samples, num, den):
-    """Per round: time(num) / time(den), both from the same round."""
-    a = {s["round"]: s["s_per_call"] for s in samples.get(num, [])}
-    b = {s["round"]: s["s_per_call"] for s in samples.get(den, [])}
-    return [a[r] / b[r] for r in sorted(a) if r in b and b[r] > 0]
-
-
 def summarize(samples, flops):
     out = {}
     for name, ss in samples.items():
@@ -225,10 +204,10 @@ def summarize(samples, flops):
         j = [s["j_per_call"] for s in ss if s.get("j_per_call") is not None]
         mhz = [s["mean_mhz"] for s in ss if s.get("mean_mhz")]
         out[name] = {"median_s": med, "ci95_s": [lo, hi], "tflops": flops / med / 1e12 if med else None,
-                     "j_per_call": statistics.median(j) if j else None,
-                     "watts": statistics.median([s["j_per_call"] / s["s_per_call"] for s in ss
-                                                 if s.get("j_per_call") is not None]) if j else None,
-                     "mean_mhz": statistics.fmean(mhz) if mhz else None, "samples": len(t)}
+                     "j_per_call": dbstats.median(j) if j else None,
+                     "watts": dbstats.median([s["j_per_call"] / s["s_per_call"] for s in ss
+                                              if s.get("j_per_call") is not None]) if j else None,
+                     "mean_mhz": dbstats.mean(mhz) if mhz else None, "samples": len(t)}
     return out
 
 
@@ -509,8 +488,8 @@ class Runner:
         stop.set()
         th.join()
         t = e0.elapsed_time(e1) * 1e-3 / n
-        w = statistics.fmean(watts) if watts else None
-        return t, (w * t if w is not None else None), (statistics.fmean(clocks) if clocks else None)
+        w = dbstats.mean(watts) if watts else None
+        return t, (w * t if w is not None else None), (dbstats.mean(clocks) if clocks else None)
 
     def time(self, calls):
         a = self.a

@@ -18,12 +18,12 @@ and are left out of the energy columns (their j_per_call is None or far above th
 """
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from h2h_attention import KEY_RATIOS, boot_median_ci  # noqa: E402
+from dbstats import boot_median_ci, intervals_apart, paired_ratios  # noqa: E402
+from h2h_attention import KEY_RATIOS  # noqa: E402
 
 # Energy per call, paired per round like the times: (numerator, denominator, what).
 ENERGY_RATIOS = (("wgmma:none", "cudnn:none", "J per call: wgmma none / cuDNN none"),
@@ -39,12 +39,6 @@ def shape_key(s):
 
 def instant_power(doc):
     return "INSTANT" in str(doc.get("context", {}).get("power_reading", ""))
-
-
-def paired(samples, num, den, field):
-    a = {s["round"]: s.get(field) for s in samples.get(num, [])}
-    b = {s["round"]: s.get(field) for s in samples.get(den, [])}
-    return [a[r] / b[r] for r in sorted(a) if r in b and a[r] is not None and b[r]]
 
 
 def collect(docs):
@@ -65,7 +59,7 @@ def ratio_cell(runs, num, den, field, need_energy):
     for _, samples, energy_ok in runs:
         if need_energy and not energy_ok:
             continue
-        r = paired(samples, num, den, field)
+        r = paired_ratios(samples, num, den, field)
         if not r:
             continue
         per.append(boot_median_ci(r))
@@ -73,9 +67,7 @@ def ratio_cell(runs, num, den, field, need_energy):
     if not pool:
         return per, None, False
     med, lo, hi = boot_median_ci(pool, seed=1)
-    # 'apart': two runs whose intervals do not overlap
-    apart = any(a[2] < b[1] or b[2] < a[1] for i, a in enumerate(per) for b in per[i + 1:])
-    return per, (med, lo, hi, len(pool)), apart
+    return per, (med, lo, hi, len(pool)), intervals_apart(per)  # apart: two runs' intervals do not overlap
 
 
 def fmt(x):

@@ -3,9 +3,13 @@
 total-energy counter and the power readings change, how long each query takes, and how the readings follow a step
 from idle to a power-capped GEMM loop. Writes one JSON document (stdout or -o FILE).
 Needs pynvml; the busy phase needs torch with CUDA."""
-import argparse, json, statistics, sys, time
+import argparse, json, sys, time
+from pathlib import Path
 
 import pynvml as N
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import dbstats  # noqa: E402  (the scripts' one statistics module)
 
 
 def poll(h, seconds, work=None):
@@ -44,7 +48,7 @@ def poll(h, seconds, work=None):
             last_i = inst
     def iv(ts):
         d = [y - x for x, y in zip(ts, ts[1:])]
-        return {"changes": len(ts), "median_interval_ms": statistics.median(d) * 1e3 if d else None}
+        return {"changes": len(ts), "median_interval_ms": dbstats.median(d) * 1e3 if d else None}
     e0, e1 = samples[0][1], samples[-1][1]
     span = samples[-1][0] - samples[0][0]
     return {
@@ -54,11 +58,11 @@ def poll(h, seconds, work=None):
         "power_usage": iv(t_p),
         "power_instant": iv(t_i),
         "energy_mean_w": (e1 - e0) * 1e-3 / span if span > 0 else None,
-        "power_usage_mean_w": statistics.mean(s[2] for s in samples) * 1e-3,
-        "power_instant_mean_w": (statistics.mean(s[3] for s in samples if s[3] is not None) * 1e-3
+        "power_usage_mean_w": dbstats.mean(s[2] for s in samples) * 1e-3,
+        "power_instant_mean_w": (dbstats.mean(s[3] for s in samples if s[3] is not None) * 1e-3
                                  if any(s[3] is not None for s in samples) else None),
-        "query_us": {"energy": statistics.median(c[0] for c in cost) * 1e6,
-                     "power_and_instant": statistics.median(c[1] for c in cost) * 1e6},
+        "query_us": {"energy": dbstats.median(c[0] for c in cost) * 1e6,
+                     "power_and_instant": dbstats.median(c[1] for c in cost) * 1e6},
         "trace": [(round(s[0], 4), s[1], s[2], s[3]) for s in samples[:: max(1, len(samples) // 400)]],
     }
 

@@ -17,12 +17,21 @@ Prints a markdown table on stdout; --json FILE writes the rows (plus torch/cuda 
 """
 import argparse
 import json
-import statistics
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import dbstats  # noqa: E402  (the scripts' one statistics module)
 
 
 def parse_list(s):
     return [int(v) for v in s.split(",") if v]
+
+
+def time_fields(times_ms):
+    """A row's timing fields from the per-GEMM times (ms): median, min, max and the relative stdev."""
+    st = dbstats.summary(times_ms)
+    return dict(median_ms=st["median"], min_ms=st["min"], max_ms=st["max"], rel_stdev=st["rel_stdev"])
 
 
 def main(argv=None):
@@ -105,13 +114,10 @@ def main(argv=None):
                     fn()
                     t.record()
                 torch.cuda.synchronize()
-                times = [s.elapsed_time(t) for s, t in evs]
-                med = statistics.median(times)
-                tflops = 2.0 * m * n * k / (med * 1e-3) / 1e12
+                tf = time_fields([s.elapsed_time(t) for s, t in evs])
+                tflops = 2.0 * m * n * k / (tf["median_ms"] * 1e-3) / 1e12
                 rows.append(dict(dtype=dt, sq=sq, embed=e, batch=a.batch, q_heads=hq, kv_heads=hkv,
-                                 head_dim=a.head_dim, m=m, n=n, k=k, reps=reps, median_ms=med,
-                                 min_ms=min(times), max_ms=max(times),
-                                 rel_stdev=statistics.stdev(times) / statistics.mean(times), tflops=tflops,
+                                 head_dim=a.head_dim, m=m, n=n, k=k, reps=reps, **tf, tflops=tflops,
                                  op="torch._scaled_mm" if dt == "fp8" else "torch.matmul",
                                  fast_accum=(not a.no_fast_accum) if dt == "fp8" else None))
                 del out

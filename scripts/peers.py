@@ -58,7 +58,7 @@ Timing (one sample = one call, or one pass over the phases): CUDA event pairs ar
 measure.warmup untimed calls, then samples until both >= measure.min_samples and >= --min-time seconds of
 samples (default: the config's measure.min_time, 0.2 s for the presets; the H200 is power-capped, so
 sustained runs read 5-15 % slower than bursts: compare equal durations), at most measure.max_samples and
-measure.timeout seconds. Stats as dropbench's (median, mean, min, max, stdev, rel_stdev, in SECONDS);
+measure.timeout seconds. Stats as dropbench's (median, mean, min, max, stdev, rel_stdev, in SECONDS; scripts/dbstats.py);
 mean_clock_mhz = mean SM clock read through NVML every 2 ms during the samples (0 without pynvml).
 
 A backend or kernel that refuses a setting is a `skipped` entry {"axes", "variant", "reason"} with the
@@ -85,7 +85,6 @@ import platform
 import re
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -99,6 +98,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 import dropbench_report as dr  # noqa: E402  (the shared report reader, scripts/dropbench_report.py)
+import dbstats  # noqa: E402  (sample summaries, scripts/dbstats.py)
 
 
 class UsageError(Exception):
@@ -295,17 +295,8 @@ def seed_of(cfg):
 # Statistics and the report (docs/report-schema.md)
 # ---------------------------------------------------------------------------------------------------------
 
-def stats_of(samples, clock_mhz=0.0, discarded=0):
-    """The nine stats keys, in order, of samples in seconds."""
-    n = len(samples)
-    if n == 0:
-        return {"samples": 0, "median": 0, "mean": 0, "min": 0, "max": 0, "stdev": 0, "rel_stdev": 0,
-                "discarded": discarded, "mean_clock_mhz": 0}
-    mean = statistics.fmean(samples)
-    sd = statistics.stdev(samples) if n >= 2 else 0.0
-    return {"samples": n, "median": statistics.median(samples), "mean": mean, "min": min(samples),
-            "max": max(samples), "stdev": sd, "rel_stdev": sd / mean if mean else 0.0, "discarded": discarded,
-            "mean_clock_mhz": float(clock_mhz or 0.0)}
+# The nine stats keys, in order, of samples in seconds (scripts/dbstats.py: the scripts' one statistics module).
+stats_of = dbstats.summary
 
 
 def make_variant(name, stats, phases=(), derived=None, extra=None):
@@ -635,10 +626,10 @@ class Gpu:
                 total.append(ev[0].elapsed_time(ev[-1]) * 1e-3)
                 for i in range(len(phases)):
                     per_phase[i].append(ev[i].elapsed_time(ev[i + 1]) * 1e-3)
-            est = max(statistics.median(total), 1e-6)
+            est = max(dbstats.median(total), 1e-6)
             if time.perf_counter() > t_end:
                 break
-        mhz = statistics.fmean(clocks) if clocks else 0.0
+        mhz = dbstats.mean(clocks) if clocks else 0.0
         return stats_of(total, mhz), [(n, stats_of(s, mhz)) for (n, _), s in zip(phases, per_phase)]
 
     def kernels_of(self, fn):
@@ -1327,7 +1318,7 @@ def self_test(args):
             (inner / "scripts").mkdir(parents=True)
             (inner / "cmake").mkdir()
             (inner / "cmake" / "source-sha.txt").write_text("abc1234\n")
-            for f in ("peers.py", "dropbench_report.py"):
+            for f in ("peers.py", "dropbench_report.py", "dbstats.py"):
                 shutil.copy(Path(__file__).resolve().parent / f, inner / "scripts" / f)
             subprocess.run(["git", "init", "-q", str(outer)], check=True, timeout=30)
             probe = "import sys; sys.path.insert(0, 'scripts'); import peers; print(peers.git_sha())"

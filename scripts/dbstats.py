@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""The statistics of dropbench's Python scripts (peers.py, peer_gemm.py, h2h_attention.py, h2h_table.py, and any
+script that summarises timings): one definition of each figure, no torch, no numpy.
+
+    import dbstats
+    dbstats.summary(seconds)                      # the nine `stats` keys of a dropbench report
+    dbstats.paired_ratios(samples, num, den)      # per round: num / den, both from the same round
+    dbstats.boot_median_ci(xs, seed=0)            # (median, low, high): percentile bootstrap, deterministic
+
+Definitions (the same as the C++ core harness, src/core/stats.cpp and src/core/bootstrap.cpp, docs/measurement.md,
+except where stated):
+  median      the middle value; for an even count the mean of the two middle values.
+  mean        the arithmetic mean, math.fsum(x) / n.
+  stdev       the sample standard deviation (n - 1 in the denominator); 0 for fewer than 2 samples.
+  rel_stdev   stdev / mean; 0 when the mean is 0. This is the relative spread the harness's noise rule
+              (measure.max_noise) and every report's `rel_stdev` use.
+  percentile  linear interpolation between order statistics: position p/100 * (n - 1) in the sorted sample
+              (the C++ quantile_sorted; numpy's default, statistics.quantiles(method="inclusive")).
+  summary     samples, median, mean, min, max, stdev, rel_stdev, discarded, mean_clock_mhz: the keys and order of
+              a report's `stats` object (docs/report-schema.md). An empty sample gives zeros, as compute_stats.
+  paired ratio  time(num) / time(den) over the rounds where both ran (and the denominator is > 0): the two
+              variants ran seconds apart in the same power / clock state, so a drift common to a round cancels.
+  interval    95 % (CONFIDENCE) percentile bootstrap of the median, with a fixed seed: the same sample gives the
+              same interval on every run and every machine (random.Random is specified by Python, not by the
+              platform).
+
+Where the interval differs from the C++ harness's `median_ci`, and why:
+  - Rounds are resampled one by one (the iid bootstrap), not in circular blocks of a data-chosen length. The
+    Python peers' samples are bursts (h2h: ~60 ms of back-to-back calls per sample, rounds seconds apart), and an
+    h2h run has 16-30 rounds: too few for the block-length rule's autocorrelation estimate (it needs >= 8 rounds
+    and then allows at most n / 3), so the blocks would be a guess. Serially uncorrelated rounds give L = 1 in the
+    C++ rule, i.e. the iid bootstrap used here.
+  - REPLICATES = 2000 (C++: 1000), drawn with random.Random(seed).choices (C++: splitmix64), and the bounds are
+    the outward order statistics of the sorted replicates, floor(a (B - 1)) and ceil((1 - a) (B - 1)) with
+    a = (1 - level) / 2 (C++: interpolated between them). So the bounds are always values the median can take.
+    These are the conventions every committed h2h report was written with; h2h_table.py recomputes intervals
+    from committed reports' samples, and changing them would change its tables for the same data.
+  - A sample of one value gives (x, x, x), an empty one (None, None, None); the C++ interval is "not valid"
+    below 3 samples (its report writes no median_ci).
+  - A figure of several variants in h2h is the median of per-round ratios (paired_ratios), not the ratio of
+    medians with whole rounds resampled (C++ bootstrap_ratio); both cancel a drift common to a round.
+  - mean sums with math.fsum (an exactly rounded sum) and stdev with statistics.stdev's exact arithmetic; the C++
+    core sums in double, so the two can differ in the last bit or two of a figure, never more.
+
+--self-test: known-answer checks (no GPU, no torch).
+"""
+import math
+import os
+import random
+import statistics
+import sys
+
+CONFIDENCE = 0.95   # docs/measurement.md, kConfidence in src/core/bootstrap.hpp
+REPLICATES = 2000   # bootstrap replicates (the C++ harness: kBootstrapReplicates = 1000; see above)
+
+
+def median(xs):
+    """Median of a non-empty sample (the mean of the two middle values for an even count)."""
+    return statistics.median(xs)
+
+
+def mean(xs):
+    """Arithmetic mean of a non-empty sample (math.fsum / n)."""
+    return statistics.fmean(xs)
+
+
+def stdev(xs):
+    """Sample standard deviation (n - 1); 0 for fewer than 2 samples."""
+    xs = list(xs)
+    return statistics.stdev(xs) if len(xs) >= 2 else 0.0
+
+
+def rel_stdev(xs):
+    """stdev / mean; 0 for fewer than 2 samples or a zero mean."""
+    xs = list(xs)
+    if len(xs) < 2:
+        return 0.0
+    m = mean(xs)
+    return stdev(xs) / m if m else 0.0
+
+
+def percentile(xs, p):
+    """The p-th percentile (0 <= p <= 100) of a non-empty sample, interpolated linearly between order statistics
+    at position p / 100 * (n - 1), as the C++ quantile_sorted."""
+    s = sorted(xs)
+    if not s:
+        raise ValueError("percentile of an empty sample")
+    if not 0.0 <= p <= 100.0:
+        raise ValueError(f"percentile: p in [0, 100] (got {p})")
+    pos = p / 100.0 * (len(s) - 1)
+    i = int(pos)
+    f = pos - i
+    return s[i] * (1 - f) + s[i + 1] * f if i + 1 < len(s) else s[i]
+
+
+def summary(xs, clock_mhz=0.0, discarded=0):
+    """The nine `stats` keys of a dropbench report, in order, for samples in seconds (need not be sorted).
+    clock_mhz: the mean SM clock during the samples (0: not measured); discarded: samples dropped before."""
+    xs = list(xs)
+    n = len(xs)
+    if n == 0:
+        return {"samples": 0, "median": 0, "mean": 0, "min": 0, "max": 0, "stdev": 0, "rel_stdev": 0,
+                "discarded": discarded, "mean_clock_mhz": 0}
+    m = mean(xs)
+    sd = stdev(xs)
+    return {"samples": n, "median": median(xs), "mean": m, "min": min(xs), "max": max(xs), "stdev": sd,
+            "rel_stdev": sd / m if m else 0.0, "discarded": discarded, "mean_clock_mhz": float(clock_mhz or 0.0)}
+
+
+def paired_ratios(samples, num, den, field="s_per_call"):
+    """Per round: samples[num][field] / samples[den][field], both from the same round, in round order.
+    samples: {variant: [{"round": r, field: value, ...}]}. Rounds where one side did not run, has no value (None)
+    or the denominator is not > 0 are left out."""
+    a = {s["round"]: s.get(field) for s in samples.get(num, [])}
+    b = {s["round"]: s.get(field) for s in samples.get(den, [])}
+    return [a[r] / b[r] for r in sorted(a) if r in b and a[r] is not None and b[r] is not None and b[r] > 0]
+
+
+def percentile_bounds(sorted_reps, level=CONFIDENCE):
+    """(low, high) of sorted bootstrap replicates: the outward order statistics at floor(a (B - 1)) and
+    ceil((1 - a) (B - 1)), a = (1 - level) / 2."""
+    n = len(sorted_reps)
+    return (sorted_reps[int(math.floor((1 - level) / 2 * (n - 1)))],
+            sorted_reps[int(math.ceil((1 + level) / 2 * (n - 1)))])
+
+
+def boot_median_ci(xs, seed=0, n=REPLICATES, level=CONFIDENCE):
+    """(median, low, high): the median of xs and its percentile bootstrap interval (n replicates of len(xs) draws
+    with replacement, random.Random(seed)). (x, x, x) for one value, (None, None, None) for none."""
+    xs = list(xs)
+    if not xs:
+        return None, None, None
+    med = median(xs)
+    if len(xs) < 2:
+        return med, med, med
+    rng = random.Random(seed)
+    meds = sorted(median(rng.choices(xs, k=len(xs))) for _ in range(n))
+    lo, hi = percentile_bounds(meds, level)
+    return med, lo, hi
+
+
+def intervals_apart(intervals):
+    """True when two of the (value, low, high) intervals do not overlap."""
+    return any(a[2] < b[1] or b[2] < a[1] for i, a in enumerate(intervals) for b in intervals[i + 1:])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# self-test: answers computed by hand (no GPU, no torch)
+# ---------------------------------------------------------------------------------------------------------------
+
+def self_test():
+    fails = []
+
+    def ok(cond, what):
+        if not cond:
+            fails.append(what)
+
+    def close(a, b, tol=1e-12):
+        return a is not None and abs(a - b) <= tol * max(1.0, abs(b))
+
+    # summary of [4, 1, 3, 2]: median (2 + 3) / 2, mean 2.5, stdev sqrt(((1.5^2 + 0.5^2) * 2) / 3) = sqrt(5/3)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import dropbench_report as dr  # the keys of a report's stats object, as the C++ writes them (STATS_KEYS)
+    s = summary([4.0, 1.0, 3.0, 2.0], clock_mhz=1980, discarded=2)
+    ok(tuple(s) == tuple(dr.STATS_KEYS), f"summary keys {tuple(s)}")
+    ok(s["samples"] == 4 and s["median"] == 2.5 and s["mean"] == 2.5 and s["min"] == 1.0 and s["max"] == 4.0
+       and close(s["stdev"], math.sqrt(5 / 3)) and close(s["rel_stdev"], math.sqrt(5 / 3) / 2.5)
+       and s["discarded"] == 2 and s["mean_clock_mhz"] == 1980.0 and isinstance(s["mean_clock_mhz"], float),
+       f"summary {s}")
+    s1 = summary([3e-4])
+    ok(s1["median"] == 3e-4 and s1["stdev"] == 0.0 and s1["rel_stdev"] == 0.0 and s1["mean_clock_mhz"] == 0.0,
+       f"one sample {s1}")
+    s0 = summary([], discarded=5)
+    ok(s0["samples"] == 0 and s0["median"] == 0 and s0["discarded"] == 5 and tuple(s0) == tuple(dr.STATS_KEYS),
+       f"empty {s0}")
+    ok(median([5.0, 1.0, 3.0]) == 3.0 and mean([1.0, 2.0, 6.0]) == 3.0, "median, mean")
+    ok(stdev([7.0]) == 0.0 and close(stdev([1.0, 3.0]), math.sqrt(2)), "stdev")
+    ok(rel_stdev([0.0, 0.0]) == 0.0 and close(rel_stdev([1.0, 3.0]), math.sqrt(2) / 2), "rel_stdev")
+    # exactly rounded: 1e-3 ten times has mean 1e-3 and stdev 0 (a naive sum gives 0.0010000000000000002)
+    ok(mean([1e-3] * 10) == 1e-3 and stdev([1e-3] * 10) == 0.0, "exact mean / stdev of equal values")
+
+    # percentiles: position p/100 (n - 1), interpolated
+    ok(percentile([4, 1, 3, 2], 50) == 2.5 and percentile([1, 2, 3, 4], 25) == 1.75
+       and percentile([1, 2, 3, 4], 0) == 1 and percentile([1, 2, 3, 4], 100) == 4
+       and close(percentile([10.0, 20.0], 90), 19.0) and percentile([7.0], 37) == 7.0, "percentiles")
+    for bad in (([], 50), ([1.0], 101), ([1.0], -1)):
+        try:
+            percentile(*bad)
+            fails.append(f"percentile{bad} accepted")
+        except ValueError:
+            pass
+    xs = [float(i) for i in range(101)]
+    ok(percentile(xs, 95) == 95.0 and statistics.quantiles(xs, n=100, method="inclusive")[94] == 95.0,
+       "percentile = statistics.quantiles(inclusive)")
+
+    # the bootstrap's bounds: replicates 0..1999 at 95 % -> floor(0.025 * 1999) = 49, ceil(0.975 * 1999) = 1950
+    ok(percentile_bounds(list(range(2000))) == (49, 1950), f"bounds {percentile_bounds(list(range(2000)))}")
+    ok(percentile_bounds([10, 11, 12, 13, 14], 0.5) == (11, 13), "bounds at 50 % of 5 (positions 1 and 3)")
+    # The median of 3 draws from {1, 2, 3} is 1 with probability 7/27 (two or three 1s), 3 likewise, 2 with 13/27:
+    # 2.5 % and 97.5 % of 2000 replicates fall on 1 and 3 (the chance that fewer than 50 of 2000 are 1: ~1e-100).
+    ok(boot_median_ci([3.0, 1.0, 2.0]) == (2.0, 1.0, 3.0), f"interval of [1, 2, 3]: {boot_median_ci([1.0, 2.0, 3.0])}")
+    ok(boot_median_ci([5.0] * 7) == (5.0, 5.0, 5.0), "a constant sample")
+    ok(boot_median_ci([]) == (None, None, None) and boot_median_ci([4.0]) == (4.0, 4.0, 4.0), "0 and 1 samples")
+    # odd n: every replicate's median is a sample value, so are the bounds; the interval holds the median
+    odd = [1.0, 2.0, 3.0, 4.0, 100.0]
+    m, lo, hi = boot_median_ci(odd)
+    ok(m == 3.0 and lo in odd and hi in odd and lo <= m <= hi, f"interval of {odd}: {(m, lo, hi)}")
+    # even n: a replicate's median is a midpoint of two sample values
+    ev = [1.0, 2.0, 4.0, 8.0]
+    mids = {(x + y) / 2 for x in ev for y in ev}
+    m, lo, hi = boot_median_ci(ev, seed=7)
+    ok(m == 3.0 and lo in mids and hi in mids and lo <= m <= hi, f"interval of {ev}: {(m, lo, hi)}")
+    # deterministic: the same seed gives the same interval, in any order of calls; wider with a lower level
+    rng = random.Random(5)
+    g = [1.0 + rng.gauss(0, 0.01) for _ in range(200)]
+    a1, a2 = boot_median_ci(g, seed=3), boot_median_ci(list(g), seed=3)
+    ok(a1 == a2, f"seeded: {a1} vs {a2}")
+    ok(a1[2] - a1[1] < 0.01 and a1[1] < 1.005 and a1[2] > 0.995, f"width of 200 N(1, 0.01): {a1}")
+    b80 = boot_median_ci(g, seed=3, level=0.8)
+    ok(a1[1] <= b80[1] <= b80[2] <= a1[2], f"80 % inside 95 %: {b80} {a1}")
+
+    # paired ratios: by round, only where both ran with a value and a positive denominator
+    smp = {"x": [{"round": r, "s_per_call": 2.0 * (1 + 0.1 * r), "j_per_call": 3.0} for r in range(5)],
+           "y": [{"round": r, "s_per_call": 1.0 * (1 + 0.1 * r), "j_per_call": (None if r == 1 else 1.5)}
+                 for r in (4, 3, 1, 0)]}
+    smp["y"].append({"round": 2, "s_per_call": 0.0, "j_per_call": 0.0})
+    pr = paired_ratios(smp, "x", "y")
+    ok(len(pr) == 4 and all(close(v, 2.0) for v in pr), f"time ratios {pr} (round 2: denominator 0)")
+    pe = paired_ratios(smp, "x", "y", "j_per_call")
+    ok(pe == [2.0, 2.0, 2.0], f"energy ratios {pe} (round 1: no energy, round 2: 0)")
+    ok(paired_ratios(smp, "x", "nope") == [] and paired_ratios(smp, "y", "x", "j_per_call") == [0.5, 0.0, 0.5, 0.5],
+       "missing variant; a None numerator left out, a 0 kept")
+    ok(paired_ratios({"a": [{"round": 0, "s_per_call": 3.0}, {"round": 1, "s_per_call": 8.0}],
+                      "b": [{"round": 1, "s_per_call": 2.0}, {"round": 0, "s_per_call": 1.0}]}, "a", "b") == [3.0, 4.0],
+       "round order")
+    ok(intervals_apart([(1, 0.9, 1.1), (2, 1.2, 2.2)]) and not intervals_apart([(1, 0.9, 1.1), (1.1, 1.0, 1.2)])
+       and not intervals_apart([(1, 1, 1)]), "apart")
+
+    if fails:
+        for f in fails:
+            print("dbstats self-test FAILED:", f, file=sys.stderr)
+        return 1
+    print("dbstats self-test: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--self-test"]:
+        print("usage: dbstats.py --self-test (a module: import dbstats)", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(self_test())
