@@ -167,9 +167,9 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
     L::load(sQ + st * C::kTile, a.qkv + (tok0 + q0) * a.qkv_stride + h * HD, a.qkv_stride, q0, sq);
     L::load(sDo + st * C::kTile, a.dout + (tok0 + q0) * a.dout_stride + h * HD, a.dout_stride, q0, sq);
   };
-  // Per stage: thread t < 64 copies the LSE of row t, the others D of row t - 64 (cp.async, zero past SQ); every
-  // thread keep word t of the block's 4 tiles (mode Mask: cp.async, zero for tiles not read; mode Fused: generated
-  // and stored). Nothing is held in registers across the stage's compute.
+  // Per stage: thread t < 64 copies the LSE of row t, the others D of row t - 64 (cp.async, zero past SQ); mode Mask:
+  // every thread keep word t of the block's 4 tiles (cp.async, zero for tiles not read). Nothing is held in
+  // registers across the stage's compute.
   auto load_scalars = [&](int it, int st) {
     const int h = head_of(it), q0 = q0_of(it);
     const uint32_t bh = static_cast<uint32_t>(b * a.hq + h);
@@ -183,15 +183,23 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
         const bool valid = tile_read(a, r16, static_cast<uint32_t>(kb));
         const uint32_t* wsrc = a.mask + (valid ? a.geo.word_index(bh, r16, static_cast<uint32_t>(kb), static_cast<uint32_t>(lane)) : 0);
         cp_async4(attn::smem_addr(sM + st * 128 + tid), wsrc, valid);
-      } else {
-        sM[st * 128 + tid] = keep_word<kMode, R, TW>(a, bh, r16, static_cast<uint32_t>(kb), static_cast<uint32_t>(lane));
       }
+    }
+  };
+  // Mode Fused: the keep words of iteration it, generated at the end of the previous iteration, when the block's
+  // S^T / dP^T registers are dead (generating them beside those made the dH 128 kernel spill).
+  auto gen_words = [&](int it, int st) {
+    if constexpr (kMode == DropoutMode::Fused) {
+      const uint32_t bh = static_cast<uint32_t>(b * a.hq + head_of(it));
+      const uint32_t r16 = static_cast<uint32_t>(q0_of(it) / 16 + (tid >> 5));
+      sM[st * 128 + tid] = keep_word<kMode, R, TW>(a, bh, r16, static_cast<uint32_t>(kb), static_cast<uint32_t>(lane));
     }
   };
 
   if (n_it > 0) {
     load_tiles(0, 0);
     load_scalars(0, 0);
+    gen_words(0, 0);
   }
   cp_async_commit();
 
@@ -307,6 +315,7 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
         }
       }
     }
+    if (it + 1 < n_it) gen_words(it + 1, st ^ 1);  // stage st^1 is read after the next barrier
   }
   cp_async_wait<0>();
 
