@@ -1,8 +1,18 @@
 // Attention backward host logic without a device: argument checks (one UsageError naming the field), workspace
-// bytes, FLOP convention and instance names.
+// bytes, FLOP convention and instance names; `dropbench attention`'s pass axis (workload.attention_pass): the dry
+// run's plan (buffers, mask bytes, FLOPs), the variants per pass, bad input refused in one line with exit 2.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.hpp"
 
 #include "kernels/attention/bwd/attention_bwd.cuh"
 #include "kernels/common/check.hpp"
@@ -112,6 +122,68 @@ TEST(AttentionBwdHost, InstanceNames) {
   p.fwd.causal = false;
   p.fwd.head_dim = 64;
   EXPECT_EQ(attention_backward_kernel_name(p, DropoutMode::Mask), "attn_bwd_mma_hd64_k64q64w4_mask_det");
+}
+
+// ---- `dropbench attention`, workload.attention_pass ----
+nlohmann::json dry_report(const std::string& args) {
+  const auto path = std::filesystem::temp_directory_path() / ("dropbench_bwd_plan_" + std::to_string(::getpid()) + ".json");
+  const auto r = dropbench_test::run_dropbench(args + " --dry-run -q -o '" + path.string() + "'");
+  EXPECT_EQ(r.code, 0) << args << ": " << r.err;
+  std::ifstream f(path);
+  nlohmann::json j = f ? nlohmann::json::parse(f) : nlohmann::json();
+  std::filesystem::remove(path);
+  return j;
+}
+
+TEST(AttentionPassAxis, DryRunPlansTheBackwardsBuffers) {
+  const std::string base = "attention --set workload.q_heads=8 --set workload.kv_heads=2 --set workload.head_dim=128 "
+                           "--set workload.batch=2 --set sweep.sq=[1000] --set sweep.causal=[true] ";
+  const nlohmann::json f = dry_report(base + "--set sweep.attention_pass=[fwd,bwd,fwd+bwd]");
+  ASSERT_EQ(f["points"].size(), 3u);
+  const uint64_t B = 2, S = 1000, Hq = 8, Hkv = 2, D = 128;
+  const uint64_t o = B * S * Hq * D * 2, qkv = B * S * (Hq + 2 * Hkv) * D * 2;
+  const uint64_t mask = B * Hq * ((S + 15) / 16) * ((S + 63) / 64) * 32 * 4;
+  const uint64_t ws = (B * Hq * S * 4 + 255) / 256 * 256 + B * S * Hq * D * 4;
+  double fwd_flops = 0;
+  for (const auto& pt : f["points"]) {
+    const std::string pass = pt["axes"]["attention_pass"];
+    const auto& buf = pt["derived"]["plan"]["memory"]["buffers"];
+    EXPECT_EQ(buf["mask"].get<uint64_t>(), mask) << pass;
+    EXPECT_EQ(buf["qkv"].get<uint64_t>(), qkv) << pass;
+    if (pass == "fwd") {
+      EXPECT_FALSE(buf.contains("dqkv"));
+      EXPECT_FALSE(buf.contains("dout"));
+      fwd_flops = pt["variants"][0]["extra"]["flops"].get<double>();
+      EXPECT_EQ(pt["variants"].size(), 4u);
+    } else {
+      EXPECT_EQ(buf["dout"].get<uint64_t>(), o) << pass;
+      EXPECT_EQ(buf["dqkv"].get<uint64_t>(), qkv) << pass;
+      EXPECT_EQ(buf["bwd_workspace"].get<uint64_t>(), ws) << pass;
+      EXPECT_EQ(pt["variants"].size(), pass == "bwd" ? 3u : 4u) << pass;  // the backward alone has no rng+mask
+      for (const auto& v : pt["variants"]) {
+        EXPECT_EQ(v["extra"]["pass"], pass);
+        EXPECT_NE(v["extra"]["model_note"].get<std::string>().find("not modelled"), std::string::npos);
+      }
+    }
+  }
+  ASSERT_GT(fwd_flops, 0);
+  for (const auto& pt : f["points"]) {
+    const std::string pass = pt["axes"]["attention_pass"];
+    const double want = fwd_flops * (pass == "fwd" ? 1.0 : pass == "bwd" ? 2.5 : 3.5);
+    for (const auto& v : pt["variants"]) EXPECT_DOUBLE_EQ(v["extra"]["flops"].get<double>(), want) << pass;
+  }
+}
+
+TEST(AttentionPassAxis, BadPassIsRefusedInOneLine) {
+  for (const std::string& args : {std::string("attention --dry-run -q --set workload.attention_pass=back"),
+                                  std::string("attention --dry-run -q --set sweep.attention_pass=[fwd,both]")}) {
+    const auto r = dropbench_test::run_dropbench(args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << args << ": " << r.out;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("attention_pass"), std::string::npos) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("fwd, bwd, fwd+bwd"), std::string::npos) << args << ": " << r.err;
+  }
 }
 
 }  // namespace
