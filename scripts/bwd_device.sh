@@ -83,6 +83,14 @@ else
   SUMMARY+=("tests          not built")
 fi
 
+# The CLI's pass axis at one point (a smoke test of the integration; its checks: extra.bwd_bitwise_equal_fused).
+if [ -x "$B/dropbench" ]; then
+  step cli_pass 90 "$B/dropbench" attention --set workload.q_heads=32 --set workload.kv_heads=8 \
+    --set workload.head_dim=128 --set sweep.sq=[4096] --set sweep.causal=[true] \
+    --set 'sweep.attention_pass=[fwd,bwd,fwd+bwd]' --min-time 0.03 --max-noise 0.02 --set measure.timeout=1 \
+    -o "$LOG/cli_pass.json"
+fi
+
 if [ -f "$B/libdropbench_attention.so" ]; then
   step h2h_bwd 200 python3 scripts/h2h_attention_bwd.py --lib "$B/libdropbench_attention.so" --sq 8192 \
     --head-dim 128 --heads 32:8 --causal false,true --rounds 6 --burst-ms 30 --warmup-s 1 \
@@ -102,6 +110,11 @@ smi_log "$LOG/smi.log"
     [ -f "$LOG/$t.log" ] && echo "$t: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/$t.log" | tail -1)"
   done
   [ -f "$LOG/resources.log" ] && { echo "resources (REG / STACK / LOCAL bytes):"; grep -E 'attn_bwd_(main|dq)_kernelILi(64|128)ELNS_11DropoutModeE[012]ELi7ELi8E' "$LOG/resources.log" | sed 's/^/  /'; }
+  if [ -f "$LOG/cli_pass.log" ]; then
+    echo "dropbench attention, pass axis (SQ 4096, 32/8 heads, dH 128, causal):"
+    grep -E 'fwd|bwd' "$LOG/cli_pass.log" | head -20 | sed 's/^/  /'
+    grep -c '"bwd_bitwise_equal_fused": false' "$LOG/cli_pass.json" 2>/dev/null | sed 's/^/  bwd_bitwise_equal_fused false: /'
+  fi
   if [ -f "$OUTDIR/h2h_bwd.md" ]; then
     echo "timing (scripts/h2h_attention_bwd.py):"
     grep -E '^### |^\| (bwd|fb):|^\| (cuDNN|FA2|ours)' "$OUTDIR/h2h_bwd.md" | sed 's/^/  /'

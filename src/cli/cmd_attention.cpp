@@ -125,6 +125,7 @@ int run_attention(RunContext& ctx) {
     if (!dry && has_bwd) {
       launch_poison(dqkv.get(), dqkv_bytes, 0xFFFFFFFFu, session.harness.stream());
       launch_attention_backward(bp_check, DropoutMode::Fused, session.harness.stream());
+      DB_CUDA(cudaStreamSynchronize(session.harness.stream()));
       h_dref.resize(dqkv_bytes);
       DB_CUDA(cudaMemcpy(h_dref.data(), dqkv.get(), dqkv_bytes, cudaMemcpyDeviceToHost));
     }

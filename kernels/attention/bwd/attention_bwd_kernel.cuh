@@ -186,8 +186,8 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
       }
     }
   };
-  // Mode Fused: the keep words of iteration it, generated at the end of the previous iteration, when the block's
-  // S^T / dP^T registers are dead (generating them beside those made the dH 128 kernel spill).
+  // Mode Fused: the keep words of iteration it, generated at the end of the previous iteration, where the block's
+  // S^T / dP^T registers are dead.
   auto gen_words = [&](int it, int st) {
     if constexpr (kMode == DropoutMode::Fused) {
       const uint32_t bh = static_cast<uint32_t>(b * a.hq + head_of(it));
