@@ -18,8 +18,12 @@ OUTDIR="${OUT:-$B/bwd-out}"
 LOG="$B/bwd-logs"
 mkdir -p "$LOG" "$OUTDIR"
 . scripts/env.sh
+# compute-sanitizer and cuobjdump live beside nvcc.
+NVCC_DIR=$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")
+export PATH="$PATH:$NVCC_DIR:/usr/local/cuda/bin"
 T0=$(date +%s)
 SUMMARY=()
+FAILED=()
 
 left() { echo $((BUDGET - ($(date +%s) - T0))); }
 # step NAME CAP_S CMD...: runs CMD with timeout min(CAP_S, time left - RESERVE), log in $LOG/NAME.log.
@@ -43,6 +47,7 @@ step() {
   [ $rc -ne 0 ] && what="FAILED (exit $rc)"
   [ $rc -eq 124 ] && what="TIMED OUT after ${t}s"
   SUMMARY+=("$(printf '%-14s %-26s %4ds' "$name" "$what" $(($(date +%s) - s)))")
+  [ $rc -ne 0 ] && FAILED+=("$name")
   return $rc
 }
 
@@ -105,6 +110,10 @@ smi_log "$LOG/smi.log"
 {
   echo "bwd_device.sh $(date -u +%Y-%m-%dT%H:%M:%SZ), sha $(git rev-parse --short=12 HEAD 2>/dev/null), $(($(date +%s) - T0)) s"
   printf '%s\n' "${SUMMARY[@]}"
+  for f in "${FAILED[@]}"; do
+    echo "--- $f: last lines of its log"
+    tail -n 4 "$LOG/$f.log" | cut -c1-300 | sed 's/^/  /'
+  done
   if [ -f "$LOG/tests_gpu.log" ]; then
     echo "gpu tests: $(grep -c '^\[       OK \]' "$LOG/tests_gpu.log") passed, $(grep -c '^\[  FAILED  \] .*(' "$LOG/tests_gpu.log") failed, $(grep -c '^\[  SKIPPED \] .*(' "$LOG/tests_gpu.log") skipped"
     grep -E '^\[  FAILED  \] .*\(' "$LOG/tests_gpu.log" | sed 's/^/  /'
@@ -114,7 +123,7 @@ smi_log "$LOG/smi.log"
     [ -f "$LOG/$t.log" ] && echo "$t: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/$t.log" | tail -1)"
   done
   [ -f "$LOG/resources.log" ] && { echo "resources (REG / STACK / LOCAL bytes):"; grep -E 'attn_bwd_(main|dq)_kernelILi(64|128)ELNS_11DropoutModeE[012]ELi7ELi8E' "$LOG/resources.log" | sed 's/^/  /'; }
-  if [ -f "$LOG/cli_pass.log" ]; then
+  if [ -f "$LOG/cli_pass.json" ]; then
     echo "dropbench attention, pass axis (SQ 4096, 32/8 heads, dH 128, causal):"
     grep -E 'fwd|bwd' "$LOG/cli_pass.log" | head -20 | sed 's/^/  /'
     grep -c '"bwd_bitwise_equal_fused": false' "$LOG/cli_pass.json" 2>/dev/null | sed 's/^/  bwd_bitwise_equal_fused false: /'
