@@ -86,6 +86,7 @@ struct Problem {
   DevBuf<uint32_t> mask;
   DevBuf<unsigned char> ws, scratch;
   MaskGeometry geo;
+  AttentionKernel fwd_kernel = AttentionKernel::Auto;  // the forward producing O and LSE
 
   explicit Problem(const Shape& sh)
       : s(sh),
@@ -126,6 +127,7 @@ struct Problem {
 
   AttentionParams fwd(DropoutMode m, const Drop& d) const {
     AttentionParams p;
+    p.kernel = fwd_kernel;
     p.qkv = qkv.p;
     p.o = o.p;
     p.lse = lse.p;
@@ -415,11 +417,13 @@ TEST(AttentionBwdReference, MatchesHostFp64) {
   }
 }
 
-// Small cases in every mode and both dQ modes, for compute-sanitizer runs (scripts/bwd_device.sh).
+// Small cases in every mode and both dQ modes, for compute-sanitizer runs (scripts/bwd_device.sh). O and LSE come
+// from the mma.sync forward (plain cp.async / ldmatrix, which the sanitizers follow without TMA / mbarrier support).
 TEST(AttentionBwdSanitize, SmallAllModes) {
   DB_REQUIRE_GPU();
   for (const Shape& s : {Shape{1, 77, 2, 1, 64, true}, Shape{1, 70, 2, 2, 128, false}}) {
     Problem pr(s);
+    pr.fwd_kernel = AttentionKernel::Mma;
     for (DropoutMode m : {DropoutMode::None, DropoutMode::Mask, DropoutMode::Fused}) {
       Drop d;
       pr.forward(m, d);
