@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE))
 import dropbench_attn as dba  # noqa: E402
 import h2h_attention as h2h  # noqa: E402  (Runner: bursts, warm-up, rounds; statistics)
 
-DEFAULT_VARIANTS = ("bwd:ours:none,bwd:ours:mask,bwd:ours:fused,bwd:cudnn:none,bwd:cudnn:dropout,bwd:flash:none,"
+DEFAULT_VARIANTS = ("bwd:ours:none,bwd:ours:mask,bwd:ours:fused,bwd:ours-det:none,bwd:cudnn:none,bwd:cudnn:dropout,bwd:flash:none,"
                     "bwd:flash:dropout,fb:ours:none,fb:ours:mask,fb:ours:fused,fb:cudnn:none,fb:cudnn:dropout")
 KEY_RATIOS = (("bwd:cudnn:none", "bwd:ours:none", "cuDNN bwd none / ours none (speed-up of ours)", ">= 1.0"),
               ("bwd:flash:none", "bwd:ours:none", "FA2 bwd none / ours none", ">= 1.3"),
