@@ -358,6 +358,83 @@ TEST(AttentionBwd, DropoutChangesGradients) {
   for (int k = 0; k < 3; ++k) EXPECT_GT(pr.rel_err(fused, none, k), 0.1) << kPart[k];
 }
 
+// Row strides: QKV, dO and dQKV with padded rows; the gradients land in dQKV's columns like QKV's, the padding
+// columns keep their poison.
+TEST(AttentionBwd, RowStridesAndPaddingUntouched) {
+  DB_REQUIRE_GPU();
+  const Shape s{2, 150, 4, 2, 64, true};
+  const int64_t W = static_cast<int64_t>(s.hq + 2 * s.hkv) * s.hd, OW = static_cast<int64_t>(s.hq) * s.hd;
+  const int64_t qs = W + 8, ds = W + 24, dos = OW + 16, rows = static_cast<int64_t>(s.b) * s.sq;
+  DevBuf<bf16> qkv(rows * qs), dout(rows * dos), o(rows * OW), dqkv(rows * ds);
+  DevBuf<float> lse(static_cast<size_t>(s.b) * s.hq * s.sq), ref(rows * W);
+  DevBuf<unsigned char> ws(Problem::workspace_bytes(s)),
+      scratch(2 * static_cast<size_t>(s.b) * s.hq * s.sq * s.sq * sizeof(float));
+  std::mt19937_64 rng(base_seed() ^ (++g_draw * 0x9e3779b97f4a7c15ULL));
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<bf16> h(qkv.n), hd(dout.n);
+  for (auto& v : h) v = __float2bfloat16(nd(rng));
+  for (auto& v : hd) v = __float2bfloat16(nd(rng));
+  qkv.put(h);
+  dout.put(hd);
+  Drop d;
+  const Threshold t = make_threshold(d.p, d.tw);
+  AttentionBwdParams bp;
+  AttentionParams& f = bp.fwd;
+  f.qkv = qkv.p;
+  f.qkv_row_stride = qs;
+  f.o = o.p;
+  f.lse = lse.p;
+  f.batch = s.b;
+  f.sq = s.sq;
+  f.q_heads = s.hq;
+  f.kv_heads = s.hkv;
+  f.head_dim = s.hd;
+  f.causal = s.causal;
+  f.seed = d.seed;
+  f.offset = d.offset;
+  f.drop_threshold = t.drop;
+  f.keep_scale = t.scale;
+  f.rounds = d.rounds;
+  f.threshold_bits = d.tw;
+  bp.dout = dout.p;
+  bp.dout_row_stride = dos;
+  bp.dqkv = dqkv.p;
+  bp.dqkv_row_stride = ds;
+  bp.workspace = ws.p;
+  launch_attention(f, DropoutMode::Fused, nullptr);
+  for (bool det : {true, false}) {
+    bp.deterministic = det;
+    dqkv.poison();
+    ws.poison();
+    launch_attention_backward(bp, DropoutMode::Fused, nullptr);
+    ref.poison();
+    scratch.poison();
+    launch_attention_backward_reference(bp, DropoutMode::Fused, ref.p, scratch.p, nullptr);
+    DB_CUDA(cudaDeviceSynchronize());
+    const auto out = dqkv.get();
+    const auto r = ref.get();
+    size_t pad_touched = 0;
+    for (int k = 0; k < 3; ++k) {
+      const int64_t c0 = k == 0 ? 0 : k == 1 ? OW : OW + s.hkv * s.hd, c1 = k == 0 ? OW : k == 1 ? OW + s.hkv * s.hd : W;
+      double num = 0, den = 0;
+      for (int64_t row = 0; row < rows; ++row)
+        for (int64_t c = c0; c < c1; ++c) {
+          const double x = __bfloat162float(out[row * ds + c]), y = r[row * W + c];
+          num += (x - y) * (x - y);
+          den += y * y;
+        }
+      EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), 1e-2) << kPart[k] << (det ? " det" : " atomic");
+    }
+    for (int64_t row = 0; row < rows; ++row)
+      for (int64_t c = W; c < ds; ++c) {
+        uint16_t bits;
+        std::memcpy(&bits, &out[row * ds + c], 2);
+        pad_touched += bits != 0xFFFFu;
+      }
+    EXPECT_EQ(pad_touched, 0u) << "padding columns of dQKV written" << (det ? " (det)" : " (atomic)");
+  }
+}
+
 // ---- the reference against fp64 on the host ----
 TEST(AttentionBwdReference, MatchesHostFp64) {
   DB_REQUIRE_GPU();
