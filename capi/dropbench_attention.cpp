@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/attention/attention.cuh"
+#include "kernels/attention/bwd/attention_bwd.cuh"
 #include "kernels/common/check.hpp"
 #include "kernels/rng/dropout_scheme.cuh"
 #include "kernels/rng/rng_mask.cuh"
@@ -88,6 +89,19 @@ int guarded(F&& f) {
   }
 }
 
+dropbench::AttentionBwdParams to_bwd_params(const dba_params* c, const void* dout, void* dqkv, void* workspace,
+                                           int deterministic) {
+  if (deterministic != 0 && deterministic != 1)
+    throw UsageError("deterministic must be 0 or 1 (got " + std::to_string(deterministic) + ")");
+  dropbench::AttentionBwdParams b;
+  b.fwd = to_params(c);
+  b.dout = static_cast<const __nv_bfloat16*>(dout);
+  b.dqkv = static_cast<__nv_bfloat16*>(dqkv);
+  b.workspace = workspace;
+  b.deterministic = deterministic != 0;
+  return b;
+}
+
 }  // namespace
 
 extern "C" {
@@ -160,6 +174,33 @@ int dba_threshold(const dba_params* c, double* p_effective, float* keep_scale) {
     const dropbench::Threshold t = threshold_of(*c);
     if (p_effective) *p_effective = 1.0 - t.keep_effective;
     if (keep_scale) *keep_scale = t.scale;
+  });
+}
+
+int dba_attention_backward_workspace_bytes(const dba_params* c, int deterministic, uint64_t* bytes) {
+  return guarded([&] {
+    if (!bytes) throw UsageError("bytes must not be NULL");
+    *bytes = dropbench::attention_backward_workspace_bytes(to_bwd_params(c, nullptr, nullptr, nullptr, deterministic));
+  });
+}
+
+int dba_attention_backward(const dba_params* c, int mode, const void* dout, void* dqkv, void* workspace,
+                           int deterministic, void* stream) {
+  return guarded([&] {
+    const dropbench::DropoutMode m = to_mode(mode);
+    dropbench::launch_attention_backward(to_bwd_params(c, dout, dqkv, workspace, deterministic), m,
+                                         static_cast<cudaStream_t>(stream));
+  });
+}
+
+int dba_backward_kernel_name(const dba_params* c, int mode, int deterministic, char* buf, size_t len) {
+  return guarded([&] {
+    if (!buf || len == 0) throw UsageError("buf must not be NULL and len >= 1");
+    const std::string name = dropbench::attention_backward_kernel_name(
+        to_bwd_params(c, nullptr, nullptr, nullptr, deterministic), to_mode(mode));
+    const size_t n = name.size() < len - 1 ? name.size() : len - 1;
+    std::memcpy(buf, name.data(), n);
+    buf[n] = '\0';
   });
 }
 

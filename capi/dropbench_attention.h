@@ -61,6 +61,17 @@ DBA_API int dba_make_mask(const dba_params* p, uint32_t* mask, void* stream);
 DBA_API int dba_kernel_name(const dba_params* p, int mode, char* buf, size_t len);
 /* The effective dropout probability of p's threshold (drop / 2^threshold_bits) and the scale on kept values. */
 DBA_API int dba_threshold(const dba_params* p, double* p_effective, float* keep_scale);
+/* Attention backward (kernels/attention/bwd/attention_bwd.cuh): reads p's QKV, O (p->o, the forward's output),
+ * LSE (p->lse, the forward's, required) and dout [B*SQ, Hq*dH] bf16 (dense); writes dqkv [B*SQ, (Hq + 2*Hkv)*dH]
+ * bf16 (dense, laid out like QKV: dQ, dK, dV in the Q, K, V heads' columns). mode, mask, seed, offset, rounds,
+ * threshold_bits and dropout_p as in the forward (the same keep bits). deterministic = 1: fixed-order dQ (mode MASK
+ * and FUSED bitwise equal); 0: fp32 atomics. workspace: dba_attention_backward_workspace_bytes bytes. p->kernel is
+ * ignored (one backward family). */
+DBA_API int dba_attention_backward_workspace_bytes(const dba_params* p, int deterministic, uint64_t* bytes);
+DBA_API int dba_attention_backward(const dba_params* p, int mode, const void* dout, void* dqkv, void* workspace,
+                                   int deterministic, void* stream);
+/* The backward's main kernel instance, e.g. "attn_bwd_mma_hd128_k64q64w4_fused_r7_tw8_causal_atomic". */
+DBA_API int dba_backward_kernel_name(const dba_params* p, int mode, int deterministic, char* buf, size_t len);
 DBA_API const char* dba_last_error(void);
 
 #ifdef __cplusplus

@@ -62,6 +62,17 @@ class Lib:
                                      ctypes.POINTER(ctypes.c_float)]
         for f in ("dba_attention", "dba_mask_bytes", "dba_make_mask", "dba_kernel_name", "dba_threshold"):
             getattr(so, f).restype = ctypes.c_int
+        # The backward (a library built before it lacks these: has_backward is then False).
+        self.has_backward = hasattr(so, "dba_attention_backward")
+        if self.has_backward:
+            so.dba_attention_backward_workspace_bytes.argtypes = [ctypes.POINTER(Params), ctypes.c_int,
+                                                                  ctypes.POINTER(ctypes.c_uint64)]
+            so.dba_attention_backward.argtypes = [ctypes.POINTER(Params), ctypes.c_int, ctypes.c_void_p,
+                                                  ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+            so.dba_backward_kernel_name.argtypes = [ctypes.POINTER(Params), ctypes.c_int, ctypes.c_int,
+                                                    ctypes.c_char_p, ctypes.c_size_t]
+            for f in ("dba_attention_backward_workspace_bytes", "dba_attention_backward", "dba_backward_kernel_name"):
+                getattr(so, f).restype = ctypes.c_int
         v = so.dba_abi_version()
         if v != ABI_VERSION:
             raise RuntimeError(f"{self.path}: ABI version {v}, this binding speaks {ABI_VERSION}")
@@ -117,6 +128,22 @@ class Lib:
         pe, sc = ctypes.c_double(), ctypes.c_float()
         self._check(self.so.dba_threshold(ctypes.byref(p), ctypes.byref(pe), ctypes.byref(sc)))
         return pe.value, sc.value
+
+    def backward_workspace_bytes(self, p, deterministic=False):
+        n = ctypes.c_uint64()
+        self._check(self.so.dba_attention_backward_workspace_bytes(ctypes.byref(p), int(deterministic), ctypes.byref(n)))
+        return n.value
+
+    def backward(self, p, mode, dout_ptr, dqkv_ptr, workspace_ptr, deterministic=False, stream=0):
+        """p: the forward's params (qkv, o, lse, mask, dropout fields); dout / dqkv / workspace: data_ptr() ints."""
+        self._check(self.so.dba_attention_backward(ctypes.byref(p), self._mode(mode), ctypes.c_void_p(dout_ptr),
+                                                   ctypes.c_void_p(dqkv_ptr), ctypes.c_void_p(workspace_ptr),
+                                                   int(deterministic), ctypes.c_void_p(stream or None)))
+
+    def backward_kernel_name(self, p, mode, deterministic=False):
+        buf = ctypes.create_string_buffer(256)
+        self._check(self.so.dba_backward_kernel_name(ctypes.byref(p), self._mode(mode), int(deterministic), buf, len(buf)))
+        return buf.value.decode()
 
     def last_error(self):
         return self.so.dba_last_error().decode(errors="replace")

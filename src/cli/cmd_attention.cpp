@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "kernels/attention/attention.cuh"
+#include "kernels/attention/bwd/attention_bwd.cuh"
 #include "kernels/common/check.hpp"
 #include "kernels/common/shapes.hpp"
 #include "src/cli/cli.hpp"
@@ -26,7 +27,8 @@ namespace {
 
 int run_attention(RunContext& ctx) {
   const std::vector<std::string> axes = {"batch",     "sq",     "q_heads",        "kv_heads",        "head_dim",
-                                         "causal",    "dropout_p", "rounds",      "threshold_bits", "attention_kernel"};
+                                         "causal",    "dropout_p", "rounds",      "threshold_bits", "attention_kernel",
+                                         "attention_pass"};
   const std::map<std::string, std::vector<json>> defaults = {{"sq", {4096, 8192, 16384}}, {"causal", {false, true}}};
   const auto points = expand_sweep(ctx.cfg, axes, defaults);
   const bool dry = ctx.opts.dry_run;
@@ -34,7 +36,7 @@ int run_attention(RunContext& ctx) {
   const PlanDevice dev = dry ? plan_device(ctx.opts) : PlanDevice{};
   const std::optional<Estimator> model = dry ? std::make_optional<Estimator>(ctx.opts) : std::nullopt;
   SweepSession session(ctx, "attention", points);
-  DeviceBuffer qkv, o, o_ref, lse, mask;
+  DeviceBuffer qkv, o, o_ref, lse, mask, dout, dqkv, bwd_ws;
 
   for (const SweepPoint& pt : points) {
     const std::string label = axes_label(pt.axes);
@@ -56,9 +58,15 @@ int run_attention(RunContext& ctx) {
     pr.workload = to_json(w);
     const MemoryPlan mem = attention_memory(w);  // the same five buffers, checked
     const size_t need = mem.buffers_total();
+    // The pass: fwd times the forward; bwd the backward alone (reading the O and LSE the checks' forwards left, whose
+    // values do not change its work); fwd+bwd both, back to back. The backward runs in its fast mode (atomic dQ).
+    const bool has_bwd = w.attention_pass != "fwd", has_fwd = w.attention_pass != "bwd";
     if (mem.need() > (dry ? dev.bytes
-                          : device_free_bytes() + qkv.size() + o.size() + o_ref.size() + lse.size() + mask.size())) {
-      const std::string why = fmt::format("QKV, O, LSE and the mask need {:.1f} GiB, more than the free device memory",
+                          : device_free_bytes() + qkv.size() + o.size() + o_ref.size() + lse.size() + mask.size() +
+                                dout.size() + dqkv.size() + bwd_ws.size())) {
+      const std::string why = fmt::format("{} need {:.1f} GiB, more than the free device memory",
+                                          has_bwd ? "QKV, O, LSE, the mask, dO, dQKV and the backward's workspace"
+                                                  : "QKV, O, LSE and the mask",
                                           need / double(1ull << 30));
       session.report.add_skipped({pt.axes, why, kNoIndex, dry ? plan_json(mem, dev, false, why) : json()});
       continue;
@@ -73,11 +81,24 @@ int run_attention(RunContext& ctx) {
       // N(0, 1), as scripts/peers.py (torch.randn) and bench_attention draw theirs: the wgmma kernel's rescale
       // skipping makes its time depend on how often a row's running max moves, so peers compare on equal inputs.
       launch_fill_normal(qkv.get(), qkv_bytes / 2, true, w.seed ^ (0x51ull * (pt.index + 1)), session.harness.stream());
+      if (has_bwd) {
+        dout.reserve(mem.bytes("dout"));
+        dqkv.reserve(mem.bytes("dqkv"));
+        bwd_ws.reserve(mem.bytes("bwd_workspace"));
+        launch_fill_normal(dout.get(), mem.bytes("dout") / 2, true, w.seed ^ (0x5Dull * (pt.index + 1)),
+                           session.harness.stream());
+      }
     }
     ap.qkv = qkv.get<__nv_bfloat16>();
     ap.o = o.get<__nv_bfloat16>();
     ap.lse = lse.get<float>();
     ap.mask = mask.get<uint32_t>();
+    AttentionBwdParams bp;
+    bp.fwd = ap;
+    bp.dout = dout.get<__nv_bfloat16>();
+    bp.dqkv = dqkv.get<__nv_bfloat16>();
+    bp.workspace = bwd_ws.get();
+    bp.deterministic = false;
     RngMaskParams rp = rng_mask_params(w, thr, MaskLayout::Tile);
     rp.geo = geo;
     rp.out = mask.get();
@@ -95,15 +116,32 @@ int run_attention(RunContext& ctx) {
       h_ref.resize(o_bytes);
       DB_CUDA(cudaMemcpy(h_ref.data(), o_ref.get(), o_bytes, cudaMemcpyDeviceToHost));
     }
+    // The backward's reference: fused mode, deterministic dQ, from the fused forward's O and LSE (in o_ref).
+    AttentionBwdParams bp_check = bp;
+    bp_check.fwd.o = o_ref.get<__nv_bfloat16>();
+    bp_check.deterministic = true;
+    const size_t dqkv_bytes = mem.bytes("dqkv");
+    std::vector<uint8_t> h_dref;
+    if (!dry && has_bwd) {
+      launch_poison(dqkv.get(), dqkv_bytes, 0xFFFFFFFFu, session.harness.stream());
+      launch_attention_backward(bp_check, DropoutMode::Fused, session.harness.stream());
+      DB_CUDA(cudaStreamSynchronize(session.harness.stream()));
+      h_dref.resize(dqkv_bytes);
+      DB_CUDA(cudaMemcpy(h_dref.data(), dqkv.get(), dqkv_bytes, cudaMemcpyDeviceToHost));
+    }
 
-    const double flops = attention_flops(ap);
+    // Backward FLOPs: 2.5x the forward's (the usual convention).
+    const double flops =
+        attention_flops(ap) * ((has_fwd ? 1.0 : 0.0) + (has_bwd ? 2.5 : 0.0));
     struct V {
       const char* name;
       DropoutMode mode;
       bool gen;
     };
-    const std::vector<V> vds = {V{"none", DropoutMode::None, false}, V{"mask", DropoutMode::Mask, false},
-                                V{"rng+mask", DropoutMode::Mask, true}, V{"fused", DropoutMode::Fused, false}};
+    std::vector<V> vds = {V{"none", DropoutMode::None, false}, V{"mask", DropoutMode::Mask, false},
+                          V{"rng+mask", DropoutMode::Mask, true}, V{"fused", DropoutMode::Fused, false}};
+    // The backward alone reads a mask generated for the forward: the RNG kernel is not part of it.
+    if (!has_fwd) vds.erase(vds.begin() + 2);
     // Checks first (each variant once on a poisoned O, compared with fused's), then all four measured as one
     // interleaved group, so x_none is a paired figure.
     std::vector<json> checks(vds.size(), json::object());
@@ -120,11 +158,28 @@ int run_attention(RunContext& ctx) {
         const bool same = h_out == h_ref;
         checks[i]["bitwise_equal_fused"] = same;
         if (!same) fmt::print(stderr, "dropbench: WARNING: {} output differs from fused at {}\n", vd.name, label);
+        if (has_bwd) {
+          // The deterministic backward of this mode from the fused forward's O and LSE, against fused's: the same
+          // keep bits give the same dQKV, bit for bit. (The forward above rewrote LSE: the fused forward again.)
+          AttentionParams fp = ap;
+          fp.o = o_ref.get<__nv_bfloat16>();
+          launch_attention(fp, DropoutMode::Fused, session.harness.stream());
+          launch_poison(dqkv.get(), dqkv_bytes, 0xFFFFFFFFu, session.harness.stream());
+          launch_attention_backward(bp_check, vd.mode, session.harness.stream());
+          DB_CUDA(cudaStreamSynchronize(session.harness.stream()));
+          h_out.resize(dqkv_bytes);
+          DB_CUDA(cudaMemcpy(h_out.data(), dqkv.get(), dqkv_bytes, cudaMemcpyDeviceToHost));
+          const bool bsame = h_out == h_dref;
+          checks[i]["bwd_bitwise_equal_fused"] = bsame;
+          if (!bsame)
+            fmt::print(stderr, "dropbench: WARNING: {} backward differs from fused at {}\n", vd.name, label);
+        }
       }
-      group.push_back({vd.name, [&ap, &rp, vd](Sample& s) {
+      group.push_back({vd.name, [&ap, &bp, &rp, vd, has_fwd, has_bwd](Sample& s) {
                          NvtxRange vr(std::string("variant ") + vd.name);
                          if (vd.gen) s.phase("gen", [&] { launch_rng_mask(rp, s.stream); });
-                         s.phase("attention", [&] { launch_attention(ap, vd.mode, s.stream); });
+                         if (has_fwd) s.phase("attention", [&] { launch_attention(ap, vd.mode, s.stream); });
+                         if (has_bwd) s.phase("backward", [&] { launch_attention_backward(bp, vd.mode, s.stream); });
                        }});
     }
     const std::vector<Measurement> ms = session.harness.measure_group(group);
@@ -141,7 +196,9 @@ int run_attention(RunContext& ctx) {
       v.extra["mask_bytes"] = vd.mode == DropoutMode::Mask ? geo.bytes() : 0;
       v.extra["keep_effective"] = thr.keep_effective;
       v.extra["inputs"] = "bf16 N(0,1)";
-      if (dry) put_estimate(v.derived, v.extra, model->attention(w, vd.name));
+      v.extra["pass"] = w.attention_pass;
+      if (dry && has_bwd) v.extra["model_note"] = "not modelled: the model has no attention backward (docs/model.md)";
+      if (dry && !has_bwd) put_estimate(v.derived, v.extra, model->attention(w, vd.name));
       for (auto it = checks[i].begin(); it != checks[i].end(); ++it) v.extra[it.key()] = it.value();
       if (!dry) {
         const AttentionKernelInfo ki = attention_kernel_info(ap, vd.mode);
@@ -150,6 +207,13 @@ int run_attention(RunContext& ctx) {
         v.extra["smem_bytes"] = ki.smem_dynamic + ki.smem_static;
         v.extra["local_bytes"] = ki.local_bytes;
         v.extra["ctas_per_sm"] = ki.ctas_per_sm;
+        if (has_bwd) {
+          const AttentionBwdKernelInfo bi = attention_backward_kernel_info(bp, vd.mode);
+          v.extra["bwd_kernel"] = bi.name;
+          v.extra["bwd_registers"] = bi.registers;
+          v.extra["bwd_smem_bytes"] = bi.smem_dynamic;
+          v.extra["bwd_local_bytes"] = bi.local_bytes;
+        }
         v.derived["tflops"] = flops / m.total.median / 1e12;
         if (t_none > 0) {
           v.derived["x_none"] = m.total.median / t_none;
@@ -186,6 +250,10 @@ Command make_attention_command() {
       "config sweeps, or sets to another value than the built-in config's, keeps the config's values).\n"
       "workload.attention_kernel (an axis too) picks the kernel family: wgmma (Hopper TMA + wgmma), mma\n"
       "(FlashAttention-2-class mma.sync), auto = wgmma where supported; extra.kernel names the instance.\n"
+      "workload.attention_pass (an axis too): fwd (default) | bwd (the backward alone: dQ, dK, dV into a dQKV\n"
+      "buffer laid out like QKV, fast mode with atomic dQ; no rng+mask variant) | fwd+bwd (phases attention,\n"
+      "backward). TFLOP/s count the backward as 2.5x the forward; the deterministic backward of mask and\n"
+      "rng+mask is checked bit for bit against fused's (extra.bwd_bitwise_equal_fused); extra.bwd_kernel names it.\n"
       "Example: dropbench attention --set workload.q_heads=32 --set sweep.sq=[8192] --set sweep.causal=[false]";
   c.run = run_attention;
   return c;

@@ -4,11 +4,13 @@
 
 #include <fmt/format.h>
 
+#include "kernels/attention/bwd/attention_bwd.cuh"
 #include "kernels/common/check.hpp"
 #include "kernels/common/shapes.hpp"
 #include "kernels/rng/dropout_scheme.cuh"
 #include "src/cli/model_cli.hpp"
 #include "src/core/device_buffer.hpp"
+#include "src/core/workload_params.hpp"
 #include "src/model/model.hpp"
 
 namespace dropbench {
@@ -103,6 +105,16 @@ MemoryPlan attention_memory(const Workload& w, const std::string& where) {
                {"o_ref", o},
                {"lse", checked_product({bh, u(w.sq), 4}, what)},
                {"mask", checked_product({bh, r16, c64, 32, 4}, what)}};
+  if (w.attention_pass != "fwd") {
+    // The backward's: dO, dQKV (laid out like QKV) and its workspace in the fast (atomic dQ) mode, the larger one.
+    AttentionBwdParams bp;
+    bp.fwd = attention_params(w, make_threshold(w.dropout_p, static_cast<int>(w.threshold_bits)));
+    bp.deterministic = false;
+    m.buffers.emplace_back("dout", o);
+    m.buffers.emplace_back("dqkv", checked_product({u(d.m), u(d.n), 2}, what));
+    checked_product({bh, u(w.sq), u(w.head_dim), 4}, what);  // the workspace's dQ accumulator, before it is sized
+    m.buffers.emplace_back("bwd_workspace", attention_backward_workspace_bytes(bp));
+  }
   m.headroom = uint64_t{256} << 20;
   return m;
 }

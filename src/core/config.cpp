@@ -49,6 +49,7 @@ constexpr const char* kBuiltinConfig = R"json({
     "pipeline": "baseline",
     "chunk": 0,
     "attention_kernel": "auto",
+    "attention_pass": "fwd",
     "seed": "0x5eed5eed",
     "offset": 0
   },
@@ -369,6 +370,9 @@ const std::vector<WorkloadField>& workload_fields() {
                            w.attention_kernel);
        },
        [](const Workload& w) { return json(w.attention_kernel); }},
+      {"attention_pass", Kind::Text,
+       [](Workload& w, const json& v) { return chk_choice(v, {"fwd", "bwd", "fwd+bwd"}, w.attention_pass); },
+       [](const Workload& w) { return json(w.attention_pass); }},
       {"seed", Kind::UInt,
        [](Workload& w, const json& v) {
          return chk_uint(v, std::numeric_limits<uint64_t>::max(), "uint64", w.seed);

@@ -39,6 +39,7 @@ struct Workload {
   std::string pipeline = "baseline";   // baseline | fused | overlap | chunked
   int64_t chunk = 0;            // chunked pipeline: query rows per chunk (0 = auto), [0, 1048576]
   std::string attention_kernel = "auto";  // attention kernel family: auto (wgmma on sm_90) | wgmma | mma
+  std::string attention_pass = "fwd";     // `attention`: fwd | bwd | fwd+bwd (kernels/attention/bwd/)
   uint64_t seed = 0x5eed5eedULL;   // Philox key (not sweepable)
   uint32_t offset = 0;             // Philox counter.w (not sweepable)
 };

@@ -1,0 +1,205 @@
+// Host launcher of the attention backward: validation, workspace, the preprocessing kernel (D = rowsum(dO o O)),
+// dispatch over (head_dim, mode, rounds, threshold bits) to the instances of attention_bwd_kernel.cuh (compiled in
+// attention_bwd_hd*.cu) and the conversion of the fast mode's fp32 dQ accumulator.
+#include "kernels/attention/bwd/attention_bwd.cuh"
+
+#include <cmath>
+#include <string>
+
+#include "kernels/attention/bwd/attention_bwd_args.cuh"
+#include "kernels/common/check.hpp"
+#include "kernels/common/dispatch.cuh"
+
+namespace dropbench {
+namespace {
+
+int64_t qkv_width(const AttentionParams& f) { return static_cast<int64_t>(f.q_heads + 2 * f.kv_heads) * f.head_dim; }
+int64_t o_width(const AttentionParams& f) { return static_cast<int64_t>(f.q_heads) * f.head_dim; }
+
+size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+size_t d_bytes(const AttentionParams& f) {
+  return align256(static_cast<size_t>(f.batch) * f.q_heads * f.sq * sizeof(float));
+}
+
+void check_stride(int64_t stride, int64_t width, const char* field) {
+  if (stride == 0) return;
+  if (stride < width || stride % 8 != 0)
+    throw UsageError(std::string("attention backward: ") + field + " must be 0 or a multiple of 8 >= " +
+                     std::to_string(width) + " (got " + std::to_string(stride) + ")");
+}
+
+// D[b, h, q] = sum_d dO[b*SQ + q, h*dH + d] * O[b*SQ + q, h*dH + d] in fp32: one warp per (token row, head).
+__global__ void bwd_preprocess_kernel(const __nv_bfloat16* __restrict__ o, int64_t o_stride,
+                                      const __nv_bfloat16* __restrict__ dout, int64_t do_stride, float* __restrict__ dsum,
+                                      int sq, int hq, int hd, int64_t rows) {
+  const int64_t w = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (w >= rows * hq) return;
+  const int64_t tok = w / hq;
+  const int h = static_cast<int>(w % hq);
+  const __nv_bfloat16* po = o + tok * o_stride + h * hd;
+  const __nv_bfloat16* pd = dout + tok * do_stride + h * hd;
+  float acc = 0.f;
+  for (int d = lane; d < hd; d += 32) acc = fmaf(__bfloat162float(po[d]), __bfloat162float(pd[d]), acc);
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
+  if (lane == 0) {
+    const int64_t b = tok / sq, q = tok % sq;
+    dsum[(b * hq + h) * sq + q] = acc;
+  }
+}
+
+// dQKV[row, h*dH + d] = bf16(scale * acc[row, h*dH + d]) for the query heads' columns.
+__global__ void bwd_convert_dq_kernel(const float* __restrict__ acc, __nv_bfloat16* __restrict__ dqkv, int64_t stride,
+                                      int64_t width, int64_t rows, float scale) {
+  const int64_t pairs = rows * (width / 2);
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < pairs;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / (width / 2), c = 2 * (i % (width / 2));
+    const float2 v = *reinterpret_cast<const float2*>(acc + r * width + c);
+    *reinterpret_cast<__nv_bfloat162*>(dqkv + r * stride + c) = __floats2bfloat162_rn(v.x * scale, v.y * scale);
+  }
+}
+
+attn_bwd::Args make_args(const AttentionBwdParams& p) {
+  const AttentionParams& f = p.fwd;
+  attn_bwd::Args a{};
+  a.qkv = f.qkv;
+  a.dout = p.dout;
+  a.lse = f.lse;
+  a.mask = f.mask;
+  a.dqkv = p.dqkv;
+  a.qkv_stride = f.qkv_row_stride ? f.qkv_row_stride : qkv_width(f);
+  a.dout_stride = p.dout_row_stride ? p.dout_row_stride : o_width(f);
+  a.dqkv_stride = p.dqkv_row_stride ? p.dqkv_row_stride : qkv_width(f);
+  a.sq = f.sq;
+  a.hq = f.q_heads;
+  a.hkv = f.kv_heads;
+  a.group = f.q_heads / f.kv_heads;
+  a.causal = f.causal ? 1 : 0;
+  a.dq_atomic = p.deterministic ? 0 : 1;
+  a.scale = f.softmax_scale > 0.f ? f.softmax_scale : 1.f / std::sqrt(static_cast<float>(f.head_dim));
+  a.scale_log2 = a.scale * 1.4426950408889634f;
+  a.keep_scale = f.keep_scale;
+  a.seed = f.seed;
+  a.offset = f.offset;
+  a.drop = f.drop_threshold;
+  a.geo = attention_mask_geometry(f);
+  char* ws = static_cast<char*>(p.workspace);
+  a.dsum = reinterpret_cast<float*>(ws);
+  a.dq_acc = p.deterministic ? nullptr : reinterpret_cast<float*>(ws + d_bytes(f));
+  return a;
+}
+
+template <class F>
+void dispatch(const AttentionBwdParams& p, DropoutMode mode, F&& f) {
+  const AttentionParams& fw = p.fwd;
+  auto by_mode = [&](auto hd) {
+    switch (mode) {
+      case DropoutMode::None: return f(hd, std::integral_constant<DropoutMode, DropoutMode::None>{}, Rounds<7>{}, ThresholdBits<8>{});
+      case DropoutMode::Mask: return f(hd, std::integral_constant<DropoutMode, DropoutMode::Mask>{}, Rounds<7>{}, ThresholdBits<8>{});
+      case DropoutMode::Fused:
+        return with_rounds_tw(fw.rounds, fw.threshold_bits, "attention backward", [&](auto r, auto tw) {
+          return f(hd, std::integral_constant<DropoutMode, DropoutMode::Fused>{}, r, tw);
+        });
+    }
+  };
+  if (fw.head_dim == 64) return by_mode(std::integral_constant<int, 64>{});
+  return by_mode(std::integral_constant<int, 128>{});
+}
+
+}  // namespace
+
+void check_attention_backward(const AttentionBwdParams& p, DropoutMode mode) {
+  const AttentionParams& f = p.fwd;
+  auto bad = [](const std::string& m) { throw UsageError("attention backward: " + m); };
+  if (f.head_dim != 64 && f.head_dim != 128) bad("head_dim must be 64 or 128 (got " + std::to_string(f.head_dim) + ")");
+  if (f.batch < 1) bad("batch must be >= 1 (got " + std::to_string(f.batch) + ")");
+  if (f.sq < 1 || f.sq > (1 << 24)) bad("sq must be in [1, 16777216] (got " + std::to_string(f.sq) + ")");
+  if (f.q_heads < 1 || f.kv_heads < 1 || f.q_heads % f.kv_heads != 0)
+    bad("kv_heads must be >= 1 and divide q_heads (got q_heads " + std::to_string(f.q_heads) + ", kv_heads " +
+        std::to_string(f.kv_heads) + ")");
+  if (f.kv_heads > 65535 || f.q_heads > 65535 || f.batch > 65535) bad("batch and heads must be <= 65535");
+  if (f.row_begin != 0 || f.rows != 0) bad("row windows are not supported (row_begin and rows must be 0)");
+  if (f.softmax_scale < 0.f || !std::isfinite(f.softmax_scale)) bad("softmax_scale must be >= 0 (0 = 1/sqrt(head_dim))");
+  check_stride(f.qkv_row_stride, qkv_width(f), "qkv_row_stride");
+  check_stride(f.o_row_stride, o_width(f), "o_row_stride");
+  check_stride(p.dout_row_stride, o_width(f), "dout_row_stride");
+  check_stride(p.dqkv_row_stride, qkv_width(f), "dqkv_row_stride");
+  if (f.qkv == nullptr) bad("qkv is null");
+  if (f.o == nullptr) bad("o (the forward's output) is null");
+  if (f.lse == nullptr) bad("lse (the forward's LSE) is null");
+  if (p.dout == nullptr) bad("dout is null");
+  if (p.dqkv == nullptr) bad("dqkv is null");
+  if (p.workspace == nullptr) bad("workspace is null (attention_backward_workspace_bytes)");
+  if (mode != DropoutMode::None) {
+    if (!(f.keep_scale >= 1.f) || !std::isfinite(f.keep_scale)) bad("keep_scale must be finite and >= 1");
+  }
+  if (mode == DropoutMode::Mask && f.mask == nullptr) bad("mode mask needs a mask");
+  if (mode == DropoutMode::Fused) with_rounds_tw(f.rounds, f.threshold_bits, "attention backward", [](auto, auto) {});
+}
+
+size_t attention_backward_workspace_bytes(const AttentionBwdParams& p) {
+  const AttentionParams& f = p.fwd;
+  size_t n = d_bytes(f);
+  if (!p.deterministic) n += static_cast<size_t>(f.batch) * f.sq * f.q_heads * f.head_dim * sizeof(float);
+  return n;
+}
+
+double attention_backward_flops(const AttentionBwdParams& p) { return 2.5 * attention_flops(p.fwd); }
+
+void launch_attention_backward(const AttentionBwdParams& p, DropoutMode mode, cudaStream_t s) {
+  check_attention_backward(p, mode);
+  const AttentionParams& f = p.fwd;
+  const attn_bwd::Args a = make_args(p);
+  const int64_t rows = static_cast<int64_t>(f.batch) * f.sq;
+  {
+    const int64_t warps = rows * f.q_heads;
+    const unsigned blocks = static_cast<unsigned>((warps * 32 + 255) / 256);
+    bwd_preprocess_kernel<<<blocks, 256, 0, s>>>(f.o, f.o_row_stride ? f.o_row_stride : o_width(f), p.dout, a.dout_stride,
+                                                 const_cast<float*>(a.dsum), f.sq, f.q_heads, f.head_dim, rows);
+    DB_CUDA_LAUNCH();
+  }
+  if (!p.deterministic)
+    DB_CUDA(cudaMemsetAsync(a.dq_acc, 0, static_cast<size_t>(rows) * o_width(f) * sizeof(float), s));
+  dispatch(p, mode, [&](auto hd, auto m, auto r, auto tw) {
+    attn_bwd::launch_instance<hd(), m(), r(), tw()>(a, f.batch, p.deterministic, s);
+  });
+  if (!p.deterministic) {
+    const int64_t width = o_width(f);
+    const int64_t pairs = rows * width / 2;
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((pairs + 255) / 256, 132 * 16));
+    bwd_convert_dq_kernel<<<blocks, 256, 0, s>>>(a.dq_acc, p.dqkv, a.dqkv_stride, width, rows, a.scale);
+    DB_CUDA_LAUNCH();
+  }
+}
+
+std::string attention_backward_kernel_name(const AttentionBwdParams& p, DropoutMode mode) {
+  const AttentionParams& f = p.fwd;
+  std::string n = "attn_bwd_mma_hd" + std::to_string(f.head_dim) + "_k64q64w4_" + dropout_mode_name(mode);
+  if (mode == DropoutMode::Fused) n += "_r" + std::to_string(f.rounds) + "_tw" + std::to_string(f.threshold_bits);
+  if (f.causal) n += "_causal";
+  n += p.deterministic ? "_det" : "_atomic";
+  return n;
+}
+
+AttentionBwdKernelInfo attention_backward_kernel_info(const AttentionBwdParams& p, DropoutMode mode) {
+  AttentionBwdKernelInfo info;
+  info.name = attention_backward_kernel_name(p, mode);
+  info.threads = 128;
+  info.block_keys = 64;
+  info.block_queries = 64;
+  cudaFuncAttributes m{}, d{};
+  dispatch(p, mode, [&](auto hd, auto md, auto r, auto tw) {
+    attn_bwd::instance_attributes<hd(), md(), r(), tw()>(&m, &d);
+    info.smem_dynamic = attn_bwd::Cfg<hd()>::kSmemMain;
+    info.dq_smem_dynamic = attn_bwd::Cfg<hd()>::kSmemDq;
+  });
+  info.registers = m.numRegs;
+  info.local_bytes = m.localSizeBytes;
+  info.dq_registers = d.numRegs;
+  info.dq_local_bytes = d.localSizeBytes;
+  return info;
+}
+
+}  // namespace dropbench

@@ -1,0 +1,314 @@
+#!/usr/bin/env python3
+"""Head to head for the attention BACKWARD: dropbench's backward (kernels/attention/bwd/, through
+libdropbench_attention.so) and PyTorch's SDPA backward (cuDNN, FlashAttention-2) timed in ONE process, interleaved,
+with the sampling, power polling and statistics of scripts/h2h_attention.py (its Runner, summarize, paired ratios:
+median over rounds with a 95 % bootstrap interval).
+
+    scripts/h2h_attention_bwd.py --sq 8192 --causal false,true --heads 32:8 -o bwd.json --md bwd.md
+
+Variants (PASS:FAMILY:MODE):
+  bwd:ours:{none,mask,fused}      our backward alone (fast mode: atomic dQ), from the forward's O and LSE; mask reads the
+                                  1-bit mask the RNG kernel wrote before timing; fused regenerates with Philox-R
+  bwd:ours-det:{none,mask,fused}  the same, deterministic dQ
+  fb:ours:{none,mask,fused}       forward (wgmma) + backward; fb:ours:mask includes the RNG kernel writing the mask
+  bwd:{cudnn,flash}:{none,dropout} torch.autograd.grad of SDPA's output (retain_graph), that backend forced
+  fb:{cudnn,flash}:{none,dropout}  SDPA forward + that backward
+TFLOP/s: backward 2.5 x the forward's 4*B*Hq*SQ^2*dH (halved when causal), fwd+bwd 3.5 x.
+
+Checks before timing (a failure: exit 1): our dQKV fully written (NaN poison gone); ours (none) against the first
+PyTorch backend's dQ, dK, dV without dropout, ||a - b|| / ||b|| <= 2e-2 each; our deterministic mask == fused bitwise.
+"""
+import argparse
+import datetime
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import dropbench_attn as dba  # noqa: E402
+import h2h_attention as h2h  # noqa: E402  (Runner: bursts, warm-up, rounds; statistics)
+
+DEFAULT_VARIANTS = ("bwd:ours:none,bwd:ours:mask,bwd:ours:fused,bwd:ours-det:none,bwd:cudnn:none,bwd:cudnn:dropout,bwd:flash:none,"
+                    "bwd:flash:dropout,fb:ours:none,fb:ours:mask,fb:ours:fused,fb:cudnn:none,fb:cudnn:dropout")
+KEY_RATIOS = (("bwd:cudnn:none", "bwd:ours:none", "cuDNN bwd none / ours none (speed-up of ours)", ">= 1.0"),
+              ("bwd:flash:none", "bwd:ours:none", "FA2 bwd none / ours none", ">= 1.3"),
+              ("bwd:ours:mask", "bwd:ours:none", "ours bwd mask / none", "<= 1.05"),
+              ("bwd:ours:fused", "bwd:ours:none", "ours bwd regen / none", "<= 1.20"),
+              ("bwd:cudnn:dropout", "bwd:ours:mask", "cuDNN bwd dropout / ours mask", ">= 1.15"),
+              ("bwd:cudnn:dropout", "bwd:ours:fused", "cuDNN bwd dropout / ours regen", ">= 1.05"),
+              ("bwd:cudnn:dropout", "bwd:cudnn:none", "cuDNN bwd dropout / none", ""),
+              ("bwd:ours-det:none", "bwd:ours:none", "ours deterministic / atomic dQ", ""),
+              ("fb:cudnn:dropout", "fb:ours:mask", "cuDNN fwd+bwd dropout / ours RNG+mask", ">= 1.3"),
+              ("fb:cudnn:dropout", "fb:ours:fused", "cuDNN fwd+bwd dropout / ours fused", ">= 1.3"),
+              ("fb:cudnn:none", "fb:ours:none", "cuDNN fwd+bwd none / ours none", ""))
+REL_ERR_MAX = 2e-2
+
+
+def variant_list(s):
+    out = []
+    for v in s.split(","):
+        v = v.strip()
+        parts = v.split(":")
+        ok = len(parts) == 3 and parts[0] in ("bwd", "fb") and (
+            (parts[1] in ("ours", "ours-det") and parts[2] in ("none", "mask", "fused")) or
+            (parts[1] in ("cudnn", "flash") and parts[2] in ("none", "dropout")))
+        if not ok:
+            raise h2h.UsageError(f"--variants: PASS:FAMILY:MODE, PASS bwd|fb, FAMILY ours|ours-det (none|mask|fused) "
+                                 f"or cudnn|flash (none|dropout) (got {v!r})")
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="h2h_attention_bwd.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sq", default="8192")
+    ap.add_argument("--head-dim", default="128")
+    ap.add_argument("--causal", default="false,true")
+    ap.add_argument("--heads", default="32:8")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--dropout-p", type=float, default=0.1)
+    ap.add_argument("--philox-rounds", type=int, default=7)
+    ap.add_argument("--variants", default=DEFAULT_VARIANTS)
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--burst-ms", type=float, default=40.0)
+    ap.add_argument("--warmup-s", type=float, default=2.0)
+    ap.add_argument("--settle-ms", type=float, default=0.0)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--lib")
+    ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("-o", "--output")
+    ap.add_argument("--md")
+    a = ap.parse_args(argv)
+    a.sq = h2h.int_list("sq", 128, 65536)(a.sq)
+    a.head_dim = h2h.int_list("head-dim", 64, 128)(a.head_dim)
+    if any(d not in (64, 128) for d in a.head_dim):
+        raise h2h.UsageError(f"--head-dim: 64 and/or 128 (got {a.head_dim})")
+    a.causal = h2h.bool_list(a.causal)
+    a.hq, a.hkv = h2h.heads(a.heads)
+    a.variants = variant_list(a.variants)
+    a.lib_b = None
+    if not 0.0 < a.dropout_p < 1.0:
+        raise h2h.UsageError(f"--dropout-p: in (0, 1) (got {a.dropout_p})")
+    if a.philox_rounds not in (3, 5, 7, 10):
+        raise h2h.UsageError(f"--philox-rounds: one of 3, 5, 7, 10 (got {a.philox_rounds})")
+    if not 2 <= a.rounds <= 200:
+        raise h2h.UsageError(f"--rounds: in [2, 200] (got {a.rounds})")
+    return a
+
+
+def ratio_rows(samples):
+    rows = []
+    for num, den, what, target in KEY_RATIOS:
+        r = h2h.paired_ratios(samples, num, den)
+        if not r:
+            continue
+        med, lo, hi = h2h.boot_median_ci(r, seed=len(rows))
+        rows.append({"num": num, "den": den, "what": what, "target": target, "median": med, "ci95": [lo, hi],
+                     "rounds": len(r)})
+    return rows
+
+
+def shape(r, sq, hd, causal):
+    torch, a, lib = r.torch, r.a, r.lib
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+    if not lib.has_backward:
+        raise RuntimeError(f"{lib.path}: no dba_attention_backward (an older build)")
+    b, hq, hkv = a.batch, a.hq, a.hkv
+    fwd_flops = 4.0 * b * hq * sq * sq * hd / (2 if causal else 1)
+    dev = r.dev
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(a.seed + sq * 7 + hd * 3 + int(causal))
+    y = torch.randn(b * sq, (hq + 2 * hkv) * hd, device=dev, dtype=torch.bfloat16, generator=gen)
+    dout = torch.randn(b * sq, hq * hd, device=dev, dtype=torch.bfloat16, generator=gen)
+    stream = torch.cuda.current_stream().cuda_stream
+    fields = dict(batch=b, sq=sq, q_heads=hq, kv_heads=hkv, head_dim=hd, causal=causal, dropout_p=a.dropout_p,
+                  seed=0x5EED5EED + sq, offset=0, rounds=a.philox_rounds, threshold_bits=8)
+    o = torch.empty(b * sq, hq * hd, device=dev, dtype=torch.bfloat16)
+    lse = torch.empty(b * hq * sq, device=dev, dtype=torch.float32)
+    nbytes = lib.mask_bytes(lib.params(**fields))
+    mask = torch.empty(max(nbytes // 4, 1), device=dev, dtype=torch.int32)
+    lib.make_mask(lib.params(**fields), mask.data_ptr(), stream)
+    ws = torch.empty(lib.backward_workspace_bytes(lib.params(**fields), False) // 4 + 64, device=dev,
+                     dtype=torch.float32)
+    dqkv = {name: torch.empty_like(y) for name in ("a", "b")}
+
+    def prm(mode):
+        return lib.params(qkv=y.data_ptr(), o=o.data_ptr(), lse=lse.data_ptr(),
+                          mask=mask.data_ptr() if mode == "mask" else 0, **fields)
+
+    q = y[:, : hq * hd].view(b, sq, hq, hd).transpose(1, 2).contiguous().requires_grad_()
+    k = y[:, hq * hd: (hq + hkv) * hd].view(b, sq, hkv, hd).transpose(1, 2).contiguous().requires_grad_()
+    v = y[:, (hq + hkv) * hd:].view(b, sq, hkv, hd).transpose(1, 2).contiguous().requires_grad_()
+    do4 = dout.view(b, sq, hq, hd).transpose(1, 2).contiguous()
+    backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
+    calls, info, skipped, checks = {}, {}, {}, {}
+    torch_grads = None
+
+    # Each of our variants runs its forward (O, LSE) and one checked backward here; the timed backward-only calls then
+    # read whatever O / LSE the last forward left (their values do not change the work); fb variants run both.
+    ours_none = None
+
+    def our_forward(mode):
+        if mode == "mask":
+            lib.make_mask(prm(mode), mask.data_ptr(), stream)
+        lib.attention(prm(mode), mode, stream)
+
+    for name in a.variants:
+        pas, fam, mode = name.split(":")
+        if fam.startswith("ours"):
+            det = fam == "ours-det"
+            p = prm(mode)
+            out = dqkv["a"]
+            info[name] = {"kernel": lib.backward_kernel_name(p, mode, det), "forward": lib.kernel_name(p, mode)}
+            our_forward(mode)
+            out.fill_(float("nan"))
+            lib.backward(p, mode, dout.data_ptr(), out.data_ptr(), ws.data_ptr(), det, stream)
+            torch.cuda.synchronize()
+            if not bool(torch.isfinite(out).all()):
+                raise RuntimeError(f"{name}: dQKV not fully written at SQ {sq} dH {hd}")
+            if pas == "bwd":
+                # the timed backward reads this mode's O and LSE; other variants' forwards overwrite O / LSE, so
+                # each backward-only call is preceded by nothing: O / LSE values do not change the work done.
+                calls[name] = (lambda p=p, mode=mode, det=det: lib.backward(p, mode, dout.data_ptr(), dqkv["b"].data_ptr(),
+                                                                           ws.data_ptr(), det, stream))
+            else:
+                def fb(p=p, mode=mode, det=det):
+                    if mode == "mask":
+                        lib.make_mask(p, mask.data_ptr(), stream)
+                    lib.attention(p, mode, stream)
+                    lib.backward(p, mode, dout.data_ptr(), dqkv["b"].data_ptr(), ws.data_ptr(), det, stream)
+                calls[name] = fb
+            if mode == "none" and not det and ours_none is None:
+                ours_none = out.clone()
+        else:
+            pd = a.dropout_p if mode == "dropout" else 0.0
+            be = backends[fam]
+            attempts = [("enable_gqa" if hq != hkv else "MHA", q, k, v)]
+            if hq != hkv:  # a backend without GQA: K, V expanded to the query heads (the same attention work)
+                ke = k.detach().repeat_interleave(hq // hkv, dim=1).requires_grad_()
+                ve = v.detach().repeat_interleave(hq // hkv, dim=1).requires_grad_()
+                attempts.append(("K, V expanded to Hq heads", q, ke, ve))
+            err = None
+            for how, qq, kk, vv in attempts:
+                gqa = how == "enable_gqa"
+                try:
+                    with sdpa_kernel(be):
+                        out = F.scaled_dot_product_attention(qq, kk, vv, dropout_p=pd, is_causal=causal, enable_gqa=gqa)
+                    g = torch.autograd.grad(out, (qq, kk, vv), do4, retain_graph=True)
+                    torch.cuda.synchronize()
+                    err = None
+                    break
+                except Exception as e:
+                    err = f"{type(e).__name__}: {e}"[:300]
+            if err:
+                skipped[name] = err
+                continue
+            if kk.shape[1] != hkv:
+                g = (g[0], g[1].reshape(b, hkv, hq // hkv, sq, hd).sum(2), g[2].reshape(b, hkv, hq // hkv, sq, hd).sum(2))
+            if mode == "none" and torch_grads is None:
+                torch_grads = (fam, g)
+            info[name] = {"kernel": f"torch SDPA {fam} backward (contiguous leaves, {how})", "dropout_p": pd}
+            if pas == "bwd":
+                calls[name] = (lambda out=out, qq=qq, kk=kk, vv=vv: torch.autograd.grad(out, (qq, kk, vv), do4,
+                                                                                       retain_graph=True))
+            else:
+                def fbt(be=be, pd=pd, qq=qq, kk=kk, vv=vv, gqa=gqa):
+                    with sdpa_kernel(be):
+                        o2 = F.scaled_dot_product_attention(qq, kk, vv, dropout_p=pd, is_causal=causal, enable_gqa=gqa)
+                    torch.autograd.grad(o2, (qq, kk, vv), do4)
+                calls[name] = fbt
+
+    # checks: ours none against PyTorch; deterministic mask == fused bitwise
+    ours = ours_none
+    if ours is not None and torch_grads is not None:
+        fam, (gq, gk, gv) = torch_grads
+        parts = {"dQ": (ours[:, : hq * hd], gq, hq), "dK": (ours[:, hq * hd: (hq + hkv) * hd], gk, hkv),
+                 "dV": (ours[:, (hq + hkv) * hd:], gv, hkv)}
+        for nm, (mine, ref, nh) in parts.items():
+            mine4 = mine.reshape(b, sq, nh, hd).transpose(1, 2).float()
+            e = float((mine4 - ref.float()).norm() / ref.float().norm())
+            checks[f"ours none {nm} vs {fam} rel err"] = e
+            if not e <= REL_ERR_MAX:
+                raise RuntimeError(f"ours none {nm} differs from {fam}: rel err {e:.3g} > {REL_ERR_MAX}")
+    our_forward("fused")
+    pf = prm("fused")
+    lib.backward(pf, "fused", dout.data_ptr(), dqkv["a"].data_ptr(), ws.data_ptr(), True, stream)
+    lib.make_mask(prm("mask"), mask.data_ptr(), stream)
+    lib.backward(prm("mask"), "mask", dout.data_ptr(), dqkv["b"].data_ptr(), ws.data_ptr(), True, stream)
+    torch.cuda.synchronize()
+    eq = bool(torch.equal(dqkv["a"], dqkv["b"]))
+    checks["ours deterministic mask == fused bitwise"] = eq
+    if not eq:
+        raise RuntimeError("our deterministic mask and fused gradients differ")
+
+    samples = r.time(calls)
+    summary = {}
+    for pas, mult in (("bwd", 2.5), ("fb", 3.5)):
+        sub = {n: s for n, s in samples.items() if n.startswith(pas + ":")}
+        summary.update(h2h.summarize(sub, mult * fwd_flops))
+    for n, s in summary.items():
+        s.update(info.get(n, {}))
+    return {"shape": {"batch": b, "sq": sq, "q_heads": hq, "kv_heads": hkv, "head_dim": hd, "causal": causal,
+                      "dropout_p": a.dropout_p, "philox_rounds": a.philox_rounds, "fwd_flops": fwd_flops},
+            "checks": checks, "skipped": skipped, "summary": summary, "ratios": ratio_rows(samples),
+            "samples": samples}
+
+
+def md_tables(points):
+    out = []
+    for pt in points:
+        s = pt["shape"]
+        out.append(f"### SQ {s['sq']}, dH {s['head_dim']}, {s['q_heads']}/{s['kv_heads']} heads, "
+                   f"{'causal' if s['causal'] else 'non-causal'}, p {s['dropout_p']}\n")
+        out.append("| variant | median ms | 95 % CI ms | TFLOP/s | kernel |\n|---|---|---|---|---|")
+        for n, v in pt["summary"].items():
+            ci = v["ci95_s"]
+            out.append(f"| {n} | {h2h.fmt(v['median_s'] * 1e3)} | {h2h.fmt(ci[0] * 1e3)}-{h2h.fmt(ci[1] * 1e3)} | "
+                       f"{h2h.fmt(v['tflops'], 1)} | {v.get('kernel', '')} |")
+        out.append("\n| ratio | median | 95 % CI | target |\n|---|---|---|---|")
+        for rr in pt["ratios"]:
+            out.append(f"| {rr['what']} | {h2h.fmt(rr['median'])} | {h2h.fmt(rr['ci95'][0])}-{h2h.fmt(rr['ci95'][1])} "
+                       f"| {rr['target']} |")
+        if pt["skipped"]:
+            out.append("\nskipped: " + "; ".join(f"{k}: {v}" for k, v in pt["skipped"].items()))
+        out.append("\nchecks: " + ", ".join(f"{k} = {v}" for k, v in pt["checks"].items()) + "\n")
+    return "\n".join(out)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        a = parse_args(argv)
+    except h2h.UsageError as e:
+        print(f"h2h_attention_bwd.py: {e}", file=sys.stderr)
+        return 2
+    r = h2h.Runner(a)
+    ctx = r.context(argv)
+    ctx["tool"] = "scripts/h2h_attention_bwd.py"
+    ctx["argv"] = ["scripts/h2h_attention_bwd.py"] + list(argv)
+    points = []
+    for hd in a.head_dim:
+        for sq in a.sq:
+            for causal in a.causal:
+                print(f"h2h bwd: SQ {sq} dH {hd} causal {causal}", file=sys.stderr, flush=True)
+                points.append(shape(r, sq, hd, causal))
+                r.torch.cuda.empty_cache()
+    ctx["sm_mhz_at_end"] = r.nvml.sm_mhz()
+    ctx["date_utc_end"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    doc = {"schema": "dropbench.h2h_attention_bwd", "schema_version": 1, "context": ctx, "points": points}
+    md = md_tables(points)
+    if a.output:
+        Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
+    if a.md:
+        Path(a.md).write_text(f"Backward head to head, one process, {ctx['date_utc']}, {ctx['device'].get('name')}, "
+                              f"sha {ctx['git_sha']}, B {a.batch}, {a.hq}/{a.hkv} heads, p {a.dropout_p}, "
+                              f"Philox-{a.philox_rounds}, {a.rounds} rounds of ~{a.burst_ms:g} ms bursts.\n\n" + md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+// Attention backward host logic without a device: argument checks (one UsageError naming the field), workspace
+// bytes, FLOP convention and instance names; `dropbench attention`'s pass axis (workload.attention_pass): the dry
+// run's plan (buffers, mask bytes, FLOPs), the variants per pass, bad input refused in one line with exit 2.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.hpp"
+
+#include "kernels/attention/bwd/attention_bwd.cuh"
+#include "kernels/common/check.hpp"
+
+namespace {
+
+using namespace dropbench;
+
+// A valid parameter set; the pointers are never dereferenced by the checks.
+AttentionBwdParams valid() {
+  static unsigned char dummy[64];
+  AttentionBwdParams p;
+  p.fwd.qkv = reinterpret_cast<const __nv_bfloat16*>(dummy);
+  p.fwd.o = reinterpret_cast<__nv_bfloat16*>(dummy);
+  p.fwd.lse = reinterpret_cast<float*>(dummy);
+  p.fwd.batch = 2;
+  p.fwd.sq = 300;
+  p.fwd.q_heads = 8;
+  p.fwd.kv_heads = 2;
+  p.fwd.head_dim = 128;
+  p.fwd.causal = true;
+  p.fwd.keep_scale = 1.25f;
+  p.dout = reinterpret_cast<const __nv_bfloat16*>(dummy);
+  p.dqkv = reinterpret_cast<__nv_bfloat16*>(dummy);
+  p.workspace = dummy;
+  return p;
+}
+
+std::string refusal(const AttentionBwdParams& p, DropoutMode m) {
+  try {
+    check_attention_backward(p, m);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(AttentionBwdHost, ValidParamsPass) {
+  EXPECT_NO_THROW(check_attention_backward(valid(), DropoutMode::None));
+  AttentionBwdParams p = valid();
+  p.fwd.mask = reinterpret_cast<const uint32_t*>(p.workspace);
+  EXPECT_NO_THROW(check_attention_backward(p, DropoutMode::Mask));
+  for (int r : {3, 5, 7, 10})
+    for (int tw : {8, 16, 32}) {
+      p.fwd.rounds = r;
+      p.fwd.threshold_bits = tw;
+      EXPECT_NO_THROW(check_attention_backward(p, DropoutMode::Fused)) << r << " " << tw;
+    }
+}
+
+TEST(AttentionBwdHost, BadInputNamesTheField) {
+  struct Bad {
+    const char* field;
+    void (*edit)(AttentionBwdParams&);
+    DropoutMode mode;
+  };
+  const Bad cases[] = {
+      {"head_dim", [](AttentionBwdParams& p) { p.fwd.head_dim = 96; }, DropoutMode::None},
+      {"kv_heads", [](AttentionBwdParams& p) { p.fwd.kv_heads = 3; }, DropoutMode::None},
+      {"sq", [](AttentionBwdParams& p) { p.fwd.sq = 0; }, DropoutMode::None},
+      {"batch", [](AttentionBwdParams& p) { p.fwd.batch = 0; }, DropoutMode::None},
+      {"row windows", [](AttentionBwdParams& p) { p.fwd.row_begin = 128; }, DropoutMode::None},
+      {"qkv_row_stride", [](AttentionBwdParams& p) { p.fwd.qkv_row_stride = 1537; }, DropoutMode::None},
+      {"dout_row_stride", [](AttentionBwdParams& p) { p.dout_row_stride = 100; }, DropoutMode::None},
+      {"dqkv_row_stride", [](AttentionBwdParams& p) { p.dqkv_row_stride = 1540; }, DropoutMode::None},
+      {"lse", [](AttentionBwdParams& p) { p.fwd.lse = nullptr; }, DropoutMode::None},
+      {"dout", [](AttentionBwdParams& p) { p.dout = nullptr; }, DropoutMode::None},
+      {"dqkv", [](AttentionBwdParams& p) { p.dqkv = nullptr; }, DropoutMode::None},
+      {"workspace", [](AttentionBwdParams& p) { p.workspace = nullptr; }, DropoutMode::None},
+      {"mask", [](AttentionBwdParams& p) { p.fwd.mask = nullptr; }, DropoutMode::Mask},
+      {"rounds", [](AttentionBwdParams& p) { p.fwd.rounds = 4; }, DropoutMode::Fused},
+      {"threshold_bits", [](AttentionBwdParams& p) { p.fwd.threshold_bits = 12; }, DropoutMode::Fused},
+      {"keep_scale", [](AttentionBwdParams& p) { p.fwd.keep_scale = 0.5f; }, DropoutMode::Fused},
+  };
+  for (const Bad& c : cases) {
+    AttentionBwdParams p = valid();
+    c.edit(p);
+    const std::string msg = refusal(p, c.mode);
+    EXPECT_NE(msg.find(c.field), std::string::npos) << c.field << ": got '" << msg << "'";
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
+  }
+}
+
+TEST(AttentionBwdHost, WorkspaceBytes) {
+  AttentionBwdParams p = valid();
+  p.deterministic = true;
+  const size_t d = (2ull * 8 * 300 * 4 + 255) / 256 * 256;
+  EXPECT_EQ(attention_backward_workspace_bytes(p), d);
+  p.deterministic = false;
+  EXPECT_EQ(attention_backward_workspace_bytes(p), d + 2ull * 300 * 8 * 128 * 4);
+}
+
+TEST(AttentionBwdHost, FlopsAreTwoAndAHalfForward) {
+  AttentionBwdParams p = valid();
+  p.fwd.causal = false;
+  EXPECT_DOUBLE_EQ(attention_backward_flops(p), 2.5 * 4.0 * 2 * 8 * 300.0 * 300.0 * 128);
+  p.fwd.causal = true;
+  EXPECT_DOUBLE_EQ(attention_backward_flops(p), 2.5 * attention_flops(p.fwd));
+}
+
+TEST(AttentionBwdHost, InstanceNames) {
+  AttentionBwdParams p = valid();
+  p.fwd.rounds = 10;
+  p.fwd.threshold_bits = 16;
+  EXPECT_EQ(attention_backward_kernel_name(p, DropoutMode::Fused), "attn_bwd_mma_hd128_k64q64w4_fused_r10_tw16_causal_atomic");
+  p.deterministic = true;
+  p.fwd.causal = false;
+  p.fwd.head_dim = 64;
+  EXPECT_EQ(attention_backward_kernel_name(p, DropoutMode::Mask), "attn_bwd_mma_hd64_k64q64w4_mask_det");
+}
+
+// ---- `dropbench attention`, workload.attention_pass ----
+nlohmann::json dry_report(const std::string& args) {
+  const auto path = std::filesystem::temp_directory_path() / ("dropbench_bwd_plan_" + std::to_string(::getpid()) + ".json");
+  const auto r = dropbench_test::run_dropbench(args + " --dry-run -q -o '" + path.string() + "'");
+  EXPECT_EQ(r.code, 0) << args << ": " << r.err;
+  std::ifstream f(path);
+  nlohmann::json j = f ? nlohmann::json::parse(f) : nlohmann::json();
+  std::filesystem::remove(path);
+  return j;
+}
+
+TEST(AttentionPassAxis, DryRunPlansTheBackwardsBuffers) {
+  const std::string base = "attention --set workload.q_heads=8 --set workload.kv_heads=2 --set workload.head_dim=128 "
+                           "--set workload.batch=2 --set sweep.sq=[1000] --set sweep.causal=[true] ";
+  const nlohmann::json f = dry_report(base + "--set sweep.attention_pass=[fwd,bwd,fwd+bwd]");
+  ASSERT_EQ(f["points"].size(), 3u);
+  const uint64_t B = 2, S = 1000, Hq = 8, Hkv = 2, D = 128;
+  const uint64_t o = B * S * Hq * D * 2, qkv = B * S * (Hq + 2 * Hkv) * D * 2;
+  const uint64_t mask = B * Hq * ((S + 15) / 16) * ((S + 63) / 64) * 32 * 4;
+  const uint64_t ws = (B * Hq * S * 4 + 255) / 256 * 256 + B * S * Hq * D * 4;
+  double fwd_flops = 0;
+  for (const auto& pt : f["points"]) {
+    const std::string pass = pt["axes"]["attention_pass"];
+    const auto& buf = pt["derived"]["plan"]["memory"]["buffers"];
+    EXPECT_EQ(buf["mask"].get<uint64_t>(), mask) << pass;
+    EXPECT_EQ(buf["qkv"].get<uint64_t>(), qkv) << pass;
+    if (pass == "fwd") {
+      EXPECT_FALSE(buf.contains("dqkv"));
+      EXPECT_FALSE(buf.contains("dout"));
+      fwd_flops = pt["variants"][0]["extra"]["flops"].get<double>();
+      EXPECT_EQ(pt["variants"].size(), 4u);
+    } else {
+      EXPECT_EQ(buf["dout"].get<uint64_t>(), o) << pass;
+      EXPECT_EQ(buf["dqkv"].get<uint64_t>(), qkv) << pass;
+      EXPECT_EQ(buf["bwd_workspace"].get<uint64_t>(), ws) << pass;
+      EXPECT_EQ(pt["variants"].size(), pass == "bwd" ? 3u : 4u) << pass;  // the backward alone has no rng+mask
+      for (const auto& v : pt["variants"]) {
+        EXPECT_EQ(v["extra"]["pass"], pass);
+        EXPECT_NE(v["extra"]["model_note"].get<std::string>().find("not modelled"), std::string::npos);
+      }
+    }
+  }
+  ASSERT_GT(fwd_flops, 0);
+  for (const auto& pt : f["points"]) {
+    const std::string pass = pt["axes"]["attention_pass"];
+    const double want = fwd_flops * (pass == "fwd" ? 1.0 : pass == "bwd" ? 2.5 : 3.5);
+    for (const auto& v : pt["variants"]) EXPECT_DOUBLE_EQ(v["extra"]["flops"].get<double>(), want) << pass;
+  }
+}
+
+TEST(AttentionPassAxis, BadPassIsRefusedInOneLine) {
+  for (const std::string& args : {std::string("attention --dry-run -q --set workload.attention_pass=back"),
+                                  std::string("attention --dry-run -q --set sweep.attention_pass=[fwd,both]")}) {
+    const auto r = dropbench_test::run_dropbench(args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << args << ": " << r.out;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("attention_pass"), std::string::npos) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("fwd, bwd, fwd+bwd"), std::string::npos) << args << ": " << r.err;
+  }
+}
+
+}  // namespace

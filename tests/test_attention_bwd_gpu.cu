@@ -1,0 +1,516 @@
+// Attention backward (kernels/attention/bwd/): the kernels' dQ, dK, dV against the naive fp32 device reference
+// (relative error ||out - ref|| / ||ref|| <= 1e-2 each), the reference against a CPU fp64 computation, and the
+// bitwise properties: p = 0 equals mode none, mask equals fused (regenerated) in the deterministic mode at every
+// round count and threshold width, dK / dV equal in the deterministic and the atomic mode, the deterministic mode
+// reproducible. O and LSE come from the forward (launch_attention, the kernel auto picks); mode mask reads the mask
+// the RNG kernel (launch_rng_mask) writes. Every run draws fresh N(0,1) bf16 inputs and poisons outputs and
+// workspace (0xFF bytes: NaN in bf16 and fp32) first.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include "gpu_guard.hpp"
+#include "kernels/attention/attention.cuh"
+#include "kernels/attention/bwd/attention_bwd.cuh"
+#include "kernels/common/check.hpp"
+#include "kernels/rng/dropout_scheme.cuh"
+#include "kernels/rng/rng_mask.cuh"
+
+namespace {
+
+using namespace dropbench;
+using bf16 = __nv_bfloat16;
+
+template <class T>
+struct DevBuf {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit DevBuf(size_t count) : n(count) { DB_CUDA(cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(T))); }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  void poison() { DB_CUDA(cudaMemset(p, 0xFF, std::max<size_t>(n, 1) * sizeof(T))); }
+  std::vector<T> get() const {
+    std::vector<T> h(n);
+    DB_CUDA(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+  void put(const std::vector<T>& h) { DB_CUDA(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice)); }
+};
+
+struct Shape {
+  int b, sq, hq, hkv, hd;
+  bool causal;
+  std::string name() const {
+    return "B" + std::to_string(b) + "_S" + std::to_string(sq) + "_H" + std::to_string(hq) + "x" + std::to_string(hkv) +
+           "_D" + std::to_string(hd) + (causal ? "_causal" : "");
+  }
+};
+
+struct Drop {
+  double p = 0.1;
+  uint64_t seed = 0x1234abcdULL;
+  uint32_t offset = 7;
+  int rounds = 7, tw = 8;
+};
+
+uint64_t base_seed() {
+  static const uint64_t seed = [] {
+    const char* env = std::getenv("DB_ATTN_SEED");
+    const uint64_t s = env ? std::strtoull(env, nullptr, 0)
+                           : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+    std::printf("[ info ] input seed DB_ATTN_SEED=0x%llx\n", static_cast<unsigned long long>(s));
+    return s;
+  }();
+  return seed;
+}
+uint64_t g_draw = 0;
+
+struct Problem {
+  Shape s;
+  int64_t width;  // QKV / dQKV row (dense)
+  DevBuf<bf16> qkv, o, dout, dqkv;
+  DevBuf<float> lse, ref;
+  DevBuf<uint32_t> mask;
+  DevBuf<unsigned char> ws, scratch;
+  MaskGeometry geo;
+  AttentionKernel fwd_kernel = AttentionKernel::Auto;  // the forward producing O and LSE
+
+  explicit Problem(const Shape& sh)
+      : s(sh),
+        width(static_cast<int64_t>(sh.hq + 2 * sh.hkv) * sh.hd),
+        qkv(static_cast<size_t>(sh.b) * sh.sq * width),
+        o(static_cast<size_t>(sh.b) * sh.sq * sh.hq * sh.hd),
+        dout(static_cast<size_t>(sh.b) * sh.sq * sh.hq * sh.hd),
+        dqkv(static_cast<size_t>(sh.b) * sh.sq * width),
+        lse(static_cast<size_t>(sh.b) * sh.hq * sh.sq),
+        ref(static_cast<size_t>(sh.b) * sh.sq * width),
+        mask(MaskGeometry{static_cast<uint32_t>(sh.b * sh.hq), static_cast<uint32_t>(sh.sq),
+                          static_cast<uint32_t>(sh.sq), sh.causal}
+                 .words()),
+        ws(workspace_bytes(sh)),
+        scratch(2 * static_cast<size_t>(sh.b) * sh.hq * sh.sq * sh.sq * sizeof(float)) {
+    geo = MaskGeometry{static_cast<uint32_t>(s.b * s.hq), static_cast<uint32_t>(s.sq), static_cast<uint32_t>(s.sq),
+                       s.causal};
+    std::mt19937_64 rng(base_seed() ^ (++g_draw * 0x9e3779b97f4a7c15ULL));
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::vector<bf16> h(qkv.n);
+    for (auto& v : h) v = __float2bfloat16(nd(rng));
+    qkv.put(h);
+    std::vector<bf16> hd(dout.n);
+    for (auto& v : hd) v = __float2bfloat16(nd(rng));
+    dout.put(hd);
+    mask.poison();
+  }
+  static size_t workspace_bytes(const Shape& sh) {
+    AttentionBwdParams p;
+    p.fwd.batch = sh.b;
+    p.fwd.sq = sh.sq;
+    p.fwd.q_heads = sh.hq;
+    p.fwd.kv_heads = sh.hkv;
+    p.fwd.head_dim = sh.hd;
+    p.deterministic = false;  // the larger of the two
+    return attention_backward_workspace_bytes(p);
+  }
+
+  AttentionParams fwd(DropoutMode m, const Drop& d) const {
+    AttentionParams p;
+    p.kernel = fwd_kernel;
+    p.qkv = qkv.p;
+    p.o = o.p;
+    p.lse = lse.p;
+    p.batch = s.b;
+    p.sq = s.sq;
+    p.q_heads = s.hq;
+    p.kv_heads = s.hkv;
+    p.head_dim = s.hd;
+    p.causal = s.causal;
+    if (m != DropoutMode::None) {
+      const Threshold t = make_threshold(d.p, d.tw);
+      p.mask = mask.p;
+      p.seed = d.seed;
+      p.offset = d.offset;
+      p.drop_threshold = t.drop;
+      p.keep_scale = t.scale;
+      p.rounds = d.rounds;
+      p.threshold_bits = d.tw;
+    }
+    return p;
+  }
+  AttentionBwdParams bwd(DropoutMode m, const Drop& d, bool det) const {
+    AttentionBwdParams p;
+    p.fwd = fwd(m, d);
+    p.dout = dout.p;
+    p.dqkv = dqkv.p;
+    p.workspace = ws.p;
+    p.deterministic = det;
+    return p;
+  }
+
+  // The RNG kernel's tile mask for d (what the forward's and the backward's mode mask read).
+  void make_mask(const Drop& d) {
+    mask.poison();
+    RngMaskParams r;
+    r.seed = d.seed;
+    r.offset = d.offset;
+    r.rounds = d.rounds;
+    r.threshold_bits = d.tw;
+    r.drop = make_threshold(d.p, d.tw).drop;
+    r.layout = MaskLayout::Tile;
+    r.geo = geo;
+    r.out = mask.p;
+    launch_rng_mask(r, nullptr);
+    DB_CUDA(cudaDeviceSynchronize());
+  }
+  void forward(DropoutMode m, const Drop& d) {
+    if (m == DropoutMode::Mask) make_mask(d);
+    o.poison();
+    lse.poison();
+    launch_attention(fwd(m, d), m, nullptr);
+    DB_CUDA(cudaDeviceSynchronize());
+  }
+  // Backward on poisoned dQKV and workspace; checks every element was written (finite).
+  std::vector<bf16> backward(DropoutMode m, const Drop& d, bool det) {
+    dqkv.poison();
+    ws.poison();
+    launch_attention_backward(bwd(m, d, det), m, nullptr);
+    DB_CUDA(cudaDeviceSynchronize());
+    auto h = dqkv.get();
+    size_t bad = 0;
+    for (const auto& v : h) bad += !std::isfinite(__bfloat162float(v));
+    EXPECT_EQ(bad, 0u) << s.name() << " " << dropout_mode_name(m) << (det ? " det" : " atomic")
+                       << ": non-finite / unwritten dQKV elements";
+    return h;
+  }
+  std::vector<float> reference(DropoutMode m, const Drop& d) {
+    ref.poison();
+    scratch.poison();
+    launch_attention_backward_reference(bwd(m, d, true), m, ref.p, scratch.p, nullptr);
+    DB_CUDA(cudaDeviceSynchronize());
+    return ref.get();
+  }
+
+  // Column range of part k (0 dQ, 1 dK, 2 dV) of a dQKV row.
+  std::pair<int64_t, int64_t> cols(int k) const {
+    const int64_t q = static_cast<int64_t>(s.hq) * s.hd, kv = static_cast<int64_t>(s.hkv) * s.hd;
+    if (k == 0) return {0, q};
+    if (k == 1) return {q, q + kv};
+    return {q + kv, q + 2 * kv};
+  }
+  template <class A, class B>
+  double rel_err(const std::vector<A>& out, const std::vector<B>& r, int k) const {
+    auto [c0, c1] = cols(k);
+    double num = 0, den = 0;
+    for (int64_t row = 0; row < static_cast<int64_t>(s.b) * s.sq; ++row)
+      for (int64_t c = c0; c < c1; ++c) {
+        const double x = to_d(out[row * width + c]), y = to_d(r[row * width + c]);
+        num += (x - y) * (x - y);
+        den += y * y;
+      }
+    return std::sqrt(num / std::max(den, 1e-30));
+  }
+  bool equal_part(const std::vector<bf16>& x, const std::vector<bf16>& y, int k) const {
+    auto [c0, c1] = cols(k);
+    for (int64_t row = 0; row < static_cast<int64_t>(s.b) * s.sq; ++row)
+      if (std::memcmp(&x[row * width + c0], &y[row * width + c0], (c1 - c0) * sizeof(bf16)) != 0) return false;
+    return true;
+  }
+  static double to_d(bf16 v) { return __bfloat162float(v); }
+  static double to_d(float v) { return v; }
+  static double to_d(double v) { return v; }
+};
+
+const char* kPart[3] = {"dQ", "dK", "dV"};
+
+// ---- accuracy against the reference ----
+struct Case {
+  Shape s;
+  DropoutMode mode;
+  bool det;
+};
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.s.name() << "_" << dropout_mode_name(c.mode) << (c.det ? "_det" : "_atomic");
+}
+
+class AttentionBwdAccuracy : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AttentionBwdAccuracy, MatchesReference) {
+  DB_REQUIRE_GPU();
+  const Case c = GetParam();
+  Problem pr(c.s);
+  Drop d;
+  d.p = c.mode == DropoutMode::None ? 0.0 : 0.1;
+  pr.forward(c.mode, d);
+  const auto out = pr.backward(c.mode, d, c.det);
+  const auto ref = pr.reference(c.mode, d);
+  for (int k = 0; k < 3; ++k) {
+    const double e = pr.rel_err(out, ref, k);
+    EXPECT_LE(e, 1e-2) << c.s.name() << " " << dropout_mode_name(c.mode) << " " << kPart[k];
+    std::printf("[ info ] %s %s %s %s rel err %.2e\n", c.s.name().c_str(), dropout_mode_name(c.mode),
+                c.det ? "det" : "atomic", kPart[k], e);
+  }
+}
+
+std::vector<Case> accuracy_cases() {
+  const Shape shapes[] = {
+      {2, 77, 4, 4, 64, false},   // ragged, one block
+      {2, 300, 8, 2, 128, true},  // GQA, causal, ragged
+      {2, 513, 4, 1, 64, true},   // MQA, causal, one row past a block
+      {2, 513, 4, 2, 128, false}, // GQA, non-causal, ragged
+      {1, 128, 2, 1, 128, true},  // whole blocks
+  };
+  std::vector<Case> v;
+  for (const auto& s : shapes)
+    for (DropoutMode m : {DropoutMode::None, DropoutMode::Mask, DropoutMode::Fused})
+      for (bool det : {true, false}) v.push_back({s, m, det});
+  return v;
+}
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionBwdAccuracy, ::testing::ValuesIn(accuracy_cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return i.param.s.name() + "_" + dropout_mode_name(i.param.mode) +
+                                  (i.param.det ? "_det" : "_atomic");
+                         });
+
+// ---- bitwise properties ----
+TEST(AttentionBwd, DropoutZeroEqualsNone) {
+  DB_REQUIRE_GPU();
+  for (const Shape& s : {Shape{2, 300, 4, 2, 128, true}, Shape{1, 77, 2, 1, 64, false}}) {
+    Problem pr(s);
+    Drop d;
+    d.p = 0.0;
+    pr.forward(DropoutMode::None, d);
+    const auto none = pr.backward(DropoutMode::None, d, true);
+    const auto fused = pr.backward(DropoutMode::Fused, d, true);
+    pr.make_mask(d);
+    const auto mask = pr.backward(DropoutMode::Mask, d, true);
+    EXPECT_EQ(std::memcmp(none.data(), fused.data(), none.size() * sizeof(bf16)), 0) << s.name() << " fused vs none";
+    EXPECT_EQ(std::memcmp(none.data(), mask.data(), none.size() * sizeof(bf16)), 0) << s.name() << " mask vs none";
+  }
+}
+
+TEST(AttentionBwd, MaskEqualsRegenDeterministic) {
+  DB_REQUIRE_GPU();
+  for (const Shape& s : {Shape{2, 300, 4, 2, 128, true}, Shape{1, 200, 4, 1, 64, false}}) {
+    Problem pr(s);
+    for (int r : {3, 5, 7, 10})
+      for (int tw : {8, 16, 32}) {
+        Drop d;
+        d.p = 0.15;
+        d.rounds = r;
+        d.tw = tw;
+        d.seed = 0xfeed0000ULL + r * 64 + tw;
+        pr.forward(DropoutMode::Fused, d);
+        const auto fused = pr.backward(DropoutMode::Fused, d, true);
+        pr.make_mask(d);
+        const auto mask = pr.backward(DropoutMode::Mask, d, true);
+        EXPECT_EQ(std::memcmp(fused.data(), mask.data(), fused.size() * sizeof(bf16)), 0)
+            << s.name() << " R" << r << " TW" << tw << ": mask and regenerated gradients differ";
+        // The atomic mode: dK, dV (no atomics) bitwise equal as well.
+        const auto fused_a = pr.backward(DropoutMode::Fused, d, false);
+        const auto mask_a = pr.backward(DropoutMode::Mask, d, false);
+        EXPECT_TRUE(pr.equal_part(fused_a, mask_a, 1) && pr.equal_part(fused_a, mask_a, 2))
+            << s.name() << " R" << r << " TW" << tw << ": atomic mode dK/dV differ between mask and regen";
+      }
+  }
+}
+
+TEST(AttentionBwd, DkDvEqualAcrossDqModesAndDeterministicRepeats) {
+  DB_REQUIRE_GPU();
+  for (const Shape& s : {Shape{2, 300, 8, 2, 128, true}, Shape{2, 257, 4, 4, 64, false}}) {
+    Problem pr(s);
+    for (DropoutMode m : {DropoutMode::None, DropoutMode::Fused}) {
+      Drop d;
+      pr.forward(m, d);
+      const auto det = pr.backward(m, d, true);
+      const auto det2 = pr.backward(m, d, true);
+      const auto fast = pr.backward(m, d, false);
+      EXPECT_TRUE(pr.equal_part(det, fast, 1)) << s.name() << " " << dropout_mode_name(m) << ": dK differs";
+      EXPECT_TRUE(pr.equal_part(det, fast, 2)) << s.name() << " " << dropout_mode_name(m) << ": dV differs";
+      EXPECT_EQ(std::memcmp(det.data(), det2.data(), det.size() * sizeof(bf16)), 0)
+          << s.name() << " " << dropout_mode_name(m) << ": deterministic mode not reproducible";
+    }
+  }
+}
+
+// Dropout actually happens: at p = 0.5 the gradients differ from mode none's (a backward that ignored the keep bits
+// would pass the bitwise tests above).
+TEST(AttentionBwd, DropoutChangesGradients) {
+  DB_REQUIRE_GPU();
+  Problem pr(Shape{1, 130, 2, 1, 64, true});
+  Drop d;
+  d.p = 0.5;
+  pr.forward(DropoutMode::None, d);
+  const auto none = pr.backward(DropoutMode::None, d, true);
+  pr.forward(DropoutMode::Fused, d);
+  const auto fused = pr.backward(DropoutMode::Fused, d, true);
+  for (int k = 0; k < 3; ++k) EXPECT_GT(pr.rel_err(fused, none, k), 0.1) << kPart[k];
+}
+
+// Row strides: QKV, dO and dQKV with padded rows; the gradients land in dQKV's columns like QKV's, the padding
+// columns keep their poison.
+TEST(AttentionBwd, RowStridesAndPaddingUntouched) {
+  DB_REQUIRE_GPU();
+  const Shape s{2, 150, 4, 2, 64, true};
+  const int64_t W = static_cast<int64_t>(s.hq + 2 * s.hkv) * s.hd, OW = static_cast<int64_t>(s.hq) * s.hd;
+  const int64_t qs = W + 8, ds = W + 24, dos = OW + 16, rows = static_cast<int64_t>(s.b) * s.sq;
+  DevBuf<bf16> qkv(rows * qs), dout(rows * dos), o(rows * OW), dqkv(rows * ds);
+  DevBuf<float> lse(static_cast<size_t>(s.b) * s.hq * s.sq), ref(rows * W);
+  DevBuf<unsigned char> ws(Problem::workspace_bytes(s)),
+      scratch(2 * static_cast<size_t>(s.b) * s.hq * s.sq * s.sq * sizeof(float));
+  std::mt19937_64 rng(base_seed() ^ (++g_draw * 0x9e3779b97f4a7c15ULL));
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<bf16> h(qkv.n), hd(dout.n);
+  for (auto& v : h) v = __float2bfloat16(nd(rng));
+  for (auto& v : hd) v = __float2bfloat16(nd(rng));
+  qkv.put(h);
+  dout.put(hd);
+  Drop d;
+  const Threshold t = make_threshold(d.p, d.tw);
+  AttentionBwdParams bp;
+  AttentionParams& f = bp.fwd;
+  f.qkv = qkv.p;
+  f.qkv_row_stride = qs;
+  f.o = o.p;
+  f.lse = lse.p;
+  f.batch = s.b;
+  f.sq = s.sq;
+  f.q_heads = s.hq;
+  f.kv_heads = s.hkv;
+  f.head_dim = s.hd;
+  f.causal = s.causal;
+  f.seed = d.seed;
+  f.offset = d.offset;
+  f.drop_threshold = t.drop;
+  f.keep_scale = t.scale;
+  f.rounds = d.rounds;
+  f.threshold_bits = d.tw;
+  bp.dout = dout.p;
+  bp.dout_row_stride = dos;
+  bp.dqkv = dqkv.p;
+  bp.dqkv_row_stride = ds;
+  bp.workspace = ws.p;
+  launch_attention(f, DropoutMode::Fused, nullptr);
+  for (bool det : {true, false}) {
+    bp.deterministic = det;
+    dqkv.poison();
+    ws.poison();
+    launch_attention_backward(bp, DropoutMode::Fused, nullptr);
+    ref.poison();
+    scratch.poison();
+    launch_attention_backward_reference(bp, DropoutMode::Fused, ref.p, scratch.p, nullptr);
+    DB_CUDA(cudaDeviceSynchronize());
+    const auto out = dqkv.get();
+    const auto r = ref.get();
+    size_t pad_touched = 0;
+    for (int k = 0; k < 3; ++k) {
+      const int64_t c0 = k == 0 ? 0 : k == 1 ? OW : OW + s.hkv * s.hd, c1 = k == 0 ? OW : k == 1 ? OW + s.hkv * s.hd : W;
+      double num = 0, den = 0;
+      for (int64_t row = 0; row < rows; ++row)
+        for (int64_t c = c0; c < c1; ++c) {
+          const double x = __bfloat162float(out[row * ds + c]), y = r[row * W + c];
+          num += (x - y) * (x - y);
+          den += y * y;
+        }
+      EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), 1e-2) << kPart[k] << (det ? " det" : " atomic");
+    }
+    for (int64_t row = 0; row < rows; ++row)
+      for (int64_t c = W; c < ds; ++c) {
+        uint16_t bits;
+        std::memcpy(&bits, &out[row * ds + c], 2);
+        pad_touched += bits != 0xFFFFu;
+      }
+    EXPECT_EQ(pad_touched, 0u) << "padding columns of dQKV written" << (det ? " (det)" : " (atomic)");
+  }
+}
+
+// ---- the reference against fp64 on the host ----
+TEST(AttentionBwdReference, MatchesHostFp64) {
+  DB_REQUIRE_GPU();
+  for (const Shape& s : {Shape{1, 37, 2, 1, 64, true}, Shape{2, 20, 2, 2, 64, false}}) {
+    Problem pr(s);
+    Drop d;
+    d.p = 0.2;
+    const Threshold t = make_threshold(d.p, d.tw);
+    const auto ref = pr.reference(DropoutMode::Fused, d);
+    const auto q = pr.qkv.get();
+    const auto dout = pr.dout.get();
+    const int64_t W = pr.width, OW = static_cast<int64_t>(s.hq) * s.hd;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(s.hd));
+    std::vector<double> host(ref.size(), 0.0);
+    auto f = [](bf16 v) { return static_cast<double>(__bfloat162float(v)); };
+    const int group = s.hq / s.hkv;
+    for (int b = 0; b < s.b; ++b)
+      for (int h = 0; h < s.hq; ++h) {
+        const int hk = h / group;
+        const uint32_t bh = static_cast<uint32_t>(b * s.hq + h);
+        for (int i = 0; i < s.sq; ++i) {
+          const int nk = s.causal ? i + 1 : s.sq;
+          std::vector<double> p(nk), dp(nk), z(nk);
+          double mx = -1e300;
+          for (int j = 0; j < nk; ++j) {
+            double acc = 0, dv = 0;
+            for (int e = 0; e < s.hd; ++e) {
+              acc += f(q[(int64_t(b) * s.sq + i) * W + h * s.hd + e]) * f(q[(int64_t(b) * s.sq + j) * W + (s.hq + hk) * s.hd + e]);
+              dv += f(dout[(int64_t(b) * s.sq + i) * OW + h * s.hd + e]) *
+                    f(q[(int64_t(b) * s.sq + j) * W + (s.hq + s.hkv + hk) * s.hd + e]);
+            }
+            p[j] = acc * scale;
+            dp[j] = dv;
+            mx = std::max(mx, p[j]);
+            const uint32_t word = attn_keep_word<7, 8>(d.seed, d.offset, t.drop, bh, (i / 16) * pr.geo.cols64() + j / 64,
+                                                       tile_lane_of(i % 16, j % 64));
+            z[j] = ((word >> tile_bit_of(i % 16, j % 64)) & 1u) ? static_cast<double>(t.scale) : 0.0;
+          }
+          double l = 0, dsum = 0;
+          for (int j = 0; j < nk; ++j) l += (p[j] = std::exp(p[j] - mx));
+          for (int j = 0; j < nk; ++j) dsum += (p[j] /= l) * z[j] * dp[j];
+          for (int j = 0; j < nk; ++j) {
+            const double ds = p[j] * (z[j] * dp[j] - dsum);
+            for (int e = 0; e < s.hd; ++e) {
+              host[(int64_t(b) * s.sq + i) * W + h * s.hd + e] += scale * ds * f(q[(int64_t(b) * s.sq + j) * W + (s.hq + hk) * s.hd + e]);
+              host[(int64_t(b) * s.sq + j) * W + (s.hq + hk) * s.hd + e] += scale * ds * f(q[(int64_t(b) * s.sq + i) * W + h * s.hd + e]);
+              host[(int64_t(b) * s.sq + j) * W + (s.hq + s.hkv + hk) * s.hd + e] += p[j] * z[j] * f(dout[(int64_t(b) * s.sq + i) * OW + h * s.hd + e]);
+            }
+          }
+        }
+      }
+    for (int k = 0; k < 3; ++k) {
+      const double e = pr.rel_err(ref, host, k);
+      EXPECT_LE(e, 1e-4) << s.name() << " " << kPart[k];
+      EXPECT_GT(pr.rel_err(std::vector<double>(host.size(), 0.0), host, k), 0.5);  // the host result is not all zero
+    }
+  }
+}
+
+// Small cases in every mode and both dQ modes, for compute-sanitizer runs (scripts/bwd_device.sh). O and LSE come
+// from the mma.sync forward (plain cp.async / ldmatrix, which the sanitizers follow without TMA / mbarrier support).
+TEST(AttentionBwdSanitize, SmallAllModes) {
+  DB_REQUIRE_GPU();
+  for (const Shape& s : {Shape{1, 77, 2, 1, 64, true}, Shape{1, 70, 2, 2, 128, false}}) {
+    Problem pr(s);
+    pr.fwd_kernel = AttentionKernel::Mma;
+    for (DropoutMode m : {DropoutMode::None, DropoutMode::Mask, DropoutMode::Fused}) {
+      Drop d;
+      pr.forward(m, d);
+      for (bool det : {true, false}) {
+        const auto out = pr.backward(m, d, det);
+        const auto ref = pr.reference(m, d);
+        for (int k = 0; k < 3; ++k) EXPECT_LE(pr.rel_err(out, ref, k), 1e-2) << s.name() << " " << kPart[k];
+      }
+    }
+  }
+}
+
+}  // namespace
