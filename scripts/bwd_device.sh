@@ -75,7 +75,7 @@ RES='for o in "$1"/CMakeFiles/dropbench_kernels.dir/kernels/attention/bwd/attent
 done'
 [ $build_rc -eq 0 ] && step resources 30 bash -c "$RES" _ "$B"
 
-# Order: correctness first (tests, memcheck), then the timing, then racecheck and the CLI smoke test; a step the
+# Order: correctness first (tests, memcheck, racecheck), then the timing, then the CLI smoke test; a step the
 # budget no longer fits is reported as skipped.
 T="$B/tests"
 if [ -x "$T/test_attention_bwd_gpu" ]; then
@@ -87,16 +87,18 @@ else
   SUMMARY+=("tests          not built")
 fi
 
+if [ -x "$T/test_attention_bwd_gpu" ]; then
+  step racecheck 90 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 1 \
+    "$T/test_attention_bwd_gpu" --gtest_filter='AttentionBwdSanitize.*'
+fi
+
 if [ -f "$B/libdropbench_attention.so" ]; then
   step h2h_bwd 150 python3 scripts/h2h_attention_bwd.py --lib "$B/libdropbench_attention.so" --sq 8192 \
     --head-dim 128 --heads 32:8 --causal false,true --rounds 6 --burst-ms 30 --warmup-s 1 \
     -o "$OUTDIR/h2h_bwd.json" --md "$OUTDIR/h2h_bwd.md"
 fi
 
-if [ -x "$T/test_attention_bwd_gpu" ]; then
-  step racecheck 90 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 1 \
-    "$T/test_attention_bwd_gpu" --gtest_filter='AttentionBwdSanitize.*'
-fi
+
 
 # The CLI's pass axis at one point (a smoke test of the integration; its checks: extra.bwd_bitwise_equal_fused).
 if [ -x "$B/dropbench" ]; then

@@ -4,6 +4,7 @@
 #include "kernels/attention/bwd/attention_bwd.cuh"
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "kernels/attention/bwd/attention_bwd_args.cuh"
@@ -132,6 +133,16 @@ void check_attention_backward(const AttentionBwdParams& p, DropoutMode mode) {
   if (p.dout == nullptr) bad("dout is null");
   if (p.dqkv == nullptr) bad("dqkv is null");
   if (p.workspace == nullptr) bad("workspace is null (attention_backward_workspace_bytes)");
+  // The loaders copy 16-byte chunks of Q/K/V and dO, 4-byte LSE words; the epilogues store 4-byte pairs; the
+  // workspace holds float2 reads.
+  auto misaligned = [](const void* ptr, uintptr_t align) { return reinterpret_cast<uintptr_t>(ptr) % align != 0; };
+  if (misaligned(f.qkv, 16)) bad("qkv must be 16-byte aligned");
+  if (misaligned(p.dout, 16)) bad("dout must be 16-byte aligned");
+  if (misaligned(f.lse, 4)) bad("lse must be 4-byte aligned");
+  if (misaligned(p.dqkv, 4)) bad("dqkv must be 4-byte aligned");
+  if (misaligned(p.workspace, 8)) bad("workspace must be 8-byte aligned");
+  // b * q_heads is the counter word of the keep bits and an int in the kernels.
+  if (static_cast<int64_t>(f.batch) * f.q_heads >= (int64_t{1} << 31)) bad("batch * q_heads must be < 2^31");
   if (mode != DropoutMode::None) {
     if (!(f.keep_scale >= 1.f) || !std::isfinite(f.keep_scale)) bad("keep_scale must be finite and >= 1");
   }
