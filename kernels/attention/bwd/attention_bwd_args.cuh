@@ -21,8 +21,8 @@ struct Cfg {
   static constexpr int kBk = 64, kBq = 64, kWarps = 4, kThreads = 128;
   static constexpr int kRowBytes = HD * 2;
   static constexpr int kTile = 64 * kRowBytes;  // one 64-row bf16 tile
-  // dK/dV kernel: K, V (once per CTA); Q, dO (two stages each); dS^T (64 x 64 bf16); per stage 64 LSE (log2
-  // domain), 64 D and 128 keep words.
+  // dK/dV kernel: K, V (once per CTA); Q, dO (two stages each); dS^T (64 x 64 bf16); per stage 64 LSE (natural
+  // log, as the forward writes it; scaled by log2 e where used), 64 D and 128 keep words.
   static constexpr int kOffK = 0, kOffV = kTile, kOffQ = 2 * kTile, kOffDo = 4 * kTile, kOffDs = 6 * kTile;
   static constexpr int kOffLse = kOffDs + 64 * 64 * 2;
   static constexpr int kOffD = kOffLse + 2 * 64 * 4;

@@ -448,12 +448,21 @@ void launch_instance(const Args& a, int batch, bool deterministic, cudaStream_t 
   using C = Cfg<HD>;
   const unsigned nblk = static_cast<unsigned>((a.sq + 63) / 64);
   auto mk = attn_bwd_main_kernel<HD, M, R, TW>;
-  DB_CUDA(cudaFuncSetAttribute(mk, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemMain));
+  // Once per instance (a static per template instance), not on every launch inside a timed region.
+  static const bool mk_ready = [&] {
+    DB_CUDA(cudaFuncSetAttribute(mk, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemMain));
+    return true;
+  }();
+  (void)mk_ready;
   mk<<<dim3(nblk, static_cast<unsigned>(a.hkv), static_cast<unsigned>(batch)), C::kThreads, C::kSmemMain, s>>>(a);
   DB_CUDA_LAUNCH();
   if (deterministic) {
     auto dk = attn_bwd_dq_kernel<HD, M, R, TW>;
-    DB_CUDA(cudaFuncSetAttribute(dk, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemDq));
+    static const bool dk_ready = [&] {
+      DB_CUDA(cudaFuncSetAttribute(dk, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemDq));
+      return true;
+    }();
+    (void)dk_ready;
     dk<<<dim3(nblk, static_cast<unsigned>(a.hq), static_cast<unsigned>(batch)), C::kThreads, C::kSmemDq, s>>>(a);
     DB_CUDA_LAUNCH();
   }
