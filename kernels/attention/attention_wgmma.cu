@@ -1,5 +1,5 @@
-// Host launcher of the Hopper-native attention kernel (attention_wgmma_kernel.cuh): tensor maps over the QKV
-// buffer, run-time dispatch over (head_dim, mode, rounds, threshold bits, causal).
+// Host launcher of the Hopper-native attention kernel (wgmma/kernel.cuh): tensor maps over the QKV buffer,
+// run-time dispatch over (head_dim, mode, rounds, threshold bits, causal) through the rules of wgmma/dispatch.cuh.
 #include "kernels/attention/attention_wgmma.cuh"
 
 #include <cuda.h>
@@ -8,7 +8,9 @@
 #include <string>
 #include <unordered_set>
 
-#include "kernels/attention/attention_wgmma_kernel.cuh"
+#include "kernels/attention/wgmma/dispatch.cuh"
+#include "kernels/attention/wgmma/kernel.cuh"
+#include "kernels/attention/wgmma/tile_scheduler.cuh"
 #include "kernels/common/check.hpp"
 #include "kernels/common/dispatch.cuh"
 

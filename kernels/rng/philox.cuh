@@ -4,11 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define DB_HD __host__ __device__ __forceinline__
-#else
-#define DB_HD inline
-#endif
+#include "kernels/common/host_device.hpp"
 
 namespace dropbench {
 

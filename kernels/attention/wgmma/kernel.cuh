@@ -1,0 +1,578 @@
+// The Hopper-native (sm_90a) attention forward kernel template: TMA loads through an mbarrier ring, a producer
+// warpgroup and two consumer warpgroups (register reallocation with setmaxnreg), S = Q K^T and O += P V with
+// wgmma.mma_async, online softmax in fp32, dropout through the hooks of attention_dropout.cuh. Its schedule is
+// config.cuh's WgCfg; which schedule runs is dispatch.cuh's rule. docs/attention.md has the design.
+//
+// CTA = one (batch b, query head h, block of 128 query rows). 384 threads:
+//   warpgroup 0 (producer): one thread issues the TMA loads (Q once; K_j and V_j into an ST-stage ring);
+//   warpgroups 1, 2 (consumers): 64 query rows each; warp w of consumer c owns rows q0 + 64c + 16w .. +15,
+//   which is exactly one 16-row strip of the counter scheme's mask tiles, so the dropout hooks apply per 64-key
+//   slice of the m64nBN accumulator unchanged.
+// Shared memory (128-byte swizzle, as TMA writes it and wgmma reads it): every tile is stored as HD/64 column
+// slices of 64 bf16 (128 bytes) per row; a slice of R rows is R*128 bytes, 8-row groups 1024 bytes apart.
+//   Q (A of S, K-major), K (B of S, K-major): k-step kk reads slice kk/4 at byte 32*(kk%4) of each row.
+//   V (B of P V, MN-major: keys are K, dH is N): k-step kk (16 keys) starts 16*128 bytes further; the dH
+//   slices are LBO = BN*128 bytes apart, 8-key groups SBO = 1024.
+// Consumer main loop, software-pipelined inside the warpgroup (block j):
+//   [turn] issue S_j = Q K_j^T; issue O += P_{j-1} V_{j-1} [pass the turn]; [fused: Philox for block j's
+//   keep words]; wait S_j; mask + online softmax + dropout on S_j (overlaps P_{j-1} V_{j-1} and the other
+//   warpgroup's GEMMs on the tensor cores); wait PV; release stage j-1; rescale O; P_j -> bf16 registers.
+// Ping-pong between the two consumer warpgroups (two named barriers): a warpgroup issues its GEMMs only in its
+// turn and then hands the turn over, so one warpgroup's softmax runs under the other's GEMMs.
+// Mode fused: each consumer thread runs the Philox calls of its own keep words, while the tensor cores run.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include "kernels/attention/attention.cuh"
+#include "kernels/attention/attention_dropout.cuh"
+#include "kernels/attention/attention_kernel.cuh"  // KernelArgs, make_kernel_args, fast_exp2, pack_bf16
+#include "kernels/attention/wgmma/config.cuh"
+#include "kernels/common/check.hpp"
+#include "kernels/common/ptx.cuh"
+#include "kernels/rng/dropout_scheme.cuh"
+
+namespace dropbench {
+namespace attn_wg {
+
+template <class C, DropoutMode kMode, int R, int TW, bool kCausal>
+__global__ void __launch_bounds__(384, 1)
+    attn_fwd_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_kv,
+                          const attn::KernelArgs a) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  // A plain sm_90 / PTX pass: wgmma, setmaxnreg and TMA transaction counts exist only on sm_90a.
+  __trap();
+#else
+  using namespace ptx;
+  constexpr int HD = C::kHeadDim, BN = C::kBc, ST = C::kStages;
+  constexpr int KS = HD / 16;   // k-steps of S = Q K^T
+  constexpr int PK = BN / 16;   // k-steps of O += P V
+  constexpr int NT = BN / 64;   // 16x64 mask tiles per warp per key block
+  constexpr int NS = BN / 2;    // S accumulators per thread
+  constexpr int NO = HD / 2;    // O accumulators per thread
+  constexpr bool kDrop = kMode != DropoutMode::None;
+
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  const uint32_t sQ = base, sK = base + C::kQBytes, sV = sK + ST * C::kKVBytes;
+  const uint32_t bar = base + C::kBarOffset;
+  const uint32_t q_full = bar;
+  auto k_full = [&](int s) { return bar + 8u + 8u * s; };
+  auto v_full = [&](int s) { return bar + 8u + 8u * (ST + s); };
+  auto kv_empty = [&](int s) { return bar + 8u + 8u * (2 * ST + s); };
+  [[maybe_unused]] const uint32_t q_empty = bar + 8u * (C::kBarriers - 1);  // persistent: last barrier
+
+  constexpr bool kPersist = C::kPersist;
+  const int sq = a.sq, sk = a.sq;
+  // The CTA's k-th tile (first query row, head, batch, key blocks); false past its last. One tile per CTA (from
+  // blockIdx) unless persistent.
+  struct Tile {
+    int q0, h, b, n_kv;
+  };
+  auto tile_at = [&](int k, Tile& T) -> bool {
+    int qb, h, b;
+    if constexpr (!kPersist) {
+      if (k > 0) return false;
+      qb = kCausal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
+      b = blockIdx.z;
+      h = blockIdx.y;
+    } else {
+      const int nq = (a.wrows + C::kBr - 1) / C::kBr, G = gridDim.x, i = blockIdx.x, hb_n = a.hq * a.batch;
+      const int L = k * G + ((kCausal && (k & 1)) ? G - 1 - i : i);
+      if (L >= nq * hb_n) return false;
+      // Causal: every head's heaviest query block, then every head's next heaviest, ... One order over all heads:
+      // session 11 tried groups of 8 / 4 heads, each group heaviest first, to keep the K/V in flight in L2; the
+      // weights then saw-tooth across rounds, the snake no longer evens the CTAs out (max / mean work 1.30 / 1.24 at
+      // SQ 8192 / 16384, scripts/persist_balance.py) and it measured 1.18-1.36x the one-tile time in every mode.
+      if constexpr (kCausal) {
+        qb = nq - 1 - L / hb_n;
+        h = (L % hb_n) % a.hq;
+        b = (L % hb_n) / a.hq;
+      } else {  // query block fastest, as the one-tile grid is launched
+        qb = L % nq;
+        h = (L / nq) % a.hq;
+        b = L / (nq * a.hq);
+      }
+    }
+    T.q0 = a.row0 + qb * C::kBr;
+    T.h = h;
+    T.b = b;
+    T.n_kv = (sk + BN - 1) / BN;
+    if constexpr (kCausal) T.n_kv = min(T.n_kv, (T.q0 + C::kBr - 1) / BN + 1);
+    return true;
+  };
+  // One tile per CTA: decoded once, here, before the barriers are set up (as the kernel did before it walked tiles:
+  // the one-tile instances then compile to the code they had, session 11, scripts/compare_cubins.py).
+  [[maybe_unused]] Tile T0{};
+  if constexpr (!kPersist) tile_at(0, T0);
+  auto next_tile = [&](int k, Tile& T) -> bool {
+    if constexpr (kPersist) {
+      return tile_at(k, T);
+    } else {
+      T = T0;
+      return k == 0;
+    }
+  };
+
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 1);
+#pragma unroll
+    for (int s = 0; s < ST; ++s) {
+      mbar_init(k_full(s), 1);
+      mbar_init(v_full(s), 1);
+      mbar_init(kv_empty(s), 8);  // one arrival per consumer warp
+    }
+    if constexpr (kPersist) mbar_init(q_empty, 8);  // one arrival per consumer warp
+    fence_mbar_init();
+    prefetch_tensormap(&tm_q);
+    prefetch_tensormap(&tm_kv);
+  }
+  __syncthreads();
+
+  const int wgi = threadIdx.x / 128;
+  if (wgi == 0) {
+    // ---------------- producer ----------------
+    setmaxnreg_dec<Regs::kProducer>();
+    if (threadIdx.x == 0) {
+      int it = 0;  // K/V ring position: blocks loaded so far over the CTA's tiles
+      Tile T;
+      for (int k = 0; next_tile(k, T); ++k) {
+        const int q0 = T.q0, h = T.h, b = T.b, n_kv = T.n_kv;
+        // K / V columns of the QKV rows: persistent, before the tile's first loads; one tile, after the Q load, where
+        // the producer computed them before session 10 (either way each build compiles to the code it had then:
+        // session 11, scripts/compare_cubins.py).
+        [[maybe_unused]] int kcol = 0, vcol = 0;
+        auto set_cols = [&] {
+          const int hk = h / a.group;
+          kcol = (a.hq + hk) * HD;
+          vcol = (a.hq + a.hkv + hk) * HD;
+        };
+        if constexpr (kPersist) set_cols();
+        auto load_kv = [&](int j) {
+          const int q = kPersist ? it : j;  // one tile: the ring position is the block
+          const int s = q % ST;
+          if (q >= ST) mbar_wait_or_trap(kv_empty(s), ((q / ST) - 1) & 1);
+          mbar_arrive_expect_tx(k_full(s), C::kKVBytes);
+#pragma unroll
+          for (int sl = 0; sl < C::kSlices; ++sl)
+            tma_load_3d(sK + s * C::kKVBytes + sl * (BN * 128), &tm_kv, kcol + sl * 64, j * BN, b, k_full(s));
+          mbar_arrive_expect_tx(v_full(s), C::kKVBytes);
+#pragma unroll
+          for (int sl = 0; sl < C::kSlices; ++sl)
+            tma_load_3d(sV + s * C::kKVBytes + sl * (BN * 128), &tm_kv, vcol + sl * 64, j * BN, b, v_full(s));
+          ++it;
+        };
+        // Persistent, after the first tile: block 0's K/V goes first (its stage frees before the previous tile's
+        // last S GEMM is done), then Q once both consumers' last S GEMM of the previous tile is done.
+        int j0 = 0;
+        if (kPersist && k > 0) {
+          load_kv(0);
+          j0 = 1;
+          mbar_wait_or_trap(q_empty, (k - 1) & 1);
+        }
+        mbar_arrive_expect_tx(q_full, C::kQBytes);
+#pragma unroll
+        for (int sl = 0; sl < C::kSlices; ++sl) tma_load_3d(sQ + sl * (C::kBr * 128), &tm_q, h * HD + sl * 64, q0, b, q_full);
+        if constexpr (!kPersist) set_cols();
+        for (int j = j0; j < n_kv; ++j) load_kv(j);
+      }
+    }
+  } else {
+    // ---------------- consumers ----------------
+    setmaxnreg_inc<Regs::kConsumer>();
+    const int c = wgi - 1;
+    const int t = threadIdx.x - 128 * wgi;
+    const int warp = t >> 5, lane = t & 31;
+    // Ping-pong turns: named barrier 2 + c is "consumer c may issue"; 128 threads of c sync on it, 128 of the
+    // other consumer arrive. Consumer 1 grants the first turn; both take n_kv + 1 turns per tile (n_kv blocks +
+    // the tail P V; persistent: the turns go on across tiles), and consumer 1 skips the hand-over of its last
+    // tile's tail so every barrier generation completes.
+    const int my_turn = 2 + c, other_turn = 3 - c;
+    if constexpr (kPersist) {
+      if (C::kPingPong && c == 1) named_bar_arrive(2, 256);
+    }
+    auto take_turn = [&]() {
+      if constexpr (C::kPingPong) named_bar_sync(my_turn, 256);
+    };
+    auto pass_turn = [&](bool last) {
+      if constexpr (C::kPingPong) {
+        if (!(last && c == 1)) named_bar_arrive(other_turn, 256);
+      }
+    };
+
+    int it0 = 0;  // K/V ring position of the tile's block 0 (persistent: blocks consumed over earlier tiles)
+    auto stage = [&](int j) { return (it0 + j) % ST; };
+    auto parity = [&](int j) { return static_cast<uint32_t>(((it0 + j) / ST) & 1); };
+    Tile T, T_next;
+    for (int k = 0; next_tile(k, T); ++k) {
+      const int q0 = T.q0, h = T.h, b = T.b, n_kv = T.n_kv;
+      const bool last_tile = !next_tile(k + 1, T_next);
+      const int wrow = q0 + 64 * c + 16 * warp;  // first query row of this warp's strip
+      const int r_lo = wrow + (lane >> 2);       // accumulator rows r_lo (elements 0,1) and r_lo + 8 (2,3)
+
+      // Dropout state.
+      const uint32_t bh = static_cast<uint32_t>(b * a.hq + h);
+      const uint32_t r16 = static_cast<uint32_t>(wrow / 16);
+      [[maybe_unused]] attn::MaskStrip mstrip;
+      [[maybe_unused]] attn::FusedStream fstream;
+      [[maybe_unused]] uint32_t tile_row = 0;
+      // kDropImpl >= 1: mode Mask walks the strip with a cursor (pointer to block j's first word, tiles left to
+      // read); mode Fused with 8-bit thresholds keeps the byte compares' results (ge7: 4 words per Philox call,
+      // NT*2 calls per block) and applies them to the packed P. Where the dropout is applied: kFp32Apply (in the
+      // softmax, fp32), kPackEarly (packed bf16x2 before the P V wait), kPackLate (packed after it).
+      constexpr int DI = C::kDropImpl;
+      constexpr bool kNewMask = DI >= 1 && kMode == DropoutMode::Mask;
+      constexpr bool kGe7 = DI >= 1 && kMode == DropoutMode::Fused && TW == 8;
+      constexpr bool kPackLate = kDrop && DI == 2;
+      constexpr bool kPackEarly = kDrop && DI == 1 && kGe7;
+      // DI 3: the bf16x2 masks (pm) before the S_j wait (mode Mask from the keep words, fused TW 8 from the ge7
+      // words right after their Philox calls), P &= pm after the bf16 conversion.
+      constexpr bool kMaskEarly = DI == 3 && (kMode == DropoutMode::Mask || kGe7);
+      constexpr bool kFp32Apply = kDrop && !kPackLate && !kPackEarly && !kMaskEarly;
+      [[maybe_unused]] const uint32_t* mcur = nullptr;
+      [[maybe_unused]] int mleft = 0;
+      [[maybe_unused]] attn::ByteThreshold bthr{};
+      if constexpr (kMode == DropoutMode::Mask) {
+        mstrip = attn::mask_strip(a.mask, bh, a.rows16, a.mask_rows16, a.cols64, r16, static_cast<uint32_t>(lane));
+        mcur = mstrip.ptr;
+        mleft = static_cast<int>(attn::mask_strip_tiles<kCausal>(mstrip));
+      }
+      if constexpr (kMode == DropoutMode::Fused) {
+        fstream = attn::FusedStream{a.seed_lo, a.seed_hi, bh, a.offset, a.drop};
+        tile_row = r16 * a.cols64;
+        bthr = attn::byte_threshold(a.drop);
+      }
+
+      float o[NO];
+#pragma unroll
+      for (int i = 0; i < NO; ++i) o[i] = 0.f;
+      float s[NS];
+      uint32_t p[PK][4];
+      [[maybe_unused]] uint32_t p2[PK][4];  // WAIT_SPLIT 3: the odd blocks' P (the even blocks' is p)
+      float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+      const float sl2 = a.scale_log2;
+      [[maybe_unused]] const int never = sq < 0 ? 1 : 0;  // 0 at run time (sq >= 1); ptxas cannot know (block_boundary)
+
+      // Descriptors (k-step offsets are compile-time adds to the 14-bit address field: +16 bytes = +1).
+      const uint64_t dq0 = desc_sw128(sQ + c * 64 * 128, 16, 1024);
+      auto desc_q = [&](int kk) -> uint64_t { return dq0 + static_cast<uint64_t>(((kk >> 2) * (C::kBr * 128) + (kk & 3) * 32) >> 4); };
+      auto desc_k = [&](int st, int kk) -> uint64_t {
+        return desc_sw128(sK + st * C::kKVBytes + (kk >> 2) * (BN * 128) + (kk & 3) * 32, 16, 1024);
+      };
+      auto desc_v = [&](int st, int kk) -> uint64_t {
+        return desc_sw128(sV + st * C::kKVBytes + kk * 16 * 128, BN * 128, 1024);
+      };
+
+      auto issue_s = [&](int st) {
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < KS; ++kk) wgmma_ss_bf16<BN>(s, desc_q(kk), desc_k(st, kk), kk > 0 ? 1 : 0);
+        wgmma_commit();
+      };
+      auto issue_pv = [&](int st, uint32_t (&pa)[PK][4]) {
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < PK; ++kk) wgmma_rs_bf16_tn<HD>(o, pa[kk], desc_v(st, kk), 1);
+        wgmma_commit();
+      };
+
+      // Mode Mask: the block's keep words (loads issued one block ahead, consumed after the softmax).
+      // kDropImpl >= 1: called for j = 0, 1, 2, ... in order, so a cursor replaces the per-tile address arithmetic.
+      auto load_words = [&](int j, uint32_t (&kw)[NT]) {
+        if constexpr (kNewMask) {
+#pragma unroll
+          for (int tt = 0; tt < NT; ++tt) kw[tt] = attn::mask_word_at(mcur + tt * kWordsPerTile, tt < mleft);
+          mcur += NT * kWordsPerTile;
+          mleft -= NT;
+        } else if constexpr (kMode == DropoutMode::Mask) {
+#pragma unroll
+          for (int tt = 0; tt < NT; ++tt) kw[tt] = attn::mask_tile_word<kCausal>(mstrip, static_cast<uint32_t>(j * NT + tt));
+        }
+      };
+      // Mode Fused: the block's keep words from Philox in the consumer, while the tensor cores run.
+      // kGe7: the byte compares of block j (ge7[tt][k][q]), applied to P after its bf16 conversion.
+      [[maybe_unused]] uint32_t ge7[NT][2][4];
+      auto gen_ge7 = [&](int j) {
+        if constexpr (kGe7) {
+#pragma unroll
+          for (int tt = 0; tt < NT; ++tt)
+#pragma unroll
+            for (int k = 0; k < 2; ++k)
+              attn::fused_call_ge7<R>(fstream, bthr, tile_row + static_cast<uint32_t>(j * NT + tt), static_cast<uint32_t>(lane), k, ge7[tt][k]);
+        }
+      };
+      auto gen_words = [&](int j, uint32_t (&kw)[NT]) {
+        if constexpr (kGe7) {
+          gen_ge7(j);
+        } else if constexpr (kMode == DropoutMode::Fused) {
+#pragma unroll
+          for (int tt = 0; tt < NT; ++tt) {
+            uint32_t w = 0;
+#pragma unroll
+            for (int k = 0; k < kCallsPerWord<TW>; ++k)
+              w |= attn::fused_word_part<R, TW>(fstream, tile_row + static_cast<uint32_t>(j * NT + tt), static_cast<uint32_t>(lane), k);
+            kw[tt] = w;
+          }
+        }
+      };
+
+      // Mask (keys past the end; causal: keys after the row), online softmax, dropout. S becomes P (fp32).
+      auto softmax = [&](int j, const uint32_t (&kw)[NT], float (&alpha)[2]) {
+        const int kv0 = j * BN;
+        const bool edge = (kv0 + BN > sk) || (kCausal && kv0 + BN - 1 > wrow);
+        if (edge) {
+#pragma unroll
+          for (int i = 0; i < NS; ++i) {
+            const int col = kv0 + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+            const int row = r_lo + 8 * ((i >> 1) & 1);
+            if (col >= sk || (kCausal && col > row)) s[i] = -INFINITY;
+          }
+        }
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          float mx = row_max[hh];
+#pragma unroll
+          for (int nb = 0; nb < BN / 8; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          const float ms = (mx == -INFINITY) ? 0.f : mx * sl2;
+          alpha[hh] = attn::fast_exp2(row_max[hh] * sl2 - ms);
+          row_max[hh] = mx;
+          float sum = 0.f;
+#pragma unroll
+          for (int nb = 0; nb < BN / 8; ++nb)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const float pe = attn::fast_exp2(__fmaf_rn(s[4 * nb + 2 * hh + e], sl2, -ms));
+              s[4 * nb + 2 * hh + e] = pe;
+              sum += pe;
+            }
+          row_sum[hh] = __fmaf_rn(row_sum[hh], alpha[hh], sum);
+        }
+        if constexpr (kFp32Apply) {
+#pragma unroll
+          for (int tt = 0; tt < NT; ++tt) attn::apply_keep_word(*reinterpret_cast<float(*)[8][4]>(&s[32 * tt]), kw[tt]);
+        }
+      };
+      // P_j as bf16x2 (the A operand of P V) with the packed-domain dropout (keep words: mask, fused
+      // TW 16/32; or ge7): P &= masks. kPackEarly: the packed P (pe) and the masks (pm) are made before the P V
+      // wait, in registers the softmax no longer needs (S's), and after the wait only the 32 ANDs remain, which
+      // define the A operand (a plain copy would be folded by ptxas, making pe the operand while the previous
+      // P V still reads p: ptxas then serializes every wgmma). kPackLate: all of it after the wait.
+      [[maybe_unused]] uint32_t pe[PK][4], pm[PK][4];
+      auto pack = [&](uint32_t (&d)[PK][4]) {
+#pragma unroll
+        for (int kk = 0; kk < PK; ++kk) {
+          d[kk][0] = attn::pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
+          d[kk][1] = attn::pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+          d[kk][2] = attn::pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+          d[kk][3] = attn::pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+      };
+      auto masks = [&](uint32_t (&m)[PK][4], const uint32_t (&kwp)[NT]) {
+        if constexpr (kGe7) {
+          attn::ge7_masks_bf16x2<NT>(ge7, m);
+        } else {
+#pragma unroll
+          for (int tt = 0; tt < NT; ++tt) attn::keep_word_masks_bf16x2(kwp[tt], *reinterpret_cast<uint32_t(*)[4][4]>(&m[4 * tt]));
+        }
+      };
+      auto pack_early = [&](const uint32_t (&kwp)[NT]) {
+        if constexpr (kPackEarly) {
+          pack(pe);
+          masks(pm, kwp);
+#pragma unroll
+          for (int kk = 0; kk < PK; ++kk) {
+            reg_fence(pe[kk]);
+            reg_fence(pm[kk]);
+          }
+        }
+      };
+      // kMaskEarly: block j's masks, made while S_j runs (mask: the keep words arrived a block ago; fused: right
+      // after gen_ge7). The fence keeps nvcc from sinking them to their use after the softmax; ptxas places them
+      // between the P V wgmmas (SASS of the mask instance).
+      auto mask_early = [&](const uint32_t (&kwp)[NT]) {
+        if constexpr (kMaskEarly) {
+          masks(pm, kwp);
+#pragma unroll
+          for (int kk = 0; kk < PK; ++kk) reg_fence(pm[kk]);
+        }
+      };
+      auto convert_p = [&](const uint32_t (&kwp)[NT], uint32_t (&d)[PK][4]) {
+        if constexpr (kMaskEarly) {
+          pack(d);
+#pragma unroll
+          for (int kk = 0; kk < PK; ++kk)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) d[kk][i] &= pm[kk][i];
+        } else if constexpr (kPackEarly) {
+#pragma unroll
+          for (int kk = 0; kk < PK; ++kk)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) d[kk][i] = pe[kk][i] & pm[kk][i];
+        } else {
+          pack(d);
+          if constexpr (kPackLate) {
+            uint32_t m[PK][4];
+            masks(m, kwp);
+#pragma unroll
+            for (int kk = 0; kk < PK; ++kk)
+#pragma unroll
+              for (int i = 0; i < 4; ++i) d[kk][i] &= m[kk][i];
+          }
+        }
+      };
+      // WAIT_SPLIT 3 where it applies (see WgCfg): P_j packed before the P V wait into the other register set.
+      constexpr bool kPAhead = C::kWaitSplit >= 3 && C::kUnroll2 && kMode == DropoutMode::None;
+
+      if constexpr (!kPersist) {  // (here rather than before the tile loop: the code of before session 10)
+        if (C::kPingPong && c == 1) named_bar_arrive(2, 256);
+      }
+      mbar_wait_or_trap(q_full, static_cast<uint32_t>(k & 1));
+      uint32_t kw[NT], kw_next[NT];
+#pragma unroll
+      for (int tt = 0; tt < NT; ++tt) kw[tt] = kw_next[tt] = 0u;
+      float alpha[2];
+      // O *= alpha of the last softmax: after the P V wait, or (WAIT_SPLIT >= 2) before the next P V is issued.
+      auto rescale_o = [&] {
+#pragma unroll
+        for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
+      };
+
+      // Block 0.
+      load_words(0, kw);
+      mbar_wait_or_trap(k_full(stage(0)), parity(0));
+      take_turn();
+      issue_s(stage(0));
+      pass_turn(false);
+      // The cursor loads run unconditionally (past the last block they are predicated off): under an
+      // `if (j + 1 < n_kv)` ptxas joined the two paths with a register copy of the loaded word right after the
+      // load, which waited the whole global-load latency (ncu, device run 1: long-scoreboard stalls x3).
+      if (kNewMask || n_kv > 1) load_words(1, kw_next);
+      [[maybe_unused]] constexpr bool kAhead = C::kPhiloxAhead && kMode == DropoutMode::Fused && !kGe7;
+      gen_words(0, kw);
+      mask_early(kw);
+      wgmma_wait<0>();
+      reg_fence(s);
+      if constexpr (kPersist) {
+        if (n_kv == 1 && lane == 0) mbar_arrive(q_empty);  // the tile's last S GEMM is done: Q may be reloaded
+      }
+      softmax(0, kw, alpha);
+      if constexpr (kAhead) {
+        if (n_kv > 1) gen_words(1, kw_next);
+      }
+      pack_early(kw);
+      convert_p(kw, p);
+
+      // Block j >= 1: its words in kwc (loaded during block j-1); block j+1's are loaded into kwn.
+      // pc: where P_j goes; pp: P_{j-1}, the A operand of this block's P V (the same set unless kPAhead).
+      auto block = [&](int j, uint32_t (&kwc)[NT], uint32_t (&kwn)[NT], uint32_t (&pc)[PK][4], uint32_t (&pp)[PK][4]) {
+        const int st = stage(j), pst = stage(j - 1);
+        mbar_wait(k_full(st), parity(j));
+        mbar_wait(v_full(pst), parity(j - 1));
+        take_turn();
+        issue_s(st);
+        if constexpr (C::kRescaleAtPv) {  // O *= alpha_{j-1} (P_{j-2} V_{j-2} was waited for in block j-1)
+          if (j >= 2) rescale_o();
+        }
+        issue_pv(pst, pp);
+        pass_turn(false);
+        if (kNewMask || j + 1 < n_kv) load_words(j + 1, kwn);
+        if constexpr (!kAhead) gen_words(j, kwc);
+        mask_early(kwc);
+        wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
+        reg_fence(s);
+        if constexpr (kPersist) {
+          if (j == n_kv - 1 && lane == 0) mbar_arrive(q_empty);  // the tile's last S GEMM is done
+        }
+        softmax(j, kwc, alpha);
+        if constexpr (kAhead) {
+          if (j + 1 < n_kv) gen_words(j + 1, kwn);
+        }
+        pack_early(kwc);
+        // A plain wait is hoisted by ptxas to the top of the softmax's basic block (the softmax then runs after
+        // P_{j-1} V_{j-1} rather than under it); WAIT_SPLIT puts it after a never-taken branch instead (WgCfg).
+        if constexpr (kPAhead) {  // P_j into pc (its P V, two blocks back, was waited for in block j-1)
+          convert_p(kwc, pc);
+#pragma unroll
+          for (int kk = 0; kk < PK; ++kk) reg_fence(pc[kk]);
+        }
+        if constexpr (C::kWaitSplit > 0) block_boundary(never);
+        wgmma_wait<0>();
+        reg_fence(o);
+#pragma unroll
+        for (int kk = 0; kk < PK; ++kk) reg_fence(pp[kk]);
+        if (lane == 0) mbar_arrive(kv_empty(pst));
+        if constexpr (!C::kRescaleAtPv) rescale_o();
+        if constexpr (!kPAhead) convert_p(kwc, pc);
+      };
+      if constexpr (C::kUnroll2) {
+        // Odd blocks read kw_next and load into kw, even blocks the reverse (block 1 reads kw_next, loaded above);
+        // kPAhead: odd blocks' P in p2, even blocks' in p.
+        uint32_t(&p_odd)[PK][4] = kPAhead ? p2 : p;
+        for (int j = 1; j < n_kv; j += 2) {
+          block(j, kw_next, kw, p_odd, p);
+          if (j + 1 >= n_kv) break;
+          block(j + 1, kw, kw_next, p, p_odd);
+        }
+      } else {
+        for (int j = 1; j < n_kv; ++j) {
+          if constexpr (kMode == DropoutMode::Mask || kAhead) {
+#pragma unroll
+            for (int tt = 0; tt < NT; ++tt) kw[tt] = kw_next[tt];
+          }
+          block(j, kw, kw_next, p, p);
+        }
+      }
+      {
+        const int last = n_kv - 1, st = stage(last);
+        mbar_wait(v_full(st), parity(last));
+        take_turn();
+        if constexpr (C::kRescaleAtPv) {  // O *= alpha_last before the tail P V (no rescale after block 0)
+          if (last >= 1) rescale_o();
+        }
+        if constexpr (kPAhead) {
+          if (last & 1) issue_pv(st, p2);
+          else issue_pv(st, p);
+        } else {
+          issue_pv(st, p);
+        }
+        pass_turn(last_tile);
+        wgmma_wait<0>();
+        reg_fence(o);
+        if constexpr (kPersist) {
+          if (lane == 0) mbar_arrive(kv_empty(st));  // the next tile's loads reuse every stage
+        }
+      }
+
+      // Epilogue: O /= rowsum (times 1/keep with dropout), LSE = m*scale + ln(rowsum).
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        float l = row_sum[hh];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const float inv = 1.f / l;
+        const float fac = kDrop ? inv * a.keep_scale : inv;
+        const int row = r_lo + 8 * hh;
+        if (row < sq) {
+          __nv_bfloat16* dst = a.o + (static_cast<int64_t>(b) * sq + row) * a.o_stride + h * HD + 2 * (lane & 3);
+#pragma unroll
+          for (int nb = 0; nb < HD / 8; ++nb)
+            *reinterpret_cast<uint32_t*>(dst + nb * 8) = attn::pack_bf16(o[4 * nb + 2 * hh] * fac, o[4 * nb + 2 * hh + 1] * fac);
+          if (a.lse != nullptr && (lane & 3) == 0)
+            a.lse[(static_cast<int64_t>(b) * a.hq + h) * sq + row] = row_max[hh] * a.softmax_scale + logf(l);
+        }
+      }
+      it0 += n_kv;
+    }  // tiles
+  }
+#endif
+}
+
+}  // namespace attn_wg
+}  // namespace dropbench
