@@ -32,6 +32,7 @@
 #include "kernels/attention/attention_dropout.cuh"
 #include "kernels/attention/attention_kernel.cuh"  // KernelArgs, make_kernel_args, fast_exp2, pack_bf16
 #include "kernels/attention/wgmma/config.cuh"
+#include "kernels/attention/wgmma/dropout_apply.cuh"
 #include "kernels/common/check.hpp"
 #include "kernels/common/ptx.cuh"
 #include "kernels/rng/dropout_scheme.cuh"
@@ -218,35 +219,11 @@ __global__ void __launch_bounds__(384, 1)
       // Dropout state.
       const uint32_t bh = static_cast<uint32_t>(b * a.hq + h);
       const uint32_t r16 = static_cast<uint32_t>(wrow / 16);
-      [[maybe_unused]] attn::MaskStrip mstrip;
-      [[maybe_unused]] attn::FusedStream fstream;
-      [[maybe_unused]] uint32_t tile_row = 0;
-      // kDropImpl >= 1: mode Mask walks the strip with a cursor (pointer to block j's first word, tiles left to
-      // read); mode Fused with 8-bit thresholds keeps the byte compares' results (ge7: 4 words per Philox call,
-      // NT*2 calls per block) and applies them to the packed P. Where the dropout is applied: kFp32Apply (in the
-      // softmax, fp32), kPackEarly (packed bf16x2 before the P V wait), kPackLate (packed after it).
-      constexpr int DI = C::kDropImpl;
-      constexpr bool kNewMask = DI >= 1 && kMode == DropoutMode::Mask;
-      constexpr bool kGe7 = DI >= 1 && kMode == DropoutMode::Fused && TW == 8;
-      constexpr bool kPackLate = kDrop && DI == 2;
-      constexpr bool kPackEarly = kDrop && DI == 1 && kGe7;
-      // DI 3: the bf16x2 masks (pm) before the S_j wait (mode Mask from the keep words, fused TW 8 from the ge7
-      // words right after their Philox calls), P &= pm after the bf16 conversion.
-      constexpr bool kMaskEarly = DI == 3 && (kMode == DropoutMode::Mask || kGe7);
-      constexpr bool kFp32Apply = kDrop && !kPackLate && !kPackEarly && !kMaskEarly;
-      [[maybe_unused]] const uint32_t* mcur = nullptr;
-      [[maybe_unused]] int mleft = 0;
       [[maybe_unused]] attn::ByteThreshold bthr{};
-      if constexpr (kMode == DropoutMode::Mask) {
-        mstrip = attn::mask_strip(a.mask, bh, a.rows16, a.mask_rows16, a.cols64, r16, static_cast<uint32_t>(lane));
-        mcur = mstrip.ptr;
-        mleft = static_cast<int>(attn::mask_strip_tiles<kCausal>(mstrip));
-      }
-      if constexpr (kMode == DropoutMode::Fused) {
-        fstream = attn::FusedStream{a.seed_lo, a.seed_hi, bh, a.offset, a.drop};
-        tile_row = r16 * a.cols64;
-        bthr = attn::byte_threshold(a.drop);
-      }
+      [[maybe_unused]] uint32_t ge7[NT][2][4];
+      [[maybe_unused]] uint32_t pe[PK][4], pm[PK][4];
+      DropoutApply<C, kMode, R, TW, kCausal> drop(a, bh, r16, lane, bthr, ge7, pe, pm);
+      using Drop = decltype(drop);
 
       float o[NO];
 #pragma unroll
@@ -279,46 +256,6 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int kk = 0; kk < PK; ++kk) wgmma_rs_bf16_tn<HD>(o, pa[kk], desc_v(st, kk), 1);
         wgmma_commit();
-      };
-
-      // Mode Mask: the block's keep words (loads issued one block ahead, consumed after the softmax).
-      // kDropImpl >= 1: called for j = 0, 1, 2, ... in order, so a cursor replaces the per-tile address arithmetic.
-      auto load_words = [&](int j, uint32_t (&kw)[NT]) {
-        if constexpr (kNewMask) {
-#pragma unroll
-          for (int tt = 0; tt < NT; ++tt) kw[tt] = attn::mask_word_at(mcur + tt * kWordsPerTile, tt < mleft);
-          mcur += NT * kWordsPerTile;
-          mleft -= NT;
-        } else if constexpr (kMode == DropoutMode::Mask) {
-#pragma unroll
-          for (int tt = 0; tt < NT; ++tt) kw[tt] = attn::mask_tile_word<kCausal>(mstrip, static_cast<uint32_t>(j * NT + tt));
-        }
-      };
-      // Mode Fused: the block's keep words from Philox in the consumer, while the tensor cores run.
-      // kGe7: the byte compares of block j (ge7[tt][k][q]), applied to P after its bf16 conversion.
-      [[maybe_unused]] uint32_t ge7[NT][2][4];
-      auto gen_ge7 = [&](int j) {
-        if constexpr (kGe7) {
-#pragma unroll
-          for (int tt = 0; tt < NT; ++tt)
-#pragma unroll
-            for (int k = 0; k < 2; ++k)
-              attn::fused_call_ge7<R>(fstream, bthr, tile_row + static_cast<uint32_t>(j * NT + tt), static_cast<uint32_t>(lane), k, ge7[tt][k]);
-        }
-      };
-      auto gen_words = [&](int j, uint32_t (&kw)[NT]) {
-        if constexpr (kGe7) {
-          gen_ge7(j);
-        } else if constexpr (kMode == DropoutMode::Fused) {
-#pragma unroll
-          for (int tt = 0; tt < NT; ++tt) {
-            uint32_t w = 0;
-#pragma unroll
-            for (int k = 0; k < kCallsPerWord<TW>; ++k)
-              w |= attn::fused_word_part<R, TW>(fstream, tile_row + static_cast<uint32_t>(j * NT + tt), static_cast<uint32_t>(lane), k);
-            kw[tt] = w;
-          }
-        }
       };
 
       // Mask (keys past the end; causal: keys after the row), online softmax, dropout. S becomes P (fp32).
@@ -354,78 +291,7 @@ __global__ void __launch_bounds__(384, 1)
             }
           row_sum[hh] = __fmaf_rn(row_sum[hh], alpha[hh], sum);
         }
-        if constexpr (kFp32Apply) {
-#pragma unroll
-          for (int tt = 0; tt < NT; ++tt) attn::apply_keep_word(*reinterpret_cast<float(*)[8][4]>(&s[32 * tt]), kw[tt]);
-        }
-      };
-      // P_j as bf16x2 (the A operand of P V) with the packed-domain dropout (keep words: mask, fused
-      // TW 16/32; or ge7): P &= masks. kPackEarly: the packed P (pe) and the masks (pm) are made before the P V
-      // wait, in registers the softmax no longer needs (S's), and after the wait only the 32 ANDs remain, which
-      // define the A operand (a plain copy would be folded by ptxas, making pe the operand while the previous
-      // P V still reads p: ptxas then serializes every wgmma). kPackLate: all of it after the wait.
-      [[maybe_unused]] uint32_t pe[PK][4], pm[PK][4];
-      auto pack = [&](uint32_t (&d)[PK][4]) {
-#pragma unroll
-        for (int kk = 0; kk < PK; ++kk) {
-          d[kk][0] = attn::pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
-          d[kk][1] = attn::pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
-          d[kk][2] = attn::pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
-          d[kk][3] = attn::pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
-        }
-      };
-      auto masks = [&](uint32_t (&m)[PK][4], const uint32_t (&kwp)[NT]) {
-        if constexpr (kGe7) {
-          attn::ge7_masks_bf16x2<NT>(ge7, m);
-        } else {
-#pragma unroll
-          for (int tt = 0; tt < NT; ++tt) attn::keep_word_masks_bf16x2(kwp[tt], *reinterpret_cast<uint32_t(*)[4][4]>(&m[4 * tt]));
-        }
-      };
-      auto pack_early = [&](const uint32_t (&kwp)[NT]) {
-        if constexpr (kPackEarly) {
-          pack(pe);
-          masks(pm, kwp);
-#pragma unroll
-          for (int kk = 0; kk < PK; ++kk) {
-            reg_fence(pe[kk]);
-            reg_fence(pm[kk]);
-          }
-        }
-      };
-      // kMaskEarly: block j's masks, made while S_j runs (mask: the keep words arrived a block ago; fused: right
-      // after gen_ge7). The fence keeps nvcc from sinking them to their use after the softmax; ptxas places them
-      // between the P V wgmmas (SASS of the mask instance).
-      auto mask_early = [&](const uint32_t (&kwp)[NT]) {
-        if constexpr (kMaskEarly) {
-          masks(pm, kwp);
-#pragma unroll
-          for (int kk = 0; kk < PK; ++kk) reg_fence(pm[kk]);
-        }
-      };
-      auto convert_p = [&](const uint32_t (&kwp)[NT], uint32_t (&d)[PK][4]) {
-        if constexpr (kMaskEarly) {
-          pack(d);
-#pragma unroll
-          for (int kk = 0; kk < PK; ++kk)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) d[kk][i] &= pm[kk][i];
-        } else if constexpr (kPackEarly) {
-#pragma unroll
-          for (int kk = 0; kk < PK; ++kk)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) d[kk][i] = pe[kk][i] & pm[kk][i];
-        } else {
-          pack(d);
-          if constexpr (kPackLate) {
-            uint32_t m[PK][4];
-            masks(m, kwp);
-#pragma unroll
-            for (int kk = 0; kk < PK; ++kk)
-#pragma unroll
-              for (int i = 0; i < 4; ++i) d[kk][i] &= m[kk][i];
-          }
-        }
+        drop.apply_fp32(s, kw);
       };
       // WAIT_SPLIT 3 where it applies (see WgCfg): P_j packed before the P V wait into the other register set.
       constexpr bool kPAhead = C::kWaitSplit >= 3 && C::kUnroll2 && kMode == DropoutMode::None;
@@ -445,7 +311,7 @@ __global__ void __launch_bounds__(384, 1)
       };
 
       // Block 0.
-      load_words(0, kw);
+      drop.load_words(0, kw);
       mbar_wait_or_trap(k_full(stage(0)), parity(0));
       take_turn();
       issue_s(stage(0));
@@ -453,10 +319,10 @@ __global__ void __launch_bounds__(384, 1)
       // The cursor loads run unconditionally (past the last block they are predicated off): under an
       // `if (j + 1 < n_kv)` ptxas joined the two paths with a register copy of the loaded word right after the
       // load, which waited the whole global-load latency (ncu, device run 1: long-scoreboard stalls x3).
-      if (kNewMask || n_kv > 1) load_words(1, kw_next);
-      [[maybe_unused]] constexpr bool kAhead = C::kPhiloxAhead && kMode == DropoutMode::Fused && !kGe7;
-      gen_words(0, kw);
-      mask_early(kw);
+      if (Drop::kNewMask || n_kv > 1) drop.load_words(1, kw_next);
+      [[maybe_unused]] constexpr bool kAhead = C::kPhiloxAhead && kMode == DropoutMode::Fused && !Drop::kGe7;
+      drop.gen_words(0, kw);
+      drop.mask_early(kw);
       wgmma_wait<0>();
       reg_fence(s);
       if constexpr (kPersist) {
@@ -464,10 +330,10 @@ __global__ void __launch_bounds__(384, 1)
       }
       softmax(0, kw, alpha);
       if constexpr (kAhead) {
-        if (n_kv > 1) gen_words(1, kw_next);
+        if (n_kv > 1) drop.gen_words(1, kw_next);
       }
-      pack_early(kw);
-      convert_p(kw, p);
+      drop.pack_early(s, kw);
+      drop.convert_p(s, kw, p);
 
       // Block j >= 1: its words in kwc (loaded during block j-1); block j+1's are loaded into kwn.
       // pc: where P_j goes; pp: P_{j-1}, the A operand of this block's P V (the same set unless kPAhead).
@@ -482,9 +348,9 @@ __global__ void __launch_bounds__(384, 1)
         }
         issue_pv(pst, pp);
         pass_turn(false);
-        if (kNewMask || j + 1 < n_kv) load_words(j + 1, kwn);
-        if constexpr (!kAhead) gen_words(j, kwc);
-        mask_early(kwc);
+        if (Drop::kNewMask || j + 1 < n_kv) drop.load_words(j + 1, kwn);
+        if constexpr (!kAhead) drop.gen_words(j, kwc);
+        drop.mask_early(kwc);
         wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
         reg_fence(s);
         if constexpr (kPersist) {
@@ -492,13 +358,13 @@ __global__ void __launch_bounds__(384, 1)
         }
         softmax(j, kwc, alpha);
         if constexpr (kAhead) {
-          if (j + 1 < n_kv) gen_words(j + 1, kwn);
+          if (j + 1 < n_kv) drop.gen_words(j + 1, kwn);
         }
-        pack_early(kwc);
+        drop.pack_early(s, kwc);
         // A plain wait is hoisted by ptxas to the top of the softmax's basic block (the softmax then runs after
         // P_{j-1} V_{j-1} rather than under it); WAIT_SPLIT puts it after a never-taken branch instead (WgCfg).
         if constexpr (kPAhead) {  // P_j into pc (its P V, two blocks back, was waited for in block j-1)
-          convert_p(kwc, pc);
+          drop.convert_p(s, kwc, pc);
 #pragma unroll
           for (int kk = 0; kk < PK; ++kk) reg_fence(pc[kk]);
         }
@@ -509,7 +375,7 @@ __global__ void __launch_bounds__(384, 1)
         for (int kk = 0; kk < PK; ++kk) reg_fence(pp[kk]);
         if (lane == 0) mbar_arrive(kv_empty(pst));
         if constexpr (!C::kRescaleAtPv) rescale_o();
-        if constexpr (!kPAhead) convert_p(kwc, pc);
+        if constexpr (!kPAhead) drop.convert_p(s, kwc, pc);
       };
       if constexpr (C::kUnroll2) {
         // Odd blocks read kw_next and load into kw, even blocks the reverse (block 1 reads kw_next, loaded above);
