@@ -33,6 +33,8 @@
 #include "kernels/attention/attention_kernel.cuh"  // KernelArgs, make_kernel_args, fast_exp2, pack_bf16
 #include "kernels/attention/wgmma/config.cuh"
 #include "kernels/attention/wgmma/dropout_apply.cuh"
+#include "kernels/attention/wgmma/epilogue.cuh"
+#include "kernels/attention/wgmma/softmax.cuh"
 #include "kernels/common/check.hpp"
 #include "kernels/common/ptx.cuh"
 #include "kernels/rng/dropout_scheme.cuh"
@@ -258,41 +260,6 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_commit();
       };
 
-      // Mask (keys past the end; causal: keys after the row), online softmax, dropout. S becomes P (fp32).
-      auto softmax = [&](int j, const uint32_t (&kw)[NT], float (&alpha)[2]) {
-        const int kv0 = j * BN;
-        const bool edge = (kv0 + BN > sk) || (kCausal && kv0 + BN - 1 > wrow);
-        if (edge) {
-#pragma unroll
-          for (int i = 0; i < NS; ++i) {
-            const int col = kv0 + 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
-            const int row = r_lo + 8 * ((i >> 1) & 1);
-            if (col >= sk || (kCausal && col > row)) s[i] = -INFINITY;
-          }
-        }
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          float mx = row_max[hh];
-#pragma unroll
-          for (int nb = 0; nb < BN / 8; ++nb) mx = fmaxf(mx, fmaxf(s[4 * nb + 2 * hh], s[4 * nb + 2 * hh + 1]));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          const float ms = (mx == -INFINITY) ? 0.f : mx * sl2;
-          alpha[hh] = attn::fast_exp2(row_max[hh] * sl2 - ms);
-          row_max[hh] = mx;
-          float sum = 0.f;
-#pragma unroll
-          for (int nb = 0; nb < BN / 8; ++nb)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const float pe = attn::fast_exp2(__fmaf_rn(s[4 * nb + 2 * hh + e], sl2, -ms));
-              s[4 * nb + 2 * hh + e] = pe;
-              sum += pe;
-            }
-          row_sum[hh] = __fmaf_rn(row_sum[hh], alpha[hh], sum);
-        }
-        drop.apply_fp32(s, kw);
-      };
       // WAIT_SPLIT 3 where it applies (see WgCfg): P_j packed before the P V wait into the other register set.
       constexpr bool kPAhead = C::kWaitSplit >= 3 && C::kUnroll2 && kMode == DropoutMode::None;
 
@@ -328,7 +295,7 @@ __global__ void __launch_bounds__(384, 1)
       if constexpr (kPersist) {
         if (n_kv == 1 && lane == 0) mbar_arrive(q_empty);  // the tile's last S GEMM is done: Q may be reloaded
       }
-      softmax(0, kw, alpha);
+      online_softmax<BN, kCausal>(s, row_max, row_sum, alpha, 0, sk, wrow, r_lo, lane, sl2, drop, kw);
       if constexpr (kAhead) {
         if (n_kv > 1) drop.gen_words(1, kw_next);
       }
@@ -356,7 +323,7 @@ __global__ void __launch_bounds__(384, 1)
         if constexpr (kPersist) {
           if (j == n_kv - 1 && lane == 0) mbar_arrive(q_empty);  // the tile's last S GEMM is done
         }
-        softmax(j, kwc, alpha);
+        online_softmax<BN, kCausal>(s, row_max, row_sum, alpha, j, sk, wrow, r_lo, lane, sl2, drop, kwc);
         if constexpr (kAhead) {
           if (j + 1 < n_kv) drop.gen_words(j + 1, kwn);
         }
@@ -416,24 +383,7 @@ __global__ void __launch_bounds__(384, 1)
         }
       }
 
-      // Epilogue: O /= rowsum (times 1/keep with dropout), LSE = m*scale + ln(rowsum).
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        float l = row_sum[hh];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        const float inv = 1.f / l;
-        const float fac = kDrop ? inv * a.keep_scale : inv;
-        const int row = r_lo + 8 * hh;
-        if (row < sq) {
-          __nv_bfloat16* dst = a.o + (static_cast<int64_t>(b) * sq + row) * a.o_stride + h * HD + 2 * (lane & 3);
-#pragma unroll
-          for (int nb = 0; nb < HD / 8; ++nb)
-            *reinterpret_cast<uint32_t*>(dst + nb * 8) = attn::pack_bf16(o[4 * nb + 2 * hh] * fac, o[4 * nb + 2 * hh + 1] * fac);
-          if (a.lse != nullptr && (lane & 3) == 0)
-            a.lse[(static_cast<int64_t>(b) * a.hq + h) * sq + row] = row_max[hh] * a.softmax_scale + logf(l);
-        }
-      }
+      store_o_lse<HD, kDrop>(a, o, row_max, row_sum, sq, b, h, r_lo, lane);
       it0 += n_kv;
     }  // tiles
   }
