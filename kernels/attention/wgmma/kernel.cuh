@@ -35,6 +35,7 @@
 #include "kernels/attention/wgmma/dropout_apply.cuh"
 #include "kernels/attention/wgmma/epilogue.cuh"
 #include "kernels/attention/wgmma/softmax.cuh"
+#include "kernels/attention/wgmma/tile_scheduler.cuh"
 #include "kernels/common/check.hpp"
 #include "kernels/common/ptx.cuh"
 #include "kernels/rng/dropout_scheme.cuh"
@@ -72,55 +73,10 @@ __global__ void __launch_bounds__(384, 1)
 
   constexpr bool kPersist = C::kPersist;
   const int sq = a.sq, sk = a.sq;
-  // The CTA's k-th tile (first query row, head, batch, key blocks); false past its last. One tile per CTA (from
-  // blockIdx) unless persistent.
-  struct Tile {
-    int q0, h, b, n_kv;
-  };
-  auto tile_at = [&](int k, Tile& T) -> bool {
-    int qb, h, b;
-    if constexpr (!kPersist) {
-      if (k > 0) return false;
-      qb = kCausal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
-      b = blockIdx.z;
-      h = blockIdx.y;
-    } else {
-      const int nq = (a.wrows + C::kBr - 1) / C::kBr, G = gridDim.x, i = blockIdx.x, hb_n = a.hq * a.batch;
-      const int L = k * G + ((kCausal && (k & 1)) ? G - 1 - i : i);
-      if (L >= nq * hb_n) return false;
-      // Causal: every head's heaviest query block, then every head's next heaviest, ... One order over all heads:
-      // session 11 tried groups of 8 / 4 heads, each group heaviest first, to keep the K/V in flight in L2; the
-      // weights then saw-tooth across rounds, the snake no longer evens the CTAs out (max / mean work 1.30 / 1.24 at
-      // SQ 8192 / 16384, scripts/persist_balance.py) and it measured 1.18-1.36x the one-tile time in every mode.
-      if constexpr (kCausal) {
-        qb = nq - 1 - L / hb_n;
-        h = (L % hb_n) % a.hq;
-        b = (L % hb_n) / a.hq;
-      } else {  // query block fastest, as the one-tile grid is launched
-        qb = L % nq;
-        h = (L / nq) % a.hq;
-        b = L / (nq * a.hq);
-      }
-    }
-    T.q0 = a.row0 + qb * C::kBr;
-    T.h = h;
-    T.b = b;
-    T.n_kv = (sk + BN - 1) / BN;
-    if constexpr (kCausal) T.n_kv = min(T.n_kv, (T.q0 + C::kBr - 1) / BN + 1);
-    return true;
-  };
-  // One tile per CTA: decoded once, here, before the barriers are set up (as the kernel did before it walked tiles:
-  // the one-tile instances then compile to the code they had, session 11, scripts/compare_cubins.py).
+  // The CTA's tiles; one tile per CTA: decoded here, before the barriers are set up.
   [[maybe_unused]] Tile T0{};
-  if constexpr (!kPersist) tile_at(0, T0);
-  auto next_tile = [&](int k, Tile& T) -> bool {
-    if constexpr (kPersist) {
-      return tile_at(k, T);
-    } else {
-      T = T0;
-      return k == 0;
-    }
-  };
+  const TileScheduler<C, kCausal> sched{a, sk, T0};
+  if constexpr (!kPersist) sched.tile_at(0, T0);
 
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
@@ -144,7 +100,7 @@ __global__ void __launch_bounds__(384, 1)
     if (threadIdx.x == 0) {
       int it = 0;  // K/V ring position: blocks loaded so far over the CTA's tiles
       Tile T;
-      for (int k = 0; next_tile(k, T); ++k) {
+      for (int k = 0; sched.next(k, T); ++k) {
         const int q0 = T.q0, h = T.h, b = T.b, n_kv = T.n_kv;
         // K / V columns of the QKV rows: persistent, before the tile's first loads; one tile, after the Q load, where
         // the producer computed them before session 10 (either way each build compiles to the code it had then:
@@ -212,9 +168,9 @@ __global__ void __launch_bounds__(384, 1)
     auto stage = [&](int j) { return (it0 + j) % ST; };
     auto parity = [&](int j) { return static_cast<uint32_t>(((it0 + j) / ST) & 1); };
     Tile T, T_next;
-    for (int k = 0; next_tile(k, T); ++k) {
+    for (int k = 0; sched.next(k, T); ++k) {
       const int q0 = T.q0, h = T.h, b = T.b, n_kv = T.n_kv;
-      const bool last_tile = !next_tile(k + 1, T_next);
+      const bool last_tile = !sched.next(k + 1, T_next);
       const int wrow = q0 + 64 * c + 16 * warp;  // first query row of this warp's strip
       const int r_lo = wrow + (lane >> 2);       // accumulator rows r_lo (elements 0,1) and r_lo + 8 (2,3)
 
