@@ -34,6 +34,8 @@
 #include "kernels/attention/wgmma/config.cuh"
 #include "kernels/attention/wgmma/dropout_apply.cuh"
 #include "kernels/attention/wgmma/epilogue.cuh"
+#include "kernels/attention/wgmma/producer.cuh"
+#include "kernels/attention/wgmma/smem.cuh"
 #include "kernels/attention/wgmma/softmax.cuh"
 #include "kernels/attention/wgmma/tile_scheduler.cuh"
 #include "kernels/common/check.hpp"
@@ -61,15 +63,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr bool kDrop = kMode != DropoutMode::None;
 
   extern __shared__ uint8_t smem_raw[];
-  const uint32_t raw = smem_u32(smem_raw);
-  const uint32_t base = (raw + 1023u) & ~1023u;
-  const uint32_t sQ = base, sK = base + C::kQBytes, sV = sK + ST * C::kKVBytes;
-  const uint32_t bar = base + C::kBarOffset;
-  const uint32_t q_full = bar;
-  auto k_full = [&](int s) { return bar + 8u + 8u * s; };
-  auto v_full = [&](int s) { return bar + 8u + 8u * (ST + s); };
-  auto kv_empty = [&](int s) { return bar + 8u + 8u * (2 * ST + s); };
-  [[maybe_unused]] const uint32_t q_empty = bar + 8u * (C::kBarriers - 1);  // persistent: last barrier
+  const SmemLayout<C> sm(smem_u32(smem_raw));
 
   constexpr bool kPersist = C::kPersist;
   const int sq = a.sq, sk = a.sq;
@@ -78,69 +72,14 @@ __global__ void __launch_bounds__(384, 1)
   const TileScheduler<C, kCausal> sched{a, sk, T0};
   if constexpr (!kPersist) sched.tile_at(0, T0);
 
-  if (threadIdx.x == 0) {
-    mbar_init(q_full, 1);
-#pragma unroll
-    for (int s = 0; s < ST; ++s) {
-      mbar_init(k_full(s), 1);
-      mbar_init(v_full(s), 1);
-      mbar_init(kv_empty(s), 8);  // one arrival per consumer warp
-    }
-    if constexpr (kPersist) mbar_init(q_empty, 8);  // one arrival per consumer warp
-    fence_mbar_init();
-    prefetch_tensormap(&tm_q);
-    prefetch_tensormap(&tm_kv);
-  }
+  if (threadIdx.x == 0) init_barriers(sm, &tm_q, &tm_kv);
   __syncthreads();
 
   const int wgi = threadIdx.x / 128;
   if (wgi == 0) {
     // ---------------- producer ----------------
     setmaxnreg_dec<Regs::kProducer>();
-    if (threadIdx.x == 0) {
-      int it = 0;  // K/V ring position: blocks loaded so far over the CTA's tiles
-      Tile T;
-      for (int k = 0; sched.next(k, T); ++k) {
-        const int q0 = T.q0, h = T.h, b = T.b, n_kv = T.n_kv;
-        // K / V columns of the QKV rows: persistent, before the tile's first loads; one tile, after the Q load, where
-        // the producer computed them before session 10 (either way each build compiles to the code it had then:
-        // session 11, scripts/compare_cubins.py).
-        [[maybe_unused]] int kcol = 0, vcol = 0;
-        auto set_cols = [&] {
-          const int hk = h / a.group;
-          kcol = (a.hq + hk) * HD;
-          vcol = (a.hq + a.hkv + hk) * HD;
-        };
-        if constexpr (kPersist) set_cols();
-        auto load_kv = [&](int j) {
-          const int q = kPersist ? it : j;  // one tile: the ring position is the block
-          const int s = q % ST;
-          if (q >= ST) mbar_wait_or_trap(kv_empty(s), ((q / ST) - 1) & 1);
-          mbar_arrive_expect_tx(k_full(s), C::kKVBytes);
-#pragma unroll
-          for (int sl = 0; sl < C::kSlices; ++sl)
-            tma_load_3d(sK + s * C::kKVBytes + sl * (BN * 128), &tm_kv, kcol + sl * 64, j * BN, b, k_full(s));
-          mbar_arrive_expect_tx(v_full(s), C::kKVBytes);
-#pragma unroll
-          for (int sl = 0; sl < C::kSlices; ++sl)
-            tma_load_3d(sV + s * C::kKVBytes + sl * (BN * 128), &tm_kv, vcol + sl * 64, j * BN, b, v_full(s));
-          ++it;
-        };
-        // Persistent, after the first tile: block 0's K/V goes first (its stage frees before the previous tile's
-        // last S GEMM is done), then Q once both consumers' last S GEMM of the previous tile is done.
-        int j0 = 0;
-        if (kPersist && k > 0) {
-          load_kv(0);
-          j0 = 1;
-          mbar_wait_or_trap(q_empty, (k - 1) & 1);
-        }
-        mbar_arrive_expect_tx(q_full, C::kQBytes);
-#pragma unroll
-        for (int sl = 0; sl < C::kSlices; ++sl) tma_load_3d(sQ + sl * (C::kBr * 128), &tm_q, h * HD + sl * 64, q0, b, q_full);
-        if constexpr (!kPersist) set_cols();
-        for (int j = j0; j < n_kv; ++j) load_kv(j);
-      }
-    }
+    if (threadIdx.x == 0) produce(sm, sched, &tm_q, &tm_kv, a);
   } else {
     // ---------------- consumers ----------------
     setmaxnreg_inc<Regs::kConsumer>();
@@ -194,13 +133,13 @@ __global__ void __launch_bounds__(384, 1)
       [[maybe_unused]] const int never = sq < 0 ? 1 : 0;  // 0 at run time (sq >= 1); ptxas cannot know (block_boundary)
 
       // Descriptors (k-step offsets are compile-time adds to the 14-bit address field: +16 bytes = +1).
-      const uint64_t dq0 = desc_sw128(sQ + c * 64 * 128, 16, 1024);
+      const uint64_t dq0 = desc_sw128(sm.sQ + c * 64 * 128, 16, 1024);
       auto desc_q = [&](int kk) -> uint64_t { return dq0 + static_cast<uint64_t>(((kk >> 2) * (C::kBr * 128) + (kk & 3) * 32) >> 4); };
       auto desc_k = [&](int st, int kk) -> uint64_t {
-        return desc_sw128(sK + st * C::kKVBytes + (kk >> 2) * (BN * 128) + (kk & 3) * 32, 16, 1024);
+        return desc_sw128(sm.sK + st * C::kKVBytes + (kk >> 2) * (BN * 128) + (kk & 3) * 32, 16, 1024);
       };
       auto desc_v = [&](int st, int kk) -> uint64_t {
-        return desc_sw128(sV + st * C::kKVBytes + kk * 16 * 128, BN * 128, 1024);
+        return desc_sw128(sm.sV + st * C::kKVBytes + kk * 16 * 128, BN * 128, 1024);
       };
 
       auto issue_s = [&](int st) {
@@ -222,7 +161,7 @@ __global__ void __launch_bounds__(384, 1)
       if constexpr (!kPersist) {  // (here rather than before the tile loop: the code of before session 10)
         if (C::kPingPong && c == 1) named_bar_arrive(2, 256);
       }
-      mbar_wait_or_trap(q_full, static_cast<uint32_t>(k & 1));
+      mbar_wait_or_trap(sm.q_full(), static_cast<uint32_t>(k & 1));
       uint32_t kw[NT], kw_next[NT];
 #pragma unroll
       for (int tt = 0; tt < NT; ++tt) kw[tt] = kw_next[tt] = 0u;
@@ -235,7 +174,7 @@ __global__ void __launch_bounds__(384, 1)
 
       // Block 0.
       drop.load_words(0, kw);
-      mbar_wait_or_trap(k_full(stage(0)), parity(0));
+      mbar_wait_or_trap(sm.k_full(stage(0)), parity(0));
       take_turn();
       issue_s(stage(0));
       pass_turn(false);
@@ -249,7 +188,7 @@ __global__ void __launch_bounds__(384, 1)
       wgmma_wait<0>();
       reg_fence(s);
       if constexpr (kPersist) {
-        if (n_kv == 1 && lane == 0) mbar_arrive(q_empty);  // the tile's last S GEMM is done: Q may be reloaded
+        if (n_kv == 1 && lane == 0) mbar_arrive(sm.q_empty());  // the tile's last S GEMM is done: Q may be reloaded
       }
       online_softmax<BN, kCausal>(s, row_max, row_sum, alpha, 0, sk, wrow, r_lo, lane, sl2, drop, kw);
       if constexpr (kAhead) {
@@ -262,8 +201,8 @@ __global__ void __launch_bounds__(384, 1)
       // pc: where P_j goes; pp: P_{j-1}, the A operand of this block's P V (the same set unless kPAhead).
       auto block = [&](int j, uint32_t (&kwc)[NT], uint32_t (&kwn)[NT], uint32_t (&pc)[PK][4], uint32_t (&pp)[PK][4]) {
         const int st = stage(j), pst = stage(j - 1);
-        mbar_wait(k_full(st), parity(j));
-        mbar_wait(v_full(pst), parity(j - 1));
+        mbar_wait(sm.k_full(st), parity(j));
+        mbar_wait(sm.v_full(pst), parity(j - 1));
         take_turn();
         issue_s(st);
         if constexpr (C::kRescaleAtPv) {  // O *= alpha_{j-1} (P_{j-2} V_{j-2} was waited for in block j-1)
@@ -277,7 +216,7 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
         reg_fence(s);
         if constexpr (kPersist) {
-          if (j == n_kv - 1 && lane == 0) mbar_arrive(q_empty);  // the tile's last S GEMM is done
+          if (j == n_kv - 1 && lane == 0) mbar_arrive(sm.q_empty());  // the tile's last S GEMM is done
         }
         online_softmax<BN, kCausal>(s, row_max, row_sum, alpha, j, sk, wrow, r_lo, lane, sl2, drop, kwc);
         if constexpr (kAhead) {
@@ -296,7 +235,7 @@ __global__ void __launch_bounds__(384, 1)
         reg_fence(o);
 #pragma unroll
         for (int kk = 0; kk < PK; ++kk) reg_fence(pp[kk]);
-        if (lane == 0) mbar_arrive(kv_empty(pst));
+        if (lane == 0) mbar_arrive(sm.kv_empty(pst));
         if constexpr (!C::kRescaleAtPv) rescale_o();
         if constexpr (!kPAhead) drop.convert_p(s, kwc, pc);
       };
@@ -320,7 +259,7 @@ __global__ void __launch_bounds__(384, 1)
       }
       {
         const int last = n_kv - 1, st = stage(last);
-        mbar_wait(v_full(st), parity(last));
+        mbar_wait(sm.v_full(st), parity(last));
         take_turn();
         if constexpr (C::kRescaleAtPv) {  // O *= alpha_last before the tail P V (no rescale after block 0)
           if (last >= 1) rescale_o();
@@ -335,7 +274,7 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_wait<0>();
         reg_fence(o);
         if constexpr (kPersist) {
-          if (lane == 0) mbar_arrive(kv_empty(st));  // the next tile's loads reuse every stage
+          if (lane == 0) mbar_arrive(sm.kv_empty(st));  // the next tile's loads reuse every stage
         }
       }
 
