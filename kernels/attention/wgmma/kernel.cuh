@@ -34,6 +34,7 @@
 #include "kernels/attention/wgmma/config.cuh"
 #include "kernels/attention/wgmma/dropout_apply.cuh"
 #include "kernels/attention/wgmma/epilogue.cuh"
+#include "kernels/attention/wgmma/mainloop.cuh"
 #include "kernels/attention/wgmma/producer.cuh"
 #include "kernels/attention/wgmma/smem.cuh"
 #include "kernels/attention/wgmma/softmax.cuh"
@@ -55,7 +56,6 @@ __global__ void __launch_bounds__(384, 1)
 #else
   using namespace ptx;
   constexpr int HD = C::kHeadDim, BN = C::kBc, ST = C::kStages;
-  constexpr int KS = HD / 16;   // k-steps of S = Q K^T
   constexpr int PK = BN / 16;   // k-steps of O += P V
   constexpr int NT = BN / 64;   // 16x64 mask tiles per warp per key block
   constexpr int NS = BN / 2;    // S accumulators per thread
@@ -86,26 +86,10 @@ __global__ void __launch_bounds__(384, 1)
     const int c = wgi - 1;
     const int t = threadIdx.x - 128 * wgi;
     const int warp = t >> 5, lane = t & 31;
-    // Ping-pong turns: named barrier 2 + c is "consumer c may issue"; 128 threads of c sync on it, 128 of the
-    // other consumer arrive. Consumer 1 grants the first turn; both take n_kv + 1 turns per tile (n_kv blocks +
-    // the tail P V; persistent: the turns go on across tiles), and consumer 1 skips the hand-over of its last
-    // tile's tail so every barrier generation completes.
-    const int my_turn = 2 + c, other_turn = 3 - c;
-    if constexpr (kPersist) {
-      if (C::kPingPong && c == 1) named_bar_arrive(2, 256);
-    }
-    auto take_turn = [&]() {
-      if constexpr (C::kPingPong) named_bar_sync(my_turn, 256);
-    };
-    auto pass_turn = [&](bool last) {
-      if constexpr (C::kPingPong) {
-        if (!(last && c == 1)) named_bar_arrive(other_turn, 256);
-      }
-    };
-
+    const Turns<C::kPingPong> turns{c, 2 + c, 3 - c};
+    if constexpr (kPersist) turns.grant_first();
     int it0 = 0;  // K/V ring position of the tile's block 0 (persistent: blocks consumed over earlier tiles)
-    auto stage = [&](int j) { return (it0 + j) % ST; };
-    auto parity = [&](int j) { return static_cast<uint32_t>(((it0 + j) / ST) & 1); };
+    const Ring<ST> ring{it0};
     Tile T, T_next;
     for (int k = 0; sched.next(k, T); ++k) {
       const int q0 = T.q0, h = T.h, b = T.b, n_kv = T.n_kv;
@@ -132,52 +116,23 @@ __global__ void __launch_bounds__(384, 1)
       const float sl2 = a.scale_log2;
       [[maybe_unused]] const int never = sq < 0 ? 1 : 0;  // 0 at run time (sq >= 1); ptxas cannot know (block_boundary)
 
-      // Descriptors (k-step offsets are compile-time adds to the 14-bit address field: +16 bytes = +1).
-      const uint64_t dq0 = desc_sw128(sm.sQ + c * 64 * 128, 16, 1024);
-      auto desc_q = [&](int kk) -> uint64_t { return dq0 + static_cast<uint64_t>(((kk >> 2) * (C::kBr * 128) + (kk & 3) * 32) >> 4); };
-      auto desc_k = [&](int st, int kk) -> uint64_t {
-        return desc_sw128(sm.sK + st * C::kKVBytes + (kk >> 2) * (BN * 128) + (kk & 3) * 32, 16, 1024);
-      };
-      auto desc_v = [&](int st, int kk) -> uint64_t {
-        return desc_sw128(sm.sV + st * C::kKVBytes + kk * 16 * 128, BN * 128, 1024);
-      };
-
-      auto issue_s = [&](int st) {
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < KS; ++kk) wgmma_ss_bf16<BN>(s, desc_q(kk), desc_k(st, kk), kk > 0 ? 1 : 0);
-        wgmma_commit();
-      };
-      auto issue_pv = [&](int st, uint32_t (&pa)[PK][4]) {
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < PK; ++kk) wgmma_rs_bf16_tn<HD>(o, pa[kk], desc_v(st, kk), 1);
-        wgmma_commit();
-      };
+      const Gemms<C> gemm{desc_sw128(sm.sQ + c * 64 * 128, 16, 1024), sm, s, o};
 
       // WAIT_SPLIT 3 where it applies (see WgCfg): P_j packed before the P V wait into the other register set.
       constexpr bool kPAhead = C::kWaitSplit >= 3 && C::kUnroll2 && kMode == DropoutMode::None;
 
-      if constexpr (!kPersist) {  // (here rather than before the tile loop: the code of before session 10)
-        if (C::kPingPong && c == 1) named_bar_arrive(2, 256);
-      }
+      if constexpr (!kPersist) turns.grant_first();
       mbar_wait_or_trap(sm.q_full(), static_cast<uint32_t>(k & 1));
       uint32_t kw[NT], kw_next[NT];
 #pragma unroll
       for (int tt = 0; tt < NT; ++tt) kw[tt] = kw_next[tt] = 0u;
       float alpha[2];
-      // O *= alpha of the last softmax: after the P V wait, or (WAIT_SPLIT >= 2) before the next P V is issued.
-      auto rescale_o = [&] {
-#pragma unroll
-        for (int i = 0; i < NO; ++i) o[i] *= alpha[(i >> 1) & 1];
-      };
-
       // Block 0.
       drop.load_words(0, kw);
-      mbar_wait_or_trap(sm.k_full(stage(0)), parity(0));
-      take_turn();
-      issue_s(stage(0));
-      pass_turn(false);
+      mbar_wait_or_trap(sm.k_full(ring.stage(0)), ring.parity(0));
+      turns.take();
+      gemm.issue_s(ring.stage(0));
+      turns.pass(false);
       // The cursor loads run unconditionally (past the last block they are predicated off): under an
       // `if (j + 1 < n_kv)` ptxas joined the two paths with a register copy of the loaded word right after the
       // load, which waited the whole global-load latency (ncu, device run 1: long-scoreboard stalls x3).
@@ -200,16 +155,16 @@ __global__ void __launch_bounds__(384, 1)
       // Block j >= 1: its words in kwc (loaded during block j-1); block j+1's are loaded into kwn.
       // pc: where P_j goes; pp: P_{j-1}, the A operand of this block's P V (the same set unless kPAhead).
       auto block = [&](int j, uint32_t (&kwc)[NT], uint32_t (&kwn)[NT], uint32_t (&pc)[PK][4], uint32_t (&pp)[PK][4]) {
-        const int st = stage(j), pst = stage(j - 1);
-        mbar_wait(sm.k_full(st), parity(j));
-        mbar_wait(sm.v_full(pst), parity(j - 1));
-        take_turn();
-        issue_s(st);
+        const int st = ring.stage(j), pst = ring.stage(j - 1);
+        mbar_wait(sm.k_full(st), ring.parity(j));
+        mbar_wait(sm.v_full(pst), ring.parity(j - 1));
+        turns.take();
+        gemm.issue_s(st);
         if constexpr (C::kRescaleAtPv) {  // O *= alpha_{j-1} (P_{j-2} V_{j-2} was waited for in block j-1)
-          if (j >= 2) rescale_o();
+          if (j >= 2) rescale_o(o, alpha);
         }
-        issue_pv(pst, pp);
-        pass_turn(false);
+        gemm.issue_pv(pst, pp);
+        turns.pass(false);
         if (Drop::kNewMask || j + 1 < n_kv) drop.load_words(j + 1, kwn);
         if constexpr (!kAhead) drop.gen_words(j, kwc);
         drop.mask_early(kwc);
@@ -236,7 +191,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int kk = 0; kk < PK; ++kk) reg_fence(pp[kk]);
         if (lane == 0) mbar_arrive(sm.kv_empty(pst));
-        if constexpr (!C::kRescaleAtPv) rescale_o();
+        if constexpr (!C::kRescaleAtPv) rescale_o(o, alpha);
         if constexpr (!kPAhead) drop.convert_p(s, kwc, pc);
       };
       if constexpr (C::kUnroll2) {
@@ -258,19 +213,19 @@ __global__ void __launch_bounds__(384, 1)
         }
       }
       {
-        const int last = n_kv - 1, st = stage(last);
-        mbar_wait(sm.v_full(st), parity(last));
-        take_turn();
+        const int last = n_kv - 1, st = ring.stage(last);
+        mbar_wait(sm.v_full(st), ring.parity(last));
+        turns.take();
         if constexpr (C::kRescaleAtPv) {  // O *= alpha_last before the tail P V (no rescale after block 0)
-          if (last >= 1) rescale_o();
+          if (last >= 1) rescale_o(o, alpha);
         }
         if constexpr (kPAhead) {
-          if (last & 1) issue_pv(st, p2);
-          else issue_pv(st, p);
+          if (last & 1) gemm.issue_pv(st, p2);
+          else gemm.issue_pv(st, p);
         } else {
-          issue_pv(st, p);
+          gemm.issue_pv(st, p);
         }
-        pass_turn(last_tile);
+        turns.pass(last_tile);
         wgmma_wait<0>();
         reg_fence(o);
         if constexpr (kPersist) {
