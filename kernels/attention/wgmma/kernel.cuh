@@ -118,120 +118,17 @@ __global__ void __launch_bounds__(384, 1)
 
       const Gemms<C> gemm{desc_sw128(sm.sQ + c * 64 * 128, 16, 1024), sm, s, o};
 
-      // WAIT_SPLIT 3 where it applies (see WgCfg): P_j packed before the P V wait into the other register set.
-      constexpr bool kPAhead = C::kWaitSplit >= 3 && C::kUnroll2 && kMode == DropoutMode::None;
-
       if constexpr (!kPersist) turns.grant_first();
       mbar_wait_or_trap(sm.q_full(), static_cast<uint32_t>(k & 1));
       uint32_t kw[NT], kw_next[NT];
 #pragma unroll
       for (int tt = 0; tt < NT; ++tt) kw[tt] = kw_next[tt] = 0u;
       float alpha[2];
-      // Block 0.
-      drop.load_words(0, kw);
-      mbar_wait_or_trap(sm.k_full(ring.stage(0)), ring.parity(0));
-      turns.take();
-      gemm.issue_s(ring.stage(0));
-      turns.pass(false);
-      // The cursor loads run unconditionally (past the last block they are predicated off): under an
-      // `if (j + 1 < n_kv)` ptxas joined the two paths with a register copy of the loaded word right after the
-      // load, which waited the whole global-load latency (ncu, device run 1: long-scoreboard stalls x3).
-      if (Drop::kNewMask || n_kv > 1) drop.load_words(1, kw_next);
-      [[maybe_unused]] constexpr bool kAhead = C::kPhiloxAhead && kMode == DropoutMode::Fused && !Drop::kGe7;
-      drop.gen_words(0, kw);
-      drop.mask_early(kw);
-      wgmma_wait<0>();
-      reg_fence(s);
-      if constexpr (kPersist) {
-        if (n_kv == 1 && lane == 0) mbar_arrive(sm.q_empty());  // the tile's last S GEMM is done: Q may be reloaded
-      }
-      online_softmax<BN, kCausal>(s, row_max, row_sum, alpha, 0, sk, wrow, r_lo, lane, sl2, drop, kw);
-      if constexpr (kAhead) {
-        if (n_kv > 1) drop.gen_words(1, kw_next);
-      }
-      drop.pack_early(s, kw);
-      drop.convert_p(s, kw, p);
-
-      // Block j >= 1: its words in kwc (loaded during block j-1); block j+1's are loaded into kwn.
-      // pc: where P_j goes; pp: P_{j-1}, the A operand of this block's P V (the same set unless kPAhead).
-      auto block = [&](int j, uint32_t (&kwc)[NT], uint32_t (&kwn)[NT], uint32_t (&pc)[PK][4], uint32_t (&pp)[PK][4]) {
-        const int st = ring.stage(j), pst = ring.stage(j - 1);
-        mbar_wait(sm.k_full(st), ring.parity(j));
-        mbar_wait(sm.v_full(pst), ring.parity(j - 1));
-        turns.take();
-        gemm.issue_s(st);
-        if constexpr (C::kRescaleAtPv) {  // O *= alpha_{j-1} (P_{j-2} V_{j-2} was waited for in block j-1)
-          if (j >= 2) rescale_o(o, alpha);
-        }
-        gemm.issue_pv(pst, pp);
-        turns.pass(false);
-        if (Drop::kNewMask || j + 1 < n_kv) drop.load_words(j + 1, kwn);
-        if constexpr (!kAhead) drop.gen_words(j, kwc);
-        drop.mask_early(kwc);
-        wgmma_wait<1>();  // S_j done; P_{j-1} V_{j-1} may still run
-        reg_fence(s);
-        if constexpr (kPersist) {
-          if (j == n_kv - 1 && lane == 0) mbar_arrive(sm.q_empty());  // the tile's last S GEMM is done
-        }
-        online_softmax<BN, kCausal>(s, row_max, row_sum, alpha, j, sk, wrow, r_lo, lane, sl2, drop, kwc);
-        if constexpr (kAhead) {
-          if (j + 1 < n_kv) drop.gen_words(j + 1, kwn);
-        }
-        drop.pack_early(s, kwc);
-        // A plain wait is hoisted by ptxas to the top of the softmax's basic block (the softmax then runs after
-        // P_{j-1} V_{j-1} rather than under it); WAIT_SPLIT puts it after a never-taken branch instead (WgCfg).
-        if constexpr (kPAhead) {  // P_j into pc (its P V, two blocks back, was waited for in block j-1)
-          drop.convert_p(s, kwc, pc);
-#pragma unroll
-          for (int kk = 0; kk < PK; ++kk) reg_fence(pc[kk]);
-        }
-        if constexpr (C::kWaitSplit > 0) block_boundary(never);
-        wgmma_wait<0>();
-        reg_fence(o);
-#pragma unroll
-        for (int kk = 0; kk < PK; ++kk) reg_fence(pp[kk]);
-        if (lane == 0) mbar_arrive(sm.kv_empty(pst));
-        if constexpr (!C::kRescaleAtPv) rescale_o(o, alpha);
-        if constexpr (!kPAhead) drop.convert_p(s, kwc, pc);
-      };
-      if constexpr (C::kUnroll2) {
-        // Odd blocks read kw_next and load into kw, even blocks the reverse (block 1 reads kw_next, loaded above);
-        // kPAhead: odd blocks' P in p2, even blocks' in p.
-        uint32_t(&p_odd)[PK][4] = kPAhead ? p2 : p;
-        for (int j = 1; j < n_kv; j += 2) {
-          block(j, kw_next, kw, p_odd, p);
-          if (j + 1 >= n_kv) break;
-          block(j + 1, kw, kw_next, p, p_odd);
-        }
-      } else {
-        for (int j = 1; j < n_kv; ++j) {
-          if constexpr (kMode == DropoutMode::Mask || kAhead) {
-#pragma unroll
-            for (int tt = 0; tt < NT; ++tt) kw[tt] = kw_next[tt];
-          }
-          block(j, kw, kw_next, p, p);
-        }
-      }
-      {
-        const int last = n_kv - 1, st = ring.stage(last);
-        mbar_wait(sm.v_full(st), ring.parity(last));
-        turns.take();
-        if constexpr (C::kRescaleAtPv) {  // O *= alpha_last before the tail P V (no rescale after block 0)
-          if (last >= 1) rescale_o(o, alpha);
-        }
-        if constexpr (kPAhead) {
-          if (last & 1) gemm.issue_pv(st, p2);
-          else gemm.issue_pv(st, p);
-        } else {
-          gemm.issue_pv(st, p);
-        }
-        turns.pass(last_tile);
-        wgmma_wait<0>();
-        reg_fence(o);
-        if constexpr (kPersist) {
-          if (lane == 0) mbar_arrive(sm.kv_empty(st));  // the next tile's loads reuse every stage
-        }
-      }
+      BlockLoop<C, kMode, R, TW, kCausal> loop{sm, ring, turns, gemm, drop, o, s, row_max, row_sum, alpha, n_kv, sk, wrow, r_lo,
+                                              lane, sl2, never};
+      loop.first(kw, kw_next, p);
+      loop.rest(kw, kw_next, p, p2);
+      loop.tail(p, p2, last_tile);
 
       store_o_lse<HD, kDrop>(a, o, row_max, row_sum, sq, b, h, r_lo, lane);
       it0 += n_kv;
