@@ -7,7 +7,8 @@ many 16-byte instructions the two cubins share in order (difflib on the instruct
 Instances are matched by their schedule's named fields (WgCfg's template arguments read by position for each
 signature the kernel has had), so a tree that dropped a knob at its default value still matches.
   scripts/compare_cubins.py OLD_TREE NEW_TREE [--filter TEXT] [--work DIR] [--src GLOB | --src-old G --src-new G]
-                            [--reuse-old]
+                            [--reuse-old] [--kernels TEXT]
+--kernels '' with --src kernels/gemm/gemm_wgmma.cu (say) compares another family's kernels the same way.
 --reuse-old takes the old tree's cubins and ptxas logs from an earlier run with the same --work (one compile of the
 unchanged side instead of one per comparison).
 e.g. git archive HEAD~1 kernels | tar -x -C /tmp/old && scripts/compare_cubins.py /tmp/old .
@@ -110,6 +111,9 @@ def main():
     ap.add_argument("--src-old", help="--src for the old tree only")
     ap.add_argument("--src-new", help="--src for the new tree only")
     ap.add_argument("--reuse-old", action="store_true", help="the old tree's cubins from an earlier run in --work")
+    ap.add_argument("--kernels", default="wgmma_kernel",
+                    help="compare the kernels whose demangled name contains this (default: the wgmma attention's); "
+                         "'' for every kernel of the translation units")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     sides = []
@@ -118,7 +122,7 @@ def main():
         for cubin, log in build(tree, a.work, tag, src, reuse):
             secs, res = text_sections(cubin), resources(log)
             names = demangle(list(secs))
-            side.update({key(names[n]): (secs[n], res.get(n, {})) for n in secs if "wgmma_kernel" in names[n]})
+            side.update({key(names[n]): (secs[n], res.get(n, {})) for n in secs if a.kernels in names[n]})
         sides.append(side)
     old, new = sides
     print("| instance | regs old / new | spill st/ld old / new | SASS bytes old / new | instructions shared in order |")

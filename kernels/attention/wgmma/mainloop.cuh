@@ -130,8 +130,8 @@ struct BlockLoop {
     gemm.issue_s(ring.stage(0));
     turns.pass(false);
     // The cursor loads run unconditionally (past the last block they are predicated off): under an
-    // `if (j + 1 < n_kv)` ptxas joined the two paths with a register copy of the loaded word right after the
-    // load, which waited the whole global-load latency (ncu, device run 1: long-scoreboard stalls x3).
+    // `if (j + 1 < n_kv)` ptxas joins the two paths with a register copy of the loaded word right after the
+    // load, which waits the whole global-load latency (three times the long-scoreboard stalls in ncu).
     if (Drop::kNewMask || n_kv > 1) drop.load_words(1, kw_next);
     drop.gen_words(0, kw);
     drop.mask_early(kw);
