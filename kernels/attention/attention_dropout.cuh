@@ -71,14 +71,6 @@ __device__ __forceinline__ uint32_t fused_word_part(const FusedStream& f, uint32
   return tile_call_bits<TW>(r, f.drop, k);
 }
 
-template <int R, int TW>
-__device__ __forceinline__ uint32_t fused_word(const FusedStream& f, uint32_t tile, uint32_t lane) {
-  uint32_t w = 0;
-#pragma unroll
-  for (int k = 0; k < kCallsPerWord<TW>; ++k) w |= fused_word_part<R, TW>(f, tile, lane, k);
-  return w;
-}
-
 // ---- Leaner forms of the same bits (the wgmma kernel; docs/attention.md "Cutting the dropout instructions") ----
 
 // Mode Mask, walking one strip block by block: the number of tiles of the strip that exist and were generated
@@ -116,25 +108,20 @@ __host__ __device__ __forceinline__ uint32_t ge_bytes7(uint32_t x, ByteThreshold
   const uint32_t t = (x & 0x7f7f7f7fu) + b.c7;
   return (x & b.nd4) | (x & t) | (b.nd4 & t);
 }
-// philox4x32<R> (kernels/rng/philox.cuh) bit for bit, with each round's two 32x32 -> 64 products written as
-// mul.wide.u32: ptxas then emits one IMAD.WIDE.U32 per product, where from mul.hi + mul.lo it sometimes emits
-// IMAD.HI.U32 + IMAD (two instructions) once the surrounding code changes.
-__device__ __forceinline__ void mul_wide_u32(uint32_t a, uint32_t m, uint32_t& hi, uint32_t& lo) {
-  uint64_t r;
-  asm("mul.wide.u32 %0, %1, %2;" : "=l"(r) : "r"(a), "r"(m));
-  lo = static_cast<uint32_t>(r);
-  hi = static_cast<uint32_t>(r >> 32);
-}
+// philox4x32<R> (kernels/rng/philox.cuh) with each round's two 32x32 -> 64 products written as mul.wide.u32:
+// ptxas then emits one IMAD.WIDE.U32 per product, where from mul.hi + mul.lo it sometimes emits IMAD.HI.U32 +
+// IMAD (two instructions) once the surrounding code changes.
+struct MulWide {
+  __device__ __forceinline__ static Product mul(uint32_t a, uint32_t m) {
+    uint64_t r;
+    asm("mul.wide.u32 %0, %1, %2;" : "=l"(r) : "r"(a), "r"(m));
+    const uint32_t lo = static_cast<uint32_t>(r), hi = static_cast<uint32_t>(r >> 32);
+    return Product{hi, lo};
+  }
+};
 template <int R>
 __device__ __forceinline__ u32x4 philox4x32_wide(u32x4 c, uint32_t k0, uint32_t k1) {
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    uint32_t hi0, lo0, hi1, lo1;
-    mul_wide_u32(c.x, kPhiloxM0, hi0, lo0);
-    mul_wide_u32(c.z, kPhiloxM1, hi1, lo1);
-    c = u32x4{hi1 ^ c.y ^ (k0 + static_cast<uint32_t>(r) * kPhiloxW0), lo1, hi0 ^ c.w ^ (k1 + static_cast<uint32_t>(r) * kPhiloxW1), lo0};
-  }
-  return c;
+  return philox4x32<R, MulWide>(c, k0, k1);
 }
 
 // Philox call k of the lane's word of `tile`, as four ge_bytes7 words (q = 0..3).
@@ -147,21 +134,6 @@ __device__ __forceinline__ void fused_call_ge7(const FusedStream& f, ByteThresho
   ge[2] = ge_bytes7(r.z, bt);
   ge[3] = ge_bytes7(r.w, bt);
 }
-// The whole keep word (attn_keep_word<R, 8> bit for bit) from ge_bytes7: bit 7 of byte f of word q of call k
-// moves to bit 8f + 4k + q (one shift and one masked OR per word; design (b)'s RNG warps, which store words).
-template <int R>
-__device__ __forceinline__ uint32_t fused_word8_swar(const FusedStream& f, ByteThreshold bt, uint32_t tile, uint32_t lane) {
-  uint32_t w = 0;
-#pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    uint32_t ge[4];
-    fused_call_ge7<R>(f, bt, tile, lane, k, ge);
-#pragma unroll
-    for (int q = 0; q < 4; ++q) w |= (ge[q] >> (7 - 4 * k - q)) & (0x01010101u << (4 * k + q));
-  }
-  return w;
-}
-
 // Zero the dropped halves of a packed bf16x2 P word (lo = element of word qa, hi = of word qb, both from byte f):
 // prmt's sign-replicate mode turns bit 7 of byte f of each source into a 16-bit all-ones / all-zeros half, so
 // one PRMT + one LOP3 drop two elements (bf16(0) is +0, exactly what zeroing the fp32 value first gives).

@@ -12,6 +12,7 @@
 #include "kernels/attention/wgmma/kernel.cuh"
 #include "kernels/attention/wgmma/tile_scheduler.cuh"
 #include "kernels/common/check.hpp"
+#include "kernels/common/tensor_map.hpp"
 #include "kernels/common/dispatch.cuh"
 
 namespace dropbench {
@@ -69,22 +70,6 @@ Instance pick(const AttentionParams& p, DropoutMode m) {
   });
 }
 
-using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-EncodeTiledFn encoder() {
-  static EncodeTiledFn fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    DB_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
-    if (q != cudaDriverEntryPointSuccess || f == nullptr)
-      throw CudaError("attention (wgmma): the driver has no cuTensorMapEncodeTiled");
-    return reinterpret_cast<EncodeTiledFn>(f);
-  }();
-  return fn;
-}
-
 // The QKV buffer as a 3-D bf16 tensor {columns, SQ rows, batch} (row stride qkv_row_stride, batch stride
 // SQ rows): boxes of 64 columns (128 bytes, 128-byte swizzle) x box_rows rows of one batch. Rows past SQ are
 // out of bounds of their batch and are zero-filled by the copy engine.
@@ -96,7 +81,7 @@ CUtensorMap encode_qkv_map(const AttentionParams& p, const attn::KernelArgs& a, 
                                  static_cast<cuuint64_t>(a.qkv_stride) * 2 * static_cast<cuuint64_t>(p.sq)};
   const cuuint32_t box[3] = {64, box_rows, 1};
   const cuuint32_t estr[3] = {1, 1, 1};
-  const CUresult r = encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<__nv_bfloat16*>(p.qkv), dims, strides,
+  const CUresult r = tensor_map_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<__nv_bfloat16*>(p.qkv), dims, strides,
                                box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)

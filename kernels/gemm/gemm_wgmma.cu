@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/tensor_map.hpp"
 #include "kernels/common/ptx.cuh"
 
 namespace dropbench {
@@ -253,22 +254,6 @@ void prepare(KernelFn fn, int smem_bytes) {
     }
 }
 
-using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-EncodeTiledFn encoder() {
-  static EncodeTiledFn fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    DB_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
-    if (q != cudaDriverEntryPointSuccess || p == nullptr)
-      throw CudaError("gemm_wgmma: the driver has no cuTensorMapEncodeTiled");
-    return reinterpret_cast<EncodeTiledFn>(p);
-  }();
-  return fn;
-}
-
 // A [rows, k] fp8 row-major matrix read in boxes of 128 bytes (K) x box_rows rows, 128-byte swizzle,
 // out-of-bounds elements zero-filled.
 void encode_map(void* out, const void* ptr, uint64_t rows, uint64_t k, uint32_t box_rows) {
@@ -276,7 +261,7 @@ void encode_map(void* out, const void* ptr, uint64_t rows, uint64_t k, uint32_t 
   const cuuint64_t strides[1] = {k};
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(kBK), box_rows};
   const cuuint32_t estr[2] = {1, 1};
-  const CUresult r = encoder()(static_cast<CUtensorMap*>(out), CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(ptr),
+  const CUresult r = tensor_map_encoder()(static_cast<CUtensorMap*>(out), CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(ptr),
                                dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) throw CudaError("gemm_wgmma: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) + ")");
