@@ -18,6 +18,9 @@ namespace dropbench {
 namespace attn_wg {
 
 // Consumer warpgroup wgi (1 or 2): every tile of the CTA. sq = sk: the sequence length.
+// The per-tile arrays (accumulators, P, keep words, the softmax's row state, the dropout's words and masks) are
+// this function's locals, which the parts (DropoutApply, Gemms, BlockLoop) hold by reference: held as members of
+// those structs instead, they reach ptxas in another order and it schedules and allocates them differently.
 template <class C, DropoutMode kMode, int R, int TW, bool kCausal>
 __device__ __forceinline__ void consume(const SmemLayout<C>& sm, const TileScheduler<C, kCausal>& sched,
                                         const attn::KernelArgs& a, int sq, int sk, int wgi) {
@@ -50,7 +53,6 @@ __device__ __forceinline__ void consume(const SmemLayout<C>& sm, const TileSched
     [[maybe_unused]] uint32_t ge7[NT][2][4];
     [[maybe_unused]] uint32_t pe[PK][4], pm[PK][4];
     DropoutApply<C, kMode, R, TW, kCausal> drop(a, bh, r16, lane, bthr, ge7, pe, pm);
-    using Drop = decltype(drop);
 
     float o[NO];
 #pragma unroll
