@@ -3,12 +3,16 @@
 // per-thread message, so that no exception crosses the C boundary.
 #include "capi/dropbench_attention.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include <cstring>
 #include <exception>
 #include <string>
 
 #include "kernels/attention/attention.cuh"
 #include "kernels/attention/bwd/attention_bwd.cuh"
+#include "kernels/common/dispatch.cuh"
 #include "kernels/common/check.hpp"
 #include "kernels/rng/dropout_scheme.cuh"
 #include "kernels/rng/rng_mask.cuh"
@@ -22,8 +26,10 @@ using dropbench::UsageError;
 dropbench::Threshold threshold_of(const dba_params& c) {
   if (!(c.dropout_p >= 0.0 && c.dropout_p < 1.0))
     throw UsageError("dropout_p must be in [0, 1) (got " + std::to_string(c.dropout_p) + ")");
-  if (c.threshold_bits != 8 && c.threshold_bits != 16 && c.threshold_bits != 32)
-    throw UsageError("threshold_bits must be one of 8, 16, 32 (got " + std::to_string(c.threshold_bits) + ")");
+  if (std::find(std::begin(dropbench::kThresholdBits), std::end(dropbench::kThresholdBits), c.threshold_bits) ==
+      std::end(dropbench::kThresholdBits))
+    throw UsageError(std::string("threshold_bits must be one of ") + dropbench::kThresholdBitsText + " (got " +
+                     std::to_string(c.threshold_bits) + ")");
   return dropbench::make_threshold(c.dropout_p, c.threshold_bits);
 }
 

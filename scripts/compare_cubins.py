@@ -6,7 +6,11 @@ PTX and to sm_90a cubins, then prints per kernel instance: registers and spill b
 many 16-byte instructions the two cubins share in order (difflib on the instruction words: 1.000 = the same code).
 Instances are matched by their schedule's named fields (WgCfg's template arguments read by position for each
 signature the kernel has had), so a tree that dropped a knob at its default value still matches.
-  scripts/compare_cubins.py OLD_TREE NEW_TREE [--filter TEXT] [--work DIR] [--src GLOB]
+  scripts/compare_cubins.py OLD_TREE NEW_TREE [--filter TEXT] [--work DIR] [--src GLOB | --src-old G --src-new G]
+                            [--reuse-old] [--kernels TEXT]
+--kernels '' with --src kernels/gemm/gemm_wgmma.cu (say) compares another family's kernels the same way.
+--reuse-old takes the old tree's cubins and ptxas logs from an earlier run with the same --work (one compile of the
+unchanged side instead of one per comparison).
 e.g. git archive HEAD~1 kernels | tar -x -C /tmp/old && scripts/compare_cubins.py /tmp/old .
 """
 import argparse
@@ -20,7 +24,7 @@ import sys
 NVCC_FLAGS = ["-O3", "-DNDEBUG", "-gencode=arch=compute_90a,code=sm_90a", "--expt-relaxed-constexpr", "-std=c++20"]
 
 
-def build(tree, work, tag, src_glob):
+def build(tree, work, tag, src_glob, reuse=False):
     nvcc = os.environ.get("NVCC", "/usr/local/cuda/bin/nvcc")
     srcs = sorted(glob.glob(os.path.join(tree, src_glob)))
     if not srcs:
@@ -29,10 +33,14 @@ def build(tree, work, tag, src_glob):
     for i, src in enumerate(srcs):
         ptx = os.path.join(work, f"{tag}{i}.ptx")
         cubin = os.path.join(work, f"{tag}{i}.cubin")
-        subprocess.run([nvcc, "-I", tree, *NVCC_FLAGS, "-ptx", src, "-o", ptx], check=True)
-        log = subprocess.run(["ptxas", "-arch=sm_90a", "-O3", "-v", ptx, "-o", cubin], check=True, capture_output=True,
-                             text=True)
-        out.append((cubin, log.stdout + log.stderr))
+        logf = os.path.join(work, f"{tag}{i}.log")
+        if not (reuse and os.path.exists(cubin) and os.path.exists(logf)):
+            subprocess.run([nvcc, "-I", tree, *NVCC_FLAGS, "-ptx", src, "-o", ptx], check=True)
+            log = subprocess.run(["ptxas", "-arch=sm_90a", "-O3", "-v", ptx, "-o", cubin], check=True,
+                                 capture_output=True, text=True)
+            with open(logf, "w") as f:
+                f.write(log.stdout + log.stderr)
+        out.append((cubin, open(logf).read()))
     return out
 
 
@@ -100,15 +108,21 @@ def main():
     ap.add_argument("--work", default="/tmp/compare_cubins")
     ap.add_argument("--src", default="kernels/attention/attention_wgmma*.cu",
                     help="translation units holding the instances, a glob relative to each tree")
+    ap.add_argument("--src-old", help="--src for the old tree only")
+    ap.add_argument("--src-new", help="--src for the new tree only")
+    ap.add_argument("--reuse-old", action="store_true", help="the old tree's cubins from an earlier run in --work")
+    ap.add_argument("--kernels", default="wgmma_kernel",
+                    help="compare the kernels whose demangled name contains this (default: the wgmma attention's); "
+                         "'' for every kernel of the translation units")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     sides = []
-    for tree, tag in ((a.old, "old"), (a.new, "new")):
+    for tree, tag, src, reuse in ((a.old, "old", a.src_old or a.src, a.reuse_old), (a.new, "new", a.src_new or a.src, False)):
         side = {}
-        for cubin, log in build(tree, a.work, tag, a.src):
+        for cubin, log in build(tree, a.work, tag, src, reuse):
             secs, res = text_sections(cubin), resources(log)
             names = demangle(list(secs))
-            side.update({key(names[n]): (secs[n], res.get(n, {})) for n in secs if "wgmma_kernel" in names[n]})
+            side.update({key(names[n]): (secs[n], res.get(n, {})) for n in secs if a.kernels in names[n]})
         sides.append(side)
     old, new = sides
     print("| instance | regs old / new | spill st/ld old / new | SASS bytes old / new | instructions shared in order |")
@@ -122,6 +136,7 @@ def main():
         share = difflib.SequenceMatcher(None, io, inn, autojunk=False).ratio()
         print(f"| `{k}` | {ro.get('regs')} / {rn.get('regs')} | {ro.get('spill')} / {rn.get('spill')} | "
               f"{len(bo)} / {len(bn)} | {share:.3f} |")
+    print(f"\n{len(set(old) & set(new))} instance(s) in both trees", file=sys.stderr)
     for tag, only in (("old", sorted(set(old) - set(new))), ("new", sorted(set(new) - set(old)))):
         if only:
             print(f"\n{len(only)} instance(s) in the {tag} tree only:", file=sys.stderr)

@@ -27,6 +27,7 @@
 #include "kernels/attention/attention_wgmma_kernel.cuh"  // the coding comparison launches instances directly
 #include "kernels/rng/dropout_scheme.cuh"
 #include "kernels/common/check.hpp"
+#include "kernels/common/dispatch.cuh"
 
 // ctest lists the kernel parameter by its family name (ADL: beside the enum, outside the anonymous namespace).
 namespace dropbench {
@@ -321,8 +322,8 @@ TEST_P(AttentionGpu, MaskEqualsFusedBitwise) {
 // Other rounds / threshold widths against the reference (all fused instances dispatch correctly).
 TEST_P(AttentionGpu, FusedRoundsAndWidthsMatchReference) {
   DB_REQUIRE_KERNEL(GetParam());
-  for (int r : {3, 5, 7, 10})
-    for (int tw : {8, 16, 32}) {
+  for (int r : kPhiloxRounds)
+    for (int tw : kThresholdBits) {
       const Shape sh{1, 200, 4, 2, 128, (r + tw) % 2 == 1};
       Problem pr(sh, GetParam());
       const Dropout d{0.2, 0xabcdefULL + r, static_cast<uint32_t>(tw), r, tw};
@@ -625,8 +626,9 @@ int launch_level0_twin_mode(const AttentionParams& p, DropoutMode m, unsigned ca
   return -1;
 }
 int launch_level0_twin_any(const AttentionParams& p, DropoutMode m, unsigned cap) {
-  if (p.head_dim == 128) return p.causal ? launch_level0_twin_mode<128, true>(p, m, cap) : launch_level0_twin_mode<128, false>(p, m, cap);
-  return p.causal ? launch_level0_twin_mode<64, true>(p, m, cap) : launch_level0_twin_mode<64, false>(p, m, cap);
+  return with_head_dim(p.head_dim, "test", [&](auto hd) {
+    return p.causal ? launch_level0_twin_mode<hd(), true>(p, m, cap) : launch_level0_twin_mode<hd(), false>(p, m, cap);
+  });
 }
 TEST(AttentionKernels, WgmmaWaitSplitEqualsLevel0) {
   DB_REQUIRE_KERNEL(AttentionKernel::Wgmma);
@@ -685,8 +687,9 @@ void launch_tiles_mode(const AttentionParams& p, DropoutMode m, bool persist, un
 }
 // persist false: one tile per CTA; true: persistent, on at most cap CTAs (0: the launcher's grid).
 void launch_tiles_any(const AttentionParams& p, DropoutMode m, bool persist, unsigned cap) {
-  if (p.head_dim == 128) return p.causal ? launch_tiles_mode<128, true>(p, m, persist, cap) : launch_tiles_mode<128, false>(p, m, persist, cap);
-  return p.causal ? launch_tiles_mode<64, true>(p, m, persist, cap) : launch_tiles_mode<64, false>(p, m, persist, cap);
+  with_head_dim(p.head_dim, "test", [&](auto hd) {
+    p.causal ? launch_tiles_mode<hd(), true>(p, m, persist, cap) : launch_tiles_mode<hd(), false>(p, m, persist, cap);
+  });
 }
 
 TEST(AttentionKernels, WgmmaPersistentEqualsOneTilePerCta) {

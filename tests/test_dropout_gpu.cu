@@ -15,6 +15,7 @@
 #include "test_random.hpp"
 #include "src/core/mask_host.hpp"
 #include "kernels/util/util_kernels.cuh"
+#include "kernels/common/dispatch.cuh"
 
 using namespace dropbench;
 
@@ -57,7 +58,7 @@ TEST(DropoutGpu, AllVariantsMatchHostReference) {
   std::mt19937_64 rng(7);
   for (ElemType et : {ElemType::BF16, ElemType::FP32}) {
     for (uint64_t n : {1ull, 1000ull, 1024ull, 4096ull + 33, (1ull << 20) + 5}) {
-      for (int tw : {8, 16, 32}) {
+      for (int tw : kThresholdBits) {
         const int R = tw == 16 ? 5 : 7;
         const uint64_t seed = rng();
         const uint32_t offset = static_cast<uint32_t>(rng());

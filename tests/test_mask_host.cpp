@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "src/core/mask_host.hpp"
+#include "kernels/common/dispatch.cuh"
 
 using namespace dropbench;
 
@@ -199,7 +200,7 @@ TEST(HostMask, KeepRateWithinBinomialBound) {
   // R >= 5 keep rates agree with keep_effective within 5 sigma. (Philox-3 does not: see test_philox.)
   const MaskGeometry g{2, 512, 512, false};
   for (int R : {5, 7, 10})
-    for (int tw : {8, 16, 32}) {
+    for (int tw : kThresholdBits) {
       const Threshold t = make_threshold(0.1, tw);
       const auto words = host_tile_mask(g, 777, 0, R, tw, t.drop);
       uint64_t kept = 0;

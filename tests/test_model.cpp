@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/dispatch.cuh"
 #include "src/core/config.hpp"
 #include "src/model/model.hpp"
 #include "src/model/model_report.hpp"
@@ -833,8 +834,8 @@ TEST(Model, CommittedMachinesLoad) {
 TEST(Model, CommittedProfileIsConsistent) {
   const json j = read(kSrc + "/configs/profiles/h200.json");
   const Profile p = profile_from_json(j, "h200");
-  for (int r : {3, 5, 7, 10})
-    for (int tw : {8, 16, 32})
+  for (int r : kPhiloxRounds)
+    for (int tw : kThresholdBits)
       for (const char* l : {"tile", "bits"})
         EXPECT_TRUE(p.sass.count(std::string("rng_") + l + "_r" + std::to_string(r) + "_tw" + std::to_string(tw)));
   for (const char* k : {"attn_none", "attn_mask", "attn_fused_r7_tw8", "attn_none_causal", "attn_mask_causal"})
@@ -848,8 +849,8 @@ TEST(Model, CommittedProfileIsConsistent) {
   }
   // Nsight Compute counts (`dropbench profile` on the H200) for every kernel the model uses: the RNG tile kernel
   // for every R x TW, attention none / mask / fused (R 3/5/7/10, TW 8) causal and not, both GEMMs.
-  for (int r : {3, 5, 7, 10})
-    for (int tw : {8, 16, 32}) {
+  for (int r : kPhiloxRounds)
+    for (int tw : kThresholdBits) {
       const std::string k = "rng_tile_r" + std::to_string(r) + "_tw" + std::to_string(tw);
       EXPECT_TRUE(p.sass.at(k).ncu.has_value()) << k;
     }

@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 
+#include "kernels/common/dispatch.cuh"
 #include "kernels/rng/philox.cuh"
 
 using dropbench::u32x4;
@@ -66,7 +67,7 @@ TEST(Philox, SingleRoundDefinition) {
 // Avalanche: flipping one counter bit flips about half of the 128 output bits (mean over many trials).
 TEST(Philox, AvalancheR3R5R7) {
   std::mt19937 rng(99);
-  for (int R : {3, 5, 7, 10}) {
+  for (int R : dropbench::kPhiloxRounds) {
     double total = 0;
     const int trials = 2000;
     for (int t = 0; t < trials; ++t) {
@@ -90,7 +91,7 @@ TEST(Philox, AvalancheR3R5R7) {
 // Philox-3 is not: its chi-square is in the hundreds of thousands — pinned here because it is a finding
 // users must know before choosing R = 3 (docs/rng-scheme.md; keep rates measurably biased).
 TEST(Philox, ByteUniformitySequentialCounters) {
-  for (int R : {3, 5, 7, 10}) {
+  for (int R : dropbench::kPhiloxRounds) {
     uint64_t hist[256] = {};
     const int calls = 1 << 15;
     for (int i = 0; i < calls; ++i) {

@@ -17,6 +17,7 @@
 #include "gpu_guard.hpp"
 #include "src/model/model.hpp"
 #include "src/model/profile.hpp"
+#include "kernels/common/dispatch.cuh"
 
 using namespace dropbench;
 namespace fs = std::filesystem;
@@ -97,7 +98,7 @@ TEST(ProfileGpu, EveryKernelUnderNcu) {
   Workload w = builtin_config().workload;
   w.sq = 8192;
   for (bool causal : {false, true})
-    for (int r : {3, 5, 7, 10}) {
+    for (int r : kPhiloxRounds) {
       w.causal = causal;
       w.rounds = r;
       std::string src;
@@ -112,7 +113,7 @@ TEST(ProfileGpu, EveryKernelUnderNcu) {
   const model::Machine mach = model::load_machine(std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h200.json");
   w.attention_kernel = "wgmma";
   for (bool causal : {false, true})
-    for (int r : {3, 5, 7, 10}) {
+    for (int r : kPhiloxRounds) {
       w.causal = causal;
       w.rounds = r;
       for (const char* mode : {"none", "mask", "fused"})

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include "kernels/common/dispatch.cuh"
 #include "model_fixtures.hpp"
 #include "src/model/model_report.hpp"
 #include "src/model/recommend.hpp"
@@ -27,7 +28,7 @@ Workload shape() { return dropbench_test::tiny_workload(builtin_config().workloa
 
 TEST(Recommend, RanksEveryPipelineAtEveryRoundCount) {
   const Machine m = tiny();
-  const Recommendation rec = recommend(m, tiny_profile(), shape(), {3, 5, 7, 10}, {}, nullptr);
+  const Recommendation rec = recommend(m, tiny_profile(), shape(), {std::begin(kPhiloxRounds), std::end(kPhiloxRounds)}, {}, nullptr);
   ASSERT_EQ(rec.ranking.size(), 16u);
   for (size_t i = 1; i < rec.ranking.size(); ++i) EXPECT_LE(rec.ranking[i - 1].seconds, rec.ranking[i].seconds);
   // Fused Philox-3: 49.152 + (680 x 512 / 8e9 + 131.072 us) = 223.744 us.

@@ -12,6 +12,7 @@
 #include "src/core/mask_host.hpp"
 #include "kernels/rng/philox_ceiling.cuh"
 #include "kernels/rng/rng_mask.cuh"
+#include "kernels/common/dispatch.cuh"
 
 using namespace dropbench;
 
@@ -70,7 +71,7 @@ TEST(RngGpu, TileMaskMatchesHostBitForBit) {
 TEST(RngGpu, FlatLayoutsMatchHostBitForBit) {
   DB_REQUIRE_GPU();
   for (uint64_t n : {1ull, 31ull, 32ull, 1000ull, 65536ull + 7, 1ull << 20}) {
-    for (int tw : {8, 16, 32}) {
+    for (int tw : kThresholdBits) {
       const int rounds = tw == 8 ? 7 : tw == 16 ? 5 : 10;
       const uint64_t seed = 0xC0FFEE + n + tw;
       const uint32_t offset = static_cast<uint32_t>(n * 3);
@@ -116,7 +117,7 @@ TEST(RngGpu, KeepRateWithinFiveSigma) {
   const MaskGeometry g{32, 2048, 2048, false};
   DeviceBuffer buf(g.bytes());
   for (int R : {5, 7, 10})
-    for (int tw : {8, 16, 32})
+    for (int tw : kThresholdBits)
       for (double p : {0.1, 0.5}) {
         const Threshold t = make_threshold(p, tw);
         RngMaskParams rp;
@@ -205,7 +206,7 @@ TEST(RngGpu, Tile8MatchesHostAcrossThresholdsAndGrids) {
 // cannot measure a loop that was optimised away or computes something else.
 TEST(RngGpu, PhiloxCeilingMatchesHost) {
   DB_REQUIRE_GPU();
-  for (int R : {3, 5, 7, 10}) {
+  for (int R : kPhiloxRounds) {
     PhiloxCeilingParams p;
     p.rounds = R;
     p.seed = 0x0123456789ABCDEFull + R;

@@ -4,12 +4,12 @@
 #include "kernels/attention/attention.cuh"
 
 #include <cmath>
-#include <mutex>
 #include <string>
-#include <unordered_set>
+#include <type_traits>
 
 #include "kernels/attention/attention_kernel.cuh"
 #include "kernels/attention/attention_wgmma.cuh"
+#include "kernels/attention/instance.hpp"
 #include "kernels/common/check.hpp"
 #include "kernels/common/dispatch.cuh"
 
@@ -80,11 +80,7 @@ using attn::Cfg;
 using attn::CfgHd128;
 using attn::CfgHd64;
 
-struct Instance {
-  const void* fn = nullptr;
-  int threads = 0, smem = 0, br = 0, bc = 0, warps = 0;
-  std::string name;
-};
+using attn::Instance;
 
 template <class C, DropoutMode M, int R, int TW, bool kCausal>
 Instance make_instance() {
@@ -94,7 +90,6 @@ Instance make_instance() {
   in.smem = C::kSmem;
   in.br = C::kBr;
   in.bc = C::kBc;
-  in.warps = C::kWarps;
   in.name = "attn_fwd_mma_hd" + std::to_string(C::kHeadDim) + "_q" + std::to_string(C::kBr) + "k" +
             std::to_string(C::kBc) + "w" + std::to_string(C::kWarps) + "_" + dropout_mode_name(M);
   if (M == DropoutMode::Fused) in.name += "_r" + std::to_string(R) + "_tw" + std::to_string(TW);
@@ -119,24 +114,18 @@ Instance pick_mode(const AttentionParams& p, DropoutMode m) {
   static_assert(CNone::kBr == CDrop::kBr && CNone::kBc == CDrop::kBc && CNone::kWM == CDrop::kWM &&
                     CFusedNc::kBr == CDrop::kBr && CFusedNc::kBc == CDrop::kBc && CFusedNc::kWM == CDrop::kWM,
                 "mode none and the dropout modes must use the same tiling");
-  const bool c = p.causal;
-  switch (m) {
-    case DropoutMode::None:
-      return c ? pick_rtw<CNone, DropoutMode::None, true>(p) : pick_rtw<CNone, DropoutMode::None, false>(p);
-    case DropoutMode::Mask:
-      return c ? pick_rtw<CDrop, DropoutMode::Mask, true>(p) : pick_rtw<CDrop, DropoutMode::Mask, false>(p);
-    case DropoutMode::Fused:
-      return c ? pick_rtw<CDrop, DropoutMode::Fused, true>(p) : pick_rtw<CFusedNc, DropoutMode::Fused, false>(p);
-  }
-  throw UsageError("attention: unknown dropout mode");
+  return attn::with_mode_causal(m, p.causal, [&]<DropoutMode M, bool kCausal>() {
+    using C = std::conditional_t<M == DropoutMode::None, CNone,
+                                 std::conditional_t<M == DropoutMode::Fused && !kCausal, CFusedNc, CDrop>>;
+    return pick_rtw<C, M, kCausal>(p);
+  });
 }
 
 Instance pick(const AttentionParams& p, DropoutMode m) {
-  switch (p.head_dim) {
-    case 128: return pick_mode<attn::CfgHd128None, CfgHd128, attn::CfgHd128FusedNc>(p, m);
-    case 64: return pick_mode<CfgHd64, CfgHd64>(p, m);
-  }
-  throw UsageError("attention: head_dim must be 64 or 128 (got " + std::to_string(p.head_dim) + ")");
+  return with_head_dim(p.head_dim, "attention", [&](auto hd) {
+    if constexpr (hd() == 128) return pick_mode<attn::CfgHd128None, CfgHd128, attn::CfgHd128FusedNc>(p, m);
+    else return pick_mode<CfgHd64, CfgHd64>(p, m);
+  });
 }
 
 void validate(const AttentionParams& p, DropoutMode m) {
@@ -144,7 +133,8 @@ void validate(const AttentionParams& p, DropoutMode m) {
   if (p.qkv == nullptr || p.o == nullptr) fail("qkv and o must be set");
   if (p.batch < 1 || p.sq < 1 || p.q_heads < 1 || p.kv_heads < 1) fail("batch, sq, q_heads, kv_heads must be >= 1");
   if (p.q_heads % p.kv_heads != 0) fail("kv_heads must divide q_heads");
-  if (p.head_dim != 64 && p.head_dim != 128) fail("head_dim must be 64 or 128");
+  if (!is_head_dim(p.head_dim))
+    fail(std::string("head_dim must be one of ") + kHeadDimsText + " (got " + std::to_string(p.head_dim) + ")");
   if (p.softmax_scale < 0.f || !std::isfinite(p.softmax_scale)) fail("softmax_scale must be > 0 (0 = 1/sqrt(dH))");
   const int64_t min_stride = static_cast<int64_t>(p.q_heads + 2 * p.kv_heads) * p.head_dim;
   if (p.qkv_row_stride != 0 && (p.qkv_row_stride < min_stride || p.qkv_row_stride % 8 != 0))
@@ -164,16 +154,6 @@ void validate(const AttentionParams& p, DropoutMode m) {
   if (m != DropoutMode::None && !(p.keep_scale > 0.f && std::isfinite(p.keep_scale))) fail("keep_scale must be > 0");
 }
 
-void ensure_smem_attribute(const Instance& in) {
-  static std::mutex mu;
-  static std::unordered_set<const void*> done;
-  std::lock_guard<std::mutex> lock(mu);
-  if (done.count(in.fn)) return;
-  DB_CUDA(cudaFuncSetAttribute(in.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, in.smem));
-  DB_CUDA(cudaFuncSetAttribute(in.fn, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
-  done.insert(in.fn);
-}
-
 }  // namespace
 
 void launch_attention(const AttentionParams& p, DropoutMode mode, cudaStream_t stream) {
@@ -183,7 +163,7 @@ void launch_attention(const AttentionParams& p, DropoutMode mode, cudaStream_t s
     return;
   }
   const Instance in = pick(p, mode);
-  ensure_smem_attribute(in);
+  attn::ensure_smem_attribute(in, true);
   attn::KernelArgs args = attn::make_kernel_args(p);
   const dim3 grid(static_cast<unsigned>((attn::window_rows(p) + in.br - 1) / in.br), static_cast<unsigned>(p.q_heads),
                   static_cast<unsigned>(p.batch));
@@ -200,21 +180,7 @@ std::string attention_kernel_name(const AttentionParams& p, DropoutMode mode) {
 
 AttentionKernelInfo attention_kernel_info(const AttentionParams& p, DropoutMode mode) {
   if (attention_kernel_resolved(p) == AttentionKernel::Wgmma) return attn_wg::kernel_info(p, mode);
-  const Instance in = pick(p, mode);
-  ensure_smem_attribute(in);
-  cudaFuncAttributes fa{};
-  DB_CUDA(cudaFuncGetAttributes(&fa, in.fn));
-  AttentionKernelInfo info;
-  info.name = in.name;
-  info.threads = in.threads;
-  info.block_rows = in.br;
-  info.block_cols = in.bc;
-  info.registers = fa.numRegs;
-  info.smem_dynamic = static_cast<size_t>(in.smem);
-  info.smem_static = fa.sharedSizeBytes;
-  info.local_bytes = fa.localSizeBytes;
-  DB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&info.ctas_per_sm, in.fn, in.threads, static_cast<size_t>(in.smem)));
-  return info;
+  return attn::kernel_info(pick(p, mode), true);
 }
 
 }  // namespace dropbench

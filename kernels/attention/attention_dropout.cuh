@@ -71,14 +71,6 @@ __device__ __forceinline__ uint32_t fused_word_part(const FusedStream& f, uint32
   return tile_call_bits<TW>(r, f.drop, k);
 }
 
-template <int R, int TW>
-__device__ __forceinline__ uint32_t fused_word(const FusedStream& f, uint32_t tile, uint32_t lane) {
-  uint32_t w = 0;
-#pragma unroll
-  for (int k = 0; k < kCallsPerWord<TW>; ++k) w |= fused_word_part<R, TW>(f, tile, lane, k);
-  return w;
-}
-
 // ---- Leaner forms of the same bits (the wgmma kernel; docs/attention.md "Cutting the dropout instructions") ----
 
 // Mode Mask, walking one strip block by block: the number of tiles of the strip that exist and were generated
@@ -116,25 +108,20 @@ __host__ __device__ __forceinline__ uint32_t ge_bytes7(uint32_t x, ByteThreshold
   const uint32_t t = (x & 0x7f7f7f7fu) + b.c7;
   return (x & b.nd4) | (x & t) | (b.nd4 & t);
 }
-// philox4x32<R> (kernels/rng/philox.cuh) bit for bit, with each round's two 32x32 -> 64 products written as
-// mul.wide.u32: ptxas then emits one IMAD.WIDE.U32 per product, where from mul.hi + mul.lo it sometimes emits
-// IMAD.HI.U32 + IMAD (two instructions) once the surrounding code changes.
-__device__ __forceinline__ void mul_wide_u32(uint32_t a, uint32_t m, uint32_t& hi, uint32_t& lo) {
-  uint64_t r;
-  asm("mul.wide.u32 %0, %1, %2;" : "=l"(r) : "r"(a), "r"(m));
-  lo = static_cast<uint32_t>(r);
-  hi = static_cast<uint32_t>(r >> 32);
-}
+// philox4x32<R> (kernels/rng/philox.cuh) with each round's two 32x32 -> 64 products written as mul.wide.u32:
+// ptxas then emits one IMAD.WIDE.U32 per product, where from mul.hi + mul.lo it sometimes emits IMAD.HI.U32 +
+// IMAD (two instructions) once the surrounding code changes.
+struct MulWide {
+  __device__ __forceinline__ static Product mul(uint32_t a, uint32_t m) {
+    uint64_t r;
+    asm("mul.wide.u32 %0, %1, %2;" : "=l"(r) : "r"(a), "r"(m));
+    const uint32_t lo = static_cast<uint32_t>(r), hi = static_cast<uint32_t>(r >> 32);
+    return Product{hi, lo};
+  }
+};
 template <int R>
 __device__ __forceinline__ u32x4 philox4x32_wide(u32x4 c, uint32_t k0, uint32_t k1) {
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    uint32_t hi0, lo0, hi1, lo1;
-    mul_wide_u32(c.x, kPhiloxM0, hi0, lo0);
-    mul_wide_u32(c.z, kPhiloxM1, hi1, lo1);
-    c = u32x4{hi1 ^ c.y ^ (k0 + static_cast<uint32_t>(r) * kPhiloxW0), lo1, hi0 ^ c.w ^ (k1 + static_cast<uint32_t>(r) * kPhiloxW1), lo0};
-  }
-  return c;
+  return philox4x32<R, MulWide>(c, k0, k1);
 }
 
 // Philox call k of the lane's word of `tile`, as four ge_bytes7 words (q = 0..3).

@@ -16,6 +16,7 @@
 
 #include "kernels/attention/attention.cuh"
 #include "kernels/attention/attention_dropout.cuh"
+#include "kernels/attention/tile_order.hpp"
 #include "kernels/rng/dropout_scheme.cuh"
 
 namespace dropbench {
@@ -153,6 +154,68 @@ struct TileLoader {
 };
 
 // ---------------------------------------------------------------------------------------------------------
+// The kernel's parts (state passed explicitly; s: the warp's S / P fragments, WM strips x NT tiles x 8 n8-blocks x
+// (c0..c3); o: its O fragments; row_max / row_sum: the online softmax's running max and sum per strip and half).
+// ---------------------------------------------------------------------------------------------------------
+// Dropout on P: the dropped elements of each 16x64 tile become 0.
+template <class C>
+__device__ __forceinline__ void apply_keep_words(float (&s)[C::kWM][C::kTiles][8][4], const uint32_t (&kw)[C::kWM][C::kTiles]) {
+#pragma unroll
+  for (int mi = 0; mi < C::kWM; ++mi)
+#pragma unroll
+    for (int t = 0; t < C::kTiles; ++t) apply_keep_word(s[mi][t], kw[mi][t]);
+}
+
+// Keys past the end and (causal) keys after the query row -> -inf, on the key block starting at kv0.
+template <class C, bool kCausal>
+__device__ __forceinline__ void mask_edge(float (&s)[C::kWM][C::kTiles][8][4], int kv0, int sk, int wrow, int lane) {
+  constexpr int WM = C::kWM, BC = C::kBc, NT = C::kTiles;
+  const bool edge = (kv0 + BC > sk) || (kCausal && kv0 + BC - 1 > wrow);
+  if (edge) {
+#pragma unroll
+    for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int col = kv0 + t * 64 + nb * 8 + 2 * (lane & 3) + (i & 1);
+            const int row = wrow + mi * 16 + (lane >> 2) + 8 * (i >> 1);
+            if (col >= sk || (kCausal && col > row)) s[mi][t][nb][i] = -INFINITY;
+          }
+  }
+}
+
+// O /= rowsum (times 1/keep with dropout) stored as bf16, LSE = m*scale + ln(rowsum).
+template <class C, bool kDrop>
+__device__ __forceinline__ void store_o_lse(const KernelArgs& a, const float (&o)[C::kWM][C::kHeadDim / 8][4],
+                                            const float (&row_max)[C::kWM][2], const float (&row_sum)[C::kWM][2], int sq, int b,
+                                            int h, int wrow, int lane) {
+  constexpr int WM = C::kWM, HD = C::kHeadDim, DB = HD / 8;
+#pragma unroll
+  for (int mi = 0; mi < WM; ++mi) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      float l = row_sum[mi][hh];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv = 1.f / l;
+      const float fac = kDrop ? inv * a.keep_scale : inv;
+      const int row = wrow + mi * 16 + (lane >> 2) + 8 * hh;
+      if (row < sq) {
+        __nv_bfloat16* dst = a.o + (static_cast<int64_t>(b) * sq + row) * a.o_stride + h * HD + 2 * (lane & 3);
+#pragma unroll
+        for (int d = 0; d < DB; ++d)
+          *reinterpret_cast<uint32_t*>(dst + d * 8) = pack_bf16(o[mi][d][2 * hh] * fac, o[mi][d][2 * hh + 1] * fac);
+        if (a.lse != nullptr && (lane & 3) == 0)
+          a.lse[(static_cast<int64_t>(b) * a.hq + h) * sq + row] = row_max[mi][hh] * a.softmax_scale + logf(l);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // The kernel.
 // ---------------------------------------------------------------------------------------------------------
 template <class C, DropoutMode kMode, int R, int TW, bool kCausal>
@@ -170,14 +233,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(co
   const uint32_t sV = sK + 2 * C::kSmemKV;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int qb = kCausal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
+  const int qb = query_block_in_order<int>(gridDim.x, blockIdx.x, kCausal);
   const int h = blockIdx.y, b = blockIdx.z;
   const int hk = h / a.group;
   const int sq = a.sq, sk = a.sq;
   const int q0 = a.row0 + qb * C::kBr;
   const int wrow = q0 + warp * WM * 16;  // first query row of this warp
-  int n_kv = (sk + BC - 1) / BC;
-  if constexpr (kCausal) n_kv = min(n_kv, (q0 + C::kBr - 1) / BC + 1);
+  const int n_kv = key_blocks_visited<int>(sk, q0, C::kBr, BC, kCausal);
 
   const __nv_bfloat16* gQ = a.qkv + static_cast<int64_t>(b) * sq * a.qkv_stride + h * HD;
   const __nv_bfloat16* gK = a.qkv + static_cast<int64_t>(b) * sq * a.qkv_stride + (a.hq + hk) * HD;
@@ -319,21 +381,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(co
     }
 
     // ---- mask: keys past the end, and (causal) keys after the query row ----
-    const bool edge = (kv0 + BC > sk) || (kCausal && kv0 + BC - 1 > wrow);
-    if (edge) {
-#pragma unroll
-      for (int mi = 0; mi < WM; ++mi)
-#pragma unroll
-        for (int t = 0; t < NT; ++t)
-#pragma unroll
-          for (int nb = 0; nb < 8; ++nb)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              const int col = kv0 + t * 64 + nb * 8 + 2 * (lane & 3) + (i & 1);
-              const int row = wrow + mi * 16 + (lane >> 2) + 8 * (i >> 1);
-              if (col >= sk || (kCausal && col > row)) s[mi][t][nb][i] = -INFINITY;
-            }
-    }
+    mask_edge<C, kCausal>(s, kv0, sk, wrow, lane);
 
     // ---- online softmax (log2 domain): running max, rescale O and the row sum, P = exp2(S*c - m*c) ----
     float alphas[WM][2];
@@ -386,12 +434,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(co
     }
 
     // ---- dropout on P (the row sums above are of the undropped P) ----
-    if constexpr (kDrop) {
-#pragma unroll
-      for (int mi = 0; mi < WM; ++mi)
-#pragma unroll
-        for (int t = 0; t < NT; ++t) apply_keep_word(s[mi][t], kw[mi][t]);
-    }
+    if constexpr (kDrop) apply_keep_words<C>(s, kw);
 
     // ---- P (bf16, registers) as the A operand: O += P V ----
     uint32_t pa[WM][PK][4];
@@ -422,26 +465,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(co
   cp_async_wait<0>();  // nothing outstanding at exit
 
   // ---- epilogue: O /= rowsum (times 1/keep with dropout), LSE = m*scale + ln(rowsum) ----
-#pragma unroll
-  for (int mi = 0; mi < WM; ++mi) {
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      float l = row_sum[mi][hh];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const float inv = 1.f / l;
-      const float fac = kDrop ? inv * a.keep_scale : inv;
-      const int row = wrow + mi * 16 + (lane >> 2) + 8 * hh;
-      if (row < sq) {
-        __nv_bfloat16* dst = a.o + (static_cast<int64_t>(b) * sq + row) * a.o_stride + h * HD + 2 * (lane & 3);
-#pragma unroll
-        for (int d = 0; d < DB; ++d)
-          *reinterpret_cast<uint32_t*>(dst + d * 8) = pack_bf16(o[mi][d][2 * hh] * fac, o[mi][d][2 * hh + 1] * fac);
-        if (a.lse != nullptr && (lane & 3) == 0)
-          a.lse[(static_cast<int64_t>(b) * a.hq + h) * sq + row] = row_max[mi][hh] * a.softmax_scale + logf(l);
-      }
-    }
-  }
+  store_o_lse<C, kDrop>(a, o, row_max, row_sum, sq, b, h, wrow, lane);
 }
 
 // ---------------------------------------------------------------------------------------------------------

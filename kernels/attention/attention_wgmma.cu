@@ -1,34 +1,30 @@
-// Host launcher of the Hopper-native attention kernel (attention_wgmma_kernel.cuh): tensor maps over the QKV
-// buffer, run-time dispatch over (head_dim, mode, rounds, threshold bits, causal).
+// Host launcher of the Hopper-native attention kernel (wgmma/kernel.cuh): tensor maps over the QKV buffer,
+// run-time dispatch over (head_dim, mode, rounds, threshold bits, causal) through the rules of wgmma/dispatch.cuh.
 #include "kernels/attention/attention_wgmma.cuh"
 
 #include <cuda.h>
 
 #include <mutex>
 #include <string>
-#include <unordered_set>
 
-#include "kernels/attention/attention_wgmma_kernel.cuh"
+#include "kernels/attention/instance.hpp"
+#include "kernels/attention/wgmma/dispatch.cuh"
+#include "kernels/attention/wgmma/kernel.cuh"
+#include "kernels/attention/wgmma/tile_scheduler.cuh"
 #include "kernels/common/check.hpp"
+#include "kernels/common/tensor_map.hpp"
 #include "kernels/common/dispatch.cuh"
 
 namespace dropbench {
 namespace attn_wg {
 namespace {
 
-using KernelFn = void (*)(CUtensorMap, CUtensorMap, attn::KernelArgs);
-
-struct Instance {
-  KernelFn fn = nullptr;
-  int threads = 0, smem = 0, br = 0, bc = 0;
-  bool persist = false;
-  std::string name;
-};
+using attn::Instance;
 
 template <class C, DropoutMode M, int R, int TW, bool kCausal>
 Instance make_instance() {
   Instance in;
-  in.fn = &attn_fwd_wgmma_kernel<C, M, R, TW, kCausal>;
+  in.fn = reinterpret_cast<const void*>(&attn_fwd_wgmma_kernel<C, M, R, TW, kCausal>);
   in.threads = C::kThreads;
   in.smem = C::kSmem;
   in.br = C::kBr;
@@ -68,49 +64,10 @@ Instance pick_rtw(const AttentionParams& p) {
   }
 }
 
-template <int HD>
-Instance pick_mode(const AttentionParams& p, DropoutMode m) {
-  const bool c = p.causal;
-  switch (m) {
-    case DropoutMode::None: return c ? pick_rtw<HD, DropoutMode::None, true>(p) : pick_rtw<HD, DropoutMode::None, false>(p);
-    case DropoutMode::Mask: return c ? pick_rtw<HD, DropoutMode::Mask, true>(p) : pick_rtw<HD, DropoutMode::Mask, false>(p);
-    case DropoutMode::Fused: return c ? pick_rtw<HD, DropoutMode::Fused, true>(p) : pick_rtw<HD, DropoutMode::Fused, false>(p);
-  }
-  throw UsageError("attention: unknown dropout mode");
-}
-
 Instance pick(const AttentionParams& p, DropoutMode m) {
-  switch (p.head_dim) {
-    case 128: return pick_mode<128>(p, m);
-    case 64: return pick_mode<64>(p, m);
-  }
-  throw UsageError("attention: head_dim must be 64 or 128 (got " + std::to_string(p.head_dim) + ")");
-}
-
-void ensure_smem_attribute(const Instance& in) {
-  static std::mutex mu;
-  static std::unordered_set<const void*> done;
-  std::lock_guard<std::mutex> lock(mu);
-  const void* fn = reinterpret_cast<const void*>(in.fn);
-  if (done.count(fn)) return;
-  DB_CUDA(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, in.smem));
-  done.insert(fn);
-}
-
-using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-EncodeTiledFn encoder() {
-  static EncodeTiledFn fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    DB_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
-    if (q != cudaDriverEntryPointSuccess || f == nullptr)
-      throw CudaError("attention (wgmma): the driver has no cuTensorMapEncodeTiled");
-    return reinterpret_cast<EncodeTiledFn>(f);
-  }();
-  return fn;
+  return with_head_dim(p.head_dim, "attention", [&](auto hd) {
+    return attn::with_mode_causal(m, p.causal, [&]<DropoutMode M, bool kCausal>() { return pick_rtw<hd(), M, kCausal>(p); });
+  });
 }
 
 // The QKV buffer as a 3-D bf16 tensor {columns, SQ rows, batch} (row stride qkv_row_stride, batch stride
@@ -124,7 +81,7 @@ CUtensorMap encode_qkv_map(const AttentionParams& p, const attn::KernelArgs& a, 
                                  static_cast<cuuint64_t>(a.qkv_stride) * 2 * static_cast<cuuint64_t>(p.sq)};
   const cuuint32_t box[3] = {64, box_rows, 1};
   const cuuint32_t estr[3] = {1, 1, 1};
-  const CUresult r = encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<__nv_bfloat16*>(p.qkv), dims, strides,
+  const CUresult r = tensor_map_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<__nv_bfloat16*>(p.qkv), dims, strides,
                                box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
@@ -160,18 +117,18 @@ bool device_is_sm90() {
   return cached[dev] == 1;
 }
 
-bool supported(const AttentionParams& p) { return (p.head_dim == 64 || p.head_dim == 128) && device_is_sm90(); }
+bool supported(const AttentionParams& p) { return is_head_dim(p.head_dim) && device_is_sm90(); }
 
 void launch(const AttentionParams& p, DropoutMode mode, cudaStream_t stream) {
   const Instance in = pick(p, mode);
-  ensure_smem_attribute(in);
+  attn::ensure_smem_attribute(in, false);
   const attn::KernelArgs args = attn::make_kernel_args(p);
   CUtensorMap tm_q = encode_qkv_map(p, args, static_cast<uint32_t>(in.br));
   CUtensorMap tm_kv = encode_qkv_map(p, args, static_cast<uint32_t>(in.bc));
   const dim3 grid = launch_grid(p, in.br, in.persist);
   if (grid.z > 65535 || grid.y > 65535) throw UsageError("attention: batch / q_heads exceed the grid limits");
   void* kargs[] = {&tm_q, &tm_kv, const_cast<attn::KernelArgs*>(&args)};
-  DB_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(in.fn), grid, dim3(in.threads), kargs,
+  DB_CUDA(cudaLaunchKernel(in.fn, grid, dim3(in.threads), kargs,
                            static_cast<size_t>(in.smem), stream));
   DB_CUDA_LAUNCH();
 }
@@ -185,22 +142,7 @@ void encode_tensor_maps(const AttentionParams& p, int q_rows, int kv_rows, CUten
 }
 
 AttentionKernelInfo kernel_info(const AttentionParams& p, DropoutMode mode) {
-  const Instance in = pick(p, mode);
-  ensure_smem_attribute(in);
-  const void* fn = reinterpret_cast<const void*>(in.fn);
-  cudaFuncAttributes fa{};
-  DB_CUDA(cudaFuncGetAttributes(&fa, fn));
-  AttentionKernelInfo info;
-  info.name = in.name;
-  info.threads = in.threads;
-  info.block_rows = in.br;
-  info.block_cols = in.bc;
-  info.registers = fa.numRegs;
-  info.smem_dynamic = static_cast<size_t>(in.smem);
-  info.smem_static = fa.sharedSizeBytes;
-  info.local_bytes = fa.localSizeBytes;
-  DB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&info.ctas_per_sm, fn, in.threads, static_cast<size_t>(in.smem)));
-  return info;
+  return attn::kernel_info(pick(p, mode), false);
 }
 
 }  // namespace attn_wg

@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(256) dropout_apply_kernel(const T* __restrict_
 //   1  as 0 with plain loads and stores
 //   2  as 0, and the chunk after next is prefetched into L2 (one prefetch.global.L2 per 128-byte line): more
 //      bytes in flight without more registers
-//   3  the keep word first, then the chunk (apply_chunk), as before issue 16 (grid sized by occupancy)
+//   3  the keep word first, then the chunk (apply_chunk) (grid sized by occupancy)
 //   4  kind 1's loop over short runs of kRunChunks consecutive chunks per block (warp w of the block takes chunks
 //      w, w + 8, ...), one block per run: the block scheduler balances the SMs instead of a fixed share per warp
 //   5  bulk copies (TMA, cp.async.bulk) through a shared-memory ring: dropout_seeded_tma_kernel

@@ -1,7 +1,7 @@
 // Our Hopper FP8 QKV GEMM: TMA + mbarrier pipeline, warp-specialised, wgmma m64n256k32 (see gemm_wgmma.cuh).
 //
-// Written from the PTX ISA (wgmma.mma_async, matrix descriptors, cp.async.bulk.tensor, mbarrier)
-// and the CUDA driver API (cuTensorMapEncodeTiled).
+// Written from the PTX ISA (wgmma.mma_async, matrix descriptors, cp.async.bulk.tensor, mbarrier; the wrappers are
+// kernels/common/ptx.cuh's) and the CUDA driver API (cuTensorMapEncodeTiled).
 //
 // Shared-memory layout of one stage (1024-byte aligned): A tile 128 rows x 128 bytes, B tile 256 rows x 128
 // bytes, each written by TMA with the 128-byte swizzle (16-byte chunk c of row r lands at chunk c ^ (r % 8)).
@@ -18,6 +18,8 @@
 #include <cstring>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/tensor_map.hpp"
+#include "kernels/common/ptx.cuh"
 
 namespace dropbench {
 namespace wg {
@@ -43,165 +45,7 @@ template <int BN> constexpr int kStageRow = BN * 2 + 16;  // staged epilogue: by
 static_assert(2 * 64 * kStageRow<256> <= kSmemData<256> && 2 * 64 * kStageRow<128> <= kSmemData<128>,
               "staged epilogue must fit in the stage buffers");
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-// The same with acquire at cluster scope (the phase completed by arrivals released from other CTAs).
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
-// 2-D TMA load of box {c0 (inner, K bytes), c1 (rows)} into shared memory, completing on `bar`.
-__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-      ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-}
-
-// The same box multicast to the CTAs of `mask` in the cluster: the data and the complete_tx land at the same
-// shared-memory offsets (dst, bar) in every destination CTA.
-__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtensorMap* map, int c0, int c1,
-                                                      uint32_t bar, uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
-      " [%0], [%1, {%2, %3}], [%4], %5;"
-      ::"r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
-      : "memory");
-}
-
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-// Arrive on the mbarrier at the same offset in CTA `rank` of the cluster.
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
-}
-
-// Matrix descriptor: K-major, 128-byte swizzle, 8-row groups 1024 bytes apart.
-__device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
-  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) |
-         (uint64_t{1} << 62);
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-// Keeps the compiler from moving accumulator reads/writes across the asynchronous wgmma boundaries.
-template <int NA>
-__device__ __forceinline__ void fence_acc(float (&d)[NA]) {
-#pragma unroll
-  for (int i = 0; i < NA; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-// D[64 x 256] (fp32) += A[64 x 32] · B[256 x 32]ᵀ, e4m3 inputs from shared memory.
-__device__ __forceinline__ void wgmma_m64n256k32_e4m3(float (&d)[128], uint64_t da, uint64_t db) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %130, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 "
-      "{"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127},"
-      " %128, %129, p, 1, 1;\n"
-      "}\n"
-      :
-        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(da), "l"(db), "r"(1));
-}
-
-// D[64 x 128] (fp32) += A[64 x 32] · B[128 x 32]ᵀ, e4m3 inputs from shared memory.
-__device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], uint64_t da, uint64_t db) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
-      "{"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},"
-      " %64, %65, p, 1, 1;\n"
-      "}\n"
-      :
-        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(da), "l"(db), "r"(1));
-}
+using namespace ptx;
 
 template <int BN>
 __device__ __forceinline__ void wgmma_e4m3(float (&d)[BN / 2], uint64_t da, uint64_t db) {
@@ -259,9 +103,9 @@ __global__ void __maxnreg__(Tile<kBN>::kRegs)
       mbar_init(full + 8 * s, 1);   // the producer's arrive.expect_tx (+ the TMA bytes)
       mbar_init(empty + 8 * s, 8 * kCluster);  // one arrive per consumer warp of every CTA of the cluster
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
-    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
+    fence_mbar_init();
+    prefetch_tensormap(&map_a);
+    prefetch_tensormap(&map_b);
   }
   if constexpr (kCluster > 1) cluster_sync();  // the peer's barriers exist before anything is multicast into them
   else __syncthreads();
@@ -305,16 +149,16 @@ __global__ void __maxnreg__(Tile<kBN>::kRegs)
   for (int kt = 0; kt < ktiles; ++kt) {
     const int s = kt % kStages;
     mbar_wait(full + 8 * s, (kt / kStages) & 1);
-    const uint64_t da = smem_desc(s_a + s * kABytes + c * 64 * kBK);
-    const uint64_t db = smem_desc(s_b + s * kBBytes);
-    fence_acc(d);
+    const uint64_t da = desc_sw128(s_a + s * kABytes + c * 64 * kBK, 16, 1024);
+    const uint64_t db = desc_sw128(s_b + s * kBBytes, 16, 1024);
+    reg_fence(d);
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < kBK / 32; ++k) wgmma_e4m3<kBN>(d, da + 2 * k, db + 2 * k);  // +32 bytes = +2
     wgmma_commit();
-    fence_acc(d);
+    reg_fence(d);
     wgmma_wait<1>();  // the previous K step's group is done: its stage can be refilled
-    fence_acc(d);
+    reg_fence(d);
     if (kt > 0 && lane == 0) {
       const uint32_t e = empty + 8 * ((kt - 1) % kStages);
       if constexpr (kCluster == 1) {
@@ -326,7 +170,7 @@ __global__ void __maxnreg__(Tile<kBN>::kRegs)
     }
   }
   wgmma_wait<0>();
-  fence_acc(d);
+  reg_fence(d);
 
   const float scale = (scale_x ? *scale_x : 1.f) * (scale_w ? *scale_w : 1.f);
   const int row_l = 16 * warp + (lane >> 2);  // accumulator rows row_l and row_l + 8 of this warpgroup's 64
@@ -336,7 +180,7 @@ __global__ void __maxnreg__(Tile<kBN>::kRegs)
 
   if constexpr (kStaged) {
     // Every consumer's wgmmas have finished reading the stages (both warpgroups) before they are reused.
-    asm volatile("bar.sync 1, 256;" ::: "memory");
+    named_bar_sync<1, 256>();
     uint8_t* st = smem + c * 64 * kStageRow;
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) {
@@ -345,8 +189,8 @@ __global__ void __maxnreg__(Tile<kBN>::kRegs)
       *reinterpret_cast<uint32_t*>(st + (row_l + 8) * kStageRow + col * 2) =
           pack_bf16x2(d[4 * j + 2] * scale, d[4 * j + 3] * scale);
     }
-    if (c == 0) asm volatile("bar.sync 2, 128;" ::: "memory");
-    else asm volatile("bar.sync 3, 128;" ::: "memory");
+    if (c == 0) named_bar_sync<2, 128>();
+    else named_bar_sync<3, 128>();
     // Warp w writes whole rows, 16 bytes a lane: one 512-byte row (BN 256) or two 256-byte rows (BN 128) per
     // instruction, rows w·rpi + lr, then every 4·rpi.
     constexpr int kLanesPerRow = kBN / 8, kRowsPerIter = 32 / kLanesPerRow;
@@ -410,22 +254,6 @@ void prepare(KernelFn fn, int smem_bytes) {
     }
 }
 
-using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-EncodeTiledFn encoder() {
-  static EncodeTiledFn fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    DB_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
-    if (q != cudaDriverEntryPointSuccess || p == nullptr)
-      throw CudaError("gemm_wgmma: the driver has no cuTensorMapEncodeTiled");
-    return reinterpret_cast<EncodeTiledFn>(p);
-  }();
-  return fn;
-}
-
 // A [rows, k] fp8 row-major matrix read in boxes of 128 bytes (K) x box_rows rows, 128-byte swizzle,
 // out-of-bounds elements zero-filled.
 void encode_map(void* out, const void* ptr, uint64_t rows, uint64_t k, uint32_t box_rows) {
@@ -433,7 +261,7 @@ void encode_map(void* out, const void* ptr, uint64_t rows, uint64_t k, uint32_t 
   const cuuint64_t strides[1] = {k};
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(kBK), box_rows};
   const cuuint32_t estr[2] = {1, 1};
-  const CUresult r = encoder()(static_cast<CUtensorMap*>(out), CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(ptr),
+  const CUresult r = tensor_map_encoder()(static_cast<CUtensorMap*>(out), CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(ptr),
                                dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) throw CudaError("gemm_wgmma: cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) + ")");

@@ -4,11 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define DB_HD __host__ __device__ __forceinline__
-#else
-#define DB_HD inline
-#endif
+#include "kernels/common/host_device.hpp"
 
 namespace dropbench {
 
@@ -29,22 +25,36 @@ DB_HD uint32_t mulhi32(uint32_t a, uint32_t b) {
 #endif
 }
 
+// A round's 32x32 -> 64 product a * m as its high and low words. MulHiLo: mul.hi and mul.lo (host and device); a
+// policy with a device-only form (attention_dropout.cuh's MulWide: one mul.wide) gives the same bits.
+struct Product {
+  uint32_t hi, lo;
+};
+struct MulHiLo {
+  DB_HD static Product mul(uint32_t a, uint32_t m) {
+    const uint32_t hi = mulhi32(m, a), lo = m * a;
+    return Product{hi, lo};
+  }
+};
+
 // One Philox round: two 32x32->64 multiplies, then a Feistel-like permute/xor with the round key.
-DB_HD u32x4 philox_round(u32x4 c, uint32_t k0, uint32_t k1) {
-  const uint32_t hi0 = mulhi32(kPhiloxM0, c.x), lo0 = kPhiloxM0 * c.x;
-  const uint32_t hi1 = mulhi32(kPhiloxM1, c.z), lo1 = kPhiloxM1 * c.z;
-  return u32x4{hi1 ^ c.y ^ k0, lo1, hi0 ^ c.w ^ k1, lo0};
+template <class Mul = MulHiLo>
+DB_HD u32x4 philox_round_with(u32x4 c, uint32_t k0, uint32_t k1) {
+  const Product p0 = Mul::mul(c.x, kPhiloxM0);
+  const Product p1 = Mul::mul(c.z, kPhiloxM1);
+  return u32x4{p1.hi ^ c.y ^ k0, p1.lo, p0.hi ^ c.w ^ k1, p0.lo};
 }
+DB_HD u32x4 philox_round(u32x4 c, uint32_t k0, uint32_t k1) { return philox_round_with<MulHiLo>(c, k0, k1); }
 
 // Philox4x32-R: R rounds, the key bumped by the Weyl constants between rounds (not before the first).
-template <int R>
+template <int R, class Mul = MulHiLo>
 DB_HD u32x4 philox4x32(u32x4 ctr, uint32_t k0, uint32_t k1) {
   static_assert(R >= 1 && R <= 16, "Philox rounds out of range");
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
   for (int r = 0; r < R; ++r) {
-    ctr = philox_round(ctr, k0 + static_cast<uint32_t>(r) * kPhiloxW0, k1 + static_cast<uint32_t>(r) * kPhiloxW1);
+    ctr = philox_round_with<Mul>(ctr, k0 + static_cast<uint32_t>(r) * kPhiloxW0, k1 + static_cast<uint32_t>(r) * kPhiloxW1);
   }
   return ctr;
 }

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/attention/tile_order.hpp"
 #include "kernels/common/check.hpp"
 #include "kernels/common/shapes.hpp"
 
@@ -894,21 +895,20 @@ std::string wgmma_key(const WgmmaProfile& g, const Workload& w, const std::strin
   return attention_instance_key(g.sass_key, w, mode, causal);
 }
 
-// Key blocks the wgmma kernel's CTAs visit (kernels/attention/attention_wgmma_kernel.cuh: query block qb of
-// block_rows rows visits blocks j < ceil(SQ / block_keys), causal: j <= (q0 + block_rows - 1) / block_keys;
-// causal grids launch the heaviest query block first).
+// Key blocks the wgmma kernel's CTAs visit, in launch order (the kernel's own tile order,
+// kernels/attention/tile_order.hpp: causal grids launch the heaviest query block first).
 AttnWork wgmma_work(const WgmmaProfile& g, const Workload& w, Window win) {
   if (w.head_dim != g.head_dim)
     throw UsageError(fmt::format("profile: the wgmma attention kernel is profiled for head_dim {} only (workload has {})",
                                  g.head_dim, w.head_dim));
   const int64_t BR = g.block_rows, BC = g.block_keys;
   const int64_t rows = std::min<int64_t>(win.rows < 0 ? w.sq : win.rows, w.sq - win.row_begin);
-  const int64_t nq = ceil_div(rows, BR), n_kv = ceil_div(w.sq, BC);
+  const int64_t nq = ceil_div(rows, BR);
   AttnWork a;
   for (int64_t x = 0; x < nq; ++x) {
-    const int64_t qb = w.causal ? nq - 1 - x : x;
+    const int64_t qb = attn::query_block_in_order(nq, x, w.causal);
     const int64_t q0 = win.row_begin + qb * BR;
-    const int64_t nk = w.causal ? std::min(n_kv, (q0 + BR - 1) / BC + 1) : n_kv;
+    const int64_t nk = attn::key_blocks_visited(static_cast<int64_t>(w.sq), q0, BR, BC, w.causal);
     a.cta_iterations.push_back(static_cast<double>(nk));
     a.iterations += static_cast<double>(nk);
   }

@@ -1,0 +1,35 @@
+// The order in which the attention kernels visit their work, written once for the kernels (device code), their
+// launch rules and the performance model (host code, src/model/model.cpp):
+//   - a launch's x-th query block (grid order): causal launches take the heaviest block (the last: it has the most
+//     key blocks below the diagonal) first, so the longest CTAs start in the first wave;
+//   - the key blocks a query tile visits: all of them, or (causal) those up to the diagonal of the tile's last row;
+//   - persistent CTAs: CTA i of G takes tile k * G + i in round k, causal rounds alternating direction (a snake),
+//     so that with heaviest-first tiles the CTAs' totals even out.
+#pragma once
+#include "kernels/common/host_device.hpp"
+
+namespace dropbench {
+namespace attn {
+
+template <class I>
+DB_HD constexpr I query_block_in_order(I nq, I x, bool causal) {
+  return causal ? nq - 1 - x : x;
+}
+
+// Key blocks of bc keys (of sk) that the query tile of br rows starting at row q0 visits.
+template <class I>
+DB_HD constexpr I key_blocks_visited(I sk, I q0, I br, I bc, bool causal) {
+  const I n = (sk + bc - 1) / bc;
+  if (!causal) return n;
+  const I d = (q0 + br - 1) / bc + 1;
+  return n < d ? n : d;
+}
+
+// The linear tile index CTA i of a persistent grid of G CTAs takes in round k.
+template <class I>
+DB_HD constexpr I persistent_tile_index(I k, I G, I i, bool causal) {
+  return k * G + ((causal && (k & 1)) ? G - 1 - i : i);
+}
+
+}  // namespace attn
+}  // namespace dropbench
