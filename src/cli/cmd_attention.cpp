@@ -119,7 +119,7 @@ int run_attention(RunContext& ctx) {
         DB_CUDA(cudaMemcpy(h_out.data(), o.get(), o_bytes, cudaMemcpyDeviceToHost));
         const bool same = h_out == h_ref;
         checks[i]["bitwise_equal_fused"] = same;
-        if (!same) fmt::print(stderr, "dropbench: WARNING: {} output differs from fused at {}\n", vd.name, label);
+        if (!same) print_stderr("dropbench: WARNING: {} output differs from fused at {}\n", vd.name, label);
       }
       group.push_back({vd.name, [&ap, &rp, vd](Sample& s) {
                          NvtxRange vr(std::string("variant ") + vd.name);

@@ -16,6 +16,7 @@
 
 #include "kernels/common/check.hpp"
 #include "kernels/common/shapes.hpp"
+#include "src/core/input.hpp"
 
 namespace dropbench::model {
 
@@ -32,16 +33,17 @@ Demand scaled(const Demand& d, double scale) {
 namespace {
 
 json read_json_file(const std::string& path, const std::string& what) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw UsageError(fmt::format("{}: '{}' is a directory (allowed: a {} JSON file, e.g. configs/{}s/h200.json)", what,
-                                 path, what, what == "machine" ? "machine" : "profile"));
-  std::ifstream f(path);
-  if (!f) throw UsageError(fmt::format("{}: cannot open '{}'", what, path));
+  return read_json_input(path, what, fmt::format("a {} JSON file, e.g. configs/{}s/h200.json", what, what));
+}
+
+// A document whose fields do not have the types the reader expects (beyond what Fields checks by name).
+template <class F>
+auto with_document(const std::string& path, const std::string& what, F&& read) {
   try {
-    return json::parse(f);
+    return read();
   } catch (const json::exception& e) {
-    throw UsageError(fmt::format("{}: '{}' is not valid JSON ({})", what, path, e.what()));
+    throw UsageError(one_line(fmt::format("{} {}: malformed ({}) (allowed: a {} JSON file, e.g. configs/{}s/h200.json)",
+                                          what, path, e.what(), what, what)));
   }
 }
 
@@ -250,7 +252,10 @@ Machine machine_from_json(const json& j, const std::string& where) {
   return m;
 }
 
-Machine load_machine(const std::string& path) { return machine_from_json(read_json_file(path, "machine"), path); }
+Machine load_machine(const std::string& path) {
+  const json j = read_json_file(path, "machine");
+  return with_document(path, "machine", [&] { return machine_from_json(j, path); });
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // Profile.
@@ -404,7 +409,10 @@ bool Profile::has_ncu() const {
   return false;
 }
 
-Profile load_profile(const std::string& path) { return profile_from_json(read_json_file(path, "profile"), path); }
+Profile load_profile(const std::string& path) {
+  const json j = read_json_file(path, "profile");
+  return with_document(path, "profile", [&] { return profile_from_json(j, path); });
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // Kernel time.
@@ -454,9 +462,8 @@ double kernel_clock(const Machine& m, const std::string& profile_clock, const Op
   if (c == "sustained") return m.clock_sustained_mhz;
   // A profile kernel's own measured clock (MHz), e.g. the power-capped wgmma attention.
   if (!c.empty() && (std::isdigit(static_cast<unsigned char>(c[0])) != 0)) {
-    char* end = nullptr;
-    const double v = std::strtod(c.c_str(), &end);
-    if (end && *end == '\0' && v > 0) return v;
+    const std::optional<double> v = parse_finite_number(c);
+    if (v && *v > 0) return *v;
   }
   throw UsageError(fmt::format("clock: '{}' is not a clock (allowed: model, max, sustained)", c));
 }
@@ -1387,12 +1394,8 @@ double residency_warps(const std::string& residency, double auto_warps, const Ma
   if (residency == "serial") return 0;
   if (residency == "coresident") return std::max(auto_warps, m.rng_saturation_warps);
   if (residency.rfind("coresident:", 0) == 0) {
-    try {
-      size_t pos = 0;
-      const double w = std::stod(residency.substr(11), &pos);
-      if (pos == residency.size() - 11 && w >= 0 && w <= 64) return w;
-    } catch (const std::exception&) {
-    }
+    const std::optional<double> w = parse_finite_number(std::string_view(residency).substr(11));
+    if (w && *w >= 0 && *w <= 64) return *w;
   }
   throw UsageError(fmt::format("--residency: '{}' (allowed: auto, serial, coresident, coresident:WARPS with 0..64)",
                                residency));
