@@ -614,7 +614,7 @@ int run_cli(int argc, char** argv) {
   } catch (const json::exception& e) {
     // Every JSON input is checked where it is read, naming its file and field; this is the net under those checks.
     std::fprintf(stderr, "dropbench: error: a JSON input has a field of an unexpected type: %s (allowed: the files as "
-                 "dropbench writes them)\n", one_line(e.what()).c_str());
+                 "dropbench writes them)\n", one_line(json_error_text(e)).c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dropbench: failure: %s\n", one_line(e.what()).c_str());

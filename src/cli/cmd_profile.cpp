@@ -120,7 +120,7 @@ model::Profile base_profile(const json& prof, const std::string& path) {
     return model::profile_from_json(prof, path);
   } catch (const json::exception& e) {
     throw UsageError(one_line(fmt::format("--base: {}: malformed ({}) (allowed: a profile JSON file, e.g. "
-                                          "configs/profiles/h200.json)", path, e.what())));
+                                          "configs/profiles/h200.json)", path, json_error_text(e))));
   }
 }
 

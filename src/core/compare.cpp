@@ -202,7 +202,7 @@ std::vector<LoadedReport> load_reports(const std::vector<std::string>& paths) {
     try {
       reports.push_back(load_report(f));
     } catch (const json::exception& e) {  // a field of a type the checks above do not name
-      bad_file(f, one_line(fmt::format("malformed ({}) (allowed: a dropbench report, docs/report-schema.md)", e.what())));
+      bad_file(f, one_line(fmt::format("malformed ({}) (allowed: a dropbench report, docs/report-schema.md)", json_error_text(e))));
     }
   }
   for (size_t i = 1; i < reports.size(); ++i)

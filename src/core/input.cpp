@@ -22,14 +22,6 @@ namespace {
 // Larger than any report a sweep writes (a 10 000-point run report is ~100 MB); past it the text is not ours.
 constexpr off_t kMaxJsonBytes = off_t{1} << 30;
 
-// nlohmann's message without its "[json.exception.parse_error.101] " tag.
-std::string json_error_text(const json::exception& e) {
-  std::string msg = e.what();
-  if (msg.rfind("[json.exception", 0) == 0)
-    if (const size_t p = msg.find("] "); p != std::string::npos) msg = msg.substr(p + 2);
-  return msg;
-}
-
 // Length of the UTF-8 sequence starting at s[i] (1..4), or 0 when it is not a valid one.
 size_t utf8_len(std::string_view s, size_t i) {
   const auto c = static_cast<unsigned char>(s[i]);
@@ -41,6 +33,13 @@ size_t utf8_len(std::string_view s, size_t i) {
 }
 
 }  // namespace
+
+std::string json_error_text(const json::exception& e) {
+  std::string msg = e.what();
+  if (msg.rfind("[json.exception", 0) == 0)
+    if (const size_t p = msg.find("] "); p != std::string::npos) msg = msg.substr(p + 2);
+  return msg;
+}
 
 size_t json_depth(std::string_view text, size_t limit) {
   size_t depth = 0, deepest = 0;

@@ -34,6 +34,9 @@ size_t json_depth(std::string_view text, size_t limit = kMaxJsonDepth);
 // is finite (no nan, inf, or a value past double's range). nullopt otherwise.
 std::optional<double> parse_finite_number(std::string_view text);
 
+// nlohmann's message without its "[json.exception.type_error.302] " tag.
+std::string json_error_text(const json::exception& e);
+
 // "path[3].stats" style JSON path helpers for messages.
 std::string json_path_key(const std::string& base, const std::string& key);
 std::string json_path_index(const std::string& base, size_t i);

@@ -234,7 +234,7 @@ ReportFile read_report_file(const std::string& path, const std::string& who) {
     try {
       (void)point_from_json(points[i]);
     } catch (const json::exception& e) {
-      bad(who, path, one_line(fmt::format("points[{}] is malformed ({}) (allowed: {})", i, e.what(), kReportAllowed)));
+      bad(who, path, one_line(fmt::format("points[{}] is malformed ({}) (allowed: {})", i, json_error_text(e), kReportAllowed)));
     }
   }
   return f;
@@ -334,7 +334,7 @@ Report merge_reports(const std::vector<ReportFile>& inputs, const SummaryRecompu
       try {
         out.adopt_point(p);
       } catch (const json::exception& e) {
-        bad("merge", f.path, fmt::format("point {} is malformed ({})", p.at("index").get<size_t>(), e.what()));
+        bad("merge", f.path, fmt::format("point {} is malformed ({})", p.at("index").get<size_t>(), json_error_text(e)));
       }
     }
     for (const json& s : f.doc.at("skipped")) {

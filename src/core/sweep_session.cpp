@@ -11,6 +11,7 @@
 
 #include "kernels/common/check.hpp"
 #include "src/core/compare.hpp"
+#include "src/core/input.hpp"
 #include "src/core/interrupt.hpp"
 #include "src/core/sweep_util.hpp"
 
@@ -122,7 +123,7 @@ void SweepSession::adopt_resumed(const std::vector<SweepPoint>& points) {
     try {
       report.adopt_point(p);
     } catch (const json::exception& e) {
-      throw UsageError(fmt::format("--resume: {}: point {} is malformed ({})", path, i, e.what()));
+      throw UsageError(fmt::format("--resume: {}: point {} is malformed ({})", path, i, json_error_text(e)));
     }
     ++n_points;
   }

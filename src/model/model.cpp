@@ -42,8 +42,12 @@ auto with_document(const std::string& path, const std::string& what, F&& read) {
   try {
     return read();
   } catch (const json::exception& e) {
-    throw UsageError(one_line(fmt::format("{} {}: malformed ({}) (allowed: a {} JSON file, e.g. configs/{}s/h200.json)",
-                                          what, path, e.what(), what, what)));
+    std::string msg = e.what();  // without nlohmann's "[json.exception.type_error.302] " tag
+    if (const size_t tag = msg.find("] "); msg.rfind("[json.exception", 0) == 0 && tag != std::string::npos)
+      msg = msg.substr(tag + 2);
+    throw UsageError(one_line(fmt::format("{} {}: a field has the wrong type: {} (allowed: a {} JSON file, e.g. "
+                                          "configs/{}s/h200.json)",
+                                          what, path, msg, what, what)));
   }
 }
 
@@ -75,6 +79,20 @@ struct Fields {
     const json& v = get(j, key, path);
     if (!v.is_string() || v.get<std::string>().empty()) fail(path, "must be a non-empty string");
     return v.get<std::string>();
+  }
+  // An optional member: absent or null gives `fallback`; present, it must have the type of `fallback`.
+  template <class T>
+  T optional(const json& j, const std::string& key, const std::string& path, T fallback) const {
+    if (!j.is_object() || !j.contains(key) || j.at(key).is_null()) return fallback;
+    const json& v = j.at(key);
+    if constexpr (std::is_same_v<T, bool>) {
+      if (!v.is_boolean()) fail(path, fmt::format("must be true or false (got {})", v.dump()));
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      if (!v.is_string()) fail(path, fmt::format("must be a string (got {})", v.dump()));
+    } else {
+      if (!v.is_number_integer()) fail(path, fmt::format("must be an integer (got {})", v.dump()));
+    }
+    return v.get<T>();
   }
   // {"value": x, "source": "..."}: every machine number carries its source.
   double sourced(const json& j, const std::string& key, bool positive = true) const {
@@ -178,7 +196,7 @@ Machine machine_from_json(const json& j, const std::string& where) {
   Machine m;
   m.path = where;
   m.name = f.string(j, "name", "name");
-  m.description = j.value("description", "");
+  m.description = f.optional(j, "description", "description", std::string());
   m.sm_count = f.sourced(j, "sm_count");
   {
     const json& c = f.get(j, "clock_mhz", "clock_mhz");
@@ -227,7 +245,7 @@ Machine machine_from_json(const json& j, const std::string& where) {
     oc.name = name;
     oc.demand = f.string(o, "demand", p + ".demand");
     oc.source = f.string(o, "source", p + ".source");
-    oc.per_second = o.value("per_second", false);
+    oc.per_second = f.optional(o, "per_second", p + ".per_second", false);
     const json& loads = f.get(o, "loads", p + ".loads");
     if (!loads.is_object() || loads.empty()) f.fail(p + ".loads", "must be a non-empty object of unit -> rate");
     for (const auto& [un, rate] : loads.items()) {
@@ -236,7 +254,10 @@ Machine machine_from_json(const json& j, const std::string& where) {
     }
     m.ops.push_back(oc);
   }
+  if (j.contains("calibration") && !j.at("calibration").is_object())
+    f.fail("calibration", "must be an object {\"fit_points\": [...]}");
   if (j.contains("calibration") && j.at("calibration").contains("fit_points")) {
+    if (!j.at("calibration").at("fit_points").is_array()) f.fail("calibration.fit_points", "must be an array");
     for (const json& fp : j.at("calibration").at("fit_points")) {
       FitPoint p;
       p.unit = f.string(fp, "unit", "calibration.fit_points[].unit");
@@ -245,7 +266,7 @@ Machine machine_from_json(const json& j, const std::string& where) {
       p.command = f.string(fp, "command", "calibration.fit_points[].command");
       p.variant = f.string(fp, "variant", "calibration.fit_points[].variant");
       p.axes = f.get(fp, "axes", "calibration.fit_points[].axes");
-      p.report = fp.value("report", "");
+      p.report = f.optional(fp, "report", "calibration.fit_points[].report", std::string());
       m.fit_points.push_back(p);
     }
   }
@@ -277,8 +298,8 @@ Profile profile_from_json(const json& j, const std::string& where) {
       k.edge_extra = demand_from_json(e.at("edge_extra_per_iteration"), f, path + ".edge_extra_per_iteration");
     if (e.contains("rescale_extra_per_iteration"))
       k.rescale_extra = demand_from_json(e.at("rescale_extra_per_iteration"), f, path + ".rescale_extra_per_iteration");
-    if (e.contains("resources") && e.at("resources").contains("registers"))
-      k.registers = e.at("resources").at("registers").get<int>();
+    if (e.is_object() && e.contains("resources"))
+      k.registers = f.optional(e.at("resources"), "registers", path + ".resources.registers", k.registers);
     if (e.contains("opcodes_per_iteration") && e.at("opcodes_per_iteration").is_object())
       for (const auto& [op, n] : e.at("opcodes_per_iteration").items())
         if ((op.rfind("IMAD.WIDE", 0) == 0 || op.rfind("IMAD.HI", 0) == 0) && n.is_number())
@@ -371,7 +392,7 @@ Profile profile_from_json(const json& j, const std::string& where) {
     wp.cta_overhead_cycles = f.number(co, "value", q + "cta_overhead_cycles.value", false);
     p.wgmma = wp;
   }
-  p.attn_auto = j.value("attention_kernel_auto", std::string(p.wgmma ? "wgmma" : "mma"));
+  p.attn_auto = f.optional(j, "attention_kernel_auto", "attention_kernel_auto", std::string(p.wgmma ? "wgmma" : "mma"));
   if (p.attn_auto != "mma" && p.attn_auto != "wgmma")
     f.fail("attention_kernel_auto", "must be mma or wgmma");
   if (p.attn_auto == "wgmma" && !p.wgmma) f.fail("attention_kernel_auto", "is wgmma but kernels.attention_wgmma is missing");
