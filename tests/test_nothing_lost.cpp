@@ -90,7 +90,7 @@ class Lost : public ::testing::Test {
   std::string keep_, keep_bytes_;
 };
 
-// Class 1: a sweep whose second point is refused used to measure (and write) the first one over -o.
+// A sweep with a point that cannot run is refused before its first point: nothing measured, -o as it was.
 TEST_F(Lost, RefusedSweepLeavesTheExistingReport) {
   const Result r = run("gemm --dry-run --set workload.batch=2048 --set 'sweep.sq=[4096,1048576]' "
                        "--set 'sweep.embed=[4096]' --set 'sweep.dtype=[fp8]' -o " + keep_);
@@ -105,7 +105,7 @@ TEST_F(Lost, RefusedSweepLeavesTheExistingReport) {
   expect_keep_unchanged("interrupted before the first point");
 }
 
-// Class 2: every child of --devices refuses; the parent used to merge the shard files an earlier run left.
+// --devices whose children all refuse writes nothing: the shard files an earlier run left are not this run's.
 TEST_F(Lost, DevicesNeverMergeStaleShardReports) {
   const std::string sweep = "rng --dry-run -q --set 'sweep.sq=[64,128]' --set 'sweep.rounds=[3]' "
                             "--set 'sweep.threshold_bits=[8]' --set 'sweep.layout=[tile]'";
@@ -121,7 +121,7 @@ TEST_F(Lost, DevicesNeverMergeStaleShardReports) {
   EXPECT_EQ(slurp(out), keep_bytes_) << "stale shard reports were merged over -o";
 }
 
-// Class 3: a document nested 100 000 deep used to crash (exit 139) while its error was built.
+// A document nested 100 000 deep is one line, exit 2, in every command that reads JSON (no stack overflow).
 TEST_F(Lost, DeepNestingIsOneLine) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   const std::string deep_obj = [] {
@@ -148,7 +148,7 @@ TEST_F(Lost, DeepNestingIsOneLine) {
   expect_keep_unchanged("--set deep");
 }
 
-// Class 4: library errors (json.exception...) used to escape as "dropbench: failure: ..." with exit 1.
+// 1e309 and values of the wrong type are one line naming the file and the JSON path, exit 2 (no library error).
 TEST_F(Lost, MalformedJsonNamesFileAndPath) {
   spit(path("ovf.json"), R"({"name": "x", "measure": {"timeout": 1e309}})");
   Result r = run("gemm --dry-run --config " + path("ovf.json") + " -o " + keep_);
@@ -184,8 +184,8 @@ TEST_F(Lost, MalformedJsonNamesFileAndPath) {
   EXPECT_NE(r.err.find("points[0].variants[0].stats"), std::string::npos) << r.err;
 }
 
-// Class 5: merge's -o used to be checked only when written (after merging): exit 1 on an unwritable path, exit 0
-// with nothing written for "", a device node replaced by a regular file.
+// merge's -o gets the sweeping commands' check, before anything is read: a missing directory, "", a device node
+// or a directory are refused with exit 2, and an existing report stays as it was.
 TEST_F(Lost, MergeChecksItsOutputFirst) {
   Result r = run("merge " + keep_ + " -o " + path("no/such/dir/out.json"));
   expect_one_line_refusal(r, "merge into a missing directory");
@@ -206,7 +206,7 @@ TEST_F(Lost, MergeChecksItsOutputFirst) {
   expect_keep_unchanged("refused merge");
 }
 
-// Class 6: NaN and infinity used to pass some numeric options (a memory size, a budget).
+// NaN and infinity are refused by every numeric option and field (one parser).
 TEST_F(Lost, NonFiniteNumbersAreRefusedEverywhere) {
   for (const std::string& v : {"nan", "NaN", "inf", "-inf", "infinity", "1e999"}) {
     for (const std::string& cmd :
@@ -222,7 +222,7 @@ TEST_F(Lost, NonFiniteNumbersAreRefusedEverywhere) {
   expect_keep_unchanged("non-finite numbers");
 }
 
-// Class 7: what merge refuses, --resume refuses too, with the same words.
+// What merge refuses, --resume refuses too, with the same words.
 TEST_F(Lost, ResumeRefusesWhatMergeRefuses) {
   const std::string sweep = "rng --dry-run -q --set 'sweep.sq=[64,128,256]' --set 'sweep.rounds=[3]' "
                             "--set 'sweep.threshold_bits=[8]' --set 'sweep.layout=[tile]'";
@@ -262,8 +262,8 @@ TEST_F(Lost, ResumeRefusesWhatMergeRefuses) {
   }
 }
 
-// Class 8: stdout that cannot take the table used to be ignored (exit 0); a broken pipe used to kill the sweep
-// with its report left "running" and no resume line.
+// Output that cannot be written is an error (exit non-zero); SIGPIPE stops a sweep as SIGTERM does: the report
+// says SIGPIPE and the resume line is printed.
 TEST_F(Lost, OutputErrorsAreReported) {
   const std::string sweep = "gemm --dry-run -q --set 'sweep.sq=[64,128]' --set 'sweep.embed=[4096]' --set 'sweep.dtype=[fp8]'";
   Result r = run(sweep + " > /dev/full");
@@ -302,14 +302,14 @@ TEST_F(Lost, OutputErrorsAreReported) {
   EXPECT_EQ(j["incomplete_reason"]["signal"], "SIGPIPE") << j["incomplete_reason"].dump();
 }
 
-// Class 9: a FIFO given as a config or report used to block forever.
+// A FIFO given as a config, machine file, profile or report is refused at once, not waited on.
 TEST_F(Lost, FifoIsRefusedNotWaitedOn) {
   const std::string fifo = path("fifo.json");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   for (const std::string& cmd : {"gemm --dry-run --config " + fifo, "gemm --dry-run --resume " + fifo + " -o " + keep_,
                                  "merge " + fifo + " -o " + path("m.json"), "compare " + fifo + " " + keep_,
                                  "model --machine " + fifo, "model --profile " + fifo, "model --report " + fifo}) {
-    // `timeout` turns the old hang into exit 124.
+    // `timeout` turns a hang into exit 124.
     const Result r = dropbench_test::run_dropbench(cmd, "timeout 20 ");
     expect_one_line_refusal(r, cmd);
     EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << cmd << "\n" << r.err;
@@ -372,7 +372,8 @@ size_t sweep_bytes(size_t n, const std::string& out) {
   return after - before;
 }
 
-// Rewriting the whole report after every point wrote ~n^2/2 points' worth of bytes: 4x the points, 16x the bytes.
+// The bytes a sweep writes grow with its points, not their square (a report rewritten whole after every point
+// writes ~n^2/2 points' worth: 4x the points, 16x the bytes).
 TEST_F(Lost, ReportBytesGrowLinearlyWithPoints) {
   const size_t small = sweep_bytes(400, path("s.json"));
   const size_t large = sweep_bytes(1600, path("l.json"));

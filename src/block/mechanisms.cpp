@@ -1,4 +1,5 @@
 #include "src/block/mechanisms.hpp"
+#include "src/core/print.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,5 @@
 #include "src/block/run_point.hpp"
+#include "src/core/print.hpp"
 
 #include <limits>
 #include <memory>

@@ -1,4 +1,5 @@
 #include "src/block/run_trace.hpp"
+#include "src/core/print.hpp"
 
 #include <algorithm>
 #include <limits>

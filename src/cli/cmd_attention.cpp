@@ -10,6 +10,7 @@
 #include "kernels/attention/attention.cuh"
 #include "kernels/common/check.hpp"
 #include "kernels/common/shapes.hpp"
+#include "src/core/print.hpp"
 #include "src/cli/cli.hpp"
 #include "src/cli/dry_plan.hpp"
 #include "src/core/device_buffer.hpp"

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "src/core/print.hpp"
 #include "src/cli/cli.hpp"
 #include "src/cli/dry_plan.hpp"
 #include "src/core/device_buffer.hpp"

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "src/core/print.hpp"
 #include "src/block/run_figures.hpp"
 #include "src/cli/cli.hpp"
 #include "src/core/merge.hpp"

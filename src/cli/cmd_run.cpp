@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "src/core/print.hpp"
 #include "src/block/block_pipelines.hpp"
 #include "src/block/mechanisms.hpp"
 #include "src/block/pipeline_plan.hpp"

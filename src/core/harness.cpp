@@ -1,4 +1,5 @@
 #include "src/core/harness.hpp"
+#include "src/core/print.hpp"
 #include "src/core/report.hpp"
 
 #include <algorithm>

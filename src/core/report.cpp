@@ -1,5 +1,6 @@
 // Reports, tables and progress (see report.hpp; the JSON layout is documented in docs/report-schema.md).
 #include "src/core/report.hpp"
+#include "src/core/print.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -15,22 +15,12 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "src/core/config.hpp"
 #include "src/core/stats.hpp"
 
 namespace dropbench {
 
 constexpr int kReportSchemaVersion = 1;
-
-// A diagnostic line on stderr (warnings, progress). A stderr that cannot take it (closed, a reader that went
-// away) does not stop the sweep: fmt::print would throw.
-template <class... T>
-void print_stderr(fmt::format_string<T...> f, T&&... args) {
-  const std::string s = fmt::format(f, std::forward<T>(args)...);
-  static_cast<void>(std::fwrite(s.data(), 1, s.size(), stderr));
-}
 
 // Output that could not be written (stdout full, closed or a broken pipe): reported, exit non-zero.
 struct OutputError : std::runtime_error {

@@ -1,4 +1,5 @@
 #include "src/core/sweep_session.hpp"
+#include "src/core/print.hpp"
 
 #include <cerrno>
 #include <csignal>
