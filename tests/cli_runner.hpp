@@ -18,11 +18,12 @@ struct CliResult {
   std::string out, err;
 };
 
-inline CliResult run_dropbench(const std::string& args) {
+// `prefix` goes before the executable (e.g. "timeout 20 ").
+inline CliResult run_dropbench(const std::string& args, const std::string& prefix = "") {
   static int counter = 0;
   const auto errf = std::filesystem::temp_directory_path() /
                     ("dropbench_test_err_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-  const std::string cmd = std::string("'") + DROPBENCH_BINARY + "' " + args + " 2>'" + errf.string() + "'";
+  const std::string cmd = prefix + "'" + DROPBENCH_BINARY + "' " + args + " 2>'" + errf.string() + "'";
   CliResult r{};
   FILE* p = popen(cmd.c_str(), "r");
   std::array<char, 4096> buf;

@@ -1,4 +1,5 @@
 #include "src/block/mechanisms.hpp"
+#include "src/core/print.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -93,7 +94,7 @@ Mech MechanismExplorer::prepare(const RngConfig& rc, QkvGemm& g, bool default_ge
     m.extra["coresident_sms"] = ws.coresident_sms;
   }
   if (!mask_eq) {
-    fmt::print(stderr, "dropbench: WARNING: mechanism {} wrote a different mask at {}\n", rc.name, ps_.label);
+    print_stderr("dropbench: WARNING: mechanism {} wrote a different mask at {}\n", rc.name, ps_.label);
     ++ps_.counters.mismatches;
   }
   return m;

@@ -1,4 +1,5 @@
 #include "src/block/run_point.hpp"
+#include "src/core/print.hpp"
 
 #include <limits>
 #include <memory>
@@ -14,7 +15,8 @@ namespace dropbench {
 
 void validate_run_options(const RunOptions& o) {
   if (o.top_k < 1 || o.top_k > 16) throw UsageError(fmt::format("--top-k: {} is out of range (allowed: [1, 16])", o.top_k));
-  if (o.mask_budget_gib < 0) throw UsageError("--mask-budget: must be >= 0 (GiB; 0 = the free device memory)");
+  if (!(o.mask_budget_gib >= 0 && o.mask_budget_gib <= 1048576.0))  // NaN fails both
+    throw UsageError("--mask-budget: must be in [0, 1048576] (GiB; 0 = the free device memory)");
   if (o.overlap_rng != "auto" && !find_fixed_mechanism(o.overlap_rng))
     throw UsageError("--overlap-rng: '" + o.overlap_rng + "' is not allowed (allowed: " + overlap_rng_choices() + ")");
 }
@@ -43,7 +45,7 @@ std::map<std::string, Measurement> PointScope::measure_group(const std::vector<C
     const Measurement& m = ms[i];
     if (m.total.samples == 0 && !harness.dry_run()) {
       ++counters.unmeasured;
-      fmt::print(stderr, "dropbench: WARNING: {} at {}: every sample was discarded as clock-throttled ({} of them); "
+      print_stderr("dropbench: WARNING: {} at {}: every sample was discarded as clock-throttled ({} of them); "
                  "power-capped GEMMs need --set measure.throttle=0\n", group[i].name, label, m.total.discarded);
     }
     book.add(group[i].name, m.series);
@@ -164,7 +166,7 @@ struct Reference {
     ex["lse_words_differing"] = ld;
     ex["compared_with"] = name;
     if (od != 0 || ld != 0) {
-      fmt::print(stderr, "dropbench: ERROR: {} differs from {} at {}: {} O words, {} LSE words\n", what, name,
+      print_stderr("dropbench: ERROR: {} differs from {} at {}: {} O words, {} LSE words\n", what, name,
                  ps.label, od, ld);
       ++ps.counters.mismatches;
     }

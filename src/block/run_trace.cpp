@@ -1,4 +1,5 @@
 #include "src/block/run_trace.hpp"
+#include "src/core/print.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -34,7 +35,7 @@ TraceState open_trace(const std::string& path, bool dry) {
   }
   t.path = path;
   t.on = !dry;
-  if (dry) fmt::print(stderr, "dropbench: --trace: nothing to trace in a dry run (no GPU work)\n");
+  if (dry) print_stderr("dropbench: --trace: nothing to trace in a dry run (no GPU work)\n");
   return t;
 }
 
@@ -97,7 +98,7 @@ void trace_point(PointScope& ps, TraceState& trace, const json& axes, const Over
   std::string why;
   DB_CUDA(cudaDeviceSynchronize());
   if (!tracer.start(&why)) {
-    fmt::print(stderr, "dropbench: WARNING: --trace: CUPTI is unavailable ({}); no kernel trace\n", why);
+    print_stderr("dropbench: WARNING: --trace: CUPTI is unavailable ({}); no kernel trace\n", why);
     trace.on = false;
     return;
   }

@@ -2,6 +2,7 @@
 #include "src/cli/dry_plan.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 
 #include "kernels/common/check.hpp"
 #include "src/core/context.hpp"
+#include "src/core/input.hpp"
 #include "src/core/interrupt.hpp"
 #include "src/core/merge.hpp"
 #include "src/core/sweep_session.hpp"
@@ -96,7 +98,7 @@ void add_common_options(CLI::App& sub, CommonOptions& o, RawNumbers& raw) {
                  "With --dry-run: GiB of free device memory to plan against (default: the --machine file's memory_gib, "
                  "else 139, an idle H200's)")
       ->type_name("GIB")
-      ->check(CLI::Range(0.001, 1048576.0));
+      ->check(finite_number(0.001, 1048576.0));
   sub.add_option("--machine", o.machine,
                  "With --dry-run: the model's machine file (configs/machines/*.json) for the estimates and its memory")
       ->type_name("FILE");
@@ -157,33 +159,6 @@ int parse_device(const std::string& text) {
   if (ec != std::errc() || end != text.data() + text.size() || d < 0)
     throw UsageError(fmt::format("--device: '{}' is not a device index (allowed: an integer 0..count-1)", text));
   return d;
-}
-
-// The report is first written after a point has been measured: a path that cannot take it must fail now.
-void check_output_path(const std::string& path) {
-  if (path.empty()) return;
-  namespace fs = std::filesystem;
-  const char* allowed = "(allowed: a file path in an existing, writable directory, e.g. report.json)";
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (fs::is_directory(st)) throw UsageError(fmt::format("--output: '{}' is a directory {}", path, allowed));
-  // The report replaces the file by rename(); onto a device or a pipe (/dev/null, /dev/stdout) that would
-  // replace the node itself.
-  if (fs::exists(st) && !fs::is_regular_file(st))
-    throw UsageError(fmt::format("--output: '{}' is not a regular file {}", path, allowed));
-  const auto dir = fs::absolute(path).parent_path();
-  if (!fs::is_directory(dir, ec))
-    throw UsageError(fmt::format("--output: directory '{}' does not exist {}", dir.string(), allowed));
-  // access(W_OK) says yes to root on /proc; creating a file, as the report writer does, is the real test.
-  const std::string probe = fmt::format("{}.probe.{}", path, static_cast<long>(::getpid()));
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0 && errno != EEXIST)
-    throw UsageError(fmt::format("--output: cannot create a file in '{}' ({}) {}", dir.string(),
-                                 std::strerror(errno), allowed));
-  if (fd >= 0) {
-    ::close(fd);
-    ::unlink(probe.c_str());
-  }
 }
 
 // "--shard i/N": 0 <= i < N.
@@ -259,6 +234,11 @@ void print_interrupted(const Interrupted& e, const CommonOptions& o, const std::
                  e.what(), stop.c_str(), w.measured, w.to_measure);
     return;
   }
+  if (!w.wrote_report) {
+    std::fprintf(stderr, "dropbench: %s%s after %zu of %zu points; nothing to keep, %s left as it was\n", e.what(),
+                 stop.c_str(), w.measured, w.to_measure, o.output.c_str());
+    return;
+  }
   std::string cmd;
   for (const std::string& a : without_options(args, {"--resume"})) cmd += (cmd.empty() ? "" : " ") + shell_quote(a);
   cmd += " --resume " + shell_quote(o.output);
@@ -280,11 +260,13 @@ json command_options(const CLI::App& sub, const std::set<const CLI::Option*>& co
 
 // --resume FILE: the report must be this sweep's (command, resolved config, tool version, device, options,
 // shard); -o defaults to it.
-void load_resume(RunContext& ctx, const std::string& command) {
-  CommonOptions& o = ctx.opts;
+ReportFile check_resume_report(const RunContext& ctx, const std::string& command, bool devices) {
+  const CommonOptions& o = ctx.opts;
   ReportFile f = read_report_file(o.resume, "--resume");
-  const std::vector<std::string> diffs =
-      identity_differences(report_identity(f.doc, "--resume", f.path), run_identity(command, ctx.cfg, ctx.context));
+  json mine = run_identity(command, ctx.cfg, ctx.context);
+  json theirs = report_identity(f.doc, "--resume", f.path);
+  if (devices) theirs["device"] = mine["device"];  // each child compares its own device
+  const std::vector<std::string> diffs = identity_differences(theirs, mine);
   if (!diffs.empty())
     throw UsageError(fmt::format("--resume: {} is not a report of this run: {} (allowed: a report of the same command, "
                                  "config, tool version and device)",
@@ -294,8 +276,22 @@ void load_resume(RunContext& ctx, const std::string& command) {
     throw UsageError(fmt::format("--resume: {} is shard {}/{}, this run is shard {}/{} (allowed: the same shard, or "
                                  "an unsharded report)",
                                  f.path, old.index, old.count, now.index, now.count));
-  if (o.output.empty()) o.output = o.resume;
+  return f;
+}
+
+void load_resume(RunContext& ctx, const std::string& command) {
+  ReportFile f = check_resume_report(ctx, command, /*devices=*/false);
+  if (ctx.opts.output.empty()) ctx.opts.output = ctx.opts.resume;
   ctx.resume_doc = std::move(f.doc);
+}
+
+// A file's inode and modification time as text ("" when it does not exist): a report rewritten (by rename) is
+// another inode.
+std::string file_identity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return fmt::format("{}:{}.{}", static_cast<unsigned long long>(st.st_ino), static_cast<long long>(st.st_mtim.tv_sec),
+                     static_cast<long>(st.st_mtim.tv_nsec));
 }
 
 // --devices: one child per device, the same command line with --device d --shard k/N -o <out>.shards/...;
@@ -320,6 +316,10 @@ int run_on_devices(const CommonOptions& o, const std::vector<std::string>& args)
   const std::vector<std::string> base = without_options(args, {"--devices", "--device", "-o", "--output"});
   const size_t n = devs.size();
   std::vector<std::string> reports(n), outs(n);
+  // What each shard report was before the children ran: a file an earlier run left there and no child of this
+  // run rewrote (every child refused, or failed before its first point) is not part of this run's report.
+  std::vector<std::string> before(n);
+  for (size_t k = 0; k < n; ++k) before[k] = file_identity(fmt::format("{}/shard-{}-of-{}.json", dir, k, n));
   std::vector<pid_t> pids(n, -1);
   std::vector<int> codes(n, -1);
   for (size_t k = 0; k < n; ++k) {
@@ -389,8 +389,10 @@ int run_on_devices(const CommonOptions& o, const std::vector<std::string>& args)
   if (forwarded) code = 128 + interrupt_signal();
 
   std::vector<std::string> present;
-  for (const std::string& r : reports)
-    if (fs::exists(r)) present.push_back(r);
+  for (size_t k = 0; k < n; ++k) {
+    const std::string now = file_identity(reports[k]);
+    if (!now.empty() && now != before[k]) present.push_back(reports[k]);  // written by this run's child
+  }
   if (present.empty()) {
     std::fprintf(stderr, "dropbench: --devices: %s; no shard wrote a report, so %s was not written\n",
                  failed.empty() ? "interrupted" : failed.c_str(), o.output.c_str());
@@ -410,6 +412,17 @@ int run_on_devices(const CommonOptions& o, const std::vector<std::string>& args)
                  failed.empty() ? "interrupted" : failed.c_str(), o.output.c_str(), have, merged.sweep().total_points,
                  merged.sweep().complete ? "true" : "false", dir.c_str());
   return code;
+}
+
+// A command's exit code, unless what it wrote to stdout did not all arrive (a full disk, a closed stdout, a
+// reader that went away): then the error, and a non-zero code.
+int stdout_checked(int code) {
+  std::cout.flush();
+  errno = 0;
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout) && std::cout.good()) return code;
+  const int err = errno;
+  throw OutputError(fmt::format("stdout: the output was not all written ({}){}", err ? std::strerror(err) : "write error",
+                                code != 0 ? fmt::format("; the command had failed with exit {}", code) : std::string()));
 }
 
 std::string command_list(const std::vector<Command>& cmds) {
@@ -445,11 +458,49 @@ std::string parse_error_line(const CLI::App& app, const CLI::ParseError& e, cons
 
 }  // namespace
 
+// The report is first written after a point has been measured: a path that cannot take it must fail now.
+void check_output_path(const std::string& path, const std::string& option) {
+  namespace fs = std::filesystem;
+  const char* allowed = "(allowed: a file path in an existing, writable directory, e.g. report.json)";
+  if (path.empty()) throw UsageError(fmt::format("{}: \"\" is not a file path {}", option, allowed));
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::is_directory(st)) throw UsageError(fmt::format("{}: '{}' is a directory {}", option, path, allowed));
+  // The report replaces the file by rename(); onto a device or a pipe (/dev/null, /dev/stdout) that would
+  // replace the node itself.
+  if (fs::exists(st) && !fs::is_regular_file(st))
+    throw UsageError(fmt::format("{}: '{}' is not a regular file {}", option, path, allowed));
+  const auto dir = fs::absolute(path).parent_path();
+  if (!fs::is_directory(dir, ec))
+    throw UsageError(fmt::format("{}: directory '{}' does not exist {}", option, dir.string(), allowed));
+  // access(W_OK) says yes to root on /proc; creating a file, as the report writer does, is the real test.
+  const std::string probe = fmt::format("{}.probe.{}", path, static_cast<long>(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0 && errno != EEXIST)
+    throw UsageError(fmt::format("{}: cannot create a file in '{}' ({}) {}", option, dir.string(),
+                                 std::strerror(errno), allowed));
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
+}
+
+CLI::Validator finite_number(double lo, double hi) {
+  const std::string range = fmt::format("[{}, {}]", lo, hi);
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        const std::optional<double> v = parse_finite_number(text);
+        if (!v) return fmt::format("'{}' is not a finite number (allowed: {})", one_line(text, 40), range);
+        if (*v < lo || *v > hi) return fmt::format("{} is out of range (allowed: {})", one_line(text, 40), range);
+        return {};
+      },
+      "NUMBER in " + range);
+}
+
 void require_gpu(int device) {
   const int n = device_count();
   if (n == 0)
-    throw NoDeviceError(
-        "no CUDA device found: this command measures on an NVIDIA GPU (use --dry-run to walk the sweep without one)");
+    throw NoDeviceError(kNoGpuMessage);
   if (device < 0 || device >= n)
     throw UsageError(fmt::format("--device: {} is out of range (allowed: 0..{})", device, n - 1));
   DB_CUDA(cudaSetDevice(device));
@@ -510,12 +561,26 @@ int run_cli(int argc, char** argv) {
         if (raw.device) opts.device = parse_device(*raw.device);
         if (raw.shard) opts.shard = parse_shard(*raw.shard);
         ctx.cfg = resolve_config(opts, raw);  // also fills opts.seed, opts.offset, ... from the checked values
+        const bool output_given = subs[i]->get_option("--output")->count() > 0;
         if (!opts.devices.empty()) {
           if (!opts.resume.empty() && opts.output.empty()) opts.output = opts.resume;
-          check_output_path(opts.output);
+          if (output_given || !opts.output.empty()) check_output_path(opts.output);
+          // The children would each refuse a report of another run: refused here, once, before any child.
+          if (!opts.resume.empty()) {
+            RunContext probe;
+            probe.argv = args;
+            probe.cfg = ctx.cfg;
+            probe.opts = opts;
+            probe.opts.shard.reset();
+            probe.context = make_context(args, -1);
+            probe.context["dry_run"] = opts.dry_run;
+            probe.context["options"] = command_options(*subs[i], common);
+            if (!opts.dry_run) probe.context.erase("device");  // the children's device is compared by them
+            check_resume_report(probe, cmds[i].name, /*devices=*/true);
+          }
           return run_on_devices(opts, args);
         }
-        check_output_path(opts.output);
+        if (output_given || !opts.output.empty()) check_output_path(opts.output);
         check_plan_options(opts);
         if (!opts.dry_run) require_gpu(opts.device);
         ctx.context = make_context(args, opts.dry_run ? -1 : opts.device);
@@ -529,22 +594,30 @@ int run_cli(int argc, char** argv) {
         opts = ctx.opts;
       }
       ctx.opts = opts;
-      return cmds[i].run(ctx);
+      return stdout_checked(cmds[i].run(ctx));
     }
   } catch (const Interrupted& e) {
     print_interrupted(e, opts, args);
     return 128 + e.signal;
   } catch (const NoDeviceError& e) {
-    std::fprintf(stderr, "dropbench: %s\n", e.what());
+    std::fprintf(stderr, "dropbench: %s\n", one_line(e.what()).c_str());
     return 2;
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "dropbench: error: %s\n", e.what());
+    std::fprintf(stderr, "dropbench: error: %s\n", one_line(e.what()).c_str());
     return 2;
+  } catch (const OutputError& e) {
+    std::fprintf(stderr, "dropbench: error: %s\n", one_line(e.what()).c_str());
+    return interrupt_signal() == SIGPIPE ? 128 + SIGPIPE : 1;
   } catch (const CudaError& e) {
-    std::fprintf(stderr, "dropbench: CUDA failure: %s\n", e.what());
+    std::fprintf(stderr, "dropbench: CUDA failure: %s\n", one_line(e.what()).c_str());
     return 1;
+  } catch (const json::exception& e) {
+    // Every JSON input is checked where it is read, naming its file and field; this is the net under those checks.
+    std::fprintf(stderr, "dropbench: error: a JSON input has a field of an unexpected type: %s (allowed: the files as "
+                 "dropbench writes them)\n", one_line(json_error_text(e)).c_str());
+    return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "dropbench: failure: %s\n", e.what());
+    std::fprintf(stderr, "dropbench: failure: %s\n", one_line(e.what()).c_str());
     return 1;
   }
   return 2;

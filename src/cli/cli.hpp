@@ -30,6 +30,20 @@ struct Command {
 // (0 ok, 1 CUDA/runtime failure, 2 bad input or no GPU).
 int run_cli(int argc, char** argv);
 
+// The one check of an output path (-o of every command, merge included), made before anything is read or
+// measured: a file path in an existing, writable directory; not a directory, device or pipe (the report replaces
+// the file by rename). `option` names it in the message ("--output"). Throws UsageError.
+void check_output_path(const std::string& path, const std::string& option = "--output");
+
+// A CLI11 check for a number option: the text must be a finite number (core's parse_finite_number: no nan, inf,
+// 1e999) in [lo, hi]; the message names the range.
+CLI::Validator finite_number(double lo, double hi);
+
+// What every command that needs a GPU says without one (after "dropbench: "), exit 2: one line, the same for
+// `devices` and the measuring commands, so the README can quote it.
+constexpr const char* kNoGpuMessage =
+    "no CUDA device found: this command needs an NVIDIA GPU and its driver (use --dry-run to walk a sweep without one)";
+
 // Throws NoDeviceError ("no CUDA device: ...") when there is no usable GPU; selects `device`.
 void require_gpu(int device);
 

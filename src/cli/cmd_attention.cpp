@@ -11,6 +11,7 @@
 #include "kernels/attention/bwd/attention_bwd.cuh"
 #include "kernels/common/check.hpp"
 #include "kernels/common/shapes.hpp"
+#include "src/core/print.hpp"
 #include "src/cli/cli.hpp"
 #include "src/cli/dry_plan.hpp"
 #include "src/core/device_buffer.hpp"
@@ -157,7 +158,7 @@ int run_attention(RunContext& ctx) {
         DB_CUDA(cudaMemcpy(h_out.data(), o.get(), o_bytes, cudaMemcpyDeviceToHost));
         const bool same = h_out == h_ref;
         checks[i]["bitwise_equal_fused"] = same;
-        if (!same) fmt::print(stderr, "dropbench: WARNING: {} output differs from fused at {}\n", vd.name, label);
+        if (!same) print_stderr("dropbench: WARNING: {} output differs from fused at {}\n", vd.name, label);
         if (has_bwd) {
           // The deterministic backward of this mode from the fused forward's O and LSE, against fused's: the same
           // keep bits give the same dQKV, bit for bit. (The forward above rewrote LSE: the fused forward again.)
@@ -172,7 +173,7 @@ int run_attention(RunContext& ctx) {
           const bool bsame = h_out == h_dref;
           checks[i]["bwd_bitwise_equal_fused"] = bsame;
           if (!bsame)
-            fmt::print(stderr, "dropbench: WARNING: {} backward differs from fused at {}\n", vd.name, label);
+            print_stderr("dropbench: WARNING: {} backward differs from fused at {}\n", vd.name, label);
         }
       }
       group.push_back({vd.name, [&ap, &bp, &rp, vd, has_fwd, has_bwd](Sample& s) {

@@ -15,6 +15,7 @@
 
 #include "kernels/common/check.hpp"
 #include "src/cli/cli.hpp"
+#include "src/core/input.hpp"
 #include "src/core/compare.hpp"
 #include "src/core/report.hpp"
 
@@ -139,11 +140,9 @@ std::string fmt_setting(double v) { return fmt::format("{:g}", v); }
 // A number option read here rather than by CLI11, whose range message prints DBL_MAX in full.
 double parse_setting(const std::string& option, const std::string& text, double lo, double hi) {
   const std::string allowed = fmt::format("(allowed: [{}, {}])", fmt_setting(lo), fmt_setting(hi));
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(v))
-    throw UsageError(fmt::format("compare: {}: '{}' is not a number {}", option, text, allowed));
+  const std::optional<double> parsed = parse_finite_number(text);
+  if (!parsed) throw UsageError(fmt::format("compare: {}: '{}' is not a number {}", option, one_line(text, 40), allowed));
+  const double v = *parsed;
   if (v < lo || v > hi) throw UsageError(fmt::format("compare: {}: {} is out of range {}", option, text, allowed));
   return v;
 }

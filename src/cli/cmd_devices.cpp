@@ -24,7 +24,7 @@ Command make_devices_command() {
   };
   c.run = [format](RunContext&) {
     const int n = device_count();
-    if (n == 0) throw NoDeviceError("no CUDA device found (no NVIDIA GPU or driver on this machine)");
+    if (n == 0) throw NoDeviceError(kNoGpuMessage);
     const json v = versions_json();
     if (*format == "json") {
       json out = v;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "src/core/print.hpp"
 #include "src/cli/cli.hpp"
 #include "src/cli/dry_plan.hpp"
 #include "src/core/device_buffer.hpp"
@@ -156,7 +157,7 @@ int run_dropout(RunContext& ctx) {
           DB_CUDA(cudaStreamSynchronize(session.harness.stream()));
           same = std::memcmp(h_out.data(), h_ref.data(), data_bytes) == 0;
           v.extra["bitwise_equal_seeded"] = same;
-          if (!same) fmt::print(stderr, "dropbench: WARNING: {} output differs from seeded dropout at {}\n", vname, label);
+          if (!same) print_stderr("dropbench: WARNING: {} output differs from seeded dropout at {}\n", vname, label);
         }
         row.insert(row.end(), {fmt_num(m.total.median * 1e6), fmt_num(m.total.rel_stdev * 100), std::to_string(m.total.samples),
                                gen > 0 ? fmt_num(gen * 1e6) : "", apply > 0 ? fmt_num(apply * 1e6) : "", fmt_num(gbs),

@@ -62,7 +62,16 @@ int run_gemm(RunContext& ctx, const GemmCmdOptions& o) {
   }
 
   const size_t workspace = GemmOptions{}.workspace_bytes;
-  for (const SweepPoint& pt : points) gemm_memory(pt.workload, workspace, "sweep point " + pt.axes.dump() + ": ");
+  // Every point's shape and sizes are checked before the first one is measured (a refused sweep measures nothing
+  // and leaves -o as it was).
+  for (const SweepPoint& pt : points) {
+    gemm_memory(pt.workload, workspace, "sweep point " + pt.axes.dump() + ": ");
+    try {
+      validate_gemm_shape(qkv_gemm_shape(pt.workload), parse_gemm_dtype(pt.workload.dtype));
+    } catch (const UsageError& e) {
+      throw UsageError(fmt::format("sweep point {}: {}", pt.axes.dump(), e.what()));
+    }
+  }
   const PlanDevice dev = dry ? plan_device(ctx.opts) : PlanDevice{};
   const std::optional<Estimator> model = dry ? std::make_optional<Estimator>(ctx.opts) : std::nullopt;
 
@@ -73,8 +82,7 @@ int run_gemm(RunContext& ctx, const GemmCmdOptions& o) {
     NvtxRange point_range("point " + label);
     const Workload& w = pt.workload;
     const GemmDtype dtype = parse_gemm_dtype(w.dtype);
-    const GemmShape shape = qkv_gemm_shape(w);
-    validate_gemm_shape(shape, dtype);
+    const GemmShape shape = qkv_gemm_shape(w);  // checked above
 
     GemmOptions go;
     go.dtype = dtype;

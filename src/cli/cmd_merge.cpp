@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "src/core/print.hpp"
 #include "src/block/run_figures.hpp"
 #include "src/cli/cli.hpp"
 #include "src/core/merge.hpp"
@@ -77,11 +78,12 @@ struct MergeOptions {
 };
 
 int run_merge(const MergeOptions& o) {
+  check_output_path(o.output);  // the sweeping commands' check, before anything is read
   Report merged = merge_report_files(o.files);
   merged.set_output(o.output);
   merged.write();
   const SweepState& st = merged.sweep();
-  fmt::print(stderr, "dropbench: merged {} report(s): {} of {} points ({}) -> {}{}\n", o.files.size(),
+  print_stderr("dropbench: merged {} report(s): {} of {} points ({}) -> {}{}\n", o.files.size(),
              merged.points().size() + merged.skipped().size(), st.total_points,
              st.complete ? "complete" : "incomplete", o.output,
              st.summary_note.empty() ? "" : "; " + st.summary_note);

@@ -3,6 +3,7 @@
 // a report is src/model/model_report.{hpp,cpp}; this file maps the options to it and prints.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -21,11 +22,11 @@ namespace mcli {
 
 std::string default_path(const std::string& rel) {
 #ifdef DROPBENCH_MODEL_ROOT
-  std::ifstream probe(rel);
-  if (!probe) {
+  // Looked up, not opened: opening a FIFO would wait for a writer (the reader refuses what is not a file).
+  std::error_code ec;
+  if (!std::filesystem::exists(rel, ec)) {
     const std::string alt = std::string(DROPBENCH_MODEL_ROOT) + "/" + rel;
-    std::ifstream p2(alt);
-    if (p2) return alt;
+    if (std::filesystem::exists(alt, ec)) return alt;
   }
 #endif
   return rel;

@@ -21,6 +21,7 @@
 #include "kernels/common/check.hpp"
 #include "kernels/common/shapes.hpp"
 #include "src/cli/cli.hpp"
+#include "src/core/input.hpp"
 #include "src/core/context.hpp"
 #include "src/model/model.hpp"
 #include "src/model/model_report.hpp"
@@ -110,12 +111,16 @@ fs::path root_dir() {
 }
 
 json read_json(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw UsageError(fmt::format("--base: cannot read '{}'", path));
+  return read_json_input(path, "--base", "a profile JSON file, e.g. configs/profiles/h200.json");
+}
+
+// The base profile through the model's profile rules; a field of a type those rules do not name is one line too.
+model::Profile base_profile(const json& prof, const std::string& path) {
   try {
-    return json::parse(f);
-  } catch (const std::exception& e) {
-    throw UsageError(fmt::format("--base: '{}' is not JSON: {}", path, e.what()));
+    return model::profile_from_json(prof, path);
+  } catch (const json::exception& e) {
+    throw UsageError(one_line(fmt::format("--base: {}: malformed ({}) (allowed: a profile JSON file, e.g. "
+                                          "configs/profiles/h200.json)", path, json_error_text(e))));
   }
 }
 
@@ -125,9 +130,9 @@ int run_power_fit(const ProfileOptions& o, json prof, const std::string& base) {
   fs::path mpath = o.machine;
   if (!fs::exists(mpath) && fs::exists(root_dir() / o.machine)) mpath = root_dir() / o.machine;
   const model::Machine m = model::load_machine(mpath.string());
-  const model::Profile p = model::profile_from_json(prof, base);
+  const model::Profile p = base_profile(prof, base);
   std::vector<model::MeasuredReport> reports;
-  for (const std::string& r : o.power_from) reports.push_back(model::load_measured_report(r));
+  for (const std::string& r : o.power_from) reports.push_back(model::load_measured_report(r, "--power-from"));
   const model::PowerFits fits = model::fit_power(m, p, reports);
   if (fits.kernels.empty())
     throw UsageError(fmt::format("--power-from: no single-kernel variant with \"power\" data in {} report(s) ({} "
@@ -369,11 +374,10 @@ Command make_profile_command() {
   };
   c.run = [o](RunContext&) -> int {
     const profile::Selection sel = profile::parse_kernels(o->kernels);
-    const fs::path out_dir = fs::absolute(o->out).parent_path();
-    if (!fs::is_directory(out_dir)) throw UsageError(fmt::format("--out: directory '{}' does not exist", out_dir.string()));
+    check_output_path(o->out, "--out");
     const std::string base = o->base.empty() ? (root_dir() / "configs/profiles/h200.json").string() : o->base;
     json prof = read_json(base);
-    model::profile_from_json(prof, base);  // the base must be a valid profile
+    base_profile(prof, base);  // the base must be a valid profile
     if (!o->power_from.empty()) return run_power_fit(*o, prof, base);
     Workload w = builtin_config().workload;
 

@@ -12,6 +12,7 @@
 
 #include "kernels/common/check.hpp"
 #include "src/cli/cli.hpp"
+#include "src/core/input.hpp"
 #include "src/cli/model_cli.hpp"
 #include "src/model/model.hpp"
 #include "src/model/recommend.hpp"
@@ -66,20 +67,12 @@ Workload parse_shape(const std::string& s) {
       else if (v == "0" || v == "false") val = false;
       else throw UsageError(fmt::format("--shape: causal={} (allowed: 0, 1, true, false)", v));
     } else if (it->second == "dropout_p") {
-      try {
-        val = std::stod(v);
-      } catch (const std::exception&) {
-        throw UsageError(fmt::format("--shape: p={} is not a number", v));
-      }
+      const std::optional<double> p = parse_finite_number(v);
+      if (!p) throw UsageError(fmt::format("--shape: p={} is not a number (allowed: [0, 1))", one_line(v, 40)));
+      val = *p;
     } else {
-      try {
-        size_t pos = 0;
-        const long long x = std::stoll(v, &pos);
-        if (pos != v.size()) throw std::invalid_argument(v);
-        val = x;
-      } catch (const std::exception&) {
-        throw UsageError(fmt::format("--shape: {}={} is not an integer", k, v));
-      }
+      // The config's integer rule, as text: 8192, 8K (as in configs and --set).
+      val = v;
     }
     set_workload_field(w, it->second, val, "--shape: " + k);
   }

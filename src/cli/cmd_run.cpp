@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "src/core/print.hpp"
 #include "src/block/block_pipelines.hpp"
 #include "src/block/mechanisms.hpp"
 #include "src/block/pipeline_plan.hpp"
@@ -143,7 +144,7 @@ int run_run(RunContext& ctx, const RunOptions& o) {
                  dry ? dry_plan_table(session.report)
                      : standard_table(session.report, {"tflops", "x_baseline", "hidden", "hidden_self", "coresident_share"}));
   if (totals.counters.mismatches > 0) {
-    fmt::print(stderr, "dropbench: {} bitwise mismatch(es) between pipelines or mask producers (see the report)\n",
+    print_stderr("dropbench: {} bitwise mismatch(es) between pipelines or mask producers (see the report)\n",
                totals.counters.mismatches);
     return 1;
   }
@@ -207,7 +208,8 @@ Command make_run_command() {
     app.add_flag("--no-explore", o->no_explore, "Skip the overlap-mechanism exploration (overlap uses plain)");
     app.add_option("--top-k", o->top_k, "cuBLASLt heuristic candidates: tuned for the GEMM, scanned by mechanism b");
     app.add_option("--mask-budget", o->mask_budget_gib,
-                   "GiB a whole-matrix mask may take (0 = the free device memory); larger: baseline/overlap skipped");
+                   "GiB a whole-matrix mask may take (0 = the free device memory); larger: baseline/overlap skipped")
+        ->check(finite_number(0, 1048576.0));
     app.add_option("--overlap-rng", o->overlap_rng,
                    "RNG of the overlap pipeline: auto, plain, priority, coresident-w1, coresident-w2, coresident-w4");
     app.add_flag("--graph", o->graph,

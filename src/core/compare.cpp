@@ -16,6 +16,8 @@
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "src/core/input.hpp"
+#include "src/core/merge.hpp"
 #include "src/core/report.hpp"
 
 namespace dropbench::compare {
@@ -39,22 +41,7 @@ double number_or_nan(const json& obj, const char* key, const std::string& path, 
 
 // The document at `path`, checked to be a dropbench report of the schema version this build reads.
 json read_report_doc(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::exists(path, ec)) bad_file(path, "no such file");
-  if (fs::is_directory(path, ec)) bad_file(path, "is a directory, not a report file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) bad_file(path, fmt::format("cannot open ({})", std::strerror(errno)));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) bad_file(path, "read error");
-
-  json doc;
-  try {
-    doc = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    bad_file(path, fmt::format("not JSON (parse error at byte {})", e.byte));
-  }
+  json doc = read_json_input(path, "compare", "a dropbench report, docs/report-schema.md");
   if (!doc.is_object()) bad_file(path, "not a dropbench report (the top level is not a JSON object)");
   const auto schema = doc.find("schema");
   if (schema == doc.end() || !schema->is_string() || schema->get<std::string>() != "dropbench.report")
@@ -141,6 +128,7 @@ std::string canonical(const json& v) {
 
 LoadedReport load_report(const std::string& path) {
   const json doc = read_report_doc(path);
+  check_report_body(doc, "compare", path);  // the checks every reader of a report makes
   const auto command = doc.find("command");
   if (command == doc.end() || !command->is_string()) bad_file(path, "\"command\" is missing or not a string");
   const auto points = doc.find("points");
@@ -210,7 +198,13 @@ std::vector<std::string> differences(const LoadedReport& base, const LoadedRepor
 std::vector<LoadedReport> load_reports(const std::vector<std::string>& paths) {
   std::vector<LoadedReport> reports;
   reports.reserve(paths.size());
-  for (const auto& f : paths) reports.push_back(load_report(f));
+  for (const auto& f : paths) {
+    try {
+      reports.push_back(load_report(f));
+    } catch (const json::exception& e) {  // a field of a type the checks above do not name
+      bad_file(f, one_line(fmt::format("malformed ({}) (allowed: a dropbench report, docs/report-schema.md)", json_error_text(e))));
+    }
+  }
   for (size_t i = 1; i < reports.size(); ++i)
     if (reports[i].command != reports[0].command)
       throw UsageError(fmt::format("compare: {}: command \"{}\" differs from the baseline's ({}: \"{}\")",

@@ -22,6 +22,7 @@
 #include "kernels/common/check.hpp"
 #include "kernels/attention/attention.cuh"
 #include "kernels/common/dispatch.cuh"
+#include "src/core/input.hpp"
 #include "src/core/pipelines.hpp"
 
 namespace dropbench {
@@ -86,7 +87,11 @@ constexpr const char* kAxisSpecForms =
 
 std::string show(const json& v) {
   std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() > 64) s = s.substr(0, 61) + "...";
+  if (s.size() > 64) {
+    size_t cut = 61;  // not inside a UTF-8 character
+    while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+    s = s.substr(0, cut) + "...";
+  }
   return s;
 }
 
@@ -509,6 +514,9 @@ json token_value(const std::string& raw) {
 
 // JSON; else pow2:LO:HI; else range:LO:HI:STEP; else a comma list (optionally in [ ]); else one token.
 json parse_override_value(const std::string& text, const std::string& path) {
+  if (json_depth(text) > kMaxJsonDepth)
+    fail(path, "the value is nested more than " + std::to_string(kMaxJsonDepth) +
+                   " levels deep (allowed: a scalar, a list or {\"pow2\"|\"range\": [...]})");
   json j = json::parse(text, nullptr, false);
   if (!j.is_discarded()) return j;
   const std::string t = trim(text);
@@ -769,31 +777,20 @@ void reject_duplicate_keys(const std::string& text, const std::string& source) {
     }
     return true;
   };
-  // Syntax errors are load_config's to report; this pass only looks for repeated keys.
-  (void)json::parse(text, cb, /*allow_exceptions=*/false, /*ignore_comments=*/true);
+  // Syntax errors are load_config's to report; this pass only looks for repeated keys (the document it builds
+  // is not needed).
+  const json walked = json::parse(text, cb, /*allow_exceptions=*/false, /*ignore_comments=*/true);
+  static_cast<void>(walked);
   if (!dup.empty()) fail(source + ": " + dup, "duplicate key (allowed: each key once per object)");
 }
 
 }  // namespace
 
 Config load_config(const std::string& path) {
-  // A directory opens as a stream that reads nothing, which JSON calls "unexpected end of input".
-  if (std::error_code ec; std::filesystem::is_directory(path, ec))
-    throw UsageError("config: " + path + ": is a directory (allowed: a JSON config file, e.g. configs/quick.json)");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError("config: " + path + ": cannot open (" + std::strerror(errno) + ")");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
-  } catch (const json::parse_error& e) {
-    std::string msg = e.what();
-    if (auto p = msg.find("] "); msg.rfind("[json.exception", 0) == 0 && p != std::string::npos)
-      msg = msg.substr(p + 2);
-    throw UsageError("config: " + path + ": invalid JSON: " + msg);
-  }
-  reject_duplicate_keys(ss.str(), path);
+  const char* what = "a JSON config file, e.g. configs/quick.json";
+  const std::string text = read_input_file(path, "config", what);
+  const json j = parse_json_input(text, path, "config", what, /*comments=*/true);
+  reject_duplicate_keys(text, path);
   Config c = config_from_json(j, path);
   if (j.is_object() && !j.contains("name")) c.name = std::filesystem::path(path).stem().string();
   return c;

@@ -1,4 +1,6 @@
 #include "src/core/harness.hpp"
+#include "src/core/print.hpp"
+#include "src/core/report.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -59,7 +61,7 @@ Harness::Harness(const MeasureSettings& m, bool dry_run) : m_(m), dry_(dry_run) 
       idle_window_.erase("timeline");
       if (w.measured) idle_w_ = w.mean_w;
     } else {
-      fmt::print(stderr, "dropbench: power not measured: {}\n", power_why_);
+      print_stderr("dropbench: power not measured: {}\n", power_why_);
     }
   } else {
     power_why_ = "measure.power_time = 0";

@@ -26,6 +26,7 @@ long long now_ns() {
 extern "C" void on_signal(int sig) {
   const long long t = now_ns();
   if (g_signal != 0) {
+    if (sig == SIGPIPE) return;  // every later write to the closed pipe raises it again: the first one counts
     if (t - g_first_ns < kForceAfterNs) return;
     std::signal(sig, SIG_DFL);
     std::raise(sig);
@@ -37,13 +38,18 @@ extern "C" void on_signal(int sig) {
 }  // namespace
 
 Interrupted::Interrupted(int sig)
-    : std::runtime_error("interrupted by " + std::string(sig == SIGTERM ? "SIGTERM" : sig == SIGINT ? "SIGINT"
-                                                                                                  : "a signal")),
+    : std::runtime_error("interrupted by " + std::string(sig == SIGTERM   ? "SIGTERM"
+                                                         : sig == SIGINT  ? "SIGINT"
+                                                         : sig == SIGPIPE ? "SIGPIPE (the reader of stdout or stderr went away)"
+                                                                          : "a signal")),
       signal(sig) {}
 
 void install_interrupt_handlers() {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  // A reader that goes away (`| head`) would kill the sweep without its report: the write fails with EPIPE
+  // instead, and the sweep stops as for SIGTERM.
+  std::signal(SIGPIPE, on_signal);
 }
 bool interrupt_requested() { return g_signal != 0; }
 int interrupt_signal() { return static_cast<int>(g_signal); }

@@ -1,4 +1,4 @@
-// SIGINT / SIGTERM during a sweep: the handler only sets a flag (async-signal-safe); the harness checks it
+// SIGINT / SIGTERM / SIGPIPE during a sweep: the handler only sets a flag (async-signal-safe); the harness checks it
 // between samples and throws Interrupted, and the sweep writes what it has as an incomplete report.
 #pragma once
 #include <stdexcept>
@@ -10,7 +10,8 @@ struct Interrupted : std::runtime_error {
   int signal;
 };
 
-void install_interrupt_handlers();  // SIGINT and SIGTERM set the flag (idempotent); another >= 1 s later kills at once
+void install_interrupt_handlers();  // SIGINT, SIGTERM and SIGPIPE set the flag (idempotent); another SIGINT/SIGTERM
+                                    // >= 1 s later kills at once
 bool interrupt_requested();
 int interrupt_signal();              // the signal that set the flag, 0 if none
 void request_interrupt(int sig);     // sets the flag as the handler would (tests, test hooks)

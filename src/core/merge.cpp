@@ -11,6 +11,7 @@
 
 #include "kernels/common/check.hpp"
 #include "src/core/compare.hpp"
+#include "src/core/input.hpp"
 #include "src/core/sweep_util.hpp"
 
 namespace dropbench {
@@ -66,29 +67,176 @@ json identity_of(const std::string& command, const json& config, const json& con
 
 }  // namespace
 
-ReportFile read_report_file(const std::string& path, const std::string& who) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::exists(path, ec)) bad(who, path, "no such file");
-  if (fs::is_directory(path, ec)) bad(who, path, "is a directory, not a report file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) bad(who, path, fmt::format("cannot open ({})", std::strerror(errno)));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  ReportFile f{path, nullptr};
-  try {
-    f.doc = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    bad(who, path, fmt::format("not JSON (parse error at byte {})", e.byte));
+namespace {
+
+constexpr const char* kReportAllowed = "a dropbench report as dropbench writes it, docs/report-schema.md";
+
+// One field of a report checked by type: the message names the JSON path and what it must be.
+struct BodyCheck {
+  const std::string& who;
+  const std::string& path;
+  [[noreturn]] void fail(const std::string& at, const json& v, const std::string& must) const {
+    std::string shown = v.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (shown.size() > 40) shown = one_line(shown, 37);
+    throw UsageError(one_line(fmt::format("{}: {}: {}: {} must be {} (allowed: {})", who, path, at, shown, must,
+                                          kReportAllowed)));
   }
+  [[noreturn]] void missing(const std::string& at, const std::string& must) const {
+    throw UsageError(one_line(fmt::format("{}: {}: {} is missing, must be {} (allowed: {})", who, path, at, must,
+                                          kReportAllowed)));
+  }
+  // The member `key` of object `obj` (at path `at`), or nullptr when absent and optional.
+  const json* field(const json& obj, const std::string& at, const char* key, bool required, const char* must) const {
+    const auto it = obj.find(key);
+    if (it == obj.end()) {
+      if (required) missing(json_path_key(at, key), must);
+      return nullptr;
+    }
+    return &*it;
+  }
+  // An object; an optional one may also be null (written for "none", e.g. a dry run's context.device).
+  const json* object(const json& obj, const std::string& at, const char* key, bool required = false) const {
+    const json* v = field(obj, at, key, required, "an object");
+    if (v && v->is_null() && !required) return nullptr;
+    if (v && !v->is_object()) fail(json_path_key(at, key), *v, required ? "an object" : "an object or null");
+    return v;
+  }
+  const json* array(const json& obj, const std::string& at, const char* key, bool required = false) const {
+    const json* v = field(obj, at, key, required, "an array");
+    if (v && !v->is_array()) fail(json_path_key(at, key), *v, "an array");
+    return v;
+  }
+  void string(const json& obj, const std::string& at, const char* key, bool required = false) const {
+    const json* v = field(obj, at, key, required, "a string");
+    if (v && !v->is_string()) fail(json_path_key(at, key), *v, "a string");
+  }
+  void boolean(const json& obj, const std::string& at, const char* key) const {
+    const json* v = field(obj, at, key, false, "true or false");
+    if (v && !v->is_boolean()) fail(json_path_key(at, key), *v, "true or false");
+  }
+  // A number or null (a statistic that could not be computed is written as null).
+  void number(const json& obj, const std::string& at, const char* key) const {
+    const json* v = field(obj, at, key, false, "a number");
+    if (v && !v->is_number() && !v->is_null()) fail(json_path_key(at, key), *v, "a number or null");
+  }
+  std::optional<size_t> index(const json& obj, const std::string& at, const char* key, bool required,
+                              std::optional<size_t> below, const char* below_what) const {
+    const json* v = field(obj, at, key, required, "an integer >= 0");
+    if (!v) return std::nullopt;
+    if (!v->is_number_unsigned()) fail(json_path_key(at, key), *v, "an integer >= 0");
+    const size_t i = v->get<size_t>();
+    if (below && i >= *below)
+      fail(json_path_key(at, key), *v, fmt::format("below {} = {}", below_what, *below));
+    return i;
+  }
+  void stats(const json& obj, const std::string& at, const char* key) const {
+    const json* st = object(obj, at, key, true);
+    const std::string sp = json_path_key(at, key);
+    for (const char* k : {"samples", "discarded", "ci_block"})
+      if (const json* v = field(*st, sp, k, false, "an integer >= 0"); v && !v->is_null() && !v->is_number_unsigned())
+        fail(json_path_key(sp, k), *v, "an integer >= 0");
+    for (const char* k : {"median", "mean", "min", "max", "stdev", "rel_stdev", "mean_clock_mhz"}) number(*st, sp, k);
+    if (const json* se = object(*st, sp, "series")) {
+      const std::string ssp = json_path_key(sp, "series");
+      for (const char* k : {"seconds", "clock_mhz", "repeat_rounds"}) array(*se, ssp, k);
+      if (const auto rr = se->find("repeat_rounds"); rr != se->end())
+        for (size_t i = 0; i < rr->size(); ++i)
+          if (!(*rr)[i].is_number_unsigned())
+            fail(json_path_index(json_path_key(ssp, "repeat_rounds"), i), (*rr)[i], "an integer >= 0");
+    }
+  }
+};
+
+}  // namespace
+
+void check_report_body(const json& doc, const std::string& who, const std::string& path) {
+  const BodyCheck c{who, path};
+  if (!doc.is_object()) c.fail("the document", doc, "an object");
+  c.string(doc, "", "command", true);
+  if (const json* ctx = c.object(doc, "", "context")) {
+    c.boolean(*ctx, "context", "dry_run");
+    c.object(*ctx, "context", "options");
+    if (const json* dev = c.object(*ctx, "context", "device"))
+      if (const auto name = dev->find("name"); name != dev->end() && !name->is_null() && !name->is_string())
+        c.fail("context.device.name", *name, "a string or null");
+    for (const char* k : {"version", "git_sha", "date_utc", "hostname"})
+      if (const auto v = ctx->find(k); v != ctx->end() && !v->is_null() && !v->is_string())
+        c.fail(json_path_key("context", k), *v, "a string or null");
+  }
+  c.object(doc, "", "config");
+  c.object(doc, "", "summary");
+  c.boolean(doc, "", "complete");
+  if (const json* why = c.object(doc, "", "incomplete_reason")) c.string(*why, "incomplete_reason", "kind");
+  const std::optional<size_t> total = c.index(doc, "", "total_points", false, std::nullopt, "");
+  if (total && *total == 0) c.fail("total_points", doc.at("total_points"), "at least 1");
+  if (const json* shard = c.object(doc, "", "shard")) {
+    const json& sh = *shard;
+    const std::optional<size_t> count = c.index(sh, "shard", "count", true, std::nullopt, "");
+    if (*count == 0) c.fail("shard.count", sh.at("count"), "at least 1");
+    c.index(sh, "shard", "index", true, count, "shard.count");
+  }
+  const json& points = *c.array(doc, "", "points", true);
+  for (size_t i = 0; i < points.size(); ++i) {
+    const std::string at = json_path_index("points", i);
+    const json& p = points[i];
+    if (!p.is_object()) c.fail(at, p, "an object");
+    c.index(p, at, "index", true, total, "total_points");
+    c.object(p, at, "axes");
+    c.object(p, at, "workload");
+    c.object(p, at, "derived");
+    const json& vars = *c.array(p, at, "variants", true);
+    for (size_t k = 0; k < vars.size(); ++k) {
+      const std::string vat = json_path_index(json_path_key(at, "variants"), k);
+      const json& v = vars[k];
+      if (!v.is_object()) c.fail(vat, v, "an object");
+      c.string(v, vat, "name", true);
+      c.boolean(v, vat, "peer");
+      c.stats(v, vat, "stats");
+      c.object(v, vat, "derived");
+      c.object(v, vat, "extra");
+      if (const auto pw = v.find("power"); pw != v.end() && !pw->is_null() && !pw->is_object())
+        c.fail(json_path_key(vat, "power"), *pw, "an object or null");
+      if (const json* phases = c.array(v, vat, "phases")) {
+        for (size_t q = 0; q < phases->size(); ++q) {
+          const std::string pat = json_path_index(json_path_key(vat, "phases"), q);
+          const json& ph = (*phases)[q];
+          if (!ph.is_object()) c.fail(pat, ph, "an object");
+          c.string(ph, pat, "name", true);
+          c.stats(ph, pat, "stats");
+        }
+      }
+    }
+  }
+  const json& skipped = *c.array(doc, "", "skipped", true);
+  for (size_t i = 0; i < skipped.size(); ++i) {
+    const std::string at = json_path_index("skipped", i);
+    const json& s = skipped[i];
+    if (!s.is_object()) c.fail(at, s, "an object");
+    // Entries written before sweeps were sharded carry no index: merge and --resume cannot place them.
+    c.index(s, at, "index", true, total, "total_points");
+    c.object(s, at, "axes");
+    c.string(s, at, "reason");
+  }
+}
+
+ReportFile read_report_file(const std::string& path, const std::string& who) {
+  ReportFile f{path, read_json_input(path, who, kReportAllowed)};
   if (!f.doc.is_object() || member(f.doc, "schema") != "dropbench.report")
     bad(who, path, "not a dropbench report (\"schema\" is not \"dropbench.report\")");
   if (member(f.doc, "schema_version") != kReportSchemaVersion)
-    bad(who, path, fmt::format("schema_version {} is not supported (this dropbench reads {})",
-                               text(member(f.doc, "schema_version")), kReportSchemaVersion));
-  if (!member(f.doc, "command").is_string()) bad(who, path, "\"command\" is missing or not a string");
-  if (!member(f.doc, "points").is_array()) bad(who, path, "\"points\" is missing or not an array");
-  if (!member(f.doc, "skipped").is_array()) bad(who, path, "\"skipped\" is missing or not an array");
+    bad(who, path, one_line(fmt::format("schema_version {} is not supported (this dropbench reads {})",
+                                        text(member(f.doc, "schema_version")), kReportSchemaVersion)));
+  fold_journal(f.doc, path, who);
+  check_report_body(f.doc, who, path);
+  // What the body check does not see: a point whose fields the report reader still cannot take.
+  const json& points = f.doc.at("points");
+  for (size_t i = 0; i < points.size(); ++i) {
+    try {
+      (void)point_from_json(points[i]);
+    } catch (const json::exception& e) {
+      bad(who, path, one_line(fmt::format("points[{}] is malformed ({}) (allowed: {})", i, json_error_text(e), kReportAllowed)));
+    }
+  }
   return f;
 }
 
@@ -186,7 +334,7 @@ Report merge_reports(const std::vector<ReportFile>& inputs, const SummaryRecompu
       try {
         out.adopt_point(p);
       } catch (const json::exception& e) {
-        bad("merge", f.path, fmt::format("point {} is malformed ({})", p.at("index").get<size_t>(), e.what()));
+        bad("merge", f.path, fmt::format("point {} is malformed ({})", p.at("index").get<size_t>(), json_error_text(e)));
       }
     }
     for (const json& s : f.doc.at("skipped")) {

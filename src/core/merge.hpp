@@ -18,7 +18,14 @@ struct ReportFile {
   std::string path;
   json doc;
 };
+// Points measured since the report's last rewrite are in the journal beside it (report.hpp): they are folded in.
 ReportFile read_report_file(const std::string& path, const std::string& who);
+
+// The checks every reader of a report makes before using it (merge, --resume, compare, model --report): each
+// field a reader interprets has its type and range ("command" a string, "points" an array of objects with an
+// unsigned "index" below "total_points", "variants" with a "name" and "stats" object, "shard" with index < count,
+// ...). Throws UsageError("<who>: <path>: <json path>: <what> (allowed: ...)").
+void check_report_body(const json& doc, const std::string& who, const std::string& path);
 
 // What makes two reports parts of one sweep: command, the resolved config (read back through the config
 // rules, so defaults added since compare as filled in; its "source" path is left out), the tool version and

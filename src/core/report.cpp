@@ -1,5 +1,6 @@
 // Reports, tables and progress (see report.hpp; the JSON layout is documented in docs/report-schema.md).
 #include "src/core/report.hpp"
+#include "src/core/print.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -12,11 +13,16 @@
 #include <filesystem>
 #include <stdexcept>
 #include <system_error>
+#include <set>
 #include <utility>
+
+#include <time.h>
 
 #include <fmt/format.h>
 
+#include "kernels/common/check.hpp"
 #include "kernels/rng/dropout_scheme.cuh"
+#include "src/core/input.hpp"
 
 namespace dropbench {
 
@@ -66,6 +72,8 @@ std::string dropout_warning(double p, int bits) {
                      p, bits, p_eff, p_eff == 0 ? " (dropout off)" : "", bits);
 }
 
+json skipped_to_json(const SkippedPoint& s);  // below, with to_json
+
 void Report::add_point(PointResult p) {
   // What dropout the point actually sampled, whatever the command (the threshold rounds p).
   if (!p.derived.contains("dropout_effective")) {
@@ -75,7 +83,8 @@ void Report::add_point(PointResult p) {
   const size_t at = sorted_slot(points_, p.index);
   points_.insert(points_.begin() + static_cast<std::ptrdiff_t>(at), std::move(p));
   points_raw_.insert(points_raw_.begin() + static_cast<std::ptrdiff_t>(at), json(nullptr));
-  write();
+  if (journal_on_ && journal_ && !path_.empty()) record("point", point_to_json(points_[at]));
+  else write();
 }
 
 void Report::add_skipped(SkippedPoint s) {
@@ -83,7 +92,8 @@ void Report::add_skipped(SkippedPoint s) {
   const size_t at = sorted_slot(skipped_, s.index);
   skipped_.insert(skipped_.begin() + static_cast<std::ptrdiff_t>(at), std::move(s));
   skipped_raw_.insert(skipped_raw_.begin() + static_cast<std::ptrdiff_t>(at), json(nullptr));
-  write();
+  if (journal_on_ && journal_ && !path_.empty()) record("skipped", skipped_to_json(skipped_[at]));
+  else write();
 }
 
 void Report::adopt_point(const json& point) {
@@ -171,6 +181,15 @@ PointResult point_from_json(const json& j) {
   return p;
 }
 
+json skipped_to_json(const SkippedPoint& s) {
+  json e = json::object();
+  if (s.index != kNoIndex) e["index"] = s.index;
+  e["axes"] = s.axes.is_null() ? json::object() : s.axes;
+  e["reason"] = s.reason;
+  if (!s.plan.is_null()) e["plan"] = s.plan;
+  return e;
+}
+
 json Report::to_json() const {
   json j = json::object();
   j["schema"] = "dropbench.report";
@@ -189,13 +208,7 @@ json Report::to_json() const {
       skipped.push_back(skipped_raw_[i]);
       continue;
     }
-    const SkippedPoint& s = skipped_[i];
-    json e = json::object();
-    if (s.index != kNoIndex) e["index"] = s.index;
-    e["axes"] = s.axes.is_null() ? json::object() : s.axes;
-    e["reason"] = s.reason;
-    if (!s.plan.is_null()) e["plan"] = s.plan;
-    skipped.push_back(std::move(e));
+    skipped.push_back(skipped_to_json(skipped_[i]));
   }
   j["skipped"] = std::move(skipped);
   if (sweep_.known) {
@@ -210,25 +223,170 @@ json Report::to_json() const {
   return j;
 }
 
-void Report::write() const {
-  if (path_.empty()) return;
-  // Replace invalid UTF-8 (e.g. from a hostname or a kernel name) instead of failing mid-sweep.
-  std::string text = to_json().dump(2, ' ', false, json::error_handler_t::replace);
-  text += '\n';
-  write_file_atomic(path_, text);
-}
-
 // ---------------------------------------------------------------------------------------------------
-// Atomic file write
+// Journal
 // ---------------------------------------------------------------------------------------------------
 
 namespace {
+
+// Entries the journal may hold before the report is rewritten: at least this many, else as many as the report
+// holds (so the rewrites' bytes sum to a few times the final report's, whatever the number of points).
+constexpr size_t kJournalMinEntries = 256;
+// The journal is synced to the disk at most this often (a process that dies loses nothing either way: what it
+// wrote is in the page cache; a machine that loses power loses at most this long of points).
+constexpr double kJournalSyncSeconds = 1.0;
+
+std::string journal_path(const std::string& report) { return report + ".journal"; }
 
 [[noreturn]] void throw_io(const std::string& what, const std::string& path, int err) {
   throw std::runtime_error(fmt::format("{} {}: {}", what, path, std::strerror(err)));
 }
 
+void write_all(int fd, const std::string& text, const std::string& path) {
+  const char* p = text.data();
+  size_t left = text.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_io("cannot write", path, errno);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+bool is_running(const SweepState& st) {
+  return st.known && !st.complete && st.incomplete_reason.is_object() &&
+         st.incomplete_reason.value("kind", json()) == "running";
+}
+
 }  // namespace
+
+struct Report::Journal {
+  std::string path;
+  std::string id;
+  int fd = -1;
+  size_t entries = 0;  // lines since the last rewrite
+  size_t base = 0;     // points + skipped entries in the last rewrite
+  std::chrono::steady_clock::time_point synced = std::chrono::steady_clock::now();
+  ~Journal() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+void Report::record(const char* kind, const json& entry) {
+  Journal& j = *journal_;
+  if (j.entries + 1 > std::max(kJournalMinEntries, j.base)) {
+    write();  // the whole report, the journal emptied
+    return;
+  }
+  json line = json::object();
+  line[kind] = entry;
+  write_all(j.fd, line.dump(-1, ' ', false, json::error_handler_t::replace) + "\n", j.path);
+  ++j.entries;
+  const auto now = std::chrono::steady_clock::now();
+  if (std::chrono::duration<double>(now - j.synced).count() >= kJournalSyncSeconds) {
+    if (::fdatasync(j.fd) != 0) throw_io("cannot sync", j.path, errno);
+    j.synced = now;
+  }
+}
+
+void Report::write() const {
+  if (path_.empty()) return;
+  json doc = to_json();
+  const bool running = journal_on_ && is_running(sweep_);
+  if (running && !journal_) {
+    journal_ = std::make_shared<Journal>();
+    journal_->path = journal_path(path_);
+    timespec t{};
+    ::clock_gettime(CLOCK_REALTIME, &t);
+    journal_->id = fmt::format("{}.{:09d}-{}", static_cast<long long>(t.tv_sec), static_cast<long>(t.tv_nsec),
+                               static_cast<long>(::getpid()));
+  }
+  if (running)
+    doc["incomplete_reason"]["journal"] = {{"file", std::filesystem::path(journal_->path).filename().string()},
+                                           {"id", journal_->id}};
+  // Replace invalid UTF-8 (e.g. from a hostname or a kernel name) instead of failing mid-sweep.
+  std::string text = doc.dump(2, ' ', false, json::error_handler_t::replace);
+  text += '\n';
+  write_file_atomic(path_, text);
+  written_ = true;
+  if (!journal_) return;
+  Journal& j = *journal_;
+  if (running) {  // the report holds every entry now: start the journal over (a stale one is overwritten)
+    if (j.fd < 0) j.fd = ::open(j.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0666);
+    else if (::ftruncate(j.fd, 0) != 0) throw_io("cannot truncate", j.path, errno);
+    if (j.fd < 0) throw_io("cannot write", j.path, errno);
+    json head = json::object();
+    head["journal"] = "dropbench.report";
+    head["id"] = j.id;
+    write_all(j.fd, head.dump() + "\n", j.path);
+    j.entries = 0;
+    j.base = points_.size() + skipped_.size();
+  } else {  // complete, or stopped with the reason written: the report is whole, the journal not needed
+    ::unlink(j.path.c_str());
+    journal_.reset();
+  }
+}
+
+void fold_journal(json& doc, const std::string& path, const std::string& who) {
+  if (!doc.is_object()) return;
+  const auto reason = doc.find("incomplete_reason");
+  if (reason == doc.end() || !reason->is_object() || reason->value("kind", json()) != "running") return;
+  const auto jr = reason->find("journal");
+  if (jr == reason->end() || !jr->is_object() || !jr->contains("id") || !jr->at("id").is_string()) return;
+  const std::string id = jr->at("id").get<std::string>();
+  const std::string jpath = journal_path(path);
+  std::error_code ec;
+  if (!std::filesystem::exists(jpath, ec)) return;
+  const std::string text = read_input_file(jpath, who, "the journal dropbench writes beside a running report");
+  const auto points = doc.find("points");
+  const auto skipped = doc.find("skipped");
+  if (points == doc.end() || !points->is_array() || skipped == doc.end() || !skipped->is_array()) return;
+  std::set<size_t> have_points, have_skipped;
+  for (const json& p : *points)
+    if (p.is_object() && p.contains("index") && p.at("index").is_number_unsigned()) have_points.insert(p.at("index").get<size_t>());
+  for (const json& s : *skipped)
+    if (s.is_object() && s.contains("index") && s.at("index").is_number_unsigned()) have_skipped.insert(s.at("index").get<size_t>());
+  size_t line_no = 0;
+  for (size_t start = 0; start < text.size();) {
+    const size_t nl = text.find('\n', start);
+    const bool torn = nl == std::string::npos;  // the last line, cut by a process that died writing it
+    const std::string line = text.substr(start, torn ? std::string::npos : nl - start);
+    start = torn ? text.size() : nl + 1;
+    ++line_no;
+    auto bad = [&](const std::string& why) {
+      throw UsageError(one_line(fmt::format("{}: {}: line {}: {} (allowed: the journal dropbench writes beside a "
+                                            "running report; delete it to keep only the report's points)",
+                                            who, jpath, line_no, why)));
+    };
+    if (json_depth(line) > kMaxJsonDepth) bad("nested too deep");
+    const json e = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (e.is_discarded()) {
+      if (torn) break;
+      bad("not JSON");
+    }
+    if (line_no == 1) {  // the header: a journal of another run than the report's is not this report's
+      if (!e.is_object() || e.value("journal", json()) != "dropbench.report" || e.value("id", json()) != id) return;
+      continue;
+    }
+    const bool is_point = e.is_object() && e.size() == 1 && e.contains("point");
+    const bool is_skipped = e.is_object() && e.size() == 1 && e.contains("skipped");
+    if (!is_point && !is_skipped) bad("not {\"point\": ...} or {\"skipped\": ...}");
+    const json& entry = e.begin().value();
+    if (!entry.is_object() || !entry.contains("index") || !entry.at("index").is_number_unsigned())
+      bad("the entry has no index");
+    const size_t index = entry.at("index").get<size_t>();
+    // An entry already in the report: the process stopped between a rewrite and emptying the journal.
+    if (!(is_point ? have_points : have_skipped).insert(index).second) continue;
+    (is_point ? *points : *skipped).push_back(entry);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Atomic file write
+// ---------------------------------------------------------------------------------------------------
 
 void write_file_atomic(const std::string& path, const std::string& text) {
   if (path.empty()) throw std::runtime_error("write: empty output path");
@@ -584,14 +742,14 @@ void Progress::step(size_t i, const std::string& label) {
     const size_t remaining = total_ > i ? total_ - i : 0;
     eta = fmt::format("{:.1f} s", elapsed / static_cast<double>(i) * static_cast<double>(remaining));
   }
-  fmt::print(stderr, "[{}/{}] {}  elapsed {:.1f} s  ETA {}\n", i + 1, total_, label, elapsed, eta);
+  print_stderr("[{}/{}] {}  elapsed {:.1f} s  ETA {}\n", i + 1, total_, label, elapsed, eta);
   std::fflush(stderr);
 }
 
 void Progress::done() {
   if (quiet_) return;
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  fmt::print(stderr, "[{}/{}] done  elapsed {:.1f} s\n", total_, total_, elapsed);
+  print_stderr("[{}/{}] done  elapsed {:.1f} s\n", total_, total_, elapsed);
   std::fflush(stderr);
 }
 

@@ -1,9 +1,17 @@
-// Reports: a JSON document (docs/report-schema.md, "schema_version") rewritten atomically after every
-// point, a markdown/CSV/JSON table on stdout, and a progress line on stderr.
+// Reports: a JSON document (docs/report-schema.md, "schema_version") written atomically, a markdown/CSV/JSON
+// table on stdout, and a progress line on stderr.
+// A sweep's report (use_journal) is not rewritten whole after every point, which costs time in proportion to the
+// points already in it: each point is appended as one line to FILE.journal beside it, and the report is rewritten
+// (the journal emptied) when the journal holds as many entries as the report, and when the sweep ends. The
+// rewritten report names the journal in incomplete_reason ("journal": {"file", "id"}), so that a reader of a
+// report left "running" (a process killed without warning) folds the journal's points in (fold_journal: merge,
+// --resume). The cost per point is then constant (amortized), and every point that ended is on disk.
 #pragma once
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -13,6 +21,11 @@
 namespace dropbench {
 
 constexpr int kReportSchemaVersion = 1;
+
+// Output that could not be written (stdout full, closed or a broken pipe): reported, exit non-zero.
+struct OutputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 // One measured variant at one point (e.g. "philox7" of rng, "seeded" of dropout, "overlap" of run).
 struct VariantResult {
@@ -86,8 +99,15 @@ class Report {
   const std::vector<PointResult>& points() const { return points_; }
   const std::vector<SkippedPoint>& skipped() const { return skipped_; }
   void write() const;                            // no-op without output path
+  // From now on, points and skipped entries go to the journal between rewrites (see the top of this file); the
+  // first one added writes the whole report, so a report is written only once there is a point to keep.
+  void use_journal() { journal_on_ = true; }
+  // Whether this Report has written its output file.
+  bool written() const { return written_; }
 
  private:
+  struct Journal;
+  void record(const char* kind, const json& entry);
   std::string command_, path_;
   json context_, config_, summary_ = json::object();
   std::vector<PointResult> points_;
@@ -95,7 +115,16 @@ class Report {
   std::vector<json> points_raw_, skipped_raw_;  // as read back, null for points measured here (same order)
   SweepState sweep_;
   size_t current_ = kNoIndex;
+  bool journal_on_ = false;
+  mutable bool written_ = false;
+  mutable std::shared_ptr<Journal> journal_;  // open while the report is written as running
 };
+
+// A report read back (`doc`, from `path`) that was left "running" with a journal: adds the journal's points and
+// skipped entries that the report lacks (by index). A journal of another run (its id differs), or none, is
+// ignored; a torn last line (the process died while writing it) is dropped. Throws UsageError("<who>: ...") for a
+// journal line that is not an entry.
+void fold_journal(json& doc, const std::string& path, const std::string& who);
 
 // A report's point read back (stats through stats_from_json); throws nlohmann's errors on a malformed point.
 PointResult point_from_json(const json& j);

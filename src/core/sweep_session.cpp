@@ -1,6 +1,10 @@
 #include "src/core/sweep_session.hpp"
+#include "src/core/print.hpp"
 
+#include <cerrno>
 #include <csignal>
+#include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <iostream>
 
@@ -8,12 +12,21 @@
 
 #include "kernels/common/check.hpp"
 #include "src/core/compare.hpp"
+#include "src/core/input.hpp"
 #include "src/core/interrupt.hpp"
 #include "src/core/sweep_util.hpp"
 
 namespace dropbench {
 
-void RunContext::print_table(const Table& t) const { std::cout << render(t, opts.format) << std::flush; }
+void RunContext::print_table(const Table& t) const {
+  errno = 0;
+  std::cout << render(t, opts.format) << std::flush;
+  if (std::cout.good() && std::fflush(stdout) == 0) return;
+  const int err = errno;
+  throw OutputError(fmt::format("stdout: cannot write the table ({}); {}", err ? std::strerror(err) : "write error",
+                                opts.output.empty() ? std::string("no report was written (no -o)")
+                                                    : "the report " + opts.output + " is written"));
+}
 
 namespace {
 
@@ -27,9 +40,12 @@ json context_with_clock(RunContext& ctx, Harness& h) {
   return ctx.context;
 }
 
-const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
+const char* signal_name(int sig) {
+  return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGPIPE ? "SIGPIPE" : "a signal";
+}
 
-// DROPBENCH_TEST_INTERRUPT_AFTER=N or N:TERM: the interrupt a signal would raise, after N measured points
+// DROPBENCH_TEST_INTERRUPT_AFTER=N, N:TERM or N:PIPE: the interrupt a signal would raise, after N measured points
+// (N:KILL: the process SIGKILLs itself there, as a node failure would end it)
 // (tests interrupt a dry run at a known place; a real signal's timing is not deterministic).
 void parse_test_hook(std::optional<size_t>& after, int& sig) {
   const char* v = std::getenv("DROPBENCH_TEST_INTERRUPT_AFTER");
@@ -39,9 +55,10 @@ void parse_test_hook(std::optional<size_t>& after, int& sig) {
   try {
     after = static_cast<size_t>(std::stoull(s.substr(0, colon)));
   } catch (const std::exception&) {
-    throw UsageError(fmt::format("DROPBENCH_TEST_INTERRUPT_AFTER: '{}' is not N or N:TERM (allowed: a point count)", s));
+    throw UsageError(fmt::format("DROPBENCH_TEST_INTERRUPT_AFTER: '{}' is not N, N:TERM, N:PIPE or N:KILL (allowed: a point count)", s));
   }
-  sig = colon != std::string::npos && s.substr(colon + 1) == "TERM" ? SIGTERM : SIGINT;
+  const std::string name = colon != std::string::npos ? s.substr(colon + 1) : std::string();
+  sig = name == "TERM" ? SIGTERM : name == "PIPE" ? SIGPIPE : name == "KILL" ? SIGKILL : SIGINT;
 }
 
 }  // namespace
@@ -57,7 +74,7 @@ SweepSession::SweepSession(RunContext& ctx, const std::string& command, const st
       shard_(ctx.opts.shard.value_or(Shard{})) {
   install_interrupt_handlers();
   if (!dry_ && ctx.context.value("tree", "") == "dirty")
-    fmt::print(stderr, "dropbench: WARNING: built from a modified tree (git_sha {}): this report cannot be rebuilt "
+    print_stderr("dropbench: WARNING: built from a modified tree (git_sha {}): this report cannot be rebuilt "
                "from a commit (context.tree = \"dirty\")\n", ctx.context.value("git_sha", ""));
   parse_test_hook(test_interrupt_after_, test_interrupt_signal_);
   report.set_sweep(points.size(), ctx.opts.shard);
@@ -73,7 +90,9 @@ SweepSession::SweepSession(RunContext& ctx, const std::string& command, const st
   g_outcome.to_measure = to_measure_;
   g_outcome.total_points = points.size();
   report.set_output(ctx.opts.output);
-  report.write();  // a resumed report is whole from the start; any report exists before the first point ends
+  // The first point ended writes the report (then the journal takes the next ones): a run stopped before it
+  // leaves what was at -o as it was.
+  report.use_journal();
 }
 
 void SweepSession::adopt_resumed(const std::vector<SweepPoint>& points) {
@@ -105,7 +124,7 @@ void SweepSession::adopt_resumed(const std::vector<SweepPoint>& points) {
     try {
       report.adopt_point(p);
     } catch (const json::exception& e) {
-      throw UsageError(fmt::format("--resume: {}: point {} is malformed ({})", path, i, e.what()));
+      throw UsageError(fmt::format("--resume: {}: point {} is malformed ({})", path, i, json_error_text(e)));
     }
     ++n_points;
   }
@@ -129,9 +148,12 @@ bool SweepSession::begin(const SweepPoint& pt, const std::string& label) {
   if (!shard_.holds(pt.index) || kept_.count(pt.index)) return false;
   in_flight_ = pt.index;
   const std::string warn = dropout_warning(pt.workload.dropout_p, static_cast<int>(pt.workload.threshold_bits));
-  if (!warn.empty() && warned_.insert(warn).second) fmt::print(stderr, "dropbench: WARNING: {}\n", warn);
+  if (!warn.empty() && warned_.insert(warn).second) print_stderr("dropbench: WARNING: {}\n", warn);
   g_outcome.stopped_at = pt.index;
-  if (test_interrupt_after_ && measured_ >= *test_interrupt_after_) request_interrupt(test_interrupt_signal_);
+  if (test_interrupt_after_ && measured_ >= *test_interrupt_after_) {
+    if (test_interrupt_signal_ == SIGKILL) std::raise(SIGKILL);  // a process killed without warning
+    request_interrupt(test_interrupt_signal_);
+  }
   throw_if_interrupted();
   report.set_current_index(pt.index);
   progress_->step(measured_, label);
@@ -150,7 +172,7 @@ void SweepSession::finish(json summary, const Table& table) {
   g_outcome.stopped_at.reset();
   g_outcome.in_report = report.points().size() + report.skipped().size();
   ctx_.print_table(table);
-  for (const SkippedPoint& s : report.skipped()) fmt::print(stderr, "skipped {}: {}\n", axes_label(s.axes), s.reason);
+  for (const SkippedPoint& s : report.skipped()) print_stderr("skipped {}: {}\n", axes_label(s.axes), s.reason);
 }
 
 SweepSession::~SweepSession() {
@@ -174,10 +196,12 @@ SweepSession::~SweepSession() {
                        : fmt::format("stopped by an error{} (see the command's message)", where);
   report.sweep().complete = false;
   report.sweep().incomplete_reason = std::move(why);
+  if (!report.written()) return;  // nothing of this run to keep: -o stays as it was
   try {
     report.write();
+    g_outcome.wrote_report = true;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "dropbench: could not write the incomplete report: {}\n", e.what());
+    print_stderr("dropbench: could not write the incomplete report: {}\n", e.what());
   }
 }
 

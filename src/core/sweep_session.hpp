@@ -26,6 +26,7 @@ struct SweepOutcome {
   size_t in_report = 0;      // points + skipped entries in the report it wrote
   size_t total_points = 0;   // the whole sweep
   std::optional<size_t> stopped_at;  // index of the point in flight (or next) when it stopped early
+  bool wrote_report = false;  // the incomplete report was written (false: -o left as it was)
 };
 const SweepOutcome& last_sweep_outcome();
 

@@ -17,6 +17,7 @@
 #include "kernels/attention/tile_order.hpp"
 #include "kernels/common/check.hpp"
 #include "kernels/common/shapes.hpp"
+#include "src/core/input.hpp"
 
 namespace dropbench::model {
 
@@ -33,16 +34,21 @@ Demand scaled(const Demand& d, double scale) {
 namespace {
 
 json read_json_file(const std::string& path, const std::string& what) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw UsageError(fmt::format("{}: '{}' is a directory (allowed: a {} JSON file, e.g. configs/{}s/h200.json)", what,
-                                 path, what, what == "machine" ? "machine" : "profile"));
-  std::ifstream f(path);
-  if (!f) throw UsageError(fmt::format("{}: cannot open '{}'", what, path));
+  return read_json_input(path, what, fmt::format("a {} JSON file, e.g. configs/{}s/h200.json", what, what));
+}
+
+// A document whose fields do not have the types the reader expects (beyond what Fields checks by name).
+template <class F>
+auto with_document(const std::string& path, const std::string& what, F&& read) {
   try {
-    return json::parse(f);
+    return read();
   } catch (const json::exception& e) {
-    throw UsageError(fmt::format("{}: '{}' is not valid JSON ({})", what, path, e.what()));
+    std::string msg = e.what();  // without nlohmann's "[json.exception.type_error.302] " tag
+    if (const size_t tag = msg.find("] "); msg.rfind("[json.exception", 0) == 0 && tag != std::string::npos)
+      msg = msg.substr(tag + 2);
+    throw UsageError(one_line(fmt::format("{} {}: a field has the wrong type: {} (allowed: a {} JSON file, e.g. "
+                                          "configs/{}s/h200.json)",
+                                          what, path, msg, what, what)));
   }
 }
 
@@ -74,6 +80,20 @@ struct Fields {
     const json& v = get(j, key, path);
     if (!v.is_string() || v.get<std::string>().empty()) fail(path, "must be a non-empty string");
     return v.get<std::string>();
+  }
+  // An optional member: absent or null gives `fallback`; present, it must have the type of `fallback`.
+  template <class T>
+  T optional(const json& j, const std::string& key, const std::string& path, T fallback) const {
+    if (!j.is_object() || !j.contains(key) || j.at(key).is_null()) return fallback;
+    const json& v = j.at(key);
+    if constexpr (std::is_same_v<T, bool>) {
+      if (!v.is_boolean()) fail(path, fmt::format("must be true or false (got {})", v.dump()));
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      if (!v.is_string()) fail(path, fmt::format("must be a string (got {})", v.dump()));
+    } else {
+      if (!v.is_number_integer()) fail(path, fmt::format("must be an integer (got {})", v.dump()));
+    }
+    return v.get<T>();
   }
   // {"value": x, "source": "..."}: every machine number carries its source.
   double sourced(const json& j, const std::string& key, bool positive = true) const {
@@ -177,7 +197,7 @@ Machine machine_from_json(const json& j, const std::string& where) {
   Machine m;
   m.path = where;
   m.name = f.string(j, "name", "name");
-  m.description = j.value("description", "");
+  m.description = f.optional(j, "description", "description", std::string());
   m.sm_count = f.sourced(j, "sm_count");
   {
     const json& c = f.get(j, "clock_mhz", "clock_mhz");
@@ -226,7 +246,7 @@ Machine machine_from_json(const json& j, const std::string& where) {
     oc.name = name;
     oc.demand = f.string(o, "demand", p + ".demand");
     oc.source = f.string(o, "source", p + ".source");
-    oc.per_second = o.value("per_second", false);
+    oc.per_second = f.optional(o, "per_second", p + ".per_second", false);
     const json& loads = f.get(o, "loads", p + ".loads");
     if (!loads.is_object() || loads.empty()) f.fail(p + ".loads", "must be a non-empty object of unit -> rate");
     for (const auto& [un, rate] : loads.items()) {
@@ -235,7 +255,10 @@ Machine machine_from_json(const json& j, const std::string& where) {
     }
     m.ops.push_back(oc);
   }
+  if (j.contains("calibration") && !j.at("calibration").is_object())
+    f.fail("calibration", "must be an object {\"fit_points\": [...]}");
   if (j.contains("calibration") && j.at("calibration").contains("fit_points")) {
+    if (!j.at("calibration").at("fit_points").is_array()) f.fail("calibration.fit_points", "must be an array");
     for (const json& fp : j.at("calibration").at("fit_points")) {
       FitPoint p;
       p.unit = f.string(fp, "unit", "calibration.fit_points[].unit");
@@ -244,14 +267,17 @@ Machine machine_from_json(const json& j, const std::string& where) {
       p.command = f.string(fp, "command", "calibration.fit_points[].command");
       p.variant = f.string(fp, "variant", "calibration.fit_points[].variant");
       p.axes = f.get(fp, "axes", "calibration.fit_points[].axes");
-      p.report = fp.value("report", "");
+      p.report = f.optional(fp, "report", "calibration.fit_points[].report", std::string());
       m.fit_points.push_back(p);
     }
   }
   return m;
 }
 
-Machine load_machine(const std::string& path) { return machine_from_json(read_json_file(path, "machine"), path); }
+Machine load_machine(const std::string& path) {
+  const json j = read_json_file(path, "machine");
+  return with_document(path, "machine", [&] { return machine_from_json(j, path); });
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // Profile.
@@ -273,8 +299,8 @@ Profile profile_from_json(const json& j, const std::string& where) {
       k.edge_extra = demand_from_json(e.at("edge_extra_per_iteration"), f, path + ".edge_extra_per_iteration");
     if (e.contains("rescale_extra_per_iteration"))
       k.rescale_extra = demand_from_json(e.at("rescale_extra_per_iteration"), f, path + ".rescale_extra_per_iteration");
-    if (e.contains("resources") && e.at("resources").contains("registers"))
-      k.registers = e.at("resources").at("registers").get<int>();
+    if (e.is_object() && e.contains("resources"))
+      k.registers = f.optional(e.at("resources"), "registers", path + ".resources.registers", k.registers);
     if (e.contains("opcodes_per_iteration") && e.at("opcodes_per_iteration").is_object())
       for (const auto& [op, n] : e.at("opcodes_per_iteration").items())
         if ((op.rfind("IMAD.WIDE", 0) == 0 || op.rfind("IMAD.HI", 0) == 0) && n.is_number())
@@ -367,7 +393,7 @@ Profile profile_from_json(const json& j, const std::string& where) {
     wp.cta_overhead_cycles = f.number(co, "value", q + "cta_overhead_cycles.value", false);
     p.wgmma = wp;
   }
-  p.attn_auto = j.value("attention_kernel_auto", std::string(p.wgmma ? "wgmma" : "mma"));
+  p.attn_auto = f.optional(j, "attention_kernel_auto", "attention_kernel_auto", std::string(p.wgmma ? "wgmma" : "mma"));
   if (p.attn_auto != "mma" && p.attn_auto != "wgmma")
     f.fail("attention_kernel_auto", "must be mma or wgmma");
   if (p.attn_auto == "wgmma" && !p.wgmma) f.fail("attention_kernel_auto", "is wgmma but kernels.attention_wgmma is missing");
@@ -405,7 +431,10 @@ bool Profile::has_ncu() const {
   return false;
 }
 
-Profile load_profile(const std::string& path) { return profile_from_json(read_json_file(path, "profile"), path); }
+Profile load_profile(const std::string& path) {
+  const json j = read_json_file(path, "profile");
+  return with_document(path, "profile", [&] { return profile_from_json(j, path); });
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // Kernel time.
@@ -455,9 +484,8 @@ double kernel_clock(const Machine& m, const std::string& profile_clock, const Op
   if (c == "sustained") return m.clock_sustained_mhz;
   // A profile kernel's own measured clock (MHz), e.g. the power-capped wgmma attention.
   if (!c.empty() && (std::isdigit(static_cast<unsigned char>(c[0])) != 0)) {
-    char* end = nullptr;
-    const double v = std::strtod(c.c_str(), &end);
-    if (end && *end == '\0' && v > 0) return v;
+    const std::optional<double> v = parse_finite_number(c);
+    if (v && *v > 0) return *v;
   }
   throw UsageError(fmt::format("clock: '{}' is not a clock (allowed: model, max, sustained)", c));
 }
@@ -1387,12 +1415,8 @@ double residency_warps(const std::string& residency, double auto_warps, const Ma
   if (residency == "serial") return 0;
   if (residency == "coresident") return std::max(auto_warps, m.rng_saturation_warps);
   if (residency.rfind("coresident:", 0) == 0) {
-    try {
-      size_t pos = 0;
-      const double w = std::stod(residency.substr(11), &pos);
-      if (pos == residency.size() - 11 && w >= 0 && w <= 64) return w;
-    } catch (const std::exception&) {
-    }
+    const std::optional<double> w = parse_finite_number(std::string_view(residency).substr(11));
+    if (w && *w >= 0 && *w <= 64) return *w;
   }
   throw UsageError(fmt::format("--residency: '{}' (allowed: auto, serial, coresident, coresident:WARPS with 0..64)",
                                residency));

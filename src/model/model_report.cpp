@@ -12,6 +12,8 @@
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "src/core/input.hpp"
+#include "src/core/merge.hpp"
 
 namespace dropbench::model {
 
@@ -202,33 +204,25 @@ double num(const json& j, const char* k) {
 
 }  // namespace
 
-MeasuredReport load_measured_report(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw UsageError(fmt::format("--report: '{}' is a directory (allowed: a dropbench report JSON file)", path));
-  std::ifstream f(path);
-  if (!f) throw UsageError(fmt::format("--report: cannot open '{}'", path));
+MeasuredReport load_measured_report(const std::string& path, const std::string& who) {
   MeasuredReport r;
   r.path = path;
-  try {
-    r.doc = json::parse(f);
-  } catch (const json::exception& e) {
-    throw UsageError(fmt::format("--report: '{}' is not valid JSON ({})", path, e.what()));
-  }
+  r.doc = read_json_input(path, who, "a dropbench report measured on a GPU");
   const json& d = r.doc;
-  if (!d.is_object() || d.value("schema", "") != "dropbench.report")
-    throw UsageError(fmt::format("--report: '{}' is not a dropbench report (schema != \"dropbench.report\")", path));
-  if (d.value("schema_version", 0) != 1)
-    throw UsageError(fmt::format("--report: '{}' has schema_version {} (this dropbench reads 1)", path,
-                                 d.value("schema_version", 0)));
+  if (!d.is_object() || !d.contains("schema") || d["schema"] != "dropbench.report")
+    throw UsageError(fmt::format("{}: '{}' is not a dropbench report (schema != \"dropbench.report\")", who, path));
+  if (!d.contains("schema_version") || d["schema_version"] != 1)
+    throw UsageError(one_line(fmt::format("{}: '{}' has schema_version {} (this dropbench reads 1)", who, path,
+                                          d.contains("schema_version") ? d["schema_version"].dump() : "(none)")));
+  check_report_body(d, who, path);
   // A dry run has points but no measurements: comparing with it would report 0 comparisons as a 0 % error.
   if (d.contains("context") && d["context"].value("dry_run", false))
-    throw UsageError(fmt::format("--report: '{}' is a dry run (nothing was measured; allowed: a report measured on a GPU)",
-                                 path));
+    throw UsageError(fmt::format("{}: '{}' is a dry run (nothing was measured; allowed: a report measured on a GPU)",
+                                 who, path));
   r.command = d.value("command", "");
   if (r.command != "rng" && r.command != "attention" && r.command != "gemm" && r.command != "run")
     throw UsageError(
-        fmt::format("--report: command '{}' is not modelled (allowed: rng, attention, gemm, run)", r.command));
+        fmt::format("{}: command '{}' is not modelled (allowed: rng, attention, gemm, run)", who, r.command));
   return r;
 }
 

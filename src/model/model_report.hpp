@@ -16,8 +16,9 @@ struct MeasuredReport {
   std::string path, command;
   json doc;
 };
-// Throws UsageError ("--report: ...") for a missing / unparsable file, another schema or an unmodelled command.
-MeasuredReport load_measured_report(const std::string& path);
+// Throws UsageError ("<who>: ...", who = the option that named the file) for a missing / unparsable file, another
+// schema, a malformed point or an unmodelled command.
+MeasuredReport load_measured_report(const std::string& path, const std::string& who = "--report");
 
 // The newest committed reports of `command` (rng, attention, gemm, run) under a machine's results folder
 // (e.g. results/h200): the session folders session<N> (any depth below them) are searched from the highest N
