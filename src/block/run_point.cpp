@@ -187,6 +187,10 @@ void pipeline_extra(Pipeline p, const BlockRunner& runner, const OverlapChoice& 
       ex["chunks"] = runner.chunks().size();
       ex["first_chunk_rng"] = ovl.rc.to_json();
       break;
+    case Pipeline::Stored:
+    case Pipeline::RegenOverlap:
+    case Pipeline::FusedWrite:
+      break;  // pass train only: never measured as a forward pipeline
   }
 }
 

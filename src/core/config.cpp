@@ -292,6 +292,9 @@ struct WorkloadField {
   Kind kind;
   std::string (*set)(Workload&, const json&);
   json (*get)(const Workload&);
+  // Written by to_json only when it differs from the default, so configs and reports that never set it read as
+  // before the field existed.
+  bool omit_default = false;
 };
 
 const std::vector<WorkloadField>& workload_fields() {
@@ -369,6 +372,10 @@ const std::vector<WorkloadField>& workload_fields() {
                            w.attention_kernel);
        },
        [](const Workload& w) { return json(w.attention_kernel); }},
+      {"pass", Kind::Text, [](Workload& w, const json& v) { return chk_choice(v, {"fwd", "train"}, w.pass); },
+       [](const Workload& w) { return json(w.pass); }, true},
+      {"layers", Kind::Int, [](Workload& w, const json& v) { return chk_int(v, 0, 4096, w.layers); },
+       [](const Workload& w) { return json(w.layers); }, true},
       {"seed", Kind::UInt,
        [](Workload& w, const json& v) {
          return chk_uint(v, std::numeric_limits<uint64_t>::max(), "uint64", w.seed);
@@ -847,7 +854,9 @@ void apply_override(Config& cfg, const std::string& assignment) {
 
 json to_json(const Workload& w) {
   json j = json::object();
-  for (const auto& f : workload_fields()) j[f.name] = f.get(w);
+  static const Workload defaults;
+  for (const auto& f : workload_fields())
+    if (!f.omit_default || f.get(w) != f.get(defaults)) j[f.name] = f.get(w);
   return j;
 }
 
