@@ -18,6 +18,7 @@
 #include "src/block/run_trace.hpp"
 #include "src/cli/cli.hpp"
 #include "src/cli/dry_plan.hpp"
+#include "src/cli/run_train.hpp"
 #include "src/core/device_buffer.hpp"
 #include "src/core/nvtx.hpp"
 #include "src/core/sweep_session.hpp"
@@ -29,7 +30,7 @@ namespace {
 
 const std::vector<std::string> kAxes = {"batch",   "embed",  "q_heads", "kv_heads",       "head_dim", "sq",
                                         "causal",  "dropout_p", "dtype", "rounds", "threshold_bits", "chunk",
-                                        "attention_kernel"};
+                                        "attention_kernel", "pass"};
 
 // Free memory plan_pipelines keeps beside a point's buffers (its default).
 constexpr size_t kRunHeadroom = size_t{512} << 20;
@@ -80,9 +81,11 @@ void measure_point(RunContext& ctx, const RunOptions& o, SweepSession& session, 
 }
 
 int run_run(RunContext& ctx, const RunOptions& o) {
-  const std::vector<Pipeline> wanted = wanted_pipelines(o, ctx.cfg);
+  const std::optional<std::vector<Pipeline>> wanted_any = wanted_pipeline_list(o, ctx.cfg);
+  const std::vector<Pipeline> wanted = wanted_for_pass(wanted_any, Pass::Fwd);
   validate_run_options(o);
   const auto points = expand_sweep(ctx.cfg, kAxes);
+  check_run_passes(points, wanted_any, ctx.opts.dry_run);
   const bool dry = ctx.opts.dry_run;
   TraceState trace = open_trace(o.trace, dry);
   // Sizes past 2^64 bytes are refused before anything runs (a chunk of the whole sequence is the largest).
@@ -110,6 +113,10 @@ int run_run(RunContext& ctx, const RunOptions& o) {
     const BlockMemory mem = block_memory(w, chunks.front().rows, gemm_objects, !o.no_validate);
     const size_t free_b = dry ? dev.bytes : device_free_bytes();
     const size_t budget = o.mask_budget_gib > 0 ? static_cast<size_t>(o.mask_budget_gib * (1ull << 30)) : 0;
+    if (parse_pass(w.pass) == Pass::Train) {  // a dry run only (check_run_passes)
+      dry_train_point(session, pt, mem, dev, budget, wanted_for_pass(wanted_any, Pass::Train), *model, kRunHeadroom);
+      continue;
+    }
     const PipelinePlan plan = plan_pipelines(mem, free_b, budget, wanted, kRunHeadroom);
     if (!plan.point_fits) {
       session.report.add_skipped({pt.axes, plan.point_reason, kNoIndex,
