@@ -143,4 +143,41 @@ void dry_train_point(SweepSession& session, const SweepPoint& pt, const BlockMem
   session.report.add_point(std::move(pr));
 }
 
+std::string train_plan_text(const Report& r) {
+  Table t;
+  t.columns = {"point", "strategy", "mask_life", "block_mask", "held_per_layer", "network_masks", "model_step_us",
+               "model_fwd_us", "model_bwd_us", "fits_budget"};
+  std::string verdicts;
+  auto bytes = [](const json& v) { return v.is_number() ? model::bytes_text(v.get<uint64_t>()) : std::string("-"); };
+  auto us = [](const json& d, const char* k) {
+    return d.is_object() && d.contains(k) ? fmt::format("{:.0f}", d.at(k).get<double>()) : std::string("-");
+  };
+  for (const PointResult& p : r.points()) {
+    if (!p.derived.is_object() || !p.derived.contains("train")) continue;
+    const json& tr = p.derived.at("train");
+    const std::string label = axes_label(p.axes);
+    for (auto it = tr.at("strategies").begin(); it != tr.at("strategies").end(); ++it) {
+      json d = json::object();
+      for (const VariantResult& v : p.variants)
+        if (v.name == it.key()) d = v.derived;
+      const json& s = it.value();
+      t.rows.push_back({label, it.key(), s.at("mask_life").get<std::string>(), bytes(s.at("block_mask_bytes")),
+                        bytes(s.at("held_bytes_per_layer")),
+                        fmt::format("{} ({} layers)", bytes(s.at("network_mask_bytes")), tr.at("layers").get<int64_t>()),
+                        us(d, "model_us"), us(d, "model_fwd_us"), us(d, "model_bwd_us"),
+                        s.at("fits_budget").get<bool>() ? "yes" : "no"});
+    }
+    const bool budget = p.derived.contains("plan") && p.derived.at("plan").contains("mask_budget_bytes");
+    if (tr.contains("verdict")) {
+      const json& pick = tr.at("verdict").at("best_within_budget");
+      verdicts += fmt::format("verdict {{{}}}: {}{}\n", label, tr.at("verdict").at("text").get<std::string>(),
+                              !budget ? std::string()
+                                      : "; within --mask-budget: " + (pick.is_string() ? pick.get<std::string>() : "none"));
+    } else
+      verdicts += fmt::format("verdict {{{}}}: {}\n", label, tr.value("verdict_note", std::string("not modelled")));
+  }
+  if (t.rows.empty()) return "";
+  return "\ntraining step (pass train; planned and modelled, not measured):\n" + render(t, "md") + verdicts;
+}
+
 }  // namespace dropbench

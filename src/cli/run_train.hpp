@@ -29,4 +29,9 @@ void check_run_passes(const std::vector<SweepPoint>& points, const std::optional
 void dry_train_point(SweepSession& session, const SweepPoint& pt, const BlockMemory& mem, const PlanDevice& dev,
                      size_t mask_budget, const std::vector<Pipeline>& wanted, const Estimator& model, size_t headroom);
 
+// The dry run's training-step points as text: per point and strategy the mask memory (block, held per layer,
+// network) and the model's step, forward and backward times, then the point's verdict per mask budget.
+// Empty when the report has no train point.
+std::string train_plan_text(const Report& r);
+
 }  // namespace dropbench
