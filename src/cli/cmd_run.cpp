@@ -158,11 +158,26 @@ int run_run(RunContext& ctx, const RunOptions& o) {
   return 0;
 }
 
-// One line per entry of the pipeline table (src/core/pipelines.hpp).
+// One line per entry of the pipeline table (src/core/pipelines.hpp) of pass fwd.
 std::string pipelines_help() {
   std::string h;
-  for (const PipelineSpec& p : pipeline_specs()) h += fmt::format("  {:<9} {}\n", p.name, p.summary);
+  for (Pipeline p : pass_pipelines(Pass::Fwd)) h += fmt::format("  {:<9} {}\n", pipeline_name(p), pipeline_spec(p).summary);
   return h;
+}
+
+// The pass-train rows of the pipeline table.
+std::string train_help() {
+  std::string h =
+      "workload.pass=train (also an axis): the block's training step -- forward QKV GEMM -> attention -> output\n"
+      "projection; backward its dX, dW -> attention backward -> QKV dX, dW (fp8: e4m3 forward operands, e5m2\n"
+      "gradients) -- with the strategies:\n";
+  for (Pipeline p : pass_pipelines(Pass::Train))
+    h += fmt::format("  {:<13} {}\n", pipeline_name(p), pipeline_spec(p).train_summary);
+  return h +
+         "Planned and modelled only (--dry-run): per strategy the mask bytes per layer and for workload.layers layers\n"
+         "(presets: 32 / 80 / 126), the model's step / forward / backward time and the verdict per mask budget\n"
+         "(--mask-budget: GiB the network's masks may hold). Without --dry-run it exits 2: this build has no\n"
+         "attention backward to measure with.\n";
 }
 
 }  // namespace
@@ -206,7 +221,8 @@ Command make_run_command() {
       "Without libcupti (or with another profiler attached) it warns and traces nothing.\n"
       "--graph: after each pipeline's stream measurement, captures it once (all its streams) into a CUDA graph and\n"
       "times graph launches as variant <pipeline>:graph (checked bitwise against the reference; derived.x_streams =\n"
-      "stream time / graph time). Graph variants never decide the winner.\n"
+      "stream time / graph time). Graph variants never decide the winner.\n" +
+      train_help() +
       "Example: dropbench run --config configs/llama3-70b.json --set sweep.sq=[8192] --set sweep.rounds=[3,5,7]\n"
       "         --set measure.throttle=0";
   c.add_options = [o](CLI::App& app) {
@@ -215,7 +231,8 @@ Command make_run_command() {
     app.add_flag("--no-explore", o->no_explore, "Skip the overlap-mechanism exploration (overlap uses plain)");
     app.add_option("--top-k", o->top_k, "cuBLASLt heuristic candidates: tuned for the GEMM, scanned by mechanism b");
     app.add_option("--mask-budget", o->mask_budget_gib,
-                   "GiB a whole-matrix mask may take (0 = the free device memory); larger: baseline/overlap skipped");
+                   "GiB a whole-matrix mask may take (0 = the free device memory); larger: baseline/overlap skipped;\n"
+                   "pass train: GiB the network's masks may hold (workload.layers)");
     app.add_option("--overlap-rng", o->overlap_rng,
                    "RNG of the overlap pipeline: auto, plain, priority, coresident-w1, coresident-w2, coresident-w4");
     app.add_flag("--graph", o->graph,
