@@ -1627,49 +1627,41 @@ Piece serial_pieces(const Piece& a, const Piece& b, const std::string& name) {
   return pc;
 }
 
-// The attention backward: the forward's mode-none demand with every op class x 2.5 (five products against the
-// forward's two, the same softmax-shaped work per product), its bytes x 2 (Q, K, V, O, dO read; dQ, dK, dV
-// written; D), plus the dropout: mask = the 1-bit tile mask read once; regen = the RNG tile kernel's
-// instructions (Philox per element again) without its mask traffic. Timed with the forward kernel's
-// efficiencies, tail and CTA overhead; energy: the forward none kernel's per element x 2.5 (+ the RNG kernel's
-// for regen). No backward kernel is profiled yet: this is the demand a profile would replace.
-Piece attention_bwd_piece(const Machine& m, const Profile& p, const Workload& w, const std::string& mode,
-                          const Options& o) {
+// The attention backward reading the mask: the forward's mode-none demand with every op class x 2.5 (five
+// products against the forward's two, the same softmax-shaped work per product), its bytes x 2 (Q, K, V, O, dO
+// read; dQ, dK, dV written; D), plus the 1-bit tile mask read once; timed with the forward kernel's
+// efficiencies, tail and CTA overhead; energy: the forward none kernel's per element x 2.5. No backward kernel is
+// profiled yet: this is the demand a profile would replace.
+Piece attention_bwd_mask_piece(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
   const double mask = window_tiles(w, {}) * 128.0 * static_cast<double>(w.batch) * w.q_heads;
   AttnDerive dv;
-  dv.name = "attention-bwd(" + mode + ")";
+  dv.name = "attention-bwd(mask)";
   dv.work_scale = kAttentionBwdFlopRatio;
-  dv.adjust = [&](Demand& d) {
+  dv.adjust = [mask](Demand& d) {
     const double hbm = d["hbm_bytes"], l2 = d["l2_bytes"];
     d = scaled(d, kAttentionBwdFlopRatio);
-    d["hbm_bytes"] = 2 * hbm;
-    d["l2_bytes"] = 2 * l2;
-    if (mode == "mask") {
-      d["hbm_bytes"] += mask;
-      d["l2_bytes"] += mask;
-    } else if (mode == "regen") {
-      Demand r = rng_demand(p, w, "tile", {}, nullptr);
-      r.erase("hbm_bytes");
-      r.erase("l2_bytes");
-      add_to(d, r);
-    }
+    d["hbm_bytes"] = 2 * hbm + mask;
+    d["l2_bytes"] = 2 * l2 + mask;
   };
   Piece pc = attention_piece(m, p, w, "none", {}, o, dv);
   pc.t.source = "derived(" + pc.t.source + ")";
-  if (mode == "regen" && pc.t.energy_j >= 0) {
-    const Piece r = rng_piece(m, p, w, "tile", {}, o);
-    if (r.t.energy_j >= 0 && m.has_power()) {
-      pc.t.energy_j += r.t.energy_j;
-      pc.t.power_bound_s = pc.t.energy_j / (m.cap_w - m.static_w);
-      if (pc.t.power_bound_s > pc.t.seconds) {
-        pc.t.seconds = pc.t.power_bound_s;
-        pc.t.limiter = "power";
-      }
-    } else {
-      pc.t.energy_j = -1;
-    }
-  }
   return pc;
+}
+
+// The attention backward regenerating the keep bits: the mask-reading backward plus what generating the bits
+// instead of reading them costs the forward kernel at the same shape, R and TW (attention(fused) -
+// attention(mask), each as the model times it: measured demand where profiled). The bits are generated once per
+// element in either kernel.
+KernelTime attention_bwd_regen(const KernelTime& bwd_mask, const KernelTime& fwd_fused, const KernelTime& fwd_mask) {
+  KernelTime t = bwd_mask;
+  t.name = "attention-bwd(regen)";
+  t.seconds += std::max(0.0, fwd_fused.seconds - fwd_mask.seconds);
+  t.seconds_no_power += std::max(0.0, fwd_fused.seconds_no_power - fwd_mask.seconds_no_power);
+  t.source = bwd_mask.source + "+fwd(fused-mask)";
+  t.energy_j = bwd_mask.energy_j >= 0 && fwd_fused.energy_j >= 0 && fwd_mask.energy_j >= 0
+                   ? bwd_mask.energy_j + std::max(0.0, fwd_fused.energy_j - fwd_mask.energy_j)
+                   : -1;
+  return t;
 }
 
 }  // namespace
@@ -1689,7 +1681,7 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
   const Piece g_dx = gemm_piece(m, p, w, o, GemmMnk{tokens, e, qkv.n}, "gemm-dx");
   const Piece g_dw = gemm_piece(m, p, w, o, GemmMnk{qkv.n, e, tokens}, "gemm-dw");
   const Piece rng = rng_piece(m, p, w, "tile", {}, o);
-  const Piece b_mask = attention_bwd_piece(m, p, w, "mask", o), b_regen = attention_bwd_piece(m, p, w, "regen", o);
+  const Piece b_mask = attention_bwd_mask_piece(m, p, w, o);
   // The fused forward writing its keep words: the fused kernel's demand plus the mask's bytes written.
   const double mask_bytes = window_tiles(w, {}) * 128.0 * static_cast<double>(w.batch) * w.q_heads;
   AttnDerive write;
@@ -1710,7 +1702,8 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
   r.gemm_dx = g_dx.t;
   r.gemm_dw = g_dw.t;
   r.attn_bwd_mask = b_mask.t;
-  r.attn_bwd_regen = b_regen.t;
+  r.attn_bwd_regen = attention_bwd_regen(b_mask.t, r.fwd.attn_fused, r.fwd.attn_mask);
+  const KernelTime& b_regen = r.attn_bwd_regen;
   r.attn_fused_write = fw.t;
   r.bwd_overlap = concurrent(m, o, serial_pieces(g_out_dx, g_out_dw, "gemm-out-dx+dw"), rng,
                              r.fwd.rng_coresident_warps, /*allow_partition=*/true);
@@ -1744,11 +1737,11 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
     switch (id) {
       case Pipeline::Fused:
         st.fwd = {ph(f.gemm), ph(f.attn_fused), ph(g_out.t)};
-        st.bwd = {ph(g_out_dx.t), ph(g_out_dw.t), ph(b_regen.t)};
+        st.bwd = {ph(g_out_dx.t), ph(g_out_dw.t), ph(b_regen)};
         st.detail = "forward: GEMM, attention generating its keep bits (" + fused_fwd.how +
                     "), output projection; backward: its dX, dW, attention backward regenerating the bits (Philox "
                     "again), QKV dX, dW";
-        dj = dyn({&f.gemm, &f.attn_fused, &g_out.t, &g_out_dx.t, &g_out_dw.t, &b_regen.t, &g_dx.t, &g_dw.t});
+        dj = dyn({&f.gemm, &f.attn_fused, &g_out.t, &g_out_dx.t, &g_out_dw.t, &b_regen, &g_dx.t, &g_dw.t});
         break;
       case Pipeline::Stored:
       case Pipeline::RegenOverlap: {

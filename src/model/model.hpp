@@ -365,8 +365,9 @@ struct TrainPrediction {
   Prediction fwd;  // the forward pass's prediction (its QKV GEMM, RNG, attention kernels, GEMM || RNG)
   // The output projection's forward GEMM [B*SQ, Hq*dH] x [Hq*dH, E]; its backward dX and dW; the QKV GEMM's dX, dW.
   KernelTime gemm_out, gemm_out_dx, gemm_out_dw, gemm_dx, gemm_dw;
-  // The attention backward (demand derived from the forward's mode-none kernel: docs/model.md) in mode mask and
-  // regen (Philox per element again), and the fused forward that also writes its keep words.
+  // The attention backward (demand derived from the forward's mode-none kernel: docs/model.md) in mode mask, and
+  // in mode regen (that plus the forward's fused - mask time: Philox per element again), and the fused forward
+  // that also writes its keep words.
   KernelTime attn_bwd_mask, attn_bwd_regen, attn_fused_write;
   Concurrent bwd_overlap;  // the backward's output-projection GEMMs (dX then dW) || the RNG kernel
   std::vector<StepTime> strategies;  // the pass-train rows of the pipeline table, in table order
