@@ -241,6 +241,10 @@ Command make_run_command() {
                    "Write a CUPTI kernel timeline (Chrome-trace JSON) of one extra untimed run of each pipeline per point");
   };
   c.run = [o](RunContext& ctx) { return run_run(ctx, *o); };
+  // A training-step point is refused before the GPU is looked for: this build cannot measure it on any device.
+  c.check = [o](const Config& cfg, const CommonOptions& opts) {
+    check_run_passes(expand_sweep(cfg, kAxes), wanted_pipeline_list(*o, cfg), opts.dry_run);
+  };
   return c;
 }
 
