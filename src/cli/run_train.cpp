@@ -133,6 +133,9 @@ void dry_train_point(SweepSession& session, const SweepPoint& pt, const BlockMem
       if (st->energy_j >= 0) v.derived["model_energy_mj"] = st->energy_j * 1e3;
       if (st->hidden_fwd >= 0) v.derived["model_hidden_fwd"] = st->hidden_fwd;
       if (st->hidden_bwd >= 0) v.derived["model_hidden_bwd"] = st->hidden_bwd;
+      // No schedule of a GEMM || RNG overlap beats its energy bound (0: no power data).
+      if (st->energy_bound_fwd_s > 0) v.derived["model_energy_bound_fwd_us"] = st->energy_bound_fwd_s * 1e6;
+      if (st->energy_bound_bwd_s > 0) v.derived["model_energy_bound_bwd_us"] = st->energy_bound_bwd_s * 1e6;
       v.extra["model_phases"] = {{"fwd", phases_json(st->fwd)}, {"bwd", phases_json(st->bwd)}};
       v.extra["model_detail"] = st->detail;
     } else {
