@@ -97,7 +97,14 @@ void dry_train_point(SweepSession& session, const SweepPoint& pt, const BlockMem
                                     {"network_mask_bytes", f.network_bytes},
                                     {"fits_budget", mask_budget == 0 || f.network_bytes <= mask_budget}};
     if (tp)
-      if (const model::StepTime* st = tp->strategy(pipeline_name(p))) costs.push_back({st->name, st->seconds, f.network_bytes});
+      if (const model::StepTime* st = tp->strategy(pipeline_name(p))) {
+        costs.push_back({st->name, st->seconds, f.network_bytes});
+        // Skipped strategies too: the verdict weighs them.
+        json& e = strategies[pipeline_name(p)];
+        e["model_us"] = st->seconds * 1e6;
+        e["model_fwd_us"] = st->fwd_seconds * 1e6;
+        e["model_bwd_us"] = st->bwd_seconds * 1e6;
+      }
   }
   json train = {{"layers", layers},
                 {"layers_from", w.layers > 0 ? "workload.layers" : "not given: one layer"},
@@ -160,10 +167,8 @@ std::string train_plan_text(const Report& r) {
     const json& tr = p.derived.at("train");
     const std::string label = axes_label(p.axes);
     for (auto it = tr.at("strategies").begin(); it != tr.at("strategies").end(); ++it) {
-      json d = json::object();
-      for (const VariantResult& v : p.variants)
-        if (v.name == it.key()) d = v.derived;
       const json& s = it.value();
+      const json& d = s;
       t.rows.push_back({label, it.key(), s.at("mask_life").get<std::string>(), bytes(s.at("block_mask_bytes")),
                         bytes(s.at("held_bytes_per_layer")),
                         fmt::format("{} ({} layers)", bytes(s.at("network_mask_bytes")), tr.at("layers").get<int64_t>()),
