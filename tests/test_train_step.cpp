@@ -351,6 +351,7 @@ TEST(TrainStep, RunDryMaskBudgetAndSweepAxis) {
   EXPECT_TRUE(d.at("skipped_pipelines").contains("stored"));
   EXPECT_TRUE(d.at("skipped_pipelines").contains("fused-write"));
   EXPECT_FALSE(d.at("train").at("strategies").at("stored").at("fits_budget").get<bool>());
+  EXPECT_TRUE(d.at("train").at("strategies").at("stored").contains("model_us"));  // skipped, still weighed
   const std::string pick = d.at("train").at("verdict").at("best_within_budget");
   EXPECT_TRUE(pick == "fused" || pick == "regen-overlap") << pick;
   // pass as a sweep axis: a forward point and a training point in one run.
