@@ -149,7 +149,8 @@ int run_run(RunContext& ctx, const RunOptions& o) {
   session.finish(run_summary(session.report, totals),
                  dry ? dry_plan_table(session.report)
                      : standard_table(session.report, {"tflops", "x_baseline", "hidden", "hidden_self", "coresident_share"}));
-  if (dry && !ctx.opts.quiet) fmt::print("{}", train_plan_text(session.report));
+  // After the table, in its format's place only for markdown (stdout holds nothing but the table otherwise).
+  if (dry && !ctx.opts.quiet && ctx.opts.format == "md") fmt::print("{}", train_plan_text(session.report));
   if (totals.counters.mismatches > 0) {
     fmt::print(stderr, "dropbench: {} bitwise mismatch(es) between pipelines or mask producers (see the report)\n",
                totals.counters.mismatches);
