@@ -149,8 +149,8 @@ int run_run(RunContext& ctx, const RunOptions& o) {
   session.finish(run_summary(session.report, totals),
                  dry ? dry_plan_table(session.report)
                      : standard_table(session.report, {"tflops", "x_baseline", "hidden", "hidden_self", "coresident_share"}));
-  // After the table, in its format's place only for markdown (stdout holds nothing but the table otherwise).
-  if (dry && !ctx.opts.quiet && ctx.opts.format == "md") fmt::print("{}", train_plan_text(session.report));
+  // Human text beside the table, on stderr: stdout holds the table alone.
+  if (dry && !ctx.opts.quiet) fmt::print(stderr, "{}", train_plan_text(session.report));
   if (totals.counters.mismatches > 0) {
     fmt::print(stderr, "dropbench: {} bitwise mismatch(es) between pipelines or mask producers (see the report)\n",
                totals.counters.mismatches);
