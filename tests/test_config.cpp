@@ -288,7 +288,7 @@ TEST(Sweep, AxisNamesAreAllWorkloadFieldsButSeedAndOffset) {
   const auto& a = db::axis_names();
   EXPECT_EQ(a.size(), 19u);
   EXPECT_EQ(a.front(), "batch");
-  EXPECT_EQ(a.back(), "layers");
+  EXPECT_EQ(a.back(), "attention_kernel");
   EXPECT_EQ(std::count(a.begin(), a.end(), "seed"), 0);
   EXPECT_EQ(std::count(a.begin(), a.end(), "offset"), 0);
   EXPECT_EQ(std::count(a.begin(), a.end(), "dropout_p"), 1);

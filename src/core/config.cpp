@@ -362,6 +362,10 @@ const std::vector<WorkloadField>& workload_fields() {
        [](const Workload& w) { return json(w.pipeline); }},
       {"chunk", Kind::Int, [](Workload& w, const json& v) { return chk_int(v, 0, 1048576, w.chunk); },
        [](const Workload& w) { return json(w.chunk); }},
+      {"pass", Kind::Text, [](Workload& w, const json& v) { return chk_choice(v, {"fwd", "train"}, w.pass); },
+       [](const Workload& w) { return json(w.pass); }, true},
+      {"layers", Kind::Int, [](Workload& w, const json& v) { return chk_int(v, 0, 4096, w.layers); },
+       [](const Workload& w) { return json(w.layers); }, true},
       {"attention_kernel", Kind::Text,
        [](Workload& w, const json& v) {
          // The kernels library's own names, so the two cannot drift apart.
@@ -372,10 +376,6 @@ const std::vector<WorkloadField>& workload_fields() {
                            w.attention_kernel);
        },
        [](const Workload& w) { return json(w.attention_kernel); }},
-      {"pass", Kind::Text, [](Workload& w, const json& v) { return chk_choice(v, {"fwd", "train"}, w.pass); },
-       [](const Workload& w) { return json(w.pass); }, true},
-      {"layers", Kind::Int, [](Workload& w, const json& v) { return chk_int(v, 0, 4096, w.layers); },
-       [](const Workload& w) { return json(w.layers); }, true},
       {"seed", Kind::UInt,
        [](Workload& w, const json& v) {
          return chk_uint(v, std::numeric_limits<uint64_t>::max(), "uint64", w.seed);
