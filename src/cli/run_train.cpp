@@ -52,9 +52,9 @@ void check_run_passes(const std::vector<SweepPoint>& points, const std::optional
                                      fwd && train ? "; " : "",
                                      train ? "pass train: " + pass_pipeline_names_text(Pass::Train) : ""));
   if (train && !dry_run)
-    throw UsageError("workload.pass: train is not measured by this build: the training-step measurement needs the "
-                     "attention backward (kernels/attention/bwd), which it lacks (allowed: fwd; or train with --dry-run "
-                     "for the plan and the model)");
+    throw UsageError("workload.pass: train is planned and modelled only: measuring the training step needs the "
+                     "attention backward and the backward GEMMs (transposed operands, e5m2 gradients) in run's "
+                     "pipelines, which this build does not have (allowed: fwd; or train with --dry-run)");
 }
 
 void dry_train_point(SweepSession& session, const SweepPoint& pt, const BlockMemory& mem, const PlanDevice& dev,
