@@ -310,7 +310,13 @@ void BlockRunner::run(Pipeline p, cudaStream_t main, const PhaseFn& ph, const Rn
     case Pipeline::Chunked:
       chunked(main, ph, overlap_rng, gm);
       return;
+    case Pipeline::Stored:
+    case Pipeline::RegenOverlap:
+    case Pipeline::FusedWrite:
+      break;
   }
+  throw UsageError(std::string("run: ") + pipeline_name(p) + " is a training-step strategy (pass train), not a forward "
+                   "pipeline");
 }
 
 void BlockRunner::poison_outputs(cudaStream_t s) {

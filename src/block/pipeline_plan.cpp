@@ -96,6 +96,100 @@ BlockMemory block_memory(const Workload& w, int64_t chunk_rows, int gemm_objects
   return m;
 }
 
+size_t TrainMemory::total() const {
+  uint64_t r = 0;
+  for (const auto& [name, b] : buffers()) r = checked_sum({r, b}, "the training step's buffers take");
+  return r;
+}
+
+std::vector<std::pair<std::string, size_t>> TrainMemory::buffers() const {
+  std::vector<std::pair<std::string, size_t>> all = {
+      {"w_out", w_out}, {"o_in", o_in}, {"y", y},     {"dy", dy},   {"d_o", d_o},
+      {"dw_out", dw_out}, {"dqkv", dqkv}, {"dqkv_in", dqkv_in}, {"dx", dx}, {"dw", dw}, {"bwd_workspace", bwd_workspace}};
+  std::vector<std::pair<std::string, size_t>> out;
+  for (const auto& b : all)
+    if (b.second > 0) out.push_back(b);
+  return out;
+}
+
+TrainMemory train_memory(const Workload& w) {
+  const std::string what = fmt::format("workload.sq: {} (batch {}, embed {}, q_heads {}) makes the training step's buffers",
+                                       w.sq, w.batch, w.embed, w.q_heads);
+  const bool fp8 = w.dtype == "fp8";
+  const uint64_t in_bytes = fp8 ? 1 : 2;
+  const QkvDims d = qkv_dims(w.batch, w.sq, w.embed, w.q_heads, w.kv_heads, w.head_dim);
+  const uint64_t tokens = checked_product({u64(w.batch), u64(w.sq)}, what);
+  const uint64_t hd = checked_product({u64(w.q_heads), u64(w.head_dim)}, what);
+  TrainMemory t;
+  t.w_out = checked_product({u64(w.embed), hd, in_bytes}, what);
+  t.o_in = fp8 ? checked_product({tokens, hd}, what) : 0;
+  t.y = checked_product({tokens, u64(w.embed), 2}, what);
+  t.dy = checked_product({tokens, u64(w.embed), in_bytes}, what);
+  t.d_o = checked_product({tokens, hd, 2}, what);
+  t.dw_out = checked_product({u64(w.embed), hd, 2}, what);
+  t.dqkv = checked_product({u64(d.m), u64(d.n), 2}, what);
+  t.dqkv_in = fp8 ? checked_product({u64(d.m), u64(d.n)}, what) : 0;
+  t.dx = checked_product({u64(d.m), u64(d.k), 2}, what);
+  t.dw = checked_product({u64(d.n), u64(d.k), 2}, what);
+  const uint64_t dbytes = checked_product({u64(w.batch), u64(w.q_heads), u64(w.sq), 4}, what);
+  t.bwd_workspace = (dbytes + 255) / 256 * 256;
+  t.total();  // checked
+  return t;
+}
+
+MaskFootprint mask_footprint(Pipeline p, const BlockMemory& m, int64_t layers) {
+  const PipelineSpec& s = pipeline_spec(p);
+  if (!s.train) throw UsageError(std::string("run: ") + s.name + " is not a training-step strategy");
+  MaskFootprint f;
+  f.layers = std::max<int64_t>(layers, 1);
+  const std::string what = fmt::format("{} layers' masks take", f.layers);
+  switch (s.train_mask) {
+    case MaskLife::None: break;
+    case MaskLife::HeldAcrossStep:
+      f.block_bytes = m.full_mask;
+      f.held_per_layer = m.full_mask;
+      f.network_bytes = checked_product({m.full_mask, u64(f.layers)}, what);
+      break;
+    case MaskLife::WithinPhase:
+      f.block_bytes = m.full_mask;
+      f.network_bytes = m.full_mask;
+      break;
+  }
+  return f;
+}
+
+PipelinePlan plan_train(const BlockMemory& m, const TrainMemory& t, int64_t layers, size_t free_bytes,
+                        size_t mask_budget, const std::vector<Pipeline>& wanted, size_t headroom) {
+  PipelinePlan plan;
+  const size_t common = checked_sum({m.common(), t.total(), headroom}, "the training step's buffers take");
+  if (common > free_bytes) {
+    plan.point_fits = false;
+    plan.point_reason = fmt::format("the training step's buffers need {} (with {} headroom), more than the {} of free "
+                                    "device memory",
+                                    human_bytes(m.common() + t.total()), human_bytes(headroom), human_bytes(free_bytes));
+    return plan;
+  }
+  const size_t left = free_bytes - common;
+  for (Pipeline p : wanted) {
+    const MaskFootprint f = mask_footprint(p, m, layers);
+    if (f.block_bytes > left) {
+      plan.skipped.emplace_back(p, fmt::format("the whole dropout mask needs {}, more than the {} of device memory left",
+                                               human_bytes(f.block_bytes), human_bytes(left)));
+    } else if (mask_budget > 0 && f.network_bytes > mask_budget) {
+      plan.skipped.emplace_back(p, fmt::format("its masks take {} over {} layer(s), more than the --mask-budget of {}",
+                                               human_bytes(f.network_bytes), f.layers, human_bytes(mask_budget)));
+    } else {
+      plan.run.push_back(p);
+      plan.needs_full_mask = plan.needs_full_mask || f.block_bytes > 0;
+    }
+  }
+  if (plan.run.empty()) {
+    plan.point_fits = false;
+    plan.point_reason = "no wanted strategy fits: " + (plan.skipped.empty() ? std::string("?") : plan.skipped.front().second);
+  }
+  return plan;
+}
+
 PipelinePlan plan_pipelines(const BlockMemory& m, size_t free_bytes, size_t mask_budget,
                             const std::vector<Pipeline>& wanted, size_t headroom) {
   PipelinePlan plan;

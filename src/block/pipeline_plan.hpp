@@ -74,6 +74,39 @@ struct PipelinePlan {
 PipelinePlan plan_pipelines(const BlockMemory& m, size_t free_bytes, size_t mask_budget,
                             const std::vector<Pipeline>& wanted, size_t headroom = size_t{512} << 20);
 
+// The training step's buffers beyond the forward's BlockMemory (pass train; the GEMMs in workload.dtype: fp8 =
+// e4m3 forward operands, e5m2 gradients, one byte each; bf16 = two bytes): the output projection's weights,
+// its fp8 copy of O, its output Y, the incoming gradient dY, dO, dW_o, dQKV (and its fp8 copy), dX, dW_qkv, and
+// the attention backward's workspace (fp32 D = rowsum(dO o O), 256-byte aligned; deterministic dQ, no fp32
+// accumulator).
+struct TrainMemory {
+  size_t w_out = 0, o_in = 0, y = 0;        // forward: output projection weights, O as its input (fp8), Y
+  size_t dy = 0, d_o = 0, dw_out = 0;        // backward: dY, dO, dW_o
+  size_t dqkv = 0, dqkv_in = 0;              // dQ, dK, dV laid out like QKV; its fp8 copy (GEMM input)
+  size_t dx = 0, dw = 0;                     // the QKV GEMM's backward outputs
+  size_t bwd_workspace = 0;                  // attention backward: D
+  size_t total() const;
+  std::vector<std::pair<std::string, size_t>> buffers() const;  // name -> bytes, allocation order (non-zero)
+};
+TrainMemory train_memory(const Workload& w);
+
+// The mask memory of a training-step strategy (pass train): what one block's step allocates, what it holds
+// from the forward to the backward, and what a network of `layers` layers would hold at its peak (every
+// layer's held mask once all forwards ran, plus the one a layer works on within a phase). layers < 1 counts 1.
+struct MaskFootprint {
+  uint64_t block_bytes = 0;           // the mask buffers one block's step allocates
+  uint64_t held_per_layer = 0;        // kept from the forward to the backward, per layer
+  uint64_t network_bytes = 0;         // held_per_layer x layers + a within-phase mask
+  int64_t layers = 1;
+};
+MaskFootprint mask_footprint(Pipeline p, const BlockMemory& m, int64_t layers);
+
+// Which training-step strategies run at a point: the common and training buffers plus the whole mask (when a
+// strategy needs one) must fit `free_bytes`; a strategy whose network mask memory (mask_footprint, `layers`)
+// passes `mask_budget` (bytes; 0 = none given) is skipped with the reason.
+PipelinePlan plan_train(const BlockMemory& m, const TrainMemory& t, int64_t layers, size_t free_bytes,
+                        size_t mask_budget, const std::vector<Pipeline>& wanted, size_t headroom = size_t{512} << 20);
+
 // "1.5 GiB", "512 MiB", "12 KiB", "100 B".
 std::string human_bytes(size_t bytes);
 

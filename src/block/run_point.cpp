@@ -22,14 +22,19 @@ void validate_run_options(const RunOptions& o) {
 }
 
 std::vector<Pipeline> wanted_pipelines(const RunOptions& o, const Config& cfg) {
+  const std::optional<std::vector<Pipeline>> l = wanted_pipeline_list(o, cfg);
+  return l ? *l : all_pipelines();
+}
+
+std::optional<std::vector<Pipeline>> wanted_pipeline_list(const RunOptions& o, const Config& cfg) {
   if (!o.pipelines.empty()) return parse_pipeline_list(o.pipelines);
-  std::vector<Pipeline> wanted = all_pipelines();
   for (const auto& [axis, values] : cfg.sweep)
     if (axis == "pipeline") {
-      wanted.clear();
+      std::vector<Pipeline> wanted;
       for (const json& v : values) wanted.push_back(parse_pipeline(v.get<std::string>()));
+      return wanted;
     }
-  return wanted;
+  return std::nullopt;
 }
 
 std::map<std::string, Measurement> PointScope::measure_group(const std::vector<Candidate>& group) {
@@ -189,6 +194,10 @@ void pipeline_extra(Pipeline p, const BlockRunner& runner, const OverlapChoice& 
       ex["chunks"] = runner.chunks().size();
       ex["first_chunk_rng"] = ovl.rc.to_json();
       break;
+    case Pipeline::Stored:
+    case Pipeline::RegenOverlap:
+    case Pipeline::FusedWrite:
+      break;  // pass train only: never measured as a forward pipeline
   }
 }
 

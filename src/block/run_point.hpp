@@ -11,6 +11,7 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ struct RunOptions {
 void validate_run_options(const RunOptions& o);
 // --pipelines, else the config's sweep.pipeline axis, else all four.
 std::vector<Pipeline> wanted_pipelines(const RunOptions& o, const Config& cfg);
+// --pipelines, else the config's sweep.pipeline axis, else nullopt (every pipeline of each point's pass).
+std::optional<std::vector<Pipeline>> wanted_pipeline_list(const RunOptions& o, const Config& cfg);
 
 // Counted over the whole sweep: bitwise mismatches (an error: exit 1) and measurements left without samples.
 struct RunCounters {

@@ -582,6 +582,7 @@ int run_cli(int argc, char** argv) {
         }
         if (output_given || !opts.output.empty()) check_output_path(opts.output);
         check_plan_options(opts);
+        if (cmds[i].check) cmds[i].check(ctx.cfg, opts);
         if (!opts.dry_run) require_gpu(opts.device);
         ctx.context = make_context(args, opts.dry_run ? -1 : opts.device);
         ctx.context["dry_run"] = opts.dry_run;

@@ -24,6 +24,9 @@ struct Command {
   std::function<void(CLI::App& app)> add_options;
   // Runs the command; returns the exit code. Throw UsageError for bad input (-> exit 2).
   std::function<int(RunContext& ctx)> run;
+  // Optional, sweeping commands: input it refuses on any device, checked before a GPU is required (throws
+  // UsageError).
+  std::function<void(const Config& cfg, const CommonOptions& o)> check;
 };
 
 // Entry point used by main(): parses, dispatches, maps exceptions to exit codes

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "src/block/pipeline_plan.hpp"
 #include "src/cli/cli.hpp"
 #include "src/core/input.hpp"
 #include "src/cli/model_cli.hpp"
@@ -32,6 +33,9 @@ struct RecOpts {
   std::string format = "md";
   std::string demand = "ncu";
   std::string power = "on";
+  std::string pass = "fwd";
+  int64_t layers = 0;          // 0: not given (one layer)
+  double mask_budget_gib = 0;  // 0: no budget
 };
 
 // "b=1,sq=8192,e=8192,hq=64,hkv=8,dh=128[,causal=1][,dtype=fp8][,tw=8][,p=0.1]" -> workload.
@@ -267,6 +271,101 @@ void print_details(const Recommendation& rec, const model::Machine& m) {
   if (rec.ranks(3)) std::cout << model::kR3Caveat << "\n";
 }
 
+// ---- pass train ----
+
+// Each training-step strategy's mask memory for a network of `layers` layers (src/block/pipeline_plan.hpp).
+std::map<std::string, uint64_t> network_mask_bytes(const Workload& w, int64_t layers) {
+  const BlockMemory mem = block_memory(w, w.sq, 1, false);
+  std::map<std::string, uint64_t> out;
+  for (Pipeline p : pass_pipelines(Pass::Train)) out[pipeline_name(p)] = mask_footprint(p, mem, layers).network_bytes;
+  return out;
+}
+
+json ladder_json(const std::vector<model::BudgetStep>& ladder) {
+  json a = json::array();
+  for (const model::BudgetStep& s : ladder)
+    a.push_back({{"from_bytes", s.from_bytes}, {"strategy", s.strategy}, {"seconds", s.seconds}});
+  return a;
+}
+
+json train_json(const model::TrainRecommendation& rec, const Workload& shape, const model::Machine& m,
+                const model::Profile& p) {
+  json out;
+  out["pass"] = "train";
+  out["shape"] = to_json(shape);
+  out["machine"] = m.path;
+  out["profile"] = p.path;
+  out["layers"] = rec.layers;
+  out["mask_budget_bytes"] = rec.budget;
+  json rk = json::array();
+  for (size_t i = 0; i < rec.ranking.size(); ++i) {
+    const model::TrainEntry& e = rec.ranking[i];
+    rk.push_back({{"rank", i + 1},
+                  {"strategy", e.strategy},
+                  {"rounds", e.rounds},
+                  {"seconds", e.seconds},
+                  {"fwd_seconds", e.fwd_seconds},
+                  {"bwd_seconds", e.bwd_seconds},
+                  {"energy_j", e.energy_j >= 0 ? json(e.energy_j) : json(nullptr)},
+                  {"network_mask_bytes", e.mask_bytes},
+                  {"fits_budget", e.fits},
+                  {"how", e.detail}});
+  }
+  out["ranking"] = rk;
+  const model::TrainEntry* best = rec.best_within_budget();
+  out["best_within_budget"] = best ? json({{"strategy", best->strategy}, {"rounds", best->rounds}}) : json(nullptr);
+  out["verdict"] = {{"rounds", rec.reference_rounds}, {"ladder", ladder_json(rec.ladder)},
+                    {"text", model::ladder_text(rec.ladder)}};
+  if (!rec.reference_name.empty())
+    out["reference"] = {{"machine", rec.reference_name}, {"ladder", ladder_json(rec.reference_ladder)},
+                        {"text", model::ladder_text(rec.reference_ladder)}};
+  if (std::find(rec.rounds.begin(), rec.rounds.end(), 3) != rec.rounds.end()) out["caveat_r3"] = model::kR3Caveat;
+  return out;
+}
+
+void print_train(const model::TrainRecommendation& rec, const Workload& w, const model::Machine& m,
+                 const model::Profile& p) {
+  const model::TrainPrediction& tp = rec.predictions.at(rec.reference_rounds);
+  std::cout << fmt::format(
+      "dropbench recommend --pass train: B {} x SQ {}, E {}, {} query / {} KV heads, dH {}, {}, {} GEMMs, dropout p {}; "
+      "{} layer(s), mask budget {}\nmachine {} ({}), profile {}\n\n",
+      w.batch, w.sq, w.embed, w.q_heads, w.kv_heads, w.head_dim, w.causal ? "causal" : "non-causal", w.dtype,
+      w.dropout_p, rec.layers, rec.budget > 0 ? model::bytes_text(rec.budget) : "none", m.name, m.path, p.path);
+  std::cout << fmt::format(
+      "kernels at Philox-{}: QKV GEMM {} us | output projection {} us | its dX {} us, dW {} us | QKV dX {} us, dW {} us "
+      "| RNG {} us | attention(mask) {} us, (fused) {} us, (fused-write) {} us | attention backward (mask) {} us, "
+      "(regen) {} us [backward demand derived from the forward's: {}]\n\n",
+      rec.reference_rounds, mcli::us(tp.fwd.gemm.seconds), mcli::us(tp.gemm_out.seconds), mcli::us(tp.gemm_out_dx.seconds),
+      mcli::us(tp.gemm_out_dw.seconds), mcli::us(tp.gemm_dx.seconds), mcli::us(tp.gemm_dw.seconds),
+      mcli::us(tp.fwd.rng.seconds), mcli::us(tp.fwd.attn_mask.seconds), mcli::us(tp.fwd.attn_fused.seconds),
+      mcli::us(tp.attn_fused_write.seconds), mcli::us(tp.attn_bwd_mask.seconds), mcli::us(tp.attn_bwd_regen.seconds),
+      tp.attn_bwd_mask.source);
+  Table t;
+  t.columns = {"rank", "strategy", "rounds", "step_us", "fwd_us", "bwd_us", "vs_best_%", "energy_mj", "network_masks",
+               "fits"};
+  const double best = rec.ranking.front().seconds;
+  for (size_t i = 0; i < rec.ranking.size(); ++i) {
+    const model::TrainEntry& e = rec.ranking[i];
+    t.rows.push_back({std::to_string(i + 1), e.strategy, std::to_string(e.rounds), mcli::us(e.seconds),
+                      mcli::us(e.fwd_seconds), mcli::us(e.bwd_seconds), fmt::format("+{:.1f}", 100 * (e.seconds / best - 1)),
+                      e.energy_j >= 0 ? fmt::format("{:.3g}", e.energy_j * 1e3) : "-", model::bytes_text(e.mask_bytes),
+                      e.fits ? "yes" : "no"});
+  }
+  std::cout << render(t, "md");
+  std::cout << fmt::format("\nhow (Philox-{}):\n", rec.reference_rounds);
+  for (const model::StepTime& s : tp.strategies) std::cout << fmt::format("  {:<13} {}\n", s.name, s.detail);
+  std::cout << fmt::format("\nverdict at Philox-{} ({} layer(s)): {}\n", rec.reference_rounds, rec.layers,
+                           model::ladder_text(rec.ladder));
+  if (!rec.reference_name.empty())
+    std::cout << fmt::format("  on {} (reference): {}\n", rec.reference_name, model::ladder_text(rec.reference_ladder));
+  const model::TrainEntry* b = rec.best_within_budget();
+  if (rec.budget > 0)
+    std::cout << (b ? fmt::format("within the budget of {}: {} at Philox-{} ({} us)\n", model::bytes_text(rec.budget),
+                                  b->strategy, b->rounds, mcli::us(b->seconds))
+                    : fmt::format("within the budget of {}: no strategy fits\n", model::bytes_text(rec.budget)));
+  if (std::find(rec.rounds.begin(), rec.rounds.end(), 3) != rec.rounds.end()) std::cout << model::kR3Caveat << "\n";
+}
+
 }  // namespace
 
 Command make_recommend_command() {
@@ -287,6 +386,11 @@ Command make_recommend_command() {
       "  dropbench recommend --shape \"b=1,sq=8192,e=8192,hq=64,hkv=8,dh=128\"\n"
       "  dropbench recommend --shape \"b=1,sq=8192,e=16384,hq=128,hkv=8,dh=128,causal=1\" \\\n"
       "      --machine configs/machines/blackwell-projection.json\n"
+      "--pass train ranks the training-step strategies (fused, stored, regen-overlap, fused-write: `run --help`)\n"
+      "by the model's step time (forward + backward), with each one's mask memory for --layers layers and the\n"
+      "verdict per mask budget (the fastest strategy at each budget; --mask-budget GIB marks what fits). The\n"
+      "attention backward's demand is derived from the forward kernel's (docs/model.md, \"The training step\").\n"
+      "  dropbench recommend --shape \"b=1,sq=8192,e=8192,hq=64,hkv=8,dh=128,causal=1\" --pass train --layers 80\n"
       "Needs no GPU.";
   c.sweeps = false;
   c.add_options = [ro](CLI::App& app) {
@@ -302,8 +406,20 @@ Command make_recommend_command() {
         ->check(CLI::IsMember({"ncu", "sass"}));
     app.add_option("--power", ro->power, "on: the power term and the energy ranking where power data exists | off")
         ->check(CLI::IsMember({"on", "off"}));
+    app.add_option("--pass", ro->pass, "fwd (the block's forward pipelines) | train (the training-step strategies)");
+    app.add_option("--layers", ro->layers, "--pass train: layers of the network whose masks are counted (default 1)");
+    app.add_option("--mask-budget", ro->mask_budget_gib,
+                   "--pass train: GiB the network's dropout masks may hold (0 = no budget)");
   };
   c.run = [ro](RunContext&) {
+    if (ro->pass != "fwd" && ro->pass != "train")
+      throw UsageError(fmt::format("--pass: '{}' is not a pass (allowed: fwd, train)", ro->pass));
+    if (ro->layers < 0 || ro->layers > 4096)
+      throw UsageError(fmt::format("--layers: {} is out of range (allowed: [0, 4096]; 0 = one layer)", ro->layers));
+    if (!(ro->mask_budget_gib >= 0))
+      throw UsageError("--mask-budget: must be >= 0 (allowed: GiB, 0 = no budget)");
+    if (ro->pass == "fwd" && (ro->layers != 0 || ro->mask_budget_gib != 0))
+      throw UsageError("--layers / --mask-budget: only with --pass train (allowed: --pass train)");
     const Workload shape = parse_shape(ro->shape);
     const std::vector<int64_t> rounds = parse_rounds(ro->rounds);
     const model::Machine m = model::load_machine(mcli::default_path(ro->machine));
@@ -315,6 +431,16 @@ Command make_recommend_command() {
     model::Options o;
     o.residency = ro->residency;
     o.clock = ro->clock;
+    if (ro->pass == "train") {
+      const uint64_t budget = static_cast<uint64_t>(ro->mask_budget_gib * double(uint64_t{1} << 30));
+      const model::TrainRecommendation tr = model::recommend_train(
+          m, p, shape, rounds, o, network_mask_bytes(shape, ro->layers), ro->layers, budget, ref ? &*ref : nullptr);
+      if (ro->format == "json")
+        std::cout << train_json(tr, shape, m, p).dump(2) << "\n";
+      else
+        print_train(tr, shape, m, p);
+      return 0;
+    }
     const Recommendation rec = model::recommend(m, p, shape, rounds, o, ref ? &*ref : nullptr);
     if (ro->format == "json") {
       std::cout << recommend_json(rec, shape, m, p).dump(2) << "\n";

@@ -19,6 +19,7 @@
 #include "src/block/run_trace.hpp"
 #include "src/cli/cli.hpp"
 #include "src/cli/dry_plan.hpp"
+#include "src/cli/run_train.hpp"
 #include "src/core/device_buffer.hpp"
 #include "src/core/nvtx.hpp"
 #include "src/core/sweep_session.hpp"
@@ -30,7 +31,7 @@ namespace {
 
 const std::vector<std::string> kAxes = {"batch",   "embed",  "q_heads", "kv_heads",       "head_dim", "sq",
                                         "causal",  "dropout_p", "dtype", "rounds", "threshold_bits", "chunk",
-                                        "attention_kernel"};
+                                        "attention_kernel", "pass"};
 
 // Free memory plan_pipelines keeps beside a point's buffers (its default).
 constexpr size_t kRunHeadroom = size_t{512} << 20;
@@ -81,9 +82,11 @@ void measure_point(RunContext& ctx, const RunOptions& o, SweepSession& session, 
 }
 
 int run_run(RunContext& ctx, const RunOptions& o) {
-  const std::vector<Pipeline> wanted = wanted_pipelines(o, ctx.cfg);
+  const std::optional<std::vector<Pipeline>> wanted_any = wanted_pipeline_list(o, ctx.cfg);
+  const std::vector<Pipeline> wanted = wanted_for_pass(wanted_any, Pass::Fwd);
   validate_run_options(o);
   const auto points = expand_sweep(ctx.cfg, kAxes);
+  check_run_passes(points, wanted_any, ctx.opts.dry_run);
   const bool dry = ctx.opts.dry_run;
   TraceState trace = open_trace(o.trace, dry);
   // Sizes past 2^64 bytes are refused before anything runs (a chunk of the whole sequence is the largest).
@@ -111,6 +114,10 @@ int run_run(RunContext& ctx, const RunOptions& o) {
     const BlockMemory mem = block_memory(w, chunks.front().rows, gemm_objects, !o.no_validate);
     const size_t free_b = dry ? dev.bytes : device_free_bytes();
     const size_t budget = o.mask_budget_gib > 0 ? static_cast<size_t>(o.mask_budget_gib * (1ull << 30)) : 0;
+    if (parse_pass(w.pass) == Pass::Train) {  // a dry run only (check_run_passes)
+      dry_train_point(session, pt, mem, dev, budget, wanted_for_pass(wanted_any, Pass::Train), *model, kRunHeadroom);
+      continue;
+    }
     const PipelinePlan plan = plan_pipelines(mem, free_b, budget, wanted, kRunHeadroom);
     if (!plan.point_fits) {
       session.report.add_skipped({pt.axes, plan.point_reason, kNoIndex,
@@ -143,6 +150,8 @@ int run_run(RunContext& ctx, const RunOptions& o) {
   session.finish(run_summary(session.report, totals),
                  dry ? dry_plan_table(session.report)
                      : standard_table(session.report, {"tflops", "x_baseline", "hidden", "hidden_self", "coresident_share"}));
+  // Human text beside the table, on stderr: stdout holds the table alone.
+  if (dry && !ctx.opts.quiet) fmt::print(stderr, "{}", train_plan_text(session.report));
   if (totals.counters.mismatches > 0) {
     print_stderr("dropbench: {} bitwise mismatch(es) between pipelines or mask producers (see the report)\n",
                totals.counters.mismatches);
@@ -151,11 +160,26 @@ int run_run(RunContext& ctx, const RunOptions& o) {
   return 0;
 }
 
-// One line per entry of the pipeline table (src/core/pipelines.hpp).
+// One line per entry of the pipeline table (src/core/pipelines.hpp) of pass fwd.
 std::string pipelines_help() {
   std::string h;
-  for (const PipelineSpec& p : pipeline_specs()) h += fmt::format("  {:<9} {}\n", p.name, p.summary);
+  for (Pipeline p : pass_pipelines(Pass::Fwd)) h += fmt::format("  {:<9} {}\n", pipeline_name(p), pipeline_spec(p).summary);
   return h;
+}
+
+// The pass-train rows of the pipeline table.
+std::string train_help() {
+  std::string h =
+      "workload.pass=train (also an axis): the block's training step -- forward QKV GEMM -> attention -> output\n"
+      "projection; backward its dX, dW -> attention backward -> QKV dX, dW (fp8: e4m3 forward operands, e5m2\n"
+      "gradients) -- with the strategies:\n";
+  for (Pipeline p : pass_pipelines(Pass::Train))
+    h += fmt::format("  {:<13} {}\n", pipeline_name(p), pipeline_spec(p).train_summary);
+  return h +
+         "Planned and modelled only (--dry-run): per strategy the mask bytes per layer and for workload.layers layers\n"
+         "(presets: 32 / 80 / 126), the model's step / forward / backward time and the verdict per mask budget\n"
+         "(--mask-budget: GiB the network's masks may hold). Without --dry-run it exits 2: this build has no\n"
+         "attention backward to measure with.\n";
 }
 
 }  // namespace
@@ -199,7 +223,8 @@ Command make_run_command() {
       "Without libcupti (or with another profiler attached) it warns and traces nothing.\n"
       "--graph: after each pipeline's stream measurement, captures it once (all its streams) into a CUDA graph and\n"
       "times graph launches as variant <pipeline>:graph (checked bitwise against the reference; derived.x_streams =\n"
-      "stream time / graph time). Graph variants never decide the winner.\n"
+      "stream time / graph time). Graph variants never decide the winner.\n" +
+      train_help() +
       "Example: dropbench run --config configs/llama3-70b.json --set sweep.sq=[8192] --set sweep.rounds=[3,5,7]\n"
       "         --set measure.throttle=0";
   c.add_options = [o](CLI::App& app) {
@@ -208,7 +233,8 @@ Command make_run_command() {
     app.add_flag("--no-explore", o->no_explore, "Skip the overlap-mechanism exploration (overlap uses plain)");
     app.add_option("--top-k", o->top_k, "cuBLASLt heuristic candidates: tuned for the GEMM, scanned by mechanism b");
     app.add_option("--mask-budget", o->mask_budget_gib,
-                   "GiB a whole-matrix mask may take (0 = the free device memory); larger: baseline/overlap skipped")
+                   "GiB a whole-matrix mask may take (0 = the free device memory); larger: baseline/overlap skipped;\n"
+                   "pass train: GiB the network's masks may hold (workload.layers)")
         ->check(finite_number(0, 1048576.0));
     app.add_option("--overlap-rng", o->overlap_rng,
                    "RNG of the overlap pipeline: auto, plain, priority, coresident-w1, coresident-w2, coresident-w4");
@@ -218,6 +244,10 @@ Command make_run_command() {
                    "Write a CUPTI kernel timeline (Chrome-trace JSON) of one extra untimed run of each pipeline per point");
   };
   c.run = [o](RunContext& ctx) { return run_run(ctx, *o); };
+  // A training-step point is refused before the GPU is looked for: this build cannot measure it on any device.
+  c.check = [o](const Config& cfg, const CommonOptions& opts) {
+    check_run_passes(expand_sweep(cfg, kAxes), wanted_pipeline_list(*o, cfg), opts.dry_run);
+  };
   return c;
 }
 

@@ -130,6 +130,13 @@ MemoryPlan run_memory(const BlockMemory& b, bool full_mask, bool chunk_masks, ui
   return m;
 }
 
+MemoryPlan train_run_memory(const BlockMemory& b, const TrainMemory& t, bool full_mask, uint64_t headroom) {
+  MemoryPlan m = run_memory(b, false, false, headroom);
+  for (const auto& [name, bytes] : t.buffers()) m.buffers.emplace_back(name, bytes);
+  if (full_mask) m.buffers.emplace_back("full_mask", b.full_mask);
+  return m;
+}
+
 PlanDevice plan_device(const CommonOptions& o) {
   if (o.device_memory_gib)
     return {static_cast<uint64_t>(*o.device_memory_gib * double(uint64_t{1} << 30)), "--device-memory"};
@@ -233,6 +240,19 @@ Estimator::Estimate Estimator::pipeline(const Workload& w, const std::string& pi
     if (!t) throw UsageError("the model composes no pipeline '" + pipeline + "'");
     return t->seconds;
   });
+}
+
+std::optional<model::TrainPrediction> Estimator::train(const Workload& w, std::string* note) const {
+  if (!impl_->machine || !impl_->profile) {
+    if (note) *note = "not modelled: " + impl_->error;
+    return std::nullopt;
+  }
+  try {
+    return model::predict_train(*impl_->machine, *impl_->profile, w, impl_->opts);
+  } catch (const std::exception& e) {
+    if (note) *note = std::string("not modelled: ") + e.what();
+    return std::nullopt;
+  }
 }
 
 json plan_json(const MemoryPlan& m, const PlanDevice& d, bool fits, const std::string& reason) {

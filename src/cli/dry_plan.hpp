@@ -15,6 +15,7 @@
 #include "src/block/pipeline_plan.hpp"  // BlockMemory, checked_product, checked_sum
 #include "src/core/config.hpp"
 #include "src/core/run_context.hpp"
+#include "src/model/model.hpp"
 
 namespace dropbench {
 
@@ -42,6 +43,8 @@ MemoryPlan gemm_memory(const Workload& w, uint64_t workspace_bytes, const std::s
 MemoryPlan attention_memory(const Workload& w, const std::string& where = "");
 // run: the common buffers, then the masks its plan keeps (full mask, two chunk masks).
 MemoryPlan run_memory(const BlockMemory& m, bool full_mask, bool chunk_masks, uint64_t headroom);
+// run, pass train: the common buffers, the training step's (TrainMemory), then the whole mask when kept.
+MemoryPlan train_run_memory(const BlockMemory& m, const TrainMemory& t, bool full_mask, uint64_t headroom);
 
 // The device memory a dry run plans against, and where that figure came from.
 struct PlanDevice {
@@ -70,6 +73,8 @@ class Estimator {
   Estimate gemm(const Workload& w) const;
   Estimate attention(const Workload& w, const std::string& variant) const;  // none | mask | rng+mask | fused
   Estimate pipeline(const Workload& w, const std::string& pipeline) const;  // baseline | fused | overlap | chunked
+  // The training step's prediction (every pass-train strategy), or nullopt and `note` saying why not.
+  std::optional<model::TrainPrediction> train(const Workload& w, std::string* note) const;
   const std::string& machine_path() const { return machine_path_; }
 
  private:

@@ -298,6 +298,9 @@ struct WorkloadField {
   Kind kind;
   std::string (*set)(Workload&, const json&);
   json (*get)(const Workload&);
+  // Written by to_json only when it differs from the default, so configs and reports that never set it read as
+  // before the field existed.
+  bool omit_default = false;
 };
 
 const std::vector<WorkloadField>& workload_fields() {
@@ -365,6 +368,10 @@ const std::vector<WorkloadField>& workload_fields() {
        [](const Workload& w) { return json(w.pipeline); }},
       {"chunk", Kind::Int, [](Workload& w, const json& v) { return chk_int(v, 0, 1048576, w.chunk); },
        [](const Workload& w) { return json(w.chunk); }},
+      {"pass", Kind::Text, [](Workload& w, const json& v) { return chk_choice(v, {"fwd", "train"}, w.pass); },
+       [](const Workload& w) { return json(w.pass); }, true},
+      {"layers", Kind::Int, [](Workload& w, const json& v) { return chk_int(v, 0, 4096, w.layers); },
+       [](const Workload& w) { return json(w.layers); }, true},
       {"attention_kernel", Kind::Text,
        [](Workload& w, const json& v) {
          // The kernels library's own names, so the two cannot drift apart.
@@ -848,7 +855,9 @@ void apply_override(Config& cfg, const std::string& assignment) {
 
 json to_json(const Workload& w) {
   json j = json::object();
-  for (const auto& f : workload_fields()) j[f.name] = f.get(w);
+  static const Workload defaults;
+  for (const auto& f : workload_fields())
+    if (!f.omit_default || f.get(w) != f.get(defaults)) j[f.name] = f.get(w);
   return j;
 }
 

@@ -38,6 +38,8 @@ struct Workload {
   std::string dropout_dtype = "bf16";  // standalone dropout element type: bf16 | fp32
   std::string pipeline = "baseline";   // baseline | fused | overlap | chunked
   int64_t chunk = 0;            // chunked pipeline: query rows per chunk (0 = auto), [0, 1048576]
+  std::string pass = "fwd";     // run: the block's forward (fwd) or its training step (train: forward + backward)
+  int64_t layers = 0;           // transformer layers of the network the block belongs to (0 = not given), [0, 4096]
   std::string attention_kernel = "auto";  // attention kernel family: auto (wgmma on sm_90) | wgmma | mma
   std::string attention_pass = "fwd";     // `attention`: fwd | bwd | fwd+bwd (kernels/attention/bwd/)
   uint64_t seed = 0x5eed5eedULL;   // Philox key (not sweepable)

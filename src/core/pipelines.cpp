@@ -12,14 +12,37 @@ const PipelineSpec& pipeline_spec(Pipeline p) {
   throw UsageError("pipeline: no spec for this pipeline (src/core/pipelines.cpp)");
 }
 
-const std::vector<Pipeline>& all_pipelines() {
-  static const std::vector<Pipeline> v = [] {
-    std::vector<Pipeline> out;
-    for (const PipelineSpec& s : pipeline_specs()) out.push_back(s.id);
-    return out;
-  }();
-  return v;
+const std::vector<Pipeline>& all_pipelines() { return pass_pipelines(Pass::Fwd); }
+
+bool applies_to(Pipeline p, Pass pass) {
+  const PipelineSpec& s = pipeline_spec(p);
+  return pass == Pass::Fwd ? s.fwd : s.train;
 }
+
+const std::vector<Pipeline>& pass_pipelines(Pass pass) {
+  auto of = [](Pass ps) {
+    std::vector<Pipeline> out;
+    for (const PipelineSpec& s : pipeline_specs())
+      if (applies_to(s.id, ps)) out.push_back(s.id);
+    return out;
+  };
+  static const std::vector<Pipeline> fwd = of(Pass::Fwd), train = of(Pass::Train);
+  return pass == Pass::Fwd ? fwd : train;
+}
+
+std::string pass_pipeline_names_text(Pass pass) {
+  std::string out;
+  for (Pipeline p : pass_pipelines(pass)) out += (out.empty() ? "" : ", ") + std::string(pipeline_name(p));
+  return out;
+}
+
+Pass parse_pass(const std::string& s) {
+  if (s == "fwd") return Pass::Fwd;
+  if (s == "train") return Pass::Train;
+  throw UsageError("workload.pass: '" + s + "' is not a pass (allowed: fwd, train)");
+}
+
+const char* pass_name(Pass p) { return p == Pass::Fwd ? "fwd" : "train"; }
 
 const char* pipeline_name(Pipeline p) { return pipeline_spec(p).name; }
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "kernels/common/check.hpp"
 #include "kernels/common/shapes.hpp"
 #include "src/core/input.hpp"
+#include "src/core/pipelines.hpp"
 
 namespace dropbench::model {
 
@@ -510,11 +512,12 @@ GemmMnk gemm_mnk(const Workload& w) {
   return {static_cast<double>(d.m), static_cast<double>(d.n), static_cast<double>(d.k)};
 }
 
-Demand gemm_static(const Profile& p, const Workload& w) {
+// The GEMM's static demand at the shape s (the QKV GEMM's by default; the training step's other GEMMs have
+// their own M, N, K and the same per-FLOP demand of w.dtype).
+Demand gemm_static(const Profile& p, const Workload& w, const GemmMnk& s) {
   auto it = p.gemm.find(w.dtype);
   if (it == p.gemm.end()) throw UsageError(fmt::format("profile {}: kernels.gemm_{} is missing", p.path, w.dtype));
   const GemmProfile& g = it->second;
-  const GemmMnk s = gemm_mnk(w);
   const double M = s.m, N = s.n, K = s.k;
   Demand d = scaled(g.per_flop, s.flops());
   const double in = g.input_bytes, out = g.output_bytes;
@@ -523,6 +526,7 @@ Demand gemm_static(const Profile& p, const Workload& w) {
                    M * N * out;
   return d;
 }
+Demand gemm_static(const Profile& p, const Workload& w) { return gemm_static(p, w, gemm_mnk(w)); }
 
 // Measured demand carried to workload w (docs/model.md, "Demand sources"). st_w / st_p: the static demand at
 // w and at the measured workload; work_ratio: work(w) / work(measured), for what the static demand lacks.
@@ -586,18 +590,26 @@ Demand ncu_carried(const Demand& st_w, const Demand& st_p, const NcuDemand& n, d
 
 }  // namespace
 
-Demand gemm_demand(const Profile& p, const Workload& w, std::string* source) {
-  Demand d = gemm_static(p, w);
+namespace {
+
+Demand gemm_demand_at(const Profile& p, const Workload& w, const GemmMnk& s, std::string* source) {
+  Demand d = gemm_static(p, w, s);
   const GemmProfile& g = p.gemm.at(w.dtype);
   if (p.use_ncu && g.ncu) {
     Workload wp = g.ncu->w;
     wp.dtype = w.dtype;
-    d = ncu_carried(d, gemm_static(p, wp), *g.ncu, gemm_mnk(w).flops() / gemm_mnk(wp).flops());
+    d = ncu_carried(d, gemm_static(p, wp), *g.ncu, s.flops() / gemm_mnk(wp).flops());
     if (source) *source = "ncu";
   } else if (source) {
     *source = "hand";
   }
   return d;
+}
+
+}  // namespace
+
+Demand gemm_demand(const Profile& p, const Workload& w, std::string* source) {
+  return gemm_demand_at(p, w, gemm_mnk(w), source);
 }
 
 namespace {
@@ -1000,9 +1012,19 @@ double attention_elements(const Profile& p, const std::string& family, const Att
   return a.iterations * p.attn_rows_per_warp * p.attn_block_keys;
 }
 
+// A kernel whose demand is derived from an attention kernel's (the training step's backward, the fused forward
+// that also writes its keep words): `adjust` changes the demand before it is timed with that kernel's
+// efficiencies, tail and CTA overhead; the energy counts work_scale x its visited elements at its power data.
+struct AttnDerive {
+  std::function<void(Demand&)> adjust;
+  double work_scale = 1;
+  std::string name;  // the KernelTime's name; "" = attention(<mode>)
+};
+
 Piece attention_piece(const Machine& m, const Profile& p, const Workload& w, const std::string& mode, Window win,
-                      const Options& o) {
+                      const Options& o, const AttnDerive& derive = {}) {
   const std::string fam = attention_family(p, w);
+  const std::string tname = derive.name.empty() ? "attention(" + mode + ")" : derive.name;
   Piece pc;
   AttnWork a;
   std::string src, key;
@@ -1023,13 +1045,14 @@ Piece attention_piece(const Machine& m, const Profile& p, const Workload& w, con
     } else {
       pc.d = wgmma_demand(p, w, mode, win, &a, &src, &key);
     }
+    if (derive.adjust) derive.adjust(pc.d);
     pc.clock_mhz = kernel_clock(m, g.clock, o);
     pc.o = options_for(o, p, src);
     pc.o.efficiency["issue"] = g.issue_efficiency;
     pc.o.efficiency["mma"] = g.mma_efficiency;
     const double slots = m.sm_count * g.ctas_per_sm;
     const double tail = tail_factor(a.cta_iterations, static_cast<double>(w.batch) * w.q_heads, slots);
-    pc.t = kernel_time(m, "attention(" + mode + ")", pc.d, pc.clock_mhz, pc.o, 1.0, tail);
+    pc.t = kernel_time(m, tname, pc.d, pc.clock_mhz, pc.o, 1.0, tail);
     // The CTA prologue / pipeline fill / epilogue, once per wave of CTAs (uncalibrated: left out).
     const double extra = o.calibrated ? a.ctas / slots * g.cta_overhead_cycles / (pc.clock_mhz * 1e6) : 0.0;
     pc.t.seconds += extra;
@@ -1038,15 +1061,16 @@ Piece attention_piece(const Machine& m, const Profile& p, const Workload& w, con
   } else {
     pc.d = attention_demand(p, w, mode, win, &a, &src);
     if (mode != "fused-composed") key = attn_key(p, w, mode, w.causal);
+    if (derive.adjust) derive.adjust(pc.d);
     pc.clock_mhz = kernel_clock(m, p.attn_clock, o);
     pc.o = options_for(o, p, src);
-    pc.t = kernel_time(m, "attention(" + mode + ")", pc.d, pc.clock_mhz, pc.o, 1.0,
+    pc.t = kernel_time(m, tname, pc.d, pc.clock_mhz, pc.o, 1.0,
                        tail_factor(a.cta_iterations, static_cast<double>(w.batch) * w.q_heads,
                                    m.sm_count * p.attn_ctas_per_sm));
   }
   pc.t.source = src;
   pc.t.key = key;
-  pc.t.work = attention_elements(p, fam, a);
+  pc.t.work = attention_elements(p, fam, a) * derive.work_scale;
   apply_power(m, p, pc.t);
   return pc;
 }
@@ -1101,18 +1125,20 @@ Piece rng_piece(const Machine& m, const Profile& p, const Workload& w, const std
   return pc;
 }
 
-Piece gemm_piece(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
+Piece gemm_piece(const Machine& m, const Profile& p, const Workload& w, const Options& o,
+                 const std::optional<GemmMnk>& shape = std::nullopt, const std::string& name = "gemm") {
   auto gp = p.gemm.find(w.dtype);
   if (gp == p.gemm.end()) throw UsageError(fmt::format("profile {}: kernels.gemm_{} is missing", p.path, w.dtype));
+  const GemmMnk s = shape ? *shape : gemm_mnk(w);
   Piece pc;
   std::string src;
-  pc.d = gemm_demand(p, w, &src);
+  pc.d = gemm_demand_at(p, w, s, &src);
   pc.clock_mhz = kernel_clock(m, gp->second.clock, o);
   pc.o = options_for(o, p, src);
-  pc.t = kernel_time(m, "gemm", pc.d, pc.clock_mhz, pc.o);
+  pc.t = kernel_time(m, name, pc.d, pc.clock_mhz, pc.o);
   pc.t.source = src;
   pc.t.key = "gemm_" + w.dtype;
-  pc.t.work = gemm_mnk(w).flops();
+  pc.t.work = s.flops();
   apply_power(m, p, pc.t);
   return pc;
 }
@@ -1597,6 +1623,196 @@ Prediction predict(const Machine& m, const Profile& p, const Workload& w, const 
   }
   for (size_t i = 0; i < r.pipelines.size(); ++i)
     r.pipelines[i].seconds_no_power = np ? np->pipelines[i].seconds : r.pipelines[i].seconds;
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The training step.
+// ---------------------------------------------------------------------------------------------------------
+const StepTime* TrainPrediction::strategy(const std::string& n) const {
+  for (const StepTime& t : strategies)
+    if (t.name == n) return &t;
+  return nullptr;
+}
+
+namespace {
+
+// Two pieces one after the other as one (the output projection's dX then dW beside the RNG kernel): summed
+// demand and times, the longer one's limiter.
+Piece serial_pieces(const Piece& a, const Piece& b, const std::string& name) {
+  Piece pc = a;
+  add_to(pc.d, b.d);
+  pc.t.name = name;
+  pc.t.seconds = a.t.seconds + b.t.seconds;
+  pc.t.seconds_no_power = a.t.seconds_no_power + b.t.seconds_no_power;
+  pc.t.work = a.t.work + b.t.work;
+  pc.t.energy_j = a.t.energy_j >= 0 && b.t.energy_j >= 0 ? a.t.energy_j + b.t.energy_j : -1;
+  pc.t.limiter = a.t.seconds >= b.t.seconds ? a.t.limiter : b.t.limiter;
+  return pc;
+}
+
+// The attention backward reading the mask: the forward's mode-none demand with every op class x 2.5 (five
+// products against the forward's two, the same softmax-shaped work per product), its bytes x 2 (Q, K, V, O, dO
+// read; dQ, dK, dV written; D), plus the 1-bit tile mask read once; timed with the forward kernel's
+// efficiencies, tail and CTA overhead; energy: the forward none kernel's per element x 2.5. No backward kernel is
+// profiled yet: this is the demand a profile would replace.
+Piece attention_bwd_mask_piece(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
+  const double mask = window_tiles(w, {}) * 128.0 * static_cast<double>(w.batch) * w.q_heads;
+  AttnDerive dv;
+  dv.name = "attention-bwd(mask)";
+  dv.work_scale = kAttentionBwdFlopRatio;
+  dv.adjust = [mask](Demand& d) {
+    const double hbm = d["hbm_bytes"], l2 = d["l2_bytes"];
+    d = scaled(d, kAttentionBwdFlopRatio);
+    d["hbm_bytes"] = 2 * hbm + mask;
+    d["l2_bytes"] = 2 * l2 + mask;
+  };
+  Piece pc = attention_piece(m, p, w, "none", {}, o, dv);
+  pc.t.source = "derived(" + pc.t.source + ")";
+  return pc;
+}
+
+// The attention backward regenerating the keep bits: the mask-reading backward plus what generating the bits
+// instead of reading them costs the forward kernel at the same shape, R and TW (attention(fused) -
+// attention(mask), each as the model times it: measured demand where profiled). The bits are generated once per
+// element in either kernel.
+KernelTime attention_bwd_regen(const KernelTime& bwd_mask, const KernelTime& fwd_fused, const KernelTime& fwd_mask) {
+  KernelTime t = bwd_mask;
+  t.name = "attention-bwd(regen)";
+  t.seconds += std::max(0.0, fwd_fused.seconds - fwd_mask.seconds);
+  t.seconds_no_power += std::max(0.0, fwd_fused.seconds_no_power - fwd_mask.seconds_no_power);
+  t.source = bwd_mask.source + "+fwd(fused-mask)";
+  t.energy_j = bwd_mask.energy_j >= 0 && fwd_fused.energy_j >= 0 && fwd_mask.energy_j >= 0
+                   ? bwd_mask.energy_j + std::max(0.0, fwd_fused.energy_j - fwd_mask.energy_j)
+                   : -1;
+  return t;
+}
+
+}  // namespace
+
+TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
+  TrainPrediction r;
+  r.w = w;
+  r.fwd = predict(m, p, w, o);
+  const double gap = m.launch_gap_us * 1e-6;
+  const double tokens = static_cast<double>(w.batch) * static_cast<double>(w.sq);
+  const double e = static_cast<double>(w.embed), hd = static_cast<double>(w.q_heads) * w.head_dim;
+  const GemmMnk qkv = gemm_mnk(w);
+  // Forward Y = O W_o^T; backward dO = dY W_o, dW_o = dY^T O; dX = dQKV W_qkv, dW_qkv = dQKV^T X.
+  const Piece g_out = gemm_piece(m, p, w, o, GemmMnk{tokens, e, hd}, "gemm-out");
+  const Piece g_out_dx = gemm_piece(m, p, w, o, GemmMnk{tokens, hd, e}, "gemm-out-dx");
+  const Piece g_out_dw = gemm_piece(m, p, w, o, GemmMnk{e, hd, tokens}, "gemm-out-dw");
+  const Piece g_dx = gemm_piece(m, p, w, o, GemmMnk{tokens, e, qkv.n}, "gemm-dx");
+  const Piece g_dw = gemm_piece(m, p, w, o, GemmMnk{qkv.n, e, tokens}, "gemm-dw");
+  const Piece rng = rng_piece(m, p, w, "tile", {}, o);
+  const Piece b_mask = attention_bwd_mask_piece(m, p, w, o);
+  // The fused forward writing its keep words: the fused kernel's demand plus the mask's bytes written.
+  const double mask_bytes = window_tiles(w, {}) * 128.0 * static_cast<double>(w.batch) * w.q_heads;
+  AttnDerive write;
+  write.name = "attention(fused-write)";
+  write.adjust = [mask_bytes](Demand& d) {
+    d["hbm_bytes"] += mask_bytes;
+    d["l2_bytes"] += mask_bytes;
+  };
+  Piece fw;
+  try {
+    fw = attention_piece(m, p, w, "fused", {}, o, write);
+  } catch (const UsageError&) {
+    fw = attention_piece(m, p, w, "fused-composed", {}, o, write);
+  }
+  r.gemm_out = g_out.t;
+  r.gemm_out_dx = g_out_dx.t;
+  r.gemm_out_dw = g_out_dw.t;
+  r.gemm_dx = g_dx.t;
+  r.gemm_dw = g_dw.t;
+  r.attn_bwd_mask = b_mask.t;
+  r.attn_bwd_regen = attention_bwd_regen(b_mask.t, r.fwd.attn_fused, r.fwd.attn_mask);
+  const KernelTime& b_regen = r.attn_bwd_regen;
+  r.attn_fused_write = fw.t;
+  r.bwd_overlap = concurrent(m, o, serial_pieces(g_out_dx, g_out_dw, "gemm-out-dx+dw"), rng,
+                             r.fwd.rng_coresident_warps, /*allow_partition=*/true);
+
+  const Prediction& f = r.fwd;
+  auto ph = [](const KernelTime& k) { return PhaseTime{k.name, k.seconds, k.limiter}; };
+  // Energy of kernels, -1 when one lacks power data.
+  auto dyn = [&](std::initializer_list<const KernelTime*> ks) {
+    double s = 0;
+    for (const KernelTime* k : ks) {
+      if (k->energy_j < 0 || !m.has_power()) return -1.0;
+      s += k->energy_j;
+    }
+    return s;
+  };
+  // The backward after the attention backward: the QKV GEMM's dX and dW.
+  const std::vector<PhaseTime> tail_bwd = {ph(g_dx.t), ph(g_dw.t)};
+  auto finish = [&](StepTime& st, double dyn_j) {
+    for (const PhaseTime& x : st.fwd) st.fwd_seconds += x.seconds;
+    for (const PhaseTime& x : st.bwd) st.bwd_seconds += x.seconds;
+    st.fwd_seconds += gap * static_cast<double>(st.fwd.size() - 1);
+    st.bwd_seconds += gap * static_cast<double>(st.bwd.size() - 1);
+    st.seconds = st.fwd_seconds + gap + st.bwd_seconds;
+    st.energy_j = dyn_j >= 0 && m.has_power() ? dyn_j + m.static_w * st.seconds : -1;
+  };
+  const PipelineTime& fused_fwd = *f.pipeline("fused");
+  for (Pipeline id : pass_pipelines(Pass::Train)) {
+    StepTime st;
+    st.name = pipeline_name(id);
+    double dj = -1;
+    switch (id) {
+      case Pipeline::Fused:
+        st.fwd = {ph(f.gemm), ph(f.attn_fused), ph(g_out.t)};
+        st.bwd = {ph(g_out_dx.t), ph(g_out_dw.t), ph(b_regen)};
+        st.detail = "forward: GEMM, attention generating its keep bits (" + fused_fwd.how +
+                    "), output projection; backward: its dX, dW, attention backward regenerating the bits (Philox "
+                    "again), QKV dX, dW";
+        dj = dyn({&f.gemm, &f.attn_fused, &g_out.t, &g_out_dx.t, &g_out_dw.t, &b_regen, &g_dx.t, &g_dw.t});
+        break;
+      case Pipeline::Stored:
+      case Pipeline::RegenOverlap: {
+        st.fwd = {PhaseTime{"gemm || rng", f.overlap.seconds, f.overlap.limiter}, ph(f.attn_mask), ph(g_out.t)};
+        st.hidden_fwd = f.overlap.hidden;
+        st.energy_bound_fwd_s = f.overlap.energy_bound_s;
+        if (id == Pipeline::Stored) {
+          st.bwd = {ph(g_out_dx.t), ph(g_out_dw.t), ph(b_mask.t)};
+          st.detail = "forward: GEMM || RNG (" + f.overlap.mechanism +
+                      ") writes the mask, attention(mask), output projection; backward: its dX, dW, attention "
+                      "backward reading the held mask, QKV dX, dW";
+          dj = dyn({&f.gemm, &f.rng, &f.attn_mask, &g_out.t, &g_out_dx.t, &g_out_dw.t, &b_mask.t, &g_dx.t, &g_dw.t});
+        } else {
+          const Concurrent& c = r.bwd_overlap;
+          st.bwd = {PhaseTime{"gemm-out-dx+dw || rng", c.seconds, c.limiter}, ph(b_mask.t)};
+          st.hidden_bwd = c.hidden;
+          st.energy_bound_bwd_s = c.energy_bound_s;
+          st.detail = "forward as stored, mask freed after it; backward: output projection dX, dW || RNG (" +
+                      c.mechanism + ") regenerates the mask, attention backward reading it, QKV dX, dW";
+          dj = dyn({&f.gemm, &f.rng, &f.attn_mask, &g_out.t, &g_out_dx.t, &g_out_dw.t, &rng.t, &b_mask.t, &g_dx.t,
+                    &g_dw.t});
+        }
+        break;
+      }
+      case Pipeline::FusedWrite:
+        st.fwd = {ph(f.gemm), ph(fw.t), ph(g_out.t)};
+        st.bwd = {ph(g_out_dx.t), ph(g_out_dw.t), ph(b_mask.t)};
+        st.detail = "forward: GEMM, fused attention also writing its keep words, output projection; backward: its "
+                    "dX, dW, attention backward reading the written mask, QKV dX, dW";
+        dj = dyn({&f.gemm, &fw.t, &g_out.t, &g_out_dx.t, &g_out_dw.t, &b_mask.t, &g_dx.t, &g_dw.t});
+        break;
+      default:
+        throw UsageError(fmt::format("model: the pipeline table's train row '{}' has no composition", st.name));
+    }
+    st.bwd.insert(st.bwd.end(), tail_bwd.begin(), tail_bwd.end());
+    finish(st, dj);
+    r.strategies.push_back(std::move(st));
+  }
+  const bool term = p.use_power && m.has_power() && !p.power.empty();
+  std::optional<TrainPrediction> np;
+  if (term) {
+    Profile pn = p;
+    pn.use_power = false;
+    np = predict_train(m, pn, w, o);
+  }
+  for (size_t i = 0; i < r.strategies.size(); ++i)
+    r.strategies[i].seconds_no_power = np ? np->strategies[i].seconds : r.strategies[i].seconds;
   return r;
 }
 

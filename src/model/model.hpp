@@ -334,6 +334,49 @@ std::string kernel_sources(const Prediction& pr);
 // What the source names mean (printed under the tables).
 extern const char* const kSourceLegend;
 
+// ---------------------------------------------------------------------------------------------------------
+// The training step (workload.pass train): forward QKV GEMM -> attention -> output projection GEMM; backward
+// output projection dX, dW -> attention backward -> QKV GEMM dX, dW (docs/model.md, "The training step").
+// ---------------------------------------------------------------------------------------------------------
+// The attention backward's FLOPs over the forward's (five products against two), the usual convention.
+inline constexpr double kAttentionBwdFlopRatio = 2.5;
+
+struct PhaseTime {
+  std::string name;     // "gemm || rng", "attention(mask)", "gemm-out-dx", ...
+  double seconds = 0;
+  std::string limiter;
+};
+
+struct StepTime {
+  std::string name;                 // the strategy (src/core/pipelines.hpp, pass train)
+  double seconds = 0;               // forward + backward
+  double fwd_seconds = 0, bwd_seconds = 0;
+  std::vector<PhaseTime> fwd, bwd;  // in execution order (launch gaps not listed)
+  std::string detail;
+  double energy_j = -1;             // the kernels' dynamic energy + static_w x seconds (< 0: no power data)
+  double seconds_no_power = 0;
+  // The overlap of a RNG kernel with GEMMs in each phase (hidden < 0: the strategy has none there).
+  double hidden_fwd = -1, hidden_bwd = -1;
+  double energy_bound_fwd_s = 0, energy_bound_bwd_s = 0;  // (E_gemm + E_rng) / (cap - static); 0: no power data
+};
+
+struct TrainPrediction {
+  Workload w;
+  Prediction fwd;  // the forward pass's prediction (its QKV GEMM, RNG, attention kernels, GEMM || RNG)
+  // The output projection's forward GEMM [B*SQ, Hq*dH] x [Hq*dH, E]; its backward dX and dW; the QKV GEMM's dX, dW.
+  KernelTime gemm_out, gemm_out_dx, gemm_out_dw, gemm_dx, gemm_dw;
+  // The attention backward (demand derived from the forward's mode-none kernel: docs/model.md) in mode mask, and
+  // in mode regen (that plus the forward's fused - mask time: Philox per element again), and the fused forward
+  // that also writes its keep words.
+  KernelTime attn_bwd_mask, attn_bwd_regen, attn_fused_write;
+  Concurrent bwd_overlap;  // the backward's output-projection GEMMs (dX then dW) || the RNG kernel
+  std::vector<StepTime> strategies;  // the pass-train rows of the pipeline table, in table order
+  const StepTime* strategy(const std::string& n) const;
+};
+
+// Predicts every training-step strategy of the pipeline table at w (w.pass is not read).
+TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload& w, const Options& o);
+
 // Chunk rows of the chunked pipeline: o.chunk_rows, else w.chunk, else ~8 chunks rounded up to a multiple of
 // the attention block (128 rows).
 int64_t chunk_rows_for(const Workload& w, const Options& o, int block_rows = 128);

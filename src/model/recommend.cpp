@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 namespace dropbench::model {
 
 namespace {
@@ -100,6 +102,91 @@ Recommendation recommend(const Machine& m, const Profile& p, const Workload& sha
     ref.rng_share_of_gemm_rng =
         rng_share_of_gemm_rng(predict(*reference, p, at_rounds(shape, rec.reference_rounds), o));
     rec.reference = ref;
+  }
+  return rec;
+}
+
+std::vector<BudgetStep> budget_ladder(const std::vector<StrategyCost>& costs) {
+  std::vector<StrategyCost> by_bytes = costs;
+  std::stable_sort(by_bytes.begin(), by_bytes.end(), [](const StrategyCost& a, const StrategyCost& b) {
+    return a.mask_bytes != b.mask_bytes ? a.mask_bytes < b.mask_bytes : a.seconds < b.seconds;
+  });
+  std::vector<BudgetStep> out;
+  for (const StrategyCost& c : by_bytes)
+    if (out.empty() || c.seconds < out.back().seconds) out.push_back({c.mask_bytes, c.name, c.seconds});
+  return out;
+}
+
+std::string bytes_text(uint64_t b) {
+  const double v = static_cast<double>(b);
+  if (b >= (uint64_t{1} << 30)) return fmt::format("{:.1f} GiB", v / double(uint64_t{1} << 30));
+  if (b >= (uint64_t{1} << 20)) return fmt::format("{:.0f} MiB", v / double(uint64_t{1} << 20));
+  if (b >= (uint64_t{1} << 10)) return fmt::format("{:.0f} KiB", v / double(uint64_t{1} << 10));
+  return fmt::format("{} B", b);
+}
+
+std::string ladder_text(const std::vector<BudgetStep>& ladder) {
+  std::string out;
+  for (auto it = ladder.rbegin(); it != ladder.rend(); ++it) {
+    out += out.empty() ? "" : ", else ";
+    out += it->strategy;
+    if (it->from_bytes > 0) out += " if you can spare " + bytes_text(it->from_bytes);
+  }
+  if (!ladder.empty() && ladder.front().from_bytes > 0) out += ", else none fits";
+  return out;
+}
+
+const BudgetStep* best_within(const std::vector<BudgetStep>& ladder, uint64_t budget) {
+  const BudgetStep* best = nullptr;
+  for (const BudgetStep& s : ladder)
+    if (budget == 0 || s.from_bytes <= budget) best = &s;
+  return best;
+}
+
+const TrainEntry* TrainRecommendation::best_within_budget() const {
+  for (const TrainEntry& e : ranking)
+    if (e.fits) return &e;
+  return nullptr;
+}
+
+namespace {
+
+std::vector<BudgetStep> ladder_of(const TrainPrediction& tp, const std::map<std::string, uint64_t>& mask_bytes) {
+  std::vector<StrategyCost> costs;
+  for (const StepTime& s : tp.strategies) {
+    auto it = mask_bytes.find(s.name);
+    costs.push_back({s.name, s.seconds, it == mask_bytes.end() ? 0 : it->second});
+  }
+  return budget_ladder(costs);
+}
+
+}  // namespace
+
+TrainRecommendation recommend_train(const Machine& m, const Profile& p, const Workload& shape,
+                                    const std::vector<int64_t>& rounds, const Options& o,
+                                    const std::map<std::string, uint64_t>& mask_bytes, int64_t layers, uint64_t budget,
+                                    const Machine* reference) {
+  TrainRecommendation rec;
+  rec.rounds = rounds;
+  rec.layers = std::max<int64_t>(layers, 1);
+  rec.budget = budget;
+  for (int64_t r : rounds) {
+    const TrainPrediction tp = predict_train(m, p, at_rounds(shape, r), o);
+    for (const StepTime& s : tp.strategies) {
+      auto it = mask_bytes.find(s.name);
+      const uint64_t mb = it == mask_bytes.end() ? 0 : it->second;
+      rec.ranking.push_back({s.name, r, s.seconds, s.fwd_seconds, s.bwd_seconds, s.energy_j, mb,
+                             budget == 0 || mb <= budget, s.detail});
+    }
+    rec.predictions.emplace(r, tp);
+  }
+  std::stable_sort(rec.ranking.begin(), rec.ranking.end(),
+                   [](const TrainEntry& a, const TrainEntry& b) { return a.seconds < b.seconds; });
+  rec.reference_rounds = std::find(rounds.begin(), rounds.end(), 7) != rounds.end() ? 7 : rounds.back();
+  rec.ladder = ladder_of(rec.predictions.at(rec.reference_rounds), mask_bytes);
+  if (reference && reference->name != m.name) {
+    rec.reference_name = reference->name;
+    rec.reference_ladder = ladder_of(predict_train(*reference, p, at_rounds(shape, rec.reference_rounds), o), mask_bytes);
   }
   return rec;
 }

@@ -70,4 +70,57 @@ struct Recommendation {
 Recommendation recommend(const Machine& m, const Profile& p, const Workload& shape, const std::vector<int64_t>& rounds,
                          const Options& o, const Machine* reference);
 
+// ---------------------------------------------------------------------------------------------------------
+// The training step (pass train): strategies ranked by predicted step time, and which one wins at each memory
+// budget for the masks.
+// ---------------------------------------------------------------------------------------------------------
+struct StrategyCost {
+  std::string name;
+  double seconds = 0;
+  uint64_t mask_bytes = 0;  // what it holds in masks (a network's: src/block/pipeline_plan.hpp mask_footprint)
+};
+// From from_bytes of mask memory up to the next step's, `strategy` is the fastest that fits.
+struct BudgetStep {
+  uint64_t from_bytes = 0;
+  std::string strategy;
+  double seconds = 0;
+};
+// The fastest strategy at every budget, as steps of increasing budget and decreasing time (ties in time keep
+// the one with less memory, then table order). Empty input: empty ladder.
+std::vector<BudgetStep> budget_ladder(const std::vector<StrategyCost>& costs);
+// "stored if you can spare 20.0 GiB, else regen-overlap if you can spare 512 MiB, else fused".
+std::string ladder_text(const std::vector<BudgetStep>& ladder);
+// The fastest strategy within `budget` bytes (0 = no budget: the fastest), or nullptr when none fits.
+const BudgetStep* best_within(const std::vector<BudgetStep>& ladder, uint64_t budget);
+std::string bytes_text(uint64_t bytes);  // "20.0 GiB", "512 MiB"
+
+struct TrainEntry {
+  std::string strategy;
+  int64_t rounds = 0;
+  double seconds = 0, fwd_seconds = 0, bwd_seconds = 0;
+  double energy_j = -1;
+  uint64_t mask_bytes = 0;  // the network's (layers) masks
+  bool fits = true;         // within the budget (always, with no budget)
+  std::string detail;
+};
+
+struct TrainRecommendation {
+  std::vector<int64_t> rounds;
+  std::map<int64_t, TrainPrediction> predictions;
+  std::vector<TrainEntry> ranking;  // fastest first
+  int64_t layers = 1;
+  uint64_t budget = 0;              // 0: none given
+  int64_t reference_rounds = 0;     // 7 when ranked, else the last asked
+  std::vector<BudgetStep> ladder;   // at reference_rounds
+  std::string reference_name;       // the reference machine's ladder, when one other than m is given
+  std::vector<BudgetStep> reference_ladder;
+  const TrainEntry* best_within_budget() const;  // fastest entry that fits, or nullptr
+};
+
+// mask_bytes: each pass-train strategy's network mask memory (by name; a missing name counts 0).
+TrainRecommendation recommend_train(const Machine& m, const Profile& p, const Workload& shape,
+                                    const std::vector<int64_t>& rounds, const Options& o,
+                                    const std::map<std::string, uint64_t>& mask_bytes, int64_t layers, uint64_t budget,
+                                    const Machine* reference);
+
 }  // namespace dropbench::model

@@ -1,0 +1,416 @@
+// The training step (workload.pass train) on the CPU: the pass and layers fields, the pipeline table's train
+// rows, the training-step memory and each strategy's mask footprint, plan_train's budget, the model's
+// predict_train (structure, not figures), recommend_train's ranking by budget, and `run` / `recommend` at the
+// command line (dry-run plans, bad input, the refused measuring run).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.hpp"
+#include "kernels/common/check.hpp"
+#include "model_fixtures.hpp"
+#include "src/block/pipeline_plan.hpp"
+#include "src/core/config.hpp"
+#include "src/core/pipelines.hpp"
+#include "src/model/model.hpp"
+#include "src/model/recommend.hpp"
+
+namespace db = dropbench;
+using nlohmann::json;
+
+namespace {
+
+std::string usage_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const db::UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::filesystem::path temp_path(const std::string& tag) {
+  return std::filesystem::temp_directory_path() /
+         ("dropbench_train_" + tag + "_" + std::to_string(::getpid()) + ".json");
+}
+
+json dry_report(const std::string& args) {
+  const auto path = temp_path("dry");
+  const auto r = dropbench_test::run_dropbench(args + " --dry-run -q -o '" + path.string() + "'");
+  EXPECT_EQ(r.code, 0) << args << ": " << r.err;
+  std::ifstream f(path);
+  json j = f ? json::parse(f) : json();
+  std::filesystem::remove(path);
+  return j;
+}
+
+std::string preset(const char* name) { return std::string(DROPBENCH_SOURCE_DIR) + "/configs/" + name + ".json"; }
+
+std::vector<std::string> names(const std::vector<db::Pipeline>& ps) {
+  std::vector<std::string> out;
+  for (db::Pipeline p : ps) out.emplace_back(db::pipeline_name(p));
+  return out;
+}
+
+}  // namespace
+
+// ---- config ----
+
+TEST(TrainStep, PassAndLayersFields) {
+  db::Workload w;
+  EXPECT_EQ(w.pass, "fwd");
+  db::set_workload_field(w, "pass", json("train"), "");
+  EXPECT_EQ(w.pass, "train");
+  db::set_workload_field(w, "layers", json(80), "");
+  EXPECT_EQ(w.layers, 80);
+  const std::string bad = usage_error([&] { db::set_workload_field(w, "pass", json("bwd"), ""); });
+  EXPECT_NE(bad.find("workload.pass"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("fwd"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("train"), std::string::npos) << bad;
+  EXPECT_NE(usage_error([&] { db::set_workload_field(w, "layers", json(-1), ""); }).find("workload.layers"),
+            std::string::npos);
+  // Written only when set, so the forward's configs and reports read as before; read back as written.
+  const json def = db::to_json(db::Workload{});
+  EXPECT_FALSE(def.contains("pass"));
+  EXPECT_FALSE(def.contains("layers"));
+  const json j = db::to_json(w);
+  EXPECT_EQ(j.at("pass"), "train");
+  EXPECT_EQ(j.at("layers"), 80);
+  db::Config c = db::builtin_config();
+  c.workload = w;
+  const db::Config back = db::config_from_json(db::to_json(c), "test");
+  EXPECT_EQ(back.workload.pass, "train");
+  EXPECT_EQ(back.workload.layers, 80);
+}
+
+TEST(TrainStep, PresetsCarryTheirLayerCounts) {
+  const std::vector<std::pair<const char*, int64_t>> want = {{"llama3-8b", 32}, {"llama3-70b", 80}, {"llama3-405b", 126}};
+  for (const auto& [name, layers] : want) {
+    const db::Config c = db::load_config(preset(name));
+    EXPECT_EQ(c.workload.layers, layers) << name;
+    EXPECT_EQ(c.workload.pass, "fwd") << name;
+  }
+}
+
+// ---- the pipeline table ----
+
+TEST(TrainStep, PipelineTableRowsPerPass) {
+  EXPECT_EQ(names(db::pass_pipelines(db::Pass::Fwd)),
+            (std::vector<std::string>{"baseline", "fused", "overlap", "chunked"}));
+  EXPECT_EQ(db::all_pipelines(), db::pass_pipelines(db::Pass::Fwd));
+  EXPECT_EQ(names(db::pass_pipelines(db::Pass::Train)),
+            (std::vector<std::string>{"fused", "stored", "regen-overlap", "fused-write"}));
+  for (db::Pipeline p : db::pass_pipelines(db::Pass::Train)) {
+    const db::PipelineSpec& s = db::pipeline_spec(p);
+    EXPECT_EQ(db::parse_pipeline(s.name), p);
+    EXPECT_TRUE(s.train);
+    EXPECT_FALSE(std::string(s.train_summary).empty()) << s.name;
+    // Every strategy walks the whole step: forward, the output projection, its backward, attention's, QKV's.
+    for (const char* ph : {"gemm", "attention", "gemm-out", "gemm-out-dx", "gemm-out-dw", "attention-bwd", "gemm-dx",
+                           "gemm-dw"})
+      EXPECT_NE(std::find_if(s.train_phases.begin(), s.train_phases.end(),
+                             [&](const char* x) { return std::string(x) == ph; }),
+                s.train_phases.end())
+          << s.name << " " << ph;
+  }
+  EXPECT_EQ(db::pipeline_spec(db::Pipeline::Fused).train_mask, db::MaskLife::None);
+  EXPECT_EQ(db::pipeline_spec(db::Pipeline::Stored).train_mask, db::MaskLife::HeldAcrossStep);
+  EXPECT_EQ(db::pipeline_spec(db::Pipeline::RegenOverlap).train_mask, db::MaskLife::WithinPhase);
+  EXPECT_EQ(db::pipeline_spec(db::Pipeline::FusedWrite).train_mask, db::MaskLife::HeldAcrossStep);
+  EXPECT_TRUE(db::applies_to(db::Pipeline::Fused, db::Pass::Fwd));
+  EXPECT_FALSE(db::applies_to(db::Pipeline::Stored, db::Pass::Fwd));
+  EXPECT_FALSE(db::applies_to(db::Pipeline::Baseline, db::Pass::Train));
+  EXPECT_EQ(db::parse_pass("train"), db::Pass::Train);
+  EXPECT_NE(usage_error([] { db::parse_pass("bwd"); }).find("allowed: fwd, train"), std::string::npos);
+}
+
+// ---- memory ----
+
+TEST(TrainStep, TrainMemoryFollowsTheShapeAndPrecision) {
+  db::Workload w = db::load_config(preset("llama3-70b")).workload;
+  const db::BlockMemory b = db::block_memory(w, w.sq, 1, false);
+  const db::TrainMemory f8 = db::train_memory(w);
+  w.dtype = "bf16";
+  const db::TrainMemory b16 = db::train_memory(w);
+  const db::BlockMemory bb = db::block_memory(w, w.sq, 1, false);
+  // dQKV is laid out like QKV (bf16); its GEMM-input copy exists only for fp8 (e5m2, one byte).
+  EXPECT_EQ(f8.dqkv, b.qkv);
+  EXPECT_EQ(f8.dqkv_in, b.qkv / 2);
+  EXPECT_EQ(b16.dqkv_in, 0u);
+  EXPECT_EQ(b16.o_in, 0u);
+  EXPECT_EQ(f8.o_in, b.o / 2);
+  // dX and dW are bf16 whatever X and W are; dY has the GEMM input's width.
+  EXPECT_EQ(f8.dx, 2 * b.x);
+  EXPECT_EQ(b16.dx, bb.x);
+  EXPECT_EQ(f8.dw, 2 * b.w);
+  EXPECT_EQ(b16.dy, 2 * f8.dy);
+  EXPECT_EQ(f8.d_o, b.o);
+  // The backward's workspace holds D (fp32 per row and head), 256-byte aligned.
+  EXPECT_EQ(f8.bwd_workspace % 256, 0u);
+  EXPECT_GE(f8.bwd_workspace, b.lse);
+  EXPECT_LT(f8.bwd_workspace, b.lse + 256);
+  size_t sum = 0;
+  for (const auto& [n, bytes] : f8.buffers()) sum += bytes;
+  EXPECT_EQ(sum, f8.total());
+}
+
+TEST(TrainStep, MaskFootprintPerStrategy) {
+  const db::Workload w = db::load_config(preset("llama3-70b")).workload;
+  const db::BlockMemory b = db::block_memory(w, w.sq, 1, false);
+  ASSERT_GT(b.full_mask, 0u);
+  const auto fs = db::mask_footprint(db::Pipeline::Stored, b, 80);
+  EXPECT_EQ(fs.held_per_layer, b.full_mask);
+  EXPECT_EQ(fs.network_bytes, 80 * b.full_mask);
+  EXPECT_EQ(fs.layers, 80);
+  const auto fw = db::mask_footprint(db::Pipeline::FusedWrite, b, 80);
+  EXPECT_EQ(fw.network_bytes, fs.network_bytes);
+  const auto fr = db::mask_footprint(db::Pipeline::RegenOverlap, b, 80);
+  EXPECT_EQ(fr.held_per_layer, 0u);
+  EXPECT_EQ(fr.block_bytes, b.full_mask);
+  EXPECT_EQ(fr.network_bytes, b.full_mask);  // one layer's mask at a time
+  const auto ff = db::mask_footprint(db::Pipeline::Fused, b, 80);
+  EXPECT_EQ(ff.block_bytes + ff.held_per_layer + ff.network_bytes, 0u);
+  EXPECT_EQ(db::mask_footprint(db::Pipeline::Stored, b, 0).network_bytes, b.full_mask);  // not given: one layer
+  EXPECT_NE(usage_error([&] { db::mask_footprint(db::Pipeline::Baseline, b, 1); }), "");
+}
+
+TEST(TrainStep, PlanTrainSkipsByBudgetAndDevice) {
+  const db::Workload w = db::load_config(preset("llama3-70b")).workload;
+  const db::BlockMemory b = db::block_memory(w, w.sq, 1, false);
+  const db::TrainMemory t = db::train_memory(w);
+  const auto all = db::pass_pipelines(db::Pass::Train);
+  const size_t big = size_t{1} << 40;
+  const db::PipelinePlan none = db::plan_train(b, t, 80, big, 0, all);
+  EXPECT_EQ(none.run, all);
+  EXPECT_TRUE(none.needs_full_mask);
+  // A budget between one mask and 80 of them: the held strategies are skipped, regen-overlap and fused run.
+  const db::PipelinePlan mid = db::plan_train(b, t, 80, big, 2 * b.full_mask, all);
+  EXPECT_EQ(names(mid.run), (std::vector<std::string>{"fused", "regen-overlap"}));
+  ASSERT_EQ(mid.skipped.size(), 2u);
+  EXPECT_NE(mid.skipped[0].second.find("--mask-budget"), std::string::npos) << mid.skipped[0].second;
+  // Below one mask: fused alone.
+  EXPECT_EQ(names(db::plan_train(b, t, 80, big, b.full_mask / 2, all).run), (std::vector<std::string>{"fused"}));
+  // A device that holds the buffers but no mask.
+  const size_t just = b.common() + t.total() + (size_t{512} << 20) + b.full_mask / 2;
+  const db::PipelinePlan dev = db::plan_train(b, t, 1, just, 0, all);
+  EXPECT_EQ(names(dev.run), (std::vector<std::string>{"fused"}));
+  EXPECT_FALSE(dev.needs_full_mask);
+  const db::PipelinePlan tiny = db::plan_train(b, t, 1, size_t{1} << 30, 0, all);
+  EXPECT_FALSE(tiny.point_fits);
+  EXPECT_NE(tiny.point_reason.find("training step"), std::string::npos);
+}
+
+// ---- the budget verdict ----
+
+TEST(TrainStep, BudgetLadderKeepsTheFastestAtEachBudget) {
+  const std::vector<db::model::StrategyCost> c = {
+      {"fused", 10.0, 0}, {"stored", 8.0, 100}, {"regen-overlap", 9.0, 5}, {"fused-write", 8.5, 100}};
+  const auto l = db::model::budget_ladder(c);
+  ASSERT_EQ(l.size(), 3u);
+  EXPECT_EQ(l[0].strategy, "fused");
+  EXPECT_EQ(l[1].strategy, "regen-overlap");
+  EXPECT_EQ(l[1].from_bytes, 5u);
+  EXPECT_EQ(l[2].strategy, "stored");
+  EXPECT_EQ(l[2].from_bytes, 100u);
+  for (size_t i = 1; i < l.size(); ++i) {
+    EXPECT_GT(l[i].from_bytes, l[i - 1].from_bytes);
+    EXPECT_LT(l[i].seconds, l[i - 1].seconds);
+  }
+  EXPECT_EQ(db::model::ladder_text(l),
+            "stored if you can spare 100 B, else regen-overlap if you can spare 5 B, else fused");
+  EXPECT_EQ(db::model::best_within(l, 0)->strategy, "stored");
+  EXPECT_EQ(db::model::best_within(l, 99)->strategy, "regen-overlap");
+  EXPECT_EQ(db::model::best_within(l, 4)->strategy, "fused");
+  // No mask-free strategy: a budget below the least is answered with none.
+  const auto l2 = db::model::budget_ladder({{"stored", 8.0, 100}});
+  EXPECT_EQ(db::model::best_within(l2, 50), nullptr);
+  EXPECT_NE(db::model::ladder_text(l2).find("else none fits"), std::string::npos);
+}
+
+// ---- the model ----
+
+TEST(TrainStep, PredictTrainComposesEveryStrategy) {
+  const db::model::Machine m = dropbench_test::tiny_machine();
+  const db::model::Profile p = dropbench_test::tiny_profile();
+  const db::Workload w = dropbench_test::tiny_workload(db::builtin_config().workload);
+  const db::model::TrainPrediction tp = db::model::predict_train(m, p, w, {});
+  ASSERT_EQ(tp.strategies.size(), db::pass_pipelines(db::Pass::Train).size());
+  const double gap = m.launch_gap_us * 1e-6;
+  for (const db::model::StepTime& s : tp.strategies) {
+    EXPECT_GT(s.fwd_seconds, 0) << s.name;
+    EXPECT_GT(s.bwd_seconds, 0) << s.name;
+    EXPECT_NEAR(s.seconds, s.fwd_seconds + gap + s.bwd_seconds, 1e-15) << s.name;
+    double fsum = 0, bsum = 0;
+    for (const auto& x : s.fwd) fsum += x.seconds;
+    for (const auto& x : s.bwd) bsum += x.seconds;
+    EXPECT_NEAR(s.fwd_seconds, fsum + gap * (s.fwd.size() - 1), 1e-15) << s.name;
+    EXPECT_NEAR(s.bwd_seconds, bsum + gap * (s.bwd.size() - 1), 1e-15) << s.name;
+  }
+  // The GEMMs' backward is twice the forward's FLOPs; the attention backward's work is 2.5x the forward's.
+  EXPECT_DOUBLE_EQ(tp.gemm_out_dx.work + tp.gemm_out_dw.work, 2 * tp.gemm_out.work);
+  EXPECT_DOUBLE_EQ(tp.gemm_dx.work + tp.gemm_dw.work, 2 * tp.fwd.gemm.work);
+  EXPECT_DOUBLE_EQ(tp.attn_bwd_mask.work, db::model::kAttentionBwdFlopRatio * tp.fwd.attn_none.work);
+  EXPECT_NE(tp.attn_bwd_mask.source.find("derived"), std::string::npos);
+  // The backward (2.5x the products) takes longer than the forward's none kernel.
+  EXPECT_GT(tp.attn_bwd_mask.seconds, tp.fwd.attn_none.seconds);
+  EXPECT_GT(tp.attn_bwd_regen.seconds, tp.fwd.attn_none.seconds);
+  // Stored and regen-overlap share the forward; fused-write and stored share the backward.
+  const auto* stored = tp.strategy("stored");
+  const auto* regen = tp.strategy("regen-overlap");
+  const auto* fw = tp.strategy("fused-write");
+  const auto* fused = tp.strategy("fused");
+  ASSERT_TRUE(stored && regen && fw && fused);
+  EXPECT_DOUBLE_EQ(stored->fwd_seconds, regen->fwd_seconds);
+  EXPECT_DOUBLE_EQ(fw->bwd_seconds, stored->bwd_seconds);
+  // Writing the keep words can only add to the fused forward.
+  EXPECT_GE(tp.attn_fused_write.seconds, tp.fwd.attn_fused.seconds);
+  // Regenerating beside the GEMMs is never slower than the RNG after them.
+  EXPECT_LE(regen->bwd_seconds, stored->bwd_seconds + tp.fwd.rng.seconds + gap + 1e-15);
+  EXPECT_GE(regen->hidden_bwd, 0);
+  EXPECT_LT(stored->hidden_bwd, 0);  // no overlap in its backward
+  EXPECT_EQ(tp.strategy("baseline"), nullptr);
+}
+
+TEST(TrainStep, RecommendTrainRanksByBudget) {
+  const db::model::Machine m = dropbench_test::tiny_machine();
+  const db::model::Profile p = dropbench_test::tiny_profile();
+  const db::Workload w = dropbench_test::tiny_workload(db::builtin_config().workload);
+  const std::map<std::string, uint64_t> bytes = {
+      {"fused", 0}, {"stored", 1000}, {"regen-overlap", 10}, {"fused-write", 1000}};
+  const auto all = db::model::recommend_train(m, p, w, {5, 7}, {}, bytes, 4, 0, nullptr);
+  ASSERT_EQ(all.ranking.size(), 8u);
+  for (size_t i = 1; i < all.ranking.size(); ++i) EXPECT_LE(all.ranking[i - 1].seconds, all.ranking[i].seconds);
+  for (const auto& e : all.ranking) EXPECT_TRUE(e.fits);
+  EXPECT_EQ(all.reference_rounds, 7);
+  ASSERT_FALSE(all.ladder.empty());
+  const auto tight = db::model::recommend_train(m, p, w, {5, 7}, {}, bytes, 4, 100, nullptr);
+  for (const auto& e : tight.ranking) EXPECT_EQ(e.fits, e.mask_bytes <= 100) << e.strategy;
+  const db::model::TrainEntry* best = tight.best_within_budget();
+  ASSERT_NE(best, nullptr);
+  EXPECT_LE(best->mask_bytes, 100u);
+  for (const auto& e : tight.ranking)
+    if (e.fits) EXPECT_GE(e.seconds, best->seconds);
+  // The ladder's best within the budget is the ranking's at the reference round count.
+  const db::model::BudgetStep* step = db::model::best_within(tight.ladder, 100);
+  ASSERT_NE(step, nullptr);
+  double best7 = 1e30;
+  for (const auto& e : tight.ranking)
+    if (e.fits && e.rounds == 7) best7 = std::min(best7, e.seconds);
+  EXPECT_DOUBLE_EQ(step->seconds, best7);
+}
+
+// ---- the command line ----
+
+TEST(TrainStep, RunDryPlansTheTrainingStep) {
+  const json r = dry_report("run --config '" + preset("llama3-70b") +
+                            "' --set sweep.sq=[8192] --set sweep.rounds=[7] --set workload.pass=train");
+  ASSERT_EQ(r.at("points").size(), 1u);
+  const json& pt = r.at("points")[0];
+  const json& tr = pt.at("derived").at("train");
+  EXPECT_EQ(tr.at("layers"), 80);
+  const json& st = tr.at("strategies");
+  const uint64_t mask = st.at("stored").at("block_mask_bytes").get<uint64_t>();
+  EXPECT_GT(mask, 0u);
+  EXPECT_EQ(st.at("stored").at("held_bytes_per_layer").get<uint64_t>(), mask);
+  EXPECT_EQ(st.at("stored").at("network_mask_bytes").get<uint64_t>(), 80 * mask);
+  EXPECT_EQ(st.at("fused-write").at("network_mask_bytes").get<uint64_t>(), 80 * mask);
+  EXPECT_EQ(st.at("regen-overlap").at("network_mask_bytes").get<uint64_t>(), mask);
+  EXPECT_EQ(st.at("fused").at("network_mask_bytes").get<uint64_t>(), 0u);
+  // The plan's buffers: the forward's, the training step's, one mask.
+  const json& buf = pt.at("derived").at("plan").at("memory").at("buffers");
+  for (const char* b : {"x", "qkv", "o", "lse", "w_out", "dy", "d_o", "dqkv", "dx", "dw", "bwd_workspace", "full_mask"})
+    EXPECT_TRUE(buf.contains(b)) << b;
+  EXPECT_EQ(buf.at("full_mask").get<uint64_t>(), mask);
+  // Every strategy as a variant with the model's step, forward and backward.
+  std::vector<std::string> vs;
+  for (const json& v : pt.at("variants")) {
+    vs.push_back(v.at("name"));
+    ASSERT_TRUE(v.at("derived").contains("model_us")) << v.dump();
+    EXPECT_NEAR(v.at("derived").at("model_us").get<double>(),
+                v.at("derived").at("model_fwd_us").get<double>() + v.at("derived").at("model_bwd_us").get<double>(),
+                0.01 * v.at("derived").at("model_us").get<double>());
+  }
+  EXPECT_EQ(vs, (std::vector<std::string>{"fused", "stored", "regen-overlap", "fused-write"}));
+  ASSERT_TRUE(tr.contains("verdict"));
+  EXPECT_FALSE(tr.at("verdict").at("text").get<std::string>().empty());
+  EXPECT_TRUE(tr.at("verdict").at("best_within_budget").is_string());
+}
+
+TEST(TrainStep, RunDryMaskBudgetAndSweepAxis) {
+  // A budget of 1 GiB: the held strategies (80 masks) do not fit; the verdict's pick is within it.
+  const json r = dry_report("run --config '" + preset("llama3-70b") +
+                            "' --set sweep.sq=[8192] --set sweep.rounds=[7] --set workload.pass=train --mask-budget 1");
+  const json& d = r.at("points")[0].at("derived");
+  EXPECT_TRUE(d.at("skipped_pipelines").contains("stored"));
+  EXPECT_TRUE(d.at("skipped_pipelines").contains("fused-write"));
+  EXPECT_FALSE(d.at("train").at("strategies").at("stored").at("fits_budget").get<bool>());
+  EXPECT_TRUE(d.at("train").at("strategies").at("stored").contains("model_us"));  // skipped, still weighed
+  const std::string pick = d.at("train").at("verdict").at("best_within_budget");
+  EXPECT_TRUE(pick == "fused" || pick == "regen-overlap") << pick;
+  // pass as a sweep axis: a forward point and a training point in one run.
+  const json s = dry_report("run --set sweep.sq=[2048] --set 'sweep.pass=[fwd,train]'");
+  ASSERT_EQ(s.at("points").size(), 2u);
+  EXPECT_EQ(s.at("points")[0].at("axes").at("pass"), "fwd");
+  EXPECT_FALSE(s.at("points")[0].at("derived").contains("train"));
+  EXPECT_EQ(s.at("points")[1].at("axes").at("pass"), "train");
+  EXPECT_TRUE(s.at("points")[1].at("derived").contains("train"));
+  EXPECT_EQ(s.at("points")[1].at("derived").at("train").at("layers_from"), "not given: one layer");
+}
+
+TEST(TrainStep, BadInputIsOneLineAndLeavesTheReport) {
+  const auto out = temp_path("keep");
+  {
+    std::ofstream f(out);
+    f << "{\"keep\": true}";
+  }
+  auto check = [&](const std::string& args, const std::string& field) {
+    const auto r = dropbench_test::run_dropbench(args + " -q -o '" + out.string() + "'");
+    EXPECT_EQ(r.code, 2) << args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(field), std::string::npos) << r.err;
+    std::ifstream f(out);
+    const std::string body((std::istreambuf_iterator<char>(f)), {});
+    EXPECT_EQ(body, "{\"keep\": true}") << args;
+  };
+  check("run --set workload.pass=bwd --dry-run", "workload.pass");
+  check("run --set workload.pass=train", "attention backward");  // measuring: refused before anything runs
+  check("run --dry-run --pipelines stored", "--pipelines");       // a strategy of pass train at a forward point
+  check("run --dry-run --set workload.layers=5000", "workload.layers");
+  std::filesystem::remove(out);
+  const auto rec = dropbench_test::run_dropbench("recommend --shape b=1,sq=1024,e=1024,hq=8,hkv=8,dh=128 --pass bwd");
+  EXPECT_EQ(rec.code, 2);
+  EXPECT_NE(rec.err.find("--pass"), std::string::npos) << rec.err;
+  const auto rl = dropbench_test::run_dropbench("recommend --shape b=1,sq=1024,e=1024,hq=8,hkv=8,dh=128 --layers 80");
+  EXPECT_EQ(rl.code, 2);
+  EXPECT_NE(rl.err.find("--pass train"), std::string::npos) << rl.err;
+}
+
+TEST(TrainStep, RecommendTrainJson) {
+  const auto r = dropbench_test::run_dropbench(
+      "recommend --shape b=1,sq=8192,e=8192,hq=64,hkv=8,dh=128,causal=1 --pass train --layers 80 --mask-budget 4 "
+      "--rounds 5,7 --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j.at("pass"), "train");
+  EXPECT_EQ(j.at("ranking").size(), 8u);
+  for (const json& e : j.at("ranking"))
+    EXPECT_EQ(e.at("fits_budget").get<bool>(), e.at("network_mask_bytes").get<uint64_t>() <= (uint64_t{4} << 30));
+  ASSERT_TRUE(j.at("best_within_budget").is_object());
+  EXPECT_NE(j.at("best_within_budget").at("strategy"), "stored");
+  EXPECT_FALSE(j.at("verdict").at("ladder").empty());
+  // The Blackwell projection with the H200 as the reference.
+  const auto b = dropbench_test::run_dropbench(
+      "recommend --shape b=1,sq=8192,e=8192,hq=64,hkv=8,dh=128,causal=1 --pass train --layers 80 --rounds 7 "
+      "--machine configs/machines/blackwell-projection.json --format json");
+  ASSERT_EQ(b.code, 0) << b.err;
+  const json jb = json::parse(b.out);
+  EXPECT_TRUE(jb.contains("reference"));
+  EXPECT_FALSE(jb.at("reference").at("ladder").empty());
+}
