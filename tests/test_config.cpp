@@ -258,7 +258,7 @@ TEST(Config, LoadConfigReportsMissingFileAndBadJson) {
   { std::ofstream(path) << "{\"workload\": {\"sq\": 1,}}"; }
   const std::string msg = usage_error([&] { db::load_config(path); });
   EXPECT_CONTAINS(msg, path);
-  EXPECT_CONTAINS(msg, "invalid JSON");
+  EXPECT_CONTAINS(msg, "not JSON");
   std::filesystem::remove(path);
 }
 
@@ -269,7 +269,7 @@ TEST(Config, LoadConfigOfADirectorySaysSo) {
   const std::string msg = usage_error([&] { db::load_config(dir); });
   EXPECT_CONTAINS(msg, dir);
   EXPECT_CONTAINS(msg, "is a directory");
-  EXPECT_EQ(msg.find("invalid JSON"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("not JSON"), std::string::npos) << msg;
   std::filesystem::remove(dir);
 }
 

@@ -119,6 +119,14 @@ TEST_F(Lost, DevicesNeverMergeStaleShardReports) {
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("--resume"), std::string::npos) << r.err;
   EXPECT_EQ(slurp(out), keep_bytes_) << "stale shard reports were merged over -o";
+  // Children that stop before their first point (the parent has nothing to refuse) write no shard report: the
+  // stale ones are still not merged.
+  ::setenv("DROPBENCH_TEST_INTERRUPT_AFTER", "0", 1);
+  const Result c = run(sweep + " --devices 0,1 -o " + out);
+  ::unsetenv("DROPBENCH_TEST_INTERRUPT_AFTER");
+  EXPECT_NE(c.code, 0) << c.err;
+  EXPECT_NE(c.err.find("no shard wrote a report"), std::string::npos) << c.err;
+  EXPECT_EQ(slurp(out), keep_bytes_) << "stale shard reports were merged over -o";
 }
 
 // A document nested 100 000 deep is one line, exit 2, in every command that reads JSON (no stack overflow).

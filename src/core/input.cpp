@@ -86,7 +86,8 @@ std::string read_input_file(const std::string& path, const std::string& who, con
   if (path.empty()) throw UsageError(fmt::format("{}: \"\" is not a file name (allowed: {})", who, what));
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
-    throw bad(errno == ENOENT ? std::string("no such file") : fmt::format("cannot open ({})", std::strerror(errno)));
+    throw bad(errno == ENOENT ? std::string("no such file, cannot open it")
+                              : fmt::format("cannot open ({})", std::strerror(errno)));
   if (S_ISDIR(st.st_mode)) throw bad("is a directory");
   // A FIFO would block the read until a writer comes (forever, for a typo); a device reads without end.
   if (!S_ISREG(st.st_mode)) throw bad("is not a regular file (a pipe, device or socket)");
