@@ -1480,6 +1480,20 @@ const char* const kSourceLegend =
     "structure; ncu(nc) = a causal kernel scaled by its non-causal twin's counts; sass = static SASS counts; "
     "hand = the GEMM's hand-written per-FLOP demand (docs/model.md, \"Demand sources\")";
 
+namespace {
+
+// A second prediction with the power term off, when the term can act (power data and a cap); nullopt otherwise
+// (the times are the same).
+template <class F>
+auto without_power(const Machine& m, const Profile& p, F&& predict_with) -> std::optional<decltype(predict_with(p))> {
+  if (!(p.use_power && m.has_power() && !p.power.empty())) return std::nullopt;
+  Profile pn = p;
+  pn.use_power = false;
+  return predict_with(pn);
+}
+
+}  // namespace
+
 Prediction predict(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
   Prediction r;
   r.w = w;
@@ -1612,15 +1626,8 @@ Prediction predict(const Machine& m, const Profile& p, const Workload& w, const 
                                attn_warps_res > 0 ? fmt::format("{:g} RNG warps/SM", attn_warps_res) : "serial")};
   chk.energy_j = chunk_dyn >= 0 && m.has_power() ? chunk_dyn + m.static_w * chunked : -1;
   r.pipelines = {base, fus, over, chk};
-  // The same pipelines without the power term (what `model --report` shows beside): a second prediction when
-  // the term can act, else the same times.
-  const bool term = p.use_power && m.has_power() && !p.power.empty();
-  std::optional<Prediction> np;
-  if (term) {
-    Profile pn = p;
-    pn.use_power = false;
-    np = predict(m, pn, w, o);
-  }
+  // The same pipelines without the power term (what `model --report` shows beside).
+  const std::optional<Prediction> np = without_power(m, p, [&](const Profile& pn) { return predict(m, pn, w, o); });
   for (size_t i = 0; i < r.pipelines.size(); ++i)
     r.pipelines[i].seconds_no_power = np ? np->pipelines[i].seconds : r.pipelines[i].seconds;
   return r;
@@ -1804,13 +1811,8 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
     finish(st, dj);
     r.strategies.push_back(std::move(st));
   }
-  const bool term = p.use_power && m.has_power() && !p.power.empty();
-  std::optional<TrainPrediction> np;
-  if (term) {
-    Profile pn = p;
-    pn.use_power = false;
-    np = predict_train(m, pn, w, o);
-  }
+  const std::optional<TrainPrediction> np =
+      without_power(m, p, [&](const Profile& pn) { return predict_train(m, pn, w, o); });
   for (size_t i = 0; i < r.strategies.size(); ++i)
     r.strategies[i].seconds_no_power = np ? np->strategies[i].seconds : r.strategies[i].seconds;
   return r;
