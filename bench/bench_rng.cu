@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
       ap.n = n;
       ap.scale = 1.f / (1.f - drop / 256.f);
       const std::string t = bf16 ? " bf16" : " fp32";
-      // Bit for bit: every kind against kind 3 (the code before issue 16), at n and at a ragged size; compared on
+      // Bit for bit: every kind against kind 3 (the reference kind), at n and at a ragged size; compared on
       // the device (32-bit words that differ), y poisoned before each launch.
       for (uint64_t m : {n, n / 64 + 4099}) {
         DropoutApplyParams kp = ap;

@@ -279,7 +279,7 @@ INSTANTIATE_TEST_SUITE_P(Kernels, AttentionGpu, ::testing::Values(AttentionKerne
 // p = 0: modes Mask and Fused (drop threshold 0, scale 1) are bit for bit mode None.
 TEST_P(AttentionGpu, ZeroDropoutEqualsNoneBitwise) {
   DB_REQUIRE_KERNEL(GetParam());
-  // dH 64 non-causal too: its mode None runs the unrolled loop since session 8, the dropout modes the rolled one.
+  // dH 64 non-causal too: its mode None runs the unrolled loop, the dropout modes the rolled one.
   for (const Shape& sh : {Shape{1, 1000, 8, 2, 128, true}, Shape{2, 333, 4, 4, 128, false},
                           Shape{1, 700, 4, 2, 64, true}, Shape{2, 333, 4, 4, 64, false}}) {
     Problem pr(sh, GetParam());
@@ -664,7 +664,7 @@ TEST(AttentionKernels, WgmmaWaitSplitEqualsLevel0) {
 }
 
 // The persistent wgmma schedules (WgCfg PERSIST: one CTA per SM at most, walking tiles; the Q reload after the
-// last S GEMM, the K/V ring and the ping-pong turns carry over from tile to tile; dispatched since session 10)
+// last S GEMM, the K/V ring and the ping-pong turns carry over from tile to tile)
 // against the same schedules one tile per CTA (SchedTwOneTile, launched directly): O and LSE bitwise equal,
 // every output written, in every mode, causal (heaviest blocks first, rounds alternating direction) and not,
 // dH 128 and 64, ragged SQ, GQA / MQA, batch 2, row windows. Grids of 1 and 3 CTAs make every CTA walk many
@@ -748,7 +748,7 @@ TEST(AttentionKernels, WgmmaPersistentEqualsOneTilePerCta) {
   }
 }
 
-// Session 13's run-time choice: persistent CTAs for causal none (dH 128 / 64) and mask (dH 64) where query tiles have
+// The run-time choice: persistent CTAs for causal none (dH 128 / 64) and mask (dH 64) where query tiles have
 // at most 33 key blocks on average (SQ <= 8320; row windows by their own rows), one tile per CTA above; likewise fused
 // dH 64 at threshold width 8; mask dH 128 causal always persistent; fused dH 128 and non-causal never. The names say
 // which ran (WgmmaPersistentEqualsOneTilePerCta checks their outputs as dispatched).

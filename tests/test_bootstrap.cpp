@@ -137,7 +137,7 @@ TEST(Bootstrap, StatsCarryTheIntervalThroughJson) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Serial dependence (block bootstrap) and repeats (issue 13).
+// Serial dependence (block bootstrap) and repeats.
 
 namespace {
 

@@ -25,7 +25,7 @@ Result run(const std::string& args) { return dropbench_test::run_dropbench(args)
 
 bool has_gpu() { return dropbench::device_count() > 0; }
 
-// What issue 14 asks of every bad input: exit 2, nothing on stdout, exactly one line on stderr, with the
+// What every bad input gets: exit 2, nothing on stdout, exactly one line on stderr, with the
 // prefix, naming the option (`needle`, which must not be empty).
 void expect_usage_error(const std::string& args, const std::string& needle) {
   ASSERT_FALSE(needle.empty()) << args;

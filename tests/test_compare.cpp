@@ -345,7 +345,7 @@ std::string dfiles(std::initializer_list<const char*> names) {
 
 }  // namespace
 
-// Issue 14: reports of another workload, device or measure settings are refused (exit 2, one line naming the
+// Reports of another workload, device or measure settings are refused (exit 2, one line naming the
 // fields) unless --force, which compares them with a warning. The swept axes may differ.
 TEST(Compare, RefusesUnlikeReportsNamingTheFields) {
   struct Case {
@@ -402,7 +402,7 @@ TEST(Compare, HeaderShowsGitShaDateAndDeviceOfBothReports) {
             std::string::npos);
 }
 
-// Issue 14: settings out of range or not numbers, and negative figures in a report, are one readable line.
+// Settings out of range or not numbers, and negative figures in a report, are one readable line.
 TEST(Compare, BadSettingsAndNegativeFiguresExitTwoWithARange) {
   struct Case {
     std::string args, line;

@@ -153,7 +153,7 @@ TEST(CompareCore, NegativeMedianOrStdevIsALoadError) {
   std::remove(path.c_str());
 }
 
-// Medians with intervals (reports since issue 13): the interval rule replaces the rel_stdev rule. A noisy
+// Medians with intervals (reports with intervals): the interval rule replaces the rel_stdev rule. A noisy
 // variant (5 % stdev) with a tight median interval is judged by the interval, not by its spread.
 TEST(CompareCore, IntervalRuleWhereBothMediansHaveIntervals) {
   Settings s;  // floor 1%

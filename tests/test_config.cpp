@@ -661,7 +661,7 @@ TEST(WorkloadParams, AttentionKernelFamilyReachesTheKernelParams) {
   EXPECT_EQ(db::attention_params(w, t).kernel, db::AttentionKernel::Wgmma);
 }
 
-// Issue 14: JSON keeps the last of two equal keys silently; a config file with a repeated key is refused,
+// JSON keeps the last of two equal keys silently; a config file with a repeated key is refused,
 // naming the key's path.
 TEST(Config, LoadConfigRefusesDuplicateKeysNamingThePath) {
   const std::string path = testing::TempDir() + "dropbench_dup_keys.json";
@@ -682,7 +682,7 @@ TEST(Config, LoadConfigRefusesDuplicateKeysNamingThePath) {
   std::filesystem::remove(path);
 }
 
-// Issue 14: `rng --set sweep.dropout_p=...` used to be ignored (then warned about). An axis --set adds that the
+// `rng --set sweep.dropout_p=...` used to be ignored (then warned about). An axis --set adds that the
 // command does not sweep is an error naming it and the command's axes; a preset's sweep of such an axis (every
 // preset sweeps sq, which dropout does not) stays quiet.
 TEST(Config, ExpandSweepRefusesSetAxesTheCommandDoesNotSweep) {
@@ -707,7 +707,7 @@ TEST(Config, ExpandSweepRefusesSetAxesTheCommandDoesNotSweep) {
   EXPECT_CONTAINS(usage_error([&] { db::expand_sweep(p, {}); }), "(allowed axes: none)");
 }
 
-// Issue 14: `gemm --config configs/llama3-70b.json` used to sweep E over gemm's defaults, not the preset's 8192.
+// `gemm --config configs/llama3-70b.json` used to sweep E over gemm's defaults, not the preset's 8192.
 // A workload value the built-in config does not have is the config's choice: the axis keeps that one value
 // (listed in the axes) instead of the command's default sweep, without a warning.
 TEST(Config, ExpandSweepKeepsTheConfigsValueOverADefaultSweep) {
@@ -732,7 +732,7 @@ TEST(Config, ExpandSweepKeepsTheConfigsValueOverADefaultSweep) {
   EXPECT_EQ(db::expand_sweep(paper, {"embed"}, {{"embed", {4096}}}).size(), 3u);  // its own 4096, 8192, 16384
 }
 
-// Issue 13: repeats, repeat_gap and keep_series default to the old behaviour; bad values are one-line errors naming
+// Repeats, repeat_gap and keep_series default to the old behaviour; bad values are one-line errors naming
 // the field (exit 2 through UsageError).
 TEST(Config, RepeatFieldsDefaultsRangesAndErrors) {
   const db::Config d = parse("{}");

@@ -1,4 +1,4 @@
-// Issue 14, "a dry run that is a plan": the memory each command's plan counts (src/cli/dry_plan.hpp) is what the
+// A dry run that is a plan: the memory each command's plan counts (src/cli/dry_plan.hpp) is what the
 // command allocates (the kernels' own byte counts), sizes are checked past 2^64, and the dry run's report and
 // table carry the plan: memory, skips against --device-memory (or the 139 GiB default), the model's estimate.
 #include <gtest/gtest.h>
@@ -222,7 +222,7 @@ TEST(DryPlan, PlanOptionsOnlyWithDryRun) {
   EXPECT_NE(z.err.find("--device-memory"), std::string::npos) << z.err;
 }
 
-// Issue 14: recommend and model at the largest shapes used to simulate every CTA (2.7e8 at b 4096, sq 64K, 128
+// Recommend and model at the largest shapes used to simulate every CTA (2.7e8 at b 4096, sq 64K, 128
 // heads: minutes). With the closed-form tail they answer; `timeout` turns a hang into a failure well before the
 // ctest timeout (no speed is asserted: 60 s, the old code's time, bounds hanging; the closed form takes ~0.2 s).
 TEST(Cli, LargeShapesAnswerQuickly) {

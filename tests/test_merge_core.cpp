@@ -1,4 +1,4 @@
-// Issue 13 in the core layer, without the executable: the round-robin shard rule, a point's JSON round trip
+// In the core layer, without the executable: the round-robin shard rule, a point's JSON round trip
 // (what --resume and merge read back), the Report's sweep state and sorted points, what makes two reports one
 // sweep's (identity_differences), and merge_reports' checks and result.
 #include <gtest/gtest.h>

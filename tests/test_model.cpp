@@ -187,7 +187,7 @@ TEST(Model, TailFactor) {
   EXPECT_NEAR(tail_factor({1}, 1, 4), 4.0, 1e-12);           // one CTA gets a quarter of the GPU
 }
 
-// Issue 14: past kTailSimulateCtas CTAs the tail is closed-form (ceil(waves) / waves for equal CTAs, the midpoint
+// Past kTailSimulateCtas CTAs the tail is closed-form (ceil(waves) / waves for equal CTAs, the midpoint
 // of Graham's bound otherwise); on grids both can answer, the two agree within 0.5 %.
 TEST(Model, TailFactorClosedFormMatchesTheSimulation) {
   auto causal = [](int64_t n_q, int64_t per_row) {  // causal grid: heaviest query block first
@@ -927,7 +927,7 @@ TEST(Model, CommittedNcuCalibrationIsTheFit) {
 }
 
 // The RNG and wgmma kernels' own efficiencies in the profile are what `model --fit-kernels` gives on the
-// profile's ncu durations, and the fits are close (issue 12: the model of today's kernels).
+// profile's ncu durations, and the fits are close (the model of today's kernels).
 TEST(Model, CommittedKernelFitsAreTheFit) {
   const Profile p = load_profile(kSrc + "/configs/profiles/h200.json");
   const Result r = run("model --machine '" + kSrc + "/configs/machines/h200.json' --profile '" + kSrc +
@@ -941,7 +941,7 @@ TEST(Model, CommittedKernelFitsAreTheFit) {
   EXPECT_NEAR(p.wgmma->issue_efficiency, w.at("efficiency").at("issue").get<double>(), 1e-9);
   EXPECT_NEAR(p.wgmma->mma_efficiency, w.at("efficiency").at("mma").get<double>(), 1e-9);
   EXPECT_NEAR(p.wgmma->cta_overhead_cycles, w.at("cta_overhead_cycles").get<double>(), 0.06);
-  // 2.6 % on the first wgmma kernel's launches (bound 3 %); session 6's kernel (its dropout modes recoded) fits
+  // 2.6 % on the first wgmma kernel's launches (bound 3 %); the kernel with recoded dropout modes fits
   // within 5.4 %: its non-causal fused launches run 6-12 % slower, its causal ones 3-6 % faster than one
   // max(issue, mma) form with shared efficiencies gives (docs/model.md, "Limits"). The bound follows the kernel
   // until the form is extended; it is not the 3 % the first kernel met.
@@ -952,7 +952,7 @@ TEST(Model, CommittedKernelFitsAreTheFit) {
     ASSERT_TRUE(p.rng_efficiency.count(u)) << u;
     EXPECT_NEAR(p.rng_efficiency.at(u), e.get<double>(), 1e-9) << u;
   }
-  // The efficiency fit: 3.1 % on session 5's kernel, 4.1 % on session 6's (its R 3 launches run 9-12 % faster
+  // The efficiency fit: 3.1 % on the first dispatched kernel, 4.1 % on its recoded successor (its R 3 launches run 9-12 % faster
   // than the shared efficiencies give). Since the per-strip cost (below) the tile kernels' times are carried
   // from their own ncu launches, so this fit names the limiter and times only kernels without a measured
   // duration; the bound follows the kernel (4 % -> 4.5 %), and TW 8's former 4 %-at-every-R check moved to the
@@ -960,7 +960,7 @@ TEST(Model, CommittedKernelFitsAreTheFit) {
   EXPECT_LT(g.at("mean_abs_err").get<double>(), 0.045);
   // The per-strip cost: fitted on the report rows of the machine's rng_strip fit points, and close there (the
   // held-out rows of the same report are checked in CommittedNewestReportsWithinBounds).
-  EXPECT_EQ(g.at("report_points").get<int>(), 8);  // session 6's rng report: SQ 4096, R 3/5/7/10 x TW 8/32
+  EXPECT_EQ(g.at("report_points").get<int>(), 8);  // the rng calibration report: SQ 4096, R 3/5/7/10 x TW 8/32
   EXPECT_NEAR(p.rng_strip_cycles, g.at("strip_overhead_cycles").get<double>(), 0.06);
   EXPECT_GT(p.rng_strip_cycles, 0);
   EXPECT_LT(g.at("strip_mean_abs_err").get<double>(), 0.04);
@@ -1020,22 +1020,10 @@ TEST(Model, CommittedNewestReportsWithinBounds) {
     const char* command;
     double bound;  // mean |err| of all held-out comparisons per report
   } kinds[] = {{"rng", 0.04}, {"attention", 0.065}, {"run", 0.095}};
-  // attention: 3.4-3.5 % on session 3's reports (bound 4.5 %); 5.3 % on session 6's (64 heads, causal): the mma
-  // kernel's rows within 4 %, the wgmma kernel's 4-12 % short -- its time scales with the heads as measured at
-  // 32 (2 x 263 us vs 519 us at SQ 4096) where the greedy tail model gains 6 % from the finer grid
-  // (docs/model.md, "Limits"). The bound follows the newest report until the wgmma tail is modelled.
-  // Session 7's reports (32 q / 8 kv heads, dH 64 and 128, non-causal too; the paper sweep non-causal, SQ 2K-32K):
-  // attention 5.7 %, the sweep's run report 9.0 % -- both from the RNG kernel's gen phase measured inside
-  // rng+mask and the pipelines (rng:tile rows 11-16 % slow: most likely it inherits the power limiter's clock
-  // from the attention before it, docs/model.md) and the recoded fused instances (10.8 % in the sweep).
-  // Bounds 5.5 -> 6 %, 9 -> 9.5 %. Session 8's attention report (same points, none unrolled): 6.1 %, the same
-  // rows worse -- the RNG gen phase inside wgmma rng+mask 17-21 % slow at dH 128 (351 against 286 us at SQ 8192;
-  // 9-12 % beside the mma kernel); none 1.0-1.6 %, mask 3-5 %. Bound 6 -> 6.5 % until the inherited clock is
-  // modelled (docs/model.md). Session 9's reports (attention: 70B heads, causal, SQ 4K/8K, R 3/7; rng; the three
-  // presets at R 3/5/7): attention 4.2 %, rng:tile 2.9 %, runs 4.7-5.9 %. The inherited clock is there too, but smaller
-  // (wgmma rng+mask gen phase ~11 % slower than the RNG alone at SQ 8K; rng:tile rows 5.4 %), so the bound stays.
-  // Session 10's attention reports (session 8's points; persistent wgmma kernels in every mode / in fused
-  // non-causal): 6.1 / 5.9 %, so 6.5 % stays too.
+  // The bounds are the measured mean errors of the newest reports with a small margin (the history of each bound:
+  // lab/journal/2026-12-01-model-error.md). attention 6.5 %: the wgmma kernel's tail and the RNG gen phase's clock,
+  // inherited from the attention before it, are not modelled (docs/model.md, "Limits"); run 9.5 %: the same gen
+  // phase inside the pipelines.
   for (const auto& k : kinds) {
     const auto reps = newest_reports(root, k.command);
     ASSERT_FALSE(reps.empty()) << k.command;
@@ -1066,9 +1054,8 @@ TEST(Model, CommittedNewestReportsWithinBounds) {
     pipes += p1, n += n1;
   }
   ASSERT_GT(n, 0);
-  // 4.1 % on session 3's reports (sequential measurement); 5.4 % on session 4's presets, the first measured
-  // interleaved (their GEMM alone times ~10 % faster than measured one variant after another). The bound
-  // follows the newest reports until the calibration is refitted on interleaved measurements.
+  // Interleaved measurement times the GEMM ~10 % faster than one variant after another, which the calibration
+  // predates: the bound follows the newest reports until it is refitted on interleaved measurements.
   EXPECT_LT(pipes / n, 0.06);
 }
 

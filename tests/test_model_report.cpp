@@ -116,7 +116,7 @@ TEST(ModelReport, PieceKind) {
   EXPECT_EQ(piece_kind("sum:rng:tile+attention:mask"), "sum:rng:tile+attention:mask");
 }
 
-// Issue 14: a machine file with an unknown key, a directory where a file is expected, and a dry-run report are
+// a machine file with an unknown key, a directory where a file is expected, and a dry-run report are
 // bad input (UsageError: exit 2 at the CLI), not silently accepted or a crash.
 TEST(ModelReport, RejectsDryRunReportsAndDirectories) {
   const auto dir = std::filesystem::temp_directory_path() / ("dropbench_model_report_" + std::to_string(::getpid()));
@@ -150,7 +150,7 @@ TEST(ModelMachine, UnknownKeyAndDirectoryAreErrors) {
   std::filesystem::remove_all(dir);
 }
 
-// ---- Power (issue 12): per-kernel power fitted from a report with power data, the power term, the energy
+// ---- Power: per-kernel power fitted from a report with power data, the power term, the energy
 // bound on co-residency, and the no-power path. Fixture: report_run_power.json on the tiny machine (cap 300 W,
 // static 100 W).
 namespace {

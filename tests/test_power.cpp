@@ -24,7 +24,7 @@ const double kNan = std::numeric_limits<double>::quiet_NaN();
 // ---------------------------------------------------------------------------------------------------------------
 // Energy bound
 
-// Issue 12's FP8 example on the H200: T_g 1126 µs at 695 W, T_r 938 µs at 414 W, cap 700 W, static 80 W.
+// The FP8 example on the H200: T_g 1126 µs at 695 W, T_r 938 µs at 414 W, cap 700 W, static 80 W.
 //   E_g_dyn = (695 - 80) W * 1126 µs = 615 * 1126e-6 J = 0.692490 J
 //   E_r_dyn = (414 - 80) W *  938 µs = 334 *  938e-6 J = 0.313292 J
 //   energy term = (0.692490 + 0.313292) J / (700 - 80) W = 1.005782 / 620 s = 1622.229 µs
@@ -448,7 +448,7 @@ TEST(PowerSampler, FakeNvmlWithoutCounterOrInstantField) {
 
 }  // namespace
 
-// Issue 14: context.clocks carries the clock and power settings NVML gives (application / max clocks, power limits,
+// context.clocks carries the clock and power settings NVML gives (application / max clocks, power limits,
 // persistence, the clock event reasons), through the sampler's loader; a figure NVML lacks is null, and without
 // NVML (or a device) every figure is null and the reason is said. The stand-in has no default application clocks.
 TEST(ClockSettings, FromTheStandInNvml) {

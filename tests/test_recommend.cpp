@@ -81,7 +81,7 @@ TEST(Recommend, Regions) {
   EXPECT_EQ(region_of(1.01), "RNG > GEMM");
 }
 
-// Ranking by energy (issue 12): energy = dynamic energy of the kernels + static power x time. On the power
+// Ranking by energy: energy = dynamic energy of the kernels + static power x time. On the power
 // fixture the fused pipeline is the fastest but costs the most energy; without power data nothing is ranked.
 TEST(Recommend, RanksByEnergyAndSaysWhenItDiffers) {
   const Machine m = tiny();

@@ -553,7 +553,7 @@ TEST(Progress, QuietPrintsNothing) {
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
 }
 
-// Issue 14: a dropout_p the thresholds cannot represent is named in a warning, and every point's report says
+// a dropout_p the thresholds cannot represent is named in a warning, and every point's report says
 // what was sampled (derived.dropout_effective), whatever the command.
 TEST(DropoutEffective, TinyPWarnsAndEveryPointSaysWhatWasSampled) {
   // 0.001 x 2^8 = 0.256 rounds to 0: dropout off.
@@ -579,7 +579,7 @@ TEST(DropoutEffective, TinyPWarnsAndEveryPointSaysWhatWasSampled) {
   EXPECT_EQ(r.points()[0].derived["dropout_effective"]["p_effective"].get<double>(), 0.0);
 }
 
-// Issue 14: a report says in its own key whether the binary came from a modified tree.
+// a report says in its own key whether the binary came from a modified tree.
 TEST(Context, TreeStateFromTheSha) {
   EXPECT_EQ(dropbench::tree_state("0499cab-dirty"), "dirty");
   EXPECT_EQ(dropbench::tree_state("8a8f49b-archive"), "archive");

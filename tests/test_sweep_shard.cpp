@@ -1,4 +1,4 @@
-// Issue 13 on the CPU, end to end through the executable with dry runs: --shard partitions, `dropbench merge`
+// On the CPU, end to end through the executable with dry runs: --shard partitions, `dropbench merge`
 // (what it refuses, what it writes), the interrupt test hook and the incomplete report, --resume, --devices.
 #include <gtest/gtest.h>
 

@@ -70,7 +70,7 @@ class MechanismExplorer {
 // The mechanism a choice from measured times takes (pick): plain, then each other mechanism in list order
 // replaces the one held only when faster with its paired interval of (its time / the held one's) wholly below 1.
 // A near-tie picked by point estimate flips from run to run and carries into the overlap and chunked pipelines
-// (issue 13: 70B R7, plain vs priority 1375.2 vs 1375.9 us, chunked/baseline 1.000 with plain, 0.989 with
+// (70B R7, plain vs priority 1375.2 vs 1375.9 us, chunked/baseline 1.000 with plain, 0.989 with
 // priority). eligible_only: only mechanisms that can serve the pipelines. Without a usable plain: the fastest by
 // point estimate (nullptr: none has samples). vs_plain: the pick's ratio to plain, or with plain kept the
 // fastest one's; invalid when plain is fastest or absent, or the series are not paired.

@@ -1,4 +1,4 @@
-// What a sweep will do (issue 14: "a dry run that is a plan"): per point the device memory each command
+// What a sweep will do: per point the device memory each command
 // allocates (named buffers + the headroom its skip check keeps), the device memory those checks compare with,
 // and the model's time for each variant. The measuring commands use the same memory functions for their skip
 // checks, so a dry run skips exactly the points a measuring run on that memory would.

@@ -83,7 +83,7 @@ struct Comparison {
   size_t n_same = 0, n_faster = 0, n_slower = 0, n_na = 0, n_regressions = 0;
 };
 
-// Both medians with intervals (reports since issue 13): B/A's interval from the two as independent estimates
+// Both medians with intervals (reports with intervals): B/A's interval from the two as independent estimates
 // (bootstrap.hpp ratio_of_independent), t = max(its larger ln half-width, ln(1 + floor/100)). Otherwise
 // t = max(k * sqrt(noiseA^2 + noiseB^2), ln(1 + floor/100)). Regression: ln(B/A) > t + ln(1 + fail/100).
 Row judge(const Entry& a, const Entry& b, const Settings& s);

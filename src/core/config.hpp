@@ -59,7 +59,7 @@ struct MeasureSettings {
   // steady state itself, so lower it (or 0) to measure what a training step sees.
   double throttle = 0.75;
   // Sample the variants compared at a point round-robin, one sample each per round (src/core/harness.hpp);
-  // false: one after another, each to its own noise rule (the measurement before issue 13).
+  // false: one after another, each to its own noise rule (the older sequential measurement).
   bool interleave = true;
   // Seconds the first group's bodies run untimed before anything is measured, to reach a steady power and
   // thermal state, [0, 3600]; 0 = none.

@@ -1,4 +1,4 @@
-// The energy bound on GEMM ‖ RNG overlap, and energy-delay figures (issue 12; docs/power.md "The energy bound").
+// The energy bound on GEMM ‖ RNG overlap, and energy-delay figures (docs/power.md "The energy bound").
 // Two kernels measured alone: the GEMM for T_g seconds at mean power P_g, the RNG kernel for T_r at P_r. Run
 // together for T seconds, the GPU pays its static (idle) power P_s once, P_s * T, plus both kernels' dynamic
 // energies E_dyn = (P - P_s) * T_alone, and it cannot draw more than the cap P_cap:

@@ -338,7 +338,7 @@ std::vector<Measurement> Harness::measure_group(const std::vector<Candidate>& gr
       for (size_t i = 0; i < k; ++i) all[i] = i;
       measure_rounds(all, now_s());
     } else {
-      // One after another, each with its own warm-up and budget (the measurement before issue 13).
+      // One after another, each with its own warm-up and budget (the older sequential measurement).
       for (size_t i = 0; i < k; ++i) {
         for (int64_t w = 0; w < m_.warmup; ++w) run_once(group[i], false, nullptr, nullptr);
         DB_CUDA(cudaStreamSynchronize(stream_));

@@ -1,4 +1,4 @@
-// Reports that belong to one sweep (issue 13): what must agree between a report and the run that resumes it,
+// Reports that belong to one sweep: what must agree between a report and the run that resumes it,
 // or between the shard reports that `dropbench merge` joins, and the merge itself. The command-specific part
 // (recomputing a summary from the merged points) is a callback, so this layer needs no command's code.
 #pragma once

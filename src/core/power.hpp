@@ -1,4 +1,4 @@
-// GPU power, clocks and energy through NVML while variants are measured (issue 12; docs/power.md).
+// GPU power, clocks and energy through NVML while variants are measured (docs/power.md).
 // libnvidia-ml is loaded at run time (dlopen), so dropbench starts and runs where it is absent: open() then
 // returns nullptr and says why, and reports say power was not measured. A PowerSampler polls, on its own
 // thread, the instantaneous power reading, SM/memory clocks, temperature and the clock event ("throttle")
@@ -80,7 +80,7 @@ class PowerSampler {
   std::unique_ptr<Impl> impl_;
 };
 
-// The device's clock and power settings now, for context.clocks (issue 14), through the same NVML loader:
+// The device's clock and power settings now, for context.clocks, through the same NVML loader:
 // applications_{sm,mem}_mhz and their defaults, max_{sm,mem}_mhz, power_limit_w (as set), default_power_limit_w,
 // enforced_power_limit_w, persistence_mode, clock_event_reasons ("0x..") and applications_clocks_setting (its
 // bit 0x2: clocks held by the applications-clocks setting or a lock). "nvml": whether NVML answered; a figure

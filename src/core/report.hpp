@@ -46,7 +46,7 @@ struct PointResult {
   json derived = json::object();           // point-level figures (e.g. winner, speedups)
 };
 
-// A skipped point's index when the writer did not give one (reports written before issue 13 have none).
+// A skipped point's index when the writer did not give one (older reports have none).
 constexpr size_t kNoIndex = static_cast<size_t>(-1);
 
 struct SkippedPoint {
@@ -155,7 +155,7 @@ std::string render(const Table& t, const std::string& format);  // "md" | "csv" 
 // samples, then the derived figures named in `derived_cols` (header = the key).
 Table standard_table(const Report& r, const std::vector<std::string>& derived_cols);
 
-// A dry run's table (issue 14: "what will this sweep do"): one row per (point, variant) and one per skipped
+// A dry run's table (what the sweep will do): one row per (point, variant) and one per skipped
 // point or pipeline: axes..., variant, memory (the point's need), device (what it was checked against),
 // model_us (the model's estimate), plan ("runs", or "skipped: why"); "-" for what a dry run does not know.
 Table dry_plan_table(const Report& r);

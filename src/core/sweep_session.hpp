@@ -1,7 +1,7 @@
 // What every sweeping command sets up and tears down the same way: the harness, the clock at start and
 // end, the report (context + resolved config, written after each point), the command's root NVTX range,
 // the progress line, and at the end the table on stdout and the skipped points on stderr.
-// Issue 13: it also decides which points this process measures (--shard i/N keeps index % N == i; --resume
+// It also decides which points this process measures (--shard i/N keeps index % N == i; --resume
 // keeps the old report's points and skipped points), installs the SIGINT/SIGTERM handlers, and when the sweep
 // ends without finish() (Interrupted, or any error) writes the report as incomplete with the reason.
 #pragma once
