@@ -128,7 +128,7 @@ std::string canonical(const json& v) {
 
 LoadedReport load_report(const std::string& path) {
   const json doc = read_report_doc(path);
-  check_report_body(doc, "compare", path);  // the checks every reader of a report makes
+  check_report_body(doc, "compare", path, /*placed=*/false);  // the checks every reader of a report makes
   const auto command = doc.find("command");
   if (command == doc.end() || !command->is_string()) bad_file(path, "\"command\" is missing or not a string");
   const auto points = doc.find("points");

@@ -149,7 +149,7 @@ struct BodyCheck {
 
 }  // namespace
 
-void check_report_body(const json& doc, const std::string& who, const std::string& path) {
+void check_report_body(const json& doc, const std::string& who, const std::string& path, bool placed) {
   const BodyCheck c{who, path};
   if (!doc.is_object()) c.fail("the document", doc, "an object");
   c.string(doc, "", "command", true);
@@ -180,7 +180,7 @@ void check_report_body(const json& doc, const std::string& who, const std::strin
     const std::string at = json_path_index("points", i);
     const json& p = points[i];
     if (!p.is_object()) c.fail(at, p, "an object");
-    c.index(p, at, "index", true, total, "total_points");
+    c.index(p, at, "index", placed, total, "total_points");
     c.object(p, at, "axes");
     c.object(p, at, "workload");
     c.object(p, at, "derived");
@@ -213,7 +213,7 @@ void check_report_body(const json& doc, const std::string& who, const std::strin
     const json& s = skipped[i];
     if (!s.is_object()) c.fail(at, s, "an object");
     // Entries written before sweeps were sharded carry no index: merge and --resume cannot place them.
-    c.index(s, at, "index", true, total, "total_points");
+    c.index(s, at, "index", placed, total, "total_points");
     c.object(s, at, "axes");
     c.string(s, at, "reason");
   }

@@ -25,7 +25,9 @@ ReportFile read_report_file(const std::string& path, const std::string& who);
 // field a reader interprets has its type and range ("command" a string, "points" an array of objects with an
 // unsigned "index" below "total_points", "variants" with a "name" and "stats" object, "shard" with index < count,
 // ...). Throws UsageError("<who>: <path>: <json path>: <what> (allowed: ...)").
-void check_report_body(const json& doc, const std::string& who, const std::string& path);
+// `placed`: the reader puts points and skipped entries by index (merge, --resume), so each must have one; compare
+// matches them by axes and takes reports without (scripts/peers.py writes skipped entries with none).
+void check_report_body(const json& doc, const std::string& who, const std::string& path, bool placed = true);
 
 // What makes two reports parts of one sweep: command, the resolved config (read back through the config
 // rules, so defaults added since compare as filled in; its "source" path is left out), the tool version and
