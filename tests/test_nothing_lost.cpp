@@ -200,11 +200,14 @@ TEST_F(Lost, MergeChecksItsOutputFirst) {
   EXPECT_NE(r.err.find("--output"), std::string::npos) << r.err;
   r = run("merge " + keep_ + " -o ''");
   expect_one_line_refusal(r, "merge -o ''");
-  r = run("merge " + keep_ + " -o /dev/null");
-  expect_one_line_refusal(r, "merge -o /dev/null");
+  // Not a regular file (a FIFO here, not a system node: a broken check would replace it).
+  const std::string fifo = path("out.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  r = run("merge " + keep_ + " -o " + fifo);
+  expect_one_line_refusal(r, "merge -o FIFO");
   struct stat st {};
-  ASSERT_EQ(::stat("/dev/null", &st), 0);
-  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "/dev/null was replaced";
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
   r = run("merge " + keep_ + " -o " + dir_.string());
   expect_one_line_refusal(r, "merge -o DIR");
   // A refused merge (an input that is not a report) leaves an existing -o as it was.
