@@ -26,6 +26,78 @@ namespace dropbench {
 
 namespace {
 
+// What one variant's result says beside its measurement: FLOPs, mask bytes, the checks, the kernels' names and
+// resources, TFLOP/s and the paired ratio to none (m0: none's measurement in the same group).
+struct VariantContext {
+  const Workload& w;
+  const AttentionParams& ap;
+  const AttentionBwdParams& bp;
+  const MaskGeometry& geo;
+  const Threshold& thr;
+  double flops;
+  bool dry, has_bwd;
+  const Estimator* model;
+  const Measurement& m0;
+};
+VariantResult attention_variant(const VariantContext& c, const char* name, DropoutMode mode, const Measurement& m,
+                                const json& checks) {
+  VariantResult v;
+  v.name = name;
+  v.stats = m.total;
+  v.phases = m.phases;
+  v.power = m.power;
+  v.extra["flops"] = c.flops;
+  v.extra["mask_bytes"] = mode == DropoutMode::Mask ? c.geo.bytes() : 0;
+  v.extra["keep_effective"] = c.thr.keep_effective;
+  v.extra["inputs"] = "bf16 N(0,1)";
+  v.extra["pass"] = c.w.attention_pass;
+  if (c.dry && c.has_bwd) v.extra["model_note"] = "not modelled: the model has no attention backward (docs/model.md)";
+  if (c.dry && !c.has_bwd) put_estimate(v.derived, v.extra, c.model->attention(c.w, name));
+  for (auto it = checks.begin(); it != checks.end(); ++it) v.extra[it.key()] = it.value();
+  if (!c.dry) {
+    const AttentionKernelInfo ki = attention_kernel_info(c.ap, mode);
+    v.extra["kernel"] = ki.name;
+    v.extra["registers"] = ki.registers;
+    v.extra["smem_bytes"] = ki.smem_dynamic + ki.smem_static;
+    v.extra["local_bytes"] = ki.local_bytes;
+    v.extra["ctas_per_sm"] = ki.ctas_per_sm;
+    if (c.has_bwd) {
+      const AttentionBwdKernelInfo bi = attention_backward_kernel_info(c.bp, mode);
+      v.extra["bwd_kernel"] = bi.name;
+      v.extra["bwd_registers"] = bi.registers;
+      v.extra["bwd_smem_bytes"] = bi.smem_dynamic;
+      v.extra["bwd_local_bytes"] = bi.local_bytes;
+    }
+    v.derived["tflops"] = c.flops / m.total.median / 1e12;
+    if (c.m0.total.median > 0) {
+      v.derived["x_none"] = m.total.median / c.m0.total.median;
+      // _ci, and with measure.repeats also _ci_within and _repeats, as run's figures
+      bootstrap_ratio(m.series, c.m0.series).write(v.derived, "x_none");
+    }
+  }
+  return v;
+}
+
+// Mask and fused must agree bit for bit: the fused forward's output (into bp_check.fwd.o) and, with a backward,
+// the deterministic fused backward's dQKV from it (into dqkv), copied to the host as every check's reference.
+void fused_references(const AttentionParams& ap, const AttentionBwdParams& bp_check, const RngMaskParams& rp,
+                      size_t o_bytes, DeviceBuffer& dqkv, size_t dqkv_bytes, bool has_bwd, cudaStream_t st,
+                      std::vector<uint8_t>& h_ref, std::vector<uint8_t>& h_dref) {
+  launch_rng_mask(rp, st);
+  AttentionParams fp = ap;
+  fp.o = bp_check.fwd.o;
+  launch_attention(fp, DropoutMode::Fused, st);
+  DB_CUDA(cudaStreamSynchronize(st));
+  h_ref.resize(o_bytes);
+  DB_CUDA(cudaMemcpy(h_ref.data(), fp.o, o_bytes, cudaMemcpyDeviceToHost));
+  if (!has_bwd) return;
+  launch_poison(dqkv.get(), dqkv_bytes, 0xFFFFFFFFu, st);
+  launch_attention_backward(bp_check, DropoutMode::Fused, st);
+  DB_CUDA(cudaStreamSynchronize(st));
+  h_dref.resize(dqkv_bytes);
+  DB_CUDA(cudaMemcpy(h_dref.data(), dqkv.get(), dqkv_bytes, cudaMemcpyDeviceToHost));
+}
+
 int run_attention(RunContext& ctx) {
   const std::vector<std::string> axes = {"batch",     "sq",     "q_heads",        "kv_heads",        "head_dim",
                                          "causal",    "dropout_p", "rounds",      "threshold_bits", "attention_kernel",
@@ -104,32 +176,13 @@ int run_attention(RunContext& ctx) {
     rp.geo = geo;
     rp.out = mask.get();
 
-    // Mask and fused must agree bit for bit: fused output first, kept as the reference.
-    if (!dry) {
-      launch_rng_mask(rp, session.harness.stream());
-      AttentionParams fp = ap;
-      fp.o = o_ref.get<__nv_bfloat16>();
-      launch_attention(fp, DropoutMode::Fused, session.harness.stream());
-      DB_CUDA(cudaStreamSynchronize(session.harness.stream()));
-    }
-    std::vector<uint8_t> h_ref, h_out;
-    if (!dry) {
-      h_ref.resize(o_bytes);
-      DB_CUDA(cudaMemcpy(h_ref.data(), o_ref.get(), o_bytes, cudaMemcpyDeviceToHost));
-    }
     // The backward's reference: fused mode, deterministic dQ, from the fused forward's O and LSE (in o_ref).
     AttentionBwdParams bp_check = bp;
     bp_check.fwd.o = o_ref.get<__nv_bfloat16>();
     bp_check.deterministic = true;
     const size_t dqkv_bytes = mem.bytes("dqkv");
-    std::vector<uint8_t> h_dref;
-    if (!dry && has_bwd) {
-      launch_poison(dqkv.get(), dqkv_bytes, 0xFFFFFFFFu, session.harness.stream());
-      launch_attention_backward(bp_check, DropoutMode::Fused, session.harness.stream());
-      DB_CUDA(cudaStreamSynchronize(session.harness.stream()));
-      h_dref.resize(dqkv_bytes);
-      DB_CUDA(cudaMemcpy(h_dref.data(), dqkv.get(), dqkv_bytes, cudaMemcpyDeviceToHost));
-    }
+    std::vector<uint8_t> h_ref, h_dref, h_out;
+    if (!dry) fused_references(ap, bp_check, rp, o_bytes, dqkv, dqkv_bytes, has_bwd, session.harness.stream(), h_ref, h_dref);
 
     // Backward FLOPs: 2.5x the forward's (the usual convention).
     const double flops =
@@ -184,46 +237,9 @@ int run_attention(RunContext& ctx) {
                        }});
     }
     const std::vector<Measurement> ms = session.harness.measure_group(group);
-    const double t_none = ms[0].total.median;
-    for (size_t i = 0; i < vds.size(); ++i) {
-      const V& vd = vds[i];
-      const Measurement& m = ms[i];
-      VariantResult v;
-      v.name = vd.name;
-      v.stats = m.total;
-      v.phases = m.phases;
-      v.power = m.power;
-      v.extra["flops"] = flops;
-      v.extra["mask_bytes"] = vd.mode == DropoutMode::Mask ? geo.bytes() : 0;
-      v.extra["keep_effective"] = thr.keep_effective;
-      v.extra["inputs"] = "bf16 N(0,1)";
-      v.extra["pass"] = w.attention_pass;
-      if (dry && has_bwd) v.extra["model_note"] = "not modelled: the model has no attention backward (docs/model.md)";
-      if (dry && !has_bwd) put_estimate(v.derived, v.extra, model->attention(w, vd.name));
-      for (auto it = checks[i].begin(); it != checks[i].end(); ++it) v.extra[it.key()] = it.value();
-      if (!dry) {
-        const AttentionKernelInfo ki = attention_kernel_info(ap, vd.mode);
-        v.extra["kernel"] = ki.name;
-        v.extra["registers"] = ki.registers;
-        v.extra["smem_bytes"] = ki.smem_dynamic + ki.smem_static;
-        v.extra["local_bytes"] = ki.local_bytes;
-        v.extra["ctas_per_sm"] = ki.ctas_per_sm;
-        if (has_bwd) {
-          const AttentionBwdKernelInfo bi = attention_backward_kernel_info(bp, vd.mode);
-          v.extra["bwd_kernel"] = bi.name;
-          v.extra["bwd_registers"] = bi.registers;
-          v.extra["bwd_smem_bytes"] = bi.smem_dynamic;
-          v.extra["bwd_local_bytes"] = bi.local_bytes;
-        }
-        v.derived["tflops"] = flops / m.total.median / 1e12;
-        if (t_none > 0) {
-          v.derived["x_none"] = m.total.median / t_none;
-          // _ci, and with measure.repeats also _ci_within and _repeats, as run's figures
-          bootstrap_ratio(m.series, ms[0].series).write(v.derived, "x_none");
-        }
-      }
-      pr.variants.push_back(v);
-    }
+    const VariantContext vc{w, ap, bp, geo, thr, flops, dry, has_bwd, model ? &*model : nullptr, ms[0]};
+    for (size_t i = 0; i < vds.size(); ++i)
+      pr.variants.push_back(attention_variant(vc, vds[i].name, vds[i].mode, ms[i], checks[i]));
     session.report.add_point(pr);
   }
   session.finish(json::object(),

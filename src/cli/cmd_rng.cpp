@@ -43,6 +43,54 @@ double counted_elements(const RngMaskParams& p) {
   }
 }
 
+// The rng table: per point the layout's figures, its runtime relative to R = 7 at the same other axes (also appended
+// to ratios, the summary's ratios_to_r7) and the fraction of the Philox ceiling; first_axes names the axis columns
+// (null: no points).
+Table rng_table(const std::vector<PointResult>& pts, const json& first_axes, bool dry, json& ratios) {
+  auto key_without_rounds = [](const json& axes) {
+    json k = axes;
+    k.erase("rounds");
+    return k.dump();
+  };
+  std::map<std::string, double> r7;
+  for (const PointResult& p : pts)
+    if (p.workload["rounds"] == 7 && !p.variants.empty()) r7[key_without_rounds(p.axes)] = p.variants[0].stats.median;
+  Table table;
+  if (!first_axes.is_null()) table.columns = axis_columns(first_axes);
+  for (const char* c : {"elements", "median_us", "rel_stdev_%", "samples", "Gelem/s", "GB/s", "keep_eff", "keep_sampled",
+                        "z", "R/R7", "ceiling_Gelem/s", "%ceiling"})
+    table.columns.push_back(c);
+  for (const PointResult& p : pts) {
+    const VariantResult& v = p.variants[0];
+    std::vector<std::string> row;
+    for (auto it = p.axes.begin(); it != p.axes.end(); ++it) row.push_back(axis_value_str(it.value()));
+    row.push_back(fmt::format("{}", v.extra["elements"].get<uint64_t>()));
+    if (dry) {
+      row.insert(row.end(), 11, "-");
+    } else {
+      std::string ratio;
+      const auto it7 = r7.find(key_without_rounds(p.axes));
+      if (it7 != r7.end()) {
+        const double r = v.stats.median / it7->second;
+        ratio = fmt_num(r);
+        json rj = p.axes;
+        rj["ratio_to_r7"] = r;
+        ratios.push_back(rj);
+      }
+      row.insert(row.end(), {fmt_num(v.stats.median * 1e6), fmt_num(v.stats.rel_stdev * 100), std::to_string(v.stats.samples),
+                             fmt_num(v.derived["gelem_s"].get<double>()), fmt_num(v.derived["gb_s"].get<double>()),
+                             fmt::format("{:.5f}", v.extra["keep_effective"].get<double>()),
+                             fmt::format("{:.5f}", v.extra["keep_sampled"].get<double>()),
+                             fmt::format("{:.1f}", v.extra["keep_z"].get<double>()), ratio});
+      const VariantResult* vc = p.variants.size() > 1 ? &p.variants[1] : nullptr;
+      row.push_back(vc && vc->derived.contains("gelem_s") ? fmt_num(vc->derived["gelem_s"].get<double>()) : "");
+      row.push_back(v.derived.contains("ceiling_fraction") ? fmt_num(100 * v.derived["ceiling_fraction"].get<double>()) : "");
+    }
+    table.rows.push_back(row);
+  }
+  return table;
+}
+
 int run_rng(RunContext& ctx) {
   const std::vector<std::string> axes = {"sq", "causal", "rounds", "threshold_bits", "layout"};
   const std::map<std::string, std::vector<json>> defaults = {
@@ -58,7 +106,6 @@ int run_rng(RunContext& ctx) {
   SweepSession session(ctx, "rng", points);
   DeviceBuffer mask, counter, ceiling_out;
   if (!dry) counter.resize(sizeof(unsigned long long));
-  Table table;
   for (const SweepPoint& pt : points) {
     const std::string label = axes_label(pt.axes);
     if (!session.begin(pt, label)) continue;  // another shard's point, or kept from --resume
@@ -163,48 +210,8 @@ int run_rng(RunContext& ctx) {
     session.report.add_point(pr);
   }
 
-  // Runtime of each R relative to R = 7 at the same other axes.
   json ratios = json::array();
-  auto key_without_rounds = [](const json& axes) {
-    json k = axes;
-    k.erase("rounds");
-    return k.dump();
-  };
-  std::map<std::string, double> r7;
-  for (const PointResult& p : session.report.points())
-    if (p.workload["rounds"] == 7 && !p.variants.empty()) r7[key_without_rounds(p.axes)] = p.variants[0].stats.median;
-  if (!points.empty()) table.columns = axis_columns(points[0].axes);
-  for (const char* c : {"elements", "median_us", "rel_stdev_%", "samples", "Gelem/s", "GB/s", "keep_eff", "keep_sampled",
-                        "z", "R/R7", "ceiling_Gelem/s", "%ceiling"})
-    table.columns.push_back(c);
-  for (const PointResult& p : session.report.points()) {
-    const VariantResult& v = p.variants[0];
-    std::vector<std::string> row;
-    for (auto it = p.axes.begin(); it != p.axes.end(); ++it) row.push_back(axis_value_str(it.value()));
-    row.push_back(fmt::format("{}", v.extra["elements"].get<uint64_t>()));
-    if (dry) {
-      row.insert(row.end(), 11, "-");
-    } else {
-      std::string ratio;
-      const auto it7 = r7.find(key_without_rounds(p.axes));
-      if (it7 != r7.end()) {
-        const double r = v.stats.median / it7->second;
-        ratio = fmt_num(r);
-        json rj = p.axes;
-        rj["ratio_to_r7"] = r;
-        ratios.push_back(rj);
-      }
-      row.insert(row.end(), {fmt_num(v.stats.median * 1e6), fmt_num(v.stats.rel_stdev * 100), std::to_string(v.stats.samples),
-                             fmt_num(v.derived["gelem_s"].get<double>()), fmt_num(v.derived["gb_s"].get<double>()),
-                             fmt::format("{:.5f}", v.extra["keep_effective"].get<double>()),
-                             fmt::format("{:.5f}", v.extra["keep_sampled"].get<double>()),
-                             fmt::format("{:.1f}", v.extra["keep_z"].get<double>()), ratio});
-      const VariantResult* vc = p.variants.size() > 1 ? &p.variants[1] : nullptr;
-      row.push_back(vc && vc->derived.contains("gelem_s") ? fmt_num(vc->derived["gelem_s"].get<double>()) : "");
-      row.push_back(v.derived.contains("ceiling_fraction") ? fmt_num(100 * v.derived["ceiling_fraction"].get<double>()) : "");
-    }
-    table.rows.push_back(row);
-  }
+  const Table table = rng_table(session.report.points(), points.empty() ? json() : points[0].axes, dry, ratios);
   json summary;
   summary["ratios_to_r7"] = ratios;
   session.finish(summary, dry ? dry_plan_table(session.report) : table);

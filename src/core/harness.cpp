@@ -202,6 +202,33 @@ std::vector<size_t> round_order(size_t k, uint64_t r) {
   return o;
 }
 
+// One variant's measurement from what its group collected: statistics of the kept samples, the per-round series
+// (group_id pairs the variants measured together), the bootstrap interval of the median, the phases.
+Measurement finish_measurement(Collect& c, const MeasureSettings& ms, int group_id) {
+  Measurement m;
+  m.total = compute_stats(c.kept);
+  m.total.discarded = c.discarded;
+  double csum = 0;
+  for (double x : c.clocks) csum += x;
+  m.total.mean_clock_mhz = c.clocks.empty() ? 0 : csum / c.clocks.size();
+  m.series.group = group_id;
+  m.series.x = std::move(c.totals);
+  m.series.clock_mhz = std::move(c.round_clocks);
+  if (ms.repeats > 1) m.series.repeat_rounds = c.repeat_rounds;
+  m.total.median_ci = bootstrap_median(m.series);
+  if (ms.keep_series) {
+    m.total.series_s = m.series.x;
+    m.total.series_clock_mhz = m.series.clock_mhz;
+    m.total.series_repeat_rounds = m.series.repeat_rounds;
+  }
+  for (size_t p = 0; p < c.phase_names.size(); ++p) {
+    Stats st = compute_stats(c.phase_times[p]);
+    st.mean_clock_mhz = m.total.mean_clock_mhz;
+    m.phases.emplace_back(c.phase_names[p], st);
+  }
+  return m;
+}
+
 }  // namespace
 
 // measure.settle: the group's bodies run untimed, round-robin, until the GPU has been busy that long, once per
@@ -349,30 +376,9 @@ std::vector<Measurement> Harness::measure_group(const std::vector<Candidate>& gr
   }
 
   for (size_t i = 0; i < k; ++i) {
-    Collect& c = col[i];
-    Measurement& m = out[i];
-    m.total = compute_stats(c.kept);
-    m.total.discarded = c.discarded;
-    double csum = 0;
-    for (double x : c.clocks) csum += x;
-    m.total.mean_clock_mhz = c.clocks.empty() ? 0 : csum / c.clocks.size();
     // Sequential mode: nothing pairs the variants, each is its own group.
-    m.series.group = m_.interleave ? groups_ : groups_ + static_cast<int>(i) + 1;
-    m.series.x = std::move(c.totals);
-    m.series.clock_mhz = std::move(c.round_clocks);
-    if (m_.repeats > 1) m.series.repeat_rounds = c.repeat_rounds;
-    m.total.median_ci = bootstrap_median(m.series);
-    if (m_.keep_series) {
-      m.total.series_s = m.series.x;
-      m.total.series_clock_mhz = m.series.clock_mhz;
-      m.total.series_repeat_rounds = m.series.repeat_rounds;
-    }
-    for (size_t p = 0; p < c.phase_names.size(); ++p) {
-      Stats st = compute_stats(c.phase_times[p]);
-      st.mean_clock_mhz = m.total.mean_clock_mhz;
-      m.phases.emplace_back(c.phase_names[p], st);
-    }
-    m.seconds_spent = now_s() - t_begin;
+    out[i] = finish_measurement(col[i], m_, m_.interleave ? groups_ : groups_ + static_cast<int>(i) + 1);
+    out[i].seconds_spent = now_s() - t_begin;
   }
   if (sampler_)
     for (size_t i = 0; i < k; ++i) out[i].power = power_pass(group[i]);
