@@ -22,6 +22,7 @@
 #include <cuda_runtime_api.h>
 
 #include "gpu_guard.hpp"
+#include "dev_buf.hpp"
 #include "kernels/attention/attention.cuh"
 #include "kernels/attention/bwd/attention_bwd.cuh"
 #include "kernels/common/check.hpp"
@@ -33,22 +34,7 @@ namespace {
 using namespace dropbench;
 using bf16 = __nv_bfloat16;
 
-template <class T>
-struct DevBuf {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit DevBuf(size_t count) : n(count) { DB_CUDA(cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(T))); }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  void poison() { DB_CUDA(cudaMemset(p, 0xFF, std::max<size_t>(n, 1) * sizeof(T))); }
-  std::vector<T> get() const {
-    std::vector<T> h(n);
-    DB_CUDA(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-  void put(const std::vector<T>& h) { DB_CUDA(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice)); }
-};
+using test::DevBuf;
 
 struct Shape {
   int b, sq, hq, hkv, hd;
