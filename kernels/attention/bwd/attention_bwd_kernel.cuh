@@ -20,6 +20,7 @@
 
 #include "kernels/attention/bwd/attention_bwd_args.cuh"
 #include "kernels/attention/attention_dropout.cuh"
+#include "kernels/attention/instance.hpp"
 #include "kernels/attention/attention_kernel.cuh"  // mma.sync / ldmatrix / cp.async helpers, TileLoader
 #include "kernels/common/check.hpp"
 #include "kernels/rng/dropout_scheme.cuh"
@@ -448,21 +449,13 @@ void launch_instance(const Args& a, int batch, bool deterministic, cudaStream_t 
   using C = Cfg<HD>;
   const unsigned nblk = static_cast<unsigned>((a.sq + 63) / 64);
   auto mk = attn_bwd_main_kernel<HD, M, R, TW>;
-  // Once per instance (a static per template instance), not on every launch inside a timed region.
-  static const bool mk_ready = [&] {
-    DB_CUDA(cudaFuncSetAttribute(mk, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemMain));
-    return true;
-  }();
-  (void)mk_ready;
+  // The forward's cache: the attribute is set once per kernel, not on every launch inside a timed region.
+  attn::ensure_smem_attribute(attn::Instance{reinterpret_cast<const void*>(mk), C::kThreads, C::kSmemMain}, false);
   mk<<<dim3(nblk, static_cast<unsigned>(a.hkv), static_cast<unsigned>(batch)), C::kThreads, C::kSmemMain, s>>>(a);
   DB_CUDA_LAUNCH();
   if (deterministic) {
     auto dk = attn_bwd_dq_kernel<HD, M, R, TW>;
-    static const bool dk_ready = [&] {
-      DB_CUDA(cudaFuncSetAttribute(dk, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemDq));
-      return true;
-    }();
-    (void)dk_ready;
+    attn::ensure_smem_attribute(attn::Instance{reinterpret_cast<const void*>(dk), C::kThreads, C::kSmemDq}, false);
     dk<<<dim3(nblk, static_cast<unsigned>(a.hq), static_cast<unsigned>(batch)), C::kThreads, C::kSmemDq, s>>>(a);
     DB_CUDA_LAUNCH();
   }
