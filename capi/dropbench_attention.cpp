@@ -164,6 +164,30 @@ int dba_make_mask(const dba_params* c, uint32_t* mask, void* stream) {
   });
 }
 
+int dba_mask_expand(const dba_params* c, const uint32_t* words, uint8_t* keep) {
+  return guarded([&] {
+    if (!words) throw UsageError("words must not be NULL");
+    if (!keep) throw UsageError("keep must not be NULL");
+    const dropbench::AttentionParams p = to_params(c);
+    if (p.batch < 1 || p.q_heads < 1 || p.sq < 1) throw UsageError("batch, q_heads and sq must be >= 1");
+    const dropbench::MaskGeometry g = dropbench::attention_mask_geometry(p);
+    const uint32_t sq = static_cast<uint32_t>(p.sq);
+    uint8_t* out = keep;
+    for (uint32_t bh = 0; bh < g.bh; ++bh)
+      for (uint32_t row = 0; row < sq; ++row)
+        for (uint32_t col = 0; col < sq; ++col) {
+          // Tiles above the causal diagonal are never generated (their words hold anything): not read.
+          const bool visible = !g.causal || col <= row;
+          const uint32_t r = row % dropbench::kTileRows, k = col % dropbench::kTileCols;
+          *out++ = visible ? static_cast<uint8_t>(
+                                 (words[g.word_index(bh, row / dropbench::kTileRows, col / dropbench::kTileCols,
+                                                     dropbench::tile_lane_of(r, k))] >>
+                                  dropbench::tile_bit_of(r, k)) & 1u)
+                           : 0;
+        }
+  });
+}
+
 int dba_kernel_name(const dba_params* c, int mode, char* buf, size_t len) {
   return guarded([&] {
     if (!buf || len == 0) throw UsageError("buf must not be NULL and len >= 1");

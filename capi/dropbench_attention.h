@@ -57,6 +57,12 @@ DBA_API int dba_attention(const dba_params* p, int mode, void* stream);
 DBA_API int dba_mask_bytes(const dba_params* p, uint64_t* bytes);
 /* The RNG mask kernel (the one dropbench's pipelines run) writes that mask to `mask`. */
 DBA_API int dba_make_mask(const dba_params* p, uint32_t* mask, void* stream);
+/* The keep bits of a tile-layout mask as a dense matrix, on the host (no device): keep[(bh * sq + row) * sq + col]
+ * = 1 where element (row, col) of matrix bh = b * q_heads + h is kept, 0 where it is dropped or above the causal
+ * diagonal. words: the mask of p's shape (dba_mask_bytes bytes, e.g. dba_make_mask's output copied to the host);
+ * keep: batch * q_heads * sq * sq bytes. For references that apply the kernels' keep bits element by element: the
+ * tile layout stays defined in one place (kernels/rng/dropout_scheme.cuh). */
+DBA_API int dba_mask_expand(const dba_params* p, const uint32_t* words, uint8_t* keep);
 /* The kernel instance dba_attention launches for (p, mode), e.g. "attn_fwd_wgmma_hd128_..."; truncated to len-1. */
 DBA_API int dba_kernel_name(const dba_params* p, int mode, char* buf, size_t len);
 /* The effective dropout probability of p's threshold (drop / 2^threshold_bits) and the scale on kept values. */

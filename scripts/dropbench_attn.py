@@ -73,6 +73,11 @@ class Lib:
                                                     ctypes.c_char_p, ctypes.c_size_t]
             for f in ("dba_attention_backward_workspace_bytes", "dba_attention_backward", "dba_backward_kernel_name"):
                 getattr(so, f).restype = ctypes.c_int
+        # The dense expansion of a tile mask (host only; absent from a library built before it).
+        self.has_mask_expand = hasattr(so, "dba_mask_expand")
+        if self.has_mask_expand:
+            so.dba_mask_expand.argtypes = [ctypes.POINTER(Params), ctypes.c_void_p, ctypes.c_void_p]
+            so.dba_mask_expand.restype = ctypes.c_int
         v = so.dba_abi_version()
         if v != ABI_VERSION:
             raise RuntimeError(f"{self.path}: ABI version {v}, this binding speaks {ABI_VERSION}")
@@ -118,6 +123,22 @@ class Lib:
 
     def make_mask(self, p, mask_ptr, stream=0):
         self._check(self.so.dba_make_mask(ctypes.byref(p), ctypes.c_void_p(mask_ptr), ctypes.c_void_p(stream or None)))
+
+    def mask_expand(self, p, words):
+        """The dense keep matrix of a tile-layout mask, on the host: `words` (bytes-like, dba_mask_bytes(p) bytes, e.g.
+        a device mask copied back) -> bytearray of batch * q_heads * sq * sq bytes, [bh][row][col] = 1 kept, 0 dropped
+        or above the causal diagonal. The layout is the library's (kernels/rng/dropout_scheme.cuh), not restated here."""
+        if not self.has_mask_expand:
+            raise RuntimeError(f"{self.path}: no dba_mask_expand (an older build)")
+        need = self.mask_bytes(p)
+        if len(words) != need:
+            raise ValueError(f"words: {need} bytes for this shape (got {len(words)})")
+        src = (ctypes.c_char * need).from_buffer_copy(words)
+        out = bytearray(p.batch * p.q_heads * p.sq * p.sq)
+        dst = (ctypes.c_char * len(out)).from_buffer(out)
+        self._check(self.so.dba_mask_expand(ctypes.byref(p), ctypes.cast(src, ctypes.c_void_p),
+                                            ctypes.cast(dst, ctypes.c_void_p)))
+        return out
 
     def kernel_name(self, p, mode):
         buf = ctypes.create_string_buffer(256)
