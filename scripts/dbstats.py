@@ -6,6 +6,7 @@ script that summarises timings): one definition of each figure, no torch, no num
     dbstats.summary(seconds)                      # the nine `stats` keys of a dropbench report
     dbstats.paired_ratios(samples, num, den)      # per round: num / den, both from the same round
     dbstats.boot_median_ci(xs, seed=0)            # (median, low, high): percentile bootstrap, deterministic
+    dbstats.mean_ci_t(xs)                         # (mean, low, high): Student t interval of a mean (few samples)
 
 Definitions (the same as the C++ core harness, src/core/stats.cpp and src/core/bootstrap.cpp, docs/measurement.md,
 except where stated):
@@ -18,6 +19,11 @@ except where stated):
               (the C++ quantile_sorted; numpy's default, statistics.quantiles(method="inclusive")).
   summary     samples, median, mean, min, max, stdev, rel_stdev, discarded, mean_clock_mhz: the keys and order of
               a report's `stats` object (docs/report-schema.md). An empty sample gives zeros, as compute_stats.
+  t interval  95 % interval of the MEAN of a few independent replicates (e.g. one figure per training run):
+              mean +- t(0.975, n - 1) stdev / sqrt(n). For 2-10 samples the bootstrap's interval is far too narrow
+              (it cannot see beyond the sample's own range), the t interval is exact for normal data. t quantiles:
+              the table of 0.975 quantiles for 1-30 degrees of freedom (3 decimals), above that the Cornish-Fisher
+              expansion of Abramowitz & Stegun 26.7.5 (4 terms; it reproduces the table at 30 to 1e-3).
   paired ratio  time(num) / time(den) over the rounds where both ran (and the denominator is > 0): the two
               variants ran seconds apart in the same power / clock state, so a drift common to a round cancels.
   interval    95 % (CONFIDENCE) percentile bootstrap of the median, with a fixed seed: the same sample gives the
@@ -139,6 +145,39 @@ def boot_median_ci(xs, seed=0, n=REPLICATES, level=CONFIDENCE):
     return med, lo, hi
 
 
+# Student t 0.975 quantiles for 1..30 degrees of freedom.
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+_Z975 = 1.959963984540054
+
+
+def t_quantile_975(df):
+    """The 0.975 quantile of Student's t with df >= 1 degrees of freedom (the table to 30, then A&S 26.7.5)."""
+    if df < 1:
+        raise ValueError(f"t_quantile_975: df >= 1 (got {df})")
+    if df <= len(_T975):
+        return _T975[int(df) - 1]
+    x, v = _Z975, float(df)
+    g1 = (x ** 3 + x) / 4
+    g2 = (5 * x ** 5 + 16 * x ** 3 + 3 * x) / 96
+    g3 = (3 * x ** 7 + 19 * x ** 5 + 17 * x ** 3 - 15 * x) / 384
+    g4 = (79 * x ** 9 + 776 * x ** 7 + 1482 * x ** 5 - 1920 * x ** 3 - 945 * x) / 92160
+    return x + g1 / v + g2 / v ** 2 + g3 / v ** 3 + g4 / v ** 4
+
+
+def mean_ci_t(xs):
+    """(mean, low, high): the 95 % Student t interval of the mean of independent samples; (x, x, x) for one
+    value (no spread to estimate), (None, None, None) for none."""
+    xs = list(xs)
+    if not xs:
+        return None, None, None
+    m = mean(xs)
+    if len(xs) < 2:
+        return m, m, m
+    h = t_quantile_975(len(xs) - 1) * stdev(xs) / math.sqrt(len(xs))
+    return m, m - h, m + h
+
+
 def intervals_apart(intervals):
     """True when two of the (value, low, high) intervals do not overlap."""
     return any(a[2] < b[1] or b[2] < a[1] for i, a in enumerate(intervals) for b in intervals[i + 1:])
@@ -235,6 +274,27 @@ def self_test():
        "round order")
     ok(intervals_apart([(1, 0.9, 1.1), (2, 1.2, 2.2)]) and not intervals_apart([(1, 0.9, 1.1), (1.1, 1.0, 1.2)])
        and not intervals_apart([(1, 1, 1)]), "apart")
+
+    # t quantiles: the table's ends, the expansion continuous with it at 30 and tending to the normal's
+    ok(t_quantile_975(1) == 12.706 and t_quantile_975(2) == 4.303 and t_quantile_975(30) == 2.042, "t table")
+    ok(abs(t_quantile_975(31) - 2.0395) < 1e-3 and abs(t_quantile_975(120) - 1.9799) < 1e-3
+       and abs(t_quantile_975(10 ** 6) - _Z975) < 1e-5, f"t expansion {t_quantile_975(31)} {t_quantile_975(120)}")
+    ok(all(t_quantile_975(d) > t_quantile_975(d + 1) for d in range(1, 200)), "t quantiles decrease with df")
+    # [1, 2, 3]: mean 2, stdev 1, half-width 4.303 / sqrt(3)
+    m, lo, hi = mean_ci_t([3.0, 1.0, 2.0])
+    ok(m == 2.0 and close(hi - m, 4.303 / math.sqrt(3)) and close(m - lo, 4.303 / math.sqrt(3)), f"t ci {m, lo, hi}")
+    ok(mean_ci_t([]) == (None, None, None) and mean_ci_t([5.0]) == (5.0, 5.0, 5.0)
+       and mean_ci_t([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0), "t ci of 0, 1, constant samples")
+    # coverage: of 2000 samples of 4 N(0, 1) values, ~95 % of the intervals hold 0 (binomial sd ~0.5 %)
+    rng = random.Random(11)
+    cover = sum(lo <= 0.0 <= hi for _, lo, hi in (mean_ci_t([rng.gauss(0, 1) for _ in range(4)])
+                                                  for _ in range(2000))) / 2000
+    ok(0.93 <= cover <= 0.97, f"t ci coverage {cover}")
+    try:
+        t_quantile_975(0)
+        fails.append("t_quantile_975(0) accepted")
+    except ValueError:
+        pass
 
     if fails:
         for f in fails:
