@@ -24,6 +24,9 @@
 #   ncu      Nsight Compute of our wgmma attention (none, mask) beside cuDNN's SDPA kernel, one launch each
 #   sweep    a reduced paper sweep through `dropbench run` (SQ 2K/8K/32K x E 4K/16K, R 7) with both
 #            kernels, and the PyTorch end-to-end peer blocks at its points
+#   trainpeer  the PyTorch op's GPU test (tests/torch_op_gpu.py), then the training-loop peer (scripts/train_peer.py:
+#            a small causal LM with our attention op and with SDPA cuDNN / FA2, dropout on, in one process;
+#            $TRAIN_ARGS added to its arguments, e.g. "--seq 4096 --steps 400")
 # nvidia-smi clocks / power before and after each stage (smi.csv). Everything lands in $OUT (or results-stages/);
 # more than 8 files are packed into $OUT/stages.tgz at exit (PACK=0: not).
 # Provenance: the device's copy of the working tree may carry an older .git than its files (then the build stage's
@@ -204,6 +207,14 @@ for s in "${STAGES[@]}"; do
       PYTHONUNBUFFERED=1 timeout $(( $(left) - 5 )) python3 scripts/peers.py --dropbench "$B/dropbench" --config configs/paper-sweep.json \
         --only e2e --sq 2048,8192,32768 --embed 4096,16384 --min-time 0.1 -q -o "$O/peers_e2e_paper_reduced.json" >> "$O/peers.log" 2>&1
       echo "peers e2e: exit $?" ;;
+    trainpeer)
+      want trainpeer 240 || continue
+      L="$B/libdropbench_attention.so"
+      timeout "$(cap 300)" python3 tests/torch_op_gpu.py --lib "$L" > "$O/torch_op_gpu.log" 2>&1
+      echo "torch op gpu test: exit $? (77 = skipped)"; tail -3 "$O/torch_op_gpu.log"
+      PYTHONUNBUFFERED=1 timeout $(( $(left) - 10 )) python3 scripts/train_peer.py --lib "$L" ${TRAIN_ARGS:-} \
+        -o "$O/train_peer.json" --md "$O/train_peer.md" > "$O/train_peer.log" 2>&1
+      echo "train peer: exit $?"; tail -25 "$O/train_peer.md" 2>/dev/null || tail -20 "$O/train_peer.log" ;;
     *) echo "unknown stage $s"; exit 2 ;;
   esac
 done
