@@ -81,16 +81,19 @@ def _check_mode(mode):
 
 
 def next_seed_offset(device):
-    """(seed, offset) for one call, drawn from PyTorch's default CUDA generator of `device` (see the module's doc):
-    its state is (seed: u64, Philox offset: i64), 16 bytes; the offset advances by TORCH_OFFSET_STEP."""
+    """(seed, offset) for one call, drawn from PyTorch's default CUDA generator of `device` (see the module's doc).
+    Its state (get_state) ends with the seed (u64) and the Philox offset (i64), 16 bytes (older releases put a
+    fixed-size legacy block before them); the offset advances by TORCH_OFFSET_STEP."""
     idx = device.index if device.index is not None else torch.cuda.current_device()
     gen = torch.cuda.default_generators[idx]
     state = gen.get_state()
-    if state.numel() != 16:
-        raise RuntimeError(f"PyTorch's CUDA generator state is {state.numel()} bytes, this op reads 16 "
+    if state.numel() < 16 or state.numel() % 8:
+        raise RuntimeError(f"PyTorch's CUDA generator state is {state.numel()} bytes, this op reads its last 16 "
                            "(seed, offset): pass rng=(seed, offset) explicitly")
-    seed, offset = (int(x) for x in state.view(torch.int64))
-    gen.set_state(torch.tensor([seed, offset + TORCH_OFFSET_STEP], dtype=torch.int64).view(torch.uint8))
+    words = state.view(torch.int64)
+    seed, offset = int(words[-2]), int(words[-1])
+    words[-1] = offset + TORCH_OFFSET_STEP  # a view: the state tensor itself changes
+    gen.set_state(state)
     return seed & 0xFFFFFFFFFFFFFFFF, (offset // TORCH_OFFSET_STEP) & 0xFFFFFFFF
 
 

@@ -162,7 +162,7 @@ def parse_args(argv):
     ap.add_argument("--steps", default=300, type=_int("steps", 10, 100000))
     ap.add_argument("--window", default=10, type=_int("window", 1, 1000))
     ap.add_argument("--warmup-windows", default=2, type=_int("warmup-windows", 0, 100))
-    ap.add_argument("--replicas", default=3, type=_int("replicas", 2, 16))
+    ap.add_argument("--replicas", default=4, type=_int("replicas", 2, 16))
     ap.add_argument("--last-k", default=50, type=_int("last-k", 1, 100000))
     ap.add_argument("--loss-margin", default=0.02, type=_float("loss-margin", 0, 10, lo_open=True))
     ap.add_argument("--loss-ref", default=None)
