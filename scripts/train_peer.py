@@ -62,6 +62,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import dbstats  # noqa: E402  (the scripts' one statistics module)
+from peers import sanitize  # noqa: E402  (NaN / inf -> null, as every peer report writes them)
 
 TOOL_VERSION = "1"
 OURS = {"ours": ("none", "mask", "fused"), "ours-det": ("none", "mask", "fused")}
@@ -242,17 +243,6 @@ def loss_agreement(curves, ref, last_k, margin, p_of):
 # ---------------------------------------------------------------------------------------------------------------
 # report
 # ---------------------------------------------------------------------------------------------------------------
-
-def sanitize(x):
-    """NaN / inf -> None (JSON has neither), tuples -> lists."""
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {str(k): sanitize(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [sanitize(v) for v in x]
-    return x
-
 
 def write_atomic(path, text):
     """tmp + fsync + rename: a reader never sees half a report, and a failed run leaves the old one."""
