@@ -118,6 +118,27 @@ TEST_P(CapiAttention, BitwiseEqualsLaunchApi) {
     DB_CUDA(cudaMemcpy(a.data(), mask_api, mbytes, cudaMemcpyDeviceToHost));
     DB_CUDA(cudaMemcpy(b.data(), mask_ref, mbytes, cudaMemcpyDeviceToHost));
     EXPECT_EQ(std::memcmp(a.data(), b.data(), mbytes), 0) << "dba_make_mask differs from the test generator";
+    // dba_mask_expand (the dense matrix references apply) against the keep words generated here on the host and
+    // placed by the scheme's forward map (tile_elem_row / tile_elem_col; the library reads the inverse map).
+    std::vector<uint8_t> keep(size_t(c.b) * c.hq * c.sq * c.sq, 0xEE);
+    ASSERT_EQ(dba_mask_expand(&cp, a.data(), keep.data()), DBA_OK) << dba_last_error();
+    const MaskGeometry g = attention_mask_geometry(p);
+    size_t wrong = 0, seen = 0;
+    for (uint32_t bh = 0; bh < g.bh; ++bh)
+      for (uint32_t r16 = 0; r16 < g.rows16(); ++r16)
+        for (uint32_t c64 = 0; c64 < g.cols64(); ++c64)
+          for (uint32_t lane = 0; lane < 32; ++lane) {
+            const uint32_t w = attn_keep_word<5, 8>(p.seed, p.offset, p.drop_threshold, bh, r16 * g.cols64() + c64, lane);
+            for (int e = 0; e < 32; ++e) {
+              const uint32_t row = r16 * 16 + tile_elem_row(lane, e), col = c64 * 64 + tile_elem_col(lane, e);
+              if (row >= uint32_t(c.sq) || col >= uint32_t(c.sq)) continue;
+              const uint8_t want = (c.causal && col > row) ? 0 : ((w >> e) & 1u);
+              wrong += keep[(size_t(bh) * c.sq + row) * c.sq + col] != want;
+              ++seen;
+            }
+          }
+    EXPECT_EQ(seen, keep.size()) << "every element visited once";
+    EXPECT_EQ(wrong, 0u) << "dba_mask_expand differs from the host's keep bits";
   }
   cp.mask = static_cast<const uint32_t*>(mask_api);
   p.mask = static_cast<const uint32_t*>(mask_api);
@@ -172,6 +193,18 @@ TEST(CapiAttention, RefusesBadParameters) {
   EXPECT_EQ(dba_attention(&p, 3, nullptr), DBA_USAGE);
   EXPECT_NE(std::string(dba_last_error()).find("mode"), std::string::npos);
   EXPECT_EQ(dba_attention(nullptr, DBA_MODE_NONE, nullptr), DBA_USAGE);
+  uint32_t words[64] = {};
+  uint8_t keep[20 * 20];
+  p.sq = 20;
+  EXPECT_EQ(dba_mask_expand(&p, nullptr, keep), DBA_USAGE);
+  EXPECT_NE(std::string(dba_last_error()).find("words"), std::string::npos) << dba_last_error();
+  EXPECT_EQ(dba_mask_expand(&p, words, nullptr), DBA_USAGE);
+  EXPECT_NE(std::string(dba_last_error()).find("keep"), std::string::npos) << dba_last_error();
+  p.causal = 2;
+  EXPECT_EQ(dba_mask_expand(&p, words, keep), DBA_USAGE);
+  EXPECT_NE(std::string(dba_last_error()).find("causal"), std::string::npos) << dba_last_error();
+  p.causal = 0;
+  p.sq = 128;
   DB_REQUIRE_GPU();
   p.head_dim = 96;
   void* buf;
