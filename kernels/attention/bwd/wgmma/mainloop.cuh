@@ -86,6 +86,8 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
   for (int it = 0; it < w.n_it; ++it) {
     const int s = it % ST;
     const int h = w.head(it), q0 = w.q0(it);
+    // A plain spin: the trapping wait (its clock read and trap path) inside this loop keeps ptxas at the entry's 168
+    // registers for the consumers (spills, serialised wgmma).
     mbar_wait(sm.full(s), static_cast<uint32_t>((it / ST) & 1));
     if (a.causal && kc0 > q0 + 63) {  // every key after every query of the block: nothing to add
       if (lane == 0) mbar_arrive(sm.empty(s));
