@@ -8,7 +8,9 @@
 #      against PyTorch SDPA's backward (cuDNN, flash) in one process, SQ 8192, 32/8 heads, dH 128, causal and not;
 #   6. the two backward families (mma, wgmma) through `dropbench attention` (pass bwd, none / mask / fused), SQ 8192,
 #      dH 128 and 64, causal and not: the wgmma backward's first timings and its bitwise check against fused.
-# Every step runs under `timeout`, within an overall budget; a failing step does not stop the others. Logs go to
+# Every step runs under `timeout`, within an overall budget; a failing step does not stop the others. A cold build
+# can leave too little of the default budget for the timing steps (reported as skipped): a second call with the
+# build kept runs them. Logs go to
 # BUILD_DIR/bwd-logs, packed into $OUT/bwd_logs.tar.gz ($OUT or BUILD_DIR/bwd-out) beside summary.txt (printed last)
 # and the timing's h2h_bwd.json / h2h_bwd.md: four files.
 # Usage: bash scripts/bwd_device.sh BUILD_DIR [BUDGET_S]     (BUDGET_S default 470)
@@ -83,7 +85,7 @@ done'
 T="$B/tests"
 if [ -x "$T/test_attention_bwd_gpu" ]; then
   step tests_host 30 "$T/test_attention_bwd"
-  step tests_gpu 120 "$T/test_attention_bwd_gpu" --gtest_brief=0
+  step tests_gpu 180 "$T/test_attention_bwd_gpu" --gtest_brief=0
   step memcheck 75 compute-sanitizer --tool memcheck --error-exitcode 1 "$T/test_attention_bwd_gpu" \
     --gtest_filter='AttentionBwdSanitize.*'
 else

@@ -378,25 +378,24 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_dq_kernel(const Args a) {
 // ---------------------------------------------------------------------------------------------------------
 // Instance entry points (explicitly instantiated in attention_bwd_hd*.cu).
 // ---------------------------------------------------------------------------------------------------------
-template <int HD, DropoutMode M, int R, int TW>
-void launch_dq_instance(const Args& a, int batch, cudaStream_t s) {
-  using C = Cfg<HD>;
-  const unsigned nblk = static_cast<unsigned>((a.sq + 63) / 64);
-  auto dk = attn_bwd_dq_kernel<HD, M, R, TW>;
-  // The forward's cache: the attribute is set once per kernel, not on every launch inside a timed region.
-  attn::ensure_smem_attribute(attn::Instance{reinterpret_cast<const void*>(dk), C::kThreads, C::kSmemDq}, false);
-  dk<<<dim3(nblk, static_cast<unsigned>(a.hq), static_cast<unsigned>(batch)), C::kThreads, C::kSmemDq, s>>>(a);
+// kernel<<<(SQ / 64, heads, batch), 128, smem>>>(a), its shared-memory attribute set once per kernel (the forward's
+// cache: not on every launch inside a timed region).
+template <int HD, class K>
+void launch_on_blocks(K kernel, int smem, const Args& a, int heads, int batch, cudaStream_t s) {
+  attn::ensure_smem_attribute(attn::Instance{reinterpret_cast<const void*>(kernel), Cfg<HD>::kThreads, smem}, false);
+  const dim3 grid(static_cast<unsigned>((a.sq + 63) / 64), static_cast<unsigned>(heads), static_cast<unsigned>(batch));
+  kernel<<<grid, Cfg<HD>::kThreads, smem, s>>>(a);
   DB_CUDA_LAUNCH();
 }
 
 template <int HD, DropoutMode M, int R, int TW>
+void launch_dq_instance(const Args& a, int batch, cudaStream_t s) {
+  launch_on_blocks<HD>(attn_bwd_dq_kernel<HD, M, R, TW>, Cfg<HD>::kSmemDq, a, a.hq, batch, s);
+}
+
+template <int HD, DropoutMode M, int R, int TW>
 void launch_instance(const Args& a, int batch, bool deterministic, cudaStream_t s) {
-  using C = Cfg<HD>;
-  const unsigned nblk = static_cast<unsigned>((a.sq + 63) / 64);
-  auto mk = attn_bwd_main_kernel<HD, M, R, TW>;
-  attn::ensure_smem_attribute(attn::Instance{reinterpret_cast<const void*>(mk), C::kThreads, C::kSmemMain}, false);
-  mk<<<dim3(nblk, static_cast<unsigned>(a.hkv), static_cast<unsigned>(batch)), C::kThreads, C::kSmemMain, s>>>(a);
-  DB_CUDA_LAUNCH();
+  launch_on_blocks<HD>(attn_bwd_main_kernel<HD, M, R, TW>, Cfg<HD>::kSmemMain, a, a.hkv, batch, s);
   if (deterministic) launch_dq_instance<HD, M, R, TW>(a, batch, s);
 }
 

@@ -44,7 +44,7 @@ __device__ __forceinline__ void dq_atomic(const Smem<C>& sm, uint32_t ds_buf, co
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
-      wgmma_ss_m64n64k16_bf16_tt(dq, desc_sw128(ds_buf + kk * 16 * 128, 64 * 128, 1024),
+      wgmma_ss_m64n64k16_bf16<1, 1>(dq, desc_sw128(ds_buf + kk * 16 * 128, 64 * 128, 1024),
                                  desc_sw128(sm.k() + n * (C::kBk * 128) + c * 64 * 128 + kk * 16 * 128, C::kBk * 128, 1024),
                                  kk > 0 ? 1 : 0);
     wgmma_commit();

@@ -4,7 +4,7 @@
 //   mode Mask   the producer's bulk copy of the mask words into the ring stage (4 strips x 2 tile columns);
 //   mode Fused  each consumer thread generates one word (strip = its warp, word = its lane; attn_keep_word, the
 //               forward's and the RNG kernel's function) while the block's S^T / dP^T GEMMs run, stores it, and the
-//               warpgroup meets at a named barrier before the reads (two buffers: alternating blocks).
+//               warpgroup meets at a named barrier before the reads (one buffer per ring stage).
 // Words of tiles that are not read (strips past SQ, the tile column past SK, causal tiles above the diagonal) are 0
 // in both modes, so mode Mask and mode Fused give the same bits everywhere.
 #pragma once
@@ -25,19 +25,19 @@ struct KeepBits {
   const int c, warp, lane;
   const uint32_t c64;  // the consumer's tile column
 
-  // Mode Fused, right after the block's GEMMs are issued: this thread's word into buffer `buf`.
-  __device__ __forceinline__ void generate(uint32_t bh, int q0, int buf) const {
+  // Mode Fused, right after the block's GEMMs are issued: this thread's word into the buffer of ring stage s.
+  __device__ __forceinline__ void generate(uint32_t bh, int q0, int s) const {
     if constexpr (kMode == DropoutMode::Fused) {
       const uint32_t r16 = static_cast<uint32_t>(q0 / 16 + warp);
-      *sm.template at<uint32_t>(sm.words(c, buf) + 4 * (32 * warp + lane)) =
+      *sm.template at<uint32_t>(sm.words(c, s) + 4 * (32 * warp + lane)) =
           attn_bwd::regen_word(a, bh, r16, c64, static_cast<uint32_t>(lane));
     }
   }
-  // The lane's 8 words of the block (stage s, buffer buf), after the S^T / dP^T wait.
-  __device__ __forceinline__ void read(int s, int q0, int buf, uint32_t (&kw)[4][2]) const {
+  // The lane's 8 words of the block in ring stage s, after the S^T / dP^T wait.
+  __device__ __forceinline__ void read(int s, int q0, uint32_t (&kw)[4][2]) const {
     if constexpr (kMode == DropoutMode::Fused) {
       ptx::named_bar_sync(1 + c, 128);  // every word of the block stored
-      attn_bwd::read_keep_words<32>(sm.template at<const uint32_t>(sm.words(c, buf)), lane, kw);
+      attn_bwd::read_keep_words<32>(sm.template at<const uint32_t>(sm.words(c, s)), lane, kw);
     } else if constexpr (kMode == DropoutMode::Mask) {
       attn_bwd::read_keep_words<64>(sm.template at<const uint32_t>(sm.mask(s)) + 32 * c, lane, kw);
 #pragma unroll

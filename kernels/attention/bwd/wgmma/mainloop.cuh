@@ -96,12 +96,12 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
     const uint32_t bh = static_cast<uint32_t>(w.b * a.hq + h);
     float st[32], dp[32];
     g.issue_s_dp(s, st, dp);
-    keep.generate(bh, q0, it & 1);
+    keep.generate(bh, q0, s);
     wgmma_wait<0>();
     reg_fence(st);
     reg_fence(dp);
     [[maybe_unused]] uint32_t kw[4][2];
-    keep.read(s, q0, it & 1, kw);
+    keep.read(s, q0, kw);
     const bool edge = (kc0 + 63 >= a.sq) || (q0 + 63 >= a.sq) || (a.causal && kc0 + 63 > q0);
     attn_bwd::probs_and_dst<kDrop>(st, dp, a, kl0, lane, kc0, q0, edge,
                                    sm.template at<const float>(sm.lse(s)), sm.template at<const float>(sm.dsum(s)), kw);
