@@ -42,6 +42,12 @@ struct Cfg {
   static constexpr int kBarriers = 1 + 2 * kStages;                      // kv_full, full[s], empty[s]
   static constexpr int kSmem = 1024 + kOffBar + 8 * kBarriers;           // + alignment slack
   static_assert(kSmem <= 232448, "shared memory per block");
+  // The swizzled tiles (TMA boxes, wgmma operands, dS^T) start on 1024-byte boundaries; bulk copies need 16 bytes.
+  static_assert(kKBytes % 1024 == 0 && kQBytes % 1024 == 0 && kStageBytes % 1024 == 0 && kOffDs % 1024 == 0 &&
+                    kDsBytes % 1024 == 0, "1024-byte aligned tiles");
+  static_assert(kOffLse % 16 == 0 && kOffD % 16 == 0 && kOffMask % 16 == 0 && kOffBar % 8 == 0, "bulk copy / mbarrier alignment");
+  // One stage's transaction bytes (Q, dO, LSE, D, the mask words) and K + V fit an mbarrier's tx-count.
+  static_assert(2 * kQBytes + 512 + kMaskBytes < (1 << 20) && 2 * kKBytes < (1 << 20), "mbarrier tx-count");
   static_assert(HD == 64 || HD == 128, "head_dim 64 or 128");
 };
 
