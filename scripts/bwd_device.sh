@@ -3,10 +3,14 @@
 #   1. configure + build only what it needs (the backward's tests, the C ABI library) into BUILD_DIR, -j16;
 #   2. resources of the backward kernels (cuobjdump -res-usage of their objects);
 #   3. the backward GPU tests and the host tests (tests/test_attention_bwd_gpu, tests/test_attention_bwd);
-#   4. compute-sanitizer memcheck and racecheck on the small backward cases (AttentionBwdSanitize.*);
+#   4. compute-sanitizer memcheck and racecheck on the small backward cases (AttentionBwdSanitize.*, both families);
 #   5. timing: scripts/h2h_attention_bwd.py -- ours (none / mask / regen Philox-7; backward alone and fwd+bwd)
-#      against PyTorch SDPA's backward (cuDNN, flash) in one process, SQ 8192, 32/8 heads, dH 128, causal and not.
-# Every step runs under `timeout`, within an overall budget; a failing step does not stop the others. Logs go to
+#      against PyTorch SDPA's backward (cuDNN, flash) in one process, SQ 8192, 32/8 heads, dH 128, causal and not;
+#   6. the two backward families (mma, wgmma) through `dropbench attention` (pass bwd, none / mask / fused), SQ 8192,
+#      dH 128 and 64, causal and not: the wgmma backward's first timings and its bitwise check against fused.
+# Every step runs under `timeout`, within an overall budget; a failing step does not stop the others. A cold build
+# can leave too little of the default budget for the timing steps (reported as skipped): a second call with the
+# build kept runs them. Logs go to
 # BUILD_DIR/bwd-logs, packed into $OUT/bwd_logs.tar.gz ($OUT or BUILD_DIR/bwd-out) beside summary.txt (printed last)
 # and the timing's h2h_bwd.json / h2h_bwd.md: four files.
 # Usage: bash scripts/bwd_device.sh BUILD_DIR [BUDGET_S]     (BUDGET_S default 470)
@@ -68,7 +72,8 @@ build_rc=$?
 
 # Registers / stack / local memory (spills) of every backward kernel, from the objects (a child shell: timeout runs
 # programs, not functions).
-RES='for o in "$1"/CMakeFiles/dropbench_kernels.dir/kernels/attention/bwd/attention_bwd_hd*.o; do
+RES='for o in "$1"/CMakeFiles/dropbench_kernels.dir/kernels/attention/bwd/attention_bwd_hd*.o \
+           "$1"/CMakeFiles/dropbench_kernels.dir/kernels/attention/bwd/attention_bwd_wgmma_hd*.o; do
   echo "== $(basename "$o")"
   cuobjdump -res-usage "$o" 2>&1 | grep -A1 "Function" | grep -v "^--" | paste - - |
     sed -E "s/.*Function ([^ :]+):.*REG:([0-9]+) STACK:([0-9]+) SHARED:([0-9]+) LOCAL:([0-9]+).*/\1 REG \2 STACK \3 LOCAL \5/"
@@ -80,7 +85,7 @@ done'
 T="$B/tests"
 if [ -x "$T/test_attention_bwd_gpu" ]; then
   step tests_host 30 "$T/test_attention_bwd"
-  step tests_gpu 120 "$T/test_attention_bwd_gpu" --gtest_brief=0
+  step tests_gpu 180 "$T/test_attention_bwd_gpu" --gtest_brief=0
   step memcheck 75 compute-sanitizer --tool memcheck --error-exitcode 1 "$T/test_attention_bwd_gpu" \
     --gtest_filter='AttentionBwdSanitize.*'
 else
@@ -99,6 +104,13 @@ if [ -f "$B/libdropbench_attention.so" ]; then
 fi
 
 
+# The wgmma backward against the mma one, through the core harness (one report; the kernel family is an axis).
+if [ -x "$B/dropbench" ]; then
+  step cli_wgmma 120 "$B/dropbench" attention --set workload.q_heads=32 --set workload.kv_heads=8 \
+    --set 'sweep.head_dim=[128,64]' --set 'sweep.sq=[8192]' --set 'sweep.causal=[false,true]' \
+    --set 'sweep.attention_kernel=[mma,wgmma]' --set 'sweep.attention_pass=[bwd]' --min-time 0.03 --max-noise 0.02 \
+    --set measure.timeout=1 -o "$LOG/cli_wgmma.json"
+fi
 
 # The CLI's pass axis at one point (a smoke test of the integration; its checks: extra.bwd_bitwise_equal_fused).
 if [ -x "$B/dropbench" ]; then
@@ -124,7 +136,12 @@ smi_log "$LOG/smi.log"
   for t in memcheck racecheck; do
     [ -f "$LOG/$t.log" ] && echo "$t: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOG/$t.log" | tail -1)"
   done
-  [ -f "$LOG/resources.log" ] && { echo "resources (REG / STACK / LOCAL bytes):"; grep -E 'attn_bwd_(main|dq)_kernelILi(64|128)ELNS_11DropoutModeE[012]ELi7ELi8E' "$LOG/resources.log" | sed 's/^/  /'; }
+  [ -f "$LOG/resources.log" ] && { echo "resources (REG / STACK / LOCAL bytes):"; grep -E 'attn_bwd_(main|dq)_kernelILi(64|128)ELNS_11DropoutModeE[012]ELi7ELi8E|attn_bwd_wgmma_kernel' "$LOG/resources.log" | sed 's/^/  /'; }
+  if [ -f "$LOG/cli_wgmma.json" ]; then
+    echo "dropbench attention, backward families (SQ 8192, 32/8 heads):"
+    grep -E 'bwd|wgmma|mma' "$LOG/cli_wgmma.log" | head -24 | sed 's/^/  /'
+    grep -c '"bwd_bitwise_equal_fused": false' "$LOG/cli_wgmma.json" 2>/dev/null | sed 's/^/  bwd_bitwise_equal_fused false: /'
+  fi
   if [ -f "$LOG/cli_pass.json" ]; then
     echo "dropbench attention, pass axis (SQ 4096, 32/8 heads, dH 128, causal):"
     grep -E 'fwd|bwd' "$LOG/cli_pass.log" | head -20 | sed 's/^/  /'

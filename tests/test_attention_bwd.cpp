@@ -99,10 +99,12 @@ TEST(AttentionBwdHost, BadInputNamesTheField) {
 TEST(AttentionBwdHost, WorkspaceBytes) {
   AttentionBwdParams p = valid();
   p.deterministic = true;
-  const size_t d = (2ull * 8 * 300 * 4 + 255) / 256 * 256;
-  EXPECT_EQ(attention_backward_workspace_bytes(p), d);
+  const size_t d = (2ull * 8 * 320 * 4 + 255) / 256 * 256;  // D, and the LSE copy: rows of 300 padded to 320
+  EXPECT_EQ(attention_backward_workspace_bytes(p), 2 * d);
   p.deterministic = false;
-  EXPECT_EQ(attention_backward_workspace_bytes(p), d + 2ull * 300 * 8 * 128 * 4);
+  EXPECT_EQ(attention_backward_workspace_bytes(p), 2 * d + 2ull * 300 * 8 * 128 * 4);
+  p.fwd.kernel = AttentionKernel::Wgmma;  // the same layout for both families
+  EXPECT_EQ(attention_backward_workspace_bytes(p), 2 * d + 2ull * 300 * 8 * 128 * 4);
 }
 
 TEST(AttentionBwdHost, FlopsAreTwoAndAHalfForward) {
@@ -122,6 +124,29 @@ TEST(AttentionBwdHost, InstanceNames) {
   p.fwd.causal = false;
   p.fwd.head_dim = 64;
   EXPECT_EQ(attention_backward_kernel_name(p, DropoutMode::Mask), "attn_bwd_mma_hd64_k64q64w4_mask_det");
+  p.fwd.kernel = AttentionKernel::Wgmma;
+  EXPECT_EQ(attention_backward_kernel_name(p, DropoutMode::Mask), "attn_bwd_wgmma_hd64_k128q64s2_mask_det");
+  p.fwd.head_dim = 128;
+  p.fwd.causal = true;
+  p.deterministic = false;
+  EXPECT_EQ(attention_backward_kernel_name(p, DropoutMode::Fused), "attn_bwd_wgmma_hd128_k128q64s2_fused_r10_tw16_causal_atomic");
+}
+
+// The mma backward stays the default until the wgmma one has run on a device: auto resolves to mma.
+TEST(AttentionBwdHost, KernelSelection) {
+  AttentionBwdParams p = valid();
+  EXPECT_EQ(attention_backward_kernel_resolved(p), AttentionKernel::Mma);
+  p.fwd.kernel = AttentionKernel::Mma;
+  EXPECT_EQ(attention_backward_kernel_resolved(p), AttentionKernel::Mma);
+  p.fwd.kernel = AttentionKernel::Wgmma;
+  EXPECT_EQ(attention_backward_kernel_resolved(p), AttentionKernel::Wgmma);
+  // The wgmma kernel's bulk copies of the mask words need 16-byte alignment.
+  alignas(16) static unsigned char words[64];
+  p.fwd.mask = reinterpret_cast<const uint32_t*>(words + 4);
+  const std::string msg = refusal(p, DropoutMode::Mask);
+  EXPECT_NE(msg.find("mask"), std::string::npos) << msg;
+  p.fwd.mask = reinterpret_cast<const uint32_t*>(words);
+  EXPECT_EQ(refusal(p, DropoutMode::Mask), "");
 }
 
 // ---- `dropbench attention`, workload.attention_pass ----
@@ -143,7 +168,8 @@ TEST(AttentionPassAxis, DryRunPlansTheBackwardsBuffers) {
   const uint64_t B = 2, S = 1000, Hq = 8, Hkv = 2, D = 128;
   const uint64_t o = B * S * Hq * D * 2, qkv = B * S * (Hq + 2 * Hkv) * D * 2;
   const uint64_t mask = B * Hq * ((S + 15) / 16) * ((S + 63) / 64) * 32 * 4;
-  const uint64_t ws = (B * Hq * S * 4 + 255) / 256 * 256 + B * S * Hq * D * 4;
+  // D and the LSE copy (rows padded to 64 queries), the fp32 dQ accumulator.
+  const uint64_t ws = 2 * ((B * Hq * ((S + 63) / 64 * 64) * 4 + 255) / 256 * 256) + B * S * Hq * D * 4;
   double fwd_flops = 0;
   for (const auto& pt : f["points"]) {
     const std::string pass = pt["axes"]["attention_pass"];

@@ -1,9 +1,10 @@
-// Attention backward (kernels/attention/bwd/): the kernels' dQ, dK, dV against the naive fp32 device reference
-// (relative error ||out - ref|| / ||ref|| <= 1e-2 each), the reference against a CPU fp64 computation, and the
-// bitwise properties: p = 0 equals mode none, mask equals fused (regenerated) in the deterministic mode at every
-// round count and threshold width, dK / dV equal in the deterministic and the atomic mode, the deterministic mode
-// reproducible. O and LSE come from the forward (launch_attention, the kernel auto picks); mode mask reads the mask
-// the RNG kernel (launch_rng_mask) writes. Every run draws fresh N(0,1) bf16 inputs and poisons outputs and
+// Attention backward (kernels/attention/bwd/), every kernel test for both families (mma.sync and wgmma; the wgmma
+// cases skip without an sm_90 device): dQ, dK, dV against the naive fp32 device reference (relative error
+// ||out - ref|| / ||ref|| <= 1e-2 each), the reference against a CPU fp64 computation, the two families against each
+// other, and the bitwise properties: p = 0 equals mode none, mask equals fused (regenerated) in the deterministic mode
+// at every round count and threshold width, dK / dV equal in the deterministic and the atomic mode, the deterministic
+// mode reproducible. O and LSE come from the forward (launch_attention, the kernel auto picks); mode mask reads the
+// mask the RNG kernel (launch_rng_mask) writes. Every run draws fresh N(0,1) bf16 inputs and poisons outputs and
 // workspace (0xFF bytes: NaN in bf16 and fp32) first.
 #include <gtest/gtest.h>
 
@@ -21,6 +22,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include "attention_test_problem.hpp"
 #include "gpu_guard.hpp"
 #include "dev_buf.hpp"
 #include "kernels/attention/attention.cuh"
@@ -28,6 +30,11 @@
 #include "kernels/common/check.hpp"
 #include "kernels/rng/dropout_scheme.cuh"
 #include "kernels/rng/rng_mask.cuh"
+
+// ctest lists the kernel parameter by its family name (ADL: beside the enum, outside the anonymous namespace).
+namespace dropbench {
+void PrintTo(AttentionKernel k, std::ostream* os) { *os << attention_kernel_family_name(k); }
+}  // namespace dropbench
 
 namespace {
 
@@ -52,18 +59,6 @@ struct Drop {
   int rounds = 7, tw = 8;
 };
 
-uint64_t base_seed() {
-  static const uint64_t seed = [] {
-    const char* env = std::getenv("DB_ATTN_SEED");
-    const uint64_t s = env ? std::strtoull(env, nullptr, 0)
-                           : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-    std::printf("[ info ] input seed DB_ATTN_SEED=0x%llx\n", static_cast<unsigned long long>(s));
-    return s;
-  }();
-  return seed;
-}
-uint64_t g_draw = 0;
-
 struct Problem {
   Shape s;
   int64_t width;  // QKV / dQKV row (dense)
@@ -73,8 +68,9 @@ struct Problem {
   DevBuf<unsigned char> ws, scratch;
   MaskGeometry geo;
   AttentionKernel fwd_kernel = AttentionKernel::Auto;  // the forward producing O and LSE
+  AttentionKernel kernel = AttentionKernel::Mma;       // the backward's family
 
-  explicit Problem(const Shape& sh)
+  explicit Problem(const Shape& sh, AttentionKernel k = AttentionKernel::Mma)
       : s(sh),
         width(static_cast<int64_t>(sh.hq + 2 * sh.hkv) * sh.hd),
         qkv(static_cast<size_t>(sh.b) * sh.sq * width),
@@ -88,9 +84,10 @@ struct Problem {
                  .words()),
         ws(workspace_bytes(sh)),
         scratch(2 * static_cast<size_t>(sh.b) * sh.hq * sh.sq * sh.sq * sizeof(float)) {
+    kernel = k;
     geo = MaskGeometry{static_cast<uint32_t>(s.b * s.hq), static_cast<uint32_t>(s.sq), static_cast<uint32_t>(s.sq),
                        s.causal};
-    std::mt19937_64 rng(base_seed() ^ (++g_draw * 0x9e3779b97f4a7c15ULL));
+    std::mt19937_64 rng(test::next_draw_seed());
     std::normal_distribution<float> nd(0.f, 1.f);
     std::vector<bf16> h(qkv.n);
     for (auto& v : h) v = __float2bfloat16(nd(rng));
@@ -112,32 +109,12 @@ struct Problem {
   }
 
   AttentionParams fwd(DropoutMode m, const Drop& d) const {
-    AttentionParams p;
-    p.kernel = fwd_kernel;
-    p.qkv = qkv.p;
-    p.o = o.p;
-    p.lse = lse.p;
-    p.batch = s.b;
-    p.sq = s.sq;
-    p.q_heads = s.hq;
-    p.kv_heads = s.hkv;
-    p.head_dim = s.hd;
-    p.causal = s.causal;
-    if (m != DropoutMode::None) {
-      const Threshold t = make_threshold(d.p, d.tw);
-      p.mask = mask.p;
-      p.seed = d.seed;
-      p.offset = d.offset;
-      p.drop_threshold = t.drop;
-      p.keep_scale = t.scale;
-      p.rounds = d.rounds;
-      p.threshold_bits = d.tw;
-    }
-    return p;
+    return test::attention_params(s, fwd_kernel, qkv.p, o.p, lse.p, mask.p, m, d);
   }
   AttentionBwdParams bwd(DropoutMode m, const Drop& d, bool det) const {
     AttentionBwdParams p;
     p.fwd = fwd(m, d);
+    p.fwd.kernel = kernel;  // the backward's family
     p.dout = dout.p;
     p.dqkv = dqkv.p;
     p.workspace = ws.p;
@@ -176,7 +153,8 @@ struct Problem {
     auto h = dqkv.get();
     size_t bad = 0;
     for (const auto& v : h) bad += !std::isfinite(__bfloat162float(v));
-    EXPECT_EQ(bad, 0u) << s.name() << " " << dropout_mode_name(m) << (det ? " det" : " atomic")
+    EXPECT_EQ(bad, 0u) << s.name() << " " << attention_kernel_family_name(kernel) << " " << dropout_mode_name(m)
+                       << (det ? " det" : " atomic")
                        << ": non-finite / unwritten dQKV elements";
     return h;
   }
@@ -225,17 +203,20 @@ struct Case {
   Shape s;
   DropoutMode mode;
   bool det;
+  AttentionKernel kernel;
+  std::string name() const {
+    return std::string(attention_kernel_family_name(kernel)) + "_" + s.name() + "_" + dropout_mode_name(mode) +
+           (det ? "_det" : "_atomic");
+  }
 };
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.s.name() << "_" << dropout_mode_name(c.mode) << (c.det ? "_det" : "_atomic");
-}
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name(); }
 
 class AttentionBwdAccuracy : public ::testing::TestWithParam<Case> {};
 
 TEST_P(AttentionBwdAccuracy, MatchesReference) {
-  DB_REQUIRE_GPU();
   const Case c = GetParam();
-  Problem pr(c.s);
+  DB_REQUIRE_KERNEL(c.kernel);
+  Problem pr(c.s, c.kernel);
   Drop d;
   d.p = c.mode == DropoutMode::None ? 0.0 : 0.1;
   pr.forward(c.mode, d);
@@ -244,8 +225,7 @@ TEST_P(AttentionBwdAccuracy, MatchesReference) {
   for (int k = 0; k < 3; ++k) {
     const double e = pr.rel_err(out, ref, k);
     EXPECT_LE(e, 1e-2) << c.s.name() << " " << dropout_mode_name(c.mode) << " " << kPart[k];
-    std::printf("[ info ] %s %s %s %s rel err %.2e\n", c.s.name().c_str(), dropout_mode_name(c.mode),
-                c.det ? "det" : "atomic", kPart[k], e);
+    std::printf("[ info ] %s %s rel err %.2e\n", c.name().c_str(), kPart[k], e);
   }
 }
 
@@ -256,24 +236,28 @@ std::vector<Case> accuracy_cases() {
       {2, 513, 4, 1, 64, true},   // MQA, causal, one row past a block
       {2, 513, 4, 2, 128, false}, // GQA, non-causal, ragged
       {1, 128, 2, 1, 128, true},  // whole blocks
+      {1, 256, 2, 2, 64, true},   // whole wgmma key blocks (128), causal
+      {3, 200, 2, 1, 128, false}, // B 3, MQA, a wgmma CTA whose second warpgroup holds keys 192..199 only
   };
   std::vector<Case> v;
-  for (const auto& s : shapes)
-    for (DropoutMode m : {DropoutMode::None, DropoutMode::Mask, DropoutMode::Fused})
-      for (bool det : {true, false}) v.push_back({s, m, det});
+  for (AttentionKernel k : {AttentionKernel::Mma, AttentionKernel::Wgmma})
+    for (const auto& s : shapes)
+      for (DropoutMode m : {DropoutMode::None, DropoutMode::Mask, DropoutMode::Fused})
+        for (bool det : {true, false}) v.push_back({s, m, det, k});
   return v;
 }
 INSTANTIATE_TEST_SUITE_P(Shapes, AttentionBwdAccuracy, ::testing::ValuesIn(accuracy_cases()),
-                         [](const ::testing::TestParamInfo<Case>& i) {
-                           return i.param.s.name() + "_" + dropout_mode_name(i.param.mode) +
-                                  (i.param.det ? "_det" : "_atomic");
-                         });
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name(); });
+
+// The kernel tests below run once per family.
+class AttentionBwd : public ::testing::TestWithParam<AttentionKernel> {};
+INSTANTIATE_TEST_SUITE_P(Kernels, AttentionBwd, test::kAllKernels, test::kernel_param_name);
 
 // ---- bitwise properties ----
-TEST(AttentionBwd, DropoutZeroEqualsNone) {
-  DB_REQUIRE_GPU();
+TEST_P(AttentionBwd, DropoutZeroEqualsNone) {
+  DB_REQUIRE_KERNEL(GetParam());
   for (const Shape& s : {Shape{2, 300, 4, 2, 128, true}, Shape{1, 77, 2, 1, 64, false}}) {
-    Problem pr(s);
+    Problem pr(s, GetParam());
     Drop d;
     d.p = 0.0;
     pr.forward(DropoutMode::None, d);
@@ -286,10 +270,10 @@ TEST(AttentionBwd, DropoutZeroEqualsNone) {
   }
 }
 
-TEST(AttentionBwd, MaskEqualsRegenDeterministic) {
-  DB_REQUIRE_GPU();
+TEST_P(AttentionBwd, MaskEqualsRegenDeterministic) {
+  DB_REQUIRE_KERNEL(GetParam());
   for (const Shape& s : {Shape{2, 300, 4, 2, 128, true}, Shape{1, 200, 4, 1, 64, false}}) {
-    Problem pr(s);
+    Problem pr(s, GetParam());
     for (int r : {3, 5, 7, 10})
       for (int tw : {8, 16, 32}) {
         Drop d;
@@ -312,11 +296,11 @@ TEST(AttentionBwd, MaskEqualsRegenDeterministic) {
   }
 }
 
-TEST(AttentionBwd, DkDvEqualAcrossDqModesAndDeterministicRepeats) {
-  DB_REQUIRE_GPU();
+TEST_P(AttentionBwd, DkDvEqualAcrossDqModesAndDeterministicRepeats) {
+  DB_REQUIRE_KERNEL(GetParam());
   for (const Shape& s : {Shape{2, 300, 8, 2, 128, true}, Shape{2, 257, 4, 4, 64, false}}) {
-    Problem pr(s);
-    for (DropoutMode m : {DropoutMode::None, DropoutMode::Fused}) {
+    Problem pr(s, GetParam());
+    for (DropoutMode m : {DropoutMode::None, DropoutMode::Mask, DropoutMode::Fused}) {
       Drop d;
       pr.forward(m, d);
       const auto det = pr.backward(m, d, true);
@@ -332,9 +316,9 @@ TEST(AttentionBwd, DkDvEqualAcrossDqModesAndDeterministicRepeats) {
 
 // Dropout actually happens: at p = 0.5 the gradients differ from mode none's (a backward that ignored the keep bits
 // would pass the bitwise tests above).
-TEST(AttentionBwd, DropoutChangesGradients) {
-  DB_REQUIRE_GPU();
-  Problem pr(Shape{1, 130, 2, 1, 64, true});
+TEST_P(AttentionBwd, DropoutChangesGradients) {
+  DB_REQUIRE_KERNEL(GetParam());
+  Problem pr(Shape{1, 130, 2, 1, 64, true}, GetParam());
   Drop d;
   d.p = 0.5;
   pr.forward(DropoutMode::None, d);
@@ -344,10 +328,37 @@ TEST(AttentionBwd, DropoutChangesGradients) {
   for (int k = 0; k < 3; ++k) EXPECT_GT(pr.rel_err(fused, none, k), 0.1) << kPart[k];
 }
 
+// The two families compute the same gradients up to rounding (p 0.5); in the deterministic mode both take dQ from
+// the same dQ kernel, so dQ is bitwise equal there.
+TEST(AttentionBwdKernels, WgmmaAgreesWithMma) {
+  DB_REQUIRE_KERNEL(AttentionKernel::Wgmma);
+  for (const Shape& s : {Shape{2, 300, 4, 2, 128, true}, Shape{1, 257, 4, 1, 64, false}, Shape{2, 130, 2, 2, 64, true}}) {
+    Problem pr(s);
+    for (DropoutMode m : {DropoutMode::None, DropoutMode::Mask, DropoutMode::Fused}) {
+      Drop d;
+      d.p = m == DropoutMode::None ? 0.0 : 0.5;
+      pr.forward(m, d);
+      for (bool det : {true, false}) {
+        pr.kernel = AttentionKernel::Mma;
+        const auto mma = pr.backward(m, d, det);
+        pr.kernel = AttentionKernel::Wgmma;
+        const auto wg = pr.backward(m, d, det);
+        for (int k = 0; k < 3; ++k) {
+          const double e = pr.rel_err(wg, mma, k);
+          EXPECT_LE(e, 1e-2) << s.name() << " " << dropout_mode_name(m) << (det ? " det " : " atomic ") << kPart[k];
+          std::printf("[ info ] wgmma vs mma %s %s %s %s rel diff %.2e\n", s.name().c_str(), dropout_mode_name(m),
+                      det ? "det" : "atomic", kPart[k], e);
+        }
+        if (det) EXPECT_TRUE(pr.equal_part(wg, mma, 0)) << s.name() << " " << dropout_mode_name(m) << ": det dQ differs";
+      }
+    }
+  }
+}
+
 // Row strides: QKV, dO and dQKV with padded rows; the gradients land in dQKV's columns like QKV's, the padding
 // columns keep their poison.
-TEST(AttentionBwd, RowStridesAndPaddingUntouched) {
-  DB_REQUIRE_GPU();
+TEST_P(AttentionBwd, RowStridesAndPaddingUntouched) {
+  DB_REQUIRE_KERNEL(GetParam());
   const Shape s{2, 150, 4, 2, 64, true};
   const int64_t W = static_cast<int64_t>(s.hq + 2 * s.hkv) * s.hd, OW = static_cast<int64_t>(s.hq) * s.hd;
   const int64_t qs = W + 8, ds = W + 24, dos = OW + 16, rows = static_cast<int64_t>(s.b) * s.sq;
@@ -355,7 +366,7 @@ TEST(AttentionBwd, RowStridesAndPaddingUntouched) {
   DevBuf<float> lse(static_cast<size_t>(s.b) * s.hq * s.sq), ref(rows * W);
   DevBuf<unsigned char> ws(Problem::workspace_bytes(s)),
       scratch(2 * static_cast<size_t>(s.b) * s.hq * s.sq * s.sq * sizeof(float));
-  std::mt19937_64 rng(base_seed() ^ (++g_draw * 0x9e3779b97f4a7c15ULL));
+  std::mt19937_64 rng(test::next_draw_seed());
   std::normal_distribution<float> nd(0.f, 1.f);
   std::vector<bf16> h(qkv.n), hd(dout.n);
   for (auto& v : h) v = __float2bfloat16(nd(rng));
@@ -363,31 +374,17 @@ TEST(AttentionBwd, RowStridesAndPaddingUntouched) {
   qkv.put(h);
   dout.put(hd);
   Drop d;
-  const Threshold t = make_threshold(d.p, d.tw);
   AttentionBwdParams bp;
   AttentionParams& f = bp.fwd;
-  f.qkv = qkv.p;
+  f = test::attention_params(s, AttentionKernel::Auto, qkv.p, o.p, lse.p, nullptr, DropoutMode::Fused, d);
   f.qkv_row_stride = qs;
-  f.o = o.p;
-  f.lse = lse.p;
-  f.batch = s.b;
-  f.sq = s.sq;
-  f.q_heads = s.hq;
-  f.kv_heads = s.hkv;
-  f.head_dim = s.hd;
-  f.causal = s.causal;
-  f.seed = d.seed;
-  f.offset = d.offset;
-  f.drop_threshold = t.drop;
-  f.keep_scale = t.scale;
-  f.rounds = d.rounds;
-  f.threshold_bits = d.tw;
   bp.dout = dout.p;
   bp.dout_row_stride = dos;
   bp.dqkv = dqkv.p;
   bp.dqkv_row_stride = ds;
   bp.workspace = ws.p;
-  launch_attention(f, DropoutMode::Fused, nullptr);
+  launch_attention(f, DropoutMode::Fused, nullptr);  // the forward auto picks
+  f.kernel = GetParam();                             // the backward's family
   for (bool det : {true, false}) {
     bp.deterministic = det;
     dqkv.poison();
@@ -480,12 +477,15 @@ TEST(AttentionBwdReference, MatchesHostFp64) {
   }
 }
 
-// Small cases in every mode and both dQ modes, for compute-sanitizer runs (scripts/bwd_device.sh). O and LSE come
-// from the mma.sync forward (plain cp.async / ldmatrix, which the sanitizers follow without TMA / mbarrier support).
-TEST(AttentionBwdSanitize, SmallAllModes) {
-  DB_REQUIRE_GPU();
+// Small cases in every mode and both dQ modes, for compute-sanitizer runs (scripts/bwd_device.sh), per family. O and
+// LSE come from the mma.sync forward (plain cp.async / ldmatrix, which the sanitizers follow without TMA / mbarrier
+// support); the wgmma backward's own TMA / bulk copies are outside what racecheck tracks.
+class AttentionBwdSanitize : public ::testing::TestWithParam<AttentionKernel> {};
+INSTANTIATE_TEST_SUITE_P(Kernels, AttentionBwdSanitize, test::kAllKernels, test::kernel_param_name);
+TEST_P(AttentionBwdSanitize, SmallAllModes) {
+  DB_REQUIRE_KERNEL(GetParam());
   for (const Shape& s : {Shape{1, 77, 2, 1, 64, true}, Shape{1, 70, 2, 2, 128, false}}) {
-    Problem pr(s);
+    Problem pr(s, GetParam());
     pr.fwd_kernel = AttentionKernel::Mma;
     for (DropoutMode m : {DropoutMode::None, DropoutMode::Mask, DropoutMode::Fused}) {
       Drop d;

@@ -22,6 +22,7 @@
 #include <cuda_runtime_api.h>
 
 #include "dev_buf.hpp"
+#include "attention_test_problem.hpp"
 #include "gpu_guard.hpp"
 #include "kernels/attention/attention.cuh"
 #include "kernels/attention/attention_wgmma.cuh"
@@ -61,35 +62,6 @@ struct Dropout {
   int rounds = 7, tw = 8;
 };
 
-// Every problem draws fresh inputs: a per-process base seed (random, or DB_ATTN_SEED to reproduce a failure;
-// printed once) plus a counter.
-uint64_t base_seed() {
-  static const uint64_t seed = [] {
-    const char* env = std::getenv("DB_ATTN_SEED");
-    const uint64_t s = env ? std::strtoull(env, nullptr, 0) : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-    std::printf("[ info ] input seed DB_ATTN_SEED=0x%llx\n", static_cast<unsigned long long>(s));
-    return s;
-  }();
-  return seed;
-}
-uint64_t g_draw = 0;
-
-// Whether kernel family k can run here (wgmma: an sm_90 device).
-bool kernel_available(AttentionKernel k) {
-  if (k != AttentionKernel::Wgmma) return true;
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  return major == 9 && minor == 0;
-}
-
-#define DB_REQUIRE_KERNEL(k)                                                                           \
-  do {                                                                                                 \
-    DB_REQUIRE_GPU();                                                                                  \
-    if (!kernel_available(k)) GTEST_SKIP() << attention_kernel_family_name(k) << " needs an sm_90 device"; \
-  } while (0)
-
 struct Problem {
   Shape s;
   AttentionKernel kernel = AttentionKernel::Mma;
@@ -115,7 +87,7 @@ struct Problem {
                  .words()) {
     geo = MaskGeometry{static_cast<uint32_t>(s.b * s.hq), static_cast<uint32_t>(s.sq), static_cast<uint32_t>(s.sq),
                        s.causal};
-    std::mt19937_64 rng(base_seed() ^ (++g_draw * 0x9e3779b97f4a7c15ULL));
+    std::mt19937_64 rng(test::next_draw_seed());
     std::normal_distribution<float> nd(0.f, 1.f);
     h_qkv.resize(qkv.n);
     for (auto& v : h_qkv) v = __float2bfloat16(nd(rng));
@@ -124,29 +96,9 @@ struct Problem {
   }
 
   AttentionParams params(DropoutMode m, const Dropout& d) const {
-    AttentionParams p;
-    p.kernel = kernel;
-    p.qkv = qkv.p;
+    AttentionParams p = test::attention_params(s, kernel, qkv.p, o.p, lse.p, mask.p, m, d);
     p.qkv_row_stride = s.pad ? stride : 0;
-    p.o = o.p;
-    p.lse = lse.p;
-    p.batch = s.b;
-    p.sq = s.sq;
-    p.q_heads = s.hq;
-    p.kv_heads = s.hkv;
-    p.head_dim = s.hd;
-    p.causal = s.causal;
     p.softmax_scale = 1.f / std::sqrt(static_cast<float>(s.hd));
-    if (m != DropoutMode::None) {
-      const Threshold t = make_threshold(d.p, d.tw);
-      p.mask = mask.p;
-      p.seed = d.seed;
-      p.offset = d.offset;
-      p.drop_threshold = t.drop;
-      p.keep_scale = t.scale;
-      p.rounds = d.rounds;
-      p.threshold_bits = d.tw;
-    }
     return p;
   }
 
@@ -257,10 +209,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionVsRef,
 
 // Every kernel test below runs once per kernel family.
 class AttentionGpu : public ::testing::TestWithParam<AttentionKernel> {};
-INSTANTIATE_TEST_SUITE_P(Kernels, AttentionGpu, ::testing::Values(AttentionKernel::Mma, AttentionKernel::Wgmma),
-                         [](const ::testing::TestParamInfo<AttentionKernel>& i) {
-                           return std::string(attention_kernel_family_name(i.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Kernels, AttentionGpu, test::kAllKernels, test::kernel_param_name);
 
 // p = 0: modes Mask and Fused (drop threshold 0, scale 1) are bit for bit mode None.
 TEST_P(AttentionGpu, ZeroDropoutEqualsNoneBitwise) {
@@ -790,7 +739,7 @@ TEST(AttentionKernels, SelectionAndNames) {
   DB_REQUIRE_GPU();
   Problem pr(Shape{1, 256, 4, 4, 128, false}, AttentionKernel::Auto);
   const AttentionParams p = pr.params(DropoutMode::None, {});
-  const bool sm90 = kernel_available(AttentionKernel::Wgmma);
+  const bool sm90 = test::kernel_available(AttentionKernel::Wgmma);
   EXPECT_EQ(attention_kernel_resolved(p), sm90 ? AttentionKernel::Wgmma : AttentionKernel::Mma);
   EXPECT_EQ(attention_kernel_name(p, DropoutMode::None).rfind(sm90 ? "attn_fwd_wgmma_hd128" : "attn_fwd_mma_hd128", 0), 0u);
   AttentionParams q = p;

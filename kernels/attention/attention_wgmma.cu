@@ -70,23 +70,11 @@ Instance pick(const AttentionParams& p, DropoutMode m) {
   });
 }
 
-// The QKV buffer as a 3-D bf16 tensor {columns, SQ rows, batch} (row stride qkv_row_stride, batch stride
-// SQ rows): boxes of 64 columns (128 bytes, 128-byte swizzle) x box_rows rows of one batch. Rows past SQ are
-// out of bounds of their batch and are zero-filled by the copy engine.
+// The QKV buffer as a 3-D bf16 tensor {columns, SQ rows, batch} (row stride qkv_row_stride, batch stride SQ rows;
+// tensor_map.hpp): boxes of 64 columns x box_rows rows of one batch; rows past SQ are zero-filled.
 CUtensorMap encode_qkv_map(const AttentionParams& p, const attn::KernelArgs& a, uint32_t box_rows) {
-  CUtensorMap m;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(p.q_heads + 2 * p.kv_heads) * p.head_dim,
-                              static_cast<cuuint64_t>(p.sq), static_cast<cuuint64_t>(p.batch)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(a.qkv_stride) * 2,
-                                 static_cast<cuuint64_t>(a.qkv_stride) * 2 * static_cast<cuuint64_t>(p.sq)};
-  const cuuint32_t box[3] = {64, box_rows, 1};
-  const cuuint32_t estr[3] = {1, 1, 1};
-  const CUresult r = tensor_map_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<__nv_bfloat16*>(p.qkv), dims, strides,
-                               box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw CudaError("attention (wgmma): cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) + ")");
-  return m;
+  return encode_rows_map(p.qkv, static_cast<int64_t>(p.q_heads + 2 * p.kv_heads) * p.head_dim, a.qkv_stride, p.sq,
+                         p.batch, box_rows, "attention (wgmma)");
 }
 
 }  // namespace

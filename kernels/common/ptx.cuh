@@ -136,6 +136,18 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtens
       : "memory");
 }
 
+// Bulk copy (no tensor map) of `bytes` contiguous bytes into shared memory, completing on `bar` (complete_tx).
+// dst, src 16-byte aligned, bytes a multiple of 16.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               ::"r"(dst), "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
+// Orders this thread's generic-proxy shared-memory writes before later async-proxy reads (wgmma operands, TMA
+// stores): each writing thread fences, then a barrier publishes the writes to the warpgroup that issues the wgmma.
+__device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
 // Prefetch the line holding `p` into L2 (a hint: no completion, no register written).
 __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<uint64_t>(p)) : "memory");
@@ -196,8 +208,10 @@ __device__ __forceinline__ void reg_fence(uint32_t (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+r"(d[i])::"memory");
 }
 
-// D[64 x 64] (fp32) (+)= A[64 x 16] * B[64 x 16]^T, bf16; A and B from shared memory, both K-major.
+// D[64 x 64] (fp32) (+)= A[64 x 16] * B[64 x 16]^T, bf16; A and B from shared memory, both K-major; or, with
+// kTransA / kTransB = 1, A MN-major (its rows along K are M-contiguous) / B MN-major (N-contiguous).
 // scale_d = 0: D = A*B (the old D is ignored).
+template <int kTransA = 0, int kTransB = 0>
 __device__ __forceinline__ void wgmma_ss_m64n64k16_bf16(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {
   asm volatile(
       "{\n"
@@ -205,14 +219,14 @@ __device__ __forceinline__ void wgmma_ss_m64n64k16_bf16(float (&d)[32], uint64_t
       "setp.ne.b32 p, %34, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "%32, %33, p, 1, 1, 0, 0;\n"
+      "%32, %33, p, 1, 1, %35, %36;\n"
       "}\n"
       :
         "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(da), "l"(db), "r"(scale_d));
+      : "l"(da), "l"(db), "r"(scale_d), "n"(kTransA), "n"(kTransB));
 }
 
 // D[64 x 64] (fp32) (+)= A[64 x 16] * B[16 x 64], bf16; A from registers (the m64k16 fragment: four bf16x2 per

@@ -2,6 +2,9 @@
 // links no libcuda): what the TMA-based kernels (the wgmma attention, the wgmma FP8 GEMM) encode their tensor maps
 // with. Host-only.
 #pragma once
+#include <cstdint>
+#include <string>
+
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
@@ -22,6 +25,26 @@ inline EncodeTiledFn tensor_map_encoder() {
     return reinterpret_cast<EncodeTiledFn>(f);
   }();
   return fn;
+}
+
+// A 3-D bf16 tensor map {cols, sq rows, batch} over a row-major [batch * sq, >= cols] buffer whose rows are row_stride
+// elements apart (a multiple of 8; base 16-byte aligned): boxes of 64 columns (128 bytes, 128-byte swizzle) x box_rows
+// rows of one batch. Rows past sq are out of bounds of their batch: the copy engine zero-fills them. The attention
+// forward's Q / K / V maps and the backward's (QKV and dO) are these.
+inline CUtensorMap encode_rows_map(const void* base, int64_t cols, int64_t row_stride, int sq, int batch, uint32_t box_rows,
+                                   const char* what) {
+  CUtensorMap m;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(sq), static_cast<cuuint64_t>(batch)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(row_stride) * 2,
+                                 static_cast<cuuint64_t>(row_stride) * 2 * static_cast<cuuint64_t>(sq)};
+  const cuuint32_t box[3] = {64, box_rows, 1};
+  const cuuint32_t estr[3] = {1, 1, 1};
+  const CUresult r = tensor_map_encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides,
+                                          box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw CudaError(std::string(what) + ": cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) + ")");
+  return m;
 }
 
 }  // namespace dropbench

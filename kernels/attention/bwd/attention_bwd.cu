@@ -1,15 +1,19 @@
-// Host launcher of the attention backward: validation, workspace, the preprocessing kernel (D = rowsum(dO o O)),
-// dispatch over (head_dim, mode, rounds, threshold bits) to the instances of attention_bwd_kernel.cuh (compiled in
-// attention_bwd_hd*.cu) and the conversion of the fast mode's fp32 dQ accumulator.
+// Host launcher of the attention backward: validation, workspace, the preprocessing kernel (D = rowsum(dO o O), the
+// LSE copied to whole 64-entry rows), the kernel family (mma.sync: attention_bwd_kernel.cuh, instances in
+// attention_bwd_hd*.cu; wgmma: wgmma/kernel.cuh, instances in attention_bwd_wgmma_hd*.cu), dispatch over (head_dim,
+// mode, rounds, threshold bits) and the conversion of the fast mode's fp32 dQ accumulator.
 #include "kernels/attention/bwd/attention_bwd.cuh"
 
 #include <cmath>
 #include <cstdint>
 #include <string>
 
+#include "kernels/attention/attention_wgmma.cuh"
 #include "kernels/attention/bwd/attention_bwd_args.cuh"
+#include "kernels/attention/bwd/wgmma/kernel_api.hpp"
 #include "kernels/common/check.hpp"
 #include "kernels/common/dispatch.cuh"
+#include "kernels/common/tensor_map.hpp"
 
 namespace dropbench {
 namespace {
@@ -18,8 +22,10 @@ int64_t qkv_width(const AttentionParams& f) { return static_cast<int64_t>(f.q_he
 int64_t o_width(const AttentionParams& f) { return static_cast<int64_t>(f.q_heads) * f.head_dim; }
 
 size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+int sq_pad(const AttentionParams& f) { return (f.sq + 63) / 64 * 64; }
+// One of the two padded [B*Hq, sq_pad] fp32 arrays (D, the LSE copy).
 size_t d_bytes(const AttentionParams& f) {
-  return align256(static_cast<size_t>(f.batch) * f.q_heads * f.sq * sizeof(float));
+  return align256(static_cast<size_t>(f.batch) * f.q_heads * sq_pad(f) * sizeof(float));
 }
 
 void check_stride(int64_t stride, int64_t width, const char* field) {
@@ -29,15 +35,24 @@ void check_stride(int64_t stride, int64_t width, const char* field) {
                      std::to_string(width) + " (got " + std::to_string(stride) + ")");
 }
 
-// D[b, h, q] = sum_d dO[b*SQ + q, h*dH + d] * O[b*SQ + q, h*dH + d] in fp32: one warp per (token row, head).
+// D[b*Hq + h, q] = sum_d dO[b*SQ + q, h*dH + d] * O[b*SQ + q, h*dH + d] in fp32 and lse_pad[b*Hq + h, q] = the
+// forward's LSE[b, h, q], both 0 for q in [SQ, sq_pad): one warp per (batch, padded row, head).
 __global__ void bwd_preprocess_kernel(const __nv_bfloat16* __restrict__ o, int64_t o_stride,
-                                      const __nv_bfloat16* __restrict__ dout, int64_t do_stride, float* __restrict__ dsum,
-                                      int sq, int hq, int hd, int64_t rows) {
+                                      const __nv_bfloat16* __restrict__ dout, int64_t do_stride,
+                                      const float* __restrict__ lse, float* __restrict__ dsum, float* __restrict__ lse_pad,
+                                      int sq, int sqp, int hq, int hd, int64_t rows_pad) {
   const int64_t w = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
-  if (w >= rows * hq) return;
-  const int64_t tok = w / hq;
+  if (w >= rows_pad * hq) return;
+  const int64_t r = w / hq;  // b * sq_pad + q
   const int h = static_cast<int>(w % hq);
+  const int64_t b = r / sqp, q = r % sqp;
+  const int64_t out = (b * hq + h) * sqp + q;
+  if (q >= sq) {
+    if (lane == 0) dsum[out] = lse_pad[out] = 0.f;
+    return;
+  }
+  const int64_t tok = b * sq + q;
   const __nv_bfloat16* po = o + tok * o_stride + h * hd;
   const __nv_bfloat16* pd = dout + tok * do_stride + h * hd;
   float acc = 0.f;
@@ -45,8 +60,8 @@ __global__ void bwd_preprocess_kernel(const __nv_bfloat16* __restrict__ o, int64
 #pragma unroll
   for (int m = 16; m > 0; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
   if (lane == 0) {
-    const int64_t b = tok / sq, q = tok % sq;
-    dsum[(b * hq + h) * sq + q] = acc;
+    dsum[out] = acc;
+    lse_pad[out] = lse[(b * hq + h) * sq + q];
   }
 }
 
@@ -77,7 +92,10 @@ attn_bwd::Args make_args(const AttentionBwdParams& p) {
   a.hq = f.q_heads;
   a.hkv = f.kv_heads;
   a.group = f.q_heads / f.kv_heads;
+  a.sq_pad = sq_pad(f);
   a.causal = f.causal ? 1 : 0;
+  a.rounds = f.rounds;
+  a.tw = f.threshold_bits;
   a.dq_atomic = p.deterministic ? 0 : 1;
   a.scale = f.softmax_scale > 0.f ? f.softmax_scale : 1.f / std::sqrt(static_cast<float>(f.head_dim));
   a.scale_log2 = a.scale * 1.4426950408889634f;
@@ -88,7 +106,8 @@ attn_bwd::Args make_args(const AttentionBwdParams& p) {
   a.geo = attention_mask_geometry(f);
   char* ws = static_cast<char*>(p.workspace);
   a.dsum = reinterpret_cast<float*>(ws);
-  a.dq_acc = p.deterministic ? nullptr : reinterpret_cast<float*>(ws + d_bytes(f));
+  a.lse_pad = reinterpret_cast<float*>(ws + d_bytes(f));
+  a.dq_acc = p.deterministic ? nullptr : reinterpret_cast<float*>(ws + 2 * d_bytes(f));
   return a;
 }
 
@@ -108,6 +127,22 @@ void dispatch(const AttentionBwdParams& p, DropoutMode mode, F&& f) {
   if (fw.head_dim == 64) return by_mode(std::integral_constant<int, 64>{});
   return by_mode(std::integral_constant<int, 128>{});
 }
+
+// The wgmma kernel's instances: (head_dim, mode); mode Fused chooses rounds and width inside the kernel.
+template <class F>
+void dispatch_wgmma(const AttentionBwdParams& p, DropoutMode mode, F&& f) {
+  auto by_mode = [&](auto hd) {
+    switch (mode) {
+      case DropoutMode::None: return f(hd, std::integral_constant<DropoutMode, DropoutMode::None>{});
+      case DropoutMode::Mask: return f(hd, std::integral_constant<DropoutMode, DropoutMode::Mask>{});
+      case DropoutMode::Fused: return f(hd, std::integral_constant<DropoutMode, DropoutMode::Fused>{});
+    }
+  };
+  if (p.fwd.head_dim == 64) return by_mode(std::integral_constant<int, 64>{});
+  return by_mode(std::integral_constant<int, 128>{});
+}
+
+bool uses_wgmma(const AttentionBwdParams& p) { return attention_backward_kernel_resolved(p) == AttentionKernel::Wgmma; }
 
 }  // namespace
 
@@ -147,12 +182,19 @@ void check_attention_backward(const AttentionBwdParams& p, DropoutMode mode) {
     if (!(f.keep_scale >= 1.f) || !std::isfinite(f.keep_scale)) bad("keep_scale must be finite and >= 1");
   }
   if (mode == DropoutMode::Mask && f.mask == nullptr) bad("mode mask needs a mask");
+  // The wgmma kernel's bulk copies of the mask words need 16-byte alignment.
+  if (mode == DropoutMode::Mask && f.kernel == AttentionKernel::Wgmma && misaligned(f.mask, 16))
+    bad("mask must be 16-byte aligned (kernel wgmma)");
   if (mode == DropoutMode::Fused) with_rounds_tw(f.rounds, f.threshold_bits, "attention backward", [](auto, auto) {});
+}
+
+AttentionKernel attention_backward_kernel_resolved(const AttentionBwdParams& p) {
+  return p.fwd.kernel == AttentionKernel::Wgmma ? AttentionKernel::Wgmma : AttentionKernel::Mma;
 }
 
 size_t attention_backward_workspace_bytes(const AttentionBwdParams& p) {
   const AttentionParams& f = p.fwd;
-  size_t n = d_bytes(f);
+  size_t n = 2 * d_bytes(f);
   if (!p.deterministic) n += static_cast<size_t>(f.batch) * f.sq * f.q_heads * f.head_dim * sizeof(float);
   return n;
 }
@@ -162,20 +204,37 @@ double attention_backward_flops(const AttentionBwdParams& p) { return 2.5 * atte
 void launch_attention_backward(const AttentionBwdParams& p, DropoutMode mode, cudaStream_t s) {
   check_attention_backward(p, mode);
   const AttentionParams& f = p.fwd;
+  const bool wg = uses_wgmma(p);
+  if (wg && !attn_wg::device_is_sm90())
+    throw UsageError("attention backward: kernel wgmma needs an sm_90 device (H100 / H200); use kernel mma or auto");
   const attn_bwd::Args a = make_args(p);
   const int64_t rows = static_cast<int64_t>(f.batch) * f.sq;
   {
-    const int64_t warps = rows * f.q_heads;
+    const int64_t rows_pad = static_cast<int64_t>(f.batch) * a.sq_pad;
+    const int64_t warps = rows_pad * f.q_heads;
     const unsigned blocks = static_cast<unsigned>((warps * 32 + 255) / 256);
     bwd_preprocess_kernel<<<blocks, 256, 0, s>>>(f.o, f.o_row_stride ? f.o_row_stride : o_width(f), p.dout, a.dout_stride,
-                                                 const_cast<float*>(a.dsum), f.sq, f.q_heads, f.head_dim, rows);
+                                                 f.lse, const_cast<float*>(a.dsum), const_cast<float*>(a.lse_pad), f.sq,
+                                                 a.sq_pad, f.q_heads, f.head_dim, rows_pad);
     DB_CUDA_LAUNCH();
   }
   if (!p.deterministic)
     DB_CUDA(cudaMemsetAsync(a.dq_acc, 0, static_cast<size_t>(rows) * o_width(f) * sizeof(float), s));
-  dispatch(p, mode, [&](auto hd, auto m, auto r, auto tw) {
-    attn_bwd::launch_instance<hd(), m(), r(), tw()>(a, f.batch, p.deterministic, s);
-  });
+  if (wg) {
+    attn_bwd_wg::Maps m;
+    const char* what = "attention backward (wgmma)";
+    m.q = encode_rows_map(f.qkv, qkv_width(f), a.qkv_stride, f.sq, f.batch, 64, what);
+    m.kv = encode_rows_map(f.qkv, qkv_width(f), a.qkv_stride, f.sq, f.batch, 128, what);
+    m.dout = encode_rows_map(p.dout, o_width(f), a.dout_stride, f.sq, f.batch, 64, what);
+    dispatch_wgmma(p, mode, [&](auto hd, auto md) { attn_bwd_wg::launch<hd(), md()>(a, m, f.batch, s); });
+    // The deterministic dQ: the mma backward's dQ kernel (a fixed order of key blocks, no atomics).
+    if (p.deterministic)
+      dispatch(p, mode, [&](auto hd, auto md, auto r, auto tw) { attn_bwd::launch_dq_instance<hd(), md(), r(), tw()>(a, f.batch, s); });
+  } else {
+    dispatch(p, mode, [&](auto hd, auto m, auto r, auto tw) {
+      attn_bwd::launch_instance<hd(), m(), r(), tw()>(a, f.batch, p.deterministic, s);
+    });
+  }
   if (!p.deterministic) {
     const int64_t width = o_width(f);
     const int64_t pairs = rows * width / 2;
@@ -187,7 +246,9 @@ void launch_attention_backward(const AttentionBwdParams& p, DropoutMode mode, cu
 
 std::string attention_backward_kernel_name(const AttentionBwdParams& p, DropoutMode mode) {
   const AttentionParams& f = p.fwd;
-  std::string n = "attn_bwd_mma_hd" + std::to_string(f.head_dim) + "_k64q64w4_" + dropout_mode_name(mode);
+  std::string n = uses_wgmma(p) ? "attn_bwd_wgmma_hd" + std::to_string(f.head_dim) + "_k128q64s2_"
+                                : "attn_bwd_mma_hd" + std::to_string(f.head_dim) + "_k64q64w4_";
+  n += dropout_mode_name(mode);
   if (mode == DropoutMode::Fused) n += "_r" + std::to_string(f.rounds) + "_tw" + std::to_string(f.threshold_bits);
   if (f.causal) n += "_causal";
   n += p.deterministic ? "_det" : "_atomic";
@@ -197,15 +258,24 @@ std::string attention_backward_kernel_name(const AttentionBwdParams& p, DropoutM
 AttentionBwdKernelInfo attention_backward_kernel_info(const AttentionBwdParams& p, DropoutMode mode) {
   AttentionBwdKernelInfo info;
   info.name = attention_backward_kernel_name(p, mode);
-  info.threads = 128;
-  info.block_keys = 64;
-  info.block_queries = 64;
   cudaFuncAttributes m{}, d{};
   dispatch(p, mode, [&](auto hd, auto md, auto r, auto tw) {
     attn_bwd::instance_attributes<hd(), md(), r(), tw()>(&m, &d);
+    info.threads = attn_bwd::Cfg<hd()>::kThreads;
+    info.block_keys = attn_bwd::Cfg<hd()>::kBk;
+    info.block_queries = attn_bwd::Cfg<hd()>::kBq;
     info.smem_dynamic = attn_bwd::Cfg<hd()>::kSmemMain;
     info.dq_smem_dynamic = attn_bwd::Cfg<hd()>::kSmemDq;
   });
+  if (uses_wgmma(p)) {  // the main kernel is the wgmma one; the deterministic dQ kernel stays the mma one
+    dispatch_wgmma(p, mode, [&](auto hd, auto md) {
+      attn_bwd_wg::attributes<hd(), md()>(&m);
+      info.threads = attn_bwd_wg::Cfg<hd()>::kThreads;
+      info.block_keys = attn_bwd_wg::Cfg<hd()>::kBk;
+      info.block_queries = attn_bwd_wg::Cfg<hd()>::kBq;
+      info.smem_dynamic = static_cast<size_t>(attn_bwd_wg::Cfg<hd()>::kSmem);
+    });
+  }
   info.registers = m.numRegs;
   info.local_bytes = m.localSizeBytes;
   info.dq_registers = d.numRegs;

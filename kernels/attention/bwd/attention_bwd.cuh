@@ -1,7 +1,7 @@
 // Attention backward with dropout: host API. The gradients dQ, dK, dV of the forward of attention.cuh (the same
 // function, the same keep bits) from Q, K, V (the QKV buffer), O, dO and the forward's LSE. docs/attention-backward.md
-// has the design; the kernels are attention_bwd_kernel.cuh (instantiated in attention_bwd_*.cu), the reference
-// attention_bwd_ref.cu.
+// has the design; the kernels are the mma.sync one, attention_bwd_kernel.cuh (instantiated in attention_bwd_hd*.cu),
+// and the Hopper-native one, wgmma/ (instantiated in attention_bwd_wgmma_hd*.cu); the reference attention_bwd_ref.cu.
 //
 // Buffers (row-major, bf16 unless noted; SK = SQ, self-attention):
 //   QKV  [B*SQ, (Hq + 2*Hkv) * dH]  as the forward reads it (fwd.qkv, fwd.qkv_row_stride).
@@ -11,8 +11,9 @@
 //   dQKV [B*SQ, (Hq + 2*Hkv) * dH]  output, laid out like QKV (dqkv_row_stride; 0 = (Hq + 2*Hkv)*dH): dQ in the
 //                                   query heads' columns, dK / dV in the key / value heads'. Every element of the
 //                                   B*SQ rows' (Hq + 2*Hkv)*dH columns is written; padding columns are not.
-//   workspace                       attention_backward_workspace_bytes(p) bytes (fp32 D = rowsum(dO * O) and, in the
-//                                   fast mode, the fp32 dQ accumulator); contents on entry do not matter.
+//   workspace                       attention_backward_workspace_bytes(p) bytes (fp32 D = rowsum(dO * O) and a copy of
+//                                   the LSE, both in rows padded to 64 queries, and, in the fast mode, the fp32 dQ
+//                                   accumulator); contents on entry do not matter.
 // Dropout: mode None, Mask (fwd.mask, the tile-layout mask of attention_mask_geometry(fwd), as the RNG kernel
 // writes it and the forward's mode Mask reads it) or Fused (regenerated in the kernels: attn_keep_word<fwd.rounds,
 // fwd.threshold_bits> with fwd.seed, fwd.offset, fwd.drop_threshold). Kept values are scaled by fwd.keep_scale.
@@ -21,6 +22,9 @@
 // Mask and Fused give the same bits); otherwise fp32 atomics into the workspace, then a conversion.
 // dK and dV are bitwise the same in both dQ modes.
 // Whole matrix only (no query-row windows), head_dim 64 or 128, SQ >= 1, Hkv divides Hq.
+// Kernel family: fwd.kernel. Auto and Mma run the mma.sync backward (the default until the wgmma one has been run on a
+// device); Wgmma the Hopper-native one (sm_90 only: a UsageError elsewhere), whose deterministic mode uses the mma
+// backward's dQ kernel.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -34,7 +38,7 @@
 namespace dropbench {
 
 struct AttentionBwdParams {
-  AttentionParams fwd;  // qkv, o, lse (read), shape, causal, scale, dropout fields, mask; kernel / window unused
+  AttentionParams fwd;  // qkv, o, lse (read), shape, causal, scale, dropout fields, mask, kernel; window unused
   const __nv_bfloat16* dout = nullptr;
   int64_t dout_row_stride = 0;  // elements; 0 = Hq * dH
   __nv_bfloat16* dqkv = nullptr;
@@ -47,8 +51,11 @@ struct AttentionBwdParams {
 // Host only, touches no device.
 void check_attention_backward(const AttentionBwdParams& p, DropoutMode mode);
 
-// Workspace bytes: D (B*Hq*SQ fp32, 256-byte aligned) plus, unless deterministic, the dQ accumulator
-// (B*SQ*Hq*dH fp32).
+// The family launch_attention_backward runs for p: Mma unless p.fwd.kernel is Wgmma (never Auto).
+AttentionKernel attention_backward_kernel_resolved(const AttentionBwdParams& p);
+
+// Workspace bytes: D and the LSE copy (each B*Hq*roundup(SQ, 64) fp32, 256-byte aligned) plus, unless deterministic,
+// the dQ accumulator (B*SQ*Hq*dH fp32).
 size_t attention_backward_workspace_bytes(const AttentionBwdParams& p);
 
 // 2.5 x attention_flops(p.fwd) (the usual convention: five GEMMs against the forward's two).
@@ -58,10 +65,11 @@ double attention_backward_flops(const AttentionBwdParams& p);
 // (deterministic) or the conversion of the accumulator.
 void launch_attention_backward(const AttentionBwdParams& p, DropoutMode mode, cudaStream_t stream);
 
-// The main (dK/dV) kernel's instance name, e.g. "attn_bwd_mma_hd128_k64q64w4_fused_r7_tw8_causal_atomic".
+// The main (dK/dV) kernel's instance name, e.g. "attn_bwd_mma_hd128_k64q64w4_fused_r7_tw8_causal_atomic" or
+// "attn_bwd_wgmma_hd128_k128q64s2_mask_det".
 std::string attention_backward_kernel_name(const AttentionBwdParams& p, DropoutMode mode);
 
-// Resources of the main kernel and of the deterministic dQ kernel (cudaFuncGetAttributes).
+// Resources of the main kernel (mma or wgmma) and of the deterministic dQ kernel (cudaFuncGetAttributes).
 struct AttentionBwdKernelInfo {
   std::string name;
   int threads = 0, block_keys = 0, block_queries = 0;

@@ -19,6 +19,7 @@ template <int HD>
 struct Cfg {
   static constexpr int kHeadDim = HD;
   static constexpr int kBk = 64, kBq = 64, kWarps = 4, kThreads = 128;
+  static constexpr int kDB = HD / 8;  // n8-blocks of a dK / dV / dQ row fragment
   static constexpr int kRowBytes = HD * 2;
   static constexpr int kTile = 64 * kRowBytes;  // one 64-row bf16 tile
   // dK/dV kernel: K, V (once per CTA); Q, dO (two stages each); dS^T (64 x 64 bf16); per stage 64 LSE (natural
@@ -38,13 +39,16 @@ struct Args {
   const __nv_bfloat16* qkv;
   const __nv_bfloat16* dout;
   const float* lse;
-  const float* dsum;    // D [B, Hq, SQ]
+  const float* dsum;    // D [B*Hq, sq_pad] (the preprocessing kernel's; 0 past SQ)
+  const float* lse_pad; // the forward's LSE copied to [B*Hq, sq_pad] (0 past SQ): whole 256-byte rows for bulk copies
   const uint32_t* mask;
   __nv_bfloat16* dqkv;
   float* dq_acc;        // fast mode: [B*SQ, Hq*dH] fp32, zeroed before the main kernel
   int64_t qkv_stride, dout_stride, dqkv_stride;
   int sq, hq, hkv, group;
+  int sq_pad;           // SQ rounded up to 64: the row length of dsum and lse_pad
   int causal, dq_atomic;
+  int rounds, tw;       // mode Fused (the wgmma kernel chooses them at run time; the mma kernel's are template arguments)
   float scale, scale_log2, keep_scale;
   uint64_t seed;
   uint32_t offset, drop;
@@ -54,6 +58,9 @@ struct Args {
 // Launches the main (dK, dV and, unless deterministic, atomic dQ) kernel and, when deterministic, the dQ kernel.
 template <int HD, DropoutMode M, int R, int TW>
 void launch_instance(const Args& a, int batch, bool deterministic, cudaStream_t s);
+// The deterministic dQ kernel alone (the wgmma backward's deterministic mode runs it after its own dK/dV kernel).
+template <int HD, DropoutMode M, int R, int TW>
+void launch_dq_instance(const Args& a, int batch, cudaStream_t s);
 // Attributes of the two kernels of the instance.
 template <int HD, DropoutMode M, int R, int TW>
 void instance_attributes(cudaFuncAttributes* main_kernel, cudaFuncAttributes* dq_kernel);

@@ -19,6 +19,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/attention/bwd/attention_bwd_args.cuh"
+#include "kernels/attention/bwd/bwd_tile.cuh"
 #include "kernels/attention/attention_dropout.cuh"
 #include "kernels/attention/instance.hpp"
 #include "kernels/attention/attention_kernel.cuh"  // mma.sync / ldmatrix / cp.async helpers, TileLoader
@@ -36,30 +37,14 @@ using attn::mma_bf16;
 using attn::pack_bf16;
 using attn::fast_exp2;
 
-constexpr float kLog2e = 1.4426950408889634f;
-
 // 4-byte asynchronous copy (L1-allocating .ca: the only size .cg lacks); valid = false zero-fills without reading.
 __device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
 }
 
-// The keep word `lane` of tile (r16, c64) of matrix bh: read from the mask or generated, 0 for tiles that do not
-// exist (rows past SQ) or were never generated (causal, above the diagonal: every element there is masked anyway).
-__device__ __forceinline__ bool tile_read(const Args& a, uint32_t r16, uint32_t c64) {
-  return r16 < a.geo.rows16() && (!a.causal || attn::tile_generated<true>(r16, c64));
-}
-template <DropoutMode kMode, int R, int TW>
-__device__ __forceinline__ uint32_t keep_word(const Args& a, uint32_t bh, uint32_t r16, uint32_t c64, uint32_t lane) {
-  uint32_t w = 0;
-  if (tile_read(a, r16, c64)) {
-    if constexpr (kMode == DropoutMode::Mask) {
-      asm volatile("ld.global.nc.L1::no_allocate.b32 %0, [%1];" : "=r"(w) : "l"(a.mask + a.geo.word_index(bh, r16, c64, lane)));
-    } else if constexpr (kMode == DropoutMode::Fused) {
-      w = attn_keep_word<R, TW>(a.seed, a.offset, a.drop, bh, r16 * a.geo.cols64() + c64, lane);
-    }
-  }
-  return w;
-}
+// cp.async loader of one 64-row tile (128 threads).
+template <int HD>
+using Loader = attn::TileLoader<64, HD, Cfg<HD>::kThreads>;
 
 // Per-lane ldmatrix row offsets (the forward's patterns, attention_kernel.cuh): "A" for an m16k16 A fragment or a
 // transposed B read, "B" for a non-transposed B read; at(base, kk) selects the 16-byte chunk pair kk.
@@ -73,17 +58,6 @@ __device__ __forceinline__ uint32_t off_b(int lane, int rb) {
 }
 __device__ __forceinline__ uint32_t at(uint32_t base, int kk) {
   return (base ^ static_cast<uint32_t>((kk & 3) * 32)) + (kk >> 2) * 128;
-}
-
-// acc (16 x 64 fp32, m16n8 layout, 8 n8-blocks) as four m16k16 A fragments (bf16).
-__device__ __forceinline__ void pack_a(const float (&x)[8][4], uint32_t (&pa)[4][4]) {
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    pa[kk][0] = pack_bf16(x[2 * kk][0], x[2 * kk][1]);
-    pa[kk][1] = pack_bf16(x[2 * kk][2], x[2 * kk][3]);
-    pa[kk][2] = pack_bf16(x[2 * kk + 1][0], x[2 * kk + 1][1]);
-    pa[kk][3] = pack_bf16(x[2 * kk + 1][2], x[2 * kk + 1][3]);
-  }
 }
 
 // acc[DB][4] += A (four k-steps of 16, 64 deep) * T, T a 64 x HD bf16 tile in shared memory read transposed (rows
@@ -135,11 +109,10 @@ __device__ __forceinline__ void two_products(float (&x)[8][4], float (&y)[8][4],
 template <int HD, DropoutMode kMode, int R, int TW>
 __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
   using C = Cfg<HD>;
-  constexpr int RB = C::kRowBytes, DB = HD / 8;
+  constexpr int RB = C::kRowBytes, DB = C::kDB;
   constexpr bool kDrop = kMode != DropoutMode::None;
-  using L = attn::TileLoader<64, HD, C::kThreads>;
-
-  extern __shared__ __align__(1024) unsigned char smem[];
+  using L = Loader<HD>;
+  unsigned char* smem = dynamic_smem();
   const uint32_t s0 = attn::smem_addr(smem);
   const uint32_t sK = s0 + C::kOffK, sV = s0 + C::kOffV, sQ = s0 + C::kOffQ, sDo = s0 + C::kOffDo, sDs = s0 + C::kOffDs;
   float* sLse = reinterpret_cast<float*>(smem + C::kOffLse);  // [2][64]
@@ -175,8 +148,8 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
     const int h = head_of(it), q0 = q0_of(it);
     const uint32_t bh = static_cast<uint32_t>(b * a.hq + h);
     const int q = q0 + (tid & 63);
-    const int64_t idx = static_cast<int64_t>(bh) * sq + (q < sq ? q : 0);
-    const float* src = tid < 64 ? a.lse + idx : a.dsum + idx;
+    const float* src = tid < 64 ? a.lse + static_cast<int64_t>(bh) * sq + (q < sq ? q : 0)
+                                : a.dsum + static_cast<int64_t>(bh) * a.sq_pad + q;
     cp_async4(attn::smem_addr(tid < 64 ? sLse + st * 64 + tid : sD + st * 64 + tid - 64), src, q < sq);
     if constexpr (kDrop) {
       const uint32_t r16 = static_cast<uint32_t>(q0 / 16 + (tid >> 5));
@@ -206,7 +179,6 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
 
   const uint32_t oA = off_a(lane, RB), oB = off_b(lane, RB);
   const uint32_t aK = sK + warp * 16 * RB + oA, aV = sV + warp * 16 * RB + oA;
-  const float sl2 = a.scale_log2;
   // This lane's rows of S^T: keys kl0 and kl0 + 8 of the block.
   const int kl0 = warp * 16 + (lane >> 2);
 
@@ -238,30 +210,8 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
     // ---- masking, P^T, keep bits, dS^T; dV += (P o Z)^T dO ----
     const bool edge = (k0 + 63 >= sq) || (q0 + 63 >= sq) || (a.causal && k0 + 63 > q0);
     [[maybe_unused]] uint32_t kw[4][2];  // words of strip nb/2, element parity i%2
-    if constexpr (kDrop) {
-      const uint32_t* m = sM + st * 128;
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) kw[j][e] = m[j * 32 + tile_lane_of(2 * (lane & 3) + e, lane >> 2)];
-    }
-#pragma unroll
-    for (int nb = 0; nb < 8; ++nb)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int kl = kl0 + 8 * (i >> 1);
-        const int ql = 8 * nb + 2 * (lane & 3) + (i & 1);
-        float x = s[nb][i];
-        if (edge) {
-          const int kg = k0 + kl, qg = q0 + ql;
-          if (kg >= sq || qg >= sq || (a.causal && kg > qg)) x = -INFINITY;
-        }
-        const float p = fast_exp2(__fmaf_rn(x, sl2, -__fmul_rn(lse[ql], kLog2e)));  // P^T
-        float zf = 1.f;
-        if constexpr (kDrop) zf = ((kw[nb >> 1][i & 1] >> tile_bit_of(ql & 15, kl)) & 1u) ? a.keep_scale : 0.f;
-        s[nb][i] = __fmul_rn(p, zf);                                  // (P o Z)^T
-        dp[nb][i] = __fmul_rn(p, __fmaf_rn(dp[nb][i], zf, -dD[ql]));  // dS^T = P^T o (dP^T o Z - D)
-      }
+    if constexpr (kDrop) read_keep_words<32>(sM + st * 128, lane, kw);
+    probs_and_dst<kDrop>(s, dp, a, kl0, lane, k0, q0, edge, lse, dD, kw);
     uint32_t pa[4][4];
     pack_a(s, pa);
     mma_a_tileT<HD>(dv, pa, cDo + oA);
@@ -321,20 +271,7 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
   cp_async_wait<0>();
 
   // ---- epilogue: dK * scale, dV into dQKV's key / value head columns ----
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    const int key = k0 + kl0 + 8 * hh;
-    if (key < sq) {
-      __nv_bfloat16* row = a.dqkv + (tok0 + key) * a.dqkv_stride + 2 * (lane & 3);
-      __nv_bfloat16* rk = row + (a.hq + hk) * HD;
-      __nv_bfloat16* rv = row + (a.hq + a.hkv + hk) * HD;
-#pragma unroll
-      for (int nb = 0; nb < DB; ++nb) {
-        *reinterpret_cast<uint32_t*>(rk + 8 * nb) = pack_bf16(dk[nb][2 * hh] * a.scale, dk[nb][2 * hh + 1] * a.scale);
-        *reinterpret_cast<uint32_t*>(rv + 8 * nb) = pack_bf16(dv[nb][2 * hh], dv[nb][2 * hh + 1]);
-      }
-    }
-  }
+  store_dk_dv<HD>(a, dk, dv, tok0, k0 + kl0, hk, lane);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -343,12 +280,10 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
 template <int HD, DropoutMode kMode, int R, int TW>
 __global__ void __launch_bounds__(128, 1) attn_bwd_dq_kernel(const Args a) {
   using C = Cfg<HD>;
-  constexpr int RB = C::kRowBytes, DB = HD / 8;
+  constexpr int RB = C::kRowBytes, DB = C::kDB;
   constexpr bool kDrop = kMode != DropoutMode::None;
-  using L = attn::TileLoader<64, HD, C::kThreads>;
-
-  extern __shared__ __align__(1024) unsigned char smem[];
-  const uint32_t s0 = attn::smem_addr(smem);
+  using L = Loader<HD>;
+  const uint32_t s0 = attn::smem_addr(dynamic_smem());
   const uint32_t sQ = s0 + C::kDqOffQ, sDo = s0 + C::kDqOffDo, sK = s0 + C::kDqOffK, sV = s0 + C::kDqOffV;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -374,9 +309,8 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_dq_kernel(const Args a) {
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     const int r = wrow + (lane >> 2) + 8 * hh;
-    const int64_t idx = static_cast<int64_t>(bh) * sq + r;
-    lse2[hh] = r < sq ? a.lse[idx] * kLog2e : 0.f;
-    dd[hh] = r < sq ? a.dsum[idx] : 0.f;
+    lse2[hh] = r < sq ? a.lse[static_cast<int64_t>(bh) * sq + r] * kLog2e : 0.f;
+    dd[hh] = r < sq ? a.dsum[static_cast<int64_t>(bh) * a.sq_pad + r] : 0.f;
   }
   const uint32_t oA = off_a(lane, RB), oB = off_b(lane, RB);
   const float sl2 = a.scale_log2;
@@ -444,21 +378,25 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_dq_kernel(const Args a) {
 // ---------------------------------------------------------------------------------------------------------
 // Instance entry points (explicitly instantiated in attention_bwd_hd*.cu).
 // ---------------------------------------------------------------------------------------------------------
+// kernel<<<(SQ / 64, heads, batch), 128, smem>>>(a), its shared-memory attribute set once per kernel (the forward's
+// cache: not on every launch inside a timed region).
+template <int HD, class K>
+void launch_on_blocks(K kernel, int smem, const Args& a, int heads, int batch, cudaStream_t s) {
+  attn::ensure_smem_attribute(attn::Instance{reinterpret_cast<const void*>(kernel), Cfg<HD>::kThreads, smem}, false);
+  const dim3 grid(static_cast<unsigned>((a.sq + 63) / 64), static_cast<unsigned>(heads), static_cast<unsigned>(batch));
+  kernel<<<grid, Cfg<HD>::kThreads, smem, s>>>(a);
+  DB_CUDA_LAUNCH();
+}
+
+template <int HD, DropoutMode M, int R, int TW>
+void launch_dq_instance(const Args& a, int batch, cudaStream_t s) {
+  launch_on_blocks<HD>(attn_bwd_dq_kernel<HD, M, R, TW>, Cfg<HD>::kSmemDq, a, a.hq, batch, s);
+}
+
 template <int HD, DropoutMode M, int R, int TW>
 void launch_instance(const Args& a, int batch, bool deterministic, cudaStream_t s) {
-  using C = Cfg<HD>;
-  const unsigned nblk = static_cast<unsigned>((a.sq + 63) / 64);
-  auto mk = attn_bwd_main_kernel<HD, M, R, TW>;
-  // The forward's cache: the attribute is set once per kernel, not on every launch inside a timed region.
-  attn::ensure_smem_attribute(attn::Instance{reinterpret_cast<const void*>(mk), C::kThreads, C::kSmemMain}, false);
-  mk<<<dim3(nblk, static_cast<unsigned>(a.hkv), static_cast<unsigned>(batch)), C::kThreads, C::kSmemMain, s>>>(a);
-  DB_CUDA_LAUNCH();
-  if (deterministic) {
-    auto dk = attn_bwd_dq_kernel<HD, M, R, TW>;
-    attn::ensure_smem_attribute(attn::Instance{reinterpret_cast<const void*>(dk), C::kThreads, C::kSmemDq}, false);
-    dk<<<dim3(nblk, static_cast<unsigned>(a.hq), static_cast<unsigned>(batch)), C::kThreads, C::kSmemDq, s>>>(a);
-    DB_CUDA_LAUNCH();
-  }
+  launch_on_blocks<HD>(attn_bwd_main_kernel<HD, M, R, TW>, Cfg<HD>::kSmemMain, a, a.hkv, batch, s);
+  if (deterministic) launch_dq_instance<HD, M, R, TW>(a, batch, s);
 }
 
 template <int HD, DropoutMode M, int R, int TW>
@@ -475,6 +413,8 @@ void instance_attributes(cudaFuncAttributes* main_kernel, cudaFuncAttributes* dq
 #define DB_ATTN_BWD_INSTANCE(HD, M, R, TW)                                                                         \
   template void dropbench::attn_bwd::launch_instance<HD, M, R, TW>(const dropbench::attn_bwd::Args&, int, bool,   \
                                                                     cudaStream_t);                                 \
+  template void dropbench::attn_bwd::launch_dq_instance<HD, M, R, TW>(const dropbench::attn_bwd::Args&, int,       \
+                                                                       cudaStream_t);                              \
   template void dropbench::attn_bwd::instance_attributes<HD, M, R, TW>(cudaFuncAttributes*, cudaFuncAttributes*);
 #define DB_ATTN_BWD_FUSED_INSTANCES(HD, R)                  \
   DB_ATTN_BWD_INSTANCE(HD, dropbench::DropoutMode::Fused, R, 8)  \

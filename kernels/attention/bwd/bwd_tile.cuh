@@ -1,0 +1,150 @@
+// The per-warp arithmetic both attention backward kernels share (the mma.sync kernel, attention_bwd_kernel.cuh, and
+// the wgmma kernel, wgmma/): one warp holds 16 keys x 64 queries of a block as S^T and dP^T in the m16n8 accumulator
+// layout (an m64nN wgmma accumulator gives each warp its 16 rows in the same layout), so the keep-bit reads, the
+// masking, P^T, dS^T, the bf16 A fragments and the dK / dV stores are written once here.
+//
+// Keep bits in the transposed layout. The scheme (dropout_scheme.cuh) gives the lane that holds 16 *query* rows in an
+// m16n8 accumulator one 32-bit word per 16 x 64 tile. Here the rows are keys: a lane's 32 elements of a 64 x 64 block
+// lie in the block's 4 tiles (query strips nb/2) and, per tile, in 2 words of other lanes (tile_lane_of(2(l%4) + i%2,
+// l/4)), at bits tile_bit_of(query % 16, key). The block's 4 x 32 words are staged in shared memory (one word per
+// thread: loaded, or generated with attn_keep_word) and each lane reads its 8 words (read_keep_words).
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_bf16.h>
+
+#include "kernels/attention/attention_dropout.cuh"
+#include "kernels/attention/attention_kernel.cuh"  // pack_bf16, fast_exp2
+#include "kernels/attention/bwd/attention_bwd_args.cuh"
+#include "kernels/common/dispatch.cuh"
+#include "kernels/rng/dropout_scheme.cuh"
+
+namespace dropbench {
+namespace attn_bwd {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// The dynamic shared memory of a backward kernel (1024-byte aligned: the swizzled tiles need it).
+__device__ __forceinline__ unsigned char* dynamic_smem() {
+  extern __shared__ __align__(1024) unsigned char bwd_smem[];
+  return bwd_smem;
+}
+
+// Whether keep word (r16, c64) is read: the tile exists (rows before SQ, columns before SK) and was generated (causal:
+// not above the diagonal). Words of other tiles are 0 in every mode; every element there is masked anyway.
+__device__ __forceinline__ bool tile_read(const Args& a, uint32_t r16, uint32_t c64) {
+  return r16 < a.geo.rows16() && c64 < a.geo.cols64() && (!a.causal || attn::tile_generated<true>(r16, c64));
+}
+// The keep word `lane` of tile (r16, c64) of matrix bh: read from the mask or generated, 0 where tile_read is false.
+template <DropoutMode kMode, int R, int TW>
+__device__ __forceinline__ uint32_t keep_word(const Args& a, uint32_t bh, uint32_t r16, uint32_t c64, uint32_t lane) {
+  uint32_t w = 0;
+  if (tile_read(a, r16, c64)) {
+    if constexpr (kMode == DropoutMode::Mask) {
+      asm volatile("ld.global.nc.L1::no_allocate.b32 %0, [%1];" : "=r"(w) : "l"(a.mask + a.geo.word_index(bh, r16, c64, lane)));
+    } else if constexpr (kMode == DropoutMode::Fused) {
+      w = attn_keep_word<R, TW>(a.seed, a.offset, a.drop, bh, r16 * a.geo.cols64() + c64, lane);
+    }
+  }
+  return w;
+}
+
+// Mode Fused with the round count and threshold width chosen at run time (a.rounds, a.tw; a warp-uniform branch
+// once per word): keep_word<Fused, R, TW> for the (R, TW) of dispatch.cuh's lists that match.
+template <std::size_t I = 0, std::size_t J = 0>
+__device__ __forceinline__ uint32_t regen_word(const Args& a, uint32_t bh, uint32_t r16, uint32_t c64, uint32_t lane) {
+  constexpr int R = kPhiloxRounds[I], TW = kThresholdBits[J];
+  if (a.rounds == R && a.tw == TW) return keep_word<DropoutMode::Fused, R, TW>(a, bh, r16, c64, lane);
+  if constexpr (J + 1 < sizeof(kThresholdBits) / sizeof(int)) return regen_word<I, J + 1>(a, bh, r16, c64, lane);
+  else if constexpr (I + 1 < sizeof(kPhiloxRounds) / sizeof(int)) return regen_word<I + 1, 0>(a, bh, r16, c64, lane);
+  else return 0u;
+}
+
+// The lane's 8 words of a block staged as 4 tiles (query strips) of 32 words, `stride` words apart: kw[j][e] holds
+// the bits of strip j for the elements of parity e (i % 2).
+template <int kStride>
+__device__ __forceinline__ void read_keep_words(const uint32_t* m, int lane, uint32_t (&kw)[4][2]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) kw[j][e] = m[j * kStride + tile_lane_of(2 * (lane & 3) + e, lane >> 2)];
+}
+
+// Element (n8-block nb, i) of a fragment held as [N/8][4] (the mma kernel's) or flat [N/2] (a wgmma accumulator):
+// the same element, written for both so that no array is reinterpreted (which can put it in local memory).
+template <int NB>
+__device__ __forceinline__ float& el(float (&x)[NB][4], int nb, int i) { return x[nb][i]; }
+template <int N>
+__device__ __forceinline__ float& el(float (&x)[N], int nb, int i) { return x[4 * nb + i]; }
+template <int NB>
+__device__ __forceinline__ float el(const float (&x)[NB][4], int nb, int i) { return x[nb][i]; }
+template <int N>
+__device__ __forceinline__ float el(const float (&x)[N], int nb, int i) { return x[4 * nb + i]; }
+
+// One warp's 16 keys x 64 queries, in place: s = S^T (raw scores) becomes (P o Z)^T, dp = dP^T becomes
+// dS^T = P^T o (dP^T o Z - D). kl0: the lane's first key row in the 64-key block (16 warp + lane / 4); k0, q0: the
+// block's first key and query; edge: the block reaches past SQ or crosses the causal diagonal (masking needed);
+// lse (natural log, the forward's), dd: the block's 64 LSE and D values; kw: read_keep_words' words.
+template <bool kDrop, class F>
+__device__ __forceinline__ void probs_and_dst(F& s, F& dp, const Args& a, int kl0, int lane,
+                                              int k0, int q0, bool edge, const float* lse, const float* dd,
+                                              const uint32_t (&kw)[4][2]) {
+  const float sl2 = a.scale_log2;
+#pragma unroll
+  for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int kl = kl0 + 8 * (i >> 1);
+      const int ql = 8 * nb + 2 * (lane & 3) + (i & 1);
+      float x = el(s, nb, i);
+      if (edge) {
+        const int kg = k0 + kl, qg = q0 + ql;
+        if (kg >= a.sq || qg >= a.sq || (a.causal && kg > qg)) x = -INFINITY;
+      }
+      const float p = attn::fast_exp2(__fmaf_rn(x, sl2, -__fmul_rn(lse[ql], kLog2e)));  // P^T
+      float zf = 1.f;
+      if constexpr (kDrop) zf = ((kw[nb >> 1][i & 1] >> tile_bit_of(ql & 15, kl)) & 1u) ? a.keep_scale : 0.f;
+      el(s, nb, i) = __fmul_rn(p, zf);                                       // (P o Z)^T
+      el(dp, nb, i) = __fmul_rn(p, __fmaf_rn(el(dp, nb, i), zf, -dd[ql]));  // dS^T = P^T o (dP^T o Z - D)
+    }
+}
+
+// acc (16 x 64 fp32, m16n8 layout, 8 n8-blocks) as four m16k16 A fragments (bf16): accumulator n8-blocks 2kk, 2kk+1
+// are the A fragment of k-step kk (mma.sync m16n8k16 and wgmma m64k16 alike).
+template <class F>
+__device__ __forceinline__ void pack_a(const F& x, uint32_t (&pa)[4][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    pa[kk][0] = attn::pack_bf16(el(x, 2 * kk, 0), el(x, 2 * kk, 1));
+    pa[kk][1] = attn::pack_bf16(el(x, 2 * kk, 2), el(x, 2 * kk, 3));
+    pa[kk][2] = attn::pack_bf16(el(x, 2 * kk + 1, 0), el(x, 2 * kk + 1, 1));
+    pa[kk][3] = attn::pack_bf16(el(x, 2 * kk + 1, 2), el(x, 2 * kk + 1, 3));
+  }
+}
+
+// dK * scale and dV of the warp's 16 keys (first key row key0 = k0 + kl0, the other 8 below) into dQKV's key / value
+// head columns of KV head hk; rows past SQ are not stored.
+template <int HD, class F>
+__device__ __forceinline__ void store_dk_dv(const Args& a, const F& dk, const F& dv, int64_t tok0, int key0, int hk,
+                                            int lane) {
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int key = key0 + 8 * hh;
+    if (key < a.sq) {
+      __nv_bfloat16* row = a.dqkv + (tok0 + key) * a.dqkv_stride + 2 * (lane & 3);
+      __nv_bfloat16* rk = row + (a.hq + hk) * HD;
+      __nv_bfloat16* rv = row + (a.hq + a.hkv + hk) * HD;
+#pragma unroll
+      for (int nb = 0; nb < HD / 8; ++nb) {
+        *reinterpret_cast<uint32_t*>(rk + 8 * nb) =
+            attn::pack_bf16(el(dk, nb, 2 * hh) * a.scale, el(dk, nb, 2 * hh + 1) * a.scale);
+        *reinterpret_cast<uint32_t*>(rv + 8 * nb) = attn::pack_bf16(el(dv, nb, 2 * hh), el(dv, nb, 2 * hh + 1));
+      }
+    }
+  }
+}
+
+}  // namespace attn_bwd
+}  // namespace dropbench

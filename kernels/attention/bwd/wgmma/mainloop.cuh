@@ -1,0 +1,133 @@
+// The wgmma attention backward's GEMMs and the consumer warpgroups' loop. Consumer c (64 keys, the M dimension)
+// per query block of 64, everything wgmma (bf16 in, fp32 accumulate):
+//   S^T  = K_c Q^T    A = K_c, B = Q, both K-major in shared memory (the forward's S = Q K^T with the roles swapped)
+//   dP^T = V_c dO^T   A = V_c, B = dO, likewise
+//   (elementwise)     P^T = exp2(S^T c log2e - LSE log2e), keep bits, (P o Z)^T and dS^T (bwd_tile.cuh)
+//   dV  += (P o Z)^T dO   A = (P o Z)^T from registers (the accumulator is the A fragment), B = dO MN-major
+//   dK  += dS^T Q         A = dS^T from registers, B = Q MN-major
+//   dQ   = dS K_c     fast mode only (dq.cuh): dS^T through shared memory, read MN-major; fp32 atomics
+// Descriptor offsets: K-major k-step kk reads slice kk/4 at byte 32 (kk%4) of each row; MN-major k-step kk (16 rows
+// along K) starts 16 x 128 bytes further, the 64-column slices LBO apart, 8-row groups SBO = 1024.
+#pragma once
+#include <cstdint>
+
+#include "kernels/attention/attention.cuh"
+#include "kernels/attention/bwd/bwd_tile.cuh"
+#include "kernels/attention/bwd/wgmma/config.cuh"
+#include "kernels/attention/bwd/wgmma/dq.cuh"
+#include "kernels/attention/bwd/wgmma/dropout.cuh"
+#include "kernels/common/ptx.cuh"
+
+namespace dropbench {
+namespace attn_bwd_wg {
+
+template <class C>
+struct Gemms {
+  static constexpr int HD = C::kHeadDim;
+  const Smem<C>& sm;
+  const uint64_t dk0, dv0;  // descriptors of the consumer's K_c, V_c rows (K-major), k-step 0
+
+  __device__ __forceinline__ Gemms(const Smem<C>& s, int c)
+      : sm(s), dk0(ptx::desc_sw128(s.k() + c * 64 * 128, 16, 1024)), dv0(ptx::desc_sw128(s.v() + c * 64 * 128, 16, 1024)) {}
+
+  // K-major k-step kk of a tile of `rows`-row slices: slice kk/4, byte 32 (kk%4) of each row (the descriptor's
+  // address field counts 16 bytes).
+  static __device__ __forceinline__ uint64_t kstep(uint64_t d0, int rows, int kk) {
+    return d0 + static_cast<uint64_t>(((kk >> 2) * (rows * 128) + (kk & 3) * 32) >> 4);
+  }
+  // MN-major k-step kk of a stage tile (kBq rows along K): 16 rows further.
+  static __device__ __forceinline__ uint64_t mnstep(uint64_t d0, int kk) { return d0 + static_cast<uint64_t>((kk * 16 * 128) >> 4); }
+
+  // S^T and dP^T of stage s into st, dp (one commit group).
+  __device__ __forceinline__ void issue_s_dp(int s, float (&st)[32], float (&dp)[32]) const {
+    const uint64_t dq0 = ptx::desc_sw128(sm.q(s), 16, 1024), ddo0 = ptx::desc_sw128(sm.dout(s), 16, 1024);
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk)
+      ptx::wgmma_ss_bf16<64>(st, kstep(dk0, C::kBk, kk), kstep(dq0, C::kBq, kk), kk > 0 ? 1 : 0);
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk)
+      ptx::wgmma_ss_bf16<64>(dp, kstep(dv0, C::kBk, kk), kstep(ddo0, C::kBq, kk), kk > 0 ? 1 : 0);
+    ptx::wgmma_commit();
+  }
+  // dV += (P o Z)^T dO and dK += dS^T Q (one commit group); B MN-major, the dH slices LBO = kBq * 128 apart.
+  __device__ __forceinline__ void issue_dv_dk(int s, uint32_t (&pa)[4][4], uint32_t (&ds)[4][4], float (&dv)[HD / 2],
+                                              float (&dk)[HD / 2]) const {
+    const uint64_t dq0 = ptx::desc_sw128(sm.q(s), C::kBq * 128, 1024), ddo0 = ptx::desc_sw128(sm.dout(s), C::kBq * 128, 1024);
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) ptx::wgmma_rs_bf16_tn<HD>(dv, pa[kk], mnstep(ddo0, kk), 1);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) ptx::wgmma_rs_bf16_tn<HD>(dk, ds[kk], mnstep(dq0, kk), 1);
+    ptx::wgmma_commit();
+  }
+};
+
+// Consumer warpgroup c (0 or 1; threads 128 (c + 1) ..): its 64 keys' dK, dV over all of the CTA's iterations, and
+// in the fast mode its share of dQ.
+template <class C, DropoutMode kMode>
+__device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, const Args& a, int c) {
+  using namespace ptx;
+  constexpr int HD = C::kHeadDim, ST = C::kStages, NO = HD / 2;
+  constexpr bool kDrop = kMode != DropoutMode::None;
+  const int t = static_cast<int>(threadIdx.x) - 128 * (c + 1);
+  const int warp = t >> 5, lane = t & 31;
+  const int kc0 = w.k0 + 64 * c;              // the consumer's first key
+  const int kl0 = warp * 16 + (lane >> 2);    // the lane's first key row (of the consumer's 64)
+  const int64_t tok0 = static_cast<int64_t>(w.b) * a.sq;
+  const Gemms<C> g(sm, c);
+  const KeepBits<C, kMode> keep{sm, a, c, warp, lane, static_cast<uint32_t>(kc0 / 64)};
+
+  float dk[NO], dv[NO];
+#pragma unroll
+  for (int i = 0; i < NO; ++i) dk[i] = dv[i] = 0.f;
+
+  mbar_wait_or_trap(sm.kv_full(), 0);
+  for (int it = 0; it < w.n_it; ++it) {
+    const int s = it % ST;
+    const int h = w.head(it), q0 = w.q0(it);
+    // A plain spin: the trapping wait (its clock read and trap path) inside this loop keeps ptxas at the entry's 168
+    // registers for the consumers (spills, serialised wgmma).
+    mbar_wait(sm.full(s), static_cast<uint32_t>((it / ST) & 1));
+    if (a.causal && kc0 > q0 + 63) {  // every key after every query of the block: nothing to add
+      if (lane == 0) mbar_arrive(sm.empty(s));
+      continue;
+    }
+    const uint32_t bh = static_cast<uint32_t>(w.b * a.hq + h);
+    float st[32], dp[32];
+    g.issue_s_dp(s, st, dp);
+    keep.generate(bh, q0, s);
+    wgmma_wait<0>();
+    reg_fence(st);
+    reg_fence(dp);
+    [[maybe_unused]] uint32_t kw[4][2];
+    keep.read(s, q0, kw);
+    const bool edge = (kc0 + 63 >= a.sq) || (q0 + 63 >= a.sq) || (a.causal && kc0 + 63 > q0);
+    attn_bwd::probs_and_dst<kDrop>(st, dp, a, kl0, lane, kc0, q0, edge,
+                                   sm.template at<const float>(sm.lse(s)), sm.template at<const float>(sm.dsum(s)), kw);
+    uint32_t pa[4][4], ds[4][4];
+    attn_bwd::pack_a(st, pa);
+    attn_bwd::pack_a(dp, ds);
+    const uint32_t ds_buf = sm.ds(c, it & 1);
+    // The fast mode's dS^T stores read ds before the dK GEMM takes it as an operand (registers of a running wgmma are
+    // not to be read).
+    if (a.dq_atomic) store_ds(ds_buf, ds, warp, lane);
+    g.issue_dv_dk(s, pa, ds, dv, dk);
+    if (a.dq_atomic) named_bar_sync(1 + c, 128);  // the warpgroup's dS^T stored (waited under the dV / dK GEMMs)
+    // dV / dK done before dQ's GEMM: its accumulators then take the registers of pa / ds instead of adding to them.
+    wgmma_wait<0>();
+    reg_fence(dv);
+    reg_fence(dk);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      reg_fence(pa[kk]);
+      reg_fence(ds[kk]);
+    }
+    if (lane == 0) mbar_arrive(sm.empty(s));  // Q, dO, LSE, D and the words of stage s are read
+    if (a.dq_atomic) dq_atomic<C>(sm, ds_buf, a, c, tok0, h, q0, warp, lane);
+  }
+  attn_bwd::store_dk_dv<HD>(a, dk, dv, tok0, kc0 + kl0, w.hk, lane);
+}
+
+}  // namespace attn_bwd_wg
+}  // namespace dropbench
