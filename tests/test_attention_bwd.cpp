@@ -132,6 +132,42 @@ TEST(AttentionBwdHost, InstanceNames) {
   EXPECT_EQ(attention_backward_kernel_name(p, DropoutMode::Fused), "attn_bwd_wgmma_hd128_k128q64s2_fused_r10_tw16_causal_atomic");
 }
 
+// A size or a name is never given for a problem the launch would refuse: the same shape checks, no pointers needed.
+TEST(AttentionBwdHost, SizeAndNameRefuseWhatTheLaunchRefuses) {
+  auto refused = [](AttentionBwdParams p, DropoutMode mode, const std::string& field) {
+    p.fwd.qkv = nullptr;  // buffers not yet allocated: the shape checks alone decide
+    p.fwd.o = nullptr;
+    p.dout = nullptr;
+    p.dqkv = nullptr;
+    p.workspace = nullptr;
+    for (int which = 0; which < 2; ++which) {
+      try {
+        if (which == 0) (void)attention_backward_workspace_bytes(p);
+        else (void)attention_backward_kernel_name(p, mode);
+        ADD_FAILURE() << (which == 0 ? "workspace bytes" : "kernel name") << " accepted a bad " << field;
+      } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+      }
+    }
+  };
+  AttentionBwdParams p = valid();
+  p.fwd.head_dim = 96;
+  refused(p, DropoutMode::None, "head_dim");
+  p = valid();
+  p.fwd.kv_heads = 3;
+  refused(p, DropoutMode::None, "kv_heads");
+  p = valid();
+  p.fwd.sq = 0;
+  refused(p, DropoutMode::None, "sq");
+  p = valid();
+  p.fwd.rounds = 4;  // only the fused mode reads rounds: the name refuses it, the size (mode-free) does not
+  EXPECT_THROW((void)attention_backward_kernel_name(p, DropoutMode::Fused), UsageError);
+  EXPECT_NO_THROW((void)attention_backward_workspace_bytes(p));
+  p.fwd.qkv = nullptr;  // the shape alone is fine: size and name need no buffers
+  p.fwd.rounds = 7;
+  EXPECT_NO_THROW((void)attention_backward_kernel_name(p, DropoutMode::Fused));
+}
+
 // The mma backward stays the default until the wgmma one has run on a device: auto resolves to mma.
 TEST(AttentionBwdHost, KernelSelection) {
   AttentionBwdParams p = valid();

@@ -204,6 +204,25 @@ TEST(CapiAttention, RefusesBadParameters) {
   EXPECT_EQ(dba_mask_expand(&p, words, keep), DBA_USAGE);
   EXPECT_NE(std::string(dba_last_error()).find("causal"), std::string::npos) << dba_last_error();
   p.causal = 0;
+  // The backward's size and name calls refuse what its launch refuses, before any buffer exists.
+  uint64_t ws = 0;
+  char name[128];
+  p.head_dim = 96;
+  EXPECT_EQ(dba_attention_backward_workspace_bytes(&p, 0, &ws), DBA_USAGE);
+  EXPECT_NE(std::string(dba_last_error()).find("head_dim"), std::string::npos) << dba_last_error();
+  p.head_dim = 128;
+  p.q_heads = 8;
+  p.kv_heads = 3;
+  EXPECT_EQ(dba_backward_kernel_name(&p, DBA_MODE_NONE, 0, name, sizeof name), DBA_USAGE);
+  EXPECT_NE(std::string(dba_last_error()).find("kv_heads"), std::string::npos) << dba_last_error();
+  p.q_heads = p.kv_heads = 1;
+  p.rounds = 4;
+  EXPECT_EQ(dba_backward_kernel_name(&p, DBA_MODE_FUSED, 0, name, sizeof name), DBA_USAGE);
+  EXPECT_NE(std::string(dba_last_error()).find("rounds"), std::string::npos) << dba_last_error();
+  p.rounds = 7;
+  EXPECT_EQ(dba_backward_kernel_name(&p, DBA_MODE_FUSED, 1, name, sizeof name), DBA_OK) << dba_last_error();
+  EXPECT_EQ(dba_attention_backward_workspace_bytes(&p, 1, &ws), DBA_OK) << dba_last_error();
+  EXPECT_GT(ws, 0u);
   p.sq = 128;
   DB_REQUIRE_GPU();
   p.head_dim = 96;

@@ -146,7 +146,7 @@ bool uses_wgmma(const AttentionBwdParams& p) { return attention_backward_kernel_
 
 }  // namespace
 
-void check_attention_backward(const AttentionBwdParams& p, DropoutMode mode) {
+void check_attention_backward_shape(const AttentionBwdParams& p, DropoutMode mode) {
   const AttentionParams& f = p.fwd;
   auto bad = [](const std::string& m) { throw UsageError("attention backward: " + m); };
   if (f.head_dim != 64 && f.head_dim != 128) bad("head_dim must be 64 or 128 (got " + std::to_string(f.head_dim) + ")");
@@ -162,6 +162,18 @@ void check_attention_backward(const AttentionBwdParams& p, DropoutMode mode) {
   check_stride(f.o_row_stride, o_width(f), "o_row_stride");
   check_stride(p.dout_row_stride, o_width(f), "dout_row_stride");
   check_stride(p.dqkv_row_stride, qkv_width(f), "dqkv_row_stride");
+  // b * q_heads is the counter word of the keep bits and an int in the kernels.
+  if (static_cast<int64_t>(f.batch) * f.q_heads >= (int64_t{1} << 31)) bad("batch * q_heads must be < 2^31");
+  if (mode != DropoutMode::None) {
+    if (!(f.keep_scale >= 1.f) || !std::isfinite(f.keep_scale)) bad("keep_scale must be finite and >= 1");
+  }
+  if (mode == DropoutMode::Fused) with_rounds_tw(f.rounds, f.threshold_bits, "attention backward", [](auto, auto) {});
+}
+
+void check_attention_backward(const AttentionBwdParams& p, DropoutMode mode) {
+  check_attention_backward_shape(p, mode);
+  const AttentionParams& f = p.fwd;
+  auto bad = [](const std::string& m) { throw UsageError("attention backward: " + m); };
   if (f.qkv == nullptr) bad("qkv is null");
   if (f.o == nullptr) bad("o (the forward's output) is null");
   if (f.lse == nullptr) bad("lse (the forward's LSE) is null");
@@ -176,16 +188,10 @@ void check_attention_backward(const AttentionBwdParams& p, DropoutMode mode) {
   if (misaligned(f.lse, 4)) bad("lse must be 4-byte aligned");
   if (misaligned(p.dqkv, 4)) bad("dqkv must be 4-byte aligned");
   if (misaligned(p.workspace, 8)) bad("workspace must be 8-byte aligned");
-  // b * q_heads is the counter word of the keep bits and an int in the kernels.
-  if (static_cast<int64_t>(f.batch) * f.q_heads >= (int64_t{1} << 31)) bad("batch * q_heads must be < 2^31");
-  if (mode != DropoutMode::None) {
-    if (!(f.keep_scale >= 1.f) || !std::isfinite(f.keep_scale)) bad("keep_scale must be finite and >= 1");
-  }
   if (mode == DropoutMode::Mask && f.mask == nullptr) bad("mode mask needs a mask");
   // The wgmma kernel's bulk copies of the mask words need 16-byte alignment.
   if (mode == DropoutMode::Mask && f.kernel == AttentionKernel::Wgmma && misaligned(f.mask, 16))
     bad("mask must be 16-byte aligned (kernel wgmma)");
-  if (mode == DropoutMode::Fused) with_rounds_tw(f.rounds, f.threshold_bits, "attention backward", [](auto, auto) {});
 }
 
 AttentionKernel attention_backward_kernel_resolved(const AttentionBwdParams& p) {
@@ -193,6 +199,7 @@ AttentionKernel attention_backward_kernel_resolved(const AttentionBwdParams& p) 
 }
 
 size_t attention_backward_workspace_bytes(const AttentionBwdParams& p) {
+  check_attention_backward_shape(p, DropoutMode::None);
   const AttentionParams& f = p.fwd;
   size_t n = 2 * d_bytes(f);
   if (!p.deterministic) n += static_cast<size_t>(f.batch) * f.sq * f.q_heads * f.head_dim * sizeof(float);
@@ -245,6 +252,7 @@ void launch_attention_backward(const AttentionBwdParams& p, DropoutMode mode, cu
 }
 
 std::string attention_backward_kernel_name(const AttentionBwdParams& p, DropoutMode mode) {
+  check_attention_backward_shape(p, mode);
   const AttentionParams& f = p.fwd;
   std::string n = uses_wgmma(p) ? "attn_bwd_wgmma_hd" + std::to_string(f.head_dim) + "_k128q64s2_"
                                 : "attn_bwd_mma_hd" + std::to_string(f.head_dim) + "_k64q64w4_";

@@ -50,6 +50,9 @@ struct AttentionBwdParams {
 // Throws UsageError naming the field when p (with mode) cannot run: shape, head_dim, pointers, strides, dropout.
 // Host only, touches no device.
 void check_attention_backward(const AttentionBwdParams& p, DropoutMode mode);
+// The same without the pointers (buffers not yet allocated): shape, head_dim, strides, dropout fields. The workspace
+// size and the kernel name call it, so a size or a name is never given for a problem the launch would refuse.
+void check_attention_backward_shape(const AttentionBwdParams& p, DropoutMode mode);
 
 // The family launch_attention_backward runs for p: Mma unless p.fwd.kernel is Wgmma (never Auto).
 AttentionKernel attention_backward_kernel_resolved(const AttentionBwdParams& p);
