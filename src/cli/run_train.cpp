@@ -41,6 +41,7 @@ std::vector<Pipeline> wanted_for_pass(const std::optional<std::vector<Pipeline>>
 
 void check_run_passes(const std::vector<SweepPoint>& points, const std::optional<std::vector<Pipeline>>& wanted,
                       bool dry_run) {
+  check_command_passes(points, "run");
   bool fwd = false, train = false;
   for (const SweepPoint& pt : points) (parse_pass(pt.workload.pass) == Pass::Train ? train : fwd) = true;
   if (wanted)

@@ -19,8 +19,9 @@ namespace dropbench {
 // filtered to the pass, else every pipeline of the pass.
 std::vector<Pipeline> wanted_for_pass(const std::optional<std::vector<Pipeline>>& wanted, Pass pass);
 
-// Before anything runs: every --pipelines name applies to a pass the sweep has, and a measuring run has no
-// train point (the training step's measurement needs the attention backward, which this build lacks).
+// Before anything runs: every point's pass is one of run's (fwd, train), every --pipelines name applies to a pass
+// the sweep has, and a measuring run has no train point (the training step's measurement needs the attention
+// backward, which this build lacks).
 // Throws UsageError naming the option or field and what is allowed.
 void check_run_passes(const std::vector<SweepPoint>& points, const std::optional<std::vector<Pipeline>>& wanted,
                       bool dry_run);
