@@ -239,6 +239,17 @@ PipelinePlan plan_pipelines(const BlockMemory& m, size_t free_bytes, size_t mask
   return plan;
 }
 
+PointResult planned_point(const SweepPoint& pt, const PipelinePlan& plan) {
+  PointResult pr;
+  pr.index = pt.index;
+  pr.axes = pt.axes;
+  pr.workload = to_json(pt.workload);
+  json skipped = json::object();
+  for (const auto& [p, why] : plan.skipped) skipped[pipeline_name(p)] = why;
+  if (!skipped.empty()) pr.derived["skipped_pipelines"] = skipped;
+  return pr;
+}
+
 std::string human_bytes(size_t b) {
   const double v = static_cast<double>(b);
   if (b >= (size_t{1} << 30)) return fmt::format("{:.1f} GiB", v / (1ull << 30));

@@ -12,6 +12,7 @@
 
 #include "src/core/config.hpp"
 #include "src/core/pipelines.hpp"
+#include "src/core/report.hpp"
 
 namespace dropbench {
 
@@ -106,6 +107,10 @@ MaskFootprint mask_footprint(Pipeline p, const BlockMemory& m, int64_t layers);
 // passes `mask_budget` (bytes; 0 = none given) is skipped with the reason.
 PipelinePlan plan_train(const BlockMemory& m, const TrainMemory& t, int64_t layers, size_t free_bytes,
                         size_t mask_budget, const std::vector<Pipeline>& wanted, size_t headroom = size_t{512} << 20);
+
+// A point's result as both passes of `run` start it: index, axes and workload of `pt`, and the plan's skipped
+// pipelines with their reasons in derived.skipped_pipelines (absent when none is skipped).
+PointResult planned_point(const SweepPoint& pt, const PipelinePlan& plan);
 
 // "1.5 GiB", "512 MiB", "12 KiB", "100 B".
 std::string human_bytes(size_t bytes);

@@ -126,13 +126,7 @@ int run_run(RunContext& ctx, const RunOptions& o) {
                                       : json()});
       continue;
     }
-    PointResult pr;
-    pr.index = pt.index;
-    pr.axes = pt.axes;
-    pr.workload = to_json(w);
-    json skipped = json::object();
-    for (const auto& [p, why] : plan.skipped) skipped[pipeline_name(p)] = why;
-    if (!skipped.empty()) pr.derived["skipped_pipelines"] = skipped;
+    PointResult pr = planned_point(pt, plan);
     if (dry) {
       json pj = plan_json(run_memory(mem, plan.needs_full_mask, plan.needs_chunk_masks, kRunHeadroom), dev, true);
       if (o.mask_budget_gib > 0) pj["mask_budget_bytes"] = budget;

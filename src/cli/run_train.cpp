@@ -73,13 +73,7 @@ void dry_train_point(SweepSession& session, const SweepPoint& pt, const BlockMem
                                 plan_json(train_run_memory(mem, tm, false, headroom), dev, false, plan.point_reason)});
     return;
   }
-  PointResult pr;
-  pr.index = pt.index;
-  pr.axes = pt.axes;
-  pr.workload = to_json(w);
-  json skipped = json::object();
-  for (const auto& [p, why] : plan.skipped) skipped[pipeline_name(p)] = why;
-  if (!skipped.empty()) pr.derived["skipped_pipelines"] = skipped;
+  PointResult pr = planned_point(pt, plan);
   json pj = plan_json(train_run_memory(mem, tm, plan.needs_full_mask, headroom), dev, true);
   if (mask_budget > 0) pj["mask_budget_bytes"] = mask_budget;
   pr.derived["plan"] = std::move(pj);
