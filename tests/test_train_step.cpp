@@ -70,10 +70,16 @@ TEST(TrainStep, PassAndLayersFields) {
   EXPECT_EQ(w.pass, "train");
   db::set_workload_field(w, "layers", json(80), "");
   EXPECT_EQ(w.layers, 80);
-  const std::string bad = usage_error([&] { db::set_workload_field(w, "pass", json("bwd"), ""); });
+  const std::string bad = usage_error([&] { db::set_workload_field(w, "pass", json("back"), ""); });
   EXPECT_NE(bad.find("workload.pass"), std::string::npos) << bad;
-  EXPECT_NE(bad.find("fwd"), std::string::npos) << bad;
-  EXPECT_NE(bad.find("train"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("fwd, train for run"), std::string::npos) << bad;
+  // bwd is a pass of attention: the field takes it, run refuses it by its own passes.
+  db::SweepPoint sp;
+  db::set_workload_field(sp.workload, "pass", json("bwd"), "");
+  const std::string run_bad = usage_error([&] { db::check_command_passes({sp}, "run"); });
+  EXPECT_NE(run_bad.find("workload.pass: \"bwd\" is not a pass of run (allowed: fwd, train)"), std::string::npos)
+      << run_bad;
+  EXPECT_EQ(usage_error([&] { db::check_command_passes({sp}, "attention"); }), "");
   EXPECT_NE(usage_error([&] { db::set_workload_field(w, "layers", json(-1), ""); }).find("workload.layers"),
             std::string::npos);
   // Written only when set, so the forward's configs and reports read as before; read back as written.
