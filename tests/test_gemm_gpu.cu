@@ -213,7 +213,8 @@ TEST(GemmTrainOperands, TransposedBf16MatchesReference) {
   QkvBuffers buf = random_buffers(shape, GemmDtype::bf16, seed);
   dropbench::test::DevBuf<float> ref(static_cast<size_t>(shape.m * shape.n));
   gemm_reference(GemmDtype::bf16, shape, buf.x, buf.w, nullptr, nullptr, ref.p, nullptr);
-  dropbench::test::DevBuf<uint8_t> xt(static_cast<size_t>(shape.m * shape.k) * 2), wt(static_cast<size_t>(shape.n * shape.k) * 2);
+  dropbench::test::DevBuf<uint8_t> xt(static_cast<size_t>(shape.m * shape.k) * 2);
+  dropbench::test::DevBuf<uint8_t> wt(static_cast<size_t>(shape.n * shape.k) * 2);
   xt.put(host_transpose(buf.x, shape.m, shape.k, 2));
   wt.put(host_transpose(buf.w, shape.n, shape.k, 2));
   for (int combo = 1; combo < 4; ++combo) {

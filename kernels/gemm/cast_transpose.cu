@@ -119,8 +119,10 @@ void check_cast_transpose(const CastTransposeParams& p) {
   const int64_t lim = int64_t{1} << 31;
   if (!p.in) throw UsageError("cast_transpose: in must not be null");
   if (!p.out && !p.out_t) throw UsageError("cast_transpose: out and out_t are both null (allowed: at least one)");
-  if (p.rows < 1 || p.rows >= lim) throw UsageError("cast_transpose: rows " + std::to_string(p.rows) + " (allowed: [1, 2^31))");
-  if (p.cols < 1 || p.cols >= lim) throw UsageError("cast_transpose: cols " + std::to_string(p.cols) + " (allowed: [1, 2^31))");
+  if (p.rows < 1 || p.rows >= lim)
+    throw UsageError("cast_transpose: rows " + std::to_string(p.rows) + " (allowed: [1, 2^31))");
+  if (p.cols < 1 || p.cols >= lim)
+    throw UsageError("cast_transpose: cols " + std::to_string(p.cols) + " (allowed: [1, 2^31))");
   if ((p.cols + kTile - 1) / kTile > 65535)
     throw UsageError("cast_transpose: cols " + std::to_string(p.cols) + " (allowed: at most 65535 * 64)");
   if (p.in_e4m3 && p.out_kind != Fp8Kind::e4m3)
@@ -129,7 +131,8 @@ void check_cast_transpose(const CastTransposeParams& p) {
 
 void launch_cast_transpose(const CastTransposeParams& p, cudaStream_t stream) {
   check_cast_transpose(p);
-  const dim3 grid(static_cast<unsigned>((p.rows + kTile - 1) / kTile), static_cast<unsigned>((p.cols + kTile - 1) / kTile));
+  const dim3 grid(static_cast<unsigned>((p.rows + kTile - 1) / kTile),
+                  static_cast<unsigned>((p.cols + kTile - 1) / kTile));
   const bool vec = p.rows % 16 == 0 && p.cols % 16 == 0 && aligned16(p.in) && (!p.out || aligned16(p.out)) &&
                    (!p.out_t || aligned16(p.out_t));
   if (p.in_e4m3)
