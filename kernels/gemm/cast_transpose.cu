@@ -97,17 +97,11 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <class In>
-void launch_in(const CastTransposeParams& p, dim3 grid, bool vec, cudaStream_t stream) {
-  const auto* in = static_cast<const In*>(p.in);
-  auto* out = static_cast<uint8_t*>(p.out);
-  auto* out_t = static_cast<uint8_t*>(p.out_t);
-  if (p.out_kind == Fp8Kind::e4m3)
-    cast_transpose_kernel<In, __nv_fp8_e4m3>
-        <<<grid, kThreads, 0, stream>>>(in, p.rows, p.cols, p.scale, out, out_t, p.amax, vec);
-  else
-    cast_transpose_kernel<In, __nv_fp8_e5m2>
-        <<<grid, kThreads, 0, stream>>>(in, p.rows, p.cols, p.scale, out, out_t, p.amax, vec);
+template <class In, class Out>
+void launch_kernel(const CastTransposeParams& p, dim3 grid, bool vec, cudaStream_t stream) {
+  cast_transpose_kernel<In, Out><<<grid, kThreads, 0, stream>>>(
+      static_cast<const In*>(p.in), p.rows, p.cols, p.scale, static_cast<uint8_t*>(p.out),
+      static_cast<uint8_t*>(p.out_t), p.amax, vec);
   DB_CUDA_LAUNCH();
 }
 
@@ -135,10 +129,14 @@ void launch_cast_transpose(const CastTransposeParams& p, cudaStream_t stream) {
                   static_cast<unsigned>((p.cols + kTile - 1) / kTile));
   const bool vec = p.rows % 16 == 0 && p.cols % 16 == 0 && aligned16(p.in) && (!p.out || aligned16(p.out)) &&
                    (!p.out_t || aligned16(p.out_t));
+  // The three combinations the training step uses: an fp8 tensor's transpose, a bf16 activation to e4m3, a bf16
+  // gradient to e5m2.
   if (p.in_e4m3)
-    launch_in<__nv_fp8_e4m3>(p, grid, vec, stream);
+    launch_kernel<__nv_fp8_e4m3, __nv_fp8_e4m3>(p, grid, vec, stream);
+  else if (p.out_kind == Fp8Kind::e4m3)
+    launch_kernel<__nv_bfloat16, __nv_fp8_e4m3>(p, grid, vec, stream);
   else
-    launch_in<__nv_bfloat16>(p, grid, vec, stream);
+    launch_kernel<__nv_bfloat16, __nv_fp8_e5m2>(p, grid, vec, stream);
 }
 
 }  // namespace dropbench
