@@ -181,6 +181,34 @@ TEST(TrainStep, TrainMemoryFollowsTheShapeAndPrecision) {
   EXPECT_EQ(sum, f8.total());
 }
 
+TEST(TrainStep, MeasuredPlanSkipsFusedWrite) {
+  const db::Workload w = db::load_config(preset("llama3-70b")).workload;
+  const db::BlockMemory b = db::block_memory(w, w.sq, db::kTrainGemmObjects, false);
+  const db::TrainMemory t = db::train_memory(w, true);
+  const size_t big = size_t{1} << 40;
+  // Every strategy wanted: fused-write moves to the skipped ones with the reason, the others run.
+  const db::PipelinePlan all =
+      db::measured_train_plan(db::plan_train(b, t, 80, big, 0, db::pass_pipelines(db::Pass::Train)));
+  EXPECT_EQ(names(all.run), (std::vector<std::string>{"fused", "stored", "regen-overlap"}));
+  ASSERT_EQ(all.skipped.size(), 1u);
+  EXPECT_EQ(all.skipped[0].first, db::Pipeline::FusedWrite);
+  EXPECT_EQ(all.skipped[0].second, db::kFusedWriteSkip);
+  EXPECT_TRUE(all.needs_full_mask);
+  // fused and fused-write: no strategy left that reads a mask, so none is allocated.
+  const db::PipelinePlan f = db::measured_train_plan(
+      db::plan_train(b, t, 80, big, 0, {db::Pipeline::Fused, db::Pipeline::FusedWrite}));
+  EXPECT_EQ(names(f.run), (std::vector<std::string>{"fused"}));
+  EXPECT_FALSE(f.needs_full_mask);
+  // fused-write alone: the point is skipped, saying why.
+  const db::PipelinePlan none = db::measured_train_plan(db::plan_train(b, t, 80, big, 0, {db::Pipeline::FusedWrite}));
+  EXPECT_FALSE(none.point_fits);
+  EXPECT_NE(none.point_reason.find("keep words"), std::string::npos) << none.point_reason;
+  // Without fused-write the plan is unchanged.
+  const db::PipelinePlan s = db::measured_train_plan(db::plan_train(b, t, 80, big, 0, {db::Pipeline::Stored}));
+  EXPECT_EQ(names(s.run), (std::vector<std::string>{"stored"}));
+  EXPECT_TRUE(s.skipped.empty());
+}
+
 TEST(TrainStep, MaskFootprintPerStrategy) {
   const db::Workload w = db::load_config(preset("llama3-70b")).workload;
   const db::BlockMemory b = db::block_memory(w, w.sq, 1, false);

@@ -124,7 +124,8 @@ TrainMemory train_memory(const Workload& w, bool validate) {
   const uint64_t tokens = checked_product({u64(w.batch), u64(w.sq)}, what);
   const uint64_t hd = checked_product({u64(w.q_heads), u64(w.head_dim)}, what);
   const uint64_t o_elems = checked_product({tokens, hd}, what), y_elems = checked_product({tokens, u64(w.embed)}, what);
-  const uint64_t qkv_elems = checked_product({u64(d.m), u64(d.n)}, what), w_elems = checked_product({u64(d.n), u64(d.k)}, what);
+  const uint64_t qkv_elems = checked_product({u64(d.m), u64(d.n)}, what);
+  const uint64_t w_elems = checked_product({u64(d.n), u64(d.k)}, what);
   const uint64_t wo_elems = checked_product({u64(w.embed), hd}, what);
   const uint64_t f8 = fp8 ? 1 : 0;
   TrainMemory t;
@@ -251,6 +252,24 @@ PipelinePlan plan_pipelines(const BlockMemory& m, size_t free_bytes, size_t mask
   if (plan.run.empty()) {
     plan.point_fits = false;
     plan.point_reason = "no wanted pipeline fits: " + (plan.skipped.empty() ? std::string("?") : plan.skipped.front().second);
+  }
+  return plan;
+}
+
+const char* const kFusedWriteSkip =
+    "not measured: the forward attention kernels do not write the keep words they generate (planned and modelled "
+    "only)";
+
+PipelinePlan measured_train_plan(PipelinePlan plan) {
+  const auto it = std::find(plan.run.begin(), plan.run.end(), Pipeline::FusedWrite);
+  if (it == plan.run.end()) return plan;
+  plan.run.erase(it);
+  plan.skipped.emplace_back(Pipeline::FusedWrite, kFusedWriteSkip);
+  plan.needs_full_mask = std::any_of(plan.run.begin(), plan.run.end(),
+                                     [](Pipeline p) { return pipeline_spec(p).train_mask != MaskLife::None; });
+  if (plan.run.empty()) {
+    plan.point_fits = false;
+    plan.point_reason = std::string("fused-write: ") + kFusedWriteSkip;
   }
   return plan;
 }

@@ -12,10 +12,6 @@
 
 namespace dropbench {
 
-const char* const kFusedWriteSkip =
-    "not measured: the forward attention kernels do not write the keep words they generate (planned and modelled "
-    "only)";
-
 namespace {
 // The fp8 scale block's slots (kTrainScaleSlotBytes apart).
 constexpr int kScaleWout = 0;  // W_o's dequantisation scale

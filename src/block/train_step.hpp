@@ -8,15 +8,15 @@
 // fused (Philox in both attention kernels), stored (the RNG kernel beside the QKV GEMM writes the mask; both
 // attention kernels read it), regen-overlap (as stored in the forward; the backward's RNG regenerates the mask
 // beside the output projection's backward GEMMs). fused-write is planned only: the forward kernels do not write
-// the keep words they generate (kFusedWriteSkip). The forward part is a BlockRunner's (its buffers, QKV GEMM,
-// mask, streams and RNG configurations); this class adds the output projection, the backward and their buffers
-// (TrainMemory, src/block/pipeline_plan.hpp, lists them).
+// the keep words they generate (kFusedWriteSkip, src/block/pipeline_plan.hpp). The forward part is a BlockRunner's
+// (its buffers, QKV GEMM, mask, streams and RNG configurations); this class adds the output projection, the
+// backward and their buffers (TrainMemory, src/block/pipeline_plan.hpp, lists them).
 //
 // GEMM precision (workload.dtype): bf16 everywhere, or Transformer Engine's fp8 recipe: e4m3 forward operands,
 // e5m2 gradients, the forward GEMMs with cuBLASLt's fast accumulation and the backward ones without (TE's split
 // accumulator); transposed operands as cast-transposed copies (kernels/gemm/cast_transpose.cuh), made inside the
-// step as phases cast-o, cast-dy, cast-dqkv, transpose-w, transpose-x. The casts use unit scales: their amax is
-// computed (as TE's cast-transpose does) but not fed back into the scales.
+// step as phases cast-o, cast-dy, transpose-w-out, cast-dqkv, transpose-w-qkv, transpose-x. The casts use unit
+// scales: their amax is computed (as TE's cast-transpose does) but not fed back into the scales.
 //
 // Every strategy applies the same keep bits, so with the attention backward's deterministic dQ its gradients
 // (dQKV, dX, dW_qkv, dW_o) are bitwise those of every other strategy; the timed runs use the fast (atomic) dQ.
@@ -33,9 +33,6 @@
 #include "src/core/device_buffer.hpp"
 
 namespace dropbench {
-
-// Why `run` does not measure fused-write (derived.skipped_pipelines at a measured train point).
-extern const char* const kFusedWriteSkip;
 
 // The workload rules of a training step beyond the forward's (validate_block_workload): the dW GEMMs contract
 // over the tokens, so batch * sq must be a multiple of 16. Throws UsageError naming the field.

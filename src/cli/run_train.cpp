@@ -120,20 +120,6 @@ RngConfig train_rng(const RunOptions& o) {
   return m->rc;
 }
 
-// A measuring run does not run fused-write (kFusedWriteSkip): it moves to the skipped strategies.
-void drop_fused_write(PipelinePlan& plan) {
-  const auto it = std::find(plan.run.begin(), plan.run.end(), Pipeline::FusedWrite);
-  if (it == plan.run.end()) return;
-  plan.run.erase(it);
-  plan.skipped.emplace_back(Pipeline::FusedWrite, kFusedWriteSkip);
-  plan.needs_full_mask = std::any_of(plan.run.begin(), plan.run.end(),
-                                     [](Pipeline p) { return pipeline_spec(p).train_mask != MaskLife::None; });
-  if (plan.run.empty()) {
-    plan.point_fits = false;
-    plan.point_reason = std::string("fused-write: ") + kFusedWriteSkip;
-  }
-}
-
 // The training step on the GPU (src/block/train_point.hpp), the model beside each strategy.
 void measure_train(const TrainPointContext& c, const SweepPoint& pt, const std::string& label, const PipelinePlan& plan,
                    const std::optional<model::TrainPrediction>& tp, const std::string& note, PointResult& pr) {
@@ -191,7 +177,7 @@ void train_point(const TrainPointContext& c, const SweepPoint& pt, const std::st
   const TrainMemory tm = train_memory(w, !c.opts.no_validate);
   const size_t free_b = c.dry ? c.dev.bytes : device_free_bytes();
   PipelinePlan plan = plan_train(mem, tm, w.layers, free_b, c.mask_budget, c.wanted, c.headroom);
-  if (plan.point_fits && !c.dry) drop_fused_write(plan);
+  if (plan.point_fits && !c.dry) plan = measured_train_plan(std::move(plan));
   if (!plan.point_fits) {
     c.session.report.add_skipped(
         {pt.axes, plan.point_reason, kNoIndex,
