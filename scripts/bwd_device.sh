@@ -108,7 +108,7 @@ fi
 if [ -x "$B/dropbench" ]; then
   step cli_wgmma 120 "$B/dropbench" attention --set workload.q_heads=32 --set workload.kv_heads=8 \
     --set 'sweep.head_dim=[128,64]' --set 'sweep.sq=[8192]' --set 'sweep.causal=[false,true]' \
-    --set 'sweep.attention_kernel=[mma,wgmma]' --set 'sweep.attention_pass=[bwd]' --min-time 0.03 --max-noise 0.02 \
+    --set 'sweep.attention_kernel=[mma,wgmma]' --set 'sweep.pass=[bwd]' --min-time 0.03 --max-noise 0.02 \
     --set measure.timeout=1 -o "$LOG/cli_wgmma.json"
 fi
 
@@ -116,7 +116,7 @@ fi
 if [ -x "$B/dropbench" ]; then
   step cli_pass 60 "$B/dropbench" attention --set workload.q_heads=32 --set workload.kv_heads=8 \
     --set workload.head_dim=128 --set sweep.sq=[4096] --set sweep.causal=[true] \
-    --set 'sweep.attention_pass=[fwd,bwd,fwd+bwd]' --min-time 0.03 --max-noise 0.02 --set measure.timeout=1 \
+    --set 'sweep.pass=[fwd,bwd,fwd+bwd]' --min-time 0.03 --max-noise 0.02 --set measure.timeout=1 \
     -o "$LOG/cli_pass.json"
 fi
 smi_log "$LOG/smi.log"

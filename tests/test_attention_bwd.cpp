@@ -1,5 +1,5 @@
 // Attention backward host logic without a device: argument checks (one UsageError naming the field), workspace
-// bytes, FLOP convention and instance names; `dropbench attention`'s pass axis (workload.attention_pass): the dry
+// bytes, FLOP convention and instance names; `dropbench attention`'s pass axis (workload.pass): the dry
 // run's plan (buffers, mask bytes, FLOPs), the variants per pass, bad input refused in one line with exit 2.
 #include <gtest/gtest.h>
 
@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -185,7 +186,7 @@ TEST(AttentionBwdHost, KernelSelection) {
   EXPECT_EQ(refusal(p, DropoutMode::Mask), "");
 }
 
-// ---- `dropbench attention`, workload.attention_pass ----
+// ---- `dropbench attention`, workload.pass ----
 nlohmann::json dry_report(const std::string& args) {
   const auto path = std::filesystem::temp_directory_path() / ("dropbench_bwd_plan_" + std::to_string(::getpid()) + ".json");
   const auto r = dropbench_test::run_dropbench(args + " --dry-run -q -o '" + path.string() + "'");
@@ -199,7 +200,7 @@ nlohmann::json dry_report(const std::string& args) {
 TEST(AttentionPassAxis, DryRunPlansTheBackwardsBuffers) {
   const std::string base = "attention --set workload.q_heads=8 --set workload.kv_heads=2 --set workload.head_dim=128 "
                            "--set workload.batch=2 --set sweep.sq=[1000] --set sweep.causal=[true] ";
-  const nlohmann::json f = dry_report(base + "--set sweep.attention_pass=[fwd,bwd,fwd+bwd]");
+  const nlohmann::json f = dry_report(base + "--set sweep.pass=[fwd,bwd,fwd+bwd]");
   ASSERT_EQ(f["points"].size(), 3u);
   const uint64_t B = 2, S = 1000, Hq = 8, Hkv = 2, D = 128;
   const uint64_t o = B * S * Hq * D * 2, qkv = B * S * (Hq + 2 * Hkv) * D * 2;
@@ -208,7 +209,7 @@ TEST(AttentionPassAxis, DryRunPlansTheBackwardsBuffers) {
   const uint64_t ws = 2 * ((B * Hq * ((S + 63) / 64 * 64) * 4 + 255) / 256 * 256) + B * S * Hq * D * 4;
   double fwd_flops = 0;
   for (const auto& pt : f["points"]) {
-    const std::string pass = pt["axes"]["attention_pass"];
+    const std::string pass = pt["axes"]["pass"];
     const auto& buf = pt["derived"]["plan"]["memory"]["buffers"];
     EXPECT_EQ(buf["mask"].get<uint64_t>(), mask) << pass;
     EXPECT_EQ(buf["qkv"].get<uint64_t>(), qkv) << pass;
@@ -230,21 +231,35 @@ TEST(AttentionPassAxis, DryRunPlansTheBackwardsBuffers) {
   }
   ASSERT_GT(fwd_flops, 0);
   for (const auto& pt : f["points"]) {
-    const std::string pass = pt["axes"]["attention_pass"];
+    const std::string pass = pt["axes"]["pass"];
     const double want = fwd_flops * (pass == "fwd" ? 1.0 : pass == "bwd" ? 2.5 : 3.5);
     for (const auto& v : pt["variants"]) EXPECT_DOUBLE_EQ(v["extra"]["flops"].get<double>(), want) << pass;
   }
 }
 
 TEST(AttentionPassAxis, BadPassIsRefusedInOneLine) {
-  for (const std::string& args : {std::string("attention --dry-run -q --set workload.attention_pass=back"),
-                                  std::string("attention --dry-run -q --set sweep.attention_pass=[fwd,both]")}) {
-    const auto r = dropbench_test::run_dropbench(args);
-    EXPECT_EQ(r.code, 2) << args << ": " << r.err;
-    EXPECT_TRUE(r.out.empty()) << args << ": " << r.out;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
-    EXPECT_NE(r.err.find("attention_pass"), std::string::npos) << args << ": " << r.err;
-    EXPECT_NE(r.err.find("fwd, bwd, fwd+bwd"), std::string::npos) << args << ": " << r.err;
+  struct Case {
+    std::string args, field, allowed;
+  };
+  const std::vector<Case> cases = {
+      {"attention --dry-run -q --set workload.pass=back", "workload.pass", "fwd, bwd, fwd+bwd for attention"},
+      {"attention --dry-run -q --set sweep.pass=[fwd,both]", "sweep.pass[1]", "fwd, bwd, fwd+bwd for attention"},
+      // A pass of another command: named with the command's own passes.
+      {"attention --dry-run -q --set workload.pass=train", "workload.pass", "not a pass of attention (allowed: fwd, bwd, fwd+bwd)"},
+      {"attention --dry-run -q --set sweep.pass=[fwd,train]", "sweep.pass", "not a pass of attention (allowed: fwd, bwd, fwd+bwd)"},
+      {"run --dry-run -q --set workload.pass=bwd", "workload.pass", "not a pass of run (allowed: fwd, train)"},
+      {"run --dry-run -q --set sweep.pass=[fwd+bwd]", "sweep.pass", "not a pass of run (allowed: fwd, train)"},
+      // The old key: refused, naming the new one.
+      {"attention --dry-run -q --set workload.attention_pass=bwd", "workload.attention_pass", "use workload.pass"},
+      {"attention --dry-run -q --set sweep.attention_pass=[fwd,bwd]", "sweep.attention_pass", "use sweep.pass"},
+  };
+  for (const Case& c : cases) {
+    const auto r = dropbench_test::run_dropbench(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << c.args << ": " << r.out;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(c.field + ":"), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(c.allowed), std::string::npos) << c.args << ": " << r.err;
   }
 }
 

@@ -220,8 +220,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"rounds_4", R"({"workload": {"rounds": 4}})", "workload.rounds", "allowed: 3, 5, 7, 10"},
         BadCase{"attention_kernel_bogus", R"({"workload": {"attention_kernel": "fa3"}})", "workload.attention_kernel",
                 "allowed: auto, wgmma, mma"},
-        BadCase{"attention_pass_bogus", R"({"workload": {"attention_pass": "back"}})", "workload.attention_pass",
-                "allowed: fwd, bwd, fwd+bwd"},
+        BadCase{"pass_bogus", R"({"workload": {"pass": "back"}})", "workload.pass",
+                "allowed: fwd, bwd, fwd+bwd for attention; fwd, train for run"},
+        BadCase{"attention_pass_renamed", R"({"workload": {"attention_pass": "bwd"}})", "workload.attention_pass",
+                "renamed: use workload.pass"},
         BadCase{"threshold_bits_12", R"({"workload": {"threshold_bits": 12}})", "workload.threshold_bits",
                 "allowed: 8, 16, 32"},
         BadCase{"kv_heads_not_dividing", R"({"workload": {"q_heads": 32, "kv_heads": 12}})", "workload.kv_heads",
@@ -288,9 +290,9 @@ TEST(Config, LoadConfigNamesConfigAfterFileWhenNameMissing) {
 
 TEST(Sweep, AxisNamesAreAllWorkloadFieldsButSeedAndOffset) {
   const auto& a = db::axis_names();
-  EXPECT_EQ(a.size(), 20u);
+  EXPECT_EQ(a.size(), 19u);
   EXPECT_EQ(a.front(), "batch");
-  EXPECT_EQ(a.back(), "attention_pass");
+  EXPECT_EQ(a.back(), "attention_kernel");
   EXPECT_EQ(std::count(a.begin(), a.end(), "seed"), 0);
   EXPECT_EQ(std::count(a.begin(), a.end(), "offset"), 0);
   EXPECT_EQ(std::count(a.begin(), a.end(), "dropout_p"), 1);
@@ -570,7 +572,7 @@ TEST(RoundTrip, ToJsonThenBackReproducesTheConfig) {
   const json j = db::to_json(c);
   // All fields present, defaults included.
   EXPECT_EQ(j.size(), 5u);
-  EXPECT_EQ(j["workload"].size(), 20u);
+  EXPECT_EQ(j["workload"].size(), 19u);  // pass and layers are written only when set
   EXPECT_EQ(j["measure"].size(), 15u);
   EXPECT_TRUE(j["sweep"]["sq"].is_array());  // explicit lists
   EXPECT_EQ(j["sweep"]["sq"], json::parse("[1024, 2048, 4096]"));

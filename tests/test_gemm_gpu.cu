@@ -10,6 +10,7 @@
 // element of an M x N output with random data moves the ratio by ~1/√(MN) only, which is why every element is
 // also checked to be written: no NaN from the poison, and the per-element max error is reported).
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 #include <cmath>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "dev_buf.hpp"
 #include "gpu_guard.hpp"
 #include "test_random.hpp"
 #include "kernels/gemm/gemm.cuh"
@@ -184,6 +186,113 @@ TEST(GemmInfo, ReportsVersionAndAlgorithm) {
   EXPECT_FALSE(a.summary().empty());
   std::printf("cuBLASLt %s: %s\n", QkvGemm::cublaslt_version_string().c_str(), a.summary().c_str());
   for (const auto& c : g.candidates()) std::printf("  candidate %s\n", c.info.summary().c_str());
+}
+
+// ---- The training step's operands (GemmOptions x_transposed / w_transposed / x_e5m2) ----
+
+std::vector<uint8_t> host_transpose(const void* d, int64_t rows, int64_t cols, size_t elem) {
+  std::vector<uint8_t> h(static_cast<size_t>(rows * cols) * elem), t(h.size());
+  DB_CUDA(cudaMemcpy(h.data(), d, h.size(), cudaMemcpyDeviceToHost));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      std::memcpy(&t[static_cast<size_t>(c * rows + r) * elem], &h[static_cast<size_t>(r * cols + c) * elem], elem);
+  return t;
+}
+
+QkvBuffers random_buffers(const GemmShape& shape, GemmDtype d, uint64_t seed) {
+  QkvBuffers buf(shape, d);
+  buf.randomize(seed, nullptr);
+  return buf;
+}
+
+// bf16: X stored [K, M] and/or W stored [K, N] give the product of the untransposed buffers (reference kernel).
+TEST(GemmTrainOperands, TransposedBf16MatchesReference) {
+  DB_REQUIRE_GPU();
+  const GemmShape shape{256, 192, 320};
+  const uint64_t seed = fresh_seed();
+  QkvBuffers buf = random_buffers(shape, GemmDtype::bf16, seed);
+  dropbench::test::DevBuf<float> ref(static_cast<size_t>(shape.m * shape.n));
+  gemm_reference(GemmDtype::bf16, shape, buf.x, buf.w, nullptr, nullptr, ref.p, nullptr);
+  dropbench::test::DevBuf<uint8_t> xt(static_cast<size_t>(shape.m * shape.k) * 2);
+  dropbench::test::DevBuf<uint8_t> wt(static_cast<size_t>(shape.n * shape.k) * 2);
+  xt.put(host_transpose(buf.x, shape.m, shape.k, 2));
+  wt.put(host_transpose(buf.w, shape.n, shape.k, 2));
+  for (int combo = 1; combo < 4; ++combo) {
+    GemmOptions o;
+    o.dtype = GemmDtype::bf16;
+    o.x_transposed = combo & 1;
+    o.w_transposed = combo & 2;
+    QkvGemm g(shape, o);
+    g.bind(o.x_transposed ? static_cast<void*>(xt.p) : buf.x, o.w_transposed ? static_cast<void*>(wt.p) : buf.w, buf.y);
+    buf.poison_output(nullptr);
+    g.run(nullptr);
+    DB_CUDA(cudaDeviceSynchronize());
+    const Compare cmp = compare(buf, ref.p);
+    std::printf("[transposed x %d w %d] seed=%llu rel=%.3e\n", o.x_transposed, o.w_transposed,
+                static_cast<unsigned long long>(seed), cmp.rel);
+    EXPECT_EQ(cmp.unwritten, 0u) << "combo " << combo << " seed " << seed;
+    EXPECT_LE(cmp.rel, kRelBound) << "combo " << combo << " seed " << seed;
+  }
+}
+
+// fp8: an e5m2 X (a gradient) times an e4m3 W against an fp64 host product of the same stored values and scales.
+TEST(GemmTrainOperands, E5m2GradientMatchesHostProduct) {
+  DB_REQUIRE_GPU();
+  const GemmShape shape{96, 128, 256};
+  const uint64_t seed = fresh_seed();
+  QkvBuffers buf = random_buffers(shape, GemmDtype::fp8_e4m3, seed);
+  std::vector<uint8_t> hx(static_cast<size_t>(shape.m * shape.k)), hw(static_cast<size_t>(shape.n * shape.k));
+  uint64_t z = seed;
+  for (uint8_t& b : hx) {
+    z = z * 6364136223846793005ULL + 1442695040888963407ULL;
+    b = static_cast<uint8_t>(__nv_fp8_e5m2(static_cast<float>(static_cast<int>(z >> 40) % 2001 - 1000) / 250.f).__x);
+  }
+  DB_CUDA(cudaMemcpy(buf.x, hx.data(), hx.size(), cudaMemcpyHostToDevice));
+  DB_CUDA(cudaMemcpy(hw.data(), buf.w, hw.size(), cudaMemcpyDeviceToHost));
+  float sx = 0, sw = 0;
+  DB_CUDA(cudaMemcpy(&sx, buf.scale_x(), sizeof sx, cudaMemcpyDeviceToHost));
+  DB_CUDA(cudaMemcpy(&sw, buf.scale_w(), sizeof sw, cudaMemcpyDeviceToHost));
+  std::vector<float> ref(static_cast<size_t>(shape.m * shape.n));
+  for (int64_t i = 0; i < shape.m; ++i)
+    for (int64_t j = 0; j < shape.n; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < shape.k; ++k) {
+        __nv_fp8_e5m2 xv;
+        xv.__x = hx[static_cast<size_t>(i * shape.k + k)];
+        __nv_fp8_e4m3 wv;
+        wv.__x = hw[static_cast<size_t>(j * shape.k + k)];
+        acc += static_cast<double>(static_cast<float>(xv)) * static_cast<double>(static_cast<float>(wv));
+      }
+      ref[static_cast<size_t>(i * shape.n + j)] = static_cast<float>(acc * sx * sw);
+    }
+  dropbench::test::DevBuf<float> d_ref(ref.size());
+  d_ref.put(ref);
+  GemmOptions o;
+  o.dtype = GemmDtype::fp8_e4m3;
+  o.fast_accum = false;
+  o.x_e5m2 = true;
+  QkvGemm g(shape, o);
+  g.bind(buf.x, buf.w, buf.y, buf.scale_x(), buf.scale_w());
+  buf.poison_output(nullptr);
+  g.run(nullptr);
+  DB_CUDA(cudaDeviceSynchronize());
+  const Compare cmp = compare(buf, d_ref.p);
+  std::printf("[e5m2 x] seed=%llu rel=%.3e\n", static_cast<unsigned long long>(seed), cmp.rel);
+  EXPECT_EQ(cmp.unwritten, 0u) << "seed " << seed;
+  EXPECT_LE(cmp.rel, kRelBound) << "seed " << seed;
+}
+
+TEST(GemmTrainOperands, RefusesWhatCublasLtCannotRun) {
+  // Checked in the constructor before any CUDA call: no GPU needed.
+  GemmOptions o;
+  o.dtype = GemmDtype::bf16;
+  o.x_e5m2 = true;
+  EXPECT_THROW({ QkvGemm g(GemmShape{64, 64, 64}, o); }, UsageError);  // e5m2 is an fp8 operand
+  o = GemmOptions{};
+  o.x_transposed = true;
+  EXPECT_THROW({ QkvGemm g(GemmShape{64, 64, 64}, o); }, UsageError);  // fp8 is TN only
+  o.dtype = GemmDtype::bf16;
+  EXPECT_THROW({ QkvGemm g(GemmShape{60, 64, 64}, o); }, UsageError);  // a transposed X's rows are M long
 }
 
 }  // namespace

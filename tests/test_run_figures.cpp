@@ -54,6 +54,32 @@ TEST(RunFigures, NoPowerPassNoSustainedFigures) {
   EXPECT_FALSE(d.contains("speedup_fused_vs_baseline_sustained"));
 }
 
+TEST(RunFigures, SummaryKeepsForwardAndTrainingWinnersApart) {
+  Report r("run", json::object(), json::object());
+  PointResult fwd;
+  fwd.index = 0;
+  fwd.axes = {{"pass", "fwd"}};
+  fwd.derived = {{"winner", "overlap"}, {"energy_winner", "fused"}};
+  r.add_point(fwd);
+  PointResult train;
+  train.index = 1;
+  train.axes = {{"pass", "train"}};
+  train.derived["train"]["measured"] = {{"winner", "stored"}, {"sustained_winner", "regen-overlap"}};
+  r.add_point(train);
+  PointResult dry;  // a dry run's training point: planned, nothing measured
+  dry.index = 2;
+  dry.derived["train"] = {{"strategies", json::object()}};
+  r.add_point(dry);
+  const json s = run_summary(r, RunTotals{});
+  ASSERT_EQ(s["winners"].size(), 1u);
+  EXPECT_EQ(s["winners"][0]["winner"], "overlap");
+  EXPECT_EQ(s["winners"][0]["energy_winner"], "fused");
+  ASSERT_EQ(s["train_winners"].size(), 1u);
+  EXPECT_EQ(s["train_winners"][0]["winner"], "stored");
+  EXPECT_EQ(s["train_winners"][0]["sustained_winner"], "regen-overlap");
+  EXPECT_EQ(s["train_winners"][0]["axes"]["pass"], "train");
+}
+
 namespace {
 
 // One group's mechanisms (rounds paired): each round's time = base x (1 + the round's shared drift) x (1 + own

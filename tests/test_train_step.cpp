@@ -70,10 +70,16 @@ TEST(TrainStep, PassAndLayersFields) {
   EXPECT_EQ(w.pass, "train");
   db::set_workload_field(w, "layers", json(80), "");
   EXPECT_EQ(w.layers, 80);
-  const std::string bad = usage_error([&] { db::set_workload_field(w, "pass", json("bwd"), ""); });
+  const std::string bad = usage_error([&] { db::set_workload_field(w, "pass", json("back"), ""); });
   EXPECT_NE(bad.find("workload.pass"), std::string::npos) << bad;
-  EXPECT_NE(bad.find("fwd"), std::string::npos) << bad;
-  EXPECT_NE(bad.find("train"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("fwd, train for run"), std::string::npos) << bad;
+  // bwd is a pass of attention: the field takes it, run refuses it by its own passes.
+  db::SweepPoint sp;
+  db::set_workload_field(sp.workload, "pass", json("bwd"), "");
+  const std::string run_bad = usage_error([&] { db::check_command_passes({sp}, "run"); });
+  EXPECT_NE(run_bad.find("workload.pass: \"bwd\" is not a pass of run (allowed: fwd, train)"), std::string::npos)
+      << run_bad;
+  EXPECT_EQ(usage_error([&] { db::check_command_passes({sp}, "attention"); }), "");
   EXPECT_NE(usage_error([&] { db::set_workload_field(w, "layers", json(-1), ""); }).find("workload.layers"),
             std::string::npos);
   // Written only when set, so the forward's configs and reports read as before; read back as written.
@@ -146,19 +152,61 @@ TEST(TrainStep, TrainMemoryFollowsTheShapeAndPrecision) {
   EXPECT_EQ(b16.dqkv_in, 0u);
   EXPECT_EQ(b16.o_in, 0u);
   EXPECT_EQ(f8.o_in, b.o / 2);
-  // dX and dW are bf16 whatever X and W are; dY has the GEMM input's width.
+  // dX and dW are bf16 whatever X and W are; dY arrives in bf16, and fp8 casts it to e5m2 (and transposed).
   EXPECT_EQ(f8.dx, 2 * b.x);
   EXPECT_EQ(b16.dx, bb.x);
   EXPECT_EQ(f8.dw, 2 * b.w);
-  EXPECT_EQ(b16.dy, 2 * f8.dy);
+  EXPECT_EQ(b16.dy, f8.dy);
+  EXPECT_EQ(f8.dy_in, f8.dy / 2);
+  EXPECT_EQ(f8.dy_t, f8.dy / 2);
+  EXPECT_EQ(b16.dy_in + b16.dy_t + b16.o_t + b16.dqkv_t + b16.x_t + b16.w_t + b16.w_out_t + b16.fp8_scales, 0u);
   EXPECT_EQ(f8.d_o, b.o);
-  // The backward's workspace holds D (fp32 per row and head), 256-byte aligned.
-  EXPECT_EQ(f8.bwd_workspace % 256, 0u);
-  EXPECT_GE(f8.bwd_workspace, b.lse);
-  EXPECT_LT(f8.bwd_workspace, b.lse + 256);
+  // fp8's transposed copies (cuBLASLt's FP8 GEMMs are TN only): O, dQKV, X, W_qkv, W_o, one byte per element.
+  EXPECT_EQ(f8.o_t, b.o / 2);
+  EXPECT_EQ(f8.dqkv_t, b.qkv / 2);
+  EXPECT_EQ(f8.x_t, b.x);
+  EXPECT_EQ(f8.w_t, b.w);
+  EXPECT_EQ(f8.w_out_t, f8.w_out);
+  EXPECT_EQ(b16.w_out, 2 * f8.w_out);
+  EXPECT_GT(f8.fp8_scales, 0u);
+  // The backward's workspace holds D (fp32 per row and head, 256-byte aligned) and the fast mode's fp32 dQ
+  // accumulator (the timed mode).
+  EXPECT_EQ(f8.bwd_workspace, (b.lse + 255) / 256 * 256 + 2 * b.o);
+  // Validation copies of dQKV, dX, dW, dW_o only when asked for.
+  EXPECT_EQ(f8.grad_ref, 0u);
+  const db::TrainMemory v = db::train_memory(db::load_config(preset("llama3-70b")).workload, true);
+  EXPECT_EQ(v.grad_ref, v.dqkv + v.dx + v.dw + v.dw_out);
   size_t sum = 0;
   for (const auto& [n, bytes] : f8.buffers()) sum += bytes;
   EXPECT_EQ(sum, f8.total());
+}
+
+TEST(TrainStep, MeasuredPlanSkipsFusedWrite) {
+  const db::Workload w = db::load_config(preset("llama3-70b")).workload;
+  const db::BlockMemory b = db::block_memory(w, w.sq, db::kTrainGemmObjects, false);
+  const db::TrainMemory t = db::train_memory(w, true);
+  const size_t big = size_t{1} << 40;
+  // Every strategy wanted: fused-write moves to the skipped ones with the reason, the others run.
+  const db::PipelinePlan all =
+      db::measured_train_plan(db::plan_train(b, t, 80, big, 0, db::pass_pipelines(db::Pass::Train)));
+  EXPECT_EQ(names(all.run), (std::vector<std::string>{"fused", "stored", "regen-overlap"}));
+  ASSERT_EQ(all.skipped.size(), 1u);
+  EXPECT_EQ(all.skipped[0].first, db::Pipeline::FusedWrite);
+  EXPECT_EQ(all.skipped[0].second, db::kFusedWriteSkip);
+  EXPECT_TRUE(all.needs_full_mask);
+  // fused and fused-write: no strategy left that reads a mask, so none is allocated.
+  const db::PipelinePlan f = db::measured_train_plan(
+      db::plan_train(b, t, 80, big, 0, {db::Pipeline::Fused, db::Pipeline::FusedWrite}));
+  EXPECT_EQ(names(f.run), (std::vector<std::string>{"fused"}));
+  EXPECT_FALSE(f.needs_full_mask);
+  // fused-write alone: the point is skipped, saying why.
+  const db::PipelinePlan none = db::measured_train_plan(db::plan_train(b, t, 80, big, 0, {db::Pipeline::FusedWrite}));
+  EXPECT_FALSE(none.point_fits);
+  EXPECT_NE(none.point_reason.find("keep words"), std::string::npos) << none.point_reason;
+  // Without fused-write the plan is unchanged.
+  const db::PipelinePlan s = db::measured_train_plan(db::plan_train(b, t, 80, big, 0, {db::Pipeline::Stored}));
+  EXPECT_EQ(names(s.run), (std::vector<std::string>{"stored"}));
+  EXPECT_TRUE(s.skipped.empty());
 }
 
 TEST(TrainStep, MaskFootprintPerStrategy) {
@@ -325,8 +373,10 @@ TEST(TrainStep, RunDryPlansTheTrainingStep) {
   EXPECT_EQ(st.at("fused").at("network_mask_bytes").get<uint64_t>(), 0u);
   // The plan's buffers: the forward's, the training step's, one mask.
   const json& buf = pt.at("derived").at("plan").at("memory").at("buffers");
-  for (const char* b : {"x", "qkv", "o", "lse", "w_out", "dy", "d_o", "dqkv", "dx", "dw", "bwd_workspace", "full_mask"})
-    EXPECT_TRUE(buf.contains(b)) << b;
+  for (const char* b : {"x", "qkv", "o", "lse", "w_out", "dy", "d_o", "dqkv", "dx", "dw", "bwd_workspace", "full_mask",
+                        "o_t", "dy_in", "dy_t", "dqkv_t", "x_t", "w_t", "w_out_t", "grad_ref"})
+    EXPECT_TRUE(buf.contains(b)) << b;  // the preset is fp8: the transposed copies; validation is on by default
+  EXPECT_FALSE(buf.contains("o_ref"));   // the forward's O copy: a training point compares gradients instead
   EXPECT_EQ(buf.at("full_mask").get<uint64_t>(), mask);
   // Every strategy as a variant with the model's step, forward and backward.
   std::vector<std::string> vs;
@@ -364,6 +414,21 @@ TEST(TrainStep, RunDryMaskBudgetAndSweepAxis) {
   EXPECT_EQ(s.at("points")[1].at("derived").at("train").at("layers_from"), "not given: one layer");
 }
 
+TEST(TrainStep, RunDryTrainPointRules) {
+  // The dW GEMMs contract over the tokens: batch * sq = 1000 is skipped with the rule, 1024 is planned.
+  const json r = dry_report("run --set workload.pass=train --set 'sweep.sq=[1000,1024]'");
+  ASSERT_EQ(r.at("skipped").size(), 1u) << r.at("skipped").dump();
+  const std::string why = r.at("skipped")[0].at("reason");
+  EXPECT_NE(why.find("workload.sq"), std::string::npos) << why;
+  EXPECT_NE(why.find("multiple of 16"), std::string::npos) << why;
+  ASSERT_EQ(r.at("points").size(), 1u);
+  // Six GEMM objects (QKV, output projection, their dX and dW), each with its 64 MiB cuBLASLt workspace.
+  const json& buf = r.at("points")[0].at("derived").at("plan").at("memory").at("buffers");
+  EXPECT_EQ(buf.at("gemm_workspaces").get<uint64_t>(), uint64_t{6} << 26);
+  // A dry run plans fused-write (modelled); only a measuring run skips it.
+  EXPECT_FALSE(r.at("points")[0].at("derived").contains("skipped_pipelines"));
+}
+
 TEST(TrainStep, BadInputIsOneLineAndLeavesTheReport) {
   const auto out = temp_path("keep");
   {
@@ -380,7 +445,6 @@ TEST(TrainStep, BadInputIsOneLineAndLeavesTheReport) {
     EXPECT_EQ(body, "{\"keep\": true}") << args;
   };
   check("run --set workload.pass=bwd --dry-run", "workload.pass");
-  check("run --set workload.pass=train", "attention backward");  // measuring: refused before anything runs
   check("run --dry-run --pipelines stored", "--pipelines");       // a strategy of pass train at a forward point
   check("run --dry-run --set workload.layers=5000", "workload.layers");
   std::filesystem::remove(out);

@@ -201,6 +201,13 @@ QkvGemm::QkvGemm(const GemmShape& shape, const GemmOptions& opts) : shape_(shape
   if (opts_.tune_rounds < 1 || opts_.tune_reps < 1) throw UsageError("gemm: tune rounds/reps must be >= 1");
   if (!(opts_.tune_margin >= 0 && opts_.tune_margin < 0.5)) throw UsageError("gemm: tune_margin must be in [0, 0.5)");
   if (opts_.dtype == GemmDtype::bf16) opts_.fast_accum = false;  // meaningless there; keep reports honest
+  const bool f8 = opts_.dtype == GemmDtype::fp8_e4m3;
+  if (opts_.x_e5m2 && !f8) throw UsageError("gemm: an e5m2 X needs the fp8 dtype");
+  if ((opts_.x_transposed || opts_.w_transposed) && f8)
+    throw UsageError("gemm: fp8 operands must not be transposed (cuBLASLt's FP8 path is TN only; pass a transposed copy)");
+  // A transposed operand's leading dimension is M (X) or N (W): 16-byte rows as for K.
+  if (opts_.x_transposed && shape_.m % 16 != 0)
+    throw UsageError("gemm: M=" + std::to_string(shape_.m) + " must be a multiple of 16 for a transposed X");
 
   impl_ = new Impl;
   try {
@@ -221,7 +228,11 @@ QkvGemm::QkvGemm(const GemmShape& shape, const GemmOptions& opts) : shape_(shape
     //   C = D = Y buffer (N x M column-major, ld N);    cuBLAS dims m = N, n = M, k = K.
     // That is exactly the "TN" form Hopper's FP8 kernels require (A transposed, B not), with both
     // operands K-contiguous; bf16 uses the same mapping. A's scale is s_w, B's is s_x.
-    const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
+    // A transposed operand (bf16 only) is the other view of its buffer: W stored [K, N] row-major is the
+    // column-major N x K matrix (ld N), which is op(A) itself (transa = N); X stored [K, M] row-major is the
+    // column-major M x K matrix (ld M), whose transpose is op(B) (transb = T).
+    const cublasOperation_t transa = opts_.w_transposed ? CUBLAS_OP_N : CUBLAS_OP_T;
+    const cublasOperation_t transb = opts_.x_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
     DB_CUBLAS(cublasLtMatmulDescSetAttribute(impl_->op, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)));
     DB_CUBLAS(cublasLtMatmulDescSetAttribute(impl_->op, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)));
     if (opts_.dtype == GemmDtype::fp8_e4m3) {
@@ -234,11 +245,18 @@ QkvGemm::QkvGemm(const GemmShape& shape, const GemmOptions& opts) : shape_(shape
           cublasLtMatmulDescSetAttribute(impl_->op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof(sms)));
     }
 
-    const cudaDataType_t in_t = opts_.dtype == GemmDtype::fp8_e4m3 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+    const cudaDataType_t w_t = f8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+    const cudaDataType_t x_t = opts_.x_e5m2 ? CUDA_R_8F_E5M2 : w_t;
     const auto m = static_cast<uint64_t>(shape_.m), n = static_cast<uint64_t>(shape_.n),
                k = static_cast<uint64_t>(shape_.k);
-    DB_CUBLAS(cublasLtMatrixLayoutCreate(&impl_->a, in_t, k, n, static_cast<int64_t>(k)));
-    DB_CUBLAS(cublasLtMatrixLayoutCreate(&impl_->b, in_t, k, m, static_cast<int64_t>(k)));
+    if (opts_.w_transposed)
+      DB_CUBLAS(cublasLtMatrixLayoutCreate(&impl_->a, w_t, n, k, static_cast<int64_t>(n)));
+    else
+      DB_CUBLAS(cublasLtMatrixLayoutCreate(&impl_->a, w_t, k, n, static_cast<int64_t>(k)));
+    if (opts_.x_transposed)
+      DB_CUBLAS(cublasLtMatrixLayoutCreate(&impl_->b, x_t, m, k, static_cast<int64_t>(m)));
+    else
+      DB_CUBLAS(cublasLtMatrixLayoutCreate(&impl_->b, x_t, k, m, static_cast<int64_t>(k)));
     // C and D share one layout: bf16 N x M, ld N (FP8 inputs with bf16 D need C bf16 too).
     DB_CUBLAS(cublasLtMatrixLayoutCreate(&impl_->c, CUDA_R_16BF, n, m, static_cast<int64_t>(n)));
 

@@ -2,6 +2,7 @@
 //
 //   Y[M, N] = (s_x * X[M, K]) · (s_w * W[N, K])ᵀ        all matrices row-major
 //   M = B·SQ (tokens), K = E (model width), N = (Hq + 2·Hkv)·dH (Q, K and V projections side by side)
+// The same class runs a training step's other products (GemmOptions: an e5m2 X, transposed bf16 operands).
 //
 // Inputs are FP8 e4m3 with one fp32 scale per tensor (device scalars s_x, s_w: the factors that turn the
 // stored fp8 values back into real values), or bf16 (no scales). The output is bf16, row-major, fp32
@@ -50,6 +51,13 @@ void validate_gemm_shape(const GemmShape& s, GemmDtype d);
 
 struct GemmOptions {
   GemmDtype dtype = GemmDtype::fp8_e4m3;
+  // The backward products of a training step (Transformer Engine's recipe): fp8 gradients are e5m2, and bf16
+  // operands may be stored transposed. cuBLASLt's FP8 kernels on Hopper take only the "TN" form (both operands
+  // K-contiguous, the layout below), so fp8 operands are never transposed here: the caller passes transposed
+  // copies (kernels/gemm/cast_transpose.cuh).
+  bool x_e5m2 = false;             // fp8 only: X is e5m2 (a gradient), W stays e4m3
+  bool x_transposed = false;       // bf16 only: X is stored [K, M] row-major (ld M) instead of [M, K]
+  bool w_transposed = false;       // bf16 only: W is stored [K, N] row-major (ld N) instead of [N, K]
   bool fast_accum = true;          // fp8 only: CUBLASLT_MATMUL_DESC_FAST_ACCUM (ignored for bf16)
   int top_k = 1;                   // heuristic candidates to request; > 1: tune() times them, keeps the fastest
   int sm_count_target = 0;         // CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET; 0 = every SM of the device

@@ -204,7 +204,7 @@ void BlockRunner::launch_finisher(const ChunkRange* window, void* out, unsigned 
 }
 
 void BlockRunner::rng_on_side(const RngConfig& rc, cudaStream_t main, const PhaseFn& ph, const char* who,
-                              const std::function<void()>& main_work) {
+                              const std::function<void()>& main_work, const std::string& rng_phase) {
   if (!mask_.get()) throw UsageError(std::string("run: ") + who + " needs the whole mask, which was not allocated");
   auto* work = work_.get<unsigned long long>();
   if (rc.schedule != RngSchedule::Static)
@@ -213,10 +213,10 @@ void BlockRunner::rng_on_side(const RngConfig& rc, cudaStream_t main, const Phas
   DB_CUDA(cudaEventRecord(fork_, main));
   DB_CUDA(cudaStreamWaitEvent(side, fork_, 0));
   const bool rng_first = !main_work || rc.before_gemm;
-  if (rng_first) launch_rng(rc, nullptr, mask_.get(), work, side, ph, "rng");
+  if (rng_first) launch_rng(rc, nullptr, mask_.get(), work, side, ph, rng_phase);
   if (main_work) main_work();
-  if (!rng_first) launch_rng(rc, nullptr, mask_.get(), work, side, ph, "rng");
-  if (rc.finisher) launch_finisher(nullptr, mask_.get(), work, main, ph, "rng-finish");
+  if (!rng_first) launch_rng(rc, nullptr, mask_.get(), work, side, ph, rng_phase);
+  if (rc.finisher) launch_finisher(nullptr, mask_.get(), work, main, ph, rng_phase + "-finish");
   DB_CUDA(cudaEventRecord(join_, side));
   DB_CUDA(cudaStreamWaitEvent(main, join_, 0));
 }

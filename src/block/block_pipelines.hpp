@@ -83,6 +83,11 @@ class BlockRunner {
   void gemm_alone(QkvGemm& g, cudaStream_t main) const { g.run(main); }
   // GEMM || RNG of the whole mask with `rc`, joined (phases "gemm", "rng", "rng-finish").
   void overlap_phase(QkvGemm& g, const RngConfig& rc, cudaStream_t main, const PhaseFn& ph);
+  // Forks to rc's side stream, runs the whole-mask RNG there as phase `rng_phase` (before or after `main_work` on
+  // the main stream, as rc.before_gemm says; no main_work: just the RNG), the finisher on main, and joins. The
+  // training step's regen-overlap runs it beside the output projection's backward GEMMs.
+  void rng_on_side(const RngConfig& rc, cudaStream_t main, const PhaseFn& ph, const char* who,
+                   const std::function<void()>& main_work, const std::string& rng_phase = "rng");
   // The standard (Static) RNG kernel for the whole mask on `main`, phase "rng": the baseline's RNG.
   void rng_static(cudaStream_t main, const PhaseFn& ph);
   // The same RNG without a GEMM (the alone time of the configuration).
@@ -94,6 +99,7 @@ class BlockRunner {
   void attention_chunks_alone(cudaStream_t main, const PhaseFn& ph) const;
 
   // ---- buffers and checks ----
+  const QkvBuffers& qkv_buffers() const { return bufs_; }  // X, W, QKV and the fp8 scales
   void* qkv() const { return bufs_.y; }
   size_t qkv_bytes() const;
   void* o() const { return o_.get(); }
@@ -127,10 +133,6 @@ class BlockRunner {
  private:
   void launch_rng(const RngConfig& rc, const ChunkRange* window, void* out, unsigned long long* work, cudaStream_t side,
                   const PhaseFn& ph, const std::string& name);
-  // Forks to rc's side stream, runs the whole-mask RNG there (before or after `main_work` on the main
-  // stream, as rc.before_gemm says; no main_work: just the RNG), the finisher on main, and joins.
-  void rng_on_side(const RngConfig& rc, cudaStream_t main, const PhaseFn& ph, const char* who,
-                   const std::function<void()>& main_work);
   void launch_finisher(const ChunkRange* window, void* out, unsigned long long* work, cudaStream_t main,
                        const PhaseFn& ph, const std::string& name);
   cudaStream_t side_stream(const RngConfig& rc) const { return rc.high_priority ? side_hi_ : side_; }

@@ -104,15 +104,18 @@ size_t TrainMemory::total() const {
 
 std::vector<std::pair<std::string, size_t>> TrainMemory::buffers() const {
   std::vector<std::pair<std::string, size_t>> all = {
-      {"w_out", w_out}, {"o_in", o_in}, {"y", y},     {"dy", dy},   {"d_o", d_o},
-      {"dw_out", dw_out}, {"dqkv", dqkv}, {"dqkv_in", dqkv_in}, {"dx", dx}, {"dw", dw}, {"bwd_workspace", bwd_workspace}};
+      {"w_out", w_out}, {"w_out_t", w_out_t}, {"o_in", o_in},       {"o_t", o_t},       {"y", y},
+      {"dy", dy},       {"dy_in", dy_in},     {"dy_t", dy_t},       {"d_o", d_o},       {"dw_out", dw_out},
+      {"dqkv", dqkv},   {"dqkv_in", dqkv_in}, {"dqkv_t", dqkv_t},   {"x_t", x_t},       {"w_t", w_t},
+      {"dx", dx},       {"dw", dw},           {"bwd_workspace", bwd_workspace}, {"fp8_scales", fp8_scales},
+      {"grad_ref", grad_ref}};
   std::vector<std::pair<std::string, size_t>> out;
   for (const auto& b : all)
     if (b.second > 0) out.push_back(b);
   return out;
 }
 
-TrainMemory train_memory(const Workload& w) {
+TrainMemory train_memory(const Workload& w, bool validate) {
   const std::string what = fmt::format("workload.sq: {} (batch {}, embed {}, q_heads {}) makes the training step's buffers",
                                        w.sq, w.batch, w.embed, w.q_heads);
   const bool fp8 = w.dtype == "fp8";
@@ -120,19 +123,33 @@ TrainMemory train_memory(const Workload& w) {
   const QkvDims d = qkv_dims(w.batch, w.sq, w.embed, w.q_heads, w.kv_heads, w.head_dim);
   const uint64_t tokens = checked_product({u64(w.batch), u64(w.sq)}, what);
   const uint64_t hd = checked_product({u64(w.q_heads), u64(w.head_dim)}, what);
+  const uint64_t o_elems = checked_product({tokens, hd}, what), y_elems = checked_product({tokens, u64(w.embed)}, what);
+  const uint64_t qkv_elems = checked_product({u64(d.m), u64(d.n)}, what);
+  const uint64_t w_elems = checked_product({u64(d.n), u64(d.k)}, what);
+  const uint64_t wo_elems = checked_product({u64(w.embed), hd}, what);
+  const uint64_t f8 = fp8 ? 1 : 0;
   TrainMemory t;
-  t.w_out = checked_product({u64(w.embed), hd, in_bytes}, what);
-  t.o_in = fp8 ? checked_product({tokens, hd}, what) : 0;
-  t.y = checked_product({tokens, u64(w.embed), 2}, what);
-  t.dy = checked_product({tokens, u64(w.embed), in_bytes}, what);
-  t.d_o = checked_product({tokens, hd, 2}, what);
-  t.dw_out = checked_product({u64(w.embed), hd, 2}, what);
-  t.dqkv = checked_product({u64(d.m), u64(d.n), 2}, what);
-  t.dqkv_in = fp8 ? checked_product({u64(d.m), u64(d.n)}, what) : 0;
+  t.w_out = checked_product({wo_elems, in_bytes}, what);
+  t.w_out_t = wo_elems * f8;
+  t.o_in = o_elems * f8;
+  t.o_t = o_elems * f8;
+  t.y = checked_product({y_elems, 2}, what);
+  t.dy = checked_product({y_elems, 2}, what);
+  t.dy_in = y_elems * f8;
+  t.dy_t = y_elems * f8;
+  t.d_o = checked_product({o_elems, 2}, what);
+  t.dw_out = checked_product({wo_elems, 2}, what);
+  t.dqkv = checked_product({qkv_elems, 2}, what);
+  t.dqkv_in = qkv_elems * f8;
+  t.dqkv_t = qkv_elems * f8;
+  t.x_t = checked_product({u64(d.m), u64(d.k)}, what) * f8;
+  t.w_t = w_elems * f8;
   t.dx = checked_product({u64(d.m), u64(d.k), 2}, what);
-  t.dw = checked_product({u64(d.n), u64(d.k), 2}, what);
+  t.dw = checked_product({w_elems, 2}, what);
   const uint64_t dbytes = checked_product({u64(w.batch), u64(w.q_heads), u64(w.sq), 4}, what);
-  t.bwd_workspace = (dbytes + 255) / 256 * 256;
+  t.bwd_workspace = checked_sum({(dbytes + 255) / 256 * 256, checked_product({o_elems, 4}, what)}, what);
+  t.fp8_scales = fp8 ? kTrainScaleSlots * kTrainScaleSlotBytes : 0;
+  t.grad_ref = validate ? checked_sum({t.dqkv, t.dx, t.dw, t.dw_out}, what) : 0;
   t.total();  // checked
   return t;
 }
@@ -237,6 +254,35 @@ PipelinePlan plan_pipelines(const BlockMemory& m, size_t free_bytes, size_t mask
     plan.point_reason = "no wanted pipeline fits: " + (plan.skipped.empty() ? std::string("?") : plan.skipped.front().second);
   }
   return plan;
+}
+
+const char* const kFusedWriteSkip =
+    "not measured: the forward attention kernels do not write the keep words they generate (planned and modelled "
+    "only)";
+
+PipelinePlan measured_train_plan(PipelinePlan plan) {
+  const auto it = std::find(plan.run.begin(), plan.run.end(), Pipeline::FusedWrite);
+  if (it == plan.run.end()) return plan;
+  plan.run.erase(it);
+  plan.skipped.emplace_back(Pipeline::FusedWrite, kFusedWriteSkip);
+  plan.needs_full_mask = std::any_of(plan.run.begin(), plan.run.end(),
+                                     [](Pipeline p) { return pipeline_spec(p).train_mask != MaskLife::None; });
+  if (plan.run.empty()) {
+    plan.point_fits = false;
+    plan.point_reason = std::string("fused-write: ") + kFusedWriteSkip;
+  }
+  return plan;
+}
+
+PointResult planned_point(const SweepPoint& pt, const PipelinePlan& plan) {
+  PointResult pr;
+  pr.index = pt.index;
+  pr.axes = pt.axes;
+  pr.workload = to_json(pt.workload);
+  json skipped = json::object();
+  for (const auto& [p, why] : plan.skipped) skipped[pipeline_name(p)] = why;
+  if (!skipped.empty()) pr.derived["skipped_pipelines"] = skipped;
+  return pr;
 }
 
 std::string human_bytes(size_t b) {

@@ -12,6 +12,7 @@
 
 #include "src/core/config.hpp"
 #include "src/core/pipelines.hpp"
+#include "src/core/report.hpp"
 
 namespace dropbench {
 
@@ -74,21 +75,34 @@ struct PipelinePlan {
 PipelinePlan plan_pipelines(const BlockMemory& m, size_t free_bytes, size_t mask_budget,
                             const std::vector<Pipeline>& wanted, size_t headroom = size_t{512} << 20);
 
-// The training step's buffers beyond the forward's BlockMemory (pass train; the GEMMs in workload.dtype: fp8 =
-// e4m3 forward operands, e5m2 gradients, one byte each; bf16 = two bytes): the output projection's weights,
-// its fp8 copy of O, its output Y, the incoming gradient dY, dO, dW_o, dQKV (and its fp8 copy), dX, dW_qkv, and
-// the attention backward's workspace (fp32 D = rowsum(dO o O), 256-byte aligned; deterministic dQ, no fp32
-// accumulator).
+// The training step's buffers beyond the forward's BlockMemory (pass train), as TrainRunner allocates them
+// (src/block/train_step.hpp). The GEMMs run in workload.dtype. bf16: every operand bf16, transposed operands read
+// in place. fp8 (Transformer Engine's recipe): e4m3 forward operands, e5m2 gradients, and cuBLASLt's FP8 path takes
+// only K-contiguous operands, so the step keeps fp8 copies and transposed copies made by cast-transpose: O (e4m3,
+// and transposed), dY and dQKV (e5m2, and transposed), X and both weights (transposed). dY, the gradient from the
+// layer above, arrives in bf16. The attention backward's workspace: fp32 D = rowsum(dO o O), 256-byte aligned,
+// plus the fp32 dQ accumulator of its fast mode (the timed mode). grad_ref: validation copies of dQKV, dX, dW,
+// dW_o (validate).
 struct TrainMemory {
-  size_t w_out = 0, o_in = 0, y = 0;        // forward: output projection weights, O as its input (fp8), Y
-  size_t dy = 0, d_o = 0, dw_out = 0;        // backward: dY, dO, dW_o
-  size_t dqkv = 0, dqkv_in = 0;              // dQ, dK, dV laid out like QKV; its fp8 copy (GEMM input)
-  size_t dx = 0, dw = 0;                     // the QKV GEMM's backward outputs
-  size_t bwd_workspace = 0;                  // attention backward: D
+  size_t w_out = 0, w_out_t = 0;            // output projection weights [E, Hq*dH] (fp8: and transposed)
+  size_t o_in = 0, o_t = 0, y = 0;          // fp8: O as the output projection's input, and transposed; Y
+  size_t dy = 0, dy_in = 0, dy_t = 0;       // dY (bf16); fp8: e5m2, and transposed
+  size_t d_o = 0, dw_out = 0;               // dO, dW_o
+  size_t dqkv = 0, dqkv_in = 0, dqkv_t = 0; // dQ, dK, dV laid out like QKV; fp8: e5m2, and transposed
+  size_t x_t = 0, w_t = 0;                  // fp8: X and W_qkv transposed
+  size_t dx = 0, dw = 0;                    // the QKV GEMM's backward outputs
+  size_t bwd_workspace = 0;                 // attention backward: D and the fast mode's dQ accumulator
+  size_t fp8_scales = 0;                    // fp8: the casts' scales and amax slots
+  size_t grad_ref = 0;                      // validation copies of dQKV, dX, dW, dW_o
   size_t total() const;
   std::vector<std::pair<std::string, size_t>> buffers() const;  // name -> bytes, allocation order (non-zero)
 };
-TrainMemory train_memory(const Workload& w);
+TrainMemory train_memory(const Workload& w, bool validate = false);
+// GEMM objects (each with its cuBLASLt workspace) a training step holds: QKV, the output projection, its dX and
+// dW, the QKV GEMM's dX and dW.
+constexpr int kTrainGemmObjects = 6;
+// The fp8 scale block: one 256-byte slot per scalar (cuBLASLt wants scale pointers 16-byte aligned).
+constexpr size_t kTrainScaleSlots = 8, kTrainScaleSlotBytes = 256;
 
 // The mask memory of a training-step strategy (pass train): what one block's step allocates, what it holds
 // from the forward to the backward, and what a network of `layers` layers would hold at its peak (every
@@ -106,6 +120,17 @@ MaskFootprint mask_footprint(Pipeline p, const BlockMemory& m, int64_t layers);
 // passes `mask_budget` (bytes; 0 = none given) is skipped with the reason.
 PipelinePlan plan_train(const BlockMemory& m, const TrainMemory& t, int64_t layers, size_t free_bytes,
                         size_t mask_budget, const std::vector<Pipeline>& wanted, size_t headroom = size_t{512} << 20);
+
+// Why a measuring run does not run fused-write: the forward attention kernels do not write the keep words they
+// generate. The plan of a measuring run (measured_train_plan) lists it among the skipped with this reason.
+extern const char* const kFusedWriteSkip;
+// plan_train's plan as a measuring run executes it: fused-write moved to the skipped strategies (kFusedWriteSkip),
+// needs_full_mask recomputed, and the point skipped when nothing else is left.
+PipelinePlan measured_train_plan(PipelinePlan plan);
+
+// A point's result as both passes of `run` start it: index, axes and workload of `pt`, and the plan's skipped
+// pipelines with their reasons in derived.skipped_pipelines (absent when none is skipped).
+PointResult planned_point(const SweepPoint& pt, const PipelinePlan& plan);
 
 // "1.5 GiB", "512 MiB", "12 KiB", "100 B".
 std::string human_bytes(size_t bytes);

@@ -45,6 +45,17 @@ std::string fastest(const std::map<std::string, double>& times) {
 
 }  // namespace
 
+double put_variant_energy(VariantResult& v) {
+  const double e_mj = v.power.is_object() ? power_figure(v.power, "energy_mj_per_iter") : std::nan("");
+  if (!std::isfinite(e_mj)) return e_mj;
+  v.derived["energy_mj"] = e_mj;
+  v.derived["mean_w"] = power_figure(v.power, "mean_w");
+  v.derived["capped_share"] = power_figure(v.power, "capped_share");
+  const EnergyDelay ed = energy_delay(e_mj * 1e-3, power_figure(v.power, "time_per_iter_s"));  // both of the pass
+  v.derived["edp_js"] = ed.edp_js;
+  return e_mj;
+}
+
 // Back-to-back ("sustained") pipeline times from the power pass (launches queued 4 deep for measure.power_time,
 // as a training loop runs them), beside the sampled medians: a power-capped kernel recovers clock in the gaps
 // between timed samples, so its sampled median is faster than its sustained time (the FP8 GEMM by up to ~14 %),
@@ -78,14 +89,9 @@ void energy_figures(PointResult& pr, json& d, const PointTimes& t) {
   std::string best;
   double best_e = 0;
   for (VariantResult& v : pr.variants) {
-    if (!t.pipelines.count(v.name) || !v.power.is_object()) continue;
-    const double e_mj = power_figure(v.power, "energy_mj_per_iter");
+    if (!t.pipelines.count(v.name)) continue;
+    const double e_mj = put_variant_energy(v);
     if (!std::isfinite(e_mj)) continue;
-    v.derived["energy_mj"] = e_mj;
-    v.derived["mean_w"] = power_figure(v.power, "mean_w");
-    v.derived["capped_share"] = power_figure(v.power, "capped_share");
-    const EnergyDelay ed = energy_delay(e_mj * 1e-3, power_figure(v.power, "time_per_iter_s"));  // both of the pass
-    v.derived["edp_js"] = ed.edp_js;
     energy[v.name] = e_mj;
     if (best.empty() || e_mj < best_e) {
       best = v.name;
@@ -223,15 +229,19 @@ json rounds_vs_r7(const Report& report) {
 json run_summary(const Report& report, const RunTotals& totals) {
   json summary = json::object();
   summary["rounds_vs_r7"] = rounds_vs_r7(report);
-  json winners = json::array();
-  for (const PointResult& p : report.points())
-    if (p.derived.contains("winner")) {
-      json w = {{"axes", p.axes}, {"winner", p.derived["winner"]}};
-      if (p.derived.contains("energy_winner")) w["energy_winner"] = p.derived["energy_winner"];
-      if (p.derived.contains("sustained_winner")) w["sustained_winner"] = p.derived["sustained_winner"];
-      winners.push_back(std::move(w));
-    }
+  // The forward points' winners (derived) and the training points' (derived.train.measured).
+  json winners = json::array(), train_winners = json::array();
+  for (const PointResult& p : report.points()) {
+    const bool train = p.derived.contains("train") && p.derived["train"].contains("measured");
+    const json& d = train ? p.derived["train"]["measured"] : p.derived;
+    if (!d.contains("winner")) continue;
+    json w = {{"axes", p.axes}, {"winner", d["winner"]}};
+    if (d.contains("energy_winner")) w["energy_winner"] = d["energy_winner"];
+    if (d.contains("sustained_winner")) w["sustained_winner"] = d["sustained_winner"];
+    (train ? train_winners : winners).push_back(std::move(w));
+  }
   summary["winners"] = winners;
+  if (!train_winners.empty()) summary["train_winners"] = train_winners;
   summary["bitwise_mismatches"] = totals.counters.mismatches;
   summary["measurements_without_samples"] = totals.counters.unmeasured;
   if (!totals.target.empty()) summary["coresidency_target"] = totals.target;

@@ -31,6 +31,10 @@ json point_figures(PointResult& pr, const Workload& w, const PointTimes& t);
 void sustained_figures(const std::vector<VariantResult>& variants, const std::map<std::string, double>& pipelines,
                        json& d);
 
+// A variant's energy from its power pass (measure.power_time): derived energy_mj (per iteration), mean_w,
+// capped_share, edp_js. Returns energy_mj, NaN (nothing written) when the pass has no energy.
+double put_variant_energy(VariantResult& v);
+
 struct RunTotals {
   RunCounters counters;
   json target = json::array();  // the co-residency target rows

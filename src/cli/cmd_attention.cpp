@@ -50,7 +50,7 @@ VariantResult attention_variant(const VariantContext& c, const char* name, Dropo
   v.extra["mask_bytes"] = mode == DropoutMode::Mask ? c.geo.bytes() : 0;
   v.extra["keep_effective"] = c.thr.keep_effective;
   v.extra["inputs"] = "bf16 N(0,1)";
-  v.extra["pass"] = c.w.attention_pass;
+  v.extra["pass"] = c.w.pass;
   if (c.dry && c.has_bwd) v.extra["model_note"] = "not modelled: the model has no attention backward (docs/model.md)";
   if (c.dry && !c.has_bwd) put_estimate(v.derived, v.extra, c.model->attention(c.w, name));
   for (auto it = checks.begin(); it != checks.end(); ++it) v.extra[it.key()] = it.value();
@@ -98,12 +98,14 @@ void fused_references(const AttentionParams& ap, const AttentionBwdParams& bp_ch
   DB_CUDA(cudaMemcpy(h_dref.data(), dqkv.get(), dqkv_bytes, cudaMemcpyDeviceToHost));
 }
 
+const std::vector<std::string> kAxes = {"batch",     "sq",        "q_heads", "kv_heads",       "head_dim",
+                                        "causal",    "dropout_p", "rounds",  "threshold_bits", "attention_kernel",
+                                        "pass"};
+const std::map<std::string, std::vector<json>> kDefaults = {{"sq", {4096, 8192, 16384}}, {"causal", {false, true}}};
+
 int run_attention(RunContext& ctx) {
-  const std::vector<std::string> axes = {"batch",     "sq",     "q_heads",        "kv_heads",        "head_dim",
-                                         "causal",    "dropout_p", "rounds",      "threshold_bits", "attention_kernel",
-                                         "attention_pass"};
-  const std::map<std::string, std::vector<json>> defaults = {{"sq", {4096, 8192, 16384}}, {"causal", {false, true}}};
-  const auto points = expand_sweep(ctx.cfg, axes, defaults);
+  const std::vector<std::string>& axes = kAxes;
+  const auto points = expand_sweep(ctx.cfg, axes, kDefaults);
   const bool dry = ctx.opts.dry_run;
   for (const SweepPoint& pt : points) attention_memory(pt.workload, "sweep point " + pt.axes.dump() + ": ");
   const PlanDevice dev = dry ? plan_device(ctx.opts) : PlanDevice{};
@@ -133,7 +135,7 @@ int run_attention(RunContext& ctx) {
     const size_t need = mem.buffers_total();
     // The pass: fwd times the forward; bwd the backward alone (reading the O and LSE the checks' forwards left, whose
     // values do not change its work); fwd+bwd both, back to back. The backward runs in its fast mode (atomic dQ).
-    const bool has_bwd = w.attention_pass != "fwd", has_fwd = w.attention_pass != "bwd";
+    const bool has_bwd = w.pass != "fwd", has_fwd = w.pass != "bwd";
     if (mem.need() > (dry ? dev.bytes
                           : device_free_bytes() + qkv.size() + o.size() + o_ref.size() + lse.size() + mask.size() +
                                 dout.size() + dqkv.size() + bwd_ws.size())) {
@@ -268,12 +270,14 @@ Command make_attention_command() {
       "workload.attention_kernel (an axis too) picks the kernel family: wgmma (Hopper TMA + wgmma), mma\n"
       "(FlashAttention-2-class mma.sync), auto = wgmma where supported (the backward: auto = mma); extra.kernel\n"
       "names the instance.\n"
-      "workload.attention_pass (an axis too): fwd (default) | bwd (the backward alone: dQ, dK, dV into a dQKV\n"
+      "workload.pass (an axis too): fwd (default) | bwd (the backward alone: dQ, dK, dV into a dQKV\n"
       "buffer laid out like QKV, fast mode with atomic dQ; no rng+mask variant) | fwd+bwd (phases attention,\n"
       "backward). TFLOP/s count the backward as 2.5x the forward; the deterministic backward of mask and\n"
       "rng+mask is checked bit for bit against fused's (extra.bwd_bitwise_equal_fused); extra.bwd_kernel names it.\n"
       "Example: dropbench attention --set workload.q_heads=32 --set sweep.sq=[8192] --set sweep.causal=[false]";
   c.run = run_attention;
+  // A pass of another command is refused before the GPU is looked for.
+  c.check = [](const Config& cfg, const CommonOptions&) { check_command_passes(expand_sweep(cfg, kAxes, kDefaults), "attention"); };
   return c;
 }
 

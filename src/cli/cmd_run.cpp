@@ -86,21 +86,30 @@ int run_run(RunContext& ctx, const RunOptions& o) {
   const std::vector<Pipeline> wanted = wanted_for_pass(wanted_any, Pass::Fwd);
   validate_run_options(o);
   const auto points = expand_sweep(ctx.cfg, kAxes);
-  check_run_passes(points, wanted_any, ctx.opts.dry_run);
+  check_run_passes(points, wanted_any);
   const bool dry = ctx.opts.dry_run;
+  const bool any_train = std::any_of(points.begin(), points.end(),
+                                     [](const SweepPoint& pt) { return parse_pass(pt.workload.pass) == Pass::Train; });
   TraceState trace = open_trace(o.trace, dry);
   // Sizes past 2^64 bytes are refused before anything runs (a chunk of the whole sequence is the largest).
   for (const SweepPoint& pt : points) block_memory(pt.workload, pt.workload.sq, 1 + std::max(3, o.top_k), true);
   const PlanDevice dev = dry ? plan_device(ctx.opts) : PlanDevice{};
-  const std::optional<Estimator> model = dry ? std::make_optional<Estimator>(ctx.opts) : std::nullopt;
+  // The model's estimates: every point of a dry run, and beside the measurement of a training step.
+  const std::optional<Estimator> model = dry || any_train ? std::make_optional<Estimator>(ctx.opts) : std::nullopt;
   SweepSession session(ctx, "run", points);
   RunTotals totals;
+  const size_t budget = o.mask_budget_gib > 0 ? static_cast<size_t>(o.mask_budget_gib * (1ull << 30)) : 0;
+  const std::vector<Pipeline> train_wanted = wanted_for_pass(wanted_any, Pass::Train);
 
   for (const SweepPoint& pt : points) {
     const std::string label = axes_label(pt.axes);
     if (!session.begin(pt, label)) continue;  // another shard's point, or kept from --resume
     NvtxRange point_range("point " + label);
     const Workload& w = pt.workload;
+    if (parse_pass(w.pass) == Pass::Train) {
+      train_point({session, o, dev, dry, budget, train_wanted, *model, kRunHeadroom, totals.counters}, pt, label);
+      continue;
+    }
     std::vector<ChunkRange> chunks;
     try {
       validate_block_workload(w);
@@ -113,11 +122,6 @@ int run_run(RunContext& ctx, const RunOptions& o) {
     const int gemm_objects = o.no_explore ? 1 : 1 + std::max(3, o.top_k);
     const BlockMemory mem = block_memory(w, chunks.front().rows, gemm_objects, !o.no_validate);
     const size_t free_b = dry ? dev.bytes : device_free_bytes();
-    const size_t budget = o.mask_budget_gib > 0 ? static_cast<size_t>(o.mask_budget_gib * (1ull << 30)) : 0;
-    if (parse_pass(w.pass) == Pass::Train) {  // a dry run only (check_run_passes)
-      dry_train_point(session, pt, mem, dev, budget, wanted_for_pass(wanted_any, Pass::Train), *model, kRunHeadroom);
-      continue;
-    }
     const PipelinePlan plan = plan_pipelines(mem, free_b, budget, wanted, kRunHeadroom);
     if (!plan.point_fits) {
       session.report.add_skipped({pt.axes, plan.point_reason, kNoIndex,
@@ -126,13 +130,7 @@ int run_run(RunContext& ctx, const RunOptions& o) {
                                       : json()});
       continue;
     }
-    PointResult pr;
-    pr.index = pt.index;
-    pr.axes = pt.axes;
-    pr.workload = to_json(w);
-    json skipped = json::object();
-    for (const auto& [p, why] : plan.skipped) skipped[pipeline_name(p)] = why;
-    if (!skipped.empty()) pr.derived["skipped_pipelines"] = skipped;
+    PointResult pr = planned_point(pt, plan);
     if (dry) {
       json pj = plan_json(run_memory(mem, plan.needs_full_mask, plan.needs_chunk_masks, kRunHeadroom), dev, true);
       if (o.mask_budget_gib > 0) pj["mask_budget_bytes"] = budget;
@@ -149,7 +147,8 @@ int run_run(RunContext& ctx, const RunOptions& o) {
   totals.trace_records = trace.records.size();
   session.finish(run_summary(session.report, totals),
                  dry ? dry_plan_table(session.report)
-                     : standard_table(session.report, {"tflops", "x_baseline", "hidden", "hidden_self", "coresident_share"}));
+                     : standard_table(session.report,
+                                      {"tflops", "x_baseline", "x_fused", "x_model", "hidden", "hidden_self", "coresident_share"}));
   // Human text beside the table, on stderr: stdout holds the table alone.
   if (dry && !ctx.opts.quiet) fmt::print(stderr, "{}", train_plan_text(session.report));
   if (totals.counters.mismatches > 0) {
@@ -176,10 +175,13 @@ std::string train_help() {
   for (Pipeline p : pass_pipelines(Pass::Train))
     h += fmt::format("  {:<13} {}\n", pipeline_name(p), pipeline_spec(p).train_summary);
   return h +
-         "Planned and modelled only (--dry-run): per strategy the mask bytes per layer and for workload.layers layers\n"
-         "(presets: 32 / 80 / 126), the model's step / forward / backward time and the verdict per mask budget\n"
-         "(--mask-budget: GiB the network's masks may hold). Without --dry-run it exits 2: this build has no\n"
-         "attention backward to measure with.\n";
+         "Measured on the GPU (fused-write is planned only: the forward kernels do not write their keep words): per\n"
+         "strategy the step time with its phases, energy, sustained time, x_fused and the model's step beside it\n"
+         "(x_model); the hidden fraction of each GEMM || RNG overlap with its energy bound; every strategy's gradients\n"
+         "(dQKV, dX, dW_qkv, dW_o) checked bitwise against the first's with the deterministic dQ (timed: fast dQ).\n"
+         "The RNG beside the GEMMs is --overlap-rng's mechanism (auto: plain). A dry run gives per strategy the mask\n"
+         "bytes per layer and for workload.layers layers (presets: 32 / 80 / 126), the model's step / forward /\n"
+         "backward time and the verdict per mask budget (--mask-budget: GiB the network's masks may hold).\n";
 }
 
 }  // namespace
@@ -244,9 +246,9 @@ Command make_run_command() {
                    "Write a CUPTI kernel timeline (Chrome-trace JSON) of one extra untimed run of each pipeline per point");
   };
   c.run = [o](RunContext& ctx) { return run_run(ctx, *o); };
-  // A training-step point is refused before the GPU is looked for: this build cannot measure it on any device.
-  c.check = [o](const Config& cfg, const CommonOptions& opts) {
-    check_run_passes(expand_sweep(cfg, kAxes), wanted_pipeline_list(*o, cfg), opts.dry_run);
+  // A pass or pipeline the sweep cannot run is refused before the GPU is looked for.
+  c.check = [o](const Config& cfg, const CommonOptions&) {
+    check_run_passes(expand_sweep(cfg, kAxes), wanted_pipeline_list(*o, cfg));
   };
   return c;
 }

@@ -105,7 +105,7 @@ MemoryPlan attention_memory(const Workload& w, const std::string& where) {
                {"o_ref", o},
                {"lse", checked_product({bh, u(w.sq), 4}, what)},
                {"mask", checked_product({bh, r16, c64, 32, 4}, what)}};
-  if (w.attention_pass != "fwd") {
+  if (w.pass != "fwd") {  // attention's bwd, fwd+bwd
     // The backward's: dO, dQKV (laid out like QKV) and its workspace in the fast (atomic dQ) mode, the larger one.
     AttentionBwdParams bp;
     bp.fwd = attention_params(w, make_threshold(w.dropout_p, static_cast<int>(w.threshold_bits)));

@@ -5,7 +5,10 @@
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "src/block/mechanisms.hpp"
 #include "src/block/run_point.hpp"
+#include "src/block/train_point.hpp"
+#include "src/block/train_step.hpp"
 #include "src/core/nvtx.hpp"
 #include "src/core/sweep_util.hpp"
 #include "src/model/recommend.hpp"
@@ -29,6 +32,110 @@ json phases_json(const std::vector<model::PhaseTime>& ph) {
   return a;
 }
 
+
+// The model's step for one strategy beside its variant (dry and measured runs); x_model = measured / model.
+void put_train_model(VariantResult& v, const std::optional<model::TrainPrediction>& tp, const std::string& note) {
+  const model::StepTime* st = tp ? tp->strategy(v.name) : nullptr;
+  if (!st) {
+    v.extra["model_note"] = tp ? "the model composes no strategy '" + v.name + "'" : note;
+    return;
+  }
+  v.derived["model_us"] = st->seconds * 1e6;
+  v.derived["model_fwd_us"] = st->fwd_seconds * 1e6;
+  v.derived["model_bwd_us"] = st->bwd_seconds * 1e6;
+  if (st->energy_j >= 0) v.derived["model_energy_mj"] = st->energy_j * 1e3;
+  if (st->hidden_fwd >= 0) v.derived["model_hidden_fwd"] = st->hidden_fwd;
+  if (st->hidden_bwd >= 0) v.derived["model_hidden_bwd"] = st->hidden_bwd;
+  // No schedule of a GEMM || RNG overlap beats its energy bound (0: no power data).
+  if (st->energy_bound_fwd_s > 0) v.derived["model_energy_bound_fwd_us"] = st->energy_bound_fwd_s * 1e6;
+  if (st->energy_bound_bwd_s > 0) v.derived["model_energy_bound_bwd_us"] = st->energy_bound_bwd_s * 1e6;
+  v.extra["model_phases"] = {{"fwd", phases_json(st->fwd)}, {"bwd", phases_json(st->bwd)}};
+  v.extra["model_detail"] = st->detail;
+  if (v.stats.median > 0 && st->seconds > 0) v.derived["x_model"] = v.stats.median / st->seconds;
+}
+
+// derived.train of a point: every wanted strategy's mask memory per layer and per network and the model's step
+// (skipped strategies too: the verdict compares them all), and the verdict per mask budget.
+json train_strategies(const Workload& w, const BlockMemory& mem, const std::vector<Pipeline>& wanted,
+                      const std::optional<model::TrainPrediction>& tp, const std::string& note, size_t mask_budget) {
+  json strategies = json::object();
+  std::vector<model::StrategyCost> costs;
+  for (Pipeline p : wanted) {
+    const MaskFootprint f = mask_footprint(p, mem, w.layers);
+    json e = {{"mask_life", mask_life_name(pipeline_spec(p).train_mask)},
+              {"block_mask_bytes", f.block_bytes},
+              {"held_bytes_per_layer", f.held_per_layer},
+              {"network_mask_bytes", f.network_bytes},
+              {"fits_budget", mask_budget == 0 || f.network_bytes <= mask_budget}};
+    if (tp)
+      if (const model::StepTime* st = tp->strategy(pipeline_name(p))) {
+        costs.push_back({st->name, st->seconds, f.network_bytes});
+        e["model_us"] = st->seconds * 1e6;
+        e["model_fwd_us"] = st->fwd_seconds * 1e6;
+        e["model_bwd_us"] = st->bwd_seconds * 1e6;
+      }
+    strategies[pipeline_name(p)] = std::move(e);
+  }
+  json train = {{"layers", std::max<int64_t>(w.layers, 1)},
+                {"layers_from", w.layers > 0 ? "workload.layers" : "not given: one layer"},
+                {"strategies", strategies}};
+  if (!tp) {
+    train["verdict_note"] = note;
+    return train;
+  }
+  const std::vector<model::BudgetStep> ladder = model::budget_ladder(costs);
+  json steps = json::array();
+  for (const model::BudgetStep& s : ladder)
+    steps.push_back({{"from_bytes", s.from_bytes}, {"strategy", s.strategy}, {"model_us", s.seconds * 1e6}});
+  json verdict = {{"ladder", steps}, {"text", model::ladder_text(ladder)}};
+  const model::BudgetStep* best = model::best_within(ladder, mask_budget);
+  verdict["best_within_budget"] = best ? json(best->strategy) : json(nullptr);
+  train["verdict"] = std::move(verdict);
+  return train;
+}
+
+// A dry run walks each strategy's phases (the NVTX tree without a GPU) and gives it the model's figures.
+void dry_walk(SweepSession& session, const PipelinePlan& plan, const BlockMemory& mem, const Workload& w,
+              const std::optional<model::TrainPrediction>& tp, const std::string& note, PointResult& pr) {
+  for (Pipeline p : plan.run) {
+    const PipelineSpec& spec = pipeline_spec(p);
+    NvtxRange vr(std::string("variant ") + spec.name);
+    session.harness.measure([&](Sample& s) {
+      for (const char* phase : spec.train_phases) s.phase(phase, [] {});
+    });
+    VariantResult v = variant_of(spec.name, Measurement{});
+    const MaskFootprint f = mask_footprint(p, mem, w.layers);
+    v.extra = {{"mask_bytes", f.block_bytes}, {"network_mask_bytes", f.network_bytes}};
+    put_train_model(v, tp, note);
+    pr.variants.push_back(std::move(v));
+  }
+}
+
+// The RNG configuration beside the GEMMs: --overlap-rng's mechanism, plain for auto (the forward's automatic choice
+// needs its mechanism group, which a training point does not measure).
+RngConfig train_rng(const RunOptions& o) {
+  if (o.overlap_rng == "auto") return rng_plain();
+  const FixedMechanism* m = find_fixed_mechanism(o.overlap_rng);
+  if (!m) throw UsageError("--overlap-rng: '" + o.overlap_rng + "' is not allowed (allowed: " + overlap_rng_choices() + ")");
+  return m->rc;
+}
+
+// The training step on the GPU (src/block/train_point.hpp), the model beside each strategy.
+void measure_train(const TrainPointContext& c, const SweepPoint& pt, const std::string& label, const PipelinePlan& plan,
+                   const std::optional<model::TrainPrediction>& tp, const std::string& note, PointResult& pr) {
+  const cudaStream_t main = c.session.harness.stream();
+  TrainRunner::Options to;
+  to.top_k = c.opts.top_k;
+  to.full_mask = plan.needs_full_mask;
+  to.validate = !c.opts.no_validate;
+  TrainRunner tr(pt.workload, to, main);
+  tr.tune(main);
+  PointScope ps{c.session.harness, tr.block(), c.opts, plan, label, pr, c.counters};
+  measure_train_point(ps, tr, train_rng(c.opts));
+  for (VariantResult& v : pr.variants)
+    if (v.name.find(':') == std::string::npos) put_train_model(v, tp, note);
+}
+
 }  // namespace
 
 std::vector<Pipeline> wanted_for_pass(const std::optional<std::vector<Pipeline>>& wanted, Pass pass) {
@@ -39,8 +146,8 @@ std::vector<Pipeline> wanted_for_pass(const std::optional<std::vector<Pipeline>>
   return out;
 }
 
-void check_run_passes(const std::vector<SweepPoint>& points, const std::optional<std::vector<Pipeline>>& wanted,
-                      bool dry_run) {
+void check_run_passes(const std::vector<SweepPoint>& points, const std::optional<std::vector<Pipeline>>& wanted) {
+  check_command_passes(points, "run");
   bool fwd = false, train = false;
   for (const SweepPoint& pt : points) (parse_pass(pt.workload.pass) == Pass::Train ? train : fwd) = true;
   if (wanted)
@@ -51,106 +158,46 @@ void check_run_passes(const std::vector<SweepPoint>& points, const std::optional
                                      fwd ? "pass fwd: " + pass_pipeline_names_text(Pass::Fwd) : "",
                                      fwd && train ? "; " : "",
                                      train ? "pass train: " + pass_pipeline_names_text(Pass::Train) : ""));
-  if (train && !dry_run)
-    throw UsageError("workload.pass: train is planned and modelled only: measuring the training step needs the "
-                     "attention backward and the backward GEMMs (transposed operands, e5m2 gradients) in run's "
-                     "pipelines, which this build does not have (allowed: fwd; or train with --dry-run)");
 }
 
-void dry_train_point(SweepSession& session, const SweepPoint& pt, const BlockMemory& mem, const PlanDevice& dev,
-                     size_t mask_budget, const std::vector<Pipeline>& wanted, const Estimator& model, size_t headroom) {
+void train_point(const TrainPointContext& c, const SweepPoint& pt, const std::string& label) {
   const Workload& w = pt.workload;
-  const TrainMemory tm = train_memory(w);
-  if (wanted.empty()) {
-    session.report.add_skipped({pt.axes, "--pipelines lists no strategy of pass train (allowed: " +
-                                             pass_pipeline_names_text(Pass::Train) + ")"});
+  try {
+    validate_train_workload(w);
+  } catch (const UsageError& e) {
+    c.session.report.add_skipped({pt.axes, e.what()});
     return;
   }
-  const PipelinePlan plan = plan_train(mem, tm, w.layers, dev.bytes, mask_budget, wanted, headroom);
+  if (c.wanted.empty()) {
+    c.session.report.add_skipped({pt.axes, "--pipelines lists no strategy of pass train (allowed: " +
+                                               pass_pipeline_names_text(Pass::Train) + ")"});
+    return;
+  }
+  const BlockMemory mem = block_memory(w, w.sq, kTrainGemmObjects, false);
+  const TrainMemory tm = train_memory(w, !c.opts.no_validate);
+  const size_t free_b = c.dry ? c.dev.bytes : device_free_bytes();
+  PipelinePlan plan = plan_train(mem, tm, w.layers, free_b, c.mask_budget, c.wanted, c.headroom);
+  if (plan.point_fits && !c.dry) plan = measured_train_plan(std::move(plan));
   if (!plan.point_fits) {
-    session.report.add_skipped({pt.axes, plan.point_reason, kNoIndex,
-                                plan_json(train_run_memory(mem, tm, false, headroom), dev, false, plan.point_reason)});
+    c.session.report.add_skipped(
+        {pt.axes, plan.point_reason, kNoIndex,
+         c.dry ? plan_json(train_run_memory(mem, tm, false, c.headroom), c.dev, false, plan.point_reason) : json()});
     return;
   }
-  PointResult pr;
-  pr.index = pt.index;
-  pr.axes = pt.axes;
-  pr.workload = to_json(w);
-  json skipped = json::object();
-  for (const auto& [p, why] : plan.skipped) skipped[pipeline_name(p)] = why;
-  if (!skipped.empty()) pr.derived["skipped_pipelines"] = skipped;
-  json pj = plan_json(train_run_memory(mem, tm, plan.needs_full_mask, headroom), dev, true);
-  if (mask_budget > 0) pj["mask_budget_bytes"] = mask_budget;
-  pr.derived["plan"] = std::move(pj);
-
-  // Every wanted strategy's mask memory (skipped ones too: the verdict compares them all).
+  PointResult pr = planned_point(pt, plan);
+  if (c.dry) {
+    json pj = plan_json(train_run_memory(mem, tm, plan.needs_full_mask, c.headroom), c.dev, true);
+    if (c.mask_budget > 0) pj["mask_budget_bytes"] = c.mask_budget;
+    pr.derived["plan"] = std::move(pj);
+  }
   std::string note;
-  const std::optional<model::TrainPrediction> tp = model.train(w, &note);
-  const int64_t layers = std::max<int64_t>(w.layers, 1);
-  json strategies = json::object();
-  std::vector<model::StrategyCost> costs;
-  for (Pipeline p : wanted) {
-    const MaskFootprint f = mask_footprint(p, mem, w.layers);
-    strategies[pipeline_name(p)] = {{"mask_life", mask_life_name(pipeline_spec(p).train_mask)},
-                                    {"block_mask_bytes", f.block_bytes},
-                                    {"held_bytes_per_layer", f.held_per_layer},
-                                    {"network_mask_bytes", f.network_bytes},
-                                    {"fits_budget", mask_budget == 0 || f.network_bytes <= mask_budget}};
-    if (tp)
-      if (const model::StepTime* st = tp->strategy(pipeline_name(p))) {
-        costs.push_back({st->name, st->seconds, f.network_bytes});
-        // Skipped strategies too: the verdict weighs them.
-        json& e = strategies[pipeline_name(p)];
-        e["model_us"] = st->seconds * 1e6;
-        e["model_fwd_us"] = st->fwd_seconds * 1e6;
-        e["model_bwd_us"] = st->bwd_seconds * 1e6;
-      }
-  }
-  json train = {{"layers", layers},
-                {"layers_from", w.layers > 0 ? "workload.layers" : "not given: one layer"},
-                {"strategies", strategies}};
-  if (tp) {
-    const std::vector<model::BudgetStep> ladder = model::budget_ladder(costs);
-    json steps = json::array();
-    for (const model::BudgetStep& s : ladder)
-      steps.push_back({{"from_bytes", s.from_bytes}, {"strategy", s.strategy}, {"model_us", s.seconds * 1e6}});
-    json verdict = {{"ladder", steps}, {"text", model::ladder_text(ladder)}};
-    const model::BudgetStep* best = model::best_within(ladder, mask_budget);
-    verdict["best_within_budget"] = best ? json(best->strategy) : json(nullptr);
-    train["verdict"] = std::move(verdict);
-  } else {
-    train["verdict_note"] = note;
-  }
-  pr.derived["train"] = std::move(train);
-
-  for (Pipeline p : plan.run) {
-    const PipelineSpec& spec = pipeline_spec(p);
-    NvtxRange vr(std::string("variant ") + spec.name);
-    session.harness.measure([&](Sample& s) {
-      for (const char* phase : spec.train_phases) s.phase(phase, [] {});
-    });
-    VariantResult v = variant_of(spec.name, Measurement{});
-    const MaskFootprint f = mask_footprint(p, mem, w.layers);
-    v.extra = {{"mask_bytes", f.block_bytes}, {"network_mask_bytes", f.network_bytes}};
-    const model::StepTime* st = tp ? tp->strategy(spec.name) : nullptr;
-    if (st) {
-      v.derived["model_us"] = st->seconds * 1e6;
-      v.derived["model_fwd_us"] = st->fwd_seconds * 1e6;
-      v.derived["model_bwd_us"] = st->bwd_seconds * 1e6;
-      if (st->energy_j >= 0) v.derived["model_energy_mj"] = st->energy_j * 1e3;
-      if (st->hidden_fwd >= 0) v.derived["model_hidden_fwd"] = st->hidden_fwd;
-      if (st->hidden_bwd >= 0) v.derived["model_hidden_bwd"] = st->hidden_bwd;
-      // No schedule of a GEMM || RNG overlap beats its energy bound (0: no power data).
-      if (st->energy_bound_fwd_s > 0) v.derived["model_energy_bound_fwd_us"] = st->energy_bound_fwd_s * 1e6;
-      if (st->energy_bound_bwd_s > 0) v.derived["model_energy_bound_bwd_us"] = st->energy_bound_bwd_s * 1e6;
-      v.extra["model_phases"] = {{"fwd", phases_json(st->fwd)}, {"bwd", phases_json(st->bwd)}};
-      v.extra["model_detail"] = st->detail;
-    } else {
-      v.extra["model_note"] = tp ? "the model composes no strategy '" + std::string(spec.name) + "'" : note;
-    }
-    pr.variants.push_back(std::move(v));
-  }
-  session.report.add_point(std::move(pr));
+  const std::optional<model::TrainPrediction> tp = c.model.train(w, &note);
+  pr.derived["train"] = train_strategies(w, mem, c.wanted, tp, note, c.mask_budget);
+  if (c.dry)
+    dry_walk(c.session, plan, mem, w, tp, note, pr);
+  else
+    measure_train(c, pt, label, plan, tp, note, pr);
+  c.session.report.add_point(std::move(pr));
 }
 
 std::string train_plan_text(const Report& r) {
@@ -185,7 +232,7 @@ std::string train_plan_text(const Report& r) {
       verdicts += fmt::format("verdict {{{}}}: {}\n", label, tr.value("verdict_note", std::string("not modelled")));
   }
   if (t.rows.empty()) return "";
-  return "\ntraining step (pass train; planned and modelled, not measured):\n" + render(t, "md") + verdicts;
+  return "\ntraining step (pass train; the dry run's plan and model):\n" + render(t, "md") + verdicts;
 }
 
 }  // namespace dropbench

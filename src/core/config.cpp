@@ -17,6 +17,7 @@
 #include <iterator>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 #include <string_view>
 
 #include "kernels/common/check.hpp"
@@ -50,7 +51,6 @@ constexpr const char* kBuiltinConfig = R"json({
     "pipeline": "baseline",
     "chunk": 0,
     "attention_kernel": "auto",
-    "attention_pass": "fwd",
     "seed": "0x5eed5eed",
     "offset": 0
   },
@@ -303,6 +303,39 @@ struct WorkloadField {
   bool omit_default = false;
 };
 
+// The passes each command runs (workload.pass): one field, whose allowed values depend on the command.
+struct CommandPasses {
+  const char* command;
+  std::vector<std::string> passes;
+};
+const std::vector<CommandPasses>& command_passes_table() {
+  static const std::vector<CommandPasses> t = {{"attention", {"fwd", "bwd", "fwd+bwd"}}, {"run", {"fwd", "train"}}};
+  return t;
+}
+
+std::vector<std::string> all_passes() {
+  std::vector<std::string> out;
+  for (const CommandPasses& c : command_passes_table())
+    for (const std::string& p : c.passes)
+      if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  return out;
+}
+
+std::string passes_by_command_text() {
+  std::string out;
+  for (const CommandPasses& c : command_passes_table())
+    out += (out.empty() ? "" : "; ") + join(c.passes) + " for " + c.command;
+  return out;
+}
+
+// A workload key that was renamed: the refusal names the new one.
+[[noreturn]] void renamed_or_unknown(const std::string& path, const std::string& name, const std::string& allowed) {
+  if (name == "attention_pass")
+    fail(path, std::string("renamed: use ") + (path.rfind("sweep.", 0) == 0 ? "sweep" : "workload") +
+                   ".pass (allowed: " + passes_by_command_text() + ")");
+  fail(path, "unknown key (allowed: " + allowed + ")");
+}
+
 const std::vector<WorkloadField>& workload_fields() {
   static const std::vector<WorkloadField> fields = {
       {"batch", Kind::Int, [](Workload& w, const json& v) { return chk_int(v, 1, 4096, w.batch); },
@@ -368,7 +401,12 @@ const std::vector<WorkloadField>& workload_fields() {
        [](const Workload& w) { return json(w.pipeline); }},
       {"chunk", Kind::Int, [](Workload& w, const json& v) { return chk_int(v, 0, 1048576, w.chunk); },
        [](const Workload& w) { return json(w.chunk); }},
-      {"pass", Kind::Text, [](Workload& w, const json& v) { return chk_choice(v, {"fwd", "train"}, w.pass); },
+      {"pass", Kind::Text,
+       [](Workload& w, const json& v) {
+         // Any command's pass here; the command checks its own (check_command_passes), as only it knows them.
+         std::string d = chk_choice(v, all_passes(), w.pass);
+         return d.empty() ? d : show(v) + " is not a pass (allowed: " + passes_by_command_text() + ")";
+       },
        [](const Workload& w) { return json(w.pass); }, true},
       {"layers", Kind::Int, [](Workload& w, const json& v) { return chk_int(v, 0, 4096, w.layers); },
        [](const Workload& w) { return json(w.layers); }, true},
@@ -382,9 +420,6 @@ const std::vector<WorkloadField>& workload_fields() {
                            w.attention_kernel);
        },
        [](const Workload& w) { return json(w.attention_kernel); }},
-      {"attention_pass", Kind::Text,
-       [](Workload& w, const json& v) { return chk_choice(v, {"fwd", "bwd", "fwd+bwd"}, w.attention_pass); },
-       [](const Workload& w) { return json(w.attention_pass); }},
       {"seed", Kind::UInt,
        [](Workload& w, const json& v) {
          return chk_uint(v, std::numeric_limits<uint64_t>::max(), "uint64", w.seed);
@@ -503,7 +538,7 @@ bool is_axis(const std::string& name) {
 [[noreturn]] void unknown_axis(const std::string& name) {
   std::string hint;
   if (name == "seed" || name == "offset") hint = "; seed and offset are not sweepable";
-  fail("sweep." + name, "unknown key (allowed: " + join(axis_names()) + hint + ")");
+  renamed_or_unknown("sweep." + name, name, join(axis_names()) + hint);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -582,7 +617,7 @@ const std::vector<std::string>& axis_names() {
 void set_workload_field(Workload& w, const std::string& field, const json& value, const std::string& where) {
   const std::string path = where.empty() ? "workload." + field : where;
   const WorkloadField* f = find_workload_field(field);
-  if (!f) fail(path, "unknown key (allowed: " + workload_keys() + ")");
+  if (!f) renamed_or_unknown(path, field, workload_keys());
   const std::string d = f->set(w, value);
   if (!d.empty()) fail(path, d);
 }
@@ -823,7 +858,7 @@ void apply_override(Config& cfg, const std::string& assignment) {
       if (!d.empty()) fail(key, d);
       (top == "name" ? c.name : c.description) = s;
     } else if (parts.size() == 2 && top == "workload") {
-      if (!find_workload_field(parts[1])) fail(key, "unknown key (allowed: " + workload_keys() + ")");
+      if (!find_workload_field(parts[1])) renamed_or_unknown(key, parts[1], workload_keys());
       const json v = parse_override_value(text, key);
       if (v.is_array() || v.is_object())
         fail(key, show(v) + " is not a single value (allowed: one value; to sweep it use --set sweep." + parts[1] +
@@ -983,5 +1018,19 @@ std::vector<SweepPoint> expand_sweep(const Config& cfg, const std::vector<std::s
 }
 
 Config builtin_config() { return config_from_json(json::parse(kBuiltinConfig), "<built-in>"); }
+
+const std::vector<std::string>& command_passes(const std::string& command) {
+  for (const CommandPasses& c : command_passes_table())
+    if (command == c.command) return c.passes;
+  throw std::logic_error("command_passes: " + command + " runs no pass");
+}
+
+void check_command_passes(const std::vector<SweepPoint>& points, const std::string& command) {
+  const std::vector<std::string>& ok = command_passes(command);
+  for (const SweepPoint& pt : points)
+    if (std::find(ok.begin(), ok.end(), pt.workload.pass) == ok.end())
+      fail(pt.axes.contains("pass") ? "sweep.pass" : "workload.pass",
+           show(json(pt.workload.pass)) + " is not a pass of " + command + " (allowed: " + join(ok) + ")");
+}
 
 }  // namespace dropbench

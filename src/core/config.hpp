@@ -38,10 +38,11 @@ struct Workload {
   std::string dropout_dtype = "bf16";  // standalone dropout element type: bf16 | fp32
   std::string pipeline = "baseline";   // baseline | fused | overlap | chunked
   int64_t chunk = 0;            // chunked pipeline: query rows per chunk (0 = auto), [0, 1048576]
-  std::string pass = "fwd";     // run: the block's forward (fwd) or its training step (train: forward + backward)
+  // What a command runs (check_command_passes): attention fwd | bwd | fwd+bwd (the backward alone or both);
+  // run fwd (the block's forward) | train (its training step: forward + backward).
+  std::string pass = "fwd";
   int64_t layers = 0;           // transformer layers of the network the block belongs to (0 = not given), [0, 4096]
   std::string attention_kernel = "auto";  // attention kernel family: auto (wgmma on sm_90) | wgmma | mma
-  std::string attention_pass = "fwd";     // `attention`: fwd | bwd | fwd+bwd (kernels/attention/bwd/)
   uint64_t seed = 0x5eed5eedULL;   // Philox key (not sweepable)
   uint32_t offset = 0;             // Philox counter.w (not sweepable)
 };
@@ -124,6 +125,12 @@ void validate_workload(const Workload& w, const std::string& where);
 // point.axes unless they come from defaults). Axes the config sweeps but `axes` does not name are ignored.
 std::vector<SweepPoint> expand_sweep(const Config& cfg, const std::vector<std::string>& axes,
                                      const std::map<std::string, std::vector<json>>& defaults = {});
+
+// The passes `command` runs (workload.pass): attention fwd, bwd, fwd+bwd; run fwd, train.
+const std::vector<std::string>& command_passes(const std::string& command);
+// Refuses (UsageError naming workload.pass or sweep.pass and the command's passes) a point whose pass the
+// command does not run. Called by each command right after expanding its sweep, before anything is measured.
+void check_command_passes(const std::vector<SweepPoint>& points, const std::string& command);
 
 // The built-in config used when --config is not given (same content as configs/quick.json).
 Config builtin_config();

@@ -1,0 +1,165 @@
+#include "src/block/train_point.hpp"
+
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kernels/common/check.hpp"
+#include "src/block/run_figures.hpp"
+#include "src/core/energy.hpp"
+#include "src/core/print.hpp"
+
+namespace dropbench {
+
+namespace {
+
+double hidden_of(const std::vector<double>& t) { return hidden_fraction(t[0], t[1], t[2]); }
+bool reads_mask(Pipeline p) { return p == Pipeline::Stored || p == Pipeline::RegenOverlap; }
+std::string hex64(uint64_t v) { return fmt::format("0x{:016x}", v); }
+
+// Group 1: the pieces alone and the overlaps the plan's strategies run.
+std::vector<Candidate> piece_candidates(TrainRunner& tr, const RngConfig& rc, bool fwd_overlap, bool bwd_overlap) {
+  BlockRunner& b = tr.block();
+  std::vector<Candidate> c;
+  c.push_back({"alone:gemm", [&b](Sample& s) { s.phase("gemm", [&] { b.gemm().run(s.stream); }); }});
+  if (fwd_overlap || bwd_overlap) c.push_back({"alone:rng", [&b](Sample& s) { b.rng_static(s.stream, hook(s)); }});
+  if (bwd_overlap) c.push_back({"alone:gemm-out-bwd", [&tr](Sample& s) { tr.out_backward(s.stream, hook(s)); }});
+  if (fwd_overlap)
+    c.push_back({"overlap:fwd", [&b, &rc](Sample& s) { b.overlap_phase(b.gemm(), rc, s.stream, hook(s)); }});
+  if (bwd_overlap)
+    c.push_back({"overlap:bwd", [&tr, &rc](Sample& s) { tr.out_backward_with_rng(rc, s.stream, hook(s)); }});
+  return c;
+}
+
+// The hidden fraction of one overlap (piece || RNG) with its paired interval, and the energy bound from the two
+// pieces' power passes: (T_piece + T_rng - T_overlap) / min(T_piece, T_rng), docs/run.md.
+json overlap_figure(PointScope& ps, const std::map<std::string, Measurement>& m, const std::string& piece,
+                    const std::string& over) {
+  const Measurement &mp = m.at(piece), &mr = m.at("alone:rng"), &mo = m.at(over);
+  json j;
+  j["pieces"] = {piece, "alone:rng", over};
+  j["hidden"] = hidden_fraction(mp.total.median, mr.total.median, mo.total.median);
+  ps.book.figure({piece, "alone:rng", over}, hidden_of).write(j, "hidden");
+  j["saved_us"] = (mp.total.median + mr.total.median - mo.total.median) * 1e6;
+  if (ps.harness.power_on()) {
+    const EnergyBound b = energy_bound({power_figure(mp.power, "time_per_iter_s"), power_figure(mp.power, "mean_w"),
+                                        power_figure(mr.power, "time_per_iter_s"), power_figure(mr.power, "mean_w"),
+                                        ps.harness.cap_w(), ps.harness.idle_w()});
+    j["hidden_energy_bound"] = b.max_hidden;
+    j["energy_bound"] = to_json(b);
+  }
+  return j;
+}
+
+// One strategy's validation run: poisoned gradients, deterministic dQ, compared with the first strategy's.
+void check_strategy(PointScope& ps, TrainRunner& tr, Pipeline p, const RngConfig& rc, std::string& ref, json& ex) {
+  const cudaStream_t main = ps.harness.stream();
+  tr.poison_gradients(main);
+  tr.run(p, main, no_phases(), rc, /*deterministic=*/true, /*check=*/true);
+  DB_CUDA(cudaStreamSynchronize(main));
+  const TrainRunner::GradientSums cs = tr.checksums(main);
+  ex["checksums"] = {
+      {"dqkv", hex64(cs.dqkv)}, {"dx", hex64(cs.dx)}, {"dw", hex64(cs.dw)}, {"dw_out", hex64(cs.dw_out)}};
+  if (ref.empty()) {
+    tr.keep_reference(main);
+    ref = pipeline_name(p);
+    ex["bitwise_equal"] = true;
+    ex["reference"] = true;
+    return;
+  }
+  const TrainRunner::GradientDiff d = tr.diff_reference(main);
+  ex["bitwise_equal"] = d.total() == 0;
+  ex["words_differing"] = {{"dqkv", d.dqkv}, {"dx", d.dx}, {"dw", d.dw}, {"dw_out", d.dw_out}};
+  ex["compared_with"] = ref;
+  if (d.total() != 0) {
+    print_stderr("dropbench: ERROR: strategy {}'s gradients differ from {}'s at {}: dQKV {}, dX {}, dW {}, dW_o {} "
+                 "words\n",
+                 pipeline_name(p), ref, ps.label, d.dqkv, d.dx, d.dw, d.dw_out);
+    ++ps.counters.mismatches;
+  }
+}
+
+// The strategies' variants from group 2 and the point's figures: winners by time, energy and sustained time.
+std::map<std::string, double> strategy_variants(PointScope& ps, TrainRunner& tr,
+                                                const std::map<std::string, Measurement>& m, std::vector<json>& extras,
+                                                json& measured) {
+  std::map<std::string, double> t;
+  std::map<std::string, double> energy;
+  for (size_t i = 0; i < ps.plan.run.size(); ++i) {
+    const std::string name = pipeline_name(ps.plan.run[i]);
+    VariantResult v = variant_of(name, m.at(name));
+    t[name] = v.stats.median;
+    if (v.stats.median > 0) v.derived["tflops"] = tr.flops() / v.stats.median / 1e12;
+    v.extra = std::move(extras[i]);
+    const double e = put_variant_energy(v);
+    if (std::isfinite(e)) energy[name] = e;
+    ps.pr.variants.push_back(std::move(v));
+  }
+  if (t.count("fused"))
+    for (VariantResult& v : ps.pr.variants)
+      if (t.count(v.name) && v.name != "fused" && t.at("fused") > 0) {
+        v.derived["x_fused"] = v.stats.median / t.at("fused");
+        ps.book.ratio(v.name, "fused").write(v.derived, "x_fused");
+      }
+  auto least = [](const std::map<std::string, double>& x) {
+    std::string best;
+    for (const auto& [n, s] : x)
+      if (s > 0 && (best.empty() || s < x.at(best))) best = n;
+    return best;
+  };
+  measured["t"] = t;
+  measured["winner"] = least(t);
+  if (!energy.empty()) {
+    measured["energy_mj"] = energy;
+    measured["energy_winner"] = least(energy);
+  }
+  sustained_figures(ps.pr.variants, t, measured);
+  return t;
+}
+
+}  // namespace
+
+std::map<std::string, double> measure_train_point(PointScope& ps, TrainRunner& tr, const RngConfig& rc) {
+  bool fwd_overlap = false, bwd_overlap = false;
+  for (Pipeline p : ps.plan.run) {
+    fwd_overlap = fwd_overlap || reads_mask(p);
+    bwd_overlap = bwd_overlap || p == Pipeline::RegenOverlap;
+  }
+  json measured = {{"flops", tr.flops()},
+                   {"dq_mode_timed", "fast (fp32 atomics)"},
+                   {"dq_mode_checked", "deterministic"},
+                   {"gemm_dtype", tr.fp8() ? "fp8 (e4m3 forward, e5m2 gradients)" : "bf16"},
+                   {"rng", rc.to_json()}};
+
+  // Group 1: the pieces and the overlaps.
+  const std::map<std::string, Measurement> pieces =
+      ps.measure_group(piece_candidates(tr, rc, fwd_overlap, bwd_overlap));
+  for (const auto& [name, m] : pieces) {
+    VariantResult v = variant_of(name, m);
+    put_variant_energy(v);
+    ps.pr.variants.push_back(std::move(v));
+  }
+  if (fwd_overlap) measured["overlap_fwd"] = overlap_figure(ps, pieces, "alone:gemm", "overlap:fwd");
+  if (bwd_overlap) measured["overlap_bwd"] = overlap_figure(ps, pieces, "alone:gemm-out-bwd", "overlap:bwd");
+
+  // Group 2: the strategies, each checked first (deterministic dQ), then timed (fast dQ).
+  std::vector<json> extras;
+  std::vector<Candidate> group;
+  std::string ref;
+  for (Pipeline p : ps.plan.run) {
+    const DropoutMode mode = p == Pipeline::Fused ? DropoutMode::Fused : DropoutMode::Mask;
+    json ex = {{"mask_bytes", reads_mask(p) ? tr.block().full_mask_bytes() : 0},
+               {"bwd_kernel", tr.attention_backward_kernel(mode)},
+               {"attention_kernel", tr.block().attention_kernel_name(mode)}};
+    if (!ps.opts.no_validate) check_strategy(ps, tr, p, rc, ref, ex);
+    extras.push_back(std::move(ex));
+    group.push_back({pipeline_name(p), [&tr, p, &rc](Sample& s) { tr.run(p, s.stream, hook(s), rc, false); }});
+  }
+  const std::map<std::string, Measurement> m = ps.measure_group(group);
+  std::map<std::string, double> t = strategy_variants(ps, tr, m, extras, measured);
+  ps.pr.derived["train"]["measured"] = std::move(measured);
+  return t;
+}
+
+}  // namespace dropbench

@@ -1,0 +1,23 @@
+// `dropbench run` at a measured point of pass train: the training step's strategies on the GPU (TrainRunner,
+// src/block/train_step.hpp), through the core harness in two interleaved groups:
+//   1. the pieces alone and the two overlaps: alone:gemm (the QKV GEMM), alone:rng (the whole mask),
+//      alone:gemm-out-bwd (the output projection's backward GEMMs), overlap:fwd (QKV GEMM || RNG: stored's and
+//      regen-overlap's forward), overlap:bwd (the output projection's backward || RNG: regen-overlap's backward),
+//      from which the hidden fraction of each overlap (paired 95 % interval) and its energy bound;
+//   2. the strategies, each first run once on poisoned gradients with the deterministic dQ and compared bitwise
+//      with the first strategy's gradients (dQKV, dX, dW_qkv, dW_o), then timed in the fast (atomic dQ) mode.
+#pragma once
+#include <map>
+#include <string>
+
+#include "src/block/run_point.hpp"
+#include "src/block/train_step.hpp"
+
+namespace dropbench {
+
+// The training step's measured figures at one point (PointScope: ps.plan.run are the strategies to measure,
+// fused-write excluded). Adds the variants (pieces, overlaps, strategies) to ps.pr and the point's figures to
+// ps.pr.derived["train"]["measured"]; returns the strategies' median step times by name.
+std::map<std::string, double> measure_train_point(PointScope& ps, TrainRunner& tr, const RngConfig& rc);
+
+}  // namespace dropbench
