@@ -253,7 +253,7 @@ Command make_compare_command() {
       "measure settings of the config are equal. --force compares unlike reports anyway, with a warning on\n"
       "stderr listing what differs. The header names each report's git sha, date and device.\n"
       "Example:\n"
-      "  dropbench compare results/h200/foundation/rng_quick.json results/latest/rng.json --fail-on-regression 5";
+      "  dropbench compare results/h200/model/inputs/rng_quick.json results/latest/rng.json --fail-on-regression 5";
   c.sweeps = false;
   c.add_options = [o](CLI::App& app) {
     app.add_option("files", o->files, "Reports: baseline A.json first, then B.json [C.json ...]")->required();

@@ -356,7 +356,7 @@ Command make_profile_command() {
       "Examples:\n"
       "  dropbench profile --out results/h200/profile.json\n"
       "  dropbench profile --kernels rng --no-ncu --out /tmp/sass.json\n"
-      "  dropbench profile --power-from results/h200/run/llama3-70b.json --out /tmp/power.json   # per-kernel power";
+      "  dropbench profile --power-from results/h200/model/inputs/run_llama3-70b_first_kernels.json --out /tmp/power.json   # per-kernel power";
   c.sweeps = false;
   c.add_options = [o](CLI::App& app) {
     app.add_option("--out", o->out, "Profile JSON to write (default profile.json)");
