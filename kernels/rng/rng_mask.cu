@@ -327,8 +327,8 @@ void launch_tile(const RngMaskParams& p, cudaStream_t s) {
       const int grid = p.grid > 0 ? p.grid : sm_count();
       // Without shared memory the SM would run this kernel with a small shared-memory carveout, and a GEMM CTA
       // needing ~190 KiB could not start beside it until the SM drained: ask for the largest carveout, so the
-      // SM's split already fits the GEMM (measured with kernels/gemm_wgmma.cu: without it the GEMM waited for
-      // the RNG to finish; with it both ran on all 132 SMs; results/h200/gemm_wgmma/).
+      // SM's split already fits the GEMM (measured with lab/gemm_wgmma/: without it the GEMM waited for
+      // the RNG to finish; with it both ran on all 132 SMs; results/h200/gemm/wgmma/).
       static std::once_flag carveout;
       std::call_once(carveout, [] {
         DB_CUDA(cudaFuncSetAttribute(rng_tile_coresident_kernel<R, TW>, cudaFuncAttributePreferredSharedMemoryCarveout,
