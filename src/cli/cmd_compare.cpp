@@ -29,17 +29,6 @@ using compare::LoadedReport;
 using compare::Row;
 using compare::Settings;
 
-// An axis value as a table cell: strings bare, integral numbers without ".0".
-std::string axis_cell(const json& v) {
-  if (v.is_null()) return {};
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_float()) {
-    const double d = v.get<double>();
-    if (!std::isfinite(d)) return fmt_num(d);
-  }
-  return compare::canonical(v);
-}
-
 std::string point_label(const json& axes) {
   std::string out;
   for (auto it = axes.begin(); it != axes.end(); ++it) {
