@@ -8,7 +8,7 @@ Instances are matched by their schedule's named fields (WgCfg's template argumen
 signature the kernel has had), so a tree that dropped a knob at its default value still matches.
   scripts/compare_cubins.py OLD_TREE NEW_TREE [--filter TEXT] [--work DIR] [--src GLOB | --src-old G --src-new G]
                             [--reuse-old] [--kernels TEXT]
---kernels '' with --src kernels/gemm/gemm_wgmma.cu (say) compares another family's kernels the same way.
+--kernels '' with --src kernels/dropout/dropout.cu (say) compares another family's kernels the same way.
 --reuse-old takes the old tree's cubins and ptxas logs from an earlier run with the same --work (one compile of the
 unchanged side instead of one per comparison).
 e.g. git archive HEAD~1 kernels | tar -x -C /tmp/old && scripts/compare_cubins.py /tmp/old .

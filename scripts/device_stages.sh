@@ -13,7 +13,7 @@
 #   attnrep  `dropbench attention`, 70B preset heads, SQ 4K/8K, causal, R 3/7, both kernels, for the same
 #   presets  the Llama-3 presets $PRESETS (default all three; SQ 8192) through `dropbench run`, both attention kernels, rounds $PRESET_ROUNDS
 #            (default [7]), power pass $POWER_TIME s per variant (default 0.3; 0 = none), $PRESET_ARGS added to
-#            each run (e.g. --no-explore), then the PyTorch end-to-end peer blocks at the same points (issues 11, 12)
+#            each run (e.g. --no-explore), then the PyTorch end-to-end peer blocks at the same points
 #   attn     `dropbench attention`, both kernel families, dH 64 and 128, SQ 8192/16384, causal and not,
 #            Philox-7, and the PyTorch SDPA peers at the same points in the same call
 #   shard    on one GPU: a 4-point rng slice of the 70B preset as two shards one after another, merged,

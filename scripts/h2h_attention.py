@@ -134,47 +134,37 @@ def heads(s):
     return hq, hkv
 
 
-def parse_args(argv):
-    ap = argparse.ArgumentParser(prog="h2h_attention.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sq", default="8192,16384", help="sequence lengths (default 8192,16384)")
+def add_common_args(ap, sq="8192,16384", rounds=16, burst_ms=60.0, warmup_s=3.0):
+    """The options both head-to-head scripts (forward, backward) take: shapes, dropout, sampling, library, outputs."""
+    ap.add_argument("--sq", default=sq, help=f"sequence lengths (default {sq})")
     ap.add_argument("--head-dim", default="128", help="64 and/or 128 (default 128)")
     ap.add_argument("--causal", default="false,true", help="default false,true")
     ap.add_argument("--heads", default="32:8", help="query:KV heads (default 32:8, Llama 3 8B)")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--dropout-p", type=float, default=0.1)
     ap.add_argument("--philox-rounds", type=int, default=7, help="rounds of ours (3, 5, 7, 10)")
-    ap.add_argument("--variants", default=DEFAULT_VARIANTS)
-    ap.add_argument("--rounds", type=int, default=16, help="interleaved rounds per shape (2..200)")
-    ap.add_argument("--burst-ms", type=float, default=60.0, help="length of one sample (5..2000 ms)")
-    ap.add_argument("--warmup-s", type=float, default=3.0, help="warm-up per shape, all variants (0..120 s)")
-    ap.add_argument("--seed", type=int, default=1234, help="inputs and round orders")
-    ap.add_argument("--lib", help="libdropbench_attention.so (default: $DROPBENCH_ATTENTION_LIB, build/)")
-    ap.add_argument("--lib-b", help="a second libdropbench_attention.so (another build): its wgmma kernels are timed "
-                                    "as family wgmmaB in the same rounds (added to the default variants)")
+    ap.add_argument("--rounds", type=int, default=rounds, help=f"interleaved rounds per shape (2..200; default {rounds})")
+    ap.add_argument("--burst-ms", type=float, default=burst_ms, help=f"length of one sample (5..2000 ms; default {burst_ms:g})")
+    ap.add_argument("--warmup-s", type=float, default=warmup_s,
+                    help=f"warm-up per shape, all variants (0..120 s; default {warmup_s:g})")
     ap.add_argument("--settle-ms", type=float, default=0.0,
                     help="before each sample, the same variant runs this long untimed, so the sample starts in that "
                          "variant's own power / clock state (0..5000 ms; default 0: right after the previous variant)")
-    ap.add_argument("--profile-once", action="store_true",
-                    help="after the checks, run each variant once inside an NVTX range 'dbprof' and time nothing: for "
-                         "Nsight Compute, e.g. ncu --nvtx --nvtx-include 'dbprof/' --section WarpStateStats ... "
-                         "scripts/h2h_attention.py --profile-once --sq 8192 --causal false")
+    ap.add_argument("--seed", type=int, default=1234, help="inputs and round orders")
+    ap.add_argument("--lib", help="libdropbench_attention.so (default: $DROPBENCH_ATTENTION_LIB, build/)")
     ap.add_argument("--device", type=int, default=0)
     ap.add_argument("-o", "--output", help="JSON report")
     ap.add_argument("--md", help="markdown table")
-    ap.add_argument("--self-test", action="store_true")
-    a = ap.parse_args(argv)
-    if a.self_test:
-        return a
+
+
+def check_common_args(a):
+    """Parses and checks the options of add_common_args in place (UsageError: the option and its allowed range)."""
     a.sq = int_list("sq", 128, 65536)(a.sq)
     a.head_dim = int_list("head-dim", 64, 128)(a.head_dim)
     if any(d not in (64, 128) for d in a.head_dim):
         raise UsageError(f"--head-dim: 64 and/or 128 (got {a.head_dim})")
     a.causal = bool_list(a.causal)
     a.hq, a.hkv = heads(a.heads)
-    lib_b = bool(a.lib_b)
-    if lib_b and a.variants == DEFAULT_VARIANTS:
-        a.variants = DEFAULT_VARIANTS + "," + ",".join(f"{LIB_B_FAMILY}:{m}" for m in OURS["wgmma"])
-    a.variants = variant_list(a.variants, lib_b)
     if not 0.0 <= a.settle_ms <= 5000.0:
         raise UsageError(f"--settle-ms: in [0, 5000] (got {a.settle_ms})")
     if not 1 <= a.batch <= 64:
@@ -189,6 +179,28 @@ def parse_args(argv):
         raise UsageError(f"--burst-ms: in [5, 2000] (got {a.burst_ms})")
     if not 0.0 <= a.warmup_s <= 120.0:
         raise UsageError(f"--warmup-s: in [0, 120] (got {a.warmup_s})")
+    return a
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="h2h_attention.py", description=__doc__.split("\n\n")[0])
+    add_common_args(ap)
+    ap.add_argument("--variants", default=DEFAULT_VARIANTS)
+    ap.add_argument("--lib-b", help="a second libdropbench_attention.so (another build): its wgmma kernels are timed "
+                                    "as family wgmmaB in the same rounds (added to the default variants)")
+    ap.add_argument("--profile-once", action="store_true",
+                    help="after the checks, run each variant once inside an NVTX range 'dbprof' and time nothing: for "
+                         "Nsight Compute, e.g. ncu --nvtx --nvtx-include 'dbprof/' --section WarpStateStats ... "
+                         "scripts/h2h_attention.py --profile-once --sq 8192 --causal false")
+    ap.add_argument("--self-test", action="store_true")
+    a = ap.parse_args(argv)
+    if a.self_test:
+        return a
+    check_common_args(a)
+    lib_b = bool(a.lib_b)
+    if lib_b and a.variants == DEFAULT_VARIANTS:
+        a.variants = DEFAULT_VARIANTS + "," + ",".join(f"{LIB_B_FAMILY}:{m}" for m in OURS["wgmma"])
+    a.variants = variant_list(a.variants, lib_b)
     return a
 
 

@@ -63,38 +63,11 @@ def variant_list(s):
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="h2h_attention_bwd.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sq", default="8192")
-    ap.add_argument("--head-dim", default="128")
-    ap.add_argument("--causal", default="false,true")
-    ap.add_argument("--heads", default="32:8")
-    ap.add_argument("--batch", type=int, default=1)
-    ap.add_argument("--dropout-p", type=float, default=0.1)
-    ap.add_argument("--philox-rounds", type=int, default=7)
+    h2h.add_common_args(ap, sq="8192", rounds=8, burst_ms=40.0, warmup_s=2.0)
     ap.add_argument("--variants", default=DEFAULT_VARIANTS)
-    ap.add_argument("--rounds", type=int, default=8)
-    ap.add_argument("--burst-ms", type=float, default=40.0)
-    ap.add_argument("--warmup-s", type=float, default=2.0)
-    ap.add_argument("--settle-ms", type=float, default=0.0)
-    ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--lib")
-    ap.add_argument("--device", type=int, default=0)
-    ap.add_argument("-o", "--output")
-    ap.add_argument("--md")
-    a = ap.parse_args(argv)
-    a.sq = h2h.int_list("sq", 128, 65536)(a.sq)
-    a.head_dim = h2h.int_list("head-dim", 64, 128)(a.head_dim)
-    if any(d not in (64, 128) for d in a.head_dim):
-        raise h2h.UsageError(f"--head-dim: 64 and/or 128 (got {a.head_dim})")
-    a.causal = h2h.bool_list(a.causal)
-    a.hq, a.hkv = h2h.heads(a.heads)
+    a = h2h.check_common_args(ap.parse_args(argv))
     a.variants = variant_list(a.variants)
     a.lib_b = None
-    if not 0.0 < a.dropout_p < 1.0:
-        raise h2h.UsageError(f"--dropout-p: in (0, 1) (got {a.dropout_p})")
-    if a.philox_rounds not in (3, 5, 7, 10):
-        raise h2h.UsageError(f"--philox-rounds: one of 3, 5, 7, 10 (got {a.philox_rounds})")
-    if not 2 <= a.rounds <= 200:
-        raise h2h.UsageError(f"--rounds: in [2, 200] (got {a.rounds})")
     return a
 
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/dispatch.cuh"
 #include "src/core/config.hpp"
 #include "src/core/workload_params.hpp"
 
@@ -217,7 +218,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "0 is out of range (allowed: [1, 1048576])"},
         BadCase{"dropout_p_one", R"({"workload": {"dropout_p": 1.0}})", "workload.dropout_p", "allowed: [0, 1)"},
         BadCase{"dropout_p_negative", R"({"workload": {"dropout_p": -0.1}})", "workload.dropout_p", "-0.1"},
-        BadCase{"rounds_4", R"({"workload": {"rounds": 4}})", "workload.rounds", "allowed: 3, 5, 7, 10"},
+        BadCase{"rounds_4", R"({"workload": {"rounds": 4}})", "workload.rounds", db::kPhiloxRoundsText},
         BadCase{"attention_kernel_bogus", R"({"workload": {"attention_kernel": "fa3"}})", "workload.attention_kernel",
                 "allowed: auto, wgmma, mma"},
         BadCase{"pass_bogus", R"({"workload": {"pass": "back"}})", "workload.pass",
@@ -225,10 +226,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"attention_pass_renamed", R"({"workload": {"attention_pass": "bwd"}})", "workload.attention_pass",
                 "renamed: use workload.pass"},
         BadCase{"threshold_bits_12", R"({"workload": {"threshold_bits": 12}})", "workload.threshold_bits",
-                "allowed: 8, 16, 32"},
+                db::kThresholdBitsText},
         BadCase{"kv_heads_not_dividing", R"({"workload": {"q_heads": 32, "kv_heads": 12}})", "workload.kv_heads",
                 "does not divide q_heads = 32"},
-        BadCase{"head_dim_96", R"({"workload": {"head_dim": 96}})", "workload.head_dim", "allowed: 64, 128"},
+        BadCase{"head_dim_96", R"({"workload": {"head_dim": 96}})", "workload.head_dim", db::kHeadDimsText},
         BadCase{"bad_layout", R"({"workload": {"layout": "tiles"}})", "workload.layout", "tile, bits, u8, i32"},
         BadCase{"bad_dtype", R"({"workload": {"dtype": "fp16"}})", "workload.dtype", "fp8, bf16"},
         BadCase{"bad_dropout_dtype", R"({"workload": {"dropout_dtype": "fp8"}})", "workload.dropout_dtype",

@@ -109,11 +109,10 @@ TEST(DropoutGpu, AllVariantsMatchHostReference) {
   }
 }
 
-// Every seeded kernel kind (dropout.cu: 0..7, 8-bit thresholds) against the host reference, with the default grid
-// and with a 3-block grid (several tiles / runs / blocks' worth per block); sizes around the 1024-element chunk,
-// the 8192-element tile of kinds 5, 6 (and block of kind 7) and the 32-chunk run of kind 4. The word past the end
-// must stay poisoned.
-TEST(DropoutGpu, SeededKindsMatchHostReference) {
+// Seeded dropout (8-bit thresholds) against the host reference, with the default grid and with a 3-block grid
+// (several blocks' worth of chunks per block); sizes around the 1024-element chunk and the 8192-element block.
+// The word past the end must stay poisoned.
+TEST(DropoutGpu, SeededGridsMatchHostReference) {
   DB_REQUIRE_GPU();
   std::mt19937_64 rng(16);
   for (ElemType et : {ElemType::BF16, ElemType::FP32}) {
@@ -128,29 +127,26 @@ TEST(DropoutGpu, SeededKindsMatchHostReference) {
       const auto hx = download<uint8_t>(x, n * es);
       const auto keep = host_flat_mask(n, seed, offset, R, 8, t.drop);
       const std::vector<uint8_t> want = host_expected(et, hx, keep, n, t.scale, 4);
-      for (int kind = 0; kind <= 7; ++kind) {
-        for (int grid : {0, 3}) {
-          DropoutApplyParams ap;
-          ap.type = et;
-          ap.x = x.get();
-          ap.y = y.get();
-          ap.n = n;
-          ap.scale = t.scale;
-          ap.grid = grid;
-          ap.seeded_kernel = kind;
-          launch_poison(y.get(), n * es + 4, 0xFFFFFFFFu, nullptr);
-          launch_dropout_seeded(ap, seed, offset, R, 8, t.drop, nullptr);
-          DB_CUDA(cudaDeviceSynchronize());
-          const auto got = download<uint8_t>(y, n * es + 4);
-          size_t bad = 0, first = SIZE_MAX;
-          for (size_t b = 0; b < got.size(); ++b)
-            if (got[b] != want[b]) {
-              ++bad;
-              if (first == SIZE_MAX) first = b / es;
-            }
-          EXPECT_EQ(bad, 0u) << "type=" << (et == ElemType::BF16 ? "bf16" : "fp32") << " n=" << n << " R=" << R
-                             << " kind=" << kind << " grid=" << grid << " first bad element " << first;
-        }
+      for (int grid : {0, 3}) {
+        DropoutApplyParams ap;
+        ap.type = et;
+        ap.x = x.get();
+        ap.y = y.get();
+        ap.n = n;
+        ap.scale = t.scale;
+        ap.grid = grid;
+        launch_poison(y.get(), n * es + 4, 0xFFFFFFFFu, nullptr);
+        launch_dropout_seeded(ap, seed, offset, R, 8, t.drop, nullptr);
+        DB_CUDA(cudaDeviceSynchronize());
+        const auto got = download<uint8_t>(y, n * es + 4);
+        size_t bad = 0, first = SIZE_MAX;
+        for (size_t b = 0; b < got.size(); ++b)
+          if (got[b] != want[b]) {
+            ++bad;
+            if (first == SIZE_MAX) first = b / es;
+          }
+        EXPECT_EQ(bad, 0u) << "type=" << (et == ElemType::BF16 ? "bf16" : "fp32") << " n=" << n << " R=" << R
+                           << " grid=" << grid << " first bad element " << first;
       }
     }
   }

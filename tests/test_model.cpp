@@ -74,7 +74,7 @@ void expect_field_error(const json& j, const std::string& field) {
 // Kernel time: max over units of demand / rate / efficiency.
 // ---------------------------------------------------------------------------------------------------------
 TEST(Model, KernelTimeIsMaxOverUnits) {
-  const Machine m = tiny();  // 2 SMs at 1 GHz; ALU 2 warp-inst/clk/SM -> 4e9/s; issue 4/clk/SM -> 8e9/s
+  const Machine m = tiny();  // 2 SMs at 1 GHz; ALU 2 warp-inst/clk/SM -> 4e9/s; issue rate 4/clk/SM -> 8e9/s
   Options o;
   KernelTime t = kernel_time(m, "k", {{"alu", 4e9}, {"inst", 4e9}}, 1000, o);
   EXPECT_NEAR(t.seconds, 1.0, 1e-12);
@@ -521,7 +521,7 @@ TEST(Model, NcuAttentionAndGemmKnownAnswers) {
   ps.use_ncu = false;
   const Demand st = attention_demand(ps, w, "mask");
   EXPECT_DOUBLE_EQ(d.at("hbm_bytes"), st.at("hbm_bytes"));  // not measured: static
-  // Kernel time: issue (368640 / 8e9 + 131072 / 1e9) = 177.152 us; the ncu calibration (issue 0.8) applies.
+  // Kernel time: issue (368640 / 8e9 + 131072 / 1e9) = 177.152 us; the ncu calibration (issue efficiency 0.8) applies.
   const Machine m = tiny();
   EXPECT_NEAR(kernel_time(m, "a", d, 1000, Options{}).seconds, 177.152 * kUs, 1e-12);
   // Causal: attn_mask_causal has no block; its non-causal twin's factors scale its own static demand.
@@ -980,34 +980,51 @@ json model_summary(const std::string& rep, const std::string& extra = "") {
 
 }  // namespace
 
-// The newest committed reports are found by a rule (newest_reports: the highest session<N> folder holding
-// reports of the command), not a list, so that a session measuring changed kernels without refreshing the
-// model's profile turns these tests red.
+// The newest committed reports are found by a rule (newest_reports: the newest measured report of the command by
+// date and the others of its git sha, anywhere below the folder), not a list, so that committing reports of changed
+// kernels without refreshing the model's profile turns these tests red.
 TEST(Model, NewestReportsRule) {
   const std::string root = kSrc + "/results/h200";
   const auto runs = newest_reports(root, "run");
   ASSERT_FALSE(runs.empty());
-  // Every run report found is in one session folder, and no higher session holds one.
-  const std::string sess = std::filesystem::path(runs.front()).lexically_relative(root).begin()->string();
-  for (const std::string& r : runs) EXPECT_EQ(std::filesystem::path(r).lexically_relative(root).begin()->string(), sess) << r;
+  // Every run report found has one git sha, and no other run report below the folder is newer.
+  auto context = [](const std::string& path) { return read(path).at("context"); };
+  const std::string sha = context(runs.front()).at("git_sha");
+  std::string oldest_found = "9999";
+  for (const std::string& r : runs) {
+    EXPECT_EQ(context(r).at("git_sha"), sha) << r;
+    oldest_found = std::min(oldest_found, context(r).at("date_utc").get<std::string>());
+  }
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
+    if (e.path().extension() != ".json" || std::find(runs.begin(), runs.end(), e.path().string()) != runs.end()) continue;
+    const json d = read(e.path().string());
+    if (!d.is_object() || d.value("command", "") != "run" || d.value("schema", "") != "dropbench.report") continue;
+    EXPECT_LT(d.at("context").at("date_utc").get<std::string>(), oldest_found) << e.path();
+  }
   EXPECT_TRUE(newest_reports(root, "no-such-command").empty());
   EXPECT_TRUE(newest_reports(root + "/no-such-dir", "run").empty());
-  // A fresh tree: session10 beats session9 (numeric, not lexical), folders without the command are passed over.
+  // A fresh tree of topic folders: the newest run report (verdict/a/new.json) and the other report of its sha
+  // (power/same_sha.json) are found; an older sha, another command, a dry run and a report without a date are not.
   const auto dir = std::filesystem::temp_directory_path() / ("dropbench_newest_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir / "session9" / "a");
-  std::filesystem::create_directories(dir / "session10");
-  std::filesystem::create_directories(dir / "session11");
-  std::filesystem::create_directories(dir / "sessionx");
-  const json rep = {{"schema", "dropbench.report"}, {"schema_version", 1}, {"command", "run"}, {"points", json::array()}};
-  std::ofstream(dir / "session9" / "a" / "r.json") << rep.dump();
-  std::ofstream(dir / "session10" / "r.json") << rep.dump();
-  json other = rep;
-  other["command"] = "rng";
-  std::ofstream(dir / "session11" / "r.json") << other.dump();
-  std::ofstream(dir / "sessionx" / "r.json") << rep.dump();
+  for (const char* sub : {"verdict/a", "power", "rng", "sweeps"}) std::filesystem::create_directories(dir / sub);
+  auto write = [&](const std::string& rel, const std::string& command, const char* date, const char* sha,
+                   bool dry = false) {
+    json ctx = {{"git_sha", sha}, {"dry_run", dry}};
+    if (date) ctx["date_utc"] = date;
+    const json rep = {{"schema", "dropbench.report"}, {"schema_version", 1}, {"command", command},
+                      {"context", ctx},            {"points", json::array()}};
+    std::ofstream(dir / rel) << rep.dump();
+  };
+  write("verdict/a/new.json", "run", "2026-12-02T09:06:13Z", "bbb");
+  write("power/same_sha.json", "run", "2026-12-02T09:00:00Z", "bbb");
+  write("power/old.json", "run", "2026-12-01T12:55:32Z", "aaa");
+  write("sweeps/no_date.json", "run", nullptr, "ccc");
+  write("sweeps/dry.json", "run", "2026-12-03T00:00:00Z", "ddd", true);
+  write("rng/rng.json", "rng", "2026-12-04T00:00:00Z", "eee");
   const auto got = newest_reports(dir.string(), "run");
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(std::filesystem::path(got[0]).parent_path().filename(), "session10");
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(std::filesystem::path(got[0]).lexically_relative(dir), "power/same_sha.json");
+  EXPECT_EQ(std::filesystem::path(got[1]).lexically_relative(dir), "verdict/a/new.json");
   std::filesystem::remove_all(dir);
 }
 

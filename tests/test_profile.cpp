@@ -1,5 +1,5 @@
 // `dropbench profile` on the CPU: the ncu CSV parser on Nsight Compute output from the H200
-// (tests/fixtures/profile/, trimmed from results/h200/ncu/), the ncu block, the written profile loading in the
+// (tests/fixtures/profile/, trimmed from results/h200/model/ncu/), the ncu block, the written profile loading in the
 // model, and the CLI's exit codes.
 #include <gtest/gtest.h>
 
@@ -130,7 +130,7 @@ TEST(ProfileNcuCsv, RawPageUnitsAndPipes) {
 }
 
 // The raw page from the H200 run of `dropbench profile` (trimmed: three attention launches of
-// results/h200/ncu/profile_attention.csv): launches told apart by mode, R, TW and causality; the counts the
+// results/h200/model/ncu/profile_attention.csv): launches told apart by mode, R, TW and causality; the counts the
 // model carries; the block loads in the model, which then takes the kernel's demand from it.
 TEST(ProfileNcuCsv, RawPageAttentionFromH200) {
   const auto ls = profile::parse_ncu_csv(fixture("attention_raw.csv"));

@@ -112,7 +112,7 @@ struct MechGroup {
 }  // namespace
 
 TEST(OverlapChoice, NearTieKeepsPlain) {
-  // priority 0.01 % ahead of plain (the session-5 70B point: 1375.9 vs 1375.2 us, either way round by run):
+  // priority 0.01 % ahead of plain (a measured 70B point: 1375.9 vs 1375.2 us, either way round by run):
   // inside the paired interval, so plain, on every seed.
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     MechGroup g;

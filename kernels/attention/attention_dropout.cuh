@@ -17,6 +17,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/common/ptx.cuh"
 #include "kernels/rng/dropout_scheme.cuh"
 
 namespace dropbench {
@@ -54,8 +55,7 @@ template <bool kCausal>
 __device__ __forceinline__ uint32_t mask_tile_word(const MaskStrip& s, uint32_t c64) {
   uint32_t w = 0;
   if (s.rows_exist && c64 < s.cols64 && tile_generated<kCausal>(s.r16, c64)) {
-    // Read once, never reused: keep it out of L1.
-    asm volatile("ld.global.nc.L1::no_allocate.b32 %0, [%1];" : "=r"(w) : "l"(s.ptr + c64 * kWordsPerTile));
+    w = ptx::ld_nc_no_l1(s.ptr + c64 * kWordsPerTile);
   }
   return w;
 }
@@ -86,7 +86,7 @@ __device__ __forceinline__ uint32_t mask_strip_tiles(const MaskStrip& s) {
 // The lane's word at p (p = strip pointer + 32 * c64), or 0 when the tile is not read.
 __device__ __forceinline__ uint32_t mask_word_at(const uint32_t* p, bool valid) {
   uint32_t w = 0;
-  if (valid) asm volatile("ld.global.nc.L1::no_allocate.b32 %0, [%1];" : "=r"(w) : "l"(p));
+  if (valid) w = ptx::ld_nc_no_l1(p);
   return w;
 }
 
@@ -108,17 +108,8 @@ __host__ __device__ __forceinline__ uint32_t ge_bytes7(uint32_t x, ByteThreshold
   const uint32_t t = (x & 0x7f7f7f7fu) + b.c7;
   return (x & b.nd4) | (x & t) | (b.nd4 & t);
 }
-// philox4x32<R> (kernels/rng/philox.cuh) with each round's two 32x32 -> 64 products written as mul.wide.u32:
-// ptxas then emits one IMAD.WIDE.U32 per product, where from mul.hi + mul.lo it sometimes emits IMAD.HI.U32 +
-// IMAD (two instructions) once the surrounding code changes.
-struct MulWide {
-  __device__ __forceinline__ static Product mul(uint32_t a, uint32_t m) {
-    uint64_t r;
-    asm("mul.wide.u32 %0, %1, %2;" : "=l"(r) : "r"(a), "r"(m));
-    const uint32_t lo = static_cast<uint32_t>(r), hi = static_cast<uint32_t>(r >> 32);
-    return Product{hi, lo};
-  }
-};
+// philox4x32<R> (kernels/rng/philox.cuh) with each round's two 32x32 -> 64 products written as mul.wide.u32
+// (MulWide, philox.cuh).
 template <int R>
 __device__ __forceinline__ u32x4 philox4x32_wide(u32x4 c, uint32_t k0, uint32_t k1) {
   return philox4x32<R, MulWide>(c, k0, k1);

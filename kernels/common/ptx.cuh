@@ -1,6 +1,8 @@
-// Hopper (sm_90a) PTX wrappers shared by dropbench's TMA / mbarrier / wgmma kernels (the wgmma attention, the
-// wgmma FP8 GEMM): shared-memory addresses, mbarrier init / arrive / wait (CTA and cluster scope), clusters, 2-D
-// and 3-D TMA tile loads (multicast too), wgmma descriptors, fences and the bf16 and e4m3 wgmma shapes. Written from the PTX ISA (mbarrier, cp.async.bulk.tensor, wgmma.mma_async, matrix
+// The PTX wrappers of every kernel family. Hopper (sm_90a), for the TMA / mbarrier / wgmma kernels (the wgmma
+// attention, lab/gemm_wgmma/): shared-memory addresses, mbarrier init / arrive / wait (CTA and cluster scope),
+// clusters, 2-D and 3-D TMA tile loads (multicast too), wgmma descriptors, fences and the bf16 and e4m3 wgmma shapes.
+// Warp-level (sm_80), for the mma.sync attention and the dropout hooks: cp.async, ldmatrix, mma.sync, ex2,
+// non-caching loads. Written from the PTX ISA (mbarrier, cp.async.bulk.tensor, wgmma.mma_async, matrix
 // descriptors, setmaxnreg). Device code only; every function is forceinline.
 #pragma once
 #include <cstdint>
@@ -368,6 +370,50 @@ __device__ __forceinline__ void wgmma_m64n128k32_e4m3(float (&d)[64], uint64_t d
         "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "l"(da), "l"(db), "r"(1));
+}
+
+// ---- warp-level (sm_80 and later): cp.async, ldmatrix, mma.sync, ex2, non-caching loads ----
+// 16-byte async copy; src_bytes = 0 zero-fills the destination (rows past the sequence end).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// D += A * B, m16n8k16, bf16 inputs, fp32 accumulators.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// A 32-bit global load read once and never reused: kept out of L1.
+__device__ __forceinline__ uint32_t ld_nc_no_l1(const uint32_t* p) {
+  uint32_t w;
+  asm volatile("ld.global.nc.L1::no_allocate.b32 %0, [%1];" : "=r"(w) : "l"(p));
+  return w;
 }
 
 }  // namespace ptx

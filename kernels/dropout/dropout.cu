@@ -1,7 +1,5 @@
 #include "kernels/dropout/dropout.cuh"
 
-#include <cstdlib>
-
 #include <cuda_bf16.h>
 
 #include "kernels/common/check.hpp"
@@ -15,12 +13,6 @@ namespace {
 // 16-byte vectors, lane-consecutive (fully coalesced), each lane fetching the bits of its vector from the
 // owning lane with a shuffle.
 constexpr int kChunk = 1024;
-// The seeded-dropout kernel kind (dropout_seeded_kernel and below): 7 was the fastest of 0..7 for bf16 and fp32 in
-// one interleaved run on the H200 (results/h200/dropout_s6/: 97.9 % of the copy for both; kind 1, the default
-// before, 93.1 / 93.7 %).
-constexpr int kSeededDefault = 7;
-constexpr int kSeededKinds = 8;
-
 template <typename T>
 struct Vec;
 template <>
@@ -146,41 +138,17 @@ __global__ void __launch_bounds__(256) dropout_apply_kernel(const T* __restrict_
   for (uint64_t c = warp; c < chunks; c += warps) apply_chunk(x, y, c, mask_word<L>(mask, c, lane, n), lane, n, scale);
 }
 
-// Seeded dropout, kernel kind K (DropoutApplyParams::seeded_kernel; the default is kSeededDefault):
-//   0  the x vectors of a warp's NEXT full chunk are loaded before the keep word of the current one is generated,
-//      so the loads are in flight while the Philox calls run (loaded in the same iteration, ptxas placed them
-//      after the Philox arithmetic and every chunk waited for its loads after its arithmetic); loads and stores
-//      streamed (evict-first, __ldcs / __stcs)
-//   1  as 0 with plain loads and stores
-//   2  as 0, and the chunk after next is prefetched into L2 (one prefetch.global.L2 per 128-byte line): more
-//      bytes in flight without more registers
-//   3  the keep word first, then the chunk (apply_chunk) (grid sized by occupancy)
-//   4  kind 1's loop over short runs of kRunChunks consecutive chunks per block (warp w of the block takes chunks
-//      w, w + 8, ...), one block per run: the block scheduler balances the SMs instead of a fixed share per warp
-//   5  bulk copies (TMA, cp.async.bulk) through a shared-memory ring: dropout_seeded_tma_kernel
-//   6  as 5 with an L2 evict-first policy on the bulk loads and stores
-//   7  one chunk per warp, a block per 8 chunks: dropout_seeded_block_kernel (the default)
-// The access pattern, not Philox, is what separated them on the H200 (results/h200/dropout_s6/): kind K's pattern
-// with no RNG (pattern copy) ran as fast as kind K itself, 93-94 % of the copy for kind 1's fixed share per warp
-// of a persistent grid, 98 % for kind 7's short-lived blocks; the bulk-copy ring (5) reached 92 %, 87 % with
-// evict-first hints (6).
-// Kinds 0, 1, 2, 4 hold two chunks of x in registers: at most 3 (bf16) / 2 (fp32) blocks of 256 threads per SM.
-// The ragged last chunk goes through apply_chunk. Copy = true is the same access pattern with no RNG and y = x
-// (bench_rng's pattern copies, launch_dropout_pattern_copy).
-constexpr int kRunChunks = 32;  // kind 4: chunks per block-run (4 per warp)
-
-// Chunk cc's x vectors of this lane (streaming loads for kinds 0 and 2).
-template <typename T, int K>
+// Chunk cc's x vectors of this lane.
+template <typename T>
 __device__ __forceinline__ void load_chunk(uint4 (&v)[kChunk / Vec<T>::N / 32], const T* __restrict__ x, uint64_t cc,
                                            int lane) {
   const uint4* xin = reinterpret_cast<const uint4*>(x + cc * kChunk) + lane;
 #pragma unroll
-  for (int j = 0; j < kChunk / Vec<T>::N / 32; ++j) v[j] = K == 0 || K == 2 ? __ldcs(xin + j * 32) : xin[j * 32];
+  for (int j = 0; j < kChunk / Vec<T>::N / 32; ++j) v[j] = xin[j * 32];
 }
 
-// Dropout on chunk c's vectors with the chunk's keep words (word = this lane's), stored to y (streaming stores for
-// kinds 0 and 2); Copy stores x unchanged.
-template <typename T, int K, bool Copy>
+// Dropout on chunk c's vectors with the chunk's keep words (word = this lane's), stored to y.
+template <typename T>
 __device__ __forceinline__ void store_chunk(const uint4 (&in)[kChunk / Vec<T>::N / 32], T* __restrict__ y, uint64_t c,
                                             uint32_t word, int lane, float scale) {
   constexpr int V = Vec<T>::N, NV = kChunk / V / 32;
@@ -189,47 +157,16 @@ __device__ __forceinline__ void store_chunk(const uint4 (&in)[kChunk / Vec<T>::N
   for (int j = 0; j < NV; ++j) {
     const int v = j * 32 + lane;  // vector index in the chunk
     const uint32_t bits = __shfl_sync(0xffffffffu, word, (v * V) >> 5) >> ((v * V) & 31);
-    const uint4 r = Copy ? in[j] : drop_vec<T>(in[j], bits, scale);
-    if constexpr (K == 0 || K == 2) __stcs(yout + j * 32, r);
-    else yout[j * 32] = r;
+    yout[j * 32] = drop_vec<T>(in[j], bits, scale);
   }
 }
 
-// One warp streams chunks c, c + step, ... below `end` (<= chunks): full chunks with the next one's loads issued
-// before the current one's keep word is generated, the ragged last chunk (c == full) through apply_chunk.
-template <typename T, int R, int TW, int K, bool Copy>
-__device__ __forceinline__ void seeded_stream(const T* __restrict__ x, T* __restrict__ y, uint64_t c, uint64_t step,
-                                              uint64_t end, uint64_t full, int lane, uint64_t n, float scale,
-                                              uint64_t seed, uint32_t offset, uint32_t drop) {
-  constexpr int NV = kChunk / Vec<T>::N / 32;    // vectors per lane and chunk
-  const uint64_t fend = end < full ? end : full;  // full chunks of this stream end here
-  uint4 in[NV];
-  if (c < fend) load_chunk<T, K>(in, x, c, lane);
-  while (c < fend) {
-    const uint64_t next = c + step;
-    uint4 nx[NV];
-    if (next < fend) load_chunk<T, K>(nx, x, next, lane);
-    if constexpr (K == 2) {
-      const uint64_t ahead = next + step;
-      if (ahead < fend && lane < kChunk * sizeof(T) / 128)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(x + ahead * kChunk) + 128 * lane));
-    }
-    const uint32_t word = Copy ? ~0u : flat_keep_word<R, TW>(seed, offset, drop, c * 32 + lane);
-    store_chunk<T, K, Copy>(in, y, c, word, lane, scale);
-#pragma unroll
-    for (int j = 0; j < NV; ++j) in[j] = nx[j];
-    c = next;
-  }
-  // c >= fend and c < end <= chunks only when fend == full: c is the ragged last chunk.
-  if (c < end)
-    apply_chunk(x, y, c, Copy ? ~0u : flat_keep_word<R, TW>(seed, offset, drop, c * 32 + lane), lane, n,
-                Copy ? 1.f : scale);
-}
-
-// Kind 7: one chunk per warp and a block per 8 consecutive chunks, like a plain copy kernel: the loads issued
-// first, then the keep word; latency hidden by occupancy (no launch-bounds minimum: registers as needed) and the
-// block scheduler, no loop unless p.grid caps the grid.
-template <typename T, int R, int TW, bool Copy = false>
+// Seeded dropout: one chunk per warp and a block per 8 consecutive chunks, like a plain copy kernel: the loads
+// issued first, then the keep word; latency hidden by occupancy (no launch-bounds minimum: registers as needed) and
+// the block scheduler, no loop unless p.grid caps the grid. The access pattern, not Philox, is what decides this
+// kernel's speed: the walks tried and lost (persistent grids, bulk copies through shared memory) are in
+// docs/rng-scheme.md. The ragged last chunk goes through apply_chunk.
+template <typename T, int R, int TW>
 __global__ void __launch_bounds__(256) dropout_seeded_block_kernel(const T* __restrict__ x, T* __restrict__ y,
                                                                    uint64_t n, float scale, uint64_t seed,
                                                                    uint32_t offset, uint32_t drop) {
@@ -238,158 +175,21 @@ __global__ void __launch_bounds__(256) dropout_seeded_block_kernel(const T* __re
   for (uint64_t c = blockIdx.x * 8ull + (threadIdx.x >> 5); c < chunks; c += uint64_t(gridDim.x) * 8) {
     if (c < full) {
       uint4 in[kChunk / Vec<T>::N / 32];
-      load_chunk<T, 1>(in, x, c, lane);
-      store_chunk<T, 1, Copy>(in, y, c, Copy ? ~0u : flat_keep_word<R, TW>(seed, offset, drop, c * 32 + lane), lane,
-                              scale);
+      load_chunk<T>(in, x, c, lane);
+      store_chunk<T>(in, y, c, flat_keep_word<R, TW>(seed, offset, drop, c * 32 + lane), lane, scale);
     } else {
-      apply_chunk(x, y, c, Copy ? ~0u : flat_keep_word<R, TW>(seed, offset, drop, c * 32 + lane), lane, n,
-                  Copy ? 1.f : scale);
-    }
-  }
-}
-
-template <typename T, int R, int TW, int K, bool Copy = false>
-__global__ void __launch_bounds__(256, sizeof(T) == 2 ? 3 : 2) dropout_seeded_kernel(const T* __restrict__ x,
-                                                                                     T* __restrict__ y, uint64_t n,
-                                                                                     float scale, uint64_t seed,
-                                                                                     uint32_t offset, uint32_t drop) {
-  const int lane = threadIdx.x & 31;
-  const uint64_t full = n / kChunk, chunks = (n + kChunk - 1) / kChunk;
-  if constexpr (K == 4) {
-    const uint64_t runs = (chunks + kRunChunks - 1) / kRunChunks;
-    for (uint64_t r = blockIdx.x; r < runs; r += gridDim.x) {
-      const uint64_t end = (r + 1) * kRunChunks < chunks ? (r + 1) * kRunChunks : chunks;
-      seeded_stream<T, R, TW, 1, Copy>(x, y, r * kRunChunks + (threadIdx.x >> 5), 8, end, full, lane, n, scale, seed,
-                                       offset, drop);
-    }
-    return;
-  }
-  const uint64_t warp = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) >> 5;
-  const uint64_t warps = (uint64_t(gridDim.x) * blockDim.x) >> 5;
-  if constexpr (K == 3) {
-    for (uint64_t c = warp; c < chunks; c += warps)
       apply_chunk(x, y, c, flat_keep_word<R, TW>(seed, offset, drop, c * 32 + lane), lane, n, scale);
-    return;
-  }
-  seeded_stream<T, R, TW, K, Copy>(x, y, warp, warps, chunks, full, lane, n, scale, seed, offset, drop);
-}
-
-// Kind 5. A block streams tiles of 8 chunks (one per warp; 16 KB bf16, 32 KB fp32), tile blockIdx.x + i * gridDim.x
-// for i = 0, 1, ...: thread 0 loads each tile global -> shared with one cp.async.bulk completing on the stage's
-// mbarrier, kTmaStages - 1 tiles ahead; each warp generates its chunk's keep word (before waiting: the Philox
-// calls overlap the load), applies dropout in shared memory in place (lane-consecutive 16-byte vectors: no bank
-// conflicts) and, after a block barrier, thread 0 writes the tile back with one shared -> global cp.async.bulk.
-// A stage is refilled one iteration after its store was issued (wait_group.read 1), so thread 0 never waits for
-// the store it has just issued. The bulk engine moves the bytes: no registers hold data in flight, and the number
-// of bytes in flight is set by the ring (5 x 16 KB bf16, 2 x 32 KB fp32 per block, two blocks per SM), not by
-// occupancy. Elements past the last full tile go through apply_chunk.
-template <typename T>
-constexpr int kTmaStages = sizeof(T) == 2 ? 6 : 3;
-template <typename T>
-constexpr uint32_t kTmaTileBytes = 8 * kChunk * sizeof(T);
-template <typename T>
-constexpr int kTmaSmem = kTmaStages<T> * kTmaTileBytes<T> + 8 * kTmaStages<T>;  // ring + one mbarrier per stage
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void tma_wait(uint32_t bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
-template <typename T, int R, int TW, bool Hint, bool Copy = false>
-__global__ void __launch_bounds__(256, 2) dropout_seeded_tma_kernel(const T* __restrict__ x, T* __restrict__ y,
-                                                                     uint64_t n, float scale, uint64_t seed,
-                                                                     uint32_t offset, uint32_t drop) {
-  constexpr int S = kTmaStages<T>, V = Vec<T>::N, NV = kChunk / V / 32;
-  constexpr uint32_t TB = kTmaTileBytes<T>;
-  constexpr uint64_t TE = 8 * kChunk;  // elements per tile
-  extern __shared__ __align__(128) uint8_t smem[];
-  const uint32_t ring = smem_addr(smem), bars = ring + S * TB;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const uint64_t tiles = n / TE;
-  const uint64_t mine = blockIdx.x < tiles ? (tiles - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
-  uint64_t policy = 0;  // kind 6: x and y are touched once, evict them from L2 first
-  if constexpr (Hint) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  auto load = [&](uint32_t s, uint64_t i) {  // my i-th tile into stage s = i % S (thread 0)
-    const uint32_t bar = bars + 8 * s;
-    const T* src = x + (blockIdx.x + i * gridDim.x) * TE;
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(TB) : "memory");
-    if constexpr (Hint)
-      asm volatile(
-          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
-          ::"r"(ring + s * TB), "l"(src), "r"(TB), "r"(bar), "l"(policy)
-          : "memory");
-    else
-      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                   ::"r"(ring + s * TB), "l"(src), "r"(TB), "r"(bar)
-                   : "memory");
-  };
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < S; ++s) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bars + 8 * s) : "memory");
-    // the inits visible to the bulk-copy (async) proxy before any complete_tx lands on them
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    for (uint32_t i = 0; i < S && i < mine; ++i) load(i, i);
-  }
-  __syncthreads();
-  uint32_t s = 0, phase = 0;  // stage of tile i (= i % S) and the parity of its use (= (i / S) & 1)
-  for (uint64_t i = 0; i < mine; ++i) {
-    const uint64_t t = blockIdx.x + i * gridDim.x;
-    const uint32_t word = Copy ? ~0u : flat_keep_word<R, TW>(seed, offset, drop, (t * 8 + warp) * 32 + lane);
-    tma_wait(bars + 8 * s, phase);
-    if constexpr (!Copy) {
-      uint4* buf = reinterpret_cast<uint4*>(smem + s * TB + warp * kChunk * sizeof(T)) + lane;
-#pragma unroll
-      for (int j = 0; j < NV; ++j) {
-        const int v = j * 32 + lane;
-        const uint32_t bits = __shfl_sync(0xffffffffu, word, (v * V) >> 5) >> ((v * V) & 31);
-        buf[j * 32] = drop_vec<T>(buf[j * 32], bits, scale);
-      }
-      // this thread's generic-proxy writes visible to the bulk store (async proxy) issued after the barrier
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      if constexpr (Hint)
-        asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;"
-                     ::"l"(y + t * TE), "r"(ring + s * TB), "r"(TB), "l"(policy)
-                     : "memory");
-      else
-        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(y + t * TE),
-                     "r"(ring + s * TB), "r"(TB)
-                     : "memory");
-      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-      if (i >= 1 && i - 1 + S < mine) {
-        asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");  // tile i - 1's store has read its stage
-        load(s == 0 ? S - 1 : s - 1, i - 1 + S);
-      }
-    }
-    if (++s == S) s = 0, phase ^= 1;
   }
-  // shared memory must outlive the last stores' reads of it
-  if (threadIdx.x == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-  const uint64_t chunks = (n + kChunk - 1) / kChunk;
-  for (uint64_t c = tiles * 8 + blockIdx.x * 8 + warp; c < chunks; c += uint64_t(gridDim.x) * 8)
-    apply_chunk(x, y, c, Copy ? ~0u : flat_keep_word<R, TW>(seed, offset, drop, c * 32 + lane), lane, n,
-                Copy ? 1.f : scale);
 }
 
 // One wave of resident 256-thread blocks of `kernel` (the occupancy calculator's count: a grid sized for 8 blocks
 // per SM left a partial second wave at lower occupancy once the kernel used more than 32 registers).
-int fill_grid(const void* kernel, int smem = 0) {
+int fill_grid(const void* kernel) {
   int dev = 0, sms = 0, per_sm = 0;
   DB_CUDA(cudaGetDevice(&dev));
   DB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  DB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, smem));
+  DB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, 0));
   return sms * (per_sm > 0 ? per_sm : 1);
 }
 
@@ -400,53 +200,13 @@ unsigned grid_for(const DropoutApplyParams& p, const void* kernel) {
   return static_cast<unsigned>(want < g ? (want ? want : 1) : g);
 }
 
-// Launches seeded-dropout kind K (dropout_seeded_kernel / dropout_seeded_tma_kernel).
-template <typename T, int R, int TW, int K, bool Copy>
-void launch_one(const DropoutApplyParams& p, uint64_t seed, uint32_t offset, uint32_t drop, cudaStream_t s) {
-  const auto* x = static_cast<const T*>(p.x);
-  auto* y = static_cast<T*>(p.y);
-  if constexpr (K <= 3) {
-    const auto kernel = dropout_seeded_kernel<T, R, TW, K, Copy>;
-    kernel<<<grid_for(p, reinterpret_cast<const void*>(kernel)), 256, 0, s>>>(x, y, p.n, p.scale, seed, offset, drop);
-  } else if constexpr (K == 4) {
-    // one block per run of kRunChunks chunks (p.grid > 0 caps it; the blocks then loop over runs)
-    const auto kernel = dropout_seeded_kernel<T, R, TW, 4, Copy>;
-    const uint64_t runs = (p.n + uint64_t(kChunk) * kRunChunks - 1) / (uint64_t(kChunk) * kRunChunks);
-    const uint64_t g = p.grid > 0 && uint64_t(p.grid) < runs ? uint64_t(p.grid) : runs;
-    kernel<<<static_cast<unsigned>(g ? g : 1), 256, 0, s>>>(x, y, p.n, p.scale, seed, offset, drop);
-  } else if constexpr (K == 7) {
-    const auto kernel = dropout_seeded_block_kernel<T, R, TW, Copy>;
-    const uint64_t blocks = (p.n + 8 * kChunk - 1) / (8 * kChunk);
-    const uint64_t g = p.grid > 0 && uint64_t(p.grid) < blocks ? uint64_t(p.grid) : blocks;
-    kernel<<<static_cast<unsigned>(g ? g : 1), 256, 0, s>>>(x, y, p.n, p.scale, seed, offset, drop);
-  } else {
-    static_assert(K == 5 || K == 6, "seeded dropout kinds are 0..7");
-    const auto kernel = dropout_seeded_tma_kernel<T, R, TW, K == 6, Copy>;
-    constexpr int smem = kTmaSmem<T>;
-    static const bool attr_set = [&] {  // once per instantiation: more than the default 48 KB of shared memory
-      DB_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-      return true;
-    }();
-    (void)attr_set;
-    const uint64_t tiles = p.n / (8 * kChunk);
-    const uint64_t g = p.grid > 0 ? uint64_t(p.grid) : uint64_t(fill_grid(reinterpret_cast<const void*>(kernel), smem));
-    const uint64_t want = tiles ? tiles : 1;  // a block per tile at most (the remainder needs one block)
-    kernel<<<static_cast<unsigned>(want < g ? want : g), 256, smem, s>>>(x, y, p.n, p.scale, seed, offset, drop);
-  }
-}
-
-template <typename T, int R, int TW, bool Copy>
-void launch_kind(const DropoutApplyParams& p, int kind, uint64_t seed, uint32_t offset, uint32_t drop, cudaStream_t s) {
-  switch (kind) {
-    case 0: return launch_one<T, R, TW, 0, Copy>(p, seed, offset, drop, s);
-    case 1: return launch_one<T, R, TW, 1, Copy>(p, seed, offset, drop, s);
-    case 2: return launch_one<T, R, TW, 2, Copy>(p, seed, offset, drop, s);
-    case 3: return launch_one<T, R, TW, 3, Copy>(p, seed, offset, drop, s);
-    case 4: return launch_one<T, R, TW, 4, Copy>(p, seed, offset, drop, s);
-    case 5: return launch_one<T, R, TW, 5, Copy>(p, seed, offset, drop, s);
-    case 6: return launch_one<T, R, TW, 6, Copy>(p, seed, offset, drop, s);
-    default: return launch_one<T, R, TW, 7, Copy>(p, seed, offset, drop, s);
-  }
+template <typename T, int R, int TW>
+void launch_seeded(const DropoutApplyParams& p, uint64_t seed, uint32_t offset, uint32_t drop, cudaStream_t s) {
+  const auto kernel = dropout_seeded_block_kernel<T, R, TW>;
+  const uint64_t blocks = (p.n + 8 * kChunk - 1) / (8 * kChunk);
+  const uint64_t g = p.grid > 0 && uint64_t(p.grid) < blocks ? uint64_t(p.grid) : blocks;
+  kernel<<<static_cast<unsigned>(g ? g : 1), 256, 0, s>>>(static_cast<const T*>(p.x), static_cast<T*>(p.y), p.n,
+                                                          p.scale, seed, offset, drop);
 }
 
 template <typename T>
@@ -465,25 +225,10 @@ void apply_typed(const DropoutApplyParams& p, MaskLayout layout, const void* mas
   DB_CUDA_LAUNCH();
 }
 
-int seeded_kind(const DropoutApplyParams& p) {
-  int kind = p.seeded_kernel;
-  if (kind < 0) {
-    const char* e = std::getenv("DROPBENCH_SEEDED_KERNEL");  // A/B runs of dropbench dropout (docs/rng-scheme.md)
-    kind = e && e[0] >= '0' && e[0] < '0' + kSeededKinds && e[1] == 0 ? e[0] - '0' : kSeededDefault;
-  }
-  if (kind >= kSeededKinds) throw UsageError("dropout: seeded_kernel must be -1 (default) or 0..7");
-  return kind;
-}
-
 template <typename T>
 void seeded_typed(const DropoutApplyParams& p, uint64_t seed, uint32_t offset, int rounds, int tw, uint32_t drop,
                   cudaStream_t s) {
-  const int kind = seeded_kind(p);
-  with_rounds_tw(rounds, tw, "dropout", [&](auto r, auto b) {
-    // The kinds are instantiated for 8-bit thresholds only; 16 and 32 bits use the default.
-    if constexpr (b() == 8) launch_kind<T, r(), b(), false>(p, kind, seed, offset, drop, s);
-    else launch_one<T, r(), b(), kSeededDefault, false>(p, seed, offset, drop, s);
-  });
+  with_rounds_tw(rounds, tw, "dropout", [&](auto r, auto b) { launch_seeded<T, r(), b()>(p, seed, offset, drop, s); });
   DB_CUDA_LAUNCH();
 }
 
@@ -508,15 +253,6 @@ void launch_dropout_seeded(const DropoutApplyParams& p, uint64_t seed, uint32_t 
   if (p.n == 0) return;
   if (p.type == ElemType::BF16) seeded_typed<__nv_bfloat16>(p, seed, offset, rounds, threshold_bits, drop, s);
   else seeded_typed<float>(p, seed, offset, rounds, threshold_bits, drop, s);
-}
-
-void launch_dropout_pattern_copy(const DropoutApplyParams& p, cudaStream_t s) {
-  if (p.n == 0) return;
-  const int kind = seeded_kind(p);
-  if (kind == 3) throw UsageError("dropout: kind 3 has no pattern copy");
-  if (p.type == ElemType::BF16) launch_kind<__nv_bfloat16, 7, 8, true>(p, kind, 0, 0, 0, s);
-  else launch_kind<float, 7, 8, true>(p, kind, 0, 0, 0, s);
-  DB_CUDA_LAUNCH();
 }
 
 }  // namespace dropbench

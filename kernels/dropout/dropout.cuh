@@ -25,10 +25,7 @@ struct DropoutApplyParams {
   void* y = nullptr;
   uint64_t n = 0;
   float scale = 1.f;          // Threshold::scale
-  int grid = 0;               // 0 = fill the device (seeded kinds 4 and 7: a block per run / per 8 chunks)
-  // Seeded dropout only: the kernel kind (dropout.cu, dropout_seeded_kernel: 0..7), -1 = the environment's
-  // DROPBENCH_SEEDED_KERNEL if set, else the default. For A/B benchmarks (bench_rng); every kind writes the same y.
-  int seeded_kernel = -1;
+  int grid = 0;               // 0 = fill the device (seeded: a block per 8 chunks); > 0 caps the grid
 };
 
 // y = keep(i) ? x * scale : 0, keep(i) read from a flat mask in `layout` (Bits, U8 or I32).
@@ -37,9 +34,5 @@ void launch_dropout_apply(const DropoutApplyParams& p, MaskLayout layout, const 
 // Seeded dropout: keep(i) from flat_keep_word<R,TW>(seed, offset, drop, i / 32).
 void launch_dropout_seeded(const DropoutApplyParams& p, uint64_t seed, uint32_t offset, int rounds, int threshold_bits,
                            uint32_t drop, cudaStream_t s);
-
-// Benchmark probe (bench_rng): y = x through the access pattern of seeded-dropout kind p.seeded_kernel (0, 1, 2,
-// 4, 5, 6, 7; -1 as above) with no RNG, to tell the pattern's own speed from the cost of generating keep bits.
-void launch_dropout_pattern_copy(const DropoutApplyParams& p, cudaStream_t s);
 
 }  // namespace dropbench

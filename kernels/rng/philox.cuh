@@ -25,8 +25,10 @@ DB_HD uint32_t mulhi32(uint32_t a, uint32_t b) {
 #endif
 }
 
-// A round's 32x32 -> 64 product a * m as its high and low words. MulHiLo: mul.hi and mul.lo (host and device); a
-// policy with a device-only form (attention_dropout.cuh's MulWide: one mul.wide) gives the same bits.
+// A round's 32x32 -> 64 product a * m as its high and low words, the same bits in every policy. MulHiLo: mul.hi and
+// mul.lo (host and device). Device only: MulWide, one mul.wide as inline PTX (the attention hooks), and MulWide64, one
+// 64-bit C++ product (the RNG tile kernel's rounds); ptxas schedules the two differently, and each kernel keeps the
+// SASS it was tuned with.
 struct Product {
   uint32_t hi, lo;
 };
@@ -36,6 +38,24 @@ struct MulHiLo {
     return Product{hi, lo};
   }
 };
+#if defined(__CUDACC__)
+// One mul.wide.u32 per product: ptxas then emits one IMAD.WIDE.U32, where from mul.hi + mul.lo it sometimes emits
+// IMAD.HI.U32 + IMAD (two instructions) once the surrounding code changes.
+struct MulWide {
+  __device__ __forceinline__ static Product mul(uint32_t a, uint32_t m) {
+    uint64_t r;
+    asm("mul.wide.u32 %0, %1, %2;" : "=l"(r) : "r"(a), "r"(m));
+    const uint32_t lo = static_cast<uint32_t>(r), hi = static_cast<uint32_t>(r >> 32);
+    return Product{hi, lo};
+  }
+};
+struct MulWide64 {
+  __device__ __forceinline__ static Product mul(uint32_t a, uint32_t m) {
+    const uint64_t p = static_cast<uint64_t>(m) * a;
+    return Product{static_cast<uint32_t>(p >> 32), static_cast<uint32_t>(p)};
+  }
+};
+#endif
 
 // One Philox round: two 32x32->64 multiplies, then a Feistel-like permute/xor with the round key.
 template <class Mul = MulHiLo>

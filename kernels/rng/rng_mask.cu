@@ -43,15 +43,11 @@ __device__ __forceinline__ void tile_strips(uint32_t* __restrict__ out, const Ma
 //    to one tile and the per-strip products are redone only when the range enters the next strip.
 //  * The byte compare + bit placement is 4 instructions per output word instead of 6 (tw8_keep_word).
 
-// philox_round with each product as one 32x32->64 multiply (mul.wide): written as mulhi + mullo, ptxas at times
-// split it into IMAD.HI + IMAD, two FMA-pipe instructions instead of one IMAD.WIDE.
+// One 32x32->64 product of rounds 2 and 3 (hoisted below) as (lo, hi), through the rounds' own MulWide64: written as
+// mulhi + mullo, ptxas at times split it into IMAD.HI + IMAD, two FMA-pipe instructions instead of one IMAD.WIDE.
 __device__ __forceinline__ uint2 mul_wide(uint32_t m, uint32_t x) {
-  const uint64_t p = static_cast<uint64_t>(m) * x;
-  return make_uint2(static_cast<uint32_t>(p), static_cast<uint32_t>(p >> 32));  // (lo, hi)
-}
-__device__ __forceinline__ u32x4 philox_round_wide(u32x4 c, uint32_t k0, uint32_t k1) {
-  const uint2 p0 = mul_wide(kPhiloxM0, c.x), p1 = mul_wide(kPhiloxM1, c.z);
-  return u32x4{p1.y ^ c.y ^ k0, p1.x, p0.y ^ c.w ^ k1, p0.x};
+  const Product p = MulWide64::mul(x, m);
+  return make_uint2(p.lo, p.hi);
 }
 
 // Keep word of one lane from the 8 output words o[4k + q] of its two calls: bit 8f + 4k + q = [byte f of o[4k+q] >=
@@ -160,7 +156,7 @@ __device__ __forceinline__ void tile8_ranges(uint32_t* __restrict__ out, const M
         const uint2 q = mul_wide(kPhiloxM1, p.y ^ w1k[j]);  // round 3's varying product
         u32x4 v{q.y ^ y2k[j], q.x, qh[j] ^ p.x, ql[j]};     // after round 3
 #pragma unroll
-        for (int r = 3; r < R; ++r) v = philox_round_wide(v, keys.k0[r], keys.k1[r]);
+        for (int r = 3; r < R; ++r) v = philox_round_with<MulWide64>(v, keys.k0[r], keys.k1[r]);
         o[j] = v;
       }
       const uint2 words = make_uint2(tw8_keep_word<kHigh>(o[0], o[1], y7, one), tw8_keep_word<kHigh>(o[2], o[3], y7, one));
@@ -327,8 +323,8 @@ void launch_tile(const RngMaskParams& p, cudaStream_t s) {
       const int grid = p.grid > 0 ? p.grid : sm_count();
       // Without shared memory the SM would run this kernel with a small shared-memory carveout, and a GEMM CTA
       // needing ~190 KiB could not start beside it until the SM drained: ask for the largest carveout, so the
-      // SM's split already fits the GEMM (measured with kernels/gemm_wgmma.cu: without it the GEMM waited for
-      // the RNG to finish; with it both ran on all 132 SMs; results/h200/gemm_wgmma/).
+      // SM's split already fits the GEMM (measured with lab/gemm_wgmma/: without it the GEMM waited for
+      // the RNG to finish; with it both ran on all 132 SMs; results/h200/gemm/wgmma/).
       static std::once_flag carveout;
       std::call_once(carveout, [] {
         DB_CUDA(cudaFuncSetAttribute(rng_tile_coresident_kernel<R, TW>, cudaFuncAttributePreferredSharedMemoryCarveout,

@@ -6,7 +6,7 @@
 # accuracy tests read), and a table of all of them (summary.md, summary.json).
 #   scripts/power_model.sh BUILD OUTDIR POWER_REPORT... [-- OTHER_REPORT...]
 #   e.g. scripts/power_model.sh build results/h200/model/session6 results/h200/session6/presets/run_llama3-*.json \
-#          -- results/h200/session6/reports/attention.json results/h200/session6/reports/rng.json
+#          -- results/h200/model/inputs/attention_fit.json results/h200/model/inputs/rng_fit.json
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=$1; O=$2; shift 2

@@ -29,17 +29,6 @@ using compare::LoadedReport;
 using compare::Row;
 using compare::Settings;
 
-// An axis value as a table cell: strings bare, integral numbers without ".0".
-std::string axis_cell(const json& v) {
-  if (v.is_null()) return {};
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_float()) {
-    const double d = v.get<double>();
-    if (!std::isfinite(d)) return fmt_num(d);
-  }
-  return compare::canonical(v);
-}
-
 std::string point_label(const json& axes) {
   std::string out;
   for (auto it = axes.begin(); it != axes.end(); ++it) {
@@ -253,7 +242,7 @@ Command make_compare_command() {
       "measure settings of the config are equal. --force compares unlike reports anyway, with a warning on\n"
       "stderr listing what differs. The header names each report's git sha, date and device.\n"
       "Example:\n"
-      "  dropbench compare results/h200/foundation/rng_quick.json results/latest/rng.json --fail-on-regression 5";
+      "  dropbench compare results/h200/model/inputs/rng_quick.json results/latest/rng.json --fail-on-regression 5";
   c.sweeps = false;
   c.add_options = [o](CLI::App& app) {
     app.add_option("files", o->files, "Reports: baseline A.json first, then B.json [C.json ...]")->required();

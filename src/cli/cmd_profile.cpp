@@ -17,8 +17,10 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/dispatch.cuh"
 #include "kernels/common/shapes.hpp"
 #include "src/cli/cli.hpp"
 #include "src/core/input.hpp"
@@ -207,7 +209,8 @@ std::vector<Family> families(const profile::Selection& s, const Workload& w) {
   std::vector<Family> f;
   if (s.rng)
     f.push_back({"rng", "rng", "rng_tile",
-                 {"sweep.sq=[4096]", "sweep.rounds=[3,5,7,10]", "sweep.threshold_bits=[8,16,32]", "sweep.layout=[tile]",
+                 {"sweep.sq=[4096]", fmt::format("sweep.rounds=[{}]", fmt::join(kPhiloxRounds, ",")),
+                  fmt::format("sweep.threshold_bits=[{}]", fmt::join(kThresholdBits, ",")), "sweep.layout=[tile]",
                   "sweep.causal=[false]"},
                  [scores](const std::string&) { return scores; },
                  [geometry](const std::string& k) { return geometry(k, false); }, "elements"});
@@ -220,7 +223,7 @@ std::vector<Family> families(const profile::Selection& s, const Workload& w) {
     for (const AttnFamily& a :
          {AttnFamily{"attention", "attn_fwd", "mma"}, AttnFamily{"attention_wgmma", "attn_fwd_wgmma", "wgmma"}})
       f.push_back({a.family, "attention", a.kernel_prefix,
-                   {"sweep.sq=[4096]", "sweep.causal=[false,true]", "sweep.rounds=[3,5,7,10]",
+                   {"sweep.sq=[4096]", "sweep.causal=[false,true]", fmt::format("sweep.rounds=[{}]", fmt::join(kPhiloxRounds, ",")),
                     fmt::format("sweep.threshold_bits=[{}]", w.threshold_bits),
                     fmt::format("workload.attention_kernel={}", a.attention_kernel)},
                    [scores](const std::string&) { return scores; },
@@ -356,7 +359,7 @@ Command make_profile_command() {
       "Examples:\n"
       "  dropbench profile --out results/h200/profile.json\n"
       "  dropbench profile --kernels rng --no-ncu --out /tmp/sass.json\n"
-      "  dropbench profile --power-from results/h200/run/llama3-70b.json --out /tmp/power.json   # per-kernel power";
+      "  dropbench profile --power-from results/h200/model/inputs/run_llama3-70b_first_kernels.json --out /tmp/power.json   # per-kernel power";
   c.sweeps = false;
   c.add_options = [o](CLI::App& app) {
     app.add_option("--out", o->out, "Profile JSON to write (default profile.json)");

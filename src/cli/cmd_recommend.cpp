@@ -9,8 +9,10 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/dispatch.cuh"
 #include "src/block/pipeline_plan.hpp"
 #include "src/cli/cli.hpp"
 #include "src/core/input.hpp"
@@ -29,7 +31,7 @@ struct RecOpts {
   std::string reference = "configs/machines/h200.json";
   std::string residency = "auto";
   std::string clock = "model";
-  std::string rounds = "3,5,7,10";
+  std::string rounds = fmt::format("{}", fmt::join(kPhiloxRounds, ","));
   std::string format = "md";
   std::string demand = "ncu";
   std::string power = "on";
@@ -89,13 +91,14 @@ std::vector<int64_t> parse_rounds(const std::string& s) {
   std::stringstream ss(s);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    if (item != "3" && item != "5" && item != "7" && item != "10")
-      throw UsageError(fmt::format("--rounds: '{}' (allowed: 3, 5, 7, 10, comma-separated)", item));
+    if (std::none_of(std::begin(kPhiloxRounds), std::end(kPhiloxRounds),
+                     [&](int r) { return item == std::to_string(r); }))
+      throw UsageError(fmt::format("--rounds: '{}' (allowed: {}, comma-separated)", item, kPhiloxRoundsText));
     if (std::find(out.begin(), out.end(), std::stoll(item)) != out.end())  // it was ranked twice
-      throw UsageError(fmt::format("--rounds: {} given twice (allowed: 3, 5, 7, 10, each at most once)", item));
+      throw UsageError(fmt::format("--rounds: {} given twice (allowed: {}, each at most once)", item, kPhiloxRoundsText));
     out.push_back(std::stoll(item));
   }
-  if (out.empty()) throw UsageError("--rounds: empty (allowed: 3, 5, 7, 10)");
+  if (out.empty()) throw UsageError(fmt::format("--rounds: empty (allowed: {})", kPhiloxRoundsText));
   return out;
 }
 
@@ -400,7 +403,7 @@ Command make_recommend_command() {
     app.add_option("--reference", ro->reference, "Machine to compare the RNG share with (\"\" = none)");
     app.add_option("--residency", ro->residency, "auto | serial | coresident | coresident:WARPS");
     app.add_option("--clock", ro->clock, "model | max | sustained")->check(CLI::IsMember({"model", "max", "sustained"}));
-    app.add_option("--rounds", ro->rounds, "Philox round counts to rank (subset of 3,5,7,10)");
+    app.add_option("--rounds", ro->rounds, fmt::format("Philox round counts to rank (subset of {})", kPhiloxRoundsText));
     app.add_option("--format", ro->format, "md | json")->check(CLI::IsMember({"md", "json"}));
     app.add_option("--demand", ro->demand, "ncu (measured counts where the profile holds them) | sass (static only)")
         ->check(CLI::IsMember({"ncu", "sass"}));

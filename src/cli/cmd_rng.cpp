@@ -5,6 +5,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "kernels/common/check.hpp"
 #include "kernels/common/dispatch.cuh"
@@ -227,7 +228,8 @@ Command make_rng_command() {
   c.help =
       "Generates keep masks for B x Hq x SQ x SQ attention probabilities with Philox4x32-R and the dropbench\n"
       "counter scheme (docs/rng-scheme.md). Default sweep (unless the config sweeps these axes):\n"
-      "  rounds 3,5,7,10  x  threshold_bits 8,16,32  x  layout tile,bits,u8,i32   at workload.sq\n"
+      "  rounds " + fmt::format("{}", fmt::join(kPhiloxRounds, ",")) + "  x  threshold_bits " +
+      fmt::format("{}", fmt::join(kThresholdBits, ",")) + "  x  layout tile,bits,u8,i32   at workload.sq\n"
       "Columns: Gelem/s (elements sampled per second), GB/s (mask bytes written), keep_eff (the keep probability\n"
       "the quantised threshold implies), keep_sampled (counted in the generated mask) and its z-score, R/R7\n"
       "(runtime of R rounds over R = 7, the paper's Philox-5/7 and 3/7 ratios), ceiling_Gelem/s (variant `ceiling`:\n"

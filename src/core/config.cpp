@@ -356,7 +356,7 @@ const std::vector<WorkloadField>& workload_fields() {
        [](const Workload& w) { return json(w.kv_heads); }},
       {"head_dim", Kind::Int,
        [](Workload& w, const json& v) {
-         return chk_int_in(v, {64, 128}, w.head_dim);
+         return chk_int_in(v, std::vector<int64_t>(std::begin(kHeadDims), std::end(kHeadDims)), w.head_dim);
        },
        [](const Workload& w) { return json(w.head_dim); }},
       {"sq", Kind::Int, [](Workload& w, const json& v) { return chk_int(v, 1, 1048576, w.sq); },

@@ -401,16 +401,12 @@ void write_file_atomic(const std::string& path, const std::string& text) {
     throw_io(what, path, err);
   };
 
-  const char* p = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail("cannot write", errno);
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
+  try {
+    write_all(fd, text, path);
+  } catch (const std::runtime_error&) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
   }
   if (::fsync(fd) != 0) fail("cannot fsync", errno);
   if (::close(fd) != 0) {
@@ -592,9 +588,6 @@ std::string render(const Table& t, const std::string& format) {
   throw std::invalid_argument(fmt::format("unknown table format '{}' (allowed: md, csv, json)", format));
 }
 
-namespace {
-
-// Axis value as a table cell: strings bare, integers exact, other numbers/bools as JSON writes them.
 std::string axis_cell(const json& v) {
   if (v.is_null()) return {};
   if (v.is_string()) return v.get<std::string>();
@@ -604,6 +597,8 @@ std::string axis_cell(const json& v) {
   }
   return v.dump(-1, ' ', false, json::error_handler_t::replace);
 }
+
+namespace {
 
 std::string derived_cell(const json& obj, const std::string& key) {
   if (!obj.is_object()) return {};

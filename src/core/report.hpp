@@ -175,4 +175,8 @@ class Progress {
 // Human number formatting used in tables: 3 significant digits.
 std::string fmt_num(double v);
 
+// A sweep axis value as a table cell (reports' tables, dropbench compare): strings bare, integers exact, other
+// numbers and bools as JSON writes them, non-finite numbers as fmt_num.
+std::string axis_cell(const json& v);
+
 }  // namespace dropbench

@@ -701,8 +701,8 @@ AttnWork attention_work(const Profile& p, const Workload& w, Window win) {
   AttnWork a;
   std::vector<double> cta_iters;  // loop iterations of each CTA of one (batch, head), in launch order
   for (int64_t x = 0; x < qb_end - qb_begin; ++x) {
-    const int64_t qb = w.causal ? qb_end - 1 - x : qb_begin + x;  // causal: heaviest query block first
-    cta_iters.push_back(static_cast<double>(w.causal ? std::min(n_kv, (qb * BR + BR - 1) / BC + 1) : n_kv));
+    const int64_t qb = qb_begin + attn::query_block_in_order(qb_end - qb_begin, x, w.causal);
+    cta_iters.push_back(static_cast<double>(attn::key_blocks_visited(w.sq, qb * BR, BR, BC, w.causal)));
   }
   for (int64_t qb = qb_begin; qb < qb_end; ++qb) {
     for (int64_t wi = 0; wi < p.attn_warps; ++wi) {

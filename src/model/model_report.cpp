@@ -2,7 +2,6 @@
 #include "src/model/model_report.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -228,37 +227,39 @@ MeasuredReport load_measured_report(const std::string& path, const std::string& 
 
 std::vector<std::string> newest_reports(const std::string& results_dir, const std::string& command) {
   namespace fs = std::filesystem;
-  std::vector<std::pair<long, fs::path>> sessions;
+  struct Found {
+    std::string path, date, sha;
+  };
+  auto text = [](const json& ctx, const char* key) {
+    const auto it = ctx.find(key);
+    return it != ctx.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  std::vector<Found> found;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(results_dir, ec)) {
-    const std::string n = e.path().filename().string();
-    if (!e.is_directory() || n.rfind("session", 0) != 0 || n.size() == 7) continue;
-    if (!std::all_of(n.begin() + 7, n.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }))
+  for (const auto& e : fs::recursive_directory_iterator(results_dir, ec)) {
+    if (!e.is_regular_file() || e.path().extension() != ".json") continue;
+    std::ifstream f(e.path());
+    json d;
+    try {
+      d = json::parse(f);
+    } catch (const json::exception&) {
       continue;
-    sessions.emplace_back(std::stol(n.substr(7)), e.path());
-  }
-  std::sort(sessions.begin(), sessions.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (const auto& [n, dir] : sessions) {
-    std::vector<std::string> found;
-    for (const auto& e : fs::recursive_directory_iterator(dir, ec)) {
-      if (!e.is_regular_file() || e.path().extension() != ".json") continue;
-      std::ifstream f(e.path());
-      json d;
-      try {
-        d = json::parse(f);
-      } catch (const json::exception&) {
-        continue;
-      }
-      if (!d.is_object() || d.value("schema", "") != "dropbench.report" || d.value("command", "") != command) continue;
-      if (d.contains("context") && d["context"].value("dry_run", false)) continue;
-      found.push_back(e.path().string());
     }
-    if (!found.empty()) {
-      std::sort(found.begin(), found.end());
-      return found;
-    }
+    if (!d.is_object() || d.value("schema", "") != "dropbench.report" || d.value("command", "") != command) continue;
+    const json ctx = d.contains("context") && d["context"].is_object() ? d["context"] : json::object();
+    if (ctx.value("dry_run", false)) continue;
+    found.push_back({e.path().string(), text(ctx, "date_utc"), text(ctx, "git_sha")});
   }
-  return {};
+  if (found.empty()) return {};
+  // ISO 8601 UTC dates order as strings; a report without a date is the oldest; equal dates: the later path.
+  const Found newest = *std::max_element(found.begin(), found.end(), [](const Found& a, const Found& b) {
+    return std::tie(a.date, a.path) < std::tie(b.date, b.path);
+  });
+  std::vector<std::string> out;
+  for (const Found& f : found)
+    if (f.path == newest.path || (!newest.sha.empty() && f.sha == newest.sha)) out.push_back(f.path);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 ReportComparison compare_with_report(const Machine& m, const Profile& p, const MeasuredReport& r, const Options& o,

@@ -20,10 +20,10 @@ struct MeasuredReport {
 // schema, a malformed point or an unmodelled command.
 MeasuredReport load_measured_report(const std::string& path, const std::string& who = "--report");
 
-// The newest committed reports of `command` (rng, attention, gemm, run) under a machine's results folder
-// (e.g. results/h200): the session folders session<N> (any depth below them) are searched from the highest N
-// down, and the first that holds measured reports of that command gives all of them (sorted paths); none:
-// empty. The rule the accuracy tests use, so that a new session's reports replace the old ones without a list.
+// The newest committed reports of `command` (rng, attention, gemm, run) below a machine's results folder
+// (e.g. results/h200, any depth): of the measured reports of that command, the newest by context.date_utc and every
+// other one built from the same git sha (the reports of one measuring call); none: empty. The rule the accuracy
+// tests use, so that newly committed reports replace the old ones without a list.
 std::vector<std::string> newest_reports(const std::string& results_dir, const std::string& command);
 
 // One comparison: a measured median against a prediction.

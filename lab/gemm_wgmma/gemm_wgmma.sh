@@ -1,28 +1,28 @@
 #!/usr/bin/env bash
 # Standalone build / run of our wgmma FP8 GEMM's GPU test and benchmark with nvcc directly (no CMake; the
-# CMake build has the test too: target test_gemm_wgmma_gpu). `build` compiles into build-gw-nv/ (ptxas resource
+# CMake build with -DDROPBENCH_EXPERIMENTS=ON has them too: targets test_gemm_wgmma_gpu, bench_gemm_wgmma). `build` compiles into build-gw-nv/ (ptxas resource
 # report in build-gw-nv/ptxas.log); `run` executes the test, a memcheck of small cases, the SASS check and the
 # benchmark there, logs under $OUT (or build-gw-nv/).
-#   scripts/gemm_wgmma.sh build        # here (needs nvcc, GoogleTest)
-#   scripts/gemm_wgmma.sh run          # on a machine with an H200 (static cudart; needs libcublasLt.so.13)
+#   lab/gemm_wgmma/gemm_wgmma.sh build        # here (needs nvcc, GoogleTest)
+#   lab/gemm_wgmma/gemm_wgmma.sh run          # on a machine with an H200 (static cudart; needs libcublasLt.so.13)
 # Environment for run: ROUNDS (5), REPS (4), SHAPES (8b,70b,405b), SANITIZE (1), CLUSTER (1: time the c2
 # variants too), SKIP_TEST (0), B (build folder).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 B=${B:-build-gw-nv}
 NVCC=${NVCC:-nvcc}
 FLAGS=(-gencode=arch=compute_90a,code=sm_90a -std=c++20 --expt-relaxed-constexpr -O3 -lineinfo -I. -Itests)
 LINK=(-Xcompiler -static-libstdc++ -Xcompiler -static-libgcc)
 build() {
   mkdir -p $B
-  $NVCC "${FLAGS[@]}" -Xptxas -v -c kernels/gemm/gemm_wgmma.cu -o $B/gemm_wgmma.o 2> $B/ptxas.log &
+  $NVCC "${FLAGS[@]}" -Xptxas -v -c lab/gemm_wgmma/gemm_wgmma.cu -o $B/gemm_wgmma.o 2> $B/ptxas.log &
   $NVCC "${FLAGS[@]}" -c kernels/gemm/gemm.cu -o $B/gemm.o &
   wait
   $NVCC "${FLAGS[@]}" -c kernels/gemm/gemm_ref.cu -o $B/gemm_ref.o &
   $NVCC "${FLAGS[@]}" -c kernels/rng/rng_mask.cu -o $B/rng_mask.o &
   wait
-  $NVCC "${FLAGS[@]}" -c tests/test_gemm_wgmma_gpu.cu -o $B/test_gemm_wgmma_gpu.o &
-  $NVCC "${FLAGS[@]}" -c bench/bench_gemm_wgmma.cu -o $B/bench_gemm_wgmma.o &
+  $NVCC "${FLAGS[@]}" -c lab/gemm_wgmma/test_gemm_wgmma_gpu.cu -o $B/test_gemm_wgmma_gpu.o &
+  $NVCC "${FLAGS[@]}" -c lab/gemm_wgmma/bench_gemm_wgmma.cu -o $B/bench_gemm_wgmma.o &
   g++ -std=c++20 -O2 -I. -I/usr/local/cuda/include -c kernels/common/check.cpp -o $B/check_stub.o
   wait
   $NVCC -arch=sm_90a "${LINK[@]}" $B/test_gemm_wgmma_gpu.o $B/gemm_wgmma.o $B/gemm.o $B/gemm_ref.o $B/check_stub.o \

@@ -1,4 +1,4 @@
-// WgmmaGemm (our wgmma + TMA FP8 GEMM, kernels/gemm_wgmma.cu) against the fp32 reference kernel
+// WgmmaGemm (our wgmma + TMA FP8 GEMM, lab/gemm_wgmma/gemm_wgmma.cu) against the fp32 reference kernel
 // (kernels/gemm_ref.cu) on the same stored fp8 inputs, fresh random data every run (seed printed).
 //
 // Error bounds (both must hold):
@@ -23,7 +23,7 @@
 #include "gpu_guard.hpp"
 #include "test_random.hpp"
 #include "kernels/gemm/gemm.cuh"
-#include "kernels/gemm/gemm_wgmma.cuh"
+#include "lab/gemm_wgmma/gemm_wgmma.cuh"
 #include "kernels/common/check.hpp"
 
 using namespace dropbench;

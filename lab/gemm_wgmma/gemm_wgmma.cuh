@@ -4,7 +4,7 @@
 //                                                      s_x, s_w fp32 device scalars (nullptr = 1)
 // Same contract as QkvGemm (gemm.cuh) for fp8: any M >= 1, N and K multiples of 16, 16-byte aligned pointers.
 //
-// The kernel (kernels/gemm_wgmma.cu): one CTA per 128 x BN output tile (BN = 256 by default, or 128; a
+// The kernel (gemm_wgmma.cu): one CTA per 128 x BN output tile (BN = 256 by default, or 128; a
 // non-persistent grid, tiles in groups of 16 M-tiles for L2 reuse), 384 threads = 3 warpgroups:
 //   warpgroup 0   producer: one thread issues TMA loads (cp.async.bulk.tensor, 128-byte swizzle) of the
 //                 128 x 128-byte A tile and the BN x 128-byte B tile of each K step into a ring of stages
@@ -21,7 +21,7 @@
 // 160): 384 x 160 = 61440 of the SM's 65536 registers, 197 696 bytes of shared memory. BN 128: cap 96 (90
 // used): 36864 registers, 197 696 bytes. No setmaxnreg (ptxas keeps the whole kernel inside the entry cap
 // anyway; see gemm_wgmma.cu). The co-resident RNG kernel uses no shared memory and <= 32 registers a thread.
-// Measured on the H200 (tests/bench_gemm_wgmma.cu, results/h200/gemm_wgmma/): an RNG CTA sits beside the GEMM
+// Measured on the H200 (bench_gemm_wgmma.cu, results/h200/gemm/wgmma/): an RNG CTA sits beside the GEMM
 // CTA only if (1) its kernel prefers the max-shared-memory carveout (an SM running a kernel configured for
 // little shared memory cannot take the GEMM's 193 KiB CTA until it drains: the project's Coresident kernel,
 // default carveout, never co-resided), (2) it fits the registers the GEMM leaves, and (3) for BN 256, it is

@@ -9,7 +9,7 @@
 // 8-row groups (SBO) 1024 bytes, leading offset unused (1), swizzle mode 1; the k-th 32-byte K slice of a
 // row starts 32·k bytes further (the swizzle is applied by the hardware to the final address bits, so the
 // start address simply advances inside the 128-byte row).
-#include "kernels/gemm/gemm_wgmma.cuh"
+#include "lab/gemm_wgmma/gemm_wgmma.cuh"
 
 #include <cuda.h>  // CUtensorMap and its enums (header only: the encoder comes from the driver entry point)
 #include <cuda_bf16.h>

@@ -1,6 +1,7 @@
-// Standalone benchmark: our wgmma FP8 GEMM (kernels/gemm_wgmma.cu) against cuBLASLt's (QkvGemm, top-4 tuned),
-// alone and beside co-resident RNG mask kernels. CMake target bench_gemm_wgmma (bench/CMakeLists.txt; a GPU smoke
-// test runs one round of the 8B shape); scripts/gemm_wgmma.sh runs it with logs, SASS check and memcheck.
+// Experiment (lab/gemm_wgmma/README.md): our wgmma FP8 GEMM (gemm_wgmma.cu) against cuBLASLt's (QkvGemm, top-4
+// tuned), alone and beside co-resident RNG mask kernels. CMake target bench_gemm_wgmma with -DDROPBENCH_EXPERIMENTS=ON
+// (a GPU smoke test runs one round of the 8B shape); lab/gemm_wgmma/gemm_wgmma.sh runs it with logs, SASS check and
+// memcheck.
 //
 // Per Llama-3 shape (M = 8192; 8B: K 4096 N 6144 Hq 32; 70B: K 8192 N 10240 Hq 64; 405B: K 16384 N 18432
 // Hq 128), with the RNG mask = tile layout, Philox-7, 8-bit thresholds, p 0.1, B 1 x Hq x 8192 x 8192 causal:
@@ -52,7 +53,7 @@
 
 #include "kernels/rng/dropout_scheme.cuh"
 #include "kernels/gemm/gemm.cuh"
-#include "kernels/gemm/gemm_wgmma.cuh"
+#include "lab/gemm_wgmma/gemm_wgmma.cuh"
 #include "kernels/rng/rng_mask.cuh"
 #include "kernels/common/check.hpp"
 
