@@ -110,12 +110,13 @@ def bool_list(s):
     return out
 
 
-def variant_list(s, lib_b=False):
+def parse_variants(s, allowed):
+    """A comma-separated list of FAMILY:MODE, each FAMILY a key of `allowed` and MODE one of its modes; duplicates
+    dropped, order kept. The one parser of the variant lists of the peer scripts that compare with PyTorch."""
     out = []
     for v in s.split(","):
         v = v.strip()
         fam, _, mode = v.partition(":")
-        allowed = {**OURS, **SDPA, **({LIB_B_FAMILY: OURS["wgmma"]} if lib_b else {})}
         if fam not in allowed or mode not in allowed[fam]:
             choices = ", ".join(f"{f}:{m}" for f, ms in allowed.items() for m in ms)
             raise UsageError(f"--variants: each one of {choices} (got {v!r})")
@@ -124,13 +125,18 @@ def variant_list(s, lib_b=False):
     return out
 
 
-def heads(s):
+def variant_list(s, lib_b=False):
+    return parse_variants(s, {**OURS, **SDPA, **({LIB_B_FAMILY: OURS["wgmma"]} if lib_b else {})})
+
+
+def heads(s, max_hq=256):
+    """HQ:HKV, 1 <= HQ <= max_hq, HKV >= 1 dividing HQ."""
     try:
         hq, hkv = (int(x) for x in s.split(":"))
     except ValueError:
-        raise UsageError(f"--heads: HQ:HKV, HKV >= 1 dividing HQ (got {s!r})")
-    if hq < 1 or hkv < 1 or hq % hkv or hq > 256:
-        raise UsageError(f"--heads: HQ:HKV, 1 <= HQ <= 256, HKV >= 1 dividing HQ (got {s!r})")
+        hq = hkv = 0
+    if hq < 1 or hkv < 1 or hq % hkv or hq > max_hq:
+        raise UsageError(f"--heads: HQ:HKV, 1 <= HQ <= {max_hq}, HKV >= 1 dividing HQ (got {s!r})")
     return hq, hkv
 
 

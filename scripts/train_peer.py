@@ -63,6 +63,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import dbstats  # noqa: E402  (the scripts' one statistics module)
 from peers import sanitize  # noqa: E402  (NaN / inf -> null, as every peer report writes them)
+import h2h_attention as h2h  # noqa: E402  (the variant and heads parsers; Runner.burst: CUDA-event bursts)
 
 TOOL_VERSION = "1"
 OURS = {"ours": ("none", "mask", "fused"), "ours-det": ("none", "mask", "fused")}
@@ -71,8 +72,7 @@ DEFAULT_VARIANTS = "ours:fused,ours:mask,cudnn:dropout,flash:dropout"
 MARKOV_SUCCESSORS = 4
 
 
-class UsageError(Exception):
-    pass
+UsageError = h2h.UsageError  # one exception for bad arguments across the peer scripts
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -118,27 +118,11 @@ def _choice(name, choices, conv=str):
 
 
 def variant_list(s):
-    out = []
-    allowed = {**OURS, **SDPA}
-    for v in s.split(","):
-        v = v.strip()
-        fam, _, mode = v.partition(":")
-        if fam not in allowed or mode not in allowed[fam]:
-            choices = ", ".join(f"{f}:{m}" for f, ms in allowed.items() for m in ms)
-            raise UsageError(f"--variants: comma-separated, each one of {choices} (got {v!r})")
-        if v not in out:
-            out.append(v)
-    return out
+    return h2h.parse_variants(s, {**OURS, **SDPA})
 
 
 def heads(s):
-    try:
-        hq, hkv = (int(x) for x in s.split(":"))
-    except ValueError:
-        hq = hkv = None
-    if hq is None or not 1 <= hq <= 128 or not 1 <= hkv <= hq or hq % hkv:
-        raise UsageError(f"--heads: HQ:HKV with 1 <= HQ <= 128 and HKV dividing HQ (got {s!r})")
-    return hq, hkv
+    return h2h.heads(s, max_hq=128)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -417,7 +401,6 @@ class Trainee:
 class Peer:
     def __init__(self, a):
         import torch
-        import h2h_attention as h2h  # Runner.burst: CUDA-event bursts with SM clock and power polled beside them
         import peers                # device_context, git_sha: the same context as every peer script
         self.torch, self.h2h, self.peers, self.a = torch, h2h, peers, a
         self.runner = h2h.Runner(argparse.Namespace(lib=a.lib, lib_b=None, device=a.device, settle_ms=0.0))
