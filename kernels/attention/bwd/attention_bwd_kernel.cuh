@@ -179,6 +179,7 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
 
   const uint32_t oA = off_a(lane, RB), oB = off_b(lane, RB);
   const uint32_t aK = sK + warp * 16 * RB + oA, aV = sV + warp * 16 * RB + oA;
+  const float sl2 = a.scale_log2;
   // This lane's rows of S^T: keys kl0 and kl0 + 8 of the block.
   const int kl0 = warp * 16 + (lane >> 2);
 
@@ -211,7 +212,7 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
     const bool edge = (k0 + 63 >= sq) || (q0 + 63 >= sq) || (a.causal && k0 + 63 > q0);
     [[maybe_unused]] uint32_t kw[4][2];  // words of strip nb/2, element parity i%2
     if constexpr (kDrop) read_keep_words<32>(sM + st * 128, lane, kw);
-    probs_and_dst<kDrop>(s, dp, a, kl0, lane, k0, q0, edge, lse, dD, kw);
+    probs_and_dst<kDrop>(s, dp, a, sl2, kl0, lane, k0, q0, edge, lse, dD, kw);
     uint32_t pa[4][4];
     pack_a(s, pa);
     mma_a_tileT<HD>(dv, pa, cDo + oA);

@@ -86,12 +86,12 @@ __device__ __forceinline__ float el(const float (&x)[N], int nb, int i) { return
 // One warp's 16 keys x 64 queries, in place: s = S^T (raw scores) becomes (P o Z)^T, dp = dP^T becomes
 // dS^T = P^T o (dP^T o Z - D). kl0: the lane's first key row in the 64-key block (16 warp + lane / 4); k0, q0: the
 // block's first key and query; edge: the block reaches past SQ or crosses the causal diagonal (masking needed);
-// lse (natural log, the forward's), dd: the block's 64 LSE and D values; kw: read_keep_words' words.
+// lse (natural log, the forward's), dd: the block's 64 LSE and D values; kw: read_keep_words' words; sl2: a.scale_log2,
+// read by the caller before its loop over blocks (read here, per block, the mma kernel's dH-128 instances spill).
 template <bool kDrop, class F>
-__device__ __forceinline__ void probs_and_dst(F& s, F& dp, const Args& a, int kl0, int lane,
+__device__ __forceinline__ void probs_and_dst(F& s, F& dp, const Args& a, float sl2, int kl0, int lane,
                                               int k0, int q0, bool edge, const float* lse, const float* dd,
                                               const uint32_t (&kw)[4][2]) {
-  const float sl2 = a.scale_log2;
 #pragma unroll
   for (int nb = 0; nb < 8; ++nb)
 #pragma unroll

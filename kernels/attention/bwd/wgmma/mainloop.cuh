@@ -103,7 +103,7 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
     [[maybe_unused]] uint32_t kw[4][2];
     keep.read(s, q0, kw);
     const bool edge = (kc0 + 63 >= a.sq) || (q0 + 63 >= a.sq) || (a.causal && kc0 + 63 > q0);
-    attn_bwd::probs_and_dst<kDrop>(st, dp, a, kl0, lane, kc0, q0, edge,
+    attn_bwd::probs_and_dst<kDrop>(st, dp, a, a.scale_log2, kl0, lane, kc0, q0, edge,
                                    sm.template at<const float>(sm.lse(s)), sm.template at<const float>(sm.dsum(s)), kw);
     uint32_t pa[4][4], ds[4][4];
     attn_bwd::pack_a(st, pa);
