@@ -83,6 +83,10 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
   for (int i = 0; i < NO; ++i) dk[i] = dv[i] = 0.f;
 
   mbar_wait_or_trap(sm.kv_full(), 0);
+  // Blocks computed (causal skips not counted): the fast mode's dS^T buffer alternates with them, so between two
+  // stores into a buffer every warp of the warpgroup met at the other buffer's barrier, after its dQ GEMM read the
+  // first. Alternating by iteration, a skipped block would let a warp store while another's dQ GEMM still reads.
+  int done = 0;
   for (int it = 0; it < w.n_it; ++it) {
     const int s = it % ST;
     const int h = w.head(it), q0 = w.q0(it);
@@ -108,7 +112,7 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
     uint32_t pa[4][4], ds[4][4];
     attn_bwd::pack_a(st, pa);
     attn_bwd::pack_a(dp, ds);
-    const uint32_t ds_buf = sm.ds(c, it & 1);
+    const uint32_t ds_buf = sm.ds(c, done++ & 1);
     // The fast mode's dS^T stores read ds before the dK GEMM takes it as an operand (registers of a running wgmma are
     // not to be read).
     if (a.dq_atomic) store_ds(ds_buf, ds, warp, lane);
