@@ -24,7 +24,7 @@ using namespace dropbench;
 
 // A valid parameter set; the pointers are never dereferenced by the checks.
 AttentionBwdParams valid() {
-  static unsigned char dummy[64];
+  alignas(16) static unsigned char dummy[64];
   AttentionBwdParams p;
   p.fwd.qkv = reinterpret_cast<const __nv_bfloat16*>(dummy);
   p.fwd.o = reinterpret_cast<__nv_bfloat16*>(dummy);
@@ -184,6 +184,14 @@ TEST(AttentionBwdHost, KernelSelection) {
   EXPECT_NE(msg.find("mask"), std::string::npos) << msg;
   p.fwd.mask = reinterpret_cast<const uint32_t*>(words);
   EXPECT_EQ(refusal(p, DropoutMode::Mask), "");
+  // So do its bulk copies of the workspace's D and LSE rows, in every mode; the mma kernel reads them 4 bytes at a time.
+  p.workspace = words + 8;
+  for (DropoutMode m : {DropoutMode::None, DropoutMode::Mask, DropoutMode::Fused}) {
+    const std::string ws_msg = refusal(p, m);
+    EXPECT_NE(ws_msg.find("workspace"), std::string::npos) << dropout_mode_name(m) << ": " << ws_msg;
+  }
+  p.fwd.kernel = AttentionKernel::Mma;
+  EXPECT_EQ(refusal(p, DropoutMode::None), "");
 }
 
 // ---- `dropbench attention`, workload.pass ----

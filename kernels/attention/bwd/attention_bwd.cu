@@ -189,9 +189,10 @@ void check_attention_backward(const AttentionBwdParams& p, DropoutMode mode) {
   if (misaligned(p.dqkv, 4)) bad("dqkv must be 4-byte aligned");
   if (misaligned(p.workspace, 8)) bad("workspace must be 8-byte aligned");
   if (mode == DropoutMode::Mask && f.mask == nullptr) bad("mode mask needs a mask");
-  // The wgmma kernel's bulk copies of the mask words need 16-byte alignment.
+  // The wgmma kernel's bulk copies of the mask words and of the workspace's D / LSE rows need 16-byte alignment.
   if (mode == DropoutMode::Mask && f.kernel == AttentionKernel::Wgmma && misaligned(f.mask, 16))
     bad("mask must be 16-byte aligned (kernel wgmma)");
+  if (f.kernel == AttentionKernel::Wgmma && misaligned(p.workspace, 16)) bad("workspace must be 16-byte aligned (kernel wgmma)");
 }
 
 AttentionKernel attention_backward_kernel_resolved(const AttentionBwdParams& p) {
