@@ -52,9 +52,12 @@ json overlap_figure(PointScope& ps, const std::map<std::string, Measurement>& m,
   return j;
 }
 
-// One strategy's validation run: poisoned gradients, deterministic dQ, compared with the first strategy's.
+// One strategy's validation run: poisoned gradients, deterministic dQ, compared with the first strategy's. O and LSE
+// are poisoned and the mask zeroed too, so a strategy whose forward left them unwritten cannot pass on the bits an
+// earlier strategy left there.
 void check_strategy(PointScope& ps, TrainRunner& tr, Pipeline p, const RngConfig& rc, std::string& ref, json& ex) {
   const cudaStream_t main = ps.harness.stream();
+  tr.block().poison_outputs(main);
   tr.poison_gradients(main);
   tr.run(p, main, no_phases(), rc, /*deterministic=*/true, /*check=*/true);
   DB_CUDA(cudaStreamSynchronize(main));
