@@ -14,11 +14,15 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
+#include "kernels/attention/bwd/attention_bwd.cuh"
 #include "kernels/common/check.hpp"
 #include "model_fixtures.hpp"
+#include "src/block/block_pipelines.hpp"
 #include "src/block/pipeline_plan.hpp"
+#include "src/block/train_step.hpp"
 #include "src/core/config.hpp"
 #include "src/core/pipelines.hpp"
+#include "src/core/workload_params.hpp"
 #include "src/model/model.hpp"
 #include "src/model/recommend.hpp"
 
@@ -169,9 +173,23 @@ TEST(TrainStep, TrainMemoryFollowsTheShapeAndPrecision) {
   EXPECT_EQ(f8.w_out_t, f8.w_out);
   EXPECT_EQ(b16.w_out, 2 * f8.w_out);
   EXPECT_GT(f8.fp8_scales, 0u);
-  // The backward's workspace holds D (fp32 per row and head, 256-byte aligned) and the fast mode's fp32 dQ
-  // accumulator (the timed mode).
-  EXPECT_EQ(f8.bwd_workspace, (b.lse + 255) / 256 * 256 + 2 * b.o);
+  // The backward's workspace, as the attention backward lays it out: D and the LSE copy (fp32, B * Hq rows of SQ
+  // padded to 64 queries, each 256-byte aligned) and the fast mode's fp32 dQ accumulator (the timed mode). TrainRunner
+  // refuses a smaller buffer, so an undercount fails every measured training step.
+  auto bwd_workspace = [](const db::Workload& x) {
+    const uint64_t d = (static_cast<uint64_t>(x.batch * x.q_heads * ((x.sq + 63) / 64 * 64)) * 4 + 255) / 256 * 256;
+    return 2 * d + static_cast<uint64_t>(x.batch * x.sq * x.q_heads * x.head_dim) * 4;
+  };
+  EXPECT_EQ(f8.bwd_workspace, bwd_workspace(db::load_config(preset("llama3-70b")).workload));
+  db::Workload ragged = w;
+  ragged.sq = 8200;  // not a multiple of 64: the padded rows count
+  EXPECT_EQ(db::train_memory(ragged).bwd_workspace, bwd_workspace(ragged));
+  db::AttentionBwdParams bp;
+  bp.fwd = db::attention_params(ragged, db::Threshold{});
+  for (bool det : {false, true}) {
+    bp.deterministic = det;
+    EXPECT_GE(db::train_memory(ragged).bwd_workspace, db::attention_backward_workspace_bytes(bp)) << det;
+  }
   // Validation copies of dQKV, dX, dW, dW_o only when asked for.
   EXPECT_EQ(f8.grad_ref, 0u);
   const db::TrainMemory v = db::train_memory(db::load_config(preset("llama3-70b")).workload, true);
@@ -179,6 +197,18 @@ TEST(TrainStep, TrainMemoryFollowsTheShapeAndPrecision) {
   size_t sum = 0;
   for (const auto& [n, bytes] : f8.buffers()) sum += bytes;
   EXPECT_EQ(sum, f8.total());
+}
+
+// A shape the attention backward refuses is the training step's refusal too, before anything is sized (train_memory
+// asks the backward for its workspace): here an sq the forward's rules allow.
+TEST(TrainStep, ValidateRefusesWhatTheBackwardRefuses) {
+  db::Workload w = db::load_config(preset("llama3-8b")).workload;
+  w.sq = 8192;
+  EXPECT_EQ(usage_error([&] { db::validate_train_workload(w); }), "");
+  w.sq = (int64_t{1} << 24) + 64;
+  EXPECT_EQ(usage_error([&] { db::validate_block_workload(w); }), "");
+  const std::string bad = usage_error([&] { db::validate_train_workload(w); });
+  EXPECT_NE(bad.find("attention backward: sq"), std::string::npos) << bad;
 }
 
 TEST(TrainStep, MeasuredPlanSkipsFusedWrite) {

@@ -5,9 +5,11 @@
 
 #include <fmt/format.h>
 
+#include "kernels/attention/bwd/attention_bwd.cuh"
 #include "kernels/common/check.hpp"
 #include "kernels/common/shapes.hpp"
 #include "kernels/rng/dropout_scheme.cuh"
+#include "src/core/workload_params.hpp"
 
 namespace dropbench {
 
@@ -146,8 +148,13 @@ TrainMemory train_memory(const Workload& w, bool validate) {
   t.w_t = w_elems * f8;
   t.dx = checked_product({u64(d.m), u64(d.k), 2}, what);
   t.dw = checked_product({w_elems, 2}, what);
-  const uint64_t dbytes = checked_product({u64(w.batch), u64(w.q_heads), u64(w.sq), 4}, what);
-  t.bwd_workspace = checked_sum({(dbytes + 255) / 256 * 256, checked_product({o_elems, 4}, what)}, what);
+  // The attention backward's own size in its fast (atomic dQ) mode, the larger one: its layout (D and the LSE copy
+  // padded to 64 queries, the dQ accumulator) is the kernel's to say. Shape only: no dropout field is read.
+  checked_product({o_elems, 4}, what);  // the dQ accumulator, before the backward sizes it
+  AttentionBwdParams bp;
+  bp.fwd = attention_params(w, Threshold{});
+  bp.deterministic = false;
+  t.bwd_workspace = attention_backward_workspace_bytes(bp);
   t.fp8_scales = fp8 ? kTrainScaleSlots * kTrainScaleSlotBytes : 0;
   t.grad_ref = validate ? checked_sum({t.dqkv, t.dx, t.dw, t.dw_out}, what) : 0;
   t.total();  // checked

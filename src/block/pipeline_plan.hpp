@@ -80,9 +80,9 @@ PipelinePlan plan_pipelines(const BlockMemory& m, size_t free_bytes, size_t mask
 // in place. fp8 (Transformer Engine's recipe): e4m3 forward operands, e5m2 gradients, and cuBLASLt's FP8 path takes
 // only K-contiguous operands, so the step keeps fp8 copies and transposed copies made by cast-transpose: O (e4m3,
 // and transposed), dY and dQKV (e5m2, and transposed), X and both weights (transposed). dY, the gradient from the
-// layer above, arrives in bf16. The attention backward's workspace: fp32 D = rowsum(dO o O), 256-byte aligned,
-// plus the fp32 dQ accumulator of its fast mode (the timed mode). grad_ref: validation copies of dQKV, dX, dW,
-// dW_o (validate).
+// layer above, arrives in bf16. The attention backward's workspace: attention_backward_workspace_bytes in its fast
+// mode (the timed mode; fp32 D = rowsum(dO o O) and the LSE copy, padded, plus the fp32 dQ accumulator). grad_ref:
+// validation copies of dQKV, dX, dW, dW_o (validate).
 struct TrainMemory {
   size_t w_out = 0, w_out_t = 0;            // output projection weights [E, Hq*dH] (fp8: and transposed)
   size_t o_in = 0, o_t = 0, y = 0;          // fp8: O as the output projection's input, and transposed; Y
@@ -91,7 +91,7 @@ struct TrainMemory {
   size_t dqkv = 0, dqkv_in = 0, dqkv_t = 0; // dQ, dK, dV laid out like QKV; fp8: e5m2, and transposed
   size_t x_t = 0, w_t = 0;                  // fp8: X and W_qkv transposed
   size_t dx = 0, dw = 0;                    // the QKV GEMM's backward outputs
-  size_t bwd_workspace = 0;                 // attention backward: D and the fast mode's dQ accumulator
+  size_t bwd_workspace = 0;                 // attention backward: D, the LSE copy, the fast mode's dQ accumulator
   size_t fp8_scales = 0;                    // fp8: the casts' scales and amax slots
   size_t grad_ref = 0;                      // validation copies of dQKV, dX, dW, dW_o
   size_t total() const;

@@ -18,12 +18,19 @@ double hidden_of(const std::vector<double>& t) { return hidden_fraction(t[0], t[
 bool reads_mask(Pipeline p) { return p == Pipeline::Stored || p == Pipeline::RegenOverlap; }
 std::string hex64(uint64_t v) { return fmt::format("0x{:016x}", v); }
 
+// The RNG alone in the configuration the overlaps run, named as the forward's mechanisms name it: the standard
+// kernel (alone:rng) for plain, else that mechanism's RNG alone (a co-resident kernel's time is not the standard's).
+std::string rng_alone_name(const RngConfig& rc) { return rc.name == "plain" ? "alone:rng" : "alone:rng:" + rc.name; }
+
 // Group 1: the pieces alone and the overlaps the plan's strategies run.
 std::vector<Candidate> piece_candidates(TrainRunner& tr, const RngConfig& rc, bool fwd_overlap, bool bwd_overlap) {
   BlockRunner& b = tr.block();
   std::vector<Candidate> c;
   c.push_back({"alone:gemm", [&b](Sample& s) { s.phase("gemm", [&] { b.gemm().run(s.stream); }); }});
-  if (fwd_overlap || bwd_overlap) c.push_back({"alone:rng", [&b](Sample& s) { b.rng_static(s.stream, hook(s)); }});
+  if ((fwd_overlap || bwd_overlap) && rc.name == "plain")
+    c.push_back({"alone:rng", [&b](Sample& s) { b.rng_static(s.stream, hook(s)); }});
+  else if (fwd_overlap || bwd_overlap)
+    c.push_back({rng_alone_name(rc), [&b, &rc](Sample& s) { b.rng_alone(rc, s.stream, hook(s)); }});
   if (bwd_overlap) c.push_back({"alone:gemm-out-bwd", [&tr](Sample& s) { tr.out_backward(s.stream, hook(s)); }});
   if (fwd_overlap)
     c.push_back({"overlap:fwd", [&b, &rc](Sample& s) { b.overlap_phase(b.gemm(), rc, s.stream, hook(s)); }});
@@ -35,12 +42,12 @@ std::vector<Candidate> piece_candidates(TrainRunner& tr, const RngConfig& rc, bo
 // The hidden fraction of one overlap (piece || RNG) with its paired interval, and the energy bound from the two
 // pieces' power passes: (T_piece + T_rng - T_overlap) / min(T_piece, T_rng), docs/run.md.
 json overlap_figure(PointScope& ps, const std::map<std::string, Measurement>& m, const std::string& piece,
-                    const std::string& over) {
-  const Measurement &mp = m.at(piece), &mr = m.at("alone:rng"), &mo = m.at(over);
+                    const std::string& rng, const std::string& over) {
+  const Measurement &mp = m.at(piece), &mr = m.at(rng), &mo = m.at(over);
   json j;
-  j["pieces"] = {piece, "alone:rng", over};
+  j["pieces"] = {piece, rng, over};
   j["hidden"] = hidden_fraction(mp.total.median, mr.total.median, mo.total.median);
-  ps.book.figure({piece, "alone:rng", over}, hidden_of).write(j, "hidden");
+  ps.book.figure({piece, rng, over}, hidden_of).write(j, "hidden");
   j["saved_us"] = (mp.total.median + mr.total.median - mo.total.median) * 1e6;
   if (ps.harness.power_on()) {
     const EnergyBound b = energy_bound({power_figure(mp.power, "time_per_iter_s"), power_figure(mp.power, "mean_w"),
@@ -52,9 +59,12 @@ json overlap_figure(PointScope& ps, const std::map<std::string, Measurement>& m,
   return j;
 }
 
-// One strategy's validation run: poisoned gradients, deterministic dQ, compared with the first strategy's.
+// One strategy's validation run: poisoned gradients, deterministic dQ, compared with the first strategy's. O and LSE
+// are poisoned and the mask zeroed too, so a strategy whose forward left them unwritten cannot pass on the bits an
+// earlier strategy left there.
 void check_strategy(PointScope& ps, TrainRunner& tr, Pipeline p, const RngConfig& rc, std::string& ref, json& ex) {
   const cudaStream_t main = ps.harness.stream();
+  tr.block().poison_outputs(main);
   tr.poison_gradients(main);
   tr.run(p, main, no_phases(), rc, /*deterministic=*/true, /*check=*/true);
   DB_CUDA(cudaStreamSynchronize(main));
@@ -140,8 +150,10 @@ std::map<std::string, double> measure_train_point(PointScope& ps, TrainRunner& t
     put_variant_energy(v);
     ps.pr.variants.push_back(std::move(v));
   }
-  if (fwd_overlap) measured["overlap_fwd"] = overlap_figure(ps, pieces, "alone:gemm", "overlap:fwd");
-  if (bwd_overlap) measured["overlap_bwd"] = overlap_figure(ps, pieces, "alone:gemm-out-bwd", "overlap:bwd");
+  if (fwd_overlap)
+    measured["overlap_fwd"] = overlap_figure(ps, pieces, "alone:gemm", rng_alone_name(rc), "overlap:fwd");
+  if (bwd_overlap)
+    measured["overlap_bwd"] = overlap_figure(ps, pieces, "alone:gemm-out-bwd", rng_alone_name(rc), "overlap:bwd");
 
   // Group 2: the strategies, each checked first (deterministic dQ), then timed (fast dQ).
   std::vector<json> extras;

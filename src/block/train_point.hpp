@@ -1,7 +1,8 @@
 // `dropbench run` at a measured point of pass train: the training step's strategies on the GPU (TrainRunner,
 // src/block/train_step.hpp), through the core harness in two interleaved groups:
-//   1. the pieces alone and the two overlaps: alone:gemm (the QKV GEMM), alone:rng (the whole mask),
-//      alone:gemm-out-bwd (the output projection's backward GEMMs), overlap:fwd (QKV GEMM || RNG: stored's and
+//   1. the pieces alone and the two overlaps: alone:gemm (the QKV GEMM), alone:rng (the whole mask; for an
+//      --overlap-rng other than plain, alone:rng:<mechanism>), alone:gemm-out-bwd (the output projection's backward
+//      GEMMs), overlap:fwd (QKV GEMM || RNG: stored's and
 //      regen-overlap's forward), overlap:bwd (the output projection's backward || RNG: regen-overlap's backward),
 //      from which the hidden fraction of each overlap (paired 95 % interval) and its energy bound;
 //   2. the strategies, each first run once on poisoned gradients with the deterministic dQ and compared bitwise

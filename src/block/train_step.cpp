@@ -9,6 +9,7 @@
 #include "kernels/common/check.hpp"
 #include "kernels/gemm/cast_transpose.cuh"
 #include "kernels/util/util_kernels.cuh"
+#include "src/core/workload_params.hpp"
 
 namespace dropbench {
 
@@ -27,6 +28,11 @@ void validate_train_workload(const Workload& w) {
     throw UsageError(fmt::format("workload.sq: batch * sq = {} is not a multiple of 16 (allowed: batch * sq a multiple "
                                  "of 16 at pass train: the dW GEMMs contract over the tokens)",
                                  tokens));
+  // The step launches the attention backward on the whole matrix: a shape it refuses is refused here, with its
+  // reason, before anything is sized (train_memory asks it for its workspace).
+  AttentionBwdParams bp;
+  bp.fwd = attention_params(w, Threshold{});
+  check_attention_backward_shape(bp, DropoutMode::None);
 }
 
 struct TrainRunner::Gemms {
