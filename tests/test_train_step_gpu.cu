@@ -122,12 +122,20 @@ TEST_P(TrainStepGpu, StrategiesGiveBitwiseEqualGradients) {
   const Case& c = GetParam();
   {
     TrainRunner tr(small(c, seed), TrainRunner::Options{}, s);
+    // The unwritten-word count (run's check of the reference strategy) sees the poison before any kernel ran.
+    tr.poison_gradients(s);
+    const TrainRunner::GradientDiff poisoned = tr.unwritten(s);
+    EXPECT_GT(poisoned.dqkv, 0u);
+    EXPECT_GT(poisoned.dx, 0u);
+    EXPECT_GT(poisoned.dw, 0u);
+    EXPECT_GT(poisoned.dw_out, 0u);
     bool first = true;
     for (Pipeline p : {Pipeline::Fused, Pipeline::Stored, Pipeline::RegenOverlap}) {
       tr.block().poison_outputs(s);  // O, LSE poisoned and the mask zeroed: no strategy passes on another's leftovers
       tr.poison_gradients(s);
       tr.run(p, s, no_phases(), rng_plain(), /*deterministic=*/true, /*check=*/true);
       DB_CUDA(cudaStreamSynchronize(s));
+      EXPECT_EQ(tr.unwritten(s).total(), 0u) << c.name << " " << pipeline_name(p) << " seed " << seed;
       if (first) {
         tr.keep_reference(s);
         first = false;

@@ -87,11 +87,13 @@ __global__ void checksum_kernel(const uint64_t* p, size_t words, const unsigned 
   if ((threadIdx.x & 31) == 0) atomicAdd(out, local);
 }
 
-__global__ void count_diff_kernel(const uint32_t* a, const uint32_t* b, size_t words, const unsigned char* ta,
-                                  const unsigned char* tb, int tail_bytes, unsigned long long* count) {
+// b == nullptr: counts the words of a equal to `pattern` instead (no tail).
+__global__ void count_diff_kernel(const uint32_t* a, const uint32_t* b, uint32_t pattern, size_t words,
+                                  const unsigned char* ta, const unsigned char* tb, int tail_bytes,
+                                  unsigned long long* count) {
   unsigned long long local = 0;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x)
-    local += a[i] != b[i];
+    local += b ? a[i] != b[i] : a[i] == pattern;
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     bool differ = false;
     for (int k = 0; k < tail_bytes; ++k) differ |= ta[k] != tb[k];
@@ -119,10 +121,19 @@ void launch_count_diff(const void* a, const void* b, size_t bytes, unsigned long
     throw UsageError("count_diff: the buffers must be 4-byte aligned");
   const size_t words = bytes / 4;
   const unsigned blocks = static_cast<unsigned>(words / 256 + 1 < 2048 ? words / 256 + 1 : 2048);
-  count_diff_kernel<<<blocks, 256, 0, s>>>(static_cast<const uint32_t*>(a), static_cast<const uint32_t*>(b), words,
+  count_diff_kernel<<<blocks, 256, 0, s>>>(static_cast<const uint32_t*>(a), static_cast<const uint32_t*>(b), 0u, words,
                                            static_cast<const unsigned char*>(a) + words * 4,
                                            static_cast<const unsigned char*>(b) + words * 4,
                                            static_cast<int>(bytes % 4), count);
+  DB_CUDA_LAUNCH();
+}
+
+void launch_count_word(const void* p, size_t bytes, uint32_t pattern, unsigned long long* count, cudaStream_t s) {
+  if (reinterpret_cast<uintptr_t>(p) % 4 != 0) throw UsageError("count_word: the buffer must be 4-byte aligned");
+  const size_t words = bytes / 4;
+  const unsigned blocks = static_cast<unsigned>(words / 256 + 1 < 2048 ? words / 256 + 1 : 2048);
+  count_diff_kernel<<<blocks, 256, 0, s>>>(static_cast<const uint32_t*>(p), nullptr, pattern, words, nullptr, nullptr,
+                                           0, count);
   DB_CUDA_LAUNCH();
 }
 

@@ -32,6 +32,8 @@ void launch_fill_normal(void* p, uint64_t n, bool bf16, uint64_t seed, cudaStrea
 void launch_checksum(const void* p, size_t bytes, unsigned long long* out, cudaStream_t s);
 // *count += number of 4-byte words (and a trailing partial word) in which a and b differ.
 void launch_count_diff(const void* a, const void* b, size_t bytes, unsigned long long* count, cudaStream_t s);
+// *count += number of whole 4-byte words equal to `pattern` (e.g. a poison left unwritten).
+void launch_count_word(const void* p, size_t bytes, uint32_t pattern, unsigned long long* count, cudaStream_t s);
 
 double probe_mhz(const unsigned long long* host4);
 

@@ -72,6 +72,15 @@ void check_strategy(PointScope& ps, TrainRunner& tr, Pipeline p, const RngConfig
   ex["checksums"] = {
       {"dqkv", hex64(cs.dqkv)}, {"dx", hex64(cs.dx)}, {"dw", hex64(cs.dw)}, {"dw_out", hex64(cs.dw_out)}};
   if (ref.empty()) {
+    // The later strategies are compared with this one, so an element no kernel wrote (poison in all of them) is
+    // caught here.
+    const TrainRunner::GradientDiff u = tr.unwritten(main);
+    ex["words_unwritten"] = {{"dqkv", u.dqkv}, {"dx", u.dx}, {"dw", u.dw}, {"dw_out", u.dw_out}};
+    if (u.total() != 0) {
+      print_stderr("dropbench: ERROR: strategy {} left gradient words unwritten at {}: dQKV {}, dX {}, dW {}, dW_o {}\n",
+                   pipeline_name(p), ps.label, u.dqkv, u.dx, u.dw, u.dw_out);
+      ++ps.counters.mismatches;
+    }
     tr.keep_reference(main);
     ref = pipeline_name(p);
     ex["bitwise_equal"] = true;

@@ -229,8 +229,23 @@ std::string TrainRunner::attention_backward_kernel(DropoutMode m) const {
   return attention_backward_kernel_name(backward_params(m, false), m);
 }
 
+namespace {
+constexpr uint32_t kGradientPoison = 0xFFFFFFFFu;  // NaN in bf16 pairs and fp32: no finite gradient has it
+}  // namespace
+
 void TrainRunner::poison_gradients(cudaStream_t s) {
-  for (DeviceBuffer* b : {&dqkv_, &dx_, &dw_, &dw_out_}) launch_poison(b->get(), b->size(), 0xFFFFFFFFu, s);
+  for (DeviceBuffer* b : {&dqkv_, &dx_, &dw_, &dw_out_}) launch_poison(b->get(), b->size(), kGradientPoison, s);
+}
+
+TrainRunner::GradientDiff TrainRunner::unwritten(cudaStream_t s) {
+  auto* c = scratch_.get<unsigned long long>();
+  DB_CUDA(cudaMemsetAsync(c, 0, 4 * sizeof(unsigned long long), s));
+  size_t i = 0;
+  for (DeviceBuffer* b : {&dqkv_, &dx_, &dw_, &dw_out_}) launch_count_word(b->get(), b->size(), kGradientPoison, c + i++, s);
+  unsigned long long h[4];
+  DB_CUDA(cudaMemcpyAsync(h, c, sizeof h, cudaMemcpyDeviceToHost, s));
+  DB_CUDA(cudaStreamSynchronize(s));
+  return {h[0], h[1], h[2], h[3]};
 }
 
 void TrainRunner::keep_reference(cudaStream_t s) {

@@ -80,6 +80,8 @@ class TrainRunner {
     uint64_t total() const { return dqkv + dx + dw + dw_out; }
   };
   GradientDiff diff_reference(cudaStream_t s);
+  // 4-byte words of each gradient still holding poison_gradients' pattern (written by no kernel); synchronises.
+  GradientDiff unwritten(cudaStream_t s);
   // Order-independent checksums of the gradients, the same order; synchronises.
   struct GradientSums {
     uint64_t dqkv = 0, dx = 0, dw = 0, dw_out = 0;
