@@ -379,11 +379,19 @@ TEST_F(Sweep, DevicesForwardSigintToTheChildren) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 130);
   EXPECT_EQ(j["incomplete_reason"]["kind"], "merge");
+  // A child may finish its share before the signal reaches it (a loaded machine runs the two at different speeds):
+  // its report is then complete. At least one was interrupted, or the merged report would be complete.
+  int interrupted = 0;
   for (const std::string& s : {s0, s1}) {
     const json k = read(s);
-    EXPECT_EQ(k["complete"], false) << s;
+    if (k["complete"] == true) {
+      EXPECT_FALSE(k.contains("incomplete_reason")) << s;
+      continue;
+    }
+    ++interrupted;
     EXPECT_EQ(k["incomplete_reason"]["signal"], "SIGINT") << s;
   }
+  EXPECT_GE(interrupted, 1);
   EXPECT_EQ(indices(j).size(), read(s0)["points"].size() + read(s1)["points"].size());
   expect_schema_valid(out);
 }
