@@ -10,13 +10,17 @@ Variants (PASS:FAMILY:MODE):
   bwd:ours:{none,mask,fused}      our backward alone (fast mode: atomic dQ), from the forward's O and LSE; mask reads the
                                   1-bit mask the RNG kernel wrote before timing; fused regenerates with Philox-R
   bwd:ours-det:{none,mask,fused}  the same, deterministic dQ
+  bwd:wg:{none,mask,fused}        the same with the Hopper-native (wgmma) backward (kernel wgmma; ours = auto, which
+  bwd:wg-det:{none,mask,fused}    runs the mma.sync backward until the wgmma one has passed its GPU tests)
   fb:ours:{none,mask,fused}       forward (wgmma) + backward; fb:ours:mask includes the RNG kernel writing the mask
+  fb:wg:{none,mask,fused}         forward + the wgmma backward
   bwd:{cudnn,flash}:{none,dropout} torch.autograd.grad of SDPA's output (retain_graph), that backend forced
   fb:{cudnn,flash}:{none,dropout}  SDPA forward + that backward
 TFLOP/s: backward 2.5 x the forward's 4*B*Hq*SQ^2*dH (halved when causal), fwd+bwd 3.5 x.
 
 Checks before timing (a failure: exit 1): our dQKV fully written (NaN poison gone); ours (none) against the first
-PyTorch backend's dQ, dK, dV without dropout, ||a - b|| / ||b|| <= 2e-2 each; our deterministic mask == fused bitwise.
+PyTorch backend's dQ, dK, dV without dropout, ||a - b|| / ||b|| <= 2e-2 each (each backward family in the variants);
+our deterministic mask == fused bitwise (each family).
 """
 import argparse
 import datetime
@@ -29,12 +33,16 @@ sys.path.insert(0, str(HERE))
 import dropbench_attn as dba  # noqa: E402
 import h2h_attention as h2h  # noqa: E402  (Runner: bursts, warm-up, rounds; statistics)
 
-DEFAULT_VARIANTS = ("bwd:ours:none,bwd:ours:mask,bwd:ours:fused,bwd:ours-det:none,bwd:cudnn:none,bwd:cudnn:dropout,bwd:flash:none,"
+DEFAULT_VARIANTS = ("bwd:ours:none,bwd:ours:mask,bwd:ours:fused,bwd:ours-det:none,bwd:wg:none,bwd:wg:mask,bwd:wg:fused,bwd:cudnn:none,bwd:cudnn:dropout,bwd:flash:none,"
                     "bwd:flash:dropout,fb:ours:none,fb:ours:mask,fb:ours:fused,fb:cudnn:none,fb:cudnn:dropout")
 KEY_RATIOS = (("bwd:cudnn:none", "bwd:ours:none", "cuDNN bwd none / ours none (speed-up of ours)", ">= 1.0"),
               ("bwd:flash:none", "bwd:ours:none", "FA2 bwd none / ours none", ">= 1.3"),
               ("bwd:ours:mask", "bwd:ours:none", "ours bwd mask / none", "<= 1.05"),
               ("bwd:ours:fused", "bwd:ours:none", "ours bwd regen / none", "<= 1.20"),
+              ("bwd:cudnn:none", "bwd:wg:none", "cuDNN bwd none / wgmma bwd none", ">= 1.0"),
+              ("bwd:ours:none", "bwd:wg:none", "mma.sync bwd none / wgmma bwd none", ""),
+              ("bwd:wg:mask", "bwd:wg:none", "wgmma bwd mask / none", "<= 1.05"),
+              ("bwd:wg:fused", "bwd:wg:none", "wgmma bwd regen / none", "<= 1.20"),
               ("bwd:cudnn:dropout", "bwd:ours:mask", "cuDNN bwd dropout / ours mask", ">= 1.15"),
               ("bwd:cudnn:dropout", "bwd:ours:fused", "cuDNN bwd dropout / ours regen", ">= 1.05"),
               ("bwd:cudnn:dropout", "bwd:cudnn:none", "cuDNN bwd dropout / none", ""),
@@ -43,6 +51,9 @@ KEY_RATIOS = (("bwd:cudnn:none", "bwd:ours:none", "cuDNN bwd none / ours none (s
               ("fb:cudnn:dropout", "fb:ours:fused", "cuDNN fwd+bwd dropout / ours fused", ">= 1.3"),
               ("fb:cudnn:none", "fb:ours:none", "cuDNN fwd+bwd none / ours none", ""))
 REL_ERR_MAX = 2e-2
+# Our backward families: the kernel choice passed to the library (auto = the mma.sync backward; wgmma = the Hopper-native
+# one) and whether dQ is deterministic.
+OUR_FAMILIES = {"ours": ("auto", False), "ours-det": ("auto", True), "wg": ("wgmma", False), "wg-det": ("wgmma", True)}
 
 
 def variant_list(s):
@@ -51,10 +62,10 @@ def variant_list(s):
         v = v.strip()
         parts = v.split(":")
         ok = len(parts) == 3 and parts[0] in ("bwd", "fb") and (
-            (parts[1] in ("ours", "ours-det") and parts[2] in ("none", "mask", "fused")) or
+            (parts[1] in OUR_FAMILIES and parts[2] in ("none", "mask", "fused")) or
             (parts[1] in ("cudnn", "flash") and parts[2] in ("none", "dropout")))
         if not ok:
-            raise h2h.UsageError(f"--variants: PASS:FAMILY:MODE, PASS bwd|fb, FAMILY ours|ours-det (none|mask|fused) "
+            raise h2h.UsageError(f"--variants: PASS:FAMILY:MODE, PASS bwd|fb, FAMILY ours|ours-det|wg|wg-det (none|mask|fused) "
                                  f"or cudnn|flash (none|dropout) (got {v!r})")
         if v not in out:
             out.append(v)
@@ -108,8 +119,8 @@ def shape(r, sq, hd, causal):
                      dtype=torch.float32)
     dqkv = {name: torch.empty_like(y) for name in ("a", "b")}
 
-    def prm(mode):
-        return lib.params(qkv=y.data_ptr(), o=o.data_ptr(), lse=lse.data_ptr(),
+    def prm(mode, kernel="auto"):
+        return lib.params(qkv=y.data_ptr(), o=o.data_ptr(), lse=lse.data_ptr(), kernel=kernel,
                           mask=mask.data_ptr() if mode == "mask" else 0, **fields)
 
     q = y[:, : hq * hd].view(b, sq, hq, hd).transpose(1, 2).contiguous().requires_grad_()
@@ -122,7 +133,7 @@ def shape(r, sq, hd, causal):
 
     # Each of our variants runs its forward (O, LSE) and one checked backward here; the timed backward-only calls then
     # read whatever O / LSE the last forward left (their values do not change the work); fb variants run both.
-    ours_none = None
+    ours_none = {}  # kernel choice -> our fast-mode dQKV without dropout, checked against PyTorch's
 
     def our_forward(mode):
         if mode == "mask":
@@ -131,9 +142,9 @@ def shape(r, sq, hd, causal):
 
     for name in a.variants:
         pas, fam, mode = name.split(":")
-        if fam.startswith("ours"):
-            det = fam == "ours-det"
-            p = prm(mode)
+        if fam in OUR_FAMILIES:
+            kern, det = OUR_FAMILIES[fam]
+            p = prm(mode, kern)
             out = dqkv["a"]
             info[name] = {"kernel": lib.backward_kernel_name(p, mode, det), "forward": lib.kernel_name(p, mode)}
             our_forward(mode)
@@ -154,8 +165,8 @@ def shape(r, sq, hd, causal):
                     lib.attention(p, mode, stream)
                     lib.backward(p, mode, dout.data_ptr(), dqkv["b"].data_ptr(), ws.data_ptr(), det, stream)
                 calls[name] = fb
-            if mode == "none" and not det and ours_none is None:
-                ours_none = out.clone()
+            if mode == "none" and not det and kern not in ours_none:
+                ours_none[kern] = out.clone()
         else:
             pd = a.dropout_p if mode == "dropout" else 0.0
             be = backends[fam]
@@ -194,28 +205,29 @@ def shape(r, sq, hd, causal):
                     torch.autograd.grad(o2, (qq, kk, vv), do4)
                 calls[name] = fbt
 
-    # checks: ours none against PyTorch; deterministic mask == fused bitwise
-    ours = ours_none
-    if ours is not None and torch_grads is not None:
+    # checks: ours none against PyTorch; deterministic mask == fused bitwise; per backward family in the variants
+    if torch_grads is not None:
         fam, (gq, gk, gv) = torch_grads
-        parts = {"dQ": (ours[:, : hq * hd], gq, hq), "dK": (ours[:, hq * hd: (hq + hkv) * hd], gk, hkv),
-                 "dV": (ours[:, (hq + hkv) * hd:], gv, hkv)}
-        for nm, (mine, ref, nh) in parts.items():
-            mine4 = mine.reshape(b, sq, nh, hd).transpose(1, 2).float()
-            e = float((mine4 - ref.float()).norm() / ref.float().norm())
-            checks[f"ours none {nm} vs {fam} rel err"] = e
-            if not e <= REL_ERR_MAX:
-                raise RuntimeError(f"ours none {nm} differs from {fam}: rel err {e:.3g} > {REL_ERR_MAX}")
-    our_forward("fused")
-    pf = prm("fused")
-    lib.backward(pf, "fused", dout.data_ptr(), dqkv["a"].data_ptr(), ws.data_ptr(), True, stream)
-    lib.make_mask(prm("mask"), mask.data_ptr(), stream)
-    lib.backward(prm("mask"), "mask", dout.data_ptr(), dqkv["b"].data_ptr(), ws.data_ptr(), True, stream)
-    torch.cuda.synchronize()
-    eq = bool(torch.equal(dqkv["a"], dqkv["b"]))
-    checks["ours deterministic mask == fused bitwise"] = eq
-    if not eq:
-        raise RuntimeError("our deterministic mask and fused gradients differ")
+        for kern, ours in ours_none.items():
+            parts = {"dQ": (ours[:, : hq * hd], gq, hq), "dK": (ours[:, hq * hd: (hq + hkv) * hd], gk, hkv),
+                     "dV": (ours[:, (hq + hkv) * hd:], gv, hkv)}
+            for nm, (mine, ref, nh) in parts.items():
+                mine4 = mine.reshape(b, sq, nh, hd).transpose(1, 2).float()
+                e = float((mine4 - ref.float()).norm() / ref.float().norm())
+                checks[f"ours ({kern}) none {nm} vs {fam} rel err"] = e
+                if not e <= REL_ERR_MAX:
+                    raise RuntimeError(f"ours ({kern}) none {nm} differs from {fam}: rel err {e:.3g} > {REL_ERR_MAX}")
+    kernels = sorted({OUR_FAMILIES[n.split(":")[1]][0] for n in a.variants if n.split(":")[1] in OUR_FAMILIES})
+    for kern in kernels or ["auto"]:
+        our_forward("fused")
+        lib.backward(prm("fused", kern), "fused", dout.data_ptr(), dqkv["a"].data_ptr(), ws.data_ptr(), True, stream)
+        lib.make_mask(prm("mask", kern), mask.data_ptr(), stream)
+        lib.backward(prm("mask", kern), "mask", dout.data_ptr(), dqkv["b"].data_ptr(), ws.data_ptr(), True, stream)
+        torch.cuda.synchronize()
+        eq = bool(torch.equal(dqkv["a"], dqkv["b"]))
+        checks[f"ours ({kern}) deterministic mask == fused bitwise"] = eq
+        if not eq:
+            raise RuntimeError(f"our deterministic mask and fused gradients differ (kernel {kern})")
 
     samples = r.time(calls)
     summary = {}
