@@ -1,10 +1,11 @@
 // What the attention GPU tests (forward: test_attention_gpu.cu, backward: test_attention_bwd_gpu.cu) share: the
-// per-process input seed, whether a kernel family can run on this device, and the forward's parameters of a test
-// problem (shape, buffers, dropout fields).
+// per-process input seed, whether a kernel family can run on this device, the forward's parameters of a test
+// problem (shape, buffers, dropout fields), and how gtest prints a kernel family.
 #pragma once
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ostream>
 #include <random>
 #include <string>
 
@@ -16,6 +17,10 @@
 #include "kernels/rng/dropout_scheme.cuh"
 
 namespace dropbench {
+
+// ctest lists the kernel parameter by its family name (ADL: beside the enum, outside the anonymous namespace).
+inline void PrintTo(AttentionKernel k, std::ostream* os) { *os << attention_kernel_family_name(k); }
+
 namespace test {
 
 // Every problem draws fresh inputs: a per-process base seed (random, or DB_ATTN_SEED to reproduce a failure; printed

@@ -31,11 +31,6 @@
 #include "kernels/rng/dropout_scheme.cuh"
 #include "kernels/rng/rng_mask.cuh"
 
-// ctest lists the kernel parameter by its family name (ADL: beside the enum, outside the anonymous namespace).
-namespace dropbench {
-void PrintTo(AttentionKernel k, std::ostream* os) { *os << attention_kernel_family_name(k); }
-}  // namespace dropbench
-
 namespace {
 
 using namespace dropbench;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
+#include "usage_error.hpp"
 #include "kernels/common/check.hpp"
 #include "kernels/gemm/gemm.cuh"
 #include "kernels/rng/rng_mask.cuh"
@@ -35,14 +36,7 @@ db::Workload shape(int64_t batch, int64_t sq, int64_t q_heads, const std::string
   return w;
 }
 
-std::string usage_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const db::UsageError& e) {
-    return e.what();
-  }
-  return "";
-}
+using dropbench_test::usage_error;
 
 json dry_report(const std::string& args) {
   const auto path = std::filesystem::temp_directory_path() / ("dropbench_dry_plan_" + std::to_string(::getpid()) + ".json");

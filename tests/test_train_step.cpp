@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
+#include "usage_error.hpp"
 #include "kernels/attention/bwd/attention_bwd.cuh"
 #include "kernels/common/check.hpp"
 #include "model_fixtures.hpp"
@@ -31,14 +32,7 @@ using nlohmann::json;
 
 namespace {
 
-std::string usage_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const db::UsageError& e) {
-    return e.what();
-  }
-  return "";
-}
+using dropbench_test::usage_error;
 
 std::filesystem::path temp_path(const std::string& tag) {
   return std::filesystem::temp_directory_path() /
