@@ -1,5 +1,6 @@
 #include "src/block/train_step.hpp"
 
+#include <array>
 #include <cmath>
 #include <stdexcept>
 #include <utility>
@@ -237,15 +238,25 @@ void TrainRunner::poison_gradients(cudaStream_t s) {
   for (DeviceBuffer* b : {&dqkv_, &dx_, &dw_, &dw_out_}) launch_poison(b->get(), b->size(), kGradientPoison, s);
 }
 
-TrainRunner::GradientDiff TrainRunner::unwritten(cudaStream_t s) {
+std::array<uint64_t, 4> TrainRunner::per_gradient(cudaStream_t s, const GradientKernel& launch) {
   auto* c = scratch_.get<unsigned long long>();
   DB_CUDA(cudaMemsetAsync(c, 0, 4 * sizeof(unsigned long long), s));
-  size_t i = 0;
-  for (DeviceBuffer* b : {&dqkv_, &dx_, &dw_, &dw_out_}) launch_count_word(b->get(), b->size(), kGradientPoison, c + i++, s);
+  size_t off = 0, i = 0;
+  for (DeviceBuffer* b : {&dqkv_, &dx_, &dw_, &dw_out_}) {
+    launch(*b, off, c + i++);
+    off += b->size();
+  }
   unsigned long long h[4];
   DB_CUDA(cudaMemcpyAsync(h, c, sizeof h, cudaMemcpyDeviceToHost, s));
   DB_CUDA(cudaStreamSynchronize(s));
   return {h[0], h[1], h[2], h[3]};
+}
+
+TrainRunner::GradientDiff TrainRunner::unwritten(cudaStream_t s) {
+  const auto n = per_gradient(s, [&](const DeviceBuffer& b, size_t, unsigned long long* c) {
+    launch_count_word(b.get(), b.size(), kGradientPoison, c, s);
+  });
+  return {n[0], n[1], n[2], n[3]};
 }
 
 void TrainRunner::keep_reference(cudaStream_t s) {
@@ -259,17 +270,10 @@ void TrainRunner::keep_reference(cudaStream_t s) {
 
 TrainRunner::GradientDiff TrainRunner::diff_reference(cudaStream_t s) {
   if (!ref_.get()) throw UsageError("run: the gradients' reference buffers were not allocated");
-  auto* c = scratch_.get<unsigned long long>();
-  DB_CUDA(cudaMemsetAsync(c, 0, 4 * sizeof(unsigned long long), s));
-  size_t off = 0, i = 0;
-  for (DeviceBuffer* b : {&dqkv_, &dx_, &dw_, &dw_out_}) {
-    launch_count_diff(b->get(), ref_.get<unsigned char>() + off, b->size(), c + i++, s);
-    off += b->size();
-  }
-  unsigned long long h[4];
-  DB_CUDA(cudaMemcpyAsync(h, c, sizeof h, cudaMemcpyDeviceToHost, s));
-  DB_CUDA(cudaStreamSynchronize(s));
-  return {h[0], h[1], h[2], h[3]};
+  const auto n = per_gradient(s, [&](const DeviceBuffer& b, size_t off, unsigned long long* c) {
+    launch_count_diff(b.get(), ref_.get<unsigned char>() + off, b.size(), c, s);
+  });
+  return {n[0], n[1], n[2], n[3]};
 }
 
 TrainRunner::Buffers TrainRunner::buffers() const {
@@ -281,13 +285,10 @@ TrainRunner::Buffers TrainRunner::buffers() const {
 }
 
 TrainRunner::GradientSums TrainRunner::checksums(cudaStream_t s) {
-  auto* c = scratch_.get<unsigned long long>() + 4;
-  size_t i = 0;
-  for (DeviceBuffer* b : {&dqkv_, &dx_, &dw_, &dw_out_}) launch_checksum(b->get(), b->size(), c + i++, s);
-  unsigned long long h[4];
-  DB_CUDA(cudaMemcpyAsync(h, c, sizeof h, cudaMemcpyDeviceToHost, s));
-  DB_CUDA(cudaStreamSynchronize(s));
-  return {h[0], h[1], h[2], h[3]};
+  const auto n = per_gradient(s, [&](const DeviceBuffer& b, size_t, unsigned long long* c) {
+    launch_checksum(b.get(), b.size(), c, s);
+  });
+  return {n[0], n[1], n[2], n[3]};
 }
 
 }  // namespace dropbench

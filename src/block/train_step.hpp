@@ -21,6 +21,8 @@
 // Every strategy applies the same keep bits, so with the attention backward's deterministic dQ its gradients
 // (dQKV, dX, dW_qkv, dW_o) are bitwise those of every other strategy; the timed runs use the fast (atomic) dQ.
 #pragma once
+#include <array>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -98,6 +100,10 @@ class TrainRunner {
 
  private:
   struct Gemms;
+  // Runs `launch` once per gradient (dQKV, dX, dW_qkv, dW_o: the buffer, its byte offset among the four as the
+  // reference buffers hold them, its counter, zeroed first) on s; returns the four counters. Synchronises.
+  using GradientKernel = std::function<void(const DeviceBuffer&, size_t, unsigned long long*)>;
+  std::array<uint64_t, 4> per_gradient(cudaStream_t s, const GradientKernel& launch);
   void forward(Pipeline p, cudaStream_t main, const PhaseFn& ph, const RngConfig& rc, bool check);
   void out_projection(cudaStream_t main, const PhaseFn& ph);
   void qkv_backward(cudaStream_t main, const PhaseFn& ph);
