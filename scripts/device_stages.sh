@@ -3,7 +3,8 @@
 # in what is left is skipped and says so). Every stage builds on the same build dir, so consecutive calls on a
 # warm machine skip the build.
 #   build    configure + build everything (tests on) into $B ($BUILD_TARGETS: only those)
-#   gpu      every GPU test but ProfileGpu (ctest -L gpu; only those matching the regex $GPU_R if set), log gpu_tests.log
+#   gpu      every GPU test but ProfileGpu (ctest -L gpu; only those matching the regex $GPU_R if set, none matching
+#            $GPU_E; $GPU_TEST_TIMEOUT s per test, default 120), log gpu_tests.log
 #   profile  ProfileGpu: `dropbench profile` of every kernel under ncu, kept in profile/ (profile_ncu.json, ncu CSV);
 #            scripts/refit_profile.py then fits the kernel efficiencies on it (no GPU)
 #   rngrep   `dropbench rng`, 70B preset heads, SQ 4K/8K, causal, R 3/5/7/10, TW 8/32, tile layout, for the model
@@ -111,8 +112,8 @@ for s in "${STAGES[@]}"; do
       grep -m1 -o 'git_sha[^,]*' "$B/generated/version.h" 2>/dev/null; "$B/dropbench" --version 2>&1 | head -2 ;;
     gpu)
       want gpu ${GPU_NEED:-150} || continue
-      timeout $(( $(left) - 10 )) ctest --test-dir "$B" -L gpu -E ProfileGpu ${GPU_R:+-R "$GPU_R"} --no-tests=error \
-        --output-on-failure -j 1 > "$O/gpu_tests.log" 2>&1
+      timeout $(( $(left) - 10 )) ctest --test-dir "$B" -L gpu -E "ProfileGpu${GPU_E:+|$GPU_E}" ${GPU_R:+-R "$GPU_R"} \
+        --no-tests=error --timeout "${GPU_TEST_TIMEOUT:-120}" --output-on-failure -j 1 > "$O/gpu_tests.log" 2>&1
       echo "gpu tests: exit $?"; grep -E "tests passed|tests failed|\(Failed\)|\(SEGFAULT\)|Timeout" "$O/gpu_tests.log" | head -20 ;;
     profile)
       want profile 300 || continue
