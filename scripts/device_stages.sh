@@ -31,6 +31,8 @@
 #   train    the training step (`dropbench run`, workload.pass = train; stage_train): its GPU tests
 #            (test_train_step_gpu, test_cast_transpose_gpu, GemmTrainOperands.*), memcheck of one small step, then
 #            the Llama-3 presets $TRAIN_PRESETS (default "8b 70b") at SQ 8192, R 7, bf16 and fp8, with power passes
+#            (TRAIN_TESTS=0: no tests and no memcheck, when the gpu and trainmc stages ran them)
+#   trainmc  the training step's memcheck alone
 # nvidia-smi clocks / power before and after each stage (smi.csv). Everything lands in $OUT (or results-stages/);
 # more than 8 files are packed into $OUT/stages.tgz at exit (PACK=0: not).
 # Provenance: the device's copy of the working tree may carry an older .git than its files (then the build stage's
@@ -76,20 +78,23 @@ M=(--min-time 0.03 --max-noise 0.02 --set measure.timeout=1 --set measure.power_
 P=(-q --set 'sweep.sq=[8192]' --top-k 1 --min-time 0.05 --max-noise 0.01 --set measure.timeout=2 --set measure.throttle=0)
 # The training step: correctness first (bitwise equal gradients across strategies, products against fp64 host
 # references, the cast-transpose kernel), then one measured step per preset and precision.
+# compute-sanitizer memcheck of one small training step (every strategy, dH 64).
+train_memcheck() {
+  command -v compute-sanitizer > /dev/null || { echo "train memcheck: no compute-sanitizer"; return 0; }
+  timeout "$(cap 120)" compute-sanitizer --tool memcheck --error-exitcode 3 "$B/tests/test_train_step_gpu" \
+    --gtest_filter='*StrategiesGiveBitwiseEqualGradients/*hd64*' > "$O/train_memcheck.log" 2>&1
+  echo "train memcheck: exit $? ($(grep -E 'ERROR SUMMARY' "$O/train_memcheck.log" | tail -1))"
+}
 stage_train() {
   want train 200 || return 0
   local x p dt
-  for x in test_train_step_gpu test_cast_transpose_gpu; do
+  [ "${TRAIN_TESTS:-1}" = 1 ] && for x in test_train_step_gpu test_cast_transpose_gpu; do
     timeout "$(cap 150)" "$B/tests/$x" > "$O/$x.log" 2>&1
     echo "$x: exit $? ($(grep -c '^\[       OK' "$O/$x.log") ok, $(grep -c '^\[  FAILED  \] .*(' "$O/$x.log") failed)"
   done
-  timeout "$(cap 60)" "$B/tests/test_gemm_gpu" --gtest_filter='GemmTrainOperands.*' > "$O/gemm_train_operands.log" 2>&1
-  echo "GemmTrainOperands: exit $?"
-  if command -v compute-sanitizer > /dev/null; then
-    timeout "$(cap 120)" compute-sanitizer --tool memcheck --error-exitcode 3 "$B/tests/test_train_step_gpu" \
-      --gtest_filter='*StrategiesGiveBitwiseEqualGradients/*hd64*' > "$O/train_memcheck.log" 2>&1
-    echo "train memcheck: exit $? ($(grep -E 'ERROR SUMMARY' "$O/train_memcheck.log" | tail -1))"
-  fi
+  [ "${TRAIN_TESTS:-1}" = 1 ] && { timeout "$(cap 60)" "$B/tests/test_gemm_gpu" --gtest_filter='GemmTrainOperands.*' \
+    > "$O/gemm_train_operands.log" 2>&1; echo "GemmTrainOperands: exit $?"; }
+  [ "${TRAIN_TESTS:-1}" = 1 ] && train_memcheck
   for p in ${TRAIN_PRESETS:-8b 70b}; do
     for dt in bf16 fp8; do
       [ "$(left)" -lt 60 ] && { echo "train $p $dt: skipped ($(left) s left)"; continue; }
@@ -103,6 +108,7 @@ stage_train() {
 for s in "${STAGES[@]}"; do
   case $s in
     train) stage_train ;;
+    trainmc) want trainmc 40 && train_memcheck ;;
     build)
       want build 60 || continue
       cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" > "$O/configure.log" 2>&1
