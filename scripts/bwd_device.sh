@@ -14,6 +14,7 @@
 # BUILD_DIR/bwd-logs, packed into $OUT/bwd_logs.tar.gz ($OUT or BUILD_DIR/bwd-out) beside summary.txt (printed last)
 # and the timing's h2h_bwd.json / h2h_bwd.md: four files.
 # Usage: bash scripts/bwd_device.sh BUILD_DIR [BUDGET_S]     (BUDGET_S default 470)
+#   BWD_PART=checks: steps 1-4 only; BWD_PART=timing: steps 1, 5, 6 (a warm machine whose checks already ran).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B="${1:?usage: bash scripts/bwd_device.sh BUILD_DIR [BUDGET_S]}"
@@ -83,29 +84,32 @@ done'
 # Order: correctness first (tests, memcheck, racecheck), then the timing, then the CLI smoke test; a step the
 # budget no longer fits is reported as skipped.
 T="$B/tests"
-if [ -x "$T/test_attention_bwd_gpu" ]; then
+PART="${BWD_PART:-all}"
+checks() { [ "$PART" != timing ]; }
+timing() { [ "$PART" != checks ]; }
+if checks && [ -x "$T/test_attention_bwd_gpu" ]; then
   step tests_host 30 "$T/test_attention_bwd"
   step tests_gpu 180 "$T/test_attention_bwd_gpu" --gtest_brief=0
   step memcheck 75 compute-sanitizer --tool memcheck --error-exitcode 1 "$T/test_attention_bwd_gpu" \
     --gtest_filter='AttentionBwdSanitize.*'
-else
+elif checks; then
   SUMMARY+=("tests          not built")
 fi
 
-if [ -x "$T/test_attention_bwd_gpu" ]; then
+if checks && [ -x "$T/test_attention_bwd_gpu" ]; then
   step racecheck 90 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 1 \
     "$T/test_attention_bwd_gpu" --gtest_filter='AttentionBwdSanitize.*'
 fi
 
-if [ -f "$B/libdropbench_attention.so" ]; then
-  step h2h_bwd 150 python3 scripts/h2h_attention_bwd.py --lib "$B/libdropbench_attention.so" --sq 8192 \
+if timing && [ -f "$B/libdropbench_attention.so" ]; then
+  step h2h_bwd 200 python3 scripts/h2h_attention_bwd.py --lib "$B/libdropbench_attention.so" --sq 8192 \
     --head-dim 128 --heads 32:8 --causal false,true --rounds 6 --burst-ms 30 --warmup-s 1 \
     -o "$OUTDIR/h2h_bwd.json" --md "$OUTDIR/h2h_bwd.md"
 fi
 
 
 # The wgmma backward against the mma one, through the core harness (one report; the kernel family is an axis).
-if [ -x "$B/dropbench" ]; then
+if timing && [ -x "$B/dropbench" ]; then
   step cli_wgmma 120 "$B/dropbench" attention --set workload.q_heads=32 --set workload.kv_heads=8 \
     --set 'sweep.head_dim=[128,64]' --set 'sweep.sq=[8192]' --set 'sweep.causal=[false,true]' \
     --set 'sweep.attention_kernel=[mma,wgmma]' --set 'sweep.pass=[bwd]' --min-time 0.03 --max-noise 0.02 \
@@ -113,7 +117,7 @@ if [ -x "$B/dropbench" ]; then
 fi
 
 # The CLI's pass axis at one point (a smoke test of the integration; its checks: extra.bwd_bitwise_equal_fused).
-if [ -x "$B/dropbench" ]; then
+if timing && [ -x "$B/dropbench" ]; then
   step cli_pass 60 "$B/dropbench" attention --set workload.q_heads=32 --set workload.kv_heads=8 \
     --set workload.head_dim=128 --set sweep.sq=[4096] --set sweep.causal=[true] \
     --set 'sweep.pass=[fwd,bwd,fwd+bwd]' --min-time 0.03 --max-noise 0.02 --set measure.timeout=1 \
