@@ -350,6 +350,51 @@ TEST(TrainStep, PredictTrainComposesEveryStrategy) {
   EXPECT_EQ(tp.strategy("baseline"), nullptr);
 }
 
+TEST(TrainStep, PredictTrainTimesTheFp8CastsByTheirBytes) {
+  const db::model::Machine m = dropbench_test::tiny_machine();
+  const db::model::Profile p = dropbench_test::tiny_profile();
+  db::Workload w = dropbench_test::tiny_workload(db::builtin_config().workload);
+  ASSERT_EQ(w.dtype, "fp8");
+  const db::model::TrainPrediction tp = db::model::predict_train(m, p, w, {});
+  // The measured step's casts, in its order (src/block/train_step.cpp).
+  std::vector<std::string> names;
+  for (const auto& c : tp.casts) names.push_back(c.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"cast-o", "cast-dy", "transpose-w-out", "cast-dqkv", "transpose-w-qkv",
+                                             "transpose-x"}));
+  // cast-dy (bf16 in, fp8 copy and transpose out: 4 B per element) and transpose-x (fp8 in, transpose out: 2 B)
+  // cover the same [B*SQ, E] elements: twice the bytes, twice the time.
+  ASSERT_GT(tp.casts[5].seconds, 0);
+  EXPECT_NEAR(tp.casts[1].seconds / tp.casts[5].seconds, 2.0, 1e-12);
+  EXPECT_DOUBLE_EQ(tp.casts[1].work, 4.0 * w.batch * w.sq * w.embed);
+  // Every strategy lists them: O's cast between the attention and the output projection, the others before the
+  // GEMMs that read them.
+  auto index = [](const std::vector<db::model::PhaseTime>& v, const std::string& n) {
+    for (size_t i = 0; i < v.size(); ++i)
+      if (v[i].name == n) return static_cast<int>(i);
+    return -1;
+  };
+  for (const db::model::StepTime& s : tp.strategies) {
+    EXPECT_EQ(index(s.fwd, "cast-o") + 1, index(s.fwd, "gemm-out")) << s.name;
+    EXPECT_LT(index(s.bwd, "cast-dqkv"), index(s.bwd, "gemm-dx")) << s.name;
+    EXPECT_GE(index(s.bwd, "transpose-x"), 0) << s.name;
+    if (s.name == "regen-overlap")
+      EXPECT_EQ(index(s.bwd, "cast-dy"), -1) << "inside the GEMM side of the overlap";
+    else
+      EXPECT_EQ(index(s.bwd, "cast-dy") + 2, index(s.bwd, "gemm-out-dx")) << s.name;
+  }
+  // The regen-overlap's GEMM side carries the casts: the overlap lasts at least the casts and the two GEMMs.
+  const double side = tp.casts[1].seconds + tp.casts[2].seconds + tp.gemm_out_dx.seconds + tp.gemm_out_dw.seconds;
+  const db::model::StepTime* regen = tp.strategy("regen-overlap");
+  ASSERT_TRUE(regen && !regen->bwd.empty());
+  EXPECT_EQ(regen->bwd[0].name, "gemm-out-dx+dw || rng");
+  EXPECT_GE(regen->bwd[0].seconds, side * (1 - 1e-12));
+  // bf16 GEMMs read bf16: no casts.
+  w.dtype = "bf16";
+  const db::model::TrainPrediction tb = db::model::predict_train(m, p, w, {});
+  EXPECT_TRUE(tb.casts.empty());
+  for (const db::model::StepTime& s : tb.strategies) EXPECT_EQ(index(s.bwd, "cast-dy"), -1) << s.name;
+}
+
 TEST(TrainStep, RecommendTrainRanksByBudget) {
   const db::model::Machine m = dropbench_test::tiny_machine();
   const db::model::Profile p = dropbench_test::tiny_profile();

@@ -1695,6 +1695,25 @@ KernelTime attention_bwd_regen(const KernelTime& bwd_mask, const KernelTime& fwd
   return t;
 }
 
+// One cast / transpose kernel of the fp8 step (kernels/gemm/cast_transpose: the copies cuBLASLt's TN-only fp8
+// GEMMs need): memory-bound, rows x cols elements read at in_bytes each and written once per output copy (one
+// byte each), every byte through L2 and HBM once. Energy only where the profile has power for `cast_transpose`.
+Piece cast_piece(const Machine& m, const Profile& p, const Options& o, const std::string& name, double rows,
+                 double cols, double in_bytes, double out_copies) {
+  Piece pc;
+  const double bytes = rows * cols * (in_bytes + out_copies);
+  pc.d["hbm_bytes"] = bytes;
+  pc.d["l2_bytes"] = bytes;
+  pc.clock_mhz = kernel_clock(m, p.rng_clock, o);
+  pc.o = o;
+  pc.t = kernel_time(m, name, pc.d, pc.clock_mhz, pc.o);
+  pc.t.source = "bytes";
+  pc.t.key = "cast_transpose";
+  pc.t.work = bytes;
+  apply_power(m, p, pc.t);
+  return pc;
+}
+
 }  // namespace
 
 TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
@@ -1736,8 +1755,25 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
   r.attn_bwd_regen = attention_bwd_regen(b_mask.t, r.fwd.attn_fused, r.fwd.attn_mask);
   const KernelTime& b_regen = r.attn_bwd_regen;
   r.attn_fused_write = fw.t;
-  r.bwd_overlap = concurrent(m, o, serial_pieces(g_out_dx, g_out_dw, "gemm-out-dx+dw"), rng,
-                             r.fwd.rng_coresident_warps, /*allow_partition=*/true);
+  // The fp8 step's casts, in the measured step's order: O before the output projection; dY and W_out^T before its
+  // backward (inside the regen-overlap's GEMM side); dQKV, W_qkv^T and X^T before the QKV GEMM's backward.
+  const bool fp8 = w.dtype == "fp8";
+  const double nq = qkv.n;
+  std::vector<Piece> cast_fwd, cast_out_bwd, cast_qkv_bwd;
+  if (fp8) {
+    cast_fwd = {cast_piece(m, p, o, "cast-o", tokens, hd, 2, 2)};
+    cast_out_bwd = {cast_piece(m, p, o, "cast-dy", tokens, e, 2, 2), cast_piece(m, p, o, "transpose-w-out", e, hd, 1, 1)};
+    cast_qkv_bwd = {cast_piece(m, p, o, "cast-dqkv", tokens, nq, 2, 2),
+                    cast_piece(m, p, o, "transpose-w-qkv", nq, e, 1, 1),
+                    cast_piece(m, p, o, "transpose-x", tokens, e, 1, 1)};
+  }
+  Piece out_bwd_side = serial_pieces(g_out_dx, g_out_dw, "gemm-out-dx+dw");
+  for (auto it = cast_out_bwd.rbegin(); it != cast_out_bwd.rend(); ++it)
+    out_bwd_side = serial_pieces(*it, out_bwd_side, "gemm-out-dx+dw");
+  for (const Piece& c : cast_fwd) r.casts.push_back(c.t);
+  for (const Piece& c : cast_out_bwd) r.casts.push_back(c.t);
+  for (const Piece& c : cast_qkv_bwd) r.casts.push_back(c.t);
+  r.bwd_overlap = concurrent(m, o, out_bwd_side, rng, r.fwd.rng_coresident_warps, /*allow_partition=*/true);
 
   const Prediction& f = r.fwd;
   auto ph = [](const KernelTime& k) { return PhaseTime{k.name, k.seconds, k.limiter}; };
@@ -1750,15 +1786,37 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
     }
     return s;
   };
-  // The backward after the attention backward: the QKV GEMM's dX and dW.
-  const std::vector<PhaseTime> tail_bwd = {ph(g_dx.t), ph(g_dw.t)};
+  // The casts' dynamic energy where the profile has it (else only their static share, through the step's time).
+  double cast_j = 0;
+  for (const KernelTime& c : r.casts) cast_j += std::max(0.0, c.energy_j);
+  std::vector<PhaseTime> casts_fwd, casts_out_bwd, tail_bwd;
+  for (const Piece& c : cast_fwd) casts_fwd.push_back(ph(c.t));
+  for (const Piece& c : cast_out_bwd) casts_out_bwd.push_back(ph(c.t));
+  // The backward after the attention backward: the casts of its operands, the QKV GEMM's dX and dW.
+  for (const Piece& c : cast_qkv_bwd) tail_bwd.push_back(ph(c.t));
+  tail_bwd.push_back(ph(g_dx.t));
+  tail_bwd.push_back(ph(g_dw.t));
+  // Phase lists with the casts: [attention..., casts, output projection] and [casts, out dX, out dW, ...].
+  auto fwd_phases = [&](PhaseTime first, PhaseTime attn) {
+    std::vector<PhaseTime> v = {std::move(first), std::move(attn)};
+    v.insert(v.end(), casts_fwd.begin(), casts_fwd.end());
+    v.push_back(ph(g_out.t));
+    return v;
+  };
+  auto bwd_phases = [&](const KernelTime& attn_bwd) {
+    std::vector<PhaseTime> v = casts_out_bwd;
+    v.push_back(ph(g_out_dx.t));
+    v.push_back(ph(g_out_dw.t));
+    v.push_back(ph(attn_bwd));
+    return v;
+  };
   auto finish = [&](StepTime& st, double dyn_j) {
     for (const PhaseTime& x : st.fwd) st.fwd_seconds += x.seconds;
     for (const PhaseTime& x : st.bwd) st.bwd_seconds += x.seconds;
     st.fwd_seconds += gap * static_cast<double>(st.fwd.size() - 1);
     st.bwd_seconds += gap * static_cast<double>(st.bwd.size() - 1);
     st.seconds = st.fwd_seconds + gap + st.bwd_seconds;
-    st.energy_j = dyn_j >= 0 && m.has_power() ? dyn_j + m.static_w * st.seconds : -1;
+    st.energy_j = dyn_j >= 0 && m.has_power() ? dyn_j + cast_j + m.static_w * st.seconds : -1;
   };
   const PipelineTime& fused_fwd = *f.pipeline("fused");
   for (Pipeline id : pass_pipelines(Pass::Train)) {
@@ -1767,8 +1825,8 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
     double dj = -1;
     switch (id) {
       case Pipeline::Fused:
-        st.fwd = {ph(f.gemm), ph(f.attn_fused), ph(g_out.t)};
-        st.bwd = {ph(g_out_dx.t), ph(g_out_dw.t), ph(b_regen)};
+        st.fwd = fwd_phases(ph(f.gemm), ph(f.attn_fused));
+        st.bwd = bwd_phases(b_regen);
         st.detail = "forward: GEMM, attention generating its keep bits (" + fused_fwd.how +
                     "), output projection; backward: its dX, dW, attention backward regenerating the bits (Philox "
                     "again), QKV dX, dW";
@@ -1776,11 +1834,11 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
         break;
       case Pipeline::Stored:
       case Pipeline::RegenOverlap: {
-        st.fwd = {PhaseTime{"gemm || rng", f.overlap.seconds, f.overlap.limiter}, ph(f.attn_mask), ph(g_out.t)};
+        st.fwd = fwd_phases(PhaseTime{"gemm || rng", f.overlap.seconds, f.overlap.limiter}, ph(f.attn_mask));
         st.hidden_fwd = f.overlap.hidden;
         st.energy_bound_fwd_s = f.overlap.energy_bound_s;
         if (id == Pipeline::Stored) {
-          st.bwd = {ph(g_out_dx.t), ph(g_out_dw.t), ph(b_mask.t)};
+          st.bwd = bwd_phases(b_mask.t);
           st.detail = "forward: GEMM || RNG (" + f.overlap.mechanism +
                       ") writes the mask, attention(mask), output projection; backward: its dX, dW, attention "
                       "backward reading the held mask, QKV dX, dW";
@@ -1798,8 +1856,8 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
         break;
       }
       case Pipeline::FusedWrite:
-        st.fwd = {ph(f.gemm), ph(fw.t), ph(g_out.t)};
-        st.bwd = {ph(g_out_dx.t), ph(g_out_dw.t), ph(b_mask.t)};
+        st.fwd = fwd_phases(ph(f.gemm), ph(fw.t));
+        st.bwd = bwd_phases(b_mask.t);
         st.detail = "forward: GEMM, fused attention also writing its keep words, output projection; backward: its "
                     "dX, dW, attention backward reading the written mask, QKV dX, dW";
         dj = dyn({&f.gemm, &fw.t, &g_out.t, &g_out_dx.t, &g_out_dw.t, &b_mask.t, &g_dx.t, &g_dw.t});

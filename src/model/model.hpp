@@ -369,7 +369,8 @@ struct TrainPrediction {
   // in mode regen (that plus the forward's fused - mask time: Philox per element again), and the fused forward
   // that also writes its keep words.
   KernelTime attn_bwd_mask, attn_bwd_regen, attn_fused_write;
-  Concurrent bwd_overlap;  // the backward's output-projection GEMMs (dX then dW) || the RNG kernel
+  Concurrent bwd_overlap;  // the backward's output-projection GEMMs (dX then dW, after their casts) || the RNG kernel
+  std::vector<KernelTime> casts;  // fp8 only: the cast / transpose kernels, in step order (timed by their bytes)
   std::vector<StepTime> strategies;  // the pass-train rows of the pipeline table, in table order
   const StepTime* strategy(const std::string& n) const;
 };
