@@ -25,9 +25,11 @@
 #include "attention_test_problem.hpp"
 #include "gpu_guard.hpp"
 #include "kernels/attention/attention.cuh"
+#include "kernels/attention/attention_dropout.cuh"
 #include "kernels/attention/attention_wgmma.cuh"
 #include "kernels/attention/attention_wgmma_kernel.cuh"  // the coding comparison launches instances directly
 #include "kernels/rng/dropout_scheme.cuh"
+#include "kernels/rng/rng_mask.cuh"
 #include "kernels/common/check.hpp"
 #include "kernels/common/dispatch.cuh"
 
@@ -446,6 +448,108 @@ TEST_P(AttentionGpu, RowWindowEqualsWholeMatrixRows) {
       EXPECT_EQ(unwritten, 0u) << sh.name() << " " << dropout_mode_name(m) << " LSE";
       EXPECT_EQ(written_outside, 0u) << sh.name() << " " << dropout_mode_name(m);
     }
+  }
+}
+
+// Mode Fused with mask_out: the keep words the kernel writes are word for word the RNG kernel's tile mask for the
+// same (seed, offset, rounds, threshold), over every word the RNG kernel writes (causal: the generated tiles; the
+// words of the tiles above the diagonal keep their old contents, here the 0xA5 poison, as the RNG kernel leaves
+// them), for every rounds x threshold width, causal or not, dH 64 and 128, ragged SQ; and O and LSE are bit for
+// bit those of the launch without the write. A row window writes the window's words (MaskWindow layout).
+TEST_P(AttentionGpu, FusedWriteEqualsRngMask) {
+  DB_REQUIRE_KERNEL(GetParam());
+  constexpr uint32_t kPoison = 0xA5A5A5A5u;
+  const Shape shapes[] = {Shape{1, 1000, 8, 2, 128, true}, Shape{2, 333, 4, 4, 128, false},
+                          Shape{1, 700, 4, 2, 64, true}, Shape{2, 517, 4, 1, 64, false}};
+  for (const Shape& sh : shapes) {
+    Problem pr(sh, GetParam());
+    DevBuf<uint32_t> rng(pr.geo.words());
+    for (int r : kPhiloxRounds)
+      for (int tw : kThresholdBits)
+        for (const int rb : {0, 256}) {  // the whole matrix; rows [256, 512)
+          if (rb != 0 && !(r == 7 && tw == 8)) continue;  // one window case per shape
+          const Dropout d{0.2, 0x5eedULL * (r + 1) + tw, static_cast<uint32_t>(3 * tw + r), r, tw};
+          const std::string what = sh.name() + " R=" + std::to_string(r) + " TW=" + std::to_string(tw) +
+                                   (rb ? " window" : "");
+          AttentionParams p = pr.params(DropoutMode::Fused, d);
+          p.mask = nullptr;
+          p.row_begin = rb;
+          p.rows = rb ? 256 : 0;
+          const MaskWindow win = attention_mask_window(p);
+          // The RNG kernel's mask and the fused forward's, both over 0xA5 bytes.
+          DB_CUDA(cudaMemset(rng.p, 0xA5, rng.n * 4));
+          RngMaskParams rp;
+          rp.seed = d.seed;
+          rp.offset = d.offset;
+          rp.rounds = r;
+          rp.threshold_bits = tw;
+          rp.drop = p.drop_threshold;
+          rp.layout = MaskLayout::Tile;
+          rp.geo = pr.geo;
+          rp.out = rng.p;
+          rp.row_begin = static_cast<uint32_t>(p.row_begin);
+          rp.rows = static_cast<uint32_t>(p.rows);
+          launch_rng_mask(rp, nullptr);
+          // Without the write, then with it (O and LSE poisoned before each).
+          std::vector<bf16> o_plain;
+          std::vector<float> l_plain;
+          for (const bool write : {false, true}) {
+            pr.o.poison();
+            pr.lse.poison();
+            DB_CUDA(cudaMemset(pr.mask.p, 0xA5, pr.mask.n * 4));
+            p.mask_out = write ? pr.mask.p : nullptr;
+            launch_attention(p, DropoutMode::Fused, nullptr);
+            DB_CUDA(cudaDeviceSynchronize());
+            if (!write) {
+              o_plain = pr.o.get();
+              l_plain = pr.lse.get();
+              continue;
+            }
+            EXPECT_TRUE(bitwise_equal(o_plain, pr.o.get())) << what << ": O differs with the write";
+            EXPECT_TRUE(bitwise_equal(l_plain, pr.lse.get())) << what << ": LSE differs with the write";
+          }
+          const std::vector<uint32_t> want = rng.get(), got = pr.mask.get();
+          size_t differ = 0, generated = 0, unwritten_by_rng = 0, touched = 0, beyond = 0;
+          const uint32_t cols = pr.geo.cols64();
+          for (uint32_t bh = 0; bh < pr.geo.bh; ++bh)
+            for (uint32_t r16 = win.r16_begin; r16 < win.r16_begin + win.rows16; ++r16)
+              for (uint32_t c64 = 0; c64 < cols; ++c64)
+                for (uint32_t l = 0; l < kWordsPerTile; ++l) {
+                  const uint64_t i = win.word_index(pr.geo, bh, r16, c64, l);
+                  const bool gen = c64 < pr.geo.tiles_in_strip(r16);
+                  generated += gen;
+                  differ += got[i] != want[i];
+                  unwritten_by_rng += gen && want[i] == kPoison;
+                  touched += !gen && got[i] != kPoison;
+                }
+          for (size_t i = win.words(pr.geo); i < got.size(); ++i) beyond += got[i] != kPoison;
+          EXPECT_GT(generated, 0u) << what;
+          EXPECT_EQ(unwritten_by_rng, 0u) << what << ": the RNG kernel left generated words unwritten";
+          EXPECT_EQ(differ, 0u) << what << ": words differing from the RNG kernel's mask";
+          EXPECT_EQ(touched, 0u) << what << ": words of tiles the RNG kernel does not generate were written";
+          EXPECT_EQ(beyond, 0u) << what << ": words past the window's mask were written";
+        }
+  }
+}
+
+// The keep word rebuilt from the byte compares (the wgmma kernel's 8-bit fused coding) is tile_call_bits<8>'s.
+TEST(AttentionDropoutHost, Ge7KeepWordIsTileCallBits) {
+  std::mt19937_64 rng(test::next_draw_seed());
+  for (int i = 0; i < 20000; ++i) {
+    const uint32_t drop = static_cast<uint32_t>(i < 256 ? i : rng() & 0xFF);
+    const attn::ByteThreshold bt = attn::byte_threshold(drop);
+    uint32_t ge[2][4];
+    uint32_t want = 0;
+    for (int k = 0; k < 2; ++k) {
+      const u32x4 r{static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng()),
+                    static_cast<uint32_t>(rng())};
+      ge[k][0] = attn::ge_bytes7(r.x, bt);
+      ge[k][1] = attn::ge_bytes7(r.y, bt);
+      ge[k][2] = attn::ge_bytes7(r.z, bt);
+      ge[k][3] = attn::ge_bytes7(r.w, bt);
+      want |= tile_call_bits<8>(r, drop, k);
+    }
+    ASSERT_EQ(attn::ge7_keep_word(ge), want) << "drop " << drop;
   }
 }
 

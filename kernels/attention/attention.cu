@@ -145,6 +145,8 @@ void validate(const AttentionParams& p, DropoutMode m) {
   if (reinterpret_cast<uintptr_t>(p.o) % 4 != 0) fail("o must be 4-byte aligned");
   if (static_cast<int64_t>(p.batch) * p.q_heads >= (int64_t{1} << 31)) fail("batch * q_heads too large");
   if (m == DropoutMode::Mask && p.mask == nullptr) fail("mode mask needs a mask");
+  if (p.mask_out != nullptr && m != DropoutMode::Fused) fail("mask_out is written in mode fused only");
+  if (reinterpret_cast<uintptr_t>(p.mask_out) % 4 != 0) fail("mask_out must be 4-byte aligned");
   const int qb = attention_query_block(p);
   if (p.row_begin < 0 || p.row_begin >= p.sq || p.row_begin % qb != 0)
     fail("row_begin must be a multiple of " + std::to_string(qb) + " in [0, sq) (got " + std::to_string(p.row_begin) + ")");

@@ -58,6 +58,11 @@ struct AttentionParams {
   float keep_scale = 1.f;          // Threshold::scale
   int rounds = 7;                  // 3, 5, 7, 10 (mode Fused)
   int threshold_bits = 8;          // 8, 16, 32 (mode Fused)
+  // Mode Fused only: when set, the kernel also stores the keep words it generates here, word for word what the
+  // RNG kernel writes for the same (seed, offset, rounds, threshold) and window (tile layout, MaskWindow of
+  // attention_mask_window(p); causal: the generated tiles only, the others keep their contents), so a later mode
+  // Mask pass (the attention backward) can read them.
+  uint32_t* mask_out = nullptr;
   // Query-row window (chunked pipeline): rows [row_begin, row_begin + rows), rows 0 = to the end.
   int row_begin = 0;
   int rows = 0;

@@ -60,6 +60,13 @@ __device__ __forceinline__ uint32_t mask_tile_word(const MaskStrip& s, uint32_t 
   return w;
 }
 
+// Mode Fused with a mask output (KernelArgs::mask_out): the lane's word of tile c64 stored where the RNG kernel
+// stores it (s: the output's strip, from mask_strip), for the tiles it generates only: c64 < tiles, with tiles =
+// mask_strip_tiles of the strip.
+__device__ __forceinline__ void store_mask_word(const MaskStrip& s, uint32_t tiles, uint32_t c64, uint32_t w) {
+  if (c64 < tiles) *const_cast<uint32_t*>(s.ptr + c64 * kWordsPerTile) = w;
+}
+
 // Fused-mode key/stream constants of one matrix bh.
 struct FusedStream {
   uint32_t key_lo, key_hi, bh, offset, drop;
@@ -107,6 +114,16 @@ __host__ __device__ __forceinline__ ByteThreshold byte_threshold(uint32_t drop) 
 __host__ __device__ __forceinline__ uint32_t ge_bytes7(uint32_t x, ByteThreshold b) {
   const uint32_t t = (x & 0x7f7f7f7fu) + b.c7;
   return (x & b.nd4) | (x & t) | (b.nd4 & t);
+}
+// The keep word of one tile from its two Philox calls' ge_bytes7 words (ge[k][q]: call k, output word q): bit
+// 8f + 4k + q of tile_call_bits<8> is bit 7 of byte f of ge[k][q], so this is attn_keep_word<R, 8> bit for bit.
+__host__ __device__ __forceinline__ uint32_t ge7_keep_word(const uint32_t (&ge)[2][4]) {
+  uint32_t w = 0;
+#pragma unroll
+  for (int k = 0; k < 2; ++k)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) w |= (ge[k][q] & 0x80808080u) >> (7 - 4 * k - q);
+  return w;
 }
 // philox4x32<R> (kernels/rng/philox.cuh) with each round's two 32x32 -> 64 products written as mul.wide.u32
 // (MulWide, philox.cuh).

@@ -74,6 +74,11 @@ struct KernelArgs {
   int row0;              // first query row of the window (multiple of kBr)
   uint32_t mask_rows16;  // mode Mask: strips per matrix the mask holds (its MaskWindow)
   int wrows, batch;      // query rows of the window, batch (the persistent wgmma kernel's tile count)
+  // Mode Fused: where the kernel also stores the keep words it generates (null: nothing is stored), shifted back
+  // like `mask`. A run-time pointer rather than a kernel instance of its own: a launch without it pays one test of
+  // the pointer per key block (docs/attention.md has the static cost), where an instance per fused instance would
+  // double the fused instances' compile time.
+  uint32_t* mask_out;
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -352,6 +357,21 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(co
       }
     }
 
+    // The strips' output addressing is made here, under the mask_out test, rather than held across the loop: at
+    // dH 128 this kernel has no registers to spare.
+    if constexpr (kMode == DropoutMode::Fused) {
+      if (a.mask_out != nullptr) {
+#pragma unroll
+        for (int mi = 0; mi < WM; ++mi) {
+          const MaskStrip os =
+              mask_strip(a.mask_out, bh, a.rows16, a.mask_rows16, a.cols64, static_cast<uint32_t>(wrow / 16 + mi), lane);
+          const uint32_t tiles = mask_strip_tiles<kCausal>(os);
+#pragma unroll
+          for (int t = 0; t < NT; ++t) store_mask_word(os, tiles, static_cast<uint32_t>(j * NT + t), kw[mi][t]);
+        }
+      }
+    }
+
     // ---- mask: keys past the end, and (causal) keys after the query row ----
     mask_edge<C, kCausal>(s, kv0, sk, wrow, lane);
 
@@ -479,9 +499,9 @@ inline KernelArgs make_kernel_args(const AttentionParams& p) {
   a.mask_rows16 = w.rows16;
   // Shift the base back by the window's first strip: integer arithmetic on the device address (never
   // dereferenced outside the window's words).
-  if (p.mask != nullptr)
-    a.mask = reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p.mask) -
-                                               static_cast<uintptr_t>(w.r16_begin) * a.cols64 * kWordsPerTile * 4);
+  const uintptr_t shift = static_cast<uintptr_t>(w.r16_begin) * a.cols64 * kWordsPerTile * 4;
+  if (p.mask != nullptr) a.mask = reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(p.mask) - shift);
+  if (p.mask_out != nullptr) a.mask_out = reinterpret_cast<uint32_t*>(reinterpret_cast<uintptr_t>(p.mask_out) - shift);
   return a;
 }
 

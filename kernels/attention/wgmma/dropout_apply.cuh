@@ -42,6 +42,11 @@ struct DropoutApply {
   attn::MaskStrip mstrip;
   attn::FusedStream fstream;
   uint32_t tile_row = 0;
+  // Mode Fused: the kernel's arguments (mask_out: where the keep words are also stored, null: nowhere) and the
+  // strip's r16. The output strip's address is made per block under the mask_out test (store_words), not held
+  // across the loop: held, its three registers make ptxas spill in the dH 128 TW 16 / 32 instances.
+  const attn::KernelArgs& args;
+  uint32_t r16 = 0;
   const uint32_t* mcur = nullptr;
   int mleft = 0;
   // Fused TW 8: the byte threshold and block j's byte compares (the caller's, held by reference).
@@ -59,7 +64,7 @@ struct DropoutApply {
   __device__ __forceinline__ DropoutApply(const attn::KernelArgs& a, uint32_t bh, uint32_t r16, int lane_,
                                           attn::ByteThreshold& bthr_, uint32_t (&ge7_)[NT][2][4], uint32_t (&pe_)[PK][4],
                                           uint32_t (&pm_)[PK][4])
-      : lane(static_cast<uint32_t>(lane_)), bthr(bthr_), ge7(ge7_), pe(pe_), pm(pm_) {
+      : lane(static_cast<uint32_t>(lane_)), args(a), bthr(bthr_), ge7(ge7_), pe(pe_), pm(pm_) {
     if constexpr (kMode == DropoutMode::Mask) {
       mstrip = attn::mask_strip(a.mask, bh, a.rows16, a.mask_rows16, a.cols64, r16, lane);
       mcur = mstrip.ptr;
@@ -69,6 +74,7 @@ struct DropoutApply {
       fstream = attn::FusedStream{a.seed_lo, a.seed_hi, bh, a.offset, a.drop};
       tile_row = r16 * a.cols64;
       bthr = attn::byte_threshold(a.drop);
+      this->r16 = r16;
     }
   }
 
@@ -92,6 +98,8 @@ struct DropoutApply {
 #pragma unroll
         for (int k = 0; k < 2; ++k)
           attn::fused_call_ge7<R>(fstream, bthr, tile_row + static_cast<uint32_t>(j * NT + tt), lane, k, ge7[tt][k]);
+      // The words are rebuilt from the byte compares only where they are stored (mask_out set).
+      store_words(j, [&](int tt) { return attn::ge7_keep_word(ge7[tt]); });
     }
   }
   // Mode Fused: the block's keep words from Philox in the consumer, while the tensor cores run.
@@ -107,6 +115,18 @@ struct DropoutApply {
           w |= attn::fused_word_part<R, TW>(fstream, tile_row + static_cast<uint32_t>(j * NT + tt), lane, k);
         kw[tt] = w;
       }
+      store_words(j, [&](int tt) { return kw[tt]; });
+    }
+  }
+  // Mode Fused with mask_out: block j's keep words (word(tt): tile tt's) stored where the RNG kernel stores them.
+  template <class W>
+  __device__ __forceinline__ void store_words(int j, const W& word) {
+    if (args.mask_out != nullptr) {
+      const attn::MaskStrip os =
+          attn::mask_strip(args.mask_out, fstream.bh, args.rows16, args.mask_rows16, args.cols64, r16, lane);
+      const uint32_t tiles = attn::mask_strip_tiles<kCausal>(os);
+#pragma unroll
+      for (int tt = 0; tt < NT; ++tt) attn::store_mask_word(os, tiles, static_cast<uint32_t>(j * NT + tt), word(tt));
     }
   }
 
