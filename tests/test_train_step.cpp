@@ -205,32 +205,32 @@ TEST(TrainStep, ValidateRefusesWhatTheBackwardRefuses) {
   EXPECT_NE(bad.find("attention backward: sq"), std::string::npos) << bad;
 }
 
-TEST(TrainStep, MeasuredPlanSkipsFusedWrite) {
+TEST(TrainStep, PlanRunsFusedWriteWithTheWholeMask) {
   const db::Workload w = db::load_config(preset("llama3-70b")).workload;
   const db::BlockMemory b = db::block_memory(w, w.sq, db::kTrainGemmObjects, false);
   const db::TrainMemory t = db::train_memory(w, true);
   const size_t big = size_t{1} << 40;
-  // Every strategy wanted: fused-write moves to the skipped ones with the reason, the others run.
-  const db::PipelinePlan all =
-      db::measured_train_plan(db::plan_train(b, t, 80, big, 0, db::pass_pipelines(db::Pass::Train)));
-  EXPECT_EQ(names(all.run), (std::vector<std::string>{"fused", "stored", "regen-overlap"}));
-  ASSERT_EQ(all.skipped.size(), 1u);
-  EXPECT_EQ(all.skipped[0].first, db::Pipeline::FusedWrite);
-  EXPECT_EQ(all.skipped[0].second, db::kFusedWriteSkip);
+  // Every strategy wanted: all run, none skipped.
+  const db::PipelinePlan all = db::plan_train(b, t, 80, big, 0, db::pass_pipelines(db::Pass::Train));
+  EXPECT_EQ(names(all.run), (std::vector<std::string>{"fused", "stored", "regen-overlap", "fused-write"}));
+  EXPECT_TRUE(all.skipped.empty());
   EXPECT_TRUE(all.needs_full_mask);
-  // fused and fused-write: no strategy left that reads a mask, so none is allocated.
-  const db::PipelinePlan f = db::measured_train_plan(
-      db::plan_train(b, t, 80, big, 0, {db::Pipeline::Fused, db::Pipeline::FusedWrite}));
-  EXPECT_EQ(names(f.run), (std::vector<std::string>{"fused"}));
-  EXPECT_FALSE(f.needs_full_mask);
-  // fused-write alone: the point is skipped, saying why.
-  const db::PipelinePlan none = db::measured_train_plan(db::plan_train(b, t, 80, big, 0, {db::Pipeline::FusedWrite}));
-  EXPECT_FALSE(none.point_fits);
-  EXPECT_NE(none.point_reason.find("keep words"), std::string::npos) << none.point_reason;
-  // Without fused-write the plan is unchanged.
-  const db::PipelinePlan s = db::measured_train_plan(db::plan_train(b, t, 80, big, 0, {db::Pipeline::Stored}));
-  EXPECT_EQ(names(s.run), (std::vector<std::string>{"stored"}));
-  EXPECT_TRUE(s.skipped.empty());
+  // fused-write alone runs and allocates the whole mask (its forward writes it, its backward reads it); fused
+  // alone needs none.
+  const db::PipelinePlan fw = db::plan_train(b, t, 80, big, 0, {db::Pipeline::FusedWrite});
+  EXPECT_TRUE(fw.point_fits);
+  EXPECT_EQ(names(fw.run), (std::vector<std::string>{"fused-write"}));
+  EXPECT_TRUE(fw.needs_full_mask);
+  EXPECT_FALSE(db::plan_train(b, t, 80, big, 0, {db::Pipeline::Fused}).needs_full_mask);
+  // The attention's modes: fused-write's forward generates (and writes) the bits, its backward reads them.
+  EXPECT_EQ(db::train_forward_mode(db::Pipeline::FusedWrite), db::DropoutMode::Fused);
+  EXPECT_EQ(db::train_backward_mode(db::Pipeline::FusedWrite), db::DropoutMode::Mask);
+  EXPECT_EQ(db::train_forward_mode(db::Pipeline::Fused), db::DropoutMode::Fused);
+  EXPECT_EQ(db::train_backward_mode(db::Pipeline::Fused), db::DropoutMode::Fused);
+  for (db::Pipeline p : {db::Pipeline::Stored, db::Pipeline::RegenOverlap}) {
+    EXPECT_EQ(db::train_forward_mode(p), db::DropoutMode::Mask);
+    EXPECT_EQ(db::train_backward_mode(p), db::DropoutMode::Mask);
+  }
 }
 
 TEST(TrainStep, MaskFootprintPerStrategy) {
@@ -494,7 +494,7 @@ TEST(TrainStep, RunDryTrainPointRules) {
   // Six GEMM objects (QKV, output projection, their dX and dW), each with its 64 MiB cuBLASLt workspace.
   const json& buf = r.at("points")[0].at("derived").at("plan").at("memory").at("buffers");
   EXPECT_EQ(buf.at("gemm_workspaces").get<uint64_t>(), uint64_t{6} << 26);
-  // A dry run plans fused-write (modelled); only a measuring run skips it.
+  // Every strategy is planned (fused-write too).
   EXPECT_FALSE(r.at("points")[0].at("derived").contains("skipped_pipelines"));
 }
 

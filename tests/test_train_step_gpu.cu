@@ -1,5 +1,5 @@
 // The training step on the GPU (src/block/train_step.hpp): every strategy's gradients bitwise equal in the
-// deterministic dQ mode, every gradient written (poisoned first), the GEMM products wired to the right operands
+// deterministic dQ mode (fused-write's too: its forward writes the mask its backward reads), every gradient written (poisoned first), the GEMM products wired to the right operands
 // (each against an fp64 host product of the same stored values: bf16, or the fp8 copies the casts make), the
 // attention backward's dQKV against its reference kernel (fp8 cases: unit-variance QKV), and dropout changing the
 // gradients. Skips without a device.
@@ -130,7 +130,9 @@ TEST_P(TrainStepGpu, StrategiesGiveBitwiseEqualGradients) {
     EXPECT_GT(poisoned.dw, 0u);
     EXPECT_GT(poisoned.dw_out, 0u);
     bool first = true;
-    for (Pipeline p : {Pipeline::Fused, Pipeline::Stored, Pipeline::RegenOverlap}) {
+    // Every strategy of the pass: fused, stored, regen-overlap, fused-write (whose backward reads only what its
+    // forward wrote: the mask is zeroed first).
+    for (Pipeline p : pass_pipelines(Pass::Train)) {
       tr.block().poison_outputs(s);  // O, LSE poisoned and the mask zeroed: no strategy passes on another's leftovers
       tr.poison_gradients(s);
       tr.run(p, s, no_phases(), rng_plain(), /*deterministic=*/true, /*check=*/true);

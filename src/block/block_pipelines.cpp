@@ -234,9 +234,12 @@ void BlockRunner::rng_alone(const RngConfig& rc, cudaStream_t main, const PhaseF
   rng_on_side(rc, main, ph, "the RNG", nullptr);
 }
 
-void BlockRunner::attention_full(DropoutMode m, cudaStream_t main) const {
-  if (m == DropoutMode::Mask && !mask_.get()) throw UsageError("run: attention(mask) needs the whole mask");
-  launch_attention(attention_params(m, nullptr, mask_.get<uint32_t>()), m, main);
+void BlockRunner::attention_full(DropoutMode m, cudaStream_t main, bool write_mask) const {
+  if ((m == DropoutMode::Mask || write_mask) && !mask_.get())
+    throw UsageError(std::string("run: attention(") + (write_mask ? "fused-write" : "mask") + ") needs the whole mask");
+  AttentionParams ap = attention_params(m, nullptr, mask_.get<uint32_t>());
+  if (write_mask) ap.mask_out = mask_.get<uint32_t>();
+  launch_attention(ap, m, main);
 }
 
 void BlockRunner::rng_chunks_alone(cudaStream_t main, const PhaseFn& ph) {

@@ -92,7 +92,8 @@ class BlockRunner {
   void rng_static(cudaStream_t main, const PhaseFn& ph);
   // The same RNG without a GEMM (the alone time of the configuration).
   void rng_alone(const RngConfig& rc, cudaStream_t main, const PhaseFn& ph);
-  void attention_full(DropoutMode m, cudaStream_t main) const;
+  // The whole-matrix attention in mode m; write_mask (mode Fused): it also writes its keep words into the whole mask.
+  void attention_full(DropoutMode m, cudaStream_t main, bool write_mask = false) const;
   // The attention kernel instance the pipelines launch in mode m (workload.attention_kernel resolved).
   std::string attention_kernel_name(DropoutMode m) const;
   void rng_chunks_alone(cudaStream_t main, const PhaseFn& ph);

@@ -263,24 +263,6 @@ PipelinePlan plan_pipelines(const BlockMemory& m, size_t free_bytes, size_t mask
   return plan;
 }
 
-const char* const kFusedWriteSkip =
-    "not measured: the forward attention kernels do not write the keep words they generate (planned and modelled "
-    "only)";
-
-PipelinePlan measured_train_plan(PipelinePlan plan) {
-  const auto it = std::find(plan.run.begin(), plan.run.end(), Pipeline::FusedWrite);
-  if (it == plan.run.end()) return plan;
-  plan.run.erase(it);
-  plan.skipped.emplace_back(Pipeline::FusedWrite, kFusedWriteSkip);
-  plan.needs_full_mask = std::any_of(plan.run.begin(), plan.run.end(),
-                                     [](Pipeline p) { return pipeline_spec(p).train_mask != MaskLife::None; });
-  if (plan.run.empty()) {
-    plan.point_fits = false;
-    plan.point_reason = std::string("fused-write: ") + kFusedWriteSkip;
-  }
-  return plan;
-}
-
 PointResult planned_point(const SweepPoint& pt, const PipelinePlan& plan) {
   PointResult pr;
   pr.index = pt.index;

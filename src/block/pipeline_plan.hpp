@@ -121,13 +121,6 @@ MaskFootprint mask_footprint(Pipeline p, const BlockMemory& m, int64_t layers);
 PipelinePlan plan_train(const BlockMemory& m, const TrainMemory& t, int64_t layers, size_t free_bytes,
                         size_t mask_budget, const std::vector<Pipeline>& wanted, size_t headroom = size_t{512} << 20);
 
-// Why a measuring run does not run fused-write: the forward attention kernels do not write the keep words they
-// generate. The plan of a measuring run (measured_train_plan) lists it among the skipped with this reason.
-extern const char* const kFusedWriteSkip;
-// plan_train's plan as a measuring run executes it: fused-write moved to the skipped strategies (kFusedWriteSkip),
-// needs_full_mask recomputed, and the point skipped when nothing else is left.
-PipelinePlan measured_train_plan(PipelinePlan plan);
-
 // A point's result as both passes of `run` start it: index, axes and workload of `pt`, and the plan's skipped
 // pipelines with their reasons in derived.skipped_pipelines (absent when none is skipped).
 PointResult planned_point(const SweepPoint& pt, const PipelinePlan& plan);

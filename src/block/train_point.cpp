@@ -15,7 +15,8 @@ namespace dropbench {
 namespace {
 
 double hidden_of(const std::vector<double>& t) { return hidden_fraction(t[0], t[1], t[2]); }
-bool reads_mask(Pipeline p) { return p == Pipeline::Stored || p == Pipeline::RegenOverlap; }
+// The strategies whose forward's RNG runs beside the QKV GEMM (fused-write's mask comes from its attention).
+bool rng_in_forward(Pipeline p) { return p == Pipeline::Stored || p == Pipeline::RegenOverlap; }
 std::string hex64(uint64_t v) { return fmt::format("0x{:016x}", v); }
 
 // The RNG alone in the configuration the overlaps run, named as the forward's mechanisms name it: the standard
@@ -142,7 +143,7 @@ std::map<std::string, double> strategy_variants(PointScope& ps, TrainRunner& tr,
 std::map<std::string, double> measure_train_point(PointScope& ps, TrainRunner& tr, const RngConfig& rc) {
   bool fwd_overlap = false, bwd_overlap = false;
   for (Pipeline p : ps.plan.run) {
-    fwd_overlap = fwd_overlap || reads_mask(p);
+    fwd_overlap = fwd_overlap || rng_in_forward(p);
     bwd_overlap = bwd_overlap || p == Pipeline::RegenOverlap;
   }
   json measured = {{"flops", tr.flops()},
@@ -169,10 +170,9 @@ std::map<std::string, double> measure_train_point(PointScope& ps, TrainRunner& t
   std::vector<Candidate> group;
   std::string ref;
   for (Pipeline p : ps.plan.run) {
-    const DropoutMode mode = p == Pipeline::Fused ? DropoutMode::Fused : DropoutMode::Mask;
-    json ex = {{"mask_bytes", reads_mask(p) ? tr.block().full_mask_bytes() : 0},
-               {"bwd_kernel", tr.attention_backward_kernel(mode)},
-               {"attention_kernel", tr.block().attention_kernel_name(mode)}};
+    json ex = {{"mask_bytes", pipeline_spec(p).train_mask != MaskLife::None ? tr.block().full_mask_bytes() : 0},
+               {"bwd_kernel", tr.attention_backward_kernel(train_backward_mode(p))},
+               {"attention_kernel", tr.block().attention_kernel_name(train_forward_mode(p))}};
     if (!ps.opts.no_validate) check_strategy(ps, tr, p, rc, ref, ex);
     extras.push_back(std::move(ex));
     group.push_back({pipeline_name(p), [&tr, p, &rc](Sample& s) { tr.run(p, s.stream, hook(s), rc, false); }});

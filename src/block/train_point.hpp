@@ -16,9 +16,9 @@
 
 namespace dropbench {
 
-// The training step's measured figures at one point (PointScope: ps.plan.run are the strategies to measure,
-// fused-write excluded). Adds the variants (pieces, overlaps, strategies) to ps.pr and the point's figures to
-// ps.pr.derived["train"]["measured"]; returns the strategies' median step times by name.
+// The training step's measured figures at one point (PointScope: ps.plan.run are the strategies to measure). Adds
+// the variants (pieces, overlaps, strategies) to ps.pr and the point's figures to ps.pr.derived["train"]["measured"];
+// returns the strategies' median step times by name.
 std::map<std::string, double> measure_train_point(PointScope& ps, TrainRunner& tr, const RngConfig& rc);
 
 }  // namespace dropbench

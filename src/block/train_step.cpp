@@ -180,6 +180,11 @@ void TrainRunner::qkv_backward(cudaStream_t main, const PhaseFn& ph) {
   ph("gemm-dw", [&] { gemms_->dw->run(main); }, main);
 }
 
+DropoutMode train_forward_mode(Pipeline p) {
+  return p == Pipeline::Fused || p == Pipeline::FusedWrite ? DropoutMode::Fused : DropoutMode::Mask;
+}
+DropoutMode train_backward_mode(Pipeline p) { return p == Pipeline::Fused ? DropoutMode::Fused : DropoutMode::Mask; }
+
 AttentionBwdParams TrainRunner::backward_params(DropoutMode m, bool deterministic) const {
   AttentionBwdParams bp;
   bp.fwd = block_->attention_params(m, nullptr, block_->full_mask());
@@ -192,9 +197,9 @@ AttentionBwdParams TrainRunner::backward_params(DropoutMode m, bool deterministi
 
 void TrainRunner::forward(Pipeline p, cudaStream_t main, const PhaseFn& ph, const RngConfig& rc, bool check) {
   BlockRunner& b = *block_;
-  if (p == Pipeline::Fused) {
+  if (train_forward_mode(p) == DropoutMode::Fused) {
     ph("gemm", [&] { b.gemm().run(main); }, main);
-    ph("attention", [&] { b.attention_full(DropoutMode::Fused, main); }, main);
+    ph("attention", [&] { b.attention_full(DropoutMode::Fused, main, p == Pipeline::FusedWrite); }, main);
   } else {
     b.overlap_phase(b.gemm(), rc, main, ph);  // GEMM || RNG writing the whole mask
     ph("attention", [&] { b.attention_full(DropoutMode::Mask, main); }, main);
@@ -206,16 +211,14 @@ void TrainRunner::forward(Pipeline p, cudaStream_t main, const PhaseFn& ph, cons
 
 void TrainRunner::run(Pipeline p, cudaStream_t main, const PhaseFn& ph, const RngConfig& rc, bool deterministic,
                       bool check) {
-  if (p != Pipeline::Fused && p != Pipeline::Stored && p != Pipeline::RegenOverlap)
-    throw UsageError(std::string("run: ") + pipeline_name(p) +
-                     (p == Pipeline::FusedWrite ? std::string(": ") + kFusedWriteSkip
-                                                : " is not a training-step strategy (pass fwd)"));
+  if (!applies_to(p, Pass::Train))
+    throw UsageError(std::string("run: ") + pipeline_name(p) + " is not a training-step strategy (pass fwd)");
   forward(p, main, ph, rc, check);
   if (p == Pipeline::RegenOverlap)
     out_backward_with_rng(rc, main, ph);
   else
     out_backward(main, ph);
-  const DropoutMode m = p == Pipeline::Fused ? DropoutMode::Fused : DropoutMode::Mask;
+  const DropoutMode m = train_backward_mode(p);
   const AttentionBwdParams bp = backward_params(m, deterministic);
   ph("attention-bwd", [&] { launch_attention_backward(bp, m, main); }, main);
   qkv_backward(main, ph);

@@ -7,10 +7,10 @@
 // and the training-step strategies of the pipeline table (src/core/pipelines.hpp) for paying for the keep bits:
 // fused (Philox in both attention kernels), stored (the RNG kernel beside the QKV GEMM writes the mask; both
 // attention kernels read it), regen-overlap (as stored in the forward; the backward's RNG regenerates the mask
-// beside the output projection's backward GEMMs). fused-write is planned only: the forward kernels do not write
-// the keep words they generate (kFusedWriteSkip, src/block/pipeline_plan.hpp). The forward part is a BlockRunner's
-// (its buffers, QKV GEMM, mask, streams and RNG configurations); this class adds the output projection, the
-// backward and their buffers (TrainMemory, src/block/pipeline_plan.hpp, lists them).
+// beside the output projection's backward GEMMs), fused-write (the fused forward also writes the keep words it
+// generates into the mask, AttentionParams::mask_out; the backward reads it as stored's does). The forward part is
+// a BlockRunner's (its buffers, QKV GEMM, mask, streams and RNG configurations); this class adds the output
+// projection, the backward and their buffers (TrainMemory, src/block/pipeline_plan.hpp, lists them).
 //
 // GEMM precision (workload.dtype): bf16 everywhere, or Transformer Engine's fp8 recipe: e4m3 forward operands,
 // e5m2 gradients, the forward GEMMs with cuBLASLt's fast accumulation and the backward ones without (TE's split
@@ -39,6 +39,11 @@ namespace dropbench {
 // The workload rules of a training step beyond the forward's (validate_block_workload): the dW GEMMs contract
 // over the tokens, so batch * sq must be a multiple of 16. Throws UsageError naming the field.
 void validate_train_workload(const Workload& w);
+
+// The attention's dropout mode in strategy p's forward and in its backward (fused-write: Fused writing the mask,
+// then Mask).
+DropoutMode train_forward_mode(Pipeline p);
+DropoutMode train_backward_mode(Pipeline p);
 
 class TrainRunner {
  public:

@@ -175,9 +175,8 @@ std::string train_help() {
   for (Pipeline p : pass_pipelines(Pass::Train))
     h += fmt::format("  {:<13} {}\n", pipeline_name(p), pipeline_spec(p).train_summary);
   return h +
-         "Measured on the GPU (fused-write is planned only: the forward kernels do not write their keep words): per\n"
-         "strategy the step time with its phases, energy, sustained time, x_fused and the model's step beside it\n"
-         "(x_model); the hidden fraction of each GEMM || RNG overlap with its energy bound; every strategy's gradients\n"
+         "Measured on the GPU: per strategy the step time with its phases, energy, sustained time, x_fused and the\n"
+         "model's step beside it (x_model); the hidden fraction of each GEMM || RNG overlap with its energy bound; every strategy's gradients\n"
          "(dQKV, dX, dW_qkv, dW_o) checked bitwise against the first's with the deterministic dQ (timed: fast dQ).\n"
          "The RNG beside the GEMMs is --overlap-rng's mechanism (auto: plain). A dry run gives per strategy the mask\n"
          "bytes per layer and for workload.layers layers (presets: 32 / 80 / 126), the model's step / forward /\n"

@@ -177,7 +177,6 @@ void train_point(const TrainPointContext& c, const SweepPoint& pt, const std::st
   const TrainMemory tm = train_memory(w, !c.opts.no_validate);
   const size_t free_b = c.dry ? c.dev.bytes : device_free_bytes();
   PipelinePlan plan = plan_train(mem, tm, w.layers, free_b, c.mask_budget, c.wanted, c.headroom);
-  if (plan.point_fits && !c.dry) plan = measured_train_plan(std::move(plan));
   if (!plan.point_fits) {
     c.session.report.add_skipped(
         {pt.axes, plan.point_reason, kNoIndex,
