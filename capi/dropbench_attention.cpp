@@ -53,6 +53,7 @@ dropbench::AttentionParams to_params(const dba_params* c) {
   p.causal = c->causal != 0;
   p.softmax_scale = c->softmax_scale;
   p.mask = c->mask;
+  p.mask_out = c->mask_out;
   p.seed = c->seed;
   p.offset = c->offset;
   p.drop_threshold = t.drop;

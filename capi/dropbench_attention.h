@@ -24,7 +24,7 @@ extern "C" {
 #define DBA_API
 #endif
 
-#define DBA_ABI_VERSION 1
+#define DBA_ABI_VERSION 2
 enum { DBA_OK = 0, DBA_CUDA = 1, DBA_USAGE = 2, DBA_OTHER = 3 };
 enum { DBA_MODE_NONE = 0, DBA_MODE_MASK = 1, DBA_MODE_FUSED = 2 };
 enum { DBA_KERNEL_AUTO = 0, DBA_KERNEL_MMA = 1, DBA_KERNEL_WGMMA = 2 };
@@ -45,6 +45,8 @@ typedef struct dba_params {
   int32_t threshold_bits;  /* 8, 16, 32 */
   int32_t kernel;          /* DBA_KERNEL_* */
   const uint32_t* mask;    /* mode MASK: tile-layout keep words (dba_mask_bytes bytes) */
+  uint32_t* mask_out;      /* mode FUSED, may be NULL: the kernel also writes the keep words it generates here, what
+                              dba_make_mask writes (dba_mask_bytes bytes; causal: tiles above the diagonal untouched) */
 } dba_params;
 
 DBA_API int dba_abi_version(void);

@@ -16,7 +16,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 MODES = {"none": 0, "mask": 1, "fused": 2}
 KERNELS = {"auto": 0, "mma": 1, "wgmma": 2}
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 
 class DbaError(RuntimeError):
@@ -34,7 +34,7 @@ class Params(ctypes.Structure):
                 ("kv_heads", ctypes.c_int32), ("head_dim", ctypes.c_int32), ("causal", ctypes.c_int32),
                 ("softmax_scale", ctypes.c_float), ("dropout_p", ctypes.c_double), ("seed", ctypes.c_uint64),
                 ("offset", ctypes.c_uint32), ("rounds", ctypes.c_int32), ("threshold_bits", ctypes.c_int32),
-                ("kernel", ctypes.c_int32), ("mask", ctypes.c_void_p)]
+                ("kernel", ctypes.c_int32), ("mask", ctypes.c_void_p), ("mask_out", ctypes.c_void_p)]
 
 
 def default_path():

@@ -361,6 +361,9 @@ TEST_P(AttentionGpu, RejectsBadParams) {
   p = pr.params(DropoutMode::Mask, {0.1, 1, 0, 7, 8});
   p.mask = nullptr;
   EXPECT_THROW(launch_attention(p, DropoutMode::Mask, nullptr), UsageError);
+  p = pr.params(DropoutMode::Mask, {0.1, 1, 0, 7, 8});
+  p.mask_out = pr.mask.p;  // written in mode Fused only
+  EXPECT_THROW(launch_attention(p, DropoutMode::Mask, nullptr), UsageError);
 }
 
 

@@ -167,6 +167,20 @@ TEST_P(CapiAttention, BitwiseEqualsLaunchApi) {
     if (mode == DBA_MODE_FUSED) EXPECT_EQ(a, prev) << "fused differs from mask";
     if (mode == DBA_MODE_MASK) prev = a;
   }
+  // Mode FUSED with mask_out writes dba_make_mask's words (both over zeros: a causal mask's untouched tiles agree)
+  // and the same O.
+  DB_CUDA(cudaMemset(mask_ref, 0, mbytes));
+  cp.mask_out = static_cast<uint32_t*>(mask_ref);
+  ASSERT_EQ(dba_attention(&cp, DBA_MODE_FUSED, nullptr), DBA_OK) << dba_last_error();
+  DB_CUDA(cudaDeviceSynchronize());
+  {
+    std::vector<uint32_t> a(mbytes / 4), b(mbytes / 4);
+    DB_CUDA(cudaMemcpy(a.data(), mask_api, mbytes, cudaMemcpyDeviceToHost));
+    DB_CUDA(cudaMemcpy(b.data(), mask_ref, mbytes, cudaMemcpyDeviceToHost));
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), mbytes), 0) << "mask_out differs from dba_make_mask";
+    EXPECT_EQ(get_u16(o_api, rows * o_w), prev) << "O differs with mask_out";
+  }
+  cp.mask_out = nullptr;
   for (void* x : {qkv, o_api, o_ref, mask_api, mask_ref}) cudaFree(x);
   cudaFree(lse_api);
   cudaFree(lse_ref);
@@ -194,6 +208,10 @@ TEST(CapiAttention, RefusesBadParameters) {
   EXPECT_NE(std::string(dba_last_error()).find("mode"), std::string::npos);
   EXPECT_EQ(dba_attention(nullptr, DBA_MODE_NONE, nullptr), DBA_USAGE);
   uint32_t words[64] = {};
+  p.mask_out = words;  // written in mode FUSED only
+  EXPECT_EQ(dba_attention(&p, DBA_MODE_NONE, nullptr), DBA_USAGE);
+  EXPECT_NE(std::string(dba_last_error()).find("mask_out"), std::string::npos) << dba_last_error();
+  p.mask_out = nullptr;
   uint8_t keep[20 * 20];
   p.sq = 20;
   EXPECT_EQ(dba_mask_expand(&p, nullptr, keep), DBA_USAGE);

@@ -130,6 +130,8 @@ Instance pick(const AttentionParams& p, DropoutMode m) {
 
 void validate(const AttentionParams& p, DropoutMode m) {
   auto fail = [](const std::string& s) { throw UsageError("attention: " + s); };
+  if (p.mask_out != nullptr && m != DropoutMode::Fused) fail("mask_out is written in mode fused only");
+  if (reinterpret_cast<uintptr_t>(p.mask_out) % 4 != 0) fail("mask_out must be 4-byte aligned");
   if (p.qkv == nullptr || p.o == nullptr) fail("qkv and o must be set");
   if (p.batch < 1 || p.sq < 1 || p.q_heads < 1 || p.kv_heads < 1) fail("batch, sq, q_heads, kv_heads must be >= 1");
   if (p.q_heads % p.kv_heads != 0) fail("kv_heads must divide q_heads");
@@ -145,8 +147,6 @@ void validate(const AttentionParams& p, DropoutMode m) {
   if (reinterpret_cast<uintptr_t>(p.o) % 4 != 0) fail("o must be 4-byte aligned");
   if (static_cast<int64_t>(p.batch) * p.q_heads >= (int64_t{1} << 31)) fail("batch * q_heads too large");
   if (m == DropoutMode::Mask && p.mask == nullptr) fail("mode mask needs a mask");
-  if (p.mask_out != nullptr && m != DropoutMode::Fused) fail("mask_out is written in mode fused only");
-  if (reinterpret_cast<uintptr_t>(p.mask_out) % 4 != 0) fail("mask_out must be 4-byte aligned");
   const int qb = attention_query_block(p);
   if (p.row_begin < 0 || p.row_begin >= p.sq || p.row_begin % qb != 0)
     fail("row_begin must be a multiple of " + std::to_string(qb) + " in [0, sq) (got " + std::to_string(p.row_begin) + ")");
