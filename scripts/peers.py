@@ -89,7 +89,9 @@ Other modes:
   --dry-run          the points of each block, no GPU
   --self-test        CPU only (no torch): argument parsing, the points from the binary's dry runs (and its
                      refusals), the report writer read back through dropbench_report.py, --versus, and
-                     `dropbench compare` on the written report; needs the binary (--dropbench PATH)
+                     `dropbench compare` on the written report; needs the binary (--dropbench PATH). Where
+                     PyTorch is importable (a GPU is not needed), also the train block's step (bf16 and fp8, GQA
+                     and MHA, every SDPA call form it may take) against the same step in fp32 on the CPU
   --versus RUN.json PEERS.json [--versus ...]
                      markdown: per preset, dropbench's best pipeline (a forward `run` report) or best training-step
                      strategy (fused / stored / regen-overlap / fused-write where measured; a `run` report at
@@ -1099,9 +1101,9 @@ class Gpu:
     def fp8_linear(self):
         """A torch.autograd.Function for Y = A W^T in fp8 as Transformer Engine computes it (PyTorch has no autograd
         for torch._scaled_mm): forward _scaled_mm(A e4m3, W e4m3 as W.t(), fast accumulation), A cast to e4m3 here
-        when no e4m3 copy is given (the out-projection's O), the fp8 operands saved; backward: dY cast to e5m2,
-        the transposed fp8 copies that cuBLASLt's TN-only fp8 GEMMs need made with .t().contiguous() (TE's
-        cast-transpose), dA = _scaled_mm(dY e5m2, (W^T e4m3).t()) and dW = _scaled_mm(dY^T e5m2, (A^T e4m3).t()),
+        when no e4m3 copy is given (the out-projection's O, unit scale), the fp8 operands saved; backward: dY cast
+        to e5m2 (unit scale), the transposed fp8 copies that cuBLASLt's TN-only fp8 GEMMs need made with
+        .t().contiguous() (TE's cast-transpose), dA = _scaled_mm(dY e5m2, (W^T e4m3).t()) and dW = _scaled_mm(dY^T e5m2, (A^T e4m3).t()),
         without fast accumulation (TE's split accumulator), bf16 out."""
         if getattr(self, "_fp8_linear", None) is not None:
             return self._fp8_linear
@@ -1109,10 +1111,12 @@ class Gpu:
         e4m3, e5m2, bf16 = torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16
 
         class Fp8Linear(torch.autograd.Function):
+            # O and the gradients have unit scales (sa = sg = 1 where the cast happens here), so each cast is one
+            # .to() kernel, as TE's fused scale-and-cast is one pass.
             @staticmethod
             def forward(ctx, a, w, aq, wq, sa, sw, sg):
                 if aq is None:
-                    aq = (a / sa).to(e4m3)
+                    aq = a.to(e4m3)
                 y = torch._scaled_mm(aq, wq.t(), scale_a=sa, scale_b=sw, out_dtype=bf16, use_fast_accum=True)
                 ctx.save_for_backward(aq, wq, sa, sw, sg)
                 return y
@@ -1120,7 +1124,7 @@ class Gpu:
             @staticmethod
             def backward(ctx, dy):
                 aq, wq, sa, sw, sg = ctx.saved_tensors
-                dyq = (dy / sg).to(e5m2)
+                dyq = dy.to(e5m2)
                 dyq_t = dyq.t().contiguous()  # dY^T e5m2 [N, M]
                 wq_t = wq.t().contiguous()    # W^T e4m3 [K, N]
                 aq_t = aq.t().contiguous()    # A^T e4m3 [K, M]
@@ -1669,8 +1673,90 @@ def self_test(args):
             probe = "import sys; sys.path.insert(0, 'scripts'); import peers; print(peers.git_sha())"
             r = subprocess.run([sys.executable, "-c", probe], cwd=inner, capture_output=True, text=True, timeout=60)
             ok(r.returncode == 0 and r.stdout.strip() == "abc1234-archive", f"archive sha: {r.stdout!r} {r.stderr!r}")
-    print(f"peers self-test: {checks} checks passed; points from {binary} --dry-run ({time.time() - t0:.1f} s)")
+    # 8. where PyTorch is importable (the device machine; CPU suffices): the train block's step against an fp32
+    # reference on small shapes
+    try:
+        import torch
+    except Exception:
+        torch = None
+    if torch is not None:
+        for what in train_step_check(torch):
+            ok(what[1], what[0])
+        step = "; the train block's step checked against fp32 on the CPU"
+    else:
+        step = "; the train block's step against fp32: not checked (no PyTorch here)"
+    print(f"peers self-test: {checks} checks passed; points from {binary} --dry-run{step} ({time.time() - t0:.1f} s)")
     return 0
+
+
+def train_step_check(torch):
+    """[(what, passed)]: the train block's step (Gpu.train_operands / train_forward / train_backward, on the CPU
+    with SDPA's default backend and no dropout) against the same step in fp32 with plain autograd, bf16 and fp8,
+    GQA and MHA, causal and not, every (gqa, layout) the block may take; and the fp8 GEMM's autograd function
+    against the products of its dequantised fp8 operands."""
+    g = Gpu.__new__(Gpu)
+    g.torch, g.dev = torch, torch.device("cpu")
+    g.gen = torch.Generator().manual_seed(7)
+    out = []
+
+    def rel(a, b):
+        return ((a.float() - b.float()).norm() / b.float().norm()).item()
+
+    e4m3, e5m2 = torch.float8_e4m3fn, torch.float8_e5m2
+    for dtype in ("bf16", "fp8"):
+        for hq, hkv, causal in ((4, 2, True), (4, 4, False)):
+            wl = {"batch": 2, "sq": 64, "q_heads": hq, "kv_heads": hkv, "head_dim": 16, "embed": 64, "causal": causal,
+                  "dropout_p": 0.0, "dtype": dtype}
+            ops, _, _, _ = g.train_operands(wl)
+            with torch.no_grad():  # smaller values: a softmax that is not one-hot, O within e4m3's range
+                for k in ("x", "w_qkv", "w_out"):
+                    ops[k].mul_(0.25)
+                if dtype == "fp8":
+                    ops["xq"] = (ops["x"].float() / ops["sx"]).to(e4m3)
+                    ops["w_qkv_q"] = (ops["w_qkv"].float() / ops["sw"]).to(e4m3)
+                    ops["w_out_q"] = (ops["w_out"].float() / ops["sw"]).to(e4m3)
+            # the reference: fp32 operands (the fp8 ones dequantised), O rounded to e4m3 where the peer casts it
+            if dtype == "fp8":
+                x, wq, wo = (ops["xq"].float() * ops["sx"], ops["w_qkv_q"].float() * ops["sw"],
+                             ops["w_out_q"].float() * ops["sw"])
+            else:
+                x, wq, wo = (ops[k].detach().float() for k in ("x", "w_qkv", "w_out"))
+            x, wq, wo = (t.clone().requires_grad_() for t in (x, wq, wo))
+            b, s, d = wl["batch"], wl["sq"], wl["head_dim"]
+            q, k, v = (x @ wq.t()).split([hq * d, hkv * d, hkv * d], 1)
+            q, k, v = (t.reshape(b, s, -1, d).transpose(1, 2) for t in (q, k, v))
+            k, v = k.repeat_interleave(hq // hkv, 1), v.repeat_interleave(hq // hkv, 1)
+            att = (q @ k.transpose(-1, -2)) / d ** 0.5
+            if causal:
+                att = att.masked_fill(torch.triu(torch.ones(s, s, dtype=torch.bool), 1), float("-inf"))
+            o = (att.softmax(-1) @ v).transpose(1, 2).reshape(b * s, hq * d)
+            if dtype == "fp8":
+                o = o + (o.detach().to(e4m3).float() - o.detach())
+            y_ref = o @ wo.t()
+            ref = torch.autograd.grad(y_ref, [x, wq, wo], grad_outputs=ops["dy"].float())
+            tol = 0.02 if dtype == "bf16" else 0.15  # fp8: e5m2 gradients carry 2 mantissa bits
+            for gqa, layout in g.sdpa_modes(wl):
+                y = g.train_forward(ops, wl, 0.0, gqa, layout)
+                grads = g.train_backward(y, ops)
+                errs = [rel(y, y_ref)] + [rel(a, r) for a, r in zip(grads, ref)]
+                out.append((f"train step {dtype} Hq {hq} Hkv {hkv} causal {causal} {gqa}/{layout}: relative errors of "
+                            f"Y, dX, dW_qkv, dW_out {[round(e, 4) for e in errs]} (tolerance {tol})",
+                            max(errs) < tol and all(t.dtype == torch.bfloat16 for t in grads)))
+    lin = g.fp8_linear()
+    a = (torch.rand(64, 96) * 2 - 1).bfloat16().requires_grad_()
+    w = (torch.rand(48, 96) * 2 - 1).bfloat16().requires_grad_()
+    sa, sw, one = torch.tensor(1 / 300), torch.tensor(1 / 200), torch.tensor(1.0)
+    aq, wq = (a.detach().float() / sa).to(e4m3), (w.detach().float() / sw).to(e4m3)
+    dy = (torch.rand(64, 48) * 2 - 1).bfloat16()
+    for given in (True, False):
+        y = lin.apply(a, w, aq if given else None, wq, sa if given else one, sw, one)
+        af = aq.float() * sa if given else a.detach().to(e4m3).float()
+        wf, dyf = wq.float() * sw, dy.to(e5m2).float()
+        da, dw = torch.autograd.grad(y, [a, w], dy)
+        errs = [rel(y, af @ wf.t()), rel(da, dyf @ wf), rel(dw, dyf.t() @ af)]
+        out.append((f"fp8 GEMM function (A's e4m3 copy {'given' if given else 'cast in the forward'}): Y, dA, dW "
+                    f"against the dequantised operands' products {[round(e, 4) for e in errs]}", max(errs) < 0.01))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------
