@@ -631,6 +631,12 @@ class ClockPoller:
 # GPU mode
 # ---------------------------------------------------------------------------------------------------------
 
+# extra.gqa of the blocks that call SDPA inside their timed region (e2e, train): what a GQA shape took.
+GQA_TIMED = {"enable_gqa": "enable_gqa=True (K/V with Hkv heads)",
+             "repeat_interleave": "K/V expanded by repeat_interleave INSIDE the timed region",
+             "none (MHA)": "none (Hq = Hkv)"}
+
+
 class Gpu:
     def __init__(self, args, cfg, report):
         import torch
@@ -756,6 +762,11 @@ class Gpu:
 
     def find_mode(self, backend, q, k, v, wl, p):
         """The first (gqa, layout) the backend accepts, and the refusals met on the way."""
+        return self.first_mode(backend, wl, lambda gqa, layout: self.sdpa_call(q, k, v, wl, p, gqa, layout))
+
+    def first_mode(self, backend, wl, attempt):
+        """The first (gqa, layout) of sdpa_modes for which attempt(gqa, layout) runs under the backend, and the
+        refusals (exception and warning text) met on the way."""
         torch = self.torch
         from torch.nn.attention import sdpa_kernel
         errors = []
@@ -763,7 +774,7 @@ class Gpu:
             with warnings.catch_warnings(record=True) as caught, sdpa_kernel(backend):
                 warnings.simplefilter("always")
                 try:
-                    out = self.sdpa_call(q, k, v, wl, p, gqa, layout)
+                    out = attempt(gqa, layout)
                     torch.cuda.synchronize()
                     del out
                     return (gqa, layout), errors
@@ -1046,9 +1057,7 @@ class Gpu:
                 copies = self.copy_kernels(kern)
                 extra = {"block": "e2e", "gemm": info["op"], "gemm_dtype": wl["dtype"], "m": m, "n": n, "k": k,
                          "attention": f"SDPA {bname}, dropout_p={p}, is_causal={wl['causal']}",
-                         "gqa": {"enable_gqa": "enable_gqa=True (K/V with Hkv heads)",
-                                 "repeat_interleave": "K/V expanded by repeat_interleave INSIDE the timed region",
-                                 "none (MHA)": "none (Hq = Hkv)"}[gqa],
+                         "gqa": GQA_TIMED[gqa],
                          "layout": "Q/K/V are strided views of the GEMM output (no copy by this script)"
                          if layout == "views" else ".contiguous() copies of the views INSIDE the timed region",
                          "kernels": kern, "copy_kernels": copies}
@@ -1162,22 +1171,8 @@ class Gpu:
     def train_find_mode(self, backend, ops, wl, p):
         """The first (gqa, layout) with which the backend runs the whole step (forward and backward), and the
         refusals met on the way."""
-        torch = self.torch
-        from torch.nn.attention import sdpa_kernel
-        errors = []
-        for gqa, layout in self.sdpa_modes(wl):
-            with warnings.catch_warnings(record=True) as caught, sdpa_kernel(backend):
-                warnings.simplefilter("always")
-                try:
-                    grads = self.train_backward(self.train_forward(ops, wl, p, gqa, layout), ops)
-                    torch.cuda.synchronize()
-                    del grads
-                    return (gqa, layout), errors
-                except Exception as e:
-                    msg = f"{gqa}/{layout}: {type(e).__name__}: {e}"
-                    ws = "; ".join(str(w.message) for w in caught)
-                    errors.append(" ".join((msg + (" [warnings: " + ws + "]" if ws else "")).split())[:700])
-        return None, errors
+        return self.first_mode(backend, wl,
+                               lambda gqa, layout: self.train_backward(self.train_forward(ops, wl, p, gqa, layout), ops))
 
     def train_block(self, points):
         """One sample = one training step of the block: phase fwd (QKV GEMM, SDPA with dropout, output projection)
@@ -1245,10 +1240,7 @@ class Gpu:
                          "attention": f"SDPA {bname}, dropout_p={p}, is_causal={wl['causal']}, forward and backward",
                          "backward": "torch.autograd.grad(Y, [X, W_qkv, W_out], grad_outputs=dY): dX and dW of both "
                                      "GEMMs and the attention backward",
-                         "gqa": {"enable_gqa": "enable_gqa=True (K/V with Hkv heads)",
-                                 "repeat_interleave": "K/V expanded by repeat_interleave INSIDE the timed region "
-                                                      "(and its backward)",
-                                 "none (MHA)": "none (Hq = Hkv)"}[gqa],
+                         "gqa": GQA_TIMED[gqa],
                          "layout": "Q/K/V are views of the QKV GEMM output (split + view + transpose, no copy by "
                                    "this script)" if layout == "views"
                          else ".contiguous() copies of the views INSIDE the timed region",
