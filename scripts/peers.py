@@ -1007,6 +1007,16 @@ class Gpu:
             if variants:
                 self.report.add_point(axes, wl, variants)
 
+    def add_block_point(self, axes, wl, variants):
+        """A point of the blocks compared with dropbench's run (e2e, train): derived.winner, t_best and t_<variant>."""
+        if not variants:
+            return
+        best = min(variants, key=lambda x: x["stats"]["median"])
+        derived = {"winner": best["name"], "t_best": best["stats"]["median"]}
+        for v in variants:
+            derived["t_" + v["name"][len("peer:"):]] = v["stats"]["median"]
+        self.report.add_point(axes, wl, variants, derived)
+
     # -- end-to-end block -----------------------------------------------------------------------------
     def e2e_block(self, points):
         from torch.nn.attention import sdpa_kernel
@@ -1069,12 +1079,7 @@ class Gpu:
                          f"attention {ph[1][1]['median'] * 1e6:.1f}; {gqa}, {layout}; copies: {copies})")
             del gemm
             self.clear()
-            if variants:
-                best = min(variants, key=lambda x: x["stats"]["median"])
-                derived = {"winner": best["name"], "t_best": best["stats"]["median"]}
-                for v in variants:
-                    derived["t_" + v["name"][len("peer:"):]] = v["stats"]["median"]
-                self.report.add_point(axes, wl, variants, derived)
+            self.add_block_point(axes, wl, variants)
 
 
     # -- training step --------------------------------------------------------------------------------
@@ -1263,12 +1268,7 @@ class Gpu:
                          f"{gqa}, {layout}; peak {peak / 2 ** 30:.2f} GiB; copies: {copies})")
             ops.clear()
             self.clear()
-            if variants:
-                best = min(variants, key=lambda x: x["stats"]["median"])
-                derived = {"winner": best["name"], "t_best": best["stats"]["median"]}
-                for v in variants:
-                    derived["t_" + v["name"][len("peer:"):]] = v["stats"]["median"]
-                self.report.add_point(axes, wl, variants, derived)
+            self.add_block_point(axes, wl, variants)
 
 
 def device_context(torch, args, nvml):
@@ -1339,14 +1339,11 @@ def run_gpu(args, cfg, blocks, points, source):
 def final_summary(report, sm_mhz):
     rep = dr.Report.from_doc(report.doc, report.path or "<peers>")
     summary = {"sm_mhz_at_end": sm_mhz, "skipped_variants": len(rep.skipped)}
-    e2e = [p for p in rep.points if p.variants and p.variants[0].extra.get("block") == "e2e"]
-    if e2e:
-        summary["e2e_winners"] = [{"axes": p.axes, "winner": p.derived["winner"], "t": p.derived["t_best"]}
-                                  for p in e2e]
-    train = [p for p in rep.points if p.variants and p.variants[0].extra.get("block") == "train"]
-    if train:
-        summary["train_winners"] = [{"axes": p.axes, "winner": p.derived["winner"], "t": p.derived["t_best"]}
-                                    for p in train]
+    for block in ("e2e", "train"):
+        pts = [p for p in rep.points if p.variants and p.variants[0].extra.get("block") == block]
+        if pts:
+            summary[f"{block}_winners"] = [{"axes": p.axes, "winner": p.derived["winner"], "t": p.derived["t_best"]}
+                                           for p in pts]
     return summary
 
 
