@@ -31,7 +31,9 @@
 #   train    the training step (`dropbench run`, workload.pass = train; stage_train): its GPU tests
 #            (test_train_step_gpu, test_cast_transpose_gpu, GemmTrainOperands.*), memcheck of one small step, then
 #            the Llama-3 presets $TRAIN_PRESETS (default "8b 70b") at SQ 8192, R 7, bf16 and fp8, with power passes
-#            (TRAIN_TESTS=0: no tests and no memcheck, when the gpu and trainmc stages ran them)
+#            (TRAIN_TESTS=0: no tests and no memcheck, when the gpu and trainmc stages ran them), then the PyTorch
+#            training-step peers at the same points (scripts/peers.py --only train, bf16 and fp8) and the
+#            `peers.py --versus` table of each preset's step against them
 #   trainmc  the training step's memcheck alone
 # nvidia-smi clocks / power before and after each stage (smi.csv). Everything lands in $OUT (or results-stages/);
 # more than 8 files are packed into $OUT/stages.tgz at exit (PACK=0: not).
@@ -104,6 +106,21 @@ stage_train() {
       echo "train $p $dt: exit $?"; smi
     done
   done
+  # The PyTorch peers of the step (SDPA cuDNN / FA2 with dropout, matmul / _scaled_mm GEMMs with autograd), both
+  # precisions in one report per preset, then dropbench's best strategy against the best peer, per precision.
+  local vs=()
+  for p in ${TRAIN_PRESETS:-8b 70b}; do
+    want "peers train $p" 40 || continue
+    PYTHONUNBUFFERED=1 timeout "$(cap 150)" python3 scripts/peers.py --dropbench "$B/dropbench" --config "configs/llama3-$p.json" \
+      --only train --sq 8192 --dtype bf16,fp8 --min-time 0.1 -q -o "$O/peers_train_llama3-$p.json" >> "$O/peers.log" 2>&1
+    echo "peers train $p: exit $?"; smi
+    for dt in bf16 fp8; do
+      [ -f "$O/train_llama3-${p}_$dt.json" ] && [ -f "$O/peers_train_llama3-$p.json" ] &&
+        vs+=(--versus "$O/train_llama3-${p}_$dt.json" "$O/peers_train_llama3-$p.json")
+    done
+  done
+  [ ${#vs[@]} -gt 0 ] && python3 scripts/peers.py "${vs[@]}" | tee "$O/versus_train.md"
+  return 0
 }
 for s in "${STAGES[@]}"; do
   case $s in

@@ -15,7 +15,7 @@ coincide are timed once. An axis a block records (below) that the config does no
 workload's value (`--set sweep.AXIS=[value]`), so a preset is timed at its own shape even where the command
 would sweep defaults of its own. context.points_from names the binary and every dry run.
 
-Four blocks, each point's variants tagged `"peer": true` and named "peer:...":
+Five blocks, each point's variants tagged `"peer": true` and named "peer:...":
 
   attention  the points of `dropbench attention`: axes sq, causal (+ any of q_heads, kv_heads, head_dim,
              dropout_p the config sweeps).
@@ -53,6 +53,26 @@ Four blocks, each point's variants tagged `"peer": true` and named "peer:...":
              peer:e2e-flash and peer:e2e-cudnn. Anything a backend needs beyond the views (GQA expansion,
              contiguous copies) is done INSIDE the timed region and named in extra. extra.kernels lists the
              CUDA kernels one call launched (torch.profiler), so a hidden copy would show there.
+  train      the points of `dropbench run --set workload.pass=train` (its training step; axes as e2e's, e.g.
+             --dtype bf16,fp8 for both precisions). One training step of the block as PyTorch users would write
+             it, one sample = phase fwd then phase bwd, peer:train-cudnn and peer:train-flash (SDPA backend
+             forced):
+               fwd  Y_qkv = X W_qkv^T; Q/K/V = Y_qkv.split(..) viewed [B, H, SQ, dH] (no copy); SDPA with
+                    dropout_p and is_causal of the workload (GQA as e2e: enable_gqa, else repeat_interleave,
+                    inside the timed region); Y = O W_out^T with O = attention output reshaped [B*SQ, Hq*dH]
+               bwd  torch.autograd.grad(Y, [X, W_qkv, W_out], grad_outputs=dY) with a fixed random dY: dX and
+                    dW of both GEMMs and the attention backward, as dropbench's step computes them
+             GEMMs per workload.dtype: bf16 = torch.matmul with autograd; fp8 = Transformer Engine's recipe in
+             a torch.autograd.Function (PyTorch has no autograd for _scaled_mm): forward _scaled_mm with e4m3
+             operands (per-tensor scales, W as W.t(), fast accumulation; X and the weights cast to e4m3 before
+             the step, untimed, as dropbench's step takes them in e4m3; O cast in the forward); backward: dY
+             cast to e5m2, the transposed fp8 copies cuBLASLt's TN-only fp8 GEMMs need made by .t().contiguous()
+             inside the timed backward (TE's cast-transpose), dA = _scaled_mm(dY e5m2, W^T e4m3) and
+             dW = _scaled_mm(dY^T e5m2, A^T e4m3), without fast accumulation. A backend or _scaled_mm that
+             refuses the step (forward or backward) at set-up is a skipped entry of its variant.
+             derived: t_step, t_fwd, t_bwd (s), fwd_share, peak_memory_gib (torch.cuda.max_memory_allocated
+             over one step less what was allocated before it); extra: backend, gemm, gqa, layout, kernels (one
+             step's CUDA kernels, torch.profiler), copy_kernels, peak_memory_bytes.
 
 Timing (one sample = one call, or one pass over the phases): CUDA event pairs around every sample,
 measure.warmup untimed calls, then samples until both >= measure.min_samples and >= --min-time seconds of
@@ -69,14 +89,20 @@ Other modes:
   --dry-run          the points of each block, no GPU
   --self-test        CPU only (no torch): argument parsing, the points from the binary's dry runs (and its
                      refusals), the report writer read back through dropbench_report.py, --versus, and
-                     `dropbench compare` on the written report; needs the binary (--dropbench PATH)
+                     `dropbench compare` on the written report; needs the binary (--dropbench PATH). Where
+                     PyTorch is importable (a GPU is not needed), also the train block's step (bf16 and fp8, GQA
+                     and MHA, every SDPA call form it may take) against the same step in fp32 on the CPU
   --versus RUN.json PEERS.json [--versus ...]
-                     markdown: per preset, dropbench's best pipeline (at Philox-7 and at the best round
-                     count) against the best peer end-to-end block
+                     markdown: per preset, dropbench's best pipeline (a forward `run` report) or best training-step
+                     strategy (fused / stored / regen-overlap / fused-write where measured; a `run` report at
+                     pass train), at Philox-7 and at the best round count, against the best peer block of the
+                     same pass (e2e or train) at the same axes; with train rows, a last line says at how many the
+                     peer takes >= 1.2x dropbench's step at Philox-7
 
 Exit codes: 0 done; 2 bad input, or no GPU / no PyTorch (one line on stderr).
 """
 import argparse
+import contextlib
 import datetime
 import json
 import math
@@ -112,8 +138,15 @@ class UsageError(Exception):
 # `<dropbench> COMMAND --config .. --set .. --dry-run --format json -o R.json` loads the config, applies the
 # --set overrides, expands and validates the sweep exactly as COMMAND would, and R.json lists every point
 # (axes + full workload) and the resolved config (measure settings included), without a GPU.
-BLOCKS = ("attention", "gemm", "dropout", "e2e")
-COMMAND = {"attention": "attention", "gemm": "gemm", "dropout": "dropout", "e2e": "run"}
+BLOCKS = ("attention", "gemm", "dropout", "e2e", "train")
+COMMAND = {"attention": "attention", "gemm": "gemm", "dropout": "dropout", "e2e": "run", "train": "run"}
+# Options a block adds to its command's dry run, after the user's: the train block's points are `dropbench run`'s
+# at pass train (`--set workload.pass=train`, as dropbench's training step takes it).
+BLOCK_ARGS = {"train": ["--set", "workload.pass=train"]}
+# The pass a block's points must have (workload.pass; dropbench leaves the field out at the default, fwd): a `run`
+# sweep of both passes (`--set sweep.pass=[fwd,train]`) gives e2e its forward points and train its training-step
+# points; the pass axis itself is then dropped, as each block has one pass.
+PASS = {"e2e": "fwd", "train": "train"}
 # The workload fields that a block's peers read. A point's axes outside them (rounds, threshold_bits, chunk:
 # dropbench's own RNG and pipeline settings, which no peer has) are dropped; points that then coincide are
 # timed once, and their workload keeps the config's value of the dropped fields.
@@ -122,13 +155,14 @@ USES = {
     "gemm": ("sq", "embed", "dtype", "batch", "q_heads", "kv_heads", "head_dim"),
     "dropout": ("elements", "dropout_dtype", "dropout_p"),
     "e2e": ("batch", "embed", "q_heads", "kv_heads", "head_dim", "sq", "causal", "dropout_p", "dtype"),
+    "train": ("batch", "embed", "q_heads", "kv_heads", "head_dim", "sq", "causal", "dropout_p", "dtype"),
 }
 # Axes that a block always records and, when the config does not sweep them, holds at the workload's value:
 # the peers time a preset's own shape (llama3-70b: E 8192, causal, bf16 dropout tensor) where the command
 # sweeps defaults of its own (`dropbench COMMAND --help`). Passed as `--set sweep.AXIS=[value]`. gemm's dtype is
 # left to `dropbench gemm` (its fp8 and bf16 unless the config sweeps dtype).
 PINNED = {"attention": ("sq", "causal"), "gemm": ("sq", "embed"), "dropout": ("elements", "dropout_dtype"),
-          "e2e": ()}
+          "e2e": (), "train": ()}
 # The axes each command sweeps (its expand_sweep list in src/cli/cmd_*.cpp): dropbench refuses a --set sweep.AXIS
 # its command does not sweep, so each dry run gets only its command's own; the self-test checks these lists
 # against the binary.
@@ -218,6 +252,8 @@ def block_points(rep, block, base_workload):
     uses = USES[block]
     out, seen = [], set()
     for p in rep.points:
+        if block in PASS and p.workload.get("pass", "fwd") != PASS[block]:
+            continue
         missing = [k for k in uses if k not in p.workload]
         if missing:
             raise UsageError(f"dropbench {rep.command} --dry-run: points[{p.index}].workload lacks "
@@ -239,13 +275,13 @@ def plan(a, blocks):
     """(resolved config, {block: [(axes, workload)]}, where the points came from), all from dropbench."""
     binary = find_dropbench(a.dropbench)
     args = dropbench_args(a)
-    first = COMMAND[blocks[0]]
-    probe = dry_run(binary, first, command_args(args, first))
+    first, first_extra = COMMAND[blocks[0]], BLOCK_ARGS.get(blocks[0], [])
+    probe = dry_run(binary, first, command_args(args, first) + first_extra)
     if a.min_samples is not None:  # as before: --min-samples N also lifts measure.max_samples to N
         if dr.number(probe.config.get("measure", {}).get("max_samples")) < a.min_samples:
             args += ["--set", f"measure.max_samples={a.min_samples}"]
         args += ["--set", f"measure.min_samples={a.min_samples}"]
-        probe = dry_run(binary, first, command_args(args, first))
+        probe = dry_run(binary, first, command_args(args, first) + first_extra)
     # An axis that no selected block's command sweeps would be dropped everywhere: refuse it, as dropbench would.
     mine = sorted({ax for b in blocks for ax in AXES[COMMAND[b]]})
     for x in args:
@@ -270,8 +306,9 @@ def plan(a, blocks):
                 if ax not in cfg["workload"]:
                     raise UsageError(f"dropbench {first} --dry-run: config.workload lacks {ax}")
                 pins += ["--set", f"sweep.{ax}={json.dumps([cfg['workload'][ax]])}"]
-        own = command_args(args, COMMAND[b])
-        rep = probe if not pins and COMMAND[b] == first else dry_run(binary, COMMAND[b], own + pins)
+        own = command_args(args, COMMAND[b]) + BLOCK_ARGS.get(b, [])
+        same = not pins and COMMAND[b] == first and BLOCK_ARGS.get(b, []) == first_extra
+        rep = probe if same else dry_run(binary, COMMAND[b], own + pins)
         points[b] = block_points(rep, b, cfg["workload"])
         runs[b] = ["dropbench", COMMAND[b], *own, *pins, "--dry-run"]
         for ax, values in (rep.config.get("sweep") or {}).items():  # the resolved config: every block's sweeps
@@ -392,31 +429,44 @@ def read_report(path):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# --versus: dropbench's best pipeline against the best peer end-to-end block
+# --versus: dropbench's best pipeline or training-step strategy against the best peer block of the same pass
 # ---------------------------------------------------------------------------------------------------------
 
 def measured(v):
     return dr.finite(v.median) and v.median > 0
 
 
+# The peer blocks --versus compares with dropbench's `run`: the forward (e2e) and the training step (train). A run
+# point and a peer point are matched on the peer point's axes and on the pass (workload.pass, fwd where absent),
+# so a forward report meets only e2e points and a training-step report only train points.
+VERSUS_PREFIXES = ("peer:e2e", "peer:train")
+
+
+def pass_of(point):
+    return point.get("pass") or "fwd"
+
+
 def versus_rows(run_rep, peers_rep):
-    """One row per e2e point present in both (matched on every axis of the peer point: sq, and embed etc. where
-    the sweep has them): dropbench best at Philox-7 and at the best R, and the best peer."""
+    """One row per peer point present in both (matched on every axis of the peer point: sq, and embed, dtype etc.
+    where the sweep has them, and on the pass): dropbench's best pipeline (pass fwd) or strategy (pass train) at
+    Philox-7 and at the best R, and the best peer block."""
     rows = []
     for pp in peers_rep.points:
-        e2e = [v for v in pp.variants if v.name.startswith("peer:e2e") and measured(v)]
-        if not e2e:
+        blocks = [v for v in pp.variants if v.name.startswith(VERSUS_PREFIXES) and measured(v)]
+        if not blocks:
             continue
         db = [(v.median, v.name, p.get("rounds")) for p in run_rep.points
-              if all(p.get(k) == x for k, x in pp.axes.items())
+              if pass_of(p) == pass_of(pp) and all(p.get(k) == x for k, x in pp.axes.items())
               for v in p.variants if v.is_pipeline and measured(v)]
         if not db:
             continue
-        best_peer = min(e2e, key=lambda v: v.median)
+        best_peer = min(blocks, key=lambda v: v.median)
         r7 = [x for x in db if x[2] == 7]
-        rows.append({"name": peers_rep.config_name or "?", "sq": pp.get("sq"),
-                     "point": " ".join(f"{k}={x}" for k, x in pp.axes.items()),
-                     "r7": min(r7) if r7 else None, "any": min(db), "peer": best_peer, "peers": e2e})
+        point = " ".join(f"{k}={x}" for k, x in pp.axes.items() if k != "pass")
+        if "dtype" not in pp.axes and pp.get("dtype"):
+            point += f" ({pp.get('dtype')})"
+        rows.append({"name": peers_rep.config_name or "?", "sq": pp.get("sq"), "pass": pass_of(pp), "point": point,
+                     "r7": min(r7) if r7 else None, "any": min(db), "peer": best_peer, "peers": blocks})
     return rows
 
 
@@ -446,22 +496,35 @@ def brief(paths):
     return "\n".join(out)
 
 
+# The training step's target: the best peer block at least this many times dropbench's best strategy's step time.
+TRAIN_TARGET = 1.2
+
+
 def versus_markdown(pairs):
-    out = ["| preset | point | dropbench best, Philox-7 (µs) | dropbench best, any R (µs) | best peer end-to-end (µs) "
-           "| peer phases: GEMM + attention (µs) | other peer | peer / dropbench (R7) | peer / dropbench (best R) |",
-           "|---|---:|---|---|---|---|---|---:|---:|"]
+    out = ["| preset | pass | point | dropbench best, Philox-7 (µs) | dropbench best, any R (µs) | best peer block (µs) "
+           "| peer phases (µs) | other peer | peer / dropbench (R7) | peer / dropbench (best R) |",
+           "|---|---|---:|---|---|---|---|---|---:|---:|"]
+    train = []
     for run_path, peers_path in pairs:
         for r in versus_rows(read_report(run_path), read_report(peers_path)):
             pv = r["peer"]
             tp = pv.median
-            ph = " + ".join(f"{fmt3(q.median * 1e6)}" for q in pv.phases)
+            ph = " + ".join(f"{q.name} {fmt3(q.median * 1e6)}" for q in pv.phases)
             others = ", ".join(f"{v.name[5:]} {fmt3(v.median * 1e6)}" for v in r["peers"] if v is not pv)
             r7 = f"{r['r7'][1]} {fmt3(r['r7'][0] * 1e6)}" if r["r7"] else "n/a"
             anyr = f"{r['any'][1]} R{r['any'][2]} {fmt3(r['any'][0] * 1e6)}"
             x7 = f"{tp / r['r7'][0]:.2f}×" if r["r7"] else "n/a (no Philox-7 point)"
-            out.append(f"| {r['name']} | {r['point']} | {r7} | {anyr} | {pv.name[5:]} {fmt3(tp * 1e6)} | {ph} | "
-                       f"{others} | {x7} | "
-                       f"{tp / r['any'][0]:.2f}× |")
+            out.append(f"| {r['name']} | {r['pass']} | {r['point']} | {r7} | {anyr} | {pv.name[5:]} {fmt3(tp * 1e6)} | "
+                       f"{ph} | {others} | {x7} | {tp / r['any'][0]:.2f}× |")
+            if r["pass"] == "train":
+                train.append((r, tp / r["r7"][0] if r["r7"] else None))
+    if train:
+        met = [r for r, x in train if x is not None and x >= TRAIN_TARGET]
+        miss = [f"{r['name']} {r['point']} ({x:.2f}×)" if x is not None else f"{r['name']} {r['point']} (no Philox-7)"
+                for r, x in train if x is None or x < TRAIN_TARGET]
+        out.append("")
+        out.append(f"training step, peer / dropbench at Philox-7 >= {TRAIN_TARGET}×: {len(met)} of {len(train)} rows"
+                   + (f"; not met: {', '.join(miss)}" if miss else ""))
     return "\n".join(out)
 
 
@@ -567,6 +630,12 @@ class ClockPoller:
 # ---------------------------------------------------------------------------------------------------------
 # GPU mode
 # ---------------------------------------------------------------------------------------------------------
+
+# extra.gqa of the blocks that call SDPA inside their timed region (e2e, train): what a GQA shape took.
+GQA_TIMED = {"enable_gqa": "enable_gqa=True (K/V with Hkv heads)",
+             "repeat_interleave": "K/V expanded by repeat_interleave INSIDE the timed region",
+             "none (MHA)": "none (Hq = Hkv)"}
+
 
 class Gpu:
     def __init__(self, args, cfg, report):
@@ -693,6 +762,11 @@ class Gpu:
 
     def find_mode(self, backend, q, k, v, wl, p):
         """The first (gqa, layout) the backend accepts, and the refusals met on the way."""
+        return self.first_mode(backend, wl, lambda gqa, layout: self.sdpa_call(q, k, v, wl, p, gqa, layout))
+
+    def first_mode(self, backend, wl, attempt):
+        """The first (gqa, layout) of sdpa_modes for which attempt(gqa, layout) runs under the backend, and the
+        refusals (exception and warning text) met on the way."""
         torch = self.torch
         from torch.nn.attention import sdpa_kernel
         errors = []
@@ -700,7 +774,7 @@ class Gpu:
             with warnings.catch_warnings(record=True) as caught, sdpa_kernel(backend):
                 warnings.simplefilter("always")
                 try:
-                    out = self.sdpa_call(q, k, v, wl, p, gqa, layout)
+                    out = attempt(gqa, layout)
                     torch.cuda.synchronize()
                     del out
                     return (gqa, layout), errors
@@ -933,6 +1007,16 @@ class Gpu:
             if variants:
                 self.report.add_point(axes, wl, variants)
 
+    def add_block_point(self, axes, wl, variants):
+        """A point of the blocks compared with dropbench's run (e2e, train): derived.winner, t_best and t_<variant>."""
+        if not variants:
+            return
+        best = min(variants, key=lambda x: x["stats"]["median"])
+        derived = {"winner": best["name"], "t_best": best["stats"]["median"]}
+        for v in variants:
+            derived["t_" + v["name"][len("peer:"):]] = v["stats"]["median"]
+        self.report.add_point(axes, wl, variants, derived)
+
     # -- end-to-end block -----------------------------------------------------------------------------
     def e2e_block(self, points):
         from torch.nn.attention import sdpa_kernel
@@ -983,9 +1067,7 @@ class Gpu:
                 copies = self.copy_kernels(kern)
                 extra = {"block": "e2e", "gemm": info["op"], "gemm_dtype": wl["dtype"], "m": m, "n": n, "k": k,
                          "attention": f"SDPA {bname}, dropout_p={p}, is_causal={wl['causal']}",
-                         "gqa": {"enable_gqa": "enable_gqa=True (K/V with Hkv heads)",
-                                 "repeat_interleave": "K/V expanded by repeat_interleave INSIDE the timed region",
-                                 "none (MHA)": "none (Hq = Hkv)"}[gqa],
+                         "gqa": GQA_TIMED[gqa],
                          "layout": "Q/K/V are strided views of the GEMM output (no copy by this script)"
                          if layout == "views" else ".contiguous() copies of the views INSIDE the timed region",
                          "kernels": kern, "copy_kernels": copies}
@@ -997,12 +1079,196 @@ class Gpu:
                          f"attention {ph[1][1]['median'] * 1e6:.1f}; {gqa}, {layout}; copies: {copies})")
             del gemm
             self.clear()
-            if variants:
-                best = min(variants, key=lambda x: x["stats"]["median"])
-                derived = {"winner": best["name"], "t_best": best["stats"]["median"]}
-                for v in variants:
-                    derived["t_" + v["name"][len("peer:"):]] = v["stats"]["median"]
-                self.report.add_point(axes, wl, variants, derived)
+            self.add_block_point(axes, wl, variants)
+
+
+    # -- training step --------------------------------------------------------------------------------
+    def train_operands(self, wl):
+        """The step's leaves and fixed dY: X [B*SQ, E], W_qkv [(Hq+2Hkv)*dH, E], W_out [E, Hq*dH] (bf16, requiring
+        grad) and dY [B*SQ, E]; for fp8 also the e4m3 copies of X and the weights, made here (untimed): dropbench's
+        step, too, takes X and the weights in e4m3 and times only their transposes."""
+        torch = self.torch
+        m, e = wl["batch"] * wl["sq"], wl["embed"]
+        hq, hkv, d = wl["q_heads"], wl["kv_heads"], wl["head_dim"]
+        n = (hq + 2 * hkv) * d
+
+        def uniform(*shape):  # real values in [-1, 1), as gemm_setup's
+            return (torch.rand(*shape, device=self.dev, generator=self.gen, dtype=torch.float32) * 2 - 1)
+
+        ops = {"x": uniform(m, e).to(torch.bfloat16).requires_grad_(),
+               "w_qkv": uniform(n, e).to(torch.bfloat16).requires_grad_(),
+               "w_out": uniform(e, hq * d).to(torch.bfloat16).requires_grad_(),
+               "dy": uniform(m, e).to(torch.bfloat16)}
+        if wl["dtype"] == "fp8":
+            f32 = torch.float32
+            # Per-tensor scales (dequantisation factors, _scaled_mm's scale_a / scale_b): amax 300 for X, 200 for
+            # the weights as gemm_setup; unit scales for O and the gradients, as dropbench's casts.
+            ops["sx"] = torch.tensor(1 / 300, device=self.dev, dtype=f32)
+            ops["sw"] = torch.tensor(1 / 200, device=self.dev, dtype=f32)
+            ops["one"] = torch.tensor(1.0, device=self.dev, dtype=f32)
+            with torch.no_grad():
+                ops["xq"] = (ops["x"].float() / ops["sx"]).to(torch.float8_e4m3fn)
+                ops["w_qkv_q"] = (ops["w_qkv"].float() / ops["sw"]).to(torch.float8_e4m3fn)
+                ops["w_out_q"] = (ops["w_out"].float() / ops["sw"]).to(torch.float8_e4m3fn)
+        return ops, m, n, e
+
+    def fp8_linear(self):
+        """A torch.autograd.Function for Y = A W^T in fp8 as Transformer Engine computes it (PyTorch has no autograd
+        for torch._scaled_mm): forward _scaled_mm(A e4m3, W e4m3 as W.t(), fast accumulation), A cast to e4m3 here
+        when no e4m3 copy is given (the out-projection's O, unit scale), the fp8 operands saved; backward: dY cast
+        to e5m2 (unit scale), the transposed fp8 copies that cuBLASLt's TN-only fp8 GEMMs need made with
+        .t().contiguous() (TE's cast-transpose), dA = _scaled_mm(dY e5m2, (W^T e4m3).t()) and dW = _scaled_mm(dY^T e5m2, (A^T e4m3).t()),
+        without fast accumulation (TE's split accumulator), bf16 out."""
+        if getattr(self, "_fp8_linear", None) is not None:
+            return self._fp8_linear
+        torch = self.torch
+        e4m3, e5m2, bf16 = torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16
+
+        class Fp8Linear(torch.autograd.Function):
+            # O and the gradients have unit scales (sa = sg = 1 where the cast happens here), so each cast is one
+            # .to() kernel, as TE's fused scale-and-cast is one pass.
+            @staticmethod
+            def forward(ctx, a, w, aq, wq, sa, sw, sg):
+                if aq is None:
+                    aq = a.to(e4m3)
+                y = torch._scaled_mm(aq, wq.t(), scale_a=sa, scale_b=sw, out_dtype=bf16, use_fast_accum=True)
+                ctx.save_for_backward(aq, wq, sa, sw, sg)
+                return y
+
+            @staticmethod
+            def backward(ctx, dy):
+                aq, wq, sa, sw, sg = ctx.saved_tensors
+                dyq = dy.to(e5m2)
+                dyq_t = dyq.t().contiguous()  # dY^T e5m2 [N, M]
+                wq_t = wq.t().contiguous()    # W^T e4m3 [K, N]
+                aq_t = aq.t().contiguous()    # A^T e4m3 [K, M]
+                da = torch._scaled_mm(dyq, wq_t.t(), scale_a=sg, scale_b=sw, out_dtype=bf16, use_fast_accum=False)
+                dw = torch._scaled_mm(dyq_t, aq_t.t(), scale_a=sg, scale_b=sa, out_dtype=bf16, use_fast_accum=False)
+                return da, dw, None, None, None, None, None
+
+        self._fp8_linear = Fp8Linear
+        return Fp8Linear
+
+    def train_forward(self, ops, wl, p, gqa, layout):
+        """The block's forward as a PyTorch user writes it: QKV GEMM, split into Q/K/V views (reshape + transpose),
+        SDPA with dropout, output projection. Returns Y [B*SQ, E]."""
+        torch = self.torch
+        b, s, hq, hkv, d = wl["batch"], wl["sq"], wl["q_heads"], wl["kv_heads"], wl["head_dim"]
+        if wl["dtype"] == "fp8":
+            lin = self.fp8_linear()
+            y = lin.apply(ops["x"], ops["w_qkv"], ops["xq"], ops["w_qkv_q"], ops["sx"], ops["sw"], ops["one"])
+        else:
+            y = torch.matmul(ops["x"], ops["w_qkv"].t())
+        q, k, v = y.split([hq * d, hkv * d, hkv * d], dim=1)
+        q = q.view(b, s, hq, d).transpose(1, 2)
+        k = k.view(b, s, hkv, d).transpose(1, 2)
+        v = v.view(b, s, hkv, d).transpose(1, 2)
+        o = self.sdpa_call(q, k, v, wl, p, gqa, layout)  # expansion / copies, if any, inside the timed region
+        o = o.transpose(1, 2).reshape(b * s, hq * d)
+        if wl["dtype"] == "fp8":
+            return lin.apply(o, ops["w_out"], None, ops["w_out_q"], ops["one"], ops["sw"], ops["one"])
+        return torch.matmul(o, ops["w_out"].t())
+
+    def train_backward(self, y, ops):
+        """The step's backward from the fixed dY: the gradients of X, W_qkv and W_out."""
+        return self.torch.autograd.grad(y, [ops["x"], ops["w_qkv"], ops["w_out"]], grad_outputs=ops["dy"])
+
+    def train_find_mode(self, backend, ops, wl, p):
+        """The first (gqa, layout) with which the backend runs the whole step (forward and backward), and the
+        refusals met on the way."""
+        return self.first_mode(backend, wl,
+                               lambda gqa, layout: self.train_backward(self.train_forward(ops, wl, p, gqa, layout), ops))
+
+    def train_block(self, points):
+        """One sample = one training step of the block: phase fwd (QKV GEMM, SDPA with dropout, output projection)
+        then phase bwd (torch.autograd.grad of the output w.r.t. X, W_qkv and W_out, given a fixed dY)."""
+        torch = self.torch
+        from torch.nn.attention import sdpa_kernel
+        for axes, wl in points:
+            self.log(f"peers: train {axes}")
+            p = wl["dropout_p"]
+            try:
+                ops, m, n, e = self.train_operands(wl)
+            except Exception as ex:
+                self.report.add_skipped(axes, f"operands: {type(ex).__name__}: {ex}")
+                self.clear()
+                continue
+            fp8 = wl["dtype"] == "fp8"
+            gemm_op = ("torch._scaled_mm through a torch.autograd.Function (TE's recipe: e4m3 forward operands, e5m2 "
+                       "gradients, per-tensor scales, fast accumulation in the forward only)" if fp8 else
+                       "torch.matmul (bf16) with autograd")
+            variants = []
+            backends = dict(self.backends())
+            for bname in ("cudnn", "flash"):
+                backend, name, state = backends[bname], f"peer:train-{bname}", {}
+                try:
+                    mode, errors = self.train_find_mode(backend, ops, wl, p)
+                    if mode is None:
+                        self.report.add_skipped(axes, " | ".join(errors), variant=name)
+                        self.clear()
+                        continue
+                    gqa, layout = mode
+
+                    def ph_fwd(gqa=gqa, layout=layout):
+                        state.pop("grads", None)
+                        state["y"] = self.train_forward(ops, wl, p, gqa, layout)
+
+                    def ph_bwd():
+                        state["grads"] = self.train_backward(state.pop("y"), ops)
+
+                    def one(backend=backend):
+                        with sdpa_kernel(backend):
+                            ph_fwd()
+                            ph_bwd()
+
+                    with sdpa_kernel(backend):
+                        st, ph = self.measure([("fwd", ph_fwd), ("bwd", ph_bwd)])
+                    state.clear()
+                    kern = self.kernels_of(one)
+                    state.clear()
+                    # Peak memory of one step above what is allocated before it (operands, dY).
+                    self.clear()
+                    base = torch.cuda.memory_allocated(self.dev)
+                    torch.cuda.reset_peak_memory_stats(self.dev)
+                    one()
+                    torch.cuda.synchronize()
+                    peak = torch.cuda.max_memory_allocated(self.dev) - base
+                    state.clear()
+                except Exception as ex:
+                    self.report.add_skipped(axes, f"{type(ex).__name__}: {ex}", variant=name)
+                    state.clear()
+                    self.clear()
+                    continue
+                copies = self.copy_kernels(kern)
+                extra = {"block": "train", "backend": bname, "gemm": gemm_op, "gemm_dtype": wl["dtype"],
+                         "m": m, "n_qkv": n, "embed": e,
+                         "attention": f"SDPA {bname}, dropout_p={p}, is_causal={wl['causal']}, forward and backward",
+                         "backward": "torch.autograd.grad(Y, [X, W_qkv, W_out], grad_outputs=dY): dX and dW of both "
+                                     "GEMMs and the attention backward",
+                         "gqa": GQA_TIMED[gqa],
+                         "layout": "Q/K/V are views of the QKV GEMM output (split + view + transpose, no copy by "
+                                   "this script)" if layout == "views"
+                         else ".contiguous() copies of the views INSIDE the timed region",
+                         "peak_memory_bytes": peak,
+                         "peak_memory": "torch.cuda.max_memory_allocated over one step less what was allocated "
+                                        "before it (the leaves, dY and the fp8 copies)",
+                         "kernels": kern, "copy_kernels": copies}
+                if fp8:
+                    extra["fp8_inputs"] = ("X, W_qkv and W_out cast to e4m3 before the step (untimed, as dropbench's "
+                                           "step takes them in e4m3); O cast in the forward, dY cast and every "
+                                           "transposed fp8 copy (.t().contiguous()) made in the timed backward")
+                if errors:
+                    extra["refused_first"] = errors
+                t_f, t_b = ph[0][1]["median"], ph[1][1]["median"]
+                derived = {"t_step": st["median"], "t_fwd": t_f, "t_bwd": t_b,
+                           "fwd_share": t_f / st["median"] if st["median"] else None,
+                           "peak_memory_gib": peak / 2 ** 30}
+                variants.append(make_variant(name, st, ph, derived, extra))
+                self.log(f"peers:   {name}: {st['median'] * 1e6:.1f} us (fwd {t_f * 1e6:.1f} + bwd {t_b * 1e6:.1f}; "
+                         f"{gqa}, {layout}; peak {peak / 2 ** 30:.2f} GiB; copies: {copies})")
+            ops.clear()
+            self.clear()
+            self.add_block_point(axes, wl, variants)
 
 
 def device_context(torch, args, nvml):
@@ -1055,8 +1321,9 @@ def run_gpu(args, cfg, blocks, points, source):
     report = Report(args.output, ctx, cfg)
     g = Gpu(args, cfg, report)
     torch.backends.cuda.matmul.allow_tf32 = False
-    with torch.inference_mode():
-        for block in blocks:
+    for block in blocks:
+        # The training step needs autograd; every other block runs under inference mode.
+        with contextlib.nullcontext() if block == "train" else torch.inference_mode():
             getattr(g, f"{block}_block")(points[block])
     report.set_summary(final_summary(report, nvml.sm_mhz()))
     table = md_table(dr.Report.from_doc(report.doc, args.output or "<peers>"))
@@ -1072,10 +1339,11 @@ def run_gpu(args, cfg, blocks, points, source):
 def final_summary(report, sm_mhz):
     rep = dr.Report.from_doc(report.doc, report.path or "<peers>")
     summary = {"sm_mhz_at_end": sm_mhz, "skipped_variants": len(rep.skipped)}
-    e2e = [p for p in rep.points if p.variants and p.variants[0].extra.get("block") == "e2e"]
-    if e2e:
-        summary["e2e_winners"] = [{"axes": p.axes, "winner": p.derived["winner"], "t": p.derived["t_best"]}
-                                  for p in e2e]
+    for block in ("e2e", "train"):
+        pts = [p for p in rep.points if p.variants and p.variants[0].extra.get("block") == block]
+        if pts:
+            summary[f"{block}_winners"] = [{"axes": p.axes, "winner": p.derived["winner"], "t": p.derived["t_best"]}
+                                           for p in pts]
     return summary
 
 
@@ -1133,7 +1401,12 @@ def self_test(args):
        "--only / --min-time")
     ok(dropbench_args(a) == ["--config", cfgfile, "--set", "measure.min_samples=4", "--set", "sweep.sq=8192",
                              "--set", "sweep.causal=false,true"], f"dropbench args: {dropbench_args(a)}")
-    for bad, needle in ((["--only", "attention,flops"], "'flops' is not a block"), (["--min-time", "-1"], ">= 0")):
+    ok(selected_blocks(parse_args(["--only", "train"])) == ["train"]
+       and selected_blocks(parse_args(["--only", " e2e, train "])) == ["e2e", "train"]
+       and selected_blocks(parse_args([])) == list(BLOCKS) and "train" in BLOCKS, "--only train")
+    for bad, needle in ((["--only", "attention,flops"], "'flops' is not a block"), (["--min-time", "-1"], ">= 0"),
+                        (["--only", "training"], "'training' is not a block (allowed: attention, gemm, dropout, "
+                                                  "e2e, train)")):
         try:
             selected_blocks(parse_args(bad))
             ok(False, f"{bad} must be rejected")
@@ -1153,6 +1426,13 @@ def self_test(args):
     e2e_wl = pts["e2e"][0][1]
     ok([ax for ax, _ in pts["e2e"]] == [{"sq": 8192}] and e2e_wl["embed"] == 8192 and e2e_wl["rounds"] == 7
        and e2e_wl["q_heads"] == 64 and e2e_wl["causal"] is True, "e2e: rounds dropped, workload = config's rounds")
+    tr_wl = pts["train"][0][1]
+    ok([ax for ax, _ in pts["train"]] == [{"sq": 8192}] and tr_wl["pass"] == "train" and tr_wl["rounds"] == 7
+       and tr_wl["embed"] == 8192 and tr_wl["kv_heads"] == 8 and tr_wl["dtype"] == "fp8"
+       and e2e_wl.get("pass", "fwd") == "fwd", f"train: pass train from the dry run, rounds dropped: {pts['train']}")
+    ok(src["dry_runs"]["train"][1] == "run" and src["dry_runs"]["train"][-3:] == ["--set", "workload.pass=train",
+                                                                                   "--dry-run"]
+       and "workload.pass=train" not in src["dry_runs"]["e2e"], f"train's dry run: {src['dry_runs']['train']}")
     ok(all(wl["sq"] == 8192 and wl["seed"] == "0x5eed5eed" for b in BLOCKS for _, wl in pts[b]), "workloads")
     ok("sweep.causal=[true]" in src["dry_runs"]["attention"] and "sweep.embed=[8192]" in src["dry_runs"]["gemm"]
        and src["dry_runs"]["e2e"][1] == "run" and src["binary"] == binary, f"pinned axes: {src['dry_runs']}")
@@ -1165,6 +1445,20 @@ def self_test(args):
     ok(len(p2["gemm"]) == 8 and [ax["dropout_dtype"] for ax, _ in p2["dropout"]] == ["bf16", "fp32"]
        and [ax for ax, _ in p2["e2e"]] == [{"embed": e, "sq": s, "causal": c} for e in (4096, 8192)
                                            for s in (4096, 8192) for c in (False, True)], f"user sweeps: {p2}")
+    ok([ax for ax, _ in p2["train"]] == [ax for ax, _ in p2["e2e"]]
+       and all(wl["pass"] == "train" for _, wl in p2["train"]), f"train, user sweeps: {p2['train']}")
+    # train alone: its dry run is the probe (the resolved config says pass train); --dtype sweeps the precision;
+    # a run sweep of both passes gives e2e the forward points and train the training-step points
+    c4, p4, s4 = plan(parse_args(["--config", cfgfile, "--sq", "8192", "--dtype", "bf16,fp8", "--only", "train"]
+                                 + db), ["train"])
+    ok(c4["workload"]["pass"] == "train" and sorted(ax["dtype"] for ax, _ in p4["train"]) == ["bf16", "fp8"]
+       and all(ax["sq"] == 8192 and wl["dtype"] == ax["dtype"] for ax, wl in p4["train"]) and list(s4["dry_runs"]) == ["train"],
+       f"train with --dtype: {p4}")
+    _, p5, _ = plan(parse_args(["--config", cfgfile, "--sq", "8192", "--set", "sweep.pass=[fwd,train]"] + db),
+                    ["e2e", "train"])
+    ok([ax for ax, _ in p5["e2e"]] == [{"sq": 8192}] and p5["e2e"][0][1].get("pass", "fwd") == "fwd"
+       and [ax for ax, _ in p5["train"]] == [{"sq": 8192}] and p5["train"][0][1]["pass"] == "train",
+       f"sweep.pass splits by block: {p5}")
     c3, p3, _ = plan(parse_args(["--min-samples", "3000"] + db), ["dropout"])
     ok(c3["name"] == "quick" and c3["measure"]["min_samples"] == 3000 and c3["measure"]["max_samples"] == 3000
        and [ax for ax, _ in p3["dropout"]] == [{"elements": 2 ** 26, "dropout_dtype": "bf16"}],
@@ -1231,7 +1525,7 @@ def self_test(args):
         ok(dr.layout_problems(doc) == [], f"report layout: {dr.layout_problems(doc)}")
         back = dr.load(out)
         ok(back.command == "peers" and back.config == cfg and back.context["points_from"]["dry_runs"]
-           and len(back.points) == 5 and all(v.peer and v.name.startswith("peer:") for _, v in back.each_variant())
+           and len(back.points) == 6 and all(v.peer and v.name.startswith("peer:") for _, v in back.each_variant())
            and not list(back.each_variant(peer=False)), "read back: config, context, peer variants")
         ok(math.isnan(back.points[0].variants[0].derived.get("nan") or math.nan)
            and doc["points"][0]["variants"][0]["derived"]["nan"] is None, "NaN written as null")
@@ -1240,6 +1534,8 @@ def self_test(args):
         w = back.summary["e2e_winners"]
         ok(len(w) == 1 and w[0]["axes"] == {"sq": 8192} and w[0]["winner"] == "peer:e2e-a"
            and abs(w[0]["t"] - 1.045e-3) < 1e-12 and back.summary["skipped_variants"] == 1, f"summary: {back.summary}")
+        w = back.summary["train_winners"]
+        ok(len(w) == 1 and w[0]["axes"] == {"sq": 8192} and w[0]["winner"] == "peer:train-a", f"summary: {w}")
         ok("peer:gemm-a" in md_table(back) and "peer:e2e-b" in brief([out]), "markdown table, --brief")
         st = back.points[0].variants[0].stats
         ok(st.samples == 10 and abs(st.median - 1.045e-3) < 1e-12 and st.mean_clock_mhz == 1500.0, "stats")
@@ -1258,8 +1554,8 @@ def self_test(args):
             make_variant("peer:e2e-cudnn", stats_of([5.5e-3]), [("gemm", stats_of([1e-3])),
                                                                 ("attention", stats_of([4.5e-3]))])])
         md = versus_markdown([(td / "run.json", td / "e2e.json")])
-        ok("| syn | sq=8192 | fused 4900 | baseline R3 4600 | e2e-cudnn 5500 | 1000 + 4500 | e2e-flash 6000 | 1.12× | "
-           "1.20× |" in md, f"versus table: {md}")
+        ok("| syn | fwd | sq=8192 | fused 4900 | baseline R3 4600 | e2e-cudnn 5500 | gemm 1000 + attention 4500 | "
+           "e2e-flash 6000 | 1.12× | 1.20× |" in md and "training step" not in md, f"versus table: {md}")
         # Points that differ in another axis (embed) are matched on it too, not on sq alone.
         run2 = Report(str(td / "run2.json"), {"tool": "dropbench"}, {"name": "syn2"})
         run2.doc["command"] = "run"
@@ -1271,8 +1567,49 @@ def self_test(args):
             e2e2.add_point({"embed": e, "sq": 8192}, {"embed": e, "sq": 8192},
                            [make_variant("peer:e2e-cudnn", stats_of([t * 1e-3]), [("gemm", stats_of([1e-3]))])])
         md2 = versus_markdown([(td / "run2.json", td / "e2e2.json")])
-        ok("| syn2 | embed=4096 sq=8192 | baseline 2000 |" in md2 and "| syn2 | embed=16384 sq=8192 | baseline 3000 |" in md2
-           and md2.count("2.00×") == 4, f"versus matches embed: {md2}")
+        ok("| syn2 | fwd | embed=4096 sq=8192 | baseline 2000 |" in md2
+           and "| syn2 | fwd | embed=16384 sq=8192 | baseline 3000 |" in md2 and md2.count("2.00×") == 4,
+           f"versus matches embed: {md2}")
+        # The training step: a `dropbench run` report at pass train (variants: the strategies; pieces alone:* /
+        # overlap:* and an unmeasured fused-write are not strategies to compare) against peers' train points,
+        # matched on the pass and on dtype (an axis of the peers' points, a workload field of the run's). The run
+        # report also holds a forward point, which only the peers' e2e point may meet.
+        def run_variant(name, ms):
+            return dict(make_variant(name, stats_of([ms * 1e-3] if ms else [])), peer=False)
+
+        for dt, stored7 in (("bf16", 11.5), ("fp8", 11.0)):
+            trn = Report(str(td / f"train_{dt}.json"), {"tool": "dropbench"}, {"name": "llama3-70b"})
+            trn.doc["command"] = "run"
+            for r, fused, stored in ((3, 11.9, stored7 - 0.5), (7, 12.0, stored7)):
+                wl = {"sq": 8192, "rounds": r, "pass": "train", "dtype": dt}
+                trn.add_point({"sq": 8192, "rounds": r}, wl, [
+                    run_variant("fused", fused), run_variant("stored", stored), run_variant("regen-overlap", 11.8),
+                    run_variant("fused-write", 0), run_variant("alone:gemm", 0.5), run_variant("overlap:fwd", 0.9)])
+            trn.add_point({"sq": 8192, "rounds": 7, "pass": "fwd"}, {"sq": 8192, "rounds": 7, "dtype": dt},
+                          [run_variant("baseline", 1.0)])
+        ptr = Report(str(td / "peers_train.json"), {"tool": "scripts/peers.py"}, {"name": "llama3-70b"})
+        for dt, cudnn, flash in (("bf16", 15.0, 16.0), ("fp8", 12.0, 13.0)):
+            ptr.add_point({"sq": 8192, "dtype": dt}, {"sq": 8192, "dtype": dt, "pass": "train"}, [
+                make_variant(f"peer:train-{b}", stats_of([t * 1e-3]),
+                             [("fwd", stats_of([t / 3 * 1e-3])), ("bwd", stats_of([t * 2 / 3 * 1e-3]))],
+                             {"t_step": t * 1e-3}, {"block": "train"})
+                for b, t in (("cudnn", cudnn), ("flash", flash))])
+        ptr.add_point({"sq": 8192}, {"sq": 8192, "dtype": "bf16"},
+                      [make_variant("peer:e2e-cudnn", stats_of([5.5e-3]), [("gemm", stats_of([1e-3]))])])
+        md3 = versus_markdown([(td / "train_bf16.json", td / "peers_train.json"),
+                               (td / "train_fp8.json", td / "peers_train.json")])
+        rows3 = [x for x in md3.splitlines() if x.startswith("| llama3-70b")]
+        ok(rows3 == [
+            "| llama3-70b | train | sq=8192 dtype=bf16 | stored 11500 | stored R3 11000 | train-cudnn 15000 | "
+            "fwd 5000 + bwd 10000 | train-flash 16000 | 1.30× | 1.36× |",
+            "| llama3-70b | fwd | sq=8192 (bf16) | baseline 1000 | baseline R7 1000 | e2e-cudnn 5500 | gemm 1000 |  "
+            "| 5.50× | 5.50× |",
+            "| llama3-70b | train | sq=8192 dtype=fp8 | stored 11000 | stored R3 10500 | train-cudnn 12000 | "
+            "fwd 4000 + bwd 8000 | train-flash 13000 | 1.09× | 1.14× |",
+            "| llama3-70b | fwd | sq=8192 (bf16) | baseline 1000 | baseline R7 1000 | e2e-cudnn 5500 | gemm 1000 |  "
+            "| 5.50× | 5.50× |"]
+           and md3.splitlines()[-1] == "training step, peer / dropbench at Philox-7 >= 1.2×: 1 of 2 rows; not met: "
+                                       "llama3-70b sq=8192 dtype=fp8 (1.09×)", f"versus, training step: {md3}")
         (td / "not_report.json").write_text("{\"rows\": []}")
         try:
             versus_markdown([(td / "run.json", td / "not_report.json")])
@@ -1299,7 +1636,8 @@ def self_test(args):
         ok(r.returncode == 0 and r.stdout.splitlines() == [
             'attention: {"sq": 8192, "causal": true}', 'gemm: {"sq": 8192, "embed": 8192, "dtype": "fp8"}',
             'gemm: {"sq": 8192, "embed": 8192, "dtype": "bf16"}',
-            'dropout: {"elements": 1073741824, "dropout_dtype": "bf16"}', 'e2e: {"sq": 8192}'],
+            'dropout: {"elements": 1073741824, "dropout_dtype": "bf16"}', 'e2e: {"sq": 8192}',
+            'train: {"sq": 8192}'],
            f"--dry-run: rc {r.returncode} {r.stdout!r} {r.stderr!r}")
         env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
         r = subprocess.run(me + ["--config", cfgfile, "--sq", "8192", "-o", str(td / "x.json"), "--quiet"] + db,
@@ -1324,8 +1662,90 @@ def self_test(args):
             probe = "import sys; sys.path.insert(0, 'scripts'); import peers; print(peers.git_sha())"
             r = subprocess.run([sys.executable, "-c", probe], cwd=inner, capture_output=True, text=True, timeout=60)
             ok(r.returncode == 0 and r.stdout.strip() == "abc1234-archive", f"archive sha: {r.stdout!r} {r.stderr!r}")
-    print(f"peers self-test: {checks} checks passed; points from {binary} --dry-run ({time.time() - t0:.1f} s)")
+    # 8. where PyTorch is importable (the device machine; CPU suffices): the train block's step against an fp32
+    # reference on small shapes
+    try:
+        import torch
+    except Exception:
+        torch = None
+    if torch is not None:
+        for what in train_step_check(torch):
+            ok(what[1], what[0])
+        step = "; the train block's step checked against fp32 on the CPU"
+    else:
+        step = "; the train block's step against fp32: not checked (no PyTorch here)"
+    print(f"peers self-test: {checks} checks passed; points from {binary} --dry-run{step} ({time.time() - t0:.1f} s)")
     return 0
+
+
+def train_step_check(torch):
+    """[(what, passed)]: the train block's step (Gpu.train_operands / train_forward / train_backward, on the CPU
+    with SDPA's default backend and no dropout) against the same step in fp32 with plain autograd, bf16 and fp8,
+    GQA and MHA, causal and not, every (gqa, layout) the block may take; and the fp8 GEMM's autograd function
+    against the products of its dequantised fp8 operands."""
+    g = Gpu.__new__(Gpu)
+    g.torch, g.dev = torch, torch.device("cpu")
+    g.gen = torch.Generator().manual_seed(7)
+    out = []
+
+    def rel(a, b):
+        return ((a.float() - b.float()).norm() / b.float().norm()).item()
+
+    e4m3, e5m2 = torch.float8_e4m3fn, torch.float8_e5m2
+    for dtype in ("bf16", "fp8"):
+        for hq, hkv, causal in ((4, 2, True), (4, 4, False)):
+            wl = {"batch": 2, "sq": 64, "q_heads": hq, "kv_heads": hkv, "head_dim": 16, "embed": 64, "causal": causal,
+                  "dropout_p": 0.0, "dtype": dtype}
+            ops, _, _, _ = g.train_operands(wl)
+            with torch.no_grad():  # smaller values: a softmax that is not one-hot, O within e4m3's range
+                for k in ("x", "w_qkv", "w_out"):
+                    ops[k].mul_(0.25)
+                if dtype == "fp8":
+                    ops["xq"] = (ops["x"].float() / ops["sx"]).to(e4m3)
+                    ops["w_qkv_q"] = (ops["w_qkv"].float() / ops["sw"]).to(e4m3)
+                    ops["w_out_q"] = (ops["w_out"].float() / ops["sw"]).to(e4m3)
+            # the reference: fp32 operands (the fp8 ones dequantised), O rounded to e4m3 where the peer casts it
+            if dtype == "fp8":
+                x, wq, wo = (ops["xq"].float() * ops["sx"], ops["w_qkv_q"].float() * ops["sw"],
+                             ops["w_out_q"].float() * ops["sw"])
+            else:
+                x, wq, wo = (ops[k].detach().float() for k in ("x", "w_qkv", "w_out"))
+            x, wq, wo = (t.clone().requires_grad_() for t in (x, wq, wo))
+            b, s, d = wl["batch"], wl["sq"], wl["head_dim"]
+            q, k, v = (x @ wq.t()).split([hq * d, hkv * d, hkv * d], 1)
+            q, k, v = (t.reshape(b, s, -1, d).transpose(1, 2) for t in (q, k, v))
+            k, v = k.repeat_interleave(hq // hkv, 1), v.repeat_interleave(hq // hkv, 1)
+            att = (q @ k.transpose(-1, -2)) / d ** 0.5
+            if causal:
+                att = att.masked_fill(torch.triu(torch.ones(s, s, dtype=torch.bool), 1), float("-inf"))
+            o = (att.softmax(-1) @ v).transpose(1, 2).reshape(b * s, hq * d)
+            if dtype == "fp8":
+                o = o + (o.detach().to(e4m3).float() - o.detach())
+            y_ref = o @ wo.t()
+            ref = torch.autograd.grad(y_ref, [x, wq, wo], grad_outputs=ops["dy"].float())
+            tol = 0.02 if dtype == "bf16" else 0.15  # fp8: e5m2 gradients carry 2 mantissa bits
+            for gqa, layout in g.sdpa_modes(wl):
+                y = g.train_forward(ops, wl, 0.0, gqa, layout)
+                grads = g.train_backward(y, ops)
+                errs = [rel(y, y_ref)] + [rel(a, r) for a, r in zip(grads, ref)]
+                out.append((f"train step {dtype} Hq {hq} Hkv {hkv} causal {causal} {gqa}/{layout}: relative errors of "
+                            f"Y, dX, dW_qkv, dW_out {[round(e, 4) for e in errs]} (tolerance {tol})",
+                            max(errs) < tol and all(t.dtype == torch.bfloat16 for t in grads)))
+    lin = g.fp8_linear()
+    a = (torch.rand(64, 96) * 2 - 1).bfloat16().requires_grad_()
+    w = (torch.rand(48, 96) * 2 - 1).bfloat16().requires_grad_()
+    sa, sw, one = torch.tensor(1 / 300), torch.tensor(1 / 200), torch.tensor(1.0)
+    aq, wq = (a.detach().float() / sa).to(e4m3), (w.detach().float() / sw).to(e4m3)
+    dy = (torch.rand(64, 48) * 2 - 1).bfloat16()
+    for given in (True, False):
+        y = lin.apply(a, w, aq if given else None, wq, sa if given else one, sw, one)
+        af = aq.float() * sa if given else a.detach().to(e4m3).float()
+        wf, dyf = wq.float() * sw, dy.to(e5m2).float()
+        da, dw = torch.autograd.grad(y, [a, w], dy)
+        errs = [rel(y, af @ wf.t()), rel(da, dyf @ wf), rel(dw, dyf.t() @ af)]
+        out.append((f"fp8 GEMM function (A's e4m3 copy {'given' if given else 'cast in the forward'}): Y, dA, dW "
+                    f"against the dequantised operands' products {[round(e, 4) for e in errs]}", max(errs) < 0.01))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1345,7 +1765,7 @@ def parse_args(argv):
     for s in SHORTCUTS:
         ap.add_argument("--" + s.replace("_", "-"), dest="ax_" + s, metavar="V[,V...]",
                         help=f"shorthand for --set sweep.{s}=V[,V...]")
-    ap.add_argument("--only", help="comma list of blocks: attention, gemm, dropout, e2e (default: all)")
+    ap.add_argument("--only", help="comma list of blocks: attention, gemm, dropout, e2e, train (default: all)")
     ap.add_argument("-o", "--output", help="report path (rewritten after every point)")
     ap.add_argument("--md", help="also write the markdown table here")
     ap.add_argument("--min-time", type=float, help="seconds of samples per measurement (default: measure.min_time)")
@@ -1360,7 +1780,8 @@ def parse_args(argv):
                     help="the dropbench binary whose --dry-run gives the points (default: $DROPBENCH_BINARY, "
                     "else build/dropbench)")
     ap.add_argument("--versus", nargs=2, action="append", metavar=("RUN.json", "PEERS.json"),
-                    help="markdown: dropbench's best pipeline vs the best peer end-to-end block (repeatable)")
+                    help="markdown: dropbench's best pipeline or training-step strategy vs the best peer block of "
+                         "the same pass (e2e or train) (repeatable)")
     ap.add_argument("--brief", nargs="+", metavar="PEERS.json", help="print compact lines of peers reports")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     a = ap.parse_args(argv)
