@@ -59,7 +59,8 @@ class TrainRunner {
 
   BlockRunner& block() { return *block_; }
   bool fp8() const { return fp8_; }
-  // Times each GEMM's heuristic candidates (top_k > 1) and keeps the fastest; synchronises `s`.
+  // Times each GEMM's heuristic candidates (top_k > 1), on the operands of one untimed fused step, and keeps the
+  // fastest; synchronises `s`.
   void tune(cudaStream_t s);
 
   // Enqueues strategy p's step on `main` (side work joined back). rc: the RNG configuration beside the GEMMs.
