@@ -364,6 +364,10 @@ TEST_P(AttentionGpu, RejectsBadParams) {
   p = pr.params(DropoutMode::Mask, {0.1, 1, 0, 7, 8});
   p.mask_out = pr.mask.p;  // written in mode Fused only
   EXPECT_THROW(launch_attention(p, DropoutMode::Mask, nullptr), UsageError);
+  p = pr.params(DropoutMode::Fused, {0.1, 1, 0, 7, 8});
+  p.mask = nullptr;
+  p.mask_out = reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(pr.mask.p) + 2);  // the words are 4-byte stores
+  EXPECT_THROW(launch_attention(p, DropoutMode::Fused, nullptr), UsageError);
 }
 
 

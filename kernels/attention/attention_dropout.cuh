@@ -23,11 +23,12 @@
 namespace dropbench {
 namespace attn {
 
-// Mask-mode addressing of one warp's row strip: pointer to word (bh, r16, c64 = 0, lane) plus whether the
-// strip exists; tile c64 is at ptr + 32 * c64. The mask holds `mrows16` strips of every matrix starting at
-// strip r16_0 (a MaskWindow; the whole matrix: r16_0 = 0, mrows16 = rows16); `mask` is the mask's base
-// shifted back by r16_0 strips (make_kernel_args), so strip r16 of matrix bh is at (bh * mrows16 + r16) strips
-// from it. rows16 is the matrix's own strip count.
+// Addressing of one warp's row strip in a tile-layout mask (read by mode Mask, written by mode Fused with
+// mask_out): pointer to word (bh, r16, c64 = 0, lane) plus whether the strip exists; tile c64 is at
+// ptr + 32 * c64. The mask holds `mrows16` strips of every matrix starting at strip r16_0 (a MaskWindow; the
+// whole matrix: r16_0 = 0, mrows16 = rows16); `mask` is the mask's base shifted back by r16_0 strips
+// (make_kernel_args), so strip r16 of matrix bh is at (bh * mrows16 + r16) strips from it. rows16 is the
+// matrix's own strip count.
 struct MaskStrip {
   const uint32_t* ptr;
   uint32_t r16, cols64;

@@ -72,7 +72,7 @@ struct KernelArgs {
   uint32_t seed_lo, seed_hi, offset, drop;
   uint32_t rows16, cols64;
   int row0;              // first query row of the window (multiple of kBr)
-  uint32_t mask_rows16;  // mode Mask: strips per matrix the mask holds (its MaskWindow)
+  uint32_t mask_rows16;  // strips per matrix the mask (mode Mask) or mask_out (mode Fused) holds (its MaskWindow)
   int wrows, batch;      // query rows of the window, batch (the persistent wgmma kernel's tile count)
   // Mode Fused: where the kernel also stores the keep words it generates (null: nothing is stored), shifted back
   // like `mask`. A run-time pointer rather than a kernel instance of its own: a launch without it pays one test of

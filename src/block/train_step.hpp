@@ -49,7 +49,7 @@ class TrainRunner {
  public:
   struct Options {
     int top_k = 1;          // heuristic candidates of each GEMM (tune() keeps the fastest)
-    bool full_mask = true;  // allocate the whole mask (stored, regen-overlap)
+    bool full_mask = true;  // allocate the whole mask (stored, regen-overlap, fused-write)
     bool validate = true;   // allocate the gradients' reference copies
   };
   TrainRunner(const Workload& w, const Options& o, cudaStream_t setup);
