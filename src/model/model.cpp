@@ -1645,7 +1645,7 @@ const StepTime* TrainPrediction::strategy(const std::string& n) const {
 namespace {
 
 // Two pieces one after the other as one (the output projection's dX then dW beside the RNG kernel): summed
-// demand and times, the longer one's limiter.
+// demand and times, the longer one's limiter; a's clock, options and scale.
 Piece serial_pieces(const Piece& a, const Piece& b, const std::string& name) {
   Piece pc = a;
   add_to(pc.d, b.d);
@@ -1767,12 +1767,12 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
                     cast_piece(m, p, o, "transpose-w-qkv", nq, e, 1, 1),
                     cast_piece(m, p, o, "transpose-x", tokens, e, 1, 1)};
   }
+  // The GEMMs stay the side's first piece: serial_pieces keeps the first one's clock and options, which the
+  // overlap's co-resident and SM-partition timings of the side use.
   Piece out_bwd_side = serial_pieces(g_out_dx, g_out_dw, "gemm-out-dx+dw");
-  for (auto it = cast_out_bwd.rbegin(); it != cast_out_bwd.rend(); ++it)
-    out_bwd_side = serial_pieces(*it, out_bwd_side, "gemm-out-dx+dw");
-  for (const Piece& c : cast_fwd) r.casts.push_back(c.t);
-  for (const Piece& c : cast_out_bwd) r.casts.push_back(c.t);
-  for (const Piece& c : cast_qkv_bwd) r.casts.push_back(c.t);
+  for (const Piece& c : cast_out_bwd) out_bwd_side = serial_pieces(out_bwd_side, c, "gemm-out-dx+dw");
+  for (const std::vector<Piece>* v : {&cast_fwd, &cast_out_bwd, &cast_qkv_bwd})
+    for (const Piece& c : *v) r.casts.push_back(c.t);
   r.bwd_overlap = concurrent(m, o, out_bwd_side, rng, r.fwd.rng_coresident_warps, /*allow_partition=*/true);
 
   const Prediction& f = r.fwd;
