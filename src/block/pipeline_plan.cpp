@@ -117,6 +117,13 @@ std::vector<std::pair<std::string, size_t>> TrainMemory::buffers() const {
   return out;
 }
 
+AttentionBwdParams train_backward_shape(const Workload& w) {
+  AttentionBwdParams bp;
+  bp.fwd = attention_params(w, Threshold{});
+  bp.deterministic = false;
+  return bp;
+}
+
 TrainMemory train_memory(const Workload& w, bool validate) {
   const std::string what = fmt::format("workload.sq: {} (batch {}, embed {}, q_heads {}) makes the training step's buffers",
                                        w.sq, w.batch, w.embed, w.q_heads);
@@ -151,10 +158,7 @@ TrainMemory train_memory(const Workload& w, bool validate) {
   // The attention backward's own size in its fast (atomic dQ) mode, the larger one: its layout (D and the LSE copy
   // padded to 64 queries, the dQ accumulator) is the kernel's to say. Shape only: no dropout field is read.
   checked_product({o_elems, 4}, what);  // the dQ accumulator, before the backward sizes it
-  AttentionBwdParams bp;
-  bp.fwd = attention_params(w, Threshold{});
-  bp.deterministic = false;
-  t.bwd_workspace = attention_backward_workspace_bytes(bp);
+  t.bwd_workspace = attention_backward_workspace_bytes(train_backward_shape(w));
   t.fp8_scales = fp8 ? kTrainScaleSlots * kTrainScaleSlotBytes : 0;
   t.grad_ref = validate ? checked_sum({t.dqkv, t.dx, t.dw, t.dw_out}, what) : 0;
   t.total();  // checked

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/attention/bwd/attention_bwd.cuh"
 #include "src/core/config.hpp"
 #include "src/core/pipelines.hpp"
 #include "src/core/report.hpp"
@@ -83,6 +84,10 @@ PipelinePlan plan_pipelines(const BlockMemory& m, size_t free_bytes, size_t mask
 // layer above, arrives in bf16. The attention backward's workspace: attention_backward_workspace_bytes in its fast
 // mode (the timed mode; fp32 D = rowsum(dO o O) and the LSE copy, padded, plus the fp32 dQ accumulator). grad_ref:
 // validation copies of dQKV, dX, dW, dW_o (validate).
+// The training step's attention backward on the whole matrix of w, shape only (no dropout field, no buffers):
+// what train_memory sizes its workspace with and validate_train_workload checks.
+AttentionBwdParams train_backward_shape(const Workload& w);
+
 struct TrainMemory {
   size_t w_out = 0, w_out_t = 0;            // output projection weights [E, Hq*dH] (fp8: and transposed)
   size_t o_in = 0, o_t = 0, y = 0;          // fp8: O as the output projection's input, and transposed; Y

@@ -10,7 +10,6 @@
 #include "kernels/common/check.hpp"
 #include "kernels/gemm/cast_transpose.cuh"
 #include "kernels/util/util_kernels.cuh"
-#include "src/core/workload_params.hpp"
 
 namespace dropbench {
 
@@ -31,9 +30,7 @@ void validate_train_workload(const Workload& w) {
                                  tokens));
   // The step launches the attention backward on the whole matrix: a shape it refuses is refused here, with its
   // reason, before anything is sized (train_memory asks it for its workspace).
-  AttentionBwdParams bp;
-  bp.fwd = attention_params(w, Threshold{});
-  check_attention_backward_shape(bp, DropoutMode::None);
+  check_attention_backward_shape(train_backward_shape(w), DropoutMode::None);
 }
 
 struct TrainRunner::Gemms {
