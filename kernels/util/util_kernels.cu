@@ -116,24 +116,27 @@ void launch_checksum(const void* p, size_t bytes, unsigned long long* out, cudaS
   DB_CUDA_LAUNCH();
 }
 
+namespace {
+// count_diff_kernel's grid for `words` words: 256 threads a block, at most 2048 blocks.
+unsigned count_blocks(size_t words) { return static_cast<unsigned>(words / 256 + 1 < 2048 ? words / 256 + 1 : 2048); }
+}  // namespace
+
 void launch_count_diff(const void* a, const void* b, size_t bytes, unsigned long long* count, cudaStream_t s) {
   if (reinterpret_cast<uintptr_t>(a) % 4 != 0 || reinterpret_cast<uintptr_t>(b) % 4 != 0)
     throw UsageError("count_diff: the buffers must be 4-byte aligned");
   const size_t words = bytes / 4;
-  const unsigned blocks = static_cast<unsigned>(words / 256 + 1 < 2048 ? words / 256 + 1 : 2048);
-  count_diff_kernel<<<blocks, 256, 0, s>>>(static_cast<const uint32_t*>(a), static_cast<const uint32_t*>(b), 0u, words,
-                                           static_cast<const unsigned char*>(a) + words * 4,
-                                           static_cast<const unsigned char*>(b) + words * 4,
-                                           static_cast<int>(bytes % 4), count);
+  count_diff_kernel<<<count_blocks(words), 256, 0, s>>>(
+      static_cast<const uint32_t*>(a), static_cast<const uint32_t*>(b), 0u, words,
+      static_cast<const unsigned char*>(a) + words * 4, static_cast<const unsigned char*>(b) + words * 4,
+      static_cast<int>(bytes % 4), count);
   DB_CUDA_LAUNCH();
 }
 
 void launch_count_word(const void* p, size_t bytes, uint32_t pattern, unsigned long long* count, cudaStream_t s) {
   if (reinterpret_cast<uintptr_t>(p) % 4 != 0) throw UsageError("count_word: the buffer must be 4-byte aligned");
   const size_t words = bytes / 4;
-  const unsigned blocks = static_cast<unsigned>(words / 256 + 1 < 2048 ? words / 256 + 1 : 2048);
-  count_diff_kernel<<<blocks, 256, 0, s>>>(static_cast<const uint32_t*>(p), nullptr, pattern, words, nullptr, nullptr,
-                                           0, count);
+  count_diff_kernel<<<count_blocks(words), 256, 0, s>>>(static_cast<const uint32_t*>(p), nullptr, pattern, words,
+                                                        nullptr, nullptr, 0, count);
   DB_CUDA_LAUNCH();
 }
 

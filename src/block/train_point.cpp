@@ -28,10 +28,12 @@ std::vector<Candidate> piece_candidates(TrainRunner& tr, const RngConfig& rc, bo
   BlockRunner& b = tr.block();
   std::vector<Candidate> c;
   c.push_back({"alone:gemm", [&b](Sample& s) { s.phase("gemm", [&] { b.gemm().run(s.stream); }); }});
-  if ((fwd_overlap || bwd_overlap) && rc.name == "plain")
-    c.push_back({"alone:rng", [&b](Sample& s) { b.rng_static(s.stream, hook(s)); }});
-  else if (fwd_overlap || bwd_overlap)
-    c.push_back({rng_alone_name(rc), [&b, &rc](Sample& s) { b.rng_alone(rc, s.stream, hook(s)); }});
+  if (fwd_overlap || bwd_overlap) {
+    if (rc.name == "plain")
+      c.push_back({rng_alone_name(rc), [&b](Sample& s) { b.rng_static(s.stream, hook(s)); }});
+    else
+      c.push_back({rng_alone_name(rc), [&b, &rc](Sample& s) { b.rng_alone(rc, s.stream, hook(s)); }});
+  }
   if (bwd_overlap) c.push_back({"alone:gemm-out-bwd", [&tr](Sample& s) { tr.out_backward(s.stream, hook(s)); }});
   if (fwd_overlap)
     c.push_back({"overlap:fwd", [&b, &rc](Sample& s) { b.overlap_phase(b.gemm(), rc, s.stream, hook(s)); }});
