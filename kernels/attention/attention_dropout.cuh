@@ -61,13 +61,6 @@ __device__ __forceinline__ uint32_t mask_tile_word(const MaskStrip& s, uint32_t 
   return w;
 }
 
-// Mode Fused with a mask output (KernelArgs::mask_out): the lane's word of tile c64 stored where the RNG kernel
-// stores it (s: the output's strip, from mask_strip), for the tiles it generates only: c64 < tiles, with tiles =
-// mask_strip_tiles of the strip.
-__device__ __forceinline__ void store_mask_word(const MaskStrip& s, uint32_t tiles, uint32_t c64, uint32_t w) {
-  if (c64 < tiles) *const_cast<uint32_t*>(s.ptr + c64 * kWordsPerTile) = w;
-}
-
 // Fused-mode key/stream constants of one matrix bh.
 struct FusedStream {
   uint32_t key_lo, key_hi, bh, offset, drop;
@@ -90,6 +83,23 @@ __device__ __forceinline__ uint32_t mask_strip_tiles(const MaskStrip& s) {
   if (!kCausal) return s.cols64;
   const uint32_t last = (s.r16 * kTileRows + (kTileRows - 1)) / kTileCols;  // last generated c64
   return last + 1 < s.cols64 ? last + 1 : s.cols64;
+}
+
+// Mode Fused with a mask output (AttentionParams::mask_out): the lane's words of tiles c0 .. c0 + N - 1 of strip
+// r16 (word(t): tile c0 + t's) stored where the RNG kernel stores them, for the tiles it generates only. The
+// strip's addressing is made here, at the store, rather than held across the main loop: at dH 128 neither kernel
+// family has registers to spare.
+template <bool kCausal, int N, class W>
+__device__ __forceinline__ void store_mask_words(uint32_t* mask_out, uint32_t bh, uint32_t rows16, uint32_t mrows16,
+                                                 uint32_t cols64, uint32_t r16, uint32_t lane, uint32_t c0,
+                                                 const W& word) {
+  const MaskStrip s = mask_strip(mask_out, bh, rows16, mrows16, cols64, r16, lane);
+  const uint32_t tiles = mask_strip_tiles<kCausal>(s);
+#pragma unroll
+  for (int t = 0; t < N; ++t) {
+    const uint32_t c64 = c0 + static_cast<uint32_t>(t), w = word(t);
+    if (c64 < tiles) *const_cast<uint32_t*>(s.ptr + c64 * kWordsPerTile) = w;
+  }
 }
 // The lane's word at p (p = strip pointer + 32 * c64), or 0 when the tile is not read.
 __device__ __forceinline__ uint32_t mask_word_at(const uint32_t* p, bool valid) {

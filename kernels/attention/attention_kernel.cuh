@@ -357,18 +357,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(co
       }
     }
 
-    // The strips' output addressing is made here, under the mask_out test, rather than held across the loop: at
-    // dH 128 this kernel has no registers to spare.
     if constexpr (kMode == DropoutMode::Fused) {
       if (a.mask_out != nullptr) {
 #pragma unroll
-        for (int mi = 0; mi < WM; ++mi) {
-          const MaskStrip os =
-              mask_strip(a.mask_out, bh, a.rows16, a.mask_rows16, a.cols64, static_cast<uint32_t>(wrow / 16 + mi), lane);
-          const uint32_t tiles = mask_strip_tiles<kCausal>(os);
-#pragma unroll
-          for (int t = 0; t < NT; ++t) store_mask_word(os, tiles, static_cast<uint32_t>(j * NT + t), kw[mi][t]);
-        }
+        for (int mi = 0; mi < WM; ++mi)
+          store_mask_words<kCausal, NT>(a.mask_out, bh, a.rows16, a.mask_rows16, a.cols64,
+                                        static_cast<uint32_t>(wrow / 16 + mi), lane, static_cast<uint32_t>(j * NT),
+                                        [&](int t) { return kw[mi][t]; });
       }
     }
 

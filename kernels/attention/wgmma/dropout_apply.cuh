@@ -121,13 +121,9 @@ struct DropoutApply {
   // Mode Fused with mask_out: block j's keep words (word(tt): tile tt's) stored where the RNG kernel stores them.
   template <class W>
   __device__ __forceinline__ void store_words(int j, const W& word) {
-    if (args.mask_out != nullptr) {
-      const attn::MaskStrip os =
-          attn::mask_strip(args.mask_out, fstream.bh, args.rows16, args.mask_rows16, args.cols64, r16, lane);
-      const uint32_t tiles = attn::mask_strip_tiles<kCausal>(os);
-#pragma unroll
-      for (int tt = 0; tt < NT; ++tt) attn::store_mask_word(os, tiles, static_cast<uint32_t>(j * NT + tt), word(tt));
-    }
+    if (args.mask_out != nullptr)
+      attn::store_mask_words<kCausal, NT>(args.mask_out, fstream.bh, args.rows16, args.mask_rows16, args.cols64, r16,
+                                          lane, static_cast<uint32_t>(j * NT), word);
   }
 
   // kFp32Apply: the dropped elements of the fp32 P become 0 (the end of the softmax).
