@@ -21,6 +21,8 @@
 #include "src/block/block_pipelines.hpp"
 #include "src/block/pipeline_plan.hpp"
 #include "src/block/train_step.hpp"
+#include "src/cli/run_train.hpp"
+#include "src/core/bootstrap.hpp"
 #include "src/core/config.hpp"
 #include "src/core/pipelines.hpp"
 #include "src/core/workload_params.hpp"
@@ -304,6 +306,64 @@ TEST(TrainStep, BudgetLadderKeepsTheFastestAtEachBudget) {
   const auto l2 = db::model::budget_ladder({{"stored", 8.0, 100}});
   EXPECT_EQ(db::model::best_within(l2, 50), nullptr);
   EXPECT_NE(db::model::ladder_text(l2).find("else none fits"), std::string::npos);
+}
+
+// The measured verdict: ladders by sampled time and by energy over the strategies' network mask memory; each time
+// step names the runner-up within its budget and the margin with the interval from the per-round samples.
+TEST(TrainStep, MeasuredVerdictLaddersAndMargins) {
+  const uint64_t kMiB = uint64_t{1} << 20;
+  db::json train;
+  const std::map<std::string, std::pair<uint64_t, double>> s = {{"fused", {0, 13e-3}},
+                                                                {"regen-overlap", {512 * kMiB, 12.6e-3}},
+                                                                {"stored", {40960 * kMiB, 12.3e-3}},
+                                                                {"fused-write", {40960 * kMiB, 12.5e-3}}};
+  db::SampleBook book;
+  for (const auto& [name, bt] : s) {
+    train["strategies"][name]["network_mask_bytes"] = bt.first;
+    train["measured"]["t"][name] = bt.second;
+    db::SampleSeries ser;
+    ser.group = 0;
+    for (int i = 0; i < 40; ++i) ser.x.push_back(bt.second * (1 + 0.002 * ((i * 7 + name.size()) % 5 - 2)));
+    book.add(name, ser);
+  }
+  train["measured"]["energy_mj"] = {{"fused", 9000}, {"regen-overlap", 9100}, {"stored", 8800}, {"fused-write", 8700}};
+  const db::json v = db::measured_train_verdict(train, book, size_t{1} << 30);
+
+  const db::json& t = v.at("time");
+  ASSERT_EQ(t.at("ladder").size(), 3u);
+  EXPECT_EQ(t.at("ladder")[0].at("strategy"), "fused");
+  EXPECT_TRUE(t.at("ladder")[0].at("runner_up").is_null());  // nothing else holds no mask
+  EXPECT_EQ(t.at("ladder")[1].at("strategy"), "regen-overlap");
+  EXPECT_EQ(t.at("ladder")[1].at("runner_up"), "fused");
+  const db::json& top = t.at("ladder")[2];
+  EXPECT_EQ(top.at("strategy"), "stored");
+  EXPECT_EQ(top.at("from_bytes").get<uint64_t>(), 40960 * kMiB);
+  EXPECT_NEAR(top.at("t_us").get<double>(), 12300, 1e-6);
+  EXPECT_EQ(top.at("runner_up"), "fused-write");
+  const double margin = top.at("margin").get<double>();
+  EXPECT_NEAR(margin, 12.5 / 12.3, 2e-3);
+  ASSERT_TRUE(top.at("margin_ci").is_array());
+  EXPECT_LE(top.at("margin_ci")[0].get<double>(), margin);
+  EXPECT_GE(top.at("margin_ci")[1].get<double>(), margin);
+  EXPECT_GT(top.at("margin_ci")[0].get<double>(), 1.0);  // 1.6 % apart with 0.2 % noise: resolved
+  EXPECT_EQ(t.at("text"), "stored if you can spare 40.0 GiB, else regen-overlap if you can spare 512 MiB, else fused");
+  EXPECT_EQ(t.at("best_within_budget"), "regen-overlap");  // 1 GiB budget
+
+  const db::json& e = v.at("energy");
+  ASSERT_EQ(e.at("ladder").size(), 2u);
+  EXPECT_EQ(e.at("ladder")[0].at("strategy"), "fused");
+  EXPECT_EQ(e.at("ladder")[1].at("strategy"), "fused-write");
+  EXPECT_EQ(e.at("ladder")[1].at("energy_mj").get<double>(), 8700);
+  EXPECT_EQ(e.at("best_within_budget"), "fused");
+  EXPECT_FALSE(v.contains("sustained"));  // no power pass: no sustained times
+
+  // A strategy without samples in the book: the margin is the plain ratio of medians, without an interval.
+  db::SampleBook thin;
+  const db::json v2 = db::measured_train_verdict(train, thin, 0);
+  const db::json& top2 = v2.at("time").at("ladder")[2];
+  EXPECT_NEAR(top2.at("margin").get<double>(), 12.5 / 12.3, 1e-9);
+  EXPECT_TRUE(top2.at("margin_ci").is_null());
+  EXPECT_EQ(v2.at("time").at("best_within_budget"), "stored");
 }
 
 // ---- the model ----

@@ -150,7 +150,7 @@ int run_run(RunContext& ctx, const RunOptions& o) {
                      : standard_table(session.report,
                                       {"tflops", "x_baseline", "x_fused", "x_model", "hidden", "hidden_self", "coresident_share"}));
   // Human text beside the table, on stderr: stdout holds the table alone.
-  if (dry && !ctx.opts.quiet) fmt::print(stderr, "{}", train_plan_text(session.report));
+  if (!ctx.opts.quiet) fmt::print(stderr, "{}", train_plan_text(session.report));
   if (totals.counters.mismatches > 0) {
     print_stderr("dropbench: {} bitwise mismatch(es) between pipelines or mask producers (see the report)\n",
                totals.counters.mismatches);

@@ -1,6 +1,7 @@
 #include "src/cli/run_train.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -94,6 +95,15 @@ json train_strategies(const Workload& w, const BlockMemory& mem, const std::vect
   return train;
 }
 
+json verdict_json(const std::vector<model::BudgetStep>& ladder, const char* cost_key, double unit, size_t mask_budget) {
+  json steps = json::array();
+  for (const model::BudgetStep& s : ladder)
+    steps.push_back({{"from_bytes", s.from_bytes}, {"strategy", s.strategy}, {cost_key, s.seconds * unit}});
+  const model::BudgetStep* best = model::best_within(ladder, mask_budget);
+  return {{"ladder", steps}, {"text", model::ladder_text(ladder)},
+          {"best_within_budget", best ? json(best->strategy) : json(nullptr)}};
+}
+
 // A dry run walks each strategy's phases (the NVTX tree without a GPU) and gives it the model's figures.
 void dry_walk(SweepSession& session, const PipelinePlan& plan, const BlockMemory& mem, const Workload& w,
               const std::optional<model::TrainPrediction>& tp, const std::string& note, PointResult& pr) {
@@ -132,6 +142,8 @@ void measure_train(const TrainPointContext& c, const SweepPoint& pt, const std::
   tr.tune(main);
   PointScope ps{c.session.harness, tr.block(), c.opts, plan, label, pr, c.counters};
   measure_train_point(ps, tr, train_rng(c.opts));
+  json& train = pr.derived["train"];
+  train["measured"]["verdict"] = measured_train_verdict(train, ps.book, c.mask_budget);
   for (VariantResult& v : pr.variants)
     if (v.name.find(':') == std::string::npos) put_train_model(v, tp, note);
 }
@@ -199,6 +211,53 @@ void train_point(const TrainPointContext& c, const SweepPoint& pt, const std::st
   c.session.report.add_point(std::move(pr));
 }
 
+json measured_train_verdict(const json& train, const SampleBook& book, size_t mask_budget) {
+  std::map<std::string, uint64_t> bytes;
+  for (auto it = train.at("strategies").begin(); it != train.at("strategies").end(); ++it)
+    bytes[it.key()] = it.value().at("network_mask_bytes").get<uint64_t>();
+  const json& m = train.at("measured");
+  auto costs = [&](const char* key) {
+    std::vector<model::StrategyCost> c;
+    if (m.contains(key))
+      for (auto it = m.at(key).begin(); it != m.at(key).end(); ++it)
+        if (bytes.count(it.key()) && it.value().is_number() && it.value().get<double>() > 0)
+          c.push_back({it.key(), it.value().get<double>(), bytes.at(it.key())});
+    return c;
+  };
+  json out = json::object();
+  const std::vector<model::StrategyCost> t = costs("t");
+  if (!t.empty()) {
+    json v = verdict_json(model::budget_ladder(t), "t_us", 1e6, mask_budget);
+    for (json& step : v["ladder"]) {
+      const model::StrategyCost* runner = nullptr;
+      const std::string win = step.at("strategy").get<std::string>();
+      for (const model::StrategyCost& c : t)
+        if (c.name != win && c.mask_bytes <= step.at("from_bytes").get<uint64_t>() &&
+            (!runner || c.seconds < runner->seconds))
+          runner = &c;
+      if (!runner) {
+        step["runner_up"] = nullptr;
+        continue;
+      }
+      step["runner_up"] = runner->name;
+      const Interval iv = book.ratio(runner->name, win);
+      if (iv.valid) {
+        set_figure(step, "margin", iv);
+      } else {
+        step["margin"] = runner->seconds / (step.at("t_us").get<double>() * 1e-6);
+        step["margin_ci"] = nullptr;
+      }
+    }
+    out["time"] = std::move(v);
+  }
+  const std::vector<model::StrategyCost> sus = costs("t_sustained");
+  if (!sus.empty()) out["sustained"] = verdict_json(model::budget_ladder(sus), "t_us", 1e6, mask_budget);
+  // energy_mj is in mJ: the ladder's cost as given.
+  const std::vector<model::StrategyCost> e = costs("energy_mj");
+  if (!e.empty()) out["energy"] = verdict_json(model::budget_ladder(e), "energy_mj", 1, mask_budget);
+  return out;
+}
+
 std::string train_plan_text(const Report& r) {
   Table t;
   t.columns = {"point", "strategy", "mask_life", "block_mask", "held_per_layer", "network_masks", "model_step_us",
@@ -229,9 +288,14 @@ std::string train_plan_text(const Report& r) {
                                       : "; within --mask-budget: " + (pick.is_string() ? pick.get<std::string>() : "none"));
     } else
       verdicts += fmt::format("verdict {{{}}}: {}\n", label, tr.value("verdict_note", std::string("not modelled")));
+    if (tr.contains("measured") && tr.at("measured").contains("verdict"))
+      for (const char* cost : {"time", "sustained", "energy"})
+        if (tr.at("measured").at("verdict").contains(cost))
+          verdicts += fmt::format("measured verdict by {} {{{}}}: {}\n", cost, label,
+                                  tr.at("measured").at("verdict").at(cost).at("text").get<std::string>());
   }
   if (t.rows.empty()) return "";
-  return "\ntraining step (pass train; the dry run's plan and model):\n" + render(t, "md") + verdicts;
+  return "\ntraining step (pass train; the plan and the model):\n" + render(t, "md") + verdicts;
 }
 
 }  // namespace dropbench

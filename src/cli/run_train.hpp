@@ -41,9 +41,18 @@ struct TrainPointContext {
 // or measured.
 void train_point(const TrainPointContext& c, const SweepPoint& pt, const std::string& label);
 
+// The measured verdict of a point of pass train, from its strategies' network mask memory
+// (train.strategies.<name>.network_mask_bytes) and measured figures (train.measured: t, and where the power pass
+// ran t_sustained and energy_mj): for each cost -- "time" (sampled median step), "sustained" (the power pass's
+// back-to-back step) and "energy" (J per step) -- the ladder of the cheapest strategy at every budget of network mask
+// memory (as the model's verdict), its text and the pick within mask_budget (bytes; 0 = none). Each step of the
+// time ladder also names the runner-up (the fastest other strategy that fits the same budget) and the margin
+// t(runner-up) / t(winner) with its paired 95 % interval from `book`. A cost no strategy has is left out.
+json measured_train_verdict(const json& train, const SampleBook& book, size_t mask_budget);
+
 // The dry run's training-step points as text: per point and strategy the mask memory (block, held per layer,
-// network) and the model's step, forward and backward times, then the point's verdict per mask budget.
-// Empty when the report has no train point.
+// network) and the model's step, forward and backward times, then the point's verdict per mask budget (the model's,
+// and where the point was measured the measured one). Empty when the report has no train point.
 std::string train_plan_text(const Report& r);
 
 }  // namespace dropbench
