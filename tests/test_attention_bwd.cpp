@@ -15,6 +15,7 @@
 
 #include "cli_runner.hpp"
 
+#include "kernels/attention/attention_wgmma.cuh"
 #include "kernels/attention/bwd/attention_bwd.cuh"
 #include "kernels/common/check.hpp"
 
@@ -169,10 +170,10 @@ TEST(AttentionBwdHost, SizeAndNameRefuseWhatTheLaunchRefuses) {
   EXPECT_NO_THROW((void)attention_backward_kernel_name(p, DropoutMode::Fused));
 }
 
-// The mma backward stays the default until the wgmma one has run on a device: auto resolves to mma.
+// Auto resolves to the wgmma backward on an sm_90 device, else to mma (the forward's rule).
 TEST(AttentionBwdHost, KernelSelection) {
   AttentionBwdParams p = valid();
-  EXPECT_EQ(attention_backward_kernel_resolved(p), AttentionKernel::Mma);
+  EXPECT_EQ(attention_backward_kernel_resolved(p), attn_wg::device_is_sm90() ? AttentionKernel::Wgmma : AttentionKernel::Mma);
   p.fwd.kernel = AttentionKernel::Mma;
   EXPECT_EQ(attention_backward_kernel_resolved(p), AttentionKernel::Mma);
   p.fwd.kernel = AttentionKernel::Wgmma;

@@ -196,7 +196,12 @@ void check_attention_backward(const AttentionBwdParams& p, DropoutMode mode) {
 }
 
 AttentionKernel attention_backward_kernel_resolved(const AttentionBwdParams& p) {
-  return p.fwd.kernel == AttentionKernel::Wgmma ? AttentionKernel::Wgmma : AttentionKernel::Mma;
+  switch (p.fwd.kernel) {
+    case AttentionKernel::Mma: return AttentionKernel::Mma;
+    case AttentionKernel::Wgmma: return AttentionKernel::Wgmma;
+    case AttentionKernel::Auto: break;
+  }
+  return attn_wg::device_is_sm90() ? AttentionKernel::Wgmma : AttentionKernel::Mma;
 }
 
 size_t attention_backward_workspace_bytes(const AttentionBwdParams& p) {

@@ -22,9 +22,9 @@
 // Mask and Fused give the same bits); otherwise fp32 atomics into the workspace, then a conversion.
 // dK and dV are bitwise the same in both dQ modes.
 // Whole matrix only (no query-row windows), head_dim 64 or 128, SQ >= 1, Hkv divides Hq.
-// Kernel family: fwd.kernel. Auto and Mma run the mma.sync backward (the default until the wgmma one has been run on a
-// device); Wgmma the Hopper-native one (sm_90 only: a UsageError elsewhere), whose deterministic mode uses the mma
-// backward's dQ kernel.
+// Kernel family: fwd.kernel. Mma runs the mma.sync backward; Wgmma the Hopper-native one (sm_90 only: a UsageError
+// elsewhere), whose deterministic mode uses the mma backward's dQ kernel; Auto the wgmma one on an sm_90 device (the
+// current one), else the mma one.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -54,7 +54,8 @@ void check_attention_backward(const AttentionBwdParams& p, DropoutMode mode);
 // size and the kernel name call it, so a size or a name is never given for a problem the launch would refuse.
 void check_attention_backward_shape(const AttentionBwdParams& p, DropoutMode mode);
 
-// The family launch_attention_backward runs for p: Mma unless p.fwd.kernel is Wgmma (never Auto).
+// The family launch_attention_backward runs for p (never Auto): Auto is Wgmma on an sm_90 device (the current one),
+// else Mma. Auto asks the device; on a machine without one it gives Mma.
 AttentionKernel attention_backward_kernel_resolved(const AttentionBwdParams& p);
 
 // Workspace bytes: D and the LSE copy (each B*Hq*roundup(SQ, 64) fp32, 256-byte aligned) plus, unless deterministic,
