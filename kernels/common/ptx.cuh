@@ -146,6 +146,22 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_
                : "memory");
 }
 
+// 3-D tile reduce-add of the shared-memory box at src into the tensor at box coordinates (c0 innermost, c1, c2): the
+// element type, the box and its swizzle are the map's; out-of-bounds elements are not written. Completes in the
+// issuing thread's bulk async-group (bulk_commit, bulk_wait_read / bulk_wait).
+__device__ __forceinline__ void tma_reduce_add_3d(const CUtensorMap* map, int c0, int c1, int c2, uint32_t src) {
+  asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2, %3}], [%4];"
+               ::"l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(src)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Until at most N of this thread's bulk groups are pending their shared-memory reads (the source may be rewritten).
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory"); }
+// Until at most N of this thread's bulk groups are pending at all (their global writes done).
+template <int N>
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory"); }
+
 // Orders this thread's generic-proxy shared-memory writes before later async-proxy reads (wgmma operands, TMA
 // stores): each writing thread fences, then a barrier publishes the writes to the warpgroup that issues the wgmma.
 __device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }

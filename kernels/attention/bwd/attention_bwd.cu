@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "kernels/attention/attention_wgmma.cuh"
@@ -239,6 +240,8 @@ void launch_attention_backward(const AttentionBwdParams& p, DropoutMode mode, cu
     m.q = encode_rows_map(f.qkv, qkv_width(f), a.qkv_stride, f.sq, f.batch, 64, what);
     m.kv = encode_rows_map(f.qkv, qkv_width(f), a.qkv_stride, f.sq, f.batch, 128, what);
     m.dout = encode_rows_map(p.dout, o_width(f), a.dout_stride, f.sq, f.batch, 64, what);
+    std::memset(&m.dq, 0, sizeof(m.dq));
+    if (!p.deterministic) m.dq = encode_rows_map(a.dq_acc, o_width(f), o_width(f), f.sq, f.batch, 64, what, RowsMapType::Fp32);
     dispatch_wgmma(p, mode, [&](auto hd, auto md) { attn_bwd_wg::launch<hd(), md()>(a, m, f.batch, s); });
     // The deterministic dQ: the mma backward's dQ kernel (a fixed order of key blocks, no atomics).
     if (p.deterministic)

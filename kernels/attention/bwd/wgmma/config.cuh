@@ -35,16 +35,21 @@ struct Cfg {
   // written again only for the stage's next block, which the producer loads after both consumers released the
   // stage, i.e. after every read of the buffer's previous words (the chain release -> producer -> full barrier).
   static constexpr int kWordBytes = kStages * 128 * 4;
+  // The fast mode's dQ staging of one consumer: a 64-query x 64-column fp32 slice of dQ as two TMA boxes of 32
+  // columns (128-byte rows, 128-byte swizzle), the source of the tensor reduce-add into the accumulator (dq.cuh).
+  static constexpr int kDqBoxBytes = kBq * 32 * 4;
   static constexpr int kOffK = 0, kOffV = kKBytes, kOffStages = 2 * kKBytes;
   static constexpr int kOffDs = kOffStages + kStages * kStageBytes;
   static constexpr int kOffWords = kOffDs + 4 * kDsBytes;
-  static constexpr int kOffBar = kOffWords + 2 * kWordBytes;
+  static constexpr int kOffDqStage = kOffWords + 2 * kWordBytes;
+  static constexpr int kOffBar = kOffDqStage + 2 * 2 * kDqBoxBytes;
   static constexpr int kBarriers = 1 + 2 * kStages;                      // kv_full, full[s], empty[s]
   static constexpr int kSmem = 1024 + kOffBar + 8 * kBarriers;           // + alignment slack
   static_assert(kSmem <= 232448, "shared memory per block");
   // The swizzled tiles (TMA boxes, wgmma operands, dS^T) start on 1024-byte boundaries; bulk copies need 16 bytes.
   static_assert(kKBytes % 1024 == 0 && kQBytes % 1024 == 0 && kStageBytes % 1024 == 0 && kOffDs % 1024 == 0 &&
-                    kDsBytes % 1024 == 0, "1024-byte aligned tiles");
+                    kDsBytes % 1024 == 0 && kOffDqStage % 1024 == 0 && kDqBoxBytes % 1024 == 0,
+                "1024-byte aligned tiles");
   static_assert(kOffLse % 16 == 0 && kOffD % 16 == 0 && kOffMask % 16 == 0 && kOffBar % 8 == 0, "bulk copy / mbarrier alignment");
   // One stage's transaction bytes (Q, dO, LSE, D, the mask words) and K + V fit an mbarrier's tx-count.
   static_assert(2 * kQBytes + 512 + kMaskBytes < (1 << 20) && 2 * kKBytes < (1 << 20), "mbarrier tx-count");
@@ -76,6 +81,7 @@ struct Smem {
   __device__ __forceinline__ uint32_t mask(int s) const { return stage(s) + C::kOffMask; }
   __device__ __forceinline__ uint32_t ds(int c, int buf) const { return base + C::kOffDs + (2 * c + buf) * C::kDsBytes; }
   __device__ __forceinline__ uint32_t words(int c, int buf) const { return base + C::kOffWords + c * C::kWordBytes + buf * 512; }
+  __device__ __forceinline__ uint32_t dq_stage(int c) const { return base + C::kOffDqStage + c * 2 * C::kDqBoxBytes; }
   __device__ __forceinline__ uint32_t kv_full() const { return base + C::kOffBar; }
   __device__ __forceinline__ uint32_t full(int s) const { return base + C::kOffBar + 8u + 8u * s; }
   __device__ __forceinline__ uint32_t empty(int s) const { return base + C::kOffBar + 8u + 8u * (C::kStages + s); }

@@ -1,11 +1,18 @@
-// The wgmma attention backward's fast-mode dQ: consumer c adds dS K_c (its 64 keys) of the block into the fp32 dQ
-// accumulator with atomics. dS^T (the dK GEMM's A fragments, rows = keys) goes to the consumer's shared-memory buffer
-// in the 128-byte-swizzled layout TMA writes (64 key rows of 128 bytes, 16-byte chunk q ^ (row % 8)); read through a
-// descriptor as an MN-major A operand it is dS (64 queries x 64 keys). B = K_c read MN-major (keys along K, dH
-// contiguous); dH in chunks of 64 columns (32 accumulators each, atomics after each chunk). The deterministic mode
-// skips this (a run-time branch) and runs the mma backward's dQ kernel instead.
+// The wgmma attention backward's fast-mode dQ. Each consumer stores its dS^T (the dK GEMM's A fragments, rows = its 64
+// keys) into its shared-memory buffer in the 128-byte-swizzled layout TMA writes (64 key rows of 128 bytes, 16-byte
+// chunk q ^ (row % 8)); read through a descriptor as an MN-major A operand it is dS (64 queries x 64 keys). Once both
+// consumers' dS^T of the block are stored (a named barrier of the two warpgroups), the block's dQ = dS K (64 queries
+// x dH, the contraction over all 128 keys of the CTA) is split by 64-column slices of dH: slice n belongs to consumer
+// (n + buffer) % 2 (dH 128: one slice each; dH 64: the consumers take turns). The owner computes its slice with
+// wgmma (8 k-steps: the two consumers' dS against their K rows), stages it in shared memory (fp32, the reduce's
+// swizzled boxes) and one thread adds it into the fp32 accumulator with two TMA tensor reduce-adds (asynchronous: the
+// staging is reused one block later, after that thread's bulk_wait_read). Each dQ element of a block is added once per
+// CTA, by the copy engine, instead of once per consumer warp lane with atomics. The deterministic mode skips this (a
+// run-time branch) and runs the mma backward's dQ kernel instead.
 #pragma once
 #include <cstdint>
+
+#include <cuda.h>
 
 #include "kernels/attention/bwd/wgmma/config.cuh"
 #include "kernels/common/ptx.cuh"
@@ -27,34 +34,54 @@ __device__ __forceinline__ void store_ds(uint32_t buf, const uint32_t (&ds)[4][4
   ptx::fence_proxy_async_smem();  // the generic stores before the wgmma's (async proxy) reads
 }
 
-// dQ[q0 + 64 rows, h] += dS K_c (unscaled; the conversion multiplies by the softmax scale), after the warpgroup's
-// dS^T stores met at its named barrier.
+// The warp's 16 query rows of a 64 x 64 fp32 dQ slice (the m64n64 accumulator) into the staging: columns 32 b ..
+// 32 b + 31 in box b, row r at 128 r, its 16-byte chunk j at (j ^ (r % 8)). Conflict-free: per store a warp writes
+// 8 rows x 32 bytes, two wavefronts.
+__device__ __forceinline__ void store_dq_stage(uint32_t stage, const float (&dq)[32], int box_bytes, int warp, int lane) {
+#pragma unroll
+  for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int r = warp * 16 + (lane >> 2) + 8 * hh;
+      const int j = 2 * (nb & 3) + ((lane & 3) >> 1);
+      const uint32_t addr = stage + (nb >> 2) * box_bytes + r * 128 + ((j ^ (r & 7)) << 4) + (lane & 1) * 8;
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(dq[4 * nb + 2 * hh]), "f"(dq[4 * nb + 2 * hh + 1])
+                   : "memory");
+    }
+  ptx::fence_proxy_async_smem();  // the generic stores before the reduce's (async proxy) reads
+}
+
+// Consumer c's slices of dQ[q0 .. q0 + 63, head h] += dS K (unscaled; the conversion multiplies by the softmax
+// scale), once both consumers' dS^T of the block (buffer buf) are stored and this consumer's staging is free (its
+// issuing thread's earlier reduce-adds have read it: bulk_wait_read before the two warpgroups' barrier). t: the
+// thread's index in the warpgroup; its thread 0 issues the reduce-adds.
 template <class C>
-__device__ __forceinline__ void dq_atomic(const Smem<C>& sm, uint32_t ds_buf, const Args& a, int c, int64_t tok0, int h,
-                                          int q0, int warp, int lane) {
+__device__ __forceinline__ void dq_reduce(const Smem<C>& sm, const CUtensorMap* tm_dq, int buf, int c, int b, int h,
+                                          int q0, int t, int warp, int lane) {
   using namespace ptx;
   constexpr int HD = C::kHeadDim;
-  const int qr = q0 + warp * 16 + (lane >> 2);
-  const int64_t ld = static_cast<int64_t>(a.hq) * HD;
-  float* dst = a.dq_acc + (tok0 + qr) * ld + h * HD + 2 * (lane & 3);
-  const bool ok0 = qr < a.sq, ok1 = qr + 8 < a.sq;
 #pragma unroll
   for (int n = 0; n < HD / 64; ++n) {
+    if (((n + buf) & 1) != c) continue;
     float dq[32];
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      wgmma_ss_m64n64k16_bf16<1, 1>(dq, desc_sw128(ds_buf + kk * 16 * 128, 64 * 128, 1024),
-                                 desc_sw128(sm.k() + n * (C::kBk * 128) + c * 64 * 128 + kk * 16 * 128, C::kBk * 128, 1024),
+    for (int kk = 0; kk < 8; ++kk) {
+      const int half = kk >> 2, k16 = kk & 3;  // the consumer whose keys, and the k-step within them
+      wgmma_ss_m64n64k16_bf16<1, 1>(dq, desc_sw128(sm.ds(half, buf) + k16 * 16 * 128, 64 * 128, 1024),
+                                 desc_sw128(sm.k() + n * (C::kBk * 128) + half * 64 * 128 + k16 * 16 * 128, C::kBk * 128, 1024),
                                  kk > 0 ? 1 : 0);
+    }
     wgmma_commit();
     wgmma_wait<0>();
     reg_fence(dq);
-#pragma unroll
-    for (int nb = 0; nb < 8; ++nb) {
-      const int col = n * 64 + 8 * nb;
-      if (ok0) atomicAdd(reinterpret_cast<float2*>(dst + col), make_float2(dq[4 * nb], dq[4 * nb + 1]));
-      if (ok1) atomicAdd(reinterpret_cast<float2*>(dst + 8 * ld + col), make_float2(dq[4 * nb + 2], dq[4 * nb + 3]));
+    const uint32_t stage = sm.dq_stage(c);
+    store_dq_stage(stage, dq, C::kDqBoxBytes, warp, lane);
+    named_bar_sync(4 + c, 128);  // the warpgroup's slice staged
+    if (t == 0) {
+      tma_reduce_add_3d(tm_dq, h * HD + n * 64, q0, b, stage);
+      tma_reduce_add_3d(tm_dq, h * HD + n * 64 + 32, q0, b, stage + C::kDqBoxBytes);
+      bulk_commit();
     }
   }
 }

@@ -4,7 +4,7 @@
 //   mainloop.cuh  warpgroups 1, 2: the wgmma GEMMs and the loop over the CTA's blocks, dK / dV stored at the end
 //   dropout.cuh   the keep bits in the transposed (keys-as-rows) layout: mask words staged by the producer, or
 //                 regenerated with Philox by the consumers
-//   dq.cuh        the fast mode's dQ (dS^T through shared memory, wgmma, fp32 atomics)
+//   dq.cuh        the fast mode's dQ (dS^T through shared memory, wgmma, TMA reduce-add into the fp32 accumulator)
 // The per-warp arithmetic (masking, P^T, dS^T, the A fragments, the dK / dV stores) is the mma backward's
 // (bwd_tile.cuh). CTA = 128 keys of one KV head and batch, 384 threads, setmaxnreg (producer down, consumers up).
 // docs/attention-backward.md has the design.
@@ -32,7 +32,8 @@ namespace attn_bwd_wg {
 template <int HD, DropoutMode kMode>
 __global__ void __launch_bounds__(384, 1)
     attn_bwd_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_kv,
-                          const __grid_constant__ CUtensorMap tm_do, const Args a) {
+                          const __grid_constant__ CUtensorMap tm_do, const __grid_constant__ CUtensorMap tm_dq,
+                          const Args a) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
   // A plain sm_90 / PTX pass: wgmma, setmaxnreg and TMA transaction counts exist only on sm_90a.
   __trap();
@@ -52,6 +53,7 @@ __global__ void __launch_bounds__(384, 1)
     prefetch_tensormap(&tm_q);
     prefetch_tensormap(&tm_kv);
     prefetch_tensormap(&tm_do);
+    if (a.dq_atomic) prefetch_tensormap(&tm_dq);
   }
   __syncthreads();
   const int wgi = threadIdx.x / 128;
@@ -60,7 +62,7 @@ __global__ void __launch_bounds__(384, 1)
     if (threadIdx.x == 0) produce<C, kMode>(sm, w, a, &tm_q, &tm_kv, &tm_do);
   } else {
     setmaxnreg_inc<attn_wg::Regs::kConsumer>();
-    consume<C, kMode>(sm, w, a, wgi - 1);
+    consume<C, kMode>(sm, w, a, &tm_dq, wgi - 1);
   }
 #endif
 }
@@ -83,7 +85,7 @@ void launch(const Args& a, const Maps& m, int batch, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>((a.sq + Cfg<HD>::kBk - 1) / Cfg<HD>::kBk), static_cast<unsigned>(a.hkv),
                   static_cast<unsigned>(batch));
   void* args[] = {const_cast<CUtensorMap*>(&m.q), const_cast<CUtensorMap*>(&m.kv), const_cast<CUtensorMap*>(&m.dout),
-                  const_cast<Args*>(&a)};
+                  const_cast<CUtensorMap*>(&m.dq), const_cast<Args*>(&a)};
   DB_CUDA(cudaLaunchKernel(in.fn, grid, dim3(in.threads), args, static_cast<size_t>(in.smem), s));
   DB_CUDA_LAUNCH();
 }

@@ -11,13 +11,14 @@
 namespace dropbench {
 namespace attn_bwd_wg {
 
-// The three tensor maps of a launch (encode_rows_map): Q boxes of 64 rows and K / V boxes of 128 over the QKV
-// buffer, dO boxes of 64 rows over dO; 64 columns, 128-byte swizzle.
+// The tensor maps of a launch (encode_rows_map): Q boxes of 64 rows and K / V boxes of 128 over the QKV buffer, dO
+// boxes of 64 rows over dO (64 columns, 128-byte swizzle); the fast mode's reduce-add boxes of 64 rows x 32 columns
+// over the fp32 dQ accumulator (unused, zero, in the deterministic mode).
 struct Maps {
-  CUtensorMap q, kv, dout;
+  CUtensorMap q, kv, dout, dq;
 };
 
-// The dK/dV kernel (with the atomic dQ unless a.dq_atomic is 0) on a grid of (SQ / 128, Hkv, B).
+// The dK/dV kernel (with the fast mode's dQ unless a.dq_atomic is 0) on a grid of (SQ / 128, Hkv, B).
 template <int HD, DropoutMode M>
 void launch(const Args& a, const Maps& m, int batch, cudaStream_t s);
 // Its attributes (registers, local memory).

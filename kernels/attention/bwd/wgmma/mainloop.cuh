@@ -5,7 +5,8 @@
 //   (elementwise)     P^T = exp2(S^T c log2e - LSE log2e), keep bits, (P o Z)^T and dS^T (bwd_tile.cuh)
 //   dV  += (P o Z)^T dO   A = (P o Z)^T from registers (the accumulator is the A fragment), B = dO MN-major
 //   dK  += dS^T Q         A = dS^T from registers, B = Q MN-major
-//   dQ   = dS K_c     fast mode only (dq.cuh): dS^T through shared memory, read MN-major; fp32 atomics
+//   dQ  += dS K       fast mode only (dq.cuh): dS^T of both consumers through shared memory, read MN-major; one
+//                     64-column slice per owner, added by a TMA tensor reduce-add
 // Descriptor offsets: K-major k-step kk reads slice kk/4 at byte 32 (kk%4) of each row; MN-major k-step kk (16 rows
 // along K) starts 16 x 128 bytes further, the 64-column slices LBO apart, 8-row groups SBO = 1024.
 #pragma once
@@ -66,7 +67,8 @@ struct Gemms {
 // Consumer warpgroup c (0 or 1; threads 128 (c + 1) ..): its 64 keys' dK, dV over all of the CTA's iterations, and
 // in the fast mode its share of dQ.
 template <class C, DropoutMode kMode>
-__device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, const Args& a, int c) {
+__device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, const Args& a, const CUtensorMap* tm_dq,
+                                        int c) {
   using namespace ptx;
   constexpr int HD = C::kHeadDim, ST = C::kStages, NO = HD / 2;
   constexpr bool kDrop = kMode != DropoutMode::None;
@@ -83,53 +85,68 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
   for (int i = 0; i < NO; ++i) dk[i] = dv[i] = 0.f;
 
   mbar_wait_or_trap(sm.kv_full(), 0);
-  // Blocks computed (causal skips not counted): the fast mode's dS^T buffer alternates with them, so between two
-  // stores into a buffer every warp of the warpgroup met at the other buffer's barrier, after its dQ GEMM read the
-  // first. Alternating by iteration, a skipped block would let a warp store while another's dQ GEMM still reads.
-  int done = 0;
+  // The fast mode's dS^T buffers alternate by iteration: both consumers take part in every iteration there (a block
+  // consumer 1 skips it still meets the other at the barrier, with a zero dS^T), so they use the same buffer, and
+  // between two stores into a buffer both warpgroups met at the barrier of the iteration between, after their dQ
+  // GEMMs read it.
   for (int it = 0; it < w.n_it; ++it) {
     const int s = it % ST;
     const int h = w.head(it), q0 = w.q0(it);
+    const int buf = it & 1;
     // A plain spin: the trapping wait (its clock read and trap path) inside this loop keeps ptxas at the entry's 168
     // registers for the consumers (spills, serialised wgmma).
     mbar_wait(sm.full(s), static_cast<uint32_t>((it / ST) & 1));
-    if (a.causal && kc0 > q0 + 63) {  // every key after every query of the block: nothing to add
+    // Every key after every query of the block: nothing to add to dK, dV (in the fast mode the consumer still stores
+    // a zero dS^T for the other's dQ GEMM and adds its slice of dQ).
+    const bool skip = a.causal && kc0 > q0 + 63;
+    if (skip && !a.dq_atomic) {
       if (lane == 0) mbar_arrive(sm.empty(s));
       continue;
     }
-    const uint32_t bh = static_cast<uint32_t>(w.b * a.hq + h);
-    float st[32], dp[32];
-    g.issue_s_dp(s, st, dp);
-    keep.generate(bh, q0, s);
-    wgmma_wait<0>();
-    reg_fence(st);
-    reg_fence(dp);
-    [[maybe_unused]] uint32_t kw[4][2];
-    keep.read(s, q0, kw);
-    const bool edge = (kc0 + 63 >= a.sq) || (q0 + 63 >= a.sq) || (a.causal && kc0 + 63 > q0);
-    attn_bwd::probs_and_dst<kDrop>(st, dp, a, a.scale_log2, kl0, lane, kc0, q0, edge,
-                                   sm.template at<const float>(sm.lse(s)), sm.template at<const float>(sm.dsum(s)), kw);
-    uint32_t pa[4][4], ds[4][4];
-    attn_bwd::pack_a(st, pa);
-    attn_bwd::pack_a(dp, ds);
-    const uint32_t ds_buf = sm.ds(c, done++ & 1);
-    // The fast mode's dS^T stores read ds before the dK GEMM takes it as an operand (registers of a running wgmma are
-    // not to be read).
-    if (a.dq_atomic) store_ds(ds_buf, ds, warp, lane);
-    g.issue_dv_dk(s, pa, ds, dv, dk);
-    if (a.dq_atomic) named_bar_sync(1 + c, 128);  // the warpgroup's dS^T stored (waited under the dV / dK GEMMs)
-    // dV / dK done before dQ's GEMM: its accumulators then take the registers of pa / ds instead of adding to them.
-    wgmma_wait<0>();
-    reg_fence(dv);
-    reg_fence(dk);
+    if (!skip) {
+      const uint32_t bh = static_cast<uint32_t>(w.b * a.hq + h);
+      float st[32], dp[32];
+      g.issue_s_dp(s, st, dp);
+      keep.generate(bh, q0, s);
+      wgmma_wait<0>();
+      reg_fence(st);
+      reg_fence(dp);
+      [[maybe_unused]] uint32_t kw[4][2];
+      keep.read(s, q0, kw);
+      const bool edge = (kc0 + 63 >= a.sq) || (q0 + 63 >= a.sq) || (a.causal && kc0 + 63 > q0);
+      attn_bwd::probs_and_dst<kDrop>(st, dp, a, a.scale_log2, kl0, lane, kc0, q0, edge,
+                                     sm.template at<const float>(sm.lse(s)), sm.template at<const float>(sm.dsum(s)), kw);
+      uint32_t pa[4][4], ds[4][4];
+      attn_bwd::pack_a(st, pa);
+      attn_bwd::pack_a(dp, ds);
+      // The fast mode's dS^T stores read ds before the dK GEMM takes it as an operand (registers of a running wgmma
+      // are not to be read).
+      if (a.dq_atomic) store_ds(sm.ds(c, buf), ds, warp, lane);
+      g.issue_dv_dk(s, pa, ds, dv, dk);
+      if (a.dq_atomic) {  // waited under the dV / dK GEMMs: both consumers' dS^T stored, both stagings free
+        if (t == 0) bulk_wait_read<0>();
+        named_bar_sync(3, 256);
+      }
+      // dV / dK done before dQ's GEMM: its accumulators then take the registers of pa / ds instead of adding to them.
+      wgmma_wait<0>();
+      reg_fence(dv);
+      reg_fence(dk);
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      reg_fence(pa[kk]);
-      reg_fence(ds[kk]);
+      for (int kk = 0; kk < 4; ++kk) {
+        reg_fence(pa[kk]);
+        reg_fence(ds[kk]);
+      }
+    } else {
+      const uint32_t zero[4][4] = {};
+      store_ds(sm.ds(c, buf), zero, warp, lane);
+      if (t == 0) bulk_wait_read<0>();
+      named_bar_sync(3, 256);
     }
     if (lane == 0) mbar_arrive(sm.empty(s));  // Q, dO, LSE, D and the words of stage s are read
-    if (a.dq_atomic) dq_atomic<C>(sm, ds_buf, a, c, tok0, h, q0, warp, lane);
+    if (a.dq_atomic) dq_reduce<C>(sm, tm_dq, buf, c, w.b, h, q0, t, warp, lane);
   }
+  // The reduce-adds complete (their shared-memory reads and global writes) before the CTA's shared memory goes.
+  if (a.dq_atomic && t == 0) bulk_wait<0>();
   attn_bwd::store_dk_dv<HD>(a, dk, dv, tok0, kc0 + kl0, w.hk, lane);
 }
 
