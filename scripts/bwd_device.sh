@@ -91,14 +91,14 @@ if checks && [ -x "$T/test_attention_bwd_gpu" ]; then
   step tests_host 30 "$T/test_attention_bwd"
   step tests_gpu 180 "$T/test_attention_bwd_gpu" --gtest_brief=0
   step memcheck 75 compute-sanitizer --tool memcheck --error-exitcode 1 "$T/test_attention_bwd_gpu" \
-    --gtest_filter='AttentionBwdSanitize.*'
+    --gtest_filter='*AttentionBwdSanitize.*'
 elif checks; then
   SUMMARY+=("tests          not built")
 fi
 
 if checks && [ -x "$T/test_attention_bwd_gpu" ]; then
   step racecheck 90 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 1 \
-    "$T/test_attention_bwd_gpu" --gtest_filter='AttentionBwdSanitize.*'
+    "$T/test_attention_bwd_gpu" --gtest_filter='*AttentionBwdSanitize.*'
 fi
 
 if timing && [ -f "$B/libdropbench_attention.so" ]; then

@@ -7,11 +7,13 @@ median over rounds with a 95 % bootstrap interval).
     scripts/h2h_attention_bwd.py --sq 8192 --causal false,true --heads 32:8 -o bwd.json --md bwd.md
 
 Variants (PASS:FAMILY:MODE):
-  bwd:ours:{none,mask,fused}      our backward alone (fast mode: atomic dQ), from the forward's O and LSE; mask reads the
-                                  1-bit mask the RNG kernel wrote before timing; fused regenerates with Philox-R
+  bwd:ours:{none,mask,fused}      our backward alone (fast mode), from the forward's O and LSE; mask reads the 1-bit
+                                  mask the RNG kernel wrote before timing; fused regenerates with Philox-R (kernel auto:
+                                  the Hopper-native backward on sm_90)
   bwd:ours-det:{none,mask,fused}  the same, deterministic dQ
-  bwd:wg:{none,mask,fused}        the same with the Hopper-native (wgmma) backward (kernel wgmma; ours = auto, which
-  bwd:wg-det:{none,mask,fused}    runs the mma.sync backward until the wgmma one has passed its GPU tests)
+  bwd:wg:{none,mask,fused}        the same with the Hopper-native (wgmma) backward pinned (kernel wgmma)
+  bwd:wg-det:{none,mask,fused}    likewise, deterministic dQ
+  bwd:mma:{none,mask,fused}       the same with the mma.sync (FlashAttention-2-class) backward pinned (kernel mma)
   fb:ours:{none,mask,fused}       forward (wgmma) + backward; fb:ours:mask includes the RNG kernel writing the mask
   fb:wg:{none,mask,fused}         forward + the wgmma backward
   bwd:{cudnn,flash}:{none,dropout} torch.autograd.grad of SDPA's output (retain_graph), that backend forced
@@ -33,14 +35,14 @@ sys.path.insert(0, str(HERE))
 import dropbench_attn as dba  # noqa: E402
 import h2h_attention as h2h  # noqa: E402  (Runner: bursts, warm-up, rounds; statistics)
 
-DEFAULT_VARIANTS = ("bwd:ours:none,bwd:ours:mask,bwd:ours:fused,bwd:ours-det:none,bwd:wg:none,bwd:wg:mask,bwd:wg:fused,bwd:cudnn:none,bwd:cudnn:dropout,bwd:flash:none,"
+DEFAULT_VARIANTS = ("bwd:ours:none,bwd:ours:mask,bwd:ours:fused,bwd:ours-det:none,bwd:mma:none,bwd:wg:none,bwd:wg:mask,bwd:wg:fused,bwd:cudnn:none,bwd:cudnn:dropout,bwd:flash:none,"
                     "bwd:flash:dropout,fb:ours:none,fb:ours:mask,fb:ours:fused,fb:cudnn:none,fb:cudnn:dropout")
 KEY_RATIOS = (("bwd:cudnn:none", "bwd:ours:none", "cuDNN bwd none / ours none (speed-up of ours)", ">= 1.0"),
               ("bwd:flash:none", "bwd:ours:none", "FA2 bwd none / ours none", ">= 1.3"),
               ("bwd:ours:mask", "bwd:ours:none", "ours bwd mask / none", "<= 1.05"),
               ("bwd:ours:fused", "bwd:ours:none", "ours bwd regen / none", "<= 1.20"),
               ("bwd:cudnn:none", "bwd:wg:none", "cuDNN bwd none / wgmma bwd none", ">= 1.0"),
-              ("bwd:ours:none", "bwd:wg:none", "mma.sync bwd none / wgmma bwd none", ""),
+              ("bwd:mma:none", "bwd:wg:none", "mma.sync bwd none / wgmma bwd none", ""),
               ("bwd:wg:mask", "bwd:wg:none", "wgmma bwd mask / none", "<= 1.05"),
               ("bwd:wg:fused", "bwd:wg:none", "wgmma bwd regen / none", "<= 1.20"),
               ("bwd:cudnn:dropout", "bwd:ours:mask", "cuDNN bwd dropout / ours mask", ">= 1.15"),
@@ -51,9 +53,10 @@ KEY_RATIOS = (("bwd:cudnn:none", "bwd:ours:none", "cuDNN bwd none / ours none (s
               ("fb:cudnn:dropout", "fb:ours:fused", "cuDNN fwd+bwd dropout / ours fused", ">= 1.3"),
               ("fb:cudnn:none", "fb:ours:none", "cuDNN fwd+bwd none / ours none", ""))
 REL_ERR_MAX = 2e-2
-# Our backward families: the kernel choice passed to the library (auto = the mma.sync backward; wgmma = the Hopper-native
-# one) and whether dQ is deterministic.
-OUR_FAMILIES = {"ours": ("auto", False), "ours-det": ("auto", True), "wg": ("wgmma", False), "wg-det": ("wgmma", True)}
+# Our backward families: the kernel choice passed to the library (auto = the Hopper-native backward on sm_90, else the
+# mma.sync one; wgmma and mma pinned) and whether dQ is deterministic.
+OUR_FAMILIES = {"ours": ("auto", False), "ours-det": ("auto", True), "wg": ("wgmma", False), "wg-det": ("wgmma", True),
+                "mma": ("mma", False)}
 
 
 def variant_list(s):
@@ -65,7 +68,7 @@ def variant_list(s):
             (parts[1] in OUR_FAMILIES and parts[2] in ("none", "mask", "fused")) or
             (parts[1] in ("cudnn", "flash") and parts[2] in ("none", "dropout")))
         if not ok:
-            raise h2h.UsageError(f"--variants: PASS:FAMILY:MODE, PASS bwd|fb, FAMILY ours|ours-det|wg|wg-det (none|mask|fused) "
+            raise h2h.UsageError(f"--variants: PASS:FAMILY:MODE, PASS bwd|fb, FAMILY ours|ours-det|wg|wg-det|mma (none|mask|fused) "
                                  f"or cudnn|flash (none|dropout) (got {v!r})")
         if v not in out:
             out.append(v)
