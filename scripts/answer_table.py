@@ -59,12 +59,17 @@ def kernel_cell(point):
     return win, run, f"**{win}** {s:.3f}{iv} over {run}", d.get("energy_winner", "-"), t[win], d.get("sustained_winner", "-")
 
 
+def loaded(pairs, prefix):
+    """(run report, peers report or None, the run's link template, the peers' link template) per pair."""
+    for run_path, peers_path in pairs:
+        link = f"[{{}}]({prefix}{os.path.basename(run_path)})"
+        plink = f"[{{}}]({prefix}{os.path.basename(peers_path)})" if peers_path else link
+        yield dr.load(run_path), dr.load(peers_path) if peers_path else None, link, plink
+
+
 def rows(pairs, prefix):
     out = []
-    for run_path, peers_path in pairs:
-        rep = dr.load(run_path)
-        peers = dr.load(peers_path) if peers_path else None
-        link = f"[{{}}]({prefix}{os.path.basename(run_path)})"
+    for rep, peers, link, plink in loaded(pairs, prefix):
         by_r = {}
         for p in rep.points:
             by_r.setdefault(p.get("rounds"), {})[p.get("attention_kernel")] = p
@@ -78,7 +83,7 @@ def rows(pairs, prefix):
                 e2e = [v for v in pp.variants if v.name.startswith("peer:e2e") and dr.finite(v.median)]
                 if e2e:
                     pb = min(e2e, key=lambda v: v.median)
-                    vs = (f"[{pb.median / best[4]:.2f}×]({prefix}{os.path.basename(peers_path)}): {best[0]} "
+                    vs = (plink.format(f"{pb.median / best[4]:.2f}×") + f": {best[0]} "
                           f"{best_k} {best[4] * 1e6:.0f} µs vs {pb.name[len('peer:'):]} {pb.median * 1e6:.0f} µs")
             name = (rep.config_name or "?").replace("llama3-", "").upper()
             kern = [link.format(cells[k][2]) if k in cells else "-" for k in ("wgmma", "mma")]
@@ -170,11 +175,7 @@ def peer_cell(point, peers, link):
 
 def train_rows(pairs, prefix):
     out = []
-    for run_path, peers_path in pairs:
-        rep = dr.load(run_path)
-        peers = dr.load(peers_path) if peers_path else None
-        link = f"[{{}}]({prefix}{os.path.basename(run_path)})"
-        plink = f"[{{}}]({prefix}{os.path.basename(peers_path)})" if peers_path else link
+    for rep, peers, link, plink in loaded(pairs, prefix):
         name = (rep.config_name or "?").replace("llama3-", "").upper()
         for p in rep.points:
             if not is_train(p):
