@@ -195,6 +195,36 @@ __device__ __forceinline__ void store_o_lse(const KernelArgs& a, const float (&o
 // ---------------------------------------------------------------------------------------------------------
 // The kernel.
 // ---------------------------------------------------------------------------------------------------------
+// The warp's output accumulators at 0 and its rows' running max and sum at -inf and 0, before the key blocks.
+template <int WM, int DB>
+__device__ __forceinline__ void init_softmax_state(float (&o)[WM][DB][4], float (&row_max)[WM][2], float (&row_sum)[WM][2]) {
+#pragma unroll
+  for (int mi = 0; mi < WM; ++mi) {
+#pragma unroll
+    for (int d = 0; d < DB; ++d) o[mi][d][0] = o[mi][d][1] = o[mi][d][2] = o[mi][d][3] = 0.f;
+    row_max[mi][0] = row_max[mi][1] = -INFINITY;
+    row_sum[mi][0] = row_sum[mi][1] = 0.f;
+  }
+}
+
+// Key block j's keep words before S: mode Mask issues their loads now (consumed after the softmax), mode Fused starts
+// them at 0 (the Philox calls OR their parts in across the k-steps of S).
+template <DropoutMode kMode, bool kCausal, int WM, int NT>
+__device__ __forceinline__ void begin_keep_words(uint32_t (&kw)[WM][NT], const MaskStrip (&mstrip)[WM], int j) {
+  if constexpr (kMode == DropoutMode::Mask) {
+#pragma unroll
+    for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+      for (int t = 0; t < NT; ++t) kw[mi][t] = mask_tile_word<kCausal>(mstrip[mi], static_cast<uint32_t>(j * NT + t));
+  }
+  if constexpr (kMode == DropoutMode::Fused) {
+#pragma unroll
+    for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+      for (int t = 0; t < NT; ++t) kw[mi][t] = 0u;
+  }
+}
+
 template <class C, DropoutMode kMode, int R, int TW, bool kCausal>
 __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(const KernelArgs a) {
   constexpr int HD = C::kHeadDim, WM = C::kWM, BC = C::kBc, RB = C::kRowBytes;
@@ -263,13 +293,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(co
 
   float o[WM][DB][4];
   float row_max[WM][2], row_sum[WM][2];
-#pragma unroll
-  for (int mi = 0; mi < WM; ++mi) {
-#pragma unroll
-    for (int d = 0; d < DB; ++d) o[mi][d][0] = o[mi][d][1] = o[mi][d][2] = o[mi][d][3] = 0.f;
-    row_max[mi][0] = row_max[mi][1] = -INFINITY;
-    row_sum[mi][0] = row_sum[mi][1] = 0.f;
-  }
+  init_softmax_state(o, row_max, row_sum);
   const float sl2 = a.scale_log2;
 
   [[maybe_unused]] uint32_t qf[C::kQInRegs ? KS : 1][4];
@@ -297,20 +321,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(co
     const bool active = !kCausal || kv0 <= wrow + WM * 16 - 1;
     if (!active) continue;
 
-    // Mode Mask: issue the keep-word loads now, consumed after the softmax.
     [[maybe_unused]] uint32_t kw[WM][NT];
-    if constexpr (kMode == DropoutMode::Mask) {
-#pragma unroll
-      for (int mi = 0; mi < WM; ++mi)
-#pragma unroll
-        for (int t = 0; t < NT; ++t) kw[mi][t] = mask_tile_word<kCausal>(mstrip[mi], static_cast<uint32_t>(j * NT + t));
-    }
-    if constexpr (kMode == DropoutMode::Fused) {
-#pragma unroll
-      for (int mi = 0; mi < WM; ++mi)
-#pragma unroll
-        for (int t = 0; t < NT; ++t) kw[mi][t] = 0u;
-    }
+    begin_keep_words<kMode, kCausal>(kw, mstrip, j);
 
     // ---- S = Q K^T (fused mode: Philox calls interleaved across the k-steps) ----
     float s[WM][NT][8][4];
