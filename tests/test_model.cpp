@@ -999,6 +999,9 @@ TEST(Model, NewestReportsRule) {
     if (e.path().extension() != ".json" || std::find(runs.begin(), runs.end(), e.path().string()) != runs.end()) continue;
     const json d = read(e.path().string());
     if (!d.is_object() || d.value("command", "") != "run" || d.value("schema", "") != "dropbench.report") continue;
+    bool fwd = true;  // the rule's default pass: reports of the training step are not its
+    for (const json& pt : d.at("points")) fwd = fwd && pt.value("workload", json::object()).value("pass", "fwd") == "fwd";
+    if (!fwd) continue;
     EXPECT_LT(d.at("context").at("date_utc").get<std::string>(), oldest_found) << e.path();
   }
   EXPECT_TRUE(newest_reports(root, "no-such-command").empty());
@@ -1008,11 +1011,13 @@ TEST(Model, NewestReportsRule) {
   const auto dir = std::filesystem::temp_directory_path() / ("dropbench_newest_" + std::to_string(::getpid()));
   for (const char* sub : {"verdict/a", "power", "rng", "sweeps"}) std::filesystem::create_directories(dir / sub);
   auto write = [&](const std::string& rel, const std::string& command, const char* date, const char* sha,
-                   bool dry = false) {
+                   bool dry = false, const char* pass = nullptr) {
     json ctx = {{"git_sha", sha}, {"dry_run", dry}};
     if (date) ctx["date_utc"] = date;
+    json points = json::array();
+    if (pass) points.push_back({{"workload", {{"pass", pass}}}});
     const json rep = {{"schema", "dropbench.report"}, {"schema_version", 1}, {"command", command},
-                      {"context", ctx},            {"points", json::array()}};
+                      {"context", ctx},            {"points", points}};
     std::ofstream(dir / rel) << rep.dump();
   };
   write("verdict/a/new.json", "run", "2026-12-02T09:06:13Z", "bbb");
@@ -1021,10 +1026,14 @@ TEST(Model, NewestReportsRule) {
   write("sweeps/no_date.json", "run", nullptr, "ccc");
   write("sweeps/dry.json", "run", "2026-12-03T00:00:00Z", "ddd", true);
   write("rng/rng.json", "rng", "2026-12-04T00:00:00Z", "eee");
+  write("sweeps/train.json", "run", "2026-12-05T00:00:00Z", "fff", false, "train");  // another pass: newer, not fwd's
   const auto got = newest_reports(dir.string(), "run");
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(std::filesystem::path(got[0]).lexically_relative(dir), "power/same_sha.json");
   EXPECT_EQ(std::filesystem::path(got[1]).lexically_relative(dir), "verdict/a/new.json");
+  const auto train = newest_reports(dir.string(), "run", "train");
+  ASSERT_EQ(train.size(), 1u);
+  EXPECT_EQ(std::filesystem::path(train[0]).lexically_relative(dir), "sweeps/train.json");
   std::filesystem::remove_all(dir);
 }
 

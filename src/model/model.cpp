@@ -1714,6 +1714,22 @@ Piece cast_piece(const Machine& m, const Profile& p, const Options& o, const std
   return pc;
 }
 
+// The fused forward writing its keep words: the fused kernel's demand plus the mask's bytes written.
+Piece fused_write_piece(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
+  const double mask_bytes = window_tiles(w, {}) * 128.0 * static_cast<double>(w.batch) * w.q_heads;
+  AttnDerive write;
+  write.name = "attention(fused-write)";
+  write.adjust = [mask_bytes](Demand& d) {
+    d["hbm_bytes"] += mask_bytes;
+    d["l2_bytes"] += mask_bytes;
+  };
+  try {
+    return attention_piece(m, p, w, "fused", {}, o, write);
+  } catch (const UsageError&) {
+    return attention_piece(m, p, w, "fused-composed", {}, o, write);
+  }
+}
+
 }  // namespace
 
 TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
@@ -1732,20 +1748,7 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
   const Piece g_dw = gemm_piece(m, p, w, o, GemmMnk{qkv.n, e, tokens}, "gemm-dw");
   const Piece rng = rng_piece(m, p, w, "tile", {}, o);
   const Piece b_mask = attention_bwd_mask_piece(m, p, w, o);
-  // The fused forward writing its keep words: the fused kernel's demand plus the mask's bytes written.
-  const double mask_bytes = window_tiles(w, {}) * 128.0 * static_cast<double>(w.batch) * w.q_heads;
-  AttnDerive write;
-  write.name = "attention(fused-write)";
-  write.adjust = [mask_bytes](Demand& d) {
-    d["hbm_bytes"] += mask_bytes;
-    d["l2_bytes"] += mask_bytes;
-  };
-  Piece fw;
-  try {
-    fw = attention_piece(m, p, w, "fused", {}, o, write);
-  } catch (const UsageError&) {
-    fw = attention_piece(m, p, w, "fused-composed", {}, o, write);
-  }
+  const Piece fw = fused_write_piece(m, p, w, o);
   r.gemm_out = g_out.t;
   r.gemm_out_dx = g_out_dx.t;
   r.gemm_out_dw = g_out_dw.t;

@@ -225,7 +225,8 @@ MeasuredReport load_measured_report(const std::string& path, const std::string& 
   return r;
 }
 
-std::vector<std::string> newest_reports(const std::string& results_dir, const std::string& command) {
+std::vector<std::string> newest_reports(const std::string& results_dir, const std::string& command,
+                                        const std::string& pass) {
   namespace fs = std::filesystem;
   struct Found {
     std::string path, date, sha;
@@ -248,6 +249,13 @@ std::vector<std::string> newest_reports(const std::string& results_dir, const st
     if (!d.is_object() || d.value("schema", "") != "dropbench.report" || d.value("command", "") != command) continue;
     const json ctx = d.contains("context") && d["context"].is_object() ? d["context"] : json::object();
     if (ctx.value("dry_run", false)) continue;
+    bool of_pass = true;
+    if (d.contains("points") && d["points"].is_array())
+      for (const json& pt : d["points"]) {
+        const json wl = pt.is_object() && pt.contains("workload") && pt["workload"].is_object() ? pt["workload"] : json::object();
+        of_pass = of_pass && wl.value("pass", std::string("fwd")) == pass;
+      }
+    if (!of_pass) continue;
     found.push_back({e.path().string(), text(ctx, "date_utc"), text(ctx, "git_sha")});
   }
   if (found.empty()) return {};

@@ -20,11 +20,13 @@ struct MeasuredReport {
 // schema, a malformed point or an unmodelled command.
 MeasuredReport load_measured_report(const std::string& path, const std::string& who = "--report");
 
-// The newest committed reports of `command` (rng, attention, gemm, run) below a machine's results folder
-// (e.g. results/h200, any depth): of the measured reports of that command, the newest by context.date_utc and every
-// other one built from the same git sha (the reports of one measuring call); none: empty. The rule the accuracy
-// tests use, so that newly committed reports replace the old ones without a list.
-std::vector<std::string> newest_reports(const std::string& results_dir, const std::string& command);
+// The newest committed reports of `command` (rng, attention, gemm, run) at `pass` below a machine's results folder
+// (e.g. results/h200, any depth): of the measured reports of that command whose every point is of that pass
+// (workload.pass; absent = fwd), the newest by context.date_utc and every other one built from the same git sha (the
+// reports of one measuring call); none: empty. The rule the accuracy tests use, so that newly committed reports
+// replace the old ones without a list.
+std::vector<std::string> newest_reports(const std::string& results_dir, const std::string& command,
+                                        const std::string& pass = "fwd");
 
 // One comparison: a measured median against a prediction.
 struct ReportRow {
