@@ -3,9 +3,10 @@
 #   1. configure + build only what it needs (the backward's tests, the C ABI library) into BUILD_DIR, -j16;
 #   2. resources of the backward kernels (cuobjdump -res-usage of their objects);
 #   3. the backward GPU tests and the host tests (tests/test_attention_bwd_gpu, tests/test_attention_bwd);
-#   4. compute-sanitizer memcheck and racecheck on the small backward cases (AttentionBwdSanitize.*, both families);
+#   4. compute-sanitizer memcheck and racecheck on the small backward cases (Kernels/AttentionBwdSanitize.*, both families);
 #   5. timing: scripts/h2h_attention_bwd.py -- ours (none / mask / regen Philox-7; backward alone and fwd+bwd)
-#      against PyTorch SDPA's backward (cuDNN, flash) in one process, SQ 8192, 32/8 heads, dH 128, causal and not;
+#      against PyTorch SDPA's backward (cuDNN, flash) in one process, SQ 8192 and 16384, 32/8 heads, dH 128 and 64,
+#      causal and not;
 #   6. the two backward families (mma, wgmma) through `dropbench attention` (pass bwd, none / mask / fused), SQ 8192,
 #      dH 128 and 64, causal and not: the wgmma backward's first timings and its bitwise check against fused.
 # Every step runs under `timeout`, within an overall budget; a failing step does not stop the others. A cold build
@@ -102,8 +103,8 @@ if checks && [ -x "$T/test_attention_bwd_gpu" ]; then
 fi
 
 if timing && [ -f "$B/libdropbench_attention.so" ]; then
-  step h2h_bwd 200 python3 scripts/h2h_attention_bwd.py --lib "$B/libdropbench_attention.so" --sq 8192 \
-    --head-dim 128 --heads 32:8 --causal false,true --rounds 6 --burst-ms 30 --warmup-s 1 \
+  step h2h_bwd 330 python3 scripts/h2h_attention_bwd.py --lib "$B/libdropbench_attention.so" --sq 8192,16384 \
+    --head-dim 128,64 --heads 32:8 --causal false,true --rounds 6 --burst-ms 30 --warmup-s 1 \
     -o "$OUTDIR/h2h_bwd.json" --md "$OUTDIR/h2h_bwd.md"
 fi
 

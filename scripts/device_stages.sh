@@ -30,7 +30,8 @@
 #            $TRAIN_ARGS added to its arguments, e.g. "--seq 4096 --steps 400")
 #   train    the training step (`dropbench run`, workload.pass = train; stage_train): its GPU tests
 #            (test_train_step_gpu, test_cast_transpose_gpu, GemmTrainOperands.*), memcheck of one small step, then
-#            the Llama-3 presets $TRAIN_PRESETS (default "8b 70b") at SQ 8192, R 7, bf16 and fp8, with power passes
+#            the Llama-3 presets $TRAIN_PRESETS (default "8b 70b") at SQ 8192, R $TRAIN_ROUNDS (default [3,5,7]),
+#            bf16 and fp8, with power passes
 #            (TRAIN_TESTS=0: no tests and no memcheck, when the gpu and trainmc stages ran them), then the PyTorch
 #            training-step peers at the same points (scripts/peers.py --only train, bf16 and fp8) and the
 #            `peers.py --versus` table of each preset's step against them
@@ -100,8 +101,8 @@ stage_train() {
   for p in ${TRAIN_PRESETS:-8b 70b}; do
     for dt in bf16 fp8; do
       [ "$(left)" -lt 60 ] && { echo "train $p $dt: skipped ($(left) s left)"; continue; }
-      timeout "$(cap 150)" "$B/dropbench" run --config "configs/llama3-$p.json" "${P[@]}" --set workload.pass=train \
-        --set "workload.dtype=$dt" --set 'sweep.rounds=[7]' --set measure.power_time=0.3 \
+      timeout "$(cap 300)" "$B/dropbench" run --config "configs/llama3-$p.json" "${P[@]}" --set workload.pass=train \
+        --set "workload.dtype=$dt" --set "sweep.rounds=${TRAIN_ROUNDS:-[3,5,7]}" --set measure.power_time=0.3 \
         -o "$O/train_llama3-${p}_$dt.json" > "$O/train_llama3-${p}_$dt.md" 2>> "$O/err.log"
       echo "train $p $dt: exit $?"; smi
     done
