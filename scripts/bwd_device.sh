@@ -3,7 +3,8 @@
 #   1. configure + build only what it needs (the backward's tests, the C ABI library) into BUILD_DIR, -j16;
 #   2. resources of the backward kernels (cuobjdump -res-usage of their objects);
 #   3. the backward GPU tests and the host tests (tests/test_attention_bwd_gpu, tests/test_attention_bwd);
-#   4. compute-sanitizer memcheck and racecheck on the small backward cases (Kernels/AttentionBwdSanitize.*, both families);
+#   4. compute-sanitizer memcheck and racecheck on the small backward cases (Kernels/AttentionBwdSanitize.*, both
+#      families);
 #   5. timing: scripts/h2h_attention_bwd.py -- ours (none / mask / regen Philox-7; backward alone and fwd+bwd)
 #      against PyTorch SDPA's backward (cuDNN, flash) in one process, SQ 8192 and 16384, 32/8 heads, dH 128 and 64,
 #      causal and not;
