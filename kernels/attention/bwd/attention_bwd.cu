@@ -190,10 +190,11 @@ void check_attention_backward(const AttentionBwdParams& p, DropoutMode mode) {
   if (misaligned(p.dqkv, 4)) bad("dqkv must be 4-byte aligned");
   if (misaligned(p.workspace, 8)) bad("workspace must be 8-byte aligned");
   if (mode == DropoutMode::Mask && f.mask == nullptr) bad("mode mask needs a mask");
-  // The wgmma kernel's bulk copies of the mask words and of the workspace's D / LSE rows need 16-byte alignment.
-  if (mode == DropoutMode::Mask && f.kernel == AttentionKernel::Wgmma && misaligned(f.mask, 16))
-    bad("mask must be 16-byte aligned (kernel wgmma)");
-  if (f.kernel == AttentionKernel::Wgmma && misaligned(p.workspace, 16)) bad("workspace must be 16-byte aligned (kernel wgmma)");
+  // The wgmma kernel's bulk copies of the mask words and of the workspace's D / LSE rows, and its tensor map over the
+  // workspace's dQ accumulator, need 16-byte alignment (kernel wgmma, or auto where it resolves to wgmma).
+  const bool wg = uses_wgmma(p);
+  if (mode == DropoutMode::Mask && wg && misaligned(f.mask, 16)) bad("mask must be 16-byte aligned (kernel wgmma)");
+  if (wg && misaligned(p.workspace, 16)) bad("workspace must be 16-byte aligned (kernel wgmma)");
 }
 
 AttentionKernel attention_backward_kernel_resolved(const AttentionBwdParams& p) {

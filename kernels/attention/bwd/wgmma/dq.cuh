@@ -6,7 +6,7 @@
 // (n + buffer) % 2 (dH 128: one slice each; dH 64: the consumers take turns). The owner computes its slice with
 // wgmma (8 k-steps: the two consumers' dS against their K rows), stages it in shared memory (fp32, the reduce's
 // swizzled boxes) and one thread adds it into the fp32 accumulator with two TMA tensor reduce-adds (asynchronous: the
-// staging is reused one block later, after that thread's bulk_wait_read). Each dQ element of a block is added once per
+// staging is written again at the consumer's next slice, one or two blocks later, after that thread's bulk_wait_read). Each dQ element of a block is added once per
 // CTA, by the copy engine, instead of once per consumer warp lane with atomics. The deterministic mode skips this (a
 // run-time branch) and runs the mma backward's dQ kernel instead.
 #pragma once
@@ -60,6 +60,8 @@ __device__ __forceinline__ void dq_reduce(const Smem<C>& sm, const CUtensorMap* 
                                           int q0, int t, int warp, int lane) {
   using namespace ptx;
   constexpr int HD = C::kHeadDim;
+  // At most one slice per consumer and call: a second would overwrite the staging its first reduce-add still reads.
+  static_assert(HD / 64 <= 2, "one dQ slice per consumer per block");
 #pragma unroll
   for (int n = 0; n < HD / 64; ++n) {
     if (((n + buf) & 1) != c) continue;
