@@ -235,6 +235,10 @@ std::vector<std::string> newest_reports(const std::string& results_dir, const st
     const auto it = ctx.find(key);
     return it != ctx.end() && it->is_string() ? it->get<std::string>() : std::string();
   };
+  auto point_pass = [](const json& pt) {  // workload.pass, absent = fwd
+    const json* wl = pt.is_object() && pt.contains("workload") ? &pt["workload"] : nullptr;
+    return wl && wl->is_object() ? wl->value("pass", std::string("fwd")) : std::string("fwd");
+  };
   std::vector<Found> found;
   std::error_code ec;
   for (const auto& e : fs::recursive_directory_iterator(results_dir, ec)) {
@@ -249,13 +253,10 @@ std::vector<std::string> newest_reports(const std::string& results_dir, const st
     if (!d.is_object() || d.value("schema", "") != "dropbench.report" || d.value("command", "") != command) continue;
     const json ctx = d.contains("context") && d["context"].is_object() ? d["context"] : json::object();
     if (ctx.value("dry_run", false)) continue;
-    bool of_pass = true;
-    if (d.contains("points") && d["points"].is_array())
-      for (const json& pt : d["points"]) {
-        const json wl = pt.is_object() && pt.contains("workload") && pt["workload"].is_object() ? pt["workload"] : json::object();
-        of_pass = of_pass && wl.value("pass", std::string("fwd")) == pass;
-      }
-    if (!of_pass) continue;
+    const auto pts = d.find("points");
+    if (pts != d.end() && pts->is_array() &&
+        !std::all_of(pts->begin(), pts->end(), [&](const json& pt) { return point_pass(pt) == pass; }))
+      continue;
     found.push_back({e.path().string(), text(ctx, "date_utc"), text(ctx, "git_sha")});
   }
   if (found.empty()) return {};

@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <string>
 
 #include "kernels/attention/attention_wgmma.cuh"
@@ -236,12 +235,11 @@ void launch_attention_backward(const AttentionBwdParams& p, DropoutMode mode, cu
   if (!p.deterministic)
     DB_CUDA(cudaMemsetAsync(a.dq_acc, 0, static_cast<size_t>(rows) * o_width(f) * sizeof(float), s));
   if (wg) {
-    attn_bwd_wg::Maps m;
+    attn_bwd_wg::Maps m{};  // dq stays zero in the deterministic mode (unused there)
     const char* what = "attention backward (wgmma)";
     m.q = encode_rows_map(f.qkv, qkv_width(f), a.qkv_stride, f.sq, f.batch, 64, what);
     m.kv = encode_rows_map(f.qkv, qkv_width(f), a.qkv_stride, f.sq, f.batch, 128, what);
     m.dout = encode_rows_map(p.dout, o_width(f), a.dout_stride, f.sq, f.batch, 64, what);
-    std::memset(&m.dq, 0, sizeof(m.dq));
     if (!p.deterministic) m.dq = encode_rows_map(a.dq_acc, o_width(f), o_width(f), f.sq, f.batch, 64, what, RowsMapType::Fp32);
     dispatch_wgmma(p, mode, [&](auto hd, auto md) { attn_bwd_wg::launch<hd(), md()>(a, m, f.batch, s); });
     // The deterministic dQ: the mma backward's dQ kernel (a fixed order of key blocks, no atomics).

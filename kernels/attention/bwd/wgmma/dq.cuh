@@ -6,9 +6,10 @@
 // (n + buffer) % 2 (dH 128: one slice each; dH 64: the consumers take turns). The owner computes its slice with
 // wgmma (8 k-steps: the two consumers' dS against their K rows), stages it in shared memory (fp32, the reduce's
 // swizzled boxes) and one thread adds it into the fp32 accumulator with two TMA tensor reduce-adds (asynchronous: the
-// staging is written again at the consumer's next slice, one or two blocks later, after that thread's bulk_wait_read). Each dQ element of a block is added once per
-// CTA, by the copy engine, instead of once per consumer warp lane with atomics. The deterministic mode skips this (a
-// run-time branch) and runs the mma backward's dQ kernel instead.
+// staging is written again at the consumer's next slice, one or two blocks later, after that thread's
+// bulk_wait_read). Each dQ element of a block is added once per CTA, by the copy engine, instead of once per consumer
+// warp lane with atomics. The deterministic mode skips this (a run-time branch) and runs the mma backward's dQ kernel
+// instead.
 #pragma once
 #include <cstdint>
 
@@ -49,6 +50,13 @@ __device__ __forceinline__ void store_dq_stage(uint32_t stage, const float (&dq)
                    : "memory");
     }
   ptx::fence_proxy_async_smem();  // the generic stores before the reduce's (async proxy) reads
+}
+
+// The two consumers meet once their dS^T of the block is stored (each after its store_ds), with this consumer's
+// staging free: its issuing thread (t == 0) first waits until its earlier reduce-adds have read it.
+__device__ __forceinline__ void dq_meet(int t) {
+  if (t == 0) ptx::bulk_wait_read<0>();
+  ptx::named_bar_sync(3, 256);
 }
 
 // Consumer c's slices of dQ[q0 .. q0 + 63, head h] += dS K (unscaled; the conversion multiplies by the softmax

@@ -123,10 +123,7 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
       // are not to be read).
       if (a.dq_atomic) store_ds(sm.ds(c, buf), ds, warp, lane);
       g.issue_dv_dk(s, pa, ds, dv, dk);
-      if (a.dq_atomic) {  // waited under the dV / dK GEMMs: both consumers' dS^T stored, both stagings free
-        if (t == 0) bulk_wait_read<0>();
-        named_bar_sync(3, 256);
-      }
+      if (a.dq_atomic) dq_meet(t);  // waited under the dV / dK GEMMs
       // dV / dK done before dQ's GEMM: its accumulators then take the registers of pa / ds instead of adding to them.
       wgmma_wait<0>();
       reg_fence(dv);
@@ -139,8 +136,7 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
     } else {
       const uint32_t zero[4][4] = {};
       store_ds(sm.ds(c, buf), zero, warp, lane);
-      if (t == 0) bulk_wait_read<0>();
-      named_bar_sync(3, 256);
+      dq_meet(t);
     }
     if (lane == 0) mbar_arrive(sm.empty(s));  // Q, dO, LSE, D and the words of stage s are read
     if (a.dq_atomic) dq_reduce<C>(sm, tm_dq, buf, c, w.b, h, q0, t, warp, lane);
