@@ -54,9 +54,8 @@ def kernel_cell(point):
     other = [n for n in t if (n == "fused") != (win == "fused")]
     run = min(other, key=t.get)
     s, ci = margin(point, win, run)
-    iv = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
     d = point.derived
-    return win, run, f"**{win}** {s:.3f}{iv} over {run}", d.get("energy_winner", "-"), t[win], d.get("sustained_winner", "-")
+    return win, run, f"**{win}** {s:.3f}{ci_text(ci)} over {run}", d.get("energy_winner", "-"), t[win], d.get("sustained_winner", "-")
 
 
 def loaded(pairs, prefix):
