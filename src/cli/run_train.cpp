@@ -229,11 +229,12 @@ json measured_train_verdict(const json& train, const SampleBook& book, size_t ma
   if (!t.empty()) {
     json v = verdict_json(model::budget_ladder(t), "t_us", 1e6, mask_budget);
     for (json& step : v["ladder"]) {
-      const model::StrategyCost* runner = nullptr;
+      const model::StrategyCost *winner = nullptr, *runner = nullptr;
       const std::string win = step.at("strategy").get<std::string>();
       for (const model::StrategyCost& c : t)
-        if (c.name != win && c.mask_bytes <= step.at("from_bytes").get<uint64_t>() &&
-            (!runner || c.seconds < runner->seconds))
+        if (c.name == win)
+          winner = &c;
+        else if (c.mask_bytes <= step.at("from_bytes").get<uint64_t>() && (!runner || c.seconds < runner->seconds))
           runner = &c;
       if (!runner) {
         step["runner_up"] = nullptr;
@@ -244,7 +245,7 @@ json measured_train_verdict(const json& train, const SampleBook& book, size_t ma
       if (iv.valid) {
         set_figure(step, "margin", iv);
       } else {
-        step["margin"] = runner->seconds / (step.at("t_us").get<double>() * 1e-6);
+        step["margin"] = runner->seconds / winner->seconds;
         step["margin_ci"] = nullptr;
       }
     }
