@@ -17,6 +17,7 @@
 
 #include "kernels/attention/attention_wgmma.cuh"
 #include "kernels/attention/bwd/attention_bwd.cuh"
+#include "kernels/attention/tile_order.hpp"
 #include "kernels/common/check.hpp"
 
 namespace {
@@ -75,6 +76,7 @@ TEST(AttentionBwdHost, BadInputNamesTheField) {
       {"head_dim", [](AttentionBwdParams& p) { p.fwd.head_dim = 96; }, DropoutMode::None},
       {"kv_heads", [](AttentionBwdParams& p) { p.fwd.kv_heads = 3; }, DropoutMode::None},
       {"sq", [](AttentionBwdParams& p) { p.fwd.sq = 0; }, DropoutMode::None},
+      {"4194240", [](AttentionBwdParams& p) { p.fwd.sq = 65535 * 64 + 1; }, DropoutMode::None},
       {"batch", [](AttentionBwdParams& p) { p.fwd.batch = 0; }, DropoutMode::None},
       {"row windows", [](AttentionBwdParams& p) { p.fwd.row_begin = 128; }, DropoutMode::None},
       {"qkv_row_stride", [](AttentionBwdParams& p) { p.fwd.qkv_row_stride = 1537; }, DropoutMode::None},
@@ -95,6 +97,24 @@ TEST(AttentionBwdHost, BadInputNamesTheField) {
     const std::string msg = refusal(p, c.mode);
     EXPECT_NE(msg.find(c.field), std::string::npos) << c.field << ": got '" << msg << "'";
     EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
+  }
+}
+
+// The backward grids' order: every (block, head, batch) once; (head, batch) fastest; every head's heaviest block before
+// any head's next heaviest (key blocks from the first, causal query blocks from the last).
+TEST(AttentionBwdHost, CtaOrderIsHeaviestFirstAcrossHeads) {
+  const int blocks = 5, heads = 3, batch = 2;
+  for (bool heaviest_last : {false, true}) {
+    std::vector<int> seen(blocks * heads * batch, 0);
+    for (int y = 0; y < blocks; ++y)
+      for (int x = 0; x < heads * batch; ++x) {
+        const auto c = attn::bwd_cta_in_order<int>(x, y, blocks, heads, heaviest_last);
+        ASSERT_TRUE(c.block >= 0 && c.block < blocks && c.head >= 0 && c.head < heads && c.batch >= 0 && c.batch < batch);
+        ++seen[(c.batch * heads + c.head) * blocks + c.block];
+        EXPECT_EQ(c.block, heaviest_last ? blocks - 1 - y : y);
+        EXPECT_EQ(c.head, x % heads);
+      }
+    EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
   }
 }
 

@@ -4,7 +4,12 @@
 //     key blocks below the diagonal) first, so the longest CTAs start in the first wave;
 //   - the key blocks a query tile visits: all of them, or (causal) those up to the diagonal of the tile's last row;
 //   - persistent CTAs: CTA i of G takes tile k * G + i in round k, causal rounds alternating direction (a snake),
-//     so that with heaviest-first tiles the CTAs' totals even out.
+//     so that with heaviest-first tiles the CTAs' totals even out;
+//   - the backward's one-CTA-per-block grids (key blocks of a KV head for dK / dV, query blocks of a query head for
+//     the deterministic dQ): (head, batch) fastest, then the blocks heaviest first, so every head's heaviest CTA starts
+//     before any head's next heaviest. With the blocks fastest and the heads in y, the first wave would hold the
+//     lightest CTAs of the first heads and the heaviest CTAs of the last heads would run as the tail (causal SQ 8192,
+//     8 KV heads, 132 SMs: 23 % longer than heaviest-first in a list-scheduling simulation).
 #pragma once
 #include "kernels/common/host_device.hpp"
 
@@ -29,6 +34,17 @@ DB_HD constexpr I key_blocks_visited(I sk, I q0, I br, I bc, bool causal) {
 template <class I>
 DB_HD constexpr I persistent_tile_index(I k, I G, I i, bool causal) {
   return k * G + ((causal && (k & 1)) ? G - 1 - i : i);
+}
+
+// The backward CTA (x, y) of a grid (heads x batch, blocks): its block (heaviest first: causal key blocks from the
+// first, which meets the most query blocks; causal query blocks from the last), head and batch.
+template <class I>
+struct BwdCta {
+  I block, head, batch;
+};
+template <class I>
+DB_HD constexpr BwdCta<I> bwd_cta_in_order(I x, I y, I blocks, I heads, bool heaviest_last) {
+  return BwdCta<I>{heaviest_last ? blocks - 1 - y : y, x % heads, x / heads};
 }
 
 }  // namespace attn

@@ -151,7 +151,8 @@ void check_attention_backward_shape(const AttentionBwdParams& p, DropoutMode mod
   auto bad = [](const std::string& m) { throw UsageError("attention backward: " + m); };
   if (f.head_dim != 64 && f.head_dim != 128) bad("head_dim must be 64 or 128 (got " + std::to_string(f.head_dim) + ")");
   if (f.batch < 1) bad("batch must be >= 1 (got " + std::to_string(f.batch) + ")");
-  if (f.sq < 1 || f.sq > (1 << 24)) bad("sq must be in [1, 16777216] (got " + std::to_string(f.sq) + ")");
+  // The grids hold the blocks of 64 keys / queries in y (bwd_tile.cuh: bwd_grid), at most 65535 of them.
+  if (f.sq < 1 || f.sq > 65535 * 64) bad("sq must be in [1, 4194240] (got " + std::to_string(f.sq) + ")");
   if (f.q_heads < 1 || f.kv_heads < 1 || f.q_heads % f.kv_heads != 0)
     bad("kv_heads must be >= 1 and divide q_heads (got q_heads " + std::to_string(f.q_heads) + ", kv_heads " +
         std::to_string(f.kv_heads) + ")");

@@ -120,7 +120,8 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
   uint32_t* sM = reinterpret_cast<uint32_t*>(smem + C::kOffM);  // [2][4 tiles][32 words]
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int kb = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  const auto cta = attn::bwd_cta_in_order<int>(blockIdx.x, blockIdx.y, gridDim.y, a.hkv, false);
+  const int kb = cta.block, hk = cta.head, b = cta.batch;
   const int sq = a.sq, k0 = kb * 64;
   const int nqb = (sq + 63) / 64;
   const int qb0 = a.causal ? kb : 0;  // causal: query block qb sees keys <= 64*qb + 63, so qb >= kb
@@ -289,8 +290,8 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_dq_kernel(const Args a) {
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   (void)tid;
-  const int qb = a.causal ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
-  const int h = blockIdx.y, b = blockIdx.z, hk = h / a.group;
+  const auto cta = attn::bwd_cta_in_order<int>(blockIdx.x, blockIdx.y, gridDim.y, a.hq, a.causal);
+  const int qb = cta.block, h = cta.head, b = cta.batch, hk = h / a.group;
   const int sq = a.sq, q0 = qb * 64, wrow = q0 + warp * 16;
   int n_kv = (sq + 63) / 64;
   if (a.causal) n_kv = min(n_kv, (q0 + 63) / 64 + 1);
@@ -379,12 +380,12 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_dq_kernel(const Args a) {
 // ---------------------------------------------------------------------------------------------------------
 // Instance entry points (explicitly instantiated in attention_bwd_hd*.cu).
 // ---------------------------------------------------------------------------------------------------------
-// kernel<<<(SQ / 64, heads, batch), 128, smem>>>(a), its shared-memory attribute set once per kernel (the forward's
-// cache: not on every launch inside a timed region).
+// kernel<<<(heads x batch, SQ / 64), 128, smem>>>(a) (tile_order.hpp: bwd_cta_in_order), its shared-memory attribute
+// set once per kernel (the forward's cache: not on every launch inside a timed region).
 template <int HD, class K>
 void launch_on_blocks(K kernel, int smem, const Args& a, int heads, int batch, cudaStream_t s) {
   attn::ensure_smem_attribute(attn::Instance{reinterpret_cast<const void*>(kernel), Cfg<HD>::kThreads, smem}, false);
-  const dim3 grid(static_cast<unsigned>((a.sq + 63) / 64), static_cast<unsigned>(heads), static_cast<unsigned>(batch));
+  const dim3 grid = bwd_grid((a.sq + 63) / 64, heads, batch);
   kernel<<<grid, Cfg<HD>::kThreads, smem, s>>>(a);
   DB_CUDA_LAUNCH();
 }

@@ -14,10 +14,12 @@
 #include <cstdint>
 
 #include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
 
 #include "kernels/attention/attention_dropout.cuh"
 #include "kernels/attention/attention_kernel.cuh"  // pack_bf16, fast_exp2
 #include "kernels/attention/bwd/attention_bwd_args.cuh"
+#include "kernels/attention/tile_order.hpp"
 #include "kernels/common/dispatch.cuh"
 #include "kernels/rng/dropout_scheme.cuh"
 
@@ -30,6 +32,13 @@ constexpr float kLog2e = 1.4426950408889634f;
 __device__ __forceinline__ unsigned char* dynamic_smem() {
   extern __shared__ __align__(1024) unsigned char bwd_smem[];
   return bwd_smem;
+}
+
+// The grid of a backward kernel with one CTA per (block, head, batch): (heads x batch, blocks), decoded by
+// tile_order.hpp's bwd_cta_in_order. check_attention_backward_shape keeps blocks (of 64 or 128) <= 65535 and
+// heads x batch < 2^31.
+inline dim3 bwd_grid(int blocks, int heads, int batch) {
+  return dim3(static_cast<unsigned>(heads) * static_cast<unsigned>(batch), static_cast<unsigned>(blocks));
 }
 
 // Whether keep word (r16, c64) is read: the tile exists (rows before SQ, columns before SK) and was generated (causal:
@@ -83,11 +92,84 @@ __device__ __forceinline__ float el(const float (&x)[NB][4], int nb, int i) { re
 template <int N>
 __device__ __forceinline__ float el(const float (&x)[N], int nb, int i) { return x[4 * nb + i]; }
 
-// One warp's 16 keys x 64 queries, in place: s = S^T (raw scores) becomes (P o Z)^T, dp = dP^T becomes
-// dS^T = P^T o (dP^T o Z - D). kl0: the lane's first key row in the 64-key block (16 warp + lane / 4); k0, q0: the
-// block's first key and query; edge: the block reaches past SQ or crosses the causal diagonal (masking needed);
-// lse (natural log, the forward's), dd: the block's 64 LSE and D values; kw: read_keep_words' words; sl2: a.scale_log2,
-// read by the caller before its loop over blocks (read here, per block, the mma kernel's dH-128 instances spill).
+// One warp's 16 keys x 64 queries of a block: P^T, the keep bits, dS^T and (P o Z)^T, per element, in passes (the
+// wgmma kernel computes P^T while its dP^T GEMM runs: probs, keep_bits, dst, dropped_probs) or in one pass
+// (probs_and_dst: the mma kernel, whose registers allow no more). kl0: the lane's first key row in the 64-key block
+// (16 warp + lane / 4); k0, q0: the block's first key and query; edge: the block reaches past SQ or crosses the
+// causal diagonal (masking needed); lse (natural log, the forward's), dd: the block's 64 LSE and D values; kw:
+// read_keep_words' words; z: keep_bits' bits; sl2: a.scale_log2, read by the caller before its loop over blocks (read
+// here, per block, the mma kernel's dH-128 instances spill). The split is register-sensitive: ptxas spills in the
+// wgmma kernel's mask dH-128 instance when its keep bits are read before probs.
+//
+// Element (nb, i) of the lane: its key row (in the 64-key block) and query column (in the block).
+__device__ __forceinline__ int el_key(int kl0, int i) { return kl0 + 8 * (i >> 1); }
+__device__ __forceinline__ int el_query(int nb, int i, int lane) { return 8 * nb + 2 * (lane & 3) + (i & 1); }
+// Element (nb, i) of s, a raw score, becomes P^T (masked past SQ and above the causal diagonal on edge blocks).
+template <class F>
+__device__ __forceinline__ void prob_at(F& s, int nb, int i, const Args& a, float sl2, int kl0, int lane, int k0,
+                                        int q0, bool edge, const float* lse) {
+  const int kl = el_key(kl0, i), ql = el_query(nb, i, lane);
+  float x = el(s, nb, i);
+  if (edge) {
+    const int kg = k0 + kl, qg = q0 + ql;
+    if (kg >= a.sq || qg >= a.sq || (a.causal && kg > qg)) x = -INFINITY;
+  }
+  el(s, nb, i) = attn::fast_exp2(__fmaf_rn(x, sl2, -__fmul_rn(lse[ql], kLog2e)));
+}
+// The keep bit of element (nb, i) in read_keep_words' words.
+__device__ __forceinline__ uint32_t keep_bit(const uint32_t (&kw)[4][2], int nb, int i, int kl, int ql) {
+  return (kw[nb >> 1][i & 1] >> tile_bit_of(ql & 15, kl)) & 1u;
+}
+// dS^T of an element: P^T o (dP^T o Z - D), zf the dropout factor (keep_scale where kept, 0 where dropped, 1 without
+// dropout).
+__device__ __forceinline__ float dst_el(float p, float dp, float zf, float d) { return __fmul_rn(p, __fmaf_rn(dp, zf, -d)); }
+
+// probs: s = S^T (raw scores) becomes P^T, in place.
+template <class F>
+__device__ __forceinline__ void probs(F& s, const Args& a, float sl2, int kl0, int lane, int k0, int q0, bool edge,
+                                      const float* lse) {
+#pragma unroll
+  for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) prob_at(s, nb, i, a, sl2, kl0, lane, k0, q0, edge, lse);
+}
+// The lane's 32 keep bits of the block: bit 4 nb + i for element (nb, i).
+__device__ __forceinline__ uint32_t keep_bits(const uint32_t (&kw)[4][2], int kl0, int lane) {
+  uint32_t z = 0;
+#pragma unroll
+  for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) z |= keep_bit(kw, nb, i, el_key(kl0, i), el_query(nb, i, lane)) << (4 * nb + i);
+  return z;
+}
+// The dropout factor of an element from its keep bit: keep_scale where kept, 0 where dropped (1 without dropout).
+template <bool kDrop>
+__device__ __forceinline__ float keep_factor(uint32_t bit, float keep_scale) {
+  if constexpr (kDrop) return bit ? keep_scale : 0.f;
+  return 1.f;
+}
+// dst: with p = P^T from probs and dp = dP^T, dp becomes dS^T; z: keep_bits'.
+template <bool kDrop, class F>
+__device__ __forceinline__ void dst(const F& p, F& dp, uint32_t z, float keep_scale, int lane, const float* dd) {
+#pragma unroll
+  for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float zf = keep_factor<kDrop>((z >> (4 * nb + i)) & 1u, keep_scale);
+      el(dp, nb, i) = dst_el(el(p, nb, i), el(dp, nb, i), zf, dd[el_query(nb, i, lane)]);
+    }
+}
+// Then p = P^T becomes (P o Z)^T, in place.
+template <bool kDrop, class F>
+__device__ __forceinline__ void dropped_probs(F& p, uint32_t z, float keep_scale) {
+#pragma unroll
+  for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      el(p, nb, i) = __fmul_rn(el(p, nb, i), keep_factor<kDrop>((z >> (4 * nb + i)) & 1u, keep_scale));
+}
+// Both in one pass (the mma kernel, whose registers allow no more): s = S^T becomes (P o Z)^T, dp = dP^T becomes
+// dS^T.
 template <bool kDrop, class F>
 __device__ __forceinline__ void probs_and_dst(F& s, F& dp, const Args& a, float sl2, int kl0, int lane,
                                               int k0, int q0, bool edge, const float* lse, const float* dd,
@@ -96,18 +178,13 @@ __device__ __forceinline__ void probs_and_dst(F& s, F& dp, const Args& a, float 
   for (int nb = 0; nb < 8; ++nb)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int kl = kl0 + 8 * (i >> 1);
-      const int ql = 8 * nb + 2 * (lane & 3) + (i & 1);
-      float x = el(s, nb, i);
-      if (edge) {
-        const int kg = k0 + kl, qg = q0 + ql;
-        if (kg >= a.sq || qg >= a.sq || (a.causal && kg > qg)) x = -INFINITY;
-      }
-      const float p = attn::fast_exp2(__fmaf_rn(x, sl2, -__fmul_rn(lse[ql], kLog2e)));  // P^T
+      const int kl = el_key(kl0, i), ql = el_query(nb, i, lane);
+      prob_at(s, nb, i, a, sl2, kl0, lane, k0, q0, edge, lse);
+      const float p = el(s, nb, i);
       float zf = 1.f;
-      if constexpr (kDrop) zf = ((kw[nb >> 1][i & 1] >> tile_bit_of(ql & 15, kl)) & 1u) ? a.keep_scale : 0.f;
-      el(s, nb, i) = __fmul_rn(p, zf);                                       // (P o Z)^T
-      el(dp, nb, i) = __fmul_rn(p, __fmaf_rn(el(dp, nb, i), zf, -dd[ql]));  // dS^T = P^T o (dP^T o Z - D)
+      if constexpr (kDrop) zf = keep_factor<kDrop>(keep_bit(kw, nb, i, kl, ql), a.keep_scale);
+      el(s, nb, i) = __fmul_rn(p, zf);
+      el(dp, nb, i) = dst_el(p, el(dp, nb, i), zf, dd[ql]);
     }
 }
 

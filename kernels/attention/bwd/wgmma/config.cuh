@@ -87,10 +87,10 @@ struct Smem {
   __device__ __forceinline__ uint32_t empty(int s) const { return base + C::kOffBar + 8u + 8u * (C::kStages + s); }
 };
 
-// The CTA's work: keys [k0, k0 + 128) of KV head hk in batch b (blockIdx x, y, z); iteration it = query head
-// hk*group + it / nq, query block qb0 + it % nq (causal: from the first block that reaches key k0, qb0 = k0 / 64). Heads
-// in ascending order: dK, dV sum the group's heads in a fixed order. Causal CTAs come heaviest first (blockIdx.x 0 has
-// the most query blocks).
+// The CTA's work: keys [k0, k0 + 128) of KV head hk in batch b (tile_order.hpp's bwd_cta_in_order: every head's key
+// block 0, the heaviest when causal, first); iteration it = query head hk*group + it / nq, query block qb0 + it % nq
+// (causal: from the first block that reaches key k0, qb0 = k0 / 64). Heads in ascending order: dK, dV sum the group's
+// heads in a fixed order.
 struct Schedule {
   int k0, hk, b, group, qb0, nq, n_it;
   __device__ __forceinline__ Schedule(const Args& a, int kb, int hk_, int b_) : hk(hk_), b(b_), group(a.group) {

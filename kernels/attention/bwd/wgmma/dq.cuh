@@ -4,7 +4,7 @@
 // consumers' dS^T of the block are stored (a named barrier of the two warpgroups), the block's dQ = dS K (64 queries
 // x dH, the contraction over all 128 keys of the CTA) is split by 64-column slices of dH: slice n belongs to consumer
 // (n + buffer) % 2 (dH 128: one slice each; dH 64: the consumers take turns). The owner computes its slice with
-// wgmma (8 k-steps: the two consumers' dS against their K rows), stages it in shared memory (fp32, the reduce's
+// wgmma after releasing the ring stage (8 k-steps: the two consumers' dS against their K rows), stages it in shared memory (fp32, the reduce's
 // swizzled boxes) and one thread adds it into the fp32 accumulator with two TMA tensor reduce-adds (asynchronous: the
 // staging is written again at the consumer's next slice, one or two blocks later, after that thread's
 // bulk_wait_read). Each dQ element of a block is added once per CTA, by the copy engine, instead of once per consumer
@@ -59,40 +59,48 @@ __device__ __forceinline__ void dq_meet(int t) {
   ptx::named_bar_sync(3, 256);
 }
 
-// Consumer c's slices of dQ[q0 .. q0 + 63, head h] += dS K (unscaled; the conversion multiplies by the softmax
-// scale), once both consumers' dS^T of the block (buffer buf) are stored and this consumer's staging is free (its
-// issuing thread's earlier reduce-adds have read it: bulk_wait_read before the two warpgroups' barrier). t: the
-// thread's index in the warpgroup; its thread 0 issues the reduce-adds.
+// The 64-column slice of the block's dQ that consumer c owns with dS^T buffer buf, or -1 (dH 64, the other
+// consumer's turn).
 template <class C>
-__device__ __forceinline__ void dq_reduce(const Smem<C>& sm, const CUtensorMap* tm_dq, int buf, int c, int b, int h,
-                                          int q0, int t, int warp, int lane) {
+__device__ __forceinline__ int dq_slice(int c, int buf) {
+  // At most one slice per consumer and block: a second would overwrite the staging its first reduce-add still reads.
+  static_assert(C::kSlices <= 2, "one dQ slice per consumer per block");
+  const int n = (c + buf) & 1;  // (n + buf) % 2 == c
+  return n < C::kSlices ? n : -1;
+}
+
+// Slice n of dQ[q0 .. q0 + 63] = dS K (unscaled; the conversion multiplies by the softmax scale) into dq, issued as
+// one commit group once both consumers' dS^T of the block (buffer buf) are stored: 8 k-steps, the two consumers' dS
+// against their K rows.
+template <class C>
+__device__ __forceinline__ void issue_dq(const Smem<C>& sm, int buf, int n, float (&dq)[32]) {
+  using namespace ptx;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const int half = kk >> 2, k16 = kk & 3;  // the consumer whose keys, and the k-step within them
+    wgmma_ss_m64n64k16_bf16<1, 1>(dq, desc_sw128(sm.ds(half, buf) + k16 * 16 * 128, 64 * 128, 1024),
+                                  desc_sw128(sm.k() + n * (C::kBk * 128) + half * 64 * 128 + k16 * 16 * 128, C::kBk * 128, 1024),
+                                  kk > 0 ? 1 : 0);
+  }
+  wgmma_commit();
+}
+
+// The completed slice n (issue_dq's, after its wait) staged in consumer c's staging, which is free (its issuing
+// thread's earlier reduce-adds have read it: bulk_wait_read before the two warpgroups' barrier), and added into the
+// fp32 accumulator of head h, batch b: two TMA tensor reduce-adds issued by the warpgroup's thread t == 0.
+template <class C>
+__device__ __forceinline__ void dq_reduce(const Smem<C>& sm, const CUtensorMap* tm_dq, const float (&dq)[32], int n,
+                                          int c, int b, int h, int q0, int t, int warp, int lane) {
   using namespace ptx;
   constexpr int HD = C::kHeadDim;
-  // At most one slice per consumer and call: a second would overwrite the staging its first reduce-add still reads.
-  static_assert(HD / 64 <= 2, "one dQ slice per consumer per block");
-#pragma unroll
-  for (int n = 0; n < HD / 64; ++n) {
-    if (((n + buf) & 1) != c) continue;
-    float dq[32];
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
-      const int half = kk >> 2, k16 = kk & 3;  // the consumer whose keys, and the k-step within them
-      wgmma_ss_m64n64k16_bf16<1, 1>(dq, desc_sw128(sm.ds(half, buf) + k16 * 16 * 128, 64 * 128, 1024),
-                                 desc_sw128(sm.k() + n * (C::kBk * 128) + half * 64 * 128 + k16 * 16 * 128, C::kBk * 128, 1024),
-                                 kk > 0 ? 1 : 0);
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-    reg_fence(dq);
-    const uint32_t stage = sm.dq_stage(c);
-    store_dq_stage(stage, dq, C::kDqBoxBytes, warp, lane);
-    named_bar_sync(4 + c, 128);  // the warpgroup's slice staged
-    if (t == 0) {
-      tma_reduce_add_3d(tm_dq, h * HD + n * 64, q0, b, stage);
-      tma_reduce_add_3d(tm_dq, h * HD + n * 64 + 32, q0, b, stage + C::kDqBoxBytes);
-      bulk_commit();
-    }
+  const uint32_t stage = sm.dq_stage(c);
+  store_dq_stage(stage, dq, C::kDqBoxBytes, warp, lane);
+  named_bar_sync(4 + c, 128);  // the warpgroup's slice staged
+  if (t == 0) {
+    tma_reduce_add_3d(tm_dq, h * HD + n * 64, q0, b, stage);
+    tma_reduce_add_3d(tm_dq, h * HD + n * 64 + 32, q0, b, stage + C::kDqBoxBytes);
+    bulk_commit();
   }
 }
 

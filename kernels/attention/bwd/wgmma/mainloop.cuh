@@ -2,7 +2,8 @@
 // per query block of 64, everything wgmma (bf16 in, fp32 accumulate):
 //   S^T  = K_c Q^T    A = K_c, B = Q, both K-major in shared memory (the forward's S = Q K^T with the roles swapped)
 //   dP^T = V_c dO^T   A = V_c, B = dO, likewise
-//   (elementwise)     P^T = exp2(S^T c log2e - LSE log2e), keep bits, (P o Z)^T and dS^T (bwd_tile.cuh)
+//   (elementwise)     P^T = exp2(S^T c log2e - LSE log2e) while the dP^T GEMM runs (S^T and dP^T are two commit
+//                     groups), then the keep bits' (P o Z)^T and dS^T (bwd_tile.cuh)
 //   dV  += (P o Z)^T dO   A = (P o Z)^T from registers (the accumulator is the A fragment), B = dO MN-major
 //   dK  += dS^T Q         A = dS^T from registers, B = Q MN-major
 //   dQ  += dS K       fast mode only (dq.cuh): dS^T of both consumers through shared memory, read MN-major; one
@@ -39,13 +40,15 @@ struct Gemms {
   // MN-major k-step kk of a stage tile (kBq rows along K): 16 rows further.
   static __device__ __forceinline__ uint64_t mnstep(uint64_t d0, int kk) { return d0 + static_cast<uint64_t>((kk * 16 * 128) >> 4); }
 
-  // S^T and dP^T of stage s into st, dp (one commit group).
+  // S^T and dP^T of stage s into st, dp: two commit groups, S^T first (its wait<1> lets P^T be computed while
+  // the dP^T GEMM runs).
   __device__ __forceinline__ void issue_s_dp(int s, float (&st)[32], float (&dp)[32]) const {
     const uint64_t dq0 = ptx::desc_sw128(sm.q(s), 16, 1024), ddo0 = ptx::desc_sw128(sm.dout(s), 16, 1024);
     ptx::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < HD / 16; ++kk)
       ptx::wgmma_ss_bf16<64>(st, kstep(dk0, C::kBk, kk), kstep(dq0, C::kBq, kk), kk > 0 ? 1 : 0);
+    ptx::wgmma_commit();
 #pragma unroll
     for (int kk = 0; kk < HD / 16; ++kk)
       ptx::wgmma_ss_bf16<64>(dp, kstep(dv0, C::kBk, kk), kstep(ddo0, C::kBq, kk), kk > 0 ? 1 : 0);
@@ -63,6 +66,13 @@ struct Gemms {
     ptx::wgmma_commit();
   }
 };
+
+// The warp's release of a ring stage: one arrival per warp, after every lane's reads of the stage (the __syncwarp
+// orders the other lanes' shared-memory reads before lane 0's arrival).
+__device__ __forceinline__ void release(uint32_t empty, int lane) {
+  __syncwarp();
+  if (lane == 0) ptx::mbar_arrive(empty);
+}
 
 // Consumer warpgroup c (0 or 1; threads 128 (c + 1) ..): its 64 keys' dK, dV over all of the CTA's iterations, and
 // in the fast mode its share of dQ.
@@ -100,22 +110,30 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
     // a zero dS^T for the other's dQ GEMM and adds its slice of dQ).
     const bool skip = a.causal && kc0 > q0 + 63;
     if (skip && !a.dq_atomic) {
-      if (lane == 0) mbar_arrive(sm.empty(s));
+      release(sm.empty(s), lane);
       continue;
     }
+    // The fast mode's dQ slice of this consumer (dq.cuh), computed once the stage is released.
+    const int dq_n = a.dq_atomic ? dq_slice<C>(c, buf) : -1;
     if (!skip) {
       const uint32_t bh = static_cast<uint32_t>(w.b * a.hq + h);
       float st[32], dp[32];
       g.issue_s_dp(s, st, dp);
       keep.generate(bh, q0, s);
-      wgmma_wait<0>();
+      wgmma_wait<1>();  // S^T; P^T while the dP^T GEMM runs
       reg_fence(st);
-      reg_fence(dp);
-      [[maybe_unused]] uint32_t kw[4][2];
-      keep.read(s, q0, kw);
       const bool edge = (kc0 + 63 >= a.sq) || (q0 + 63 >= a.sq) || (a.causal && kc0 + 63 > q0);
-      attn_bwd::probs_and_dst<kDrop>(st, dp, a, a.scale_log2, kl0, lane, kc0, q0, edge,
-                                     sm.template at<const float>(sm.lse(s)), sm.template at<const float>(sm.dsum(s)), kw);
+      attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, edge, sm.template at<const float>(sm.lse(s)));
+      uint32_t z = 0;  // the lane's keep bits (read after probs: before it, the mask dH-128 instance spills)
+      if constexpr (kDrop) {
+        uint32_t kw[4][2];
+        keep.read(s, q0, kw);
+        z = attn_bwd::keep_bits(kw, kl0, lane);
+      }
+      wgmma_wait<0>();
+      reg_fence(dp);
+      attn_bwd::dst<kDrop>(st, dp, z, a.keep_scale, lane, sm.template at<const float>(sm.dsum(s)));
+      attn_bwd::dropped_probs<kDrop>(st, z, a.keep_scale);
       uint32_t pa[4][4], ds[4][4];
       attn_bwd::pack_a(st, pa);
       attn_bwd::pack_a(dp, ds);
@@ -124,7 +142,6 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
       if (a.dq_atomic) store_ds(sm.ds(c, buf), ds, warp, lane);
       g.issue_dv_dk(s, pa, ds, dv, dk);
       if (a.dq_atomic) dq_meet(t);  // waited under the dV / dK GEMMs
-      // dV / dK done before dQ's GEMM: its accumulators then take the registers of pa / ds instead of adding to them.
       wgmma_wait<0>();
       reg_fence(dv);
       reg_fence(dk);
@@ -138,8 +155,14 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
       store_ds(sm.ds(c, buf), zero, warp, lane);
       dq_meet(t);
     }
-    if (lane == 0) mbar_arrive(sm.empty(s));  // Q, dO, LSE, D and the words of stage s are read
-    if (a.dq_atomic) dq_reduce<C>(sm, tm_dq, buf, c, w.b, h, q0, t, warp, lane);
+    release(sm.empty(s), lane);  // Q, dO, LSE, D and the words of stage s are read
+    if (dq_n >= 0) {
+      float dq[32];
+      issue_dq<C>(sm, buf, dq_n, dq);
+      wgmma_wait<0>();
+      reg_fence(dq);
+      dq_reduce<C>(sm, tm_dq, dq, dq_n, c, w.b, h, q0, t, warp, lane);
+    }
   }
   // The reduce-adds complete (their shared-memory reads and global writes) before the CTA's shared memory goes.
   if (a.dq_atomic && t == 0) bulk_wait<0>();
