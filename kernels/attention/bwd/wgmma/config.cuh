@@ -59,7 +59,7 @@ struct Cfg {
 // Shared-memory addresses of one CTA (from the 1024-aligned base) and its mbarriers:
 //   kv_full    K and V of the CTA loaded (once)
 //   full[s]    stage s loaded (Q, dO, LSE, D and, mode Mask, the words): one arrival (the producer's expect_tx)
-//   empty[s]   stage s released: one arrival per consumer warp (8)
+//   empty[s]   stage s released: one arrival per consumer thread (256)
 template <class C>
 struct Smem {
   uint32_t base;       // shared-window address (descriptors, TMA, mbarriers)

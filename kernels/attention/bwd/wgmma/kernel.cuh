@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
     for (int s = 0; s < C::kStages; ++s) {
       mbar_init(sm.full(s), 1);
-      mbar_init(sm.empty(s), 8);  // one arrival per consumer warp
+      mbar_init(sm.empty(s), 256);  // one arrival per consumer thread
     }
     fence_mbar_init();
     prefetch_tensormap(&tm_q);

@@ -67,12 +67,10 @@ struct Gemms {
   }
 };
 
-// The warp's release of a ring stage: one arrival per warp, after every lane's reads of the stage (the __syncwarp
-// orders the other lanes' shared-memory reads before lane 0's arrival).
-__device__ __forceinline__ void release(uint32_t empty, int lane) {
-  __syncwarp();
-  if (lane == 0) ptx::mbar_arrive(empty);
-}
+// The thread's release of a ring stage, after its reads of the stage: one arrival per consumer thread, so that each
+// thread's shared-memory reads are ordered before the producer's next copy into the stage by the mbarrier itself
+// (compute-sanitizer's racecheck tracks that order per thread).
+__device__ __forceinline__ void release(uint32_t empty) { ptx::mbar_arrive(empty); }
 
 // Consumer warpgroup c (0 or 1; threads 128 (c + 1) ..): its 64 keys' dK, dV over all of the CTA's iterations, and
 // in the fast mode its share of dQ.
@@ -110,7 +108,7 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
     // a zero dS^T for the other's dQ GEMM and adds its slice of dQ).
     const bool skip = a.causal && kc0 > q0 + 63;
     if (skip && !a.dq_atomic) {
-      release(sm.empty(s), lane);
+      release(sm.empty(s));
       continue;
     }
     // The fast mode's dQ slice of this consumer (dq.cuh), computed once the stage is released.
@@ -155,7 +153,7 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
       store_ds(sm.ds(c, buf), zero, warp, lane);
       dq_meet(t);
     }
-    release(sm.empty(s), lane);  // Q, dO, LSE, D and the words of stage s are read
+    release(sm.empty(s));  // Q, dO, LSE, D and the words of stage s are read
     if (dq_n >= 0) {
       float dq[32];
       issue_dq<C>(sm, buf, dq_n, dq);
