@@ -139,6 +139,7 @@ TEST(AttentionBwdHost, FlopsAreTwoAndAHalfForward) {
 
 TEST(AttentionBwdHost, InstanceNames) {
   AttentionBwdParams p = valid();
+  p.fwd.kernel = AttentionKernel::Mma;  // pinned: auto resolves to wgmma on an sm_90 device
   p.fwd.rounds = 10;
   p.fwd.threshold_bits = 16;
   EXPECT_EQ(attention_backward_kernel_name(p, DropoutMode::Fused), "attn_bwd_mma_hd128_k64q64w4_fused_r10_tw16_causal_atomic");
