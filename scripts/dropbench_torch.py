@@ -19,7 +19,7 @@ Dropout modes (the same keep bits in all three for the same seed and offset, ker
          S x S matrix; causal masks are allocated whole, their tiles above the diagonal are never written).
   fused  the forward and the backward kernels each generate the bits with Philox-R; nothing is held.
 deterministic=True gives a fixed-order dQ in the backward (mask and fused gradients then bitwise equal); False uses
-fp32 atomics for dQ (faster, dQ's last bits depend on the order of the atomics). dK and dV are deterministic in both.
+fp32 reduce-adds for dQ (faster, dQ's last bits depend on the order of the adds). dK and dV are deterministic in both.
 
 Random stream: every call that drops draws a fresh (seed, offset) from PyTorch's CUDA default generator of the
 tensor's device, as PyTorch's own dropout does: seed = the generator's seed, offset = its Philox offset / 4, and the

@@ -149,7 +149,7 @@ std::map<std::string, double> measure_train_point(PointScope& ps, TrainRunner& t
     bwd_overlap = bwd_overlap || p == Pipeline::RegenOverlap;
   }
   json measured = {{"flops", tr.flops()},
-                   {"dq_mode_timed", "fast (fp32 atomics)"},
+                   {"dq_mode_timed", "fast (fp32 reduce-adds in any order)"},
                    {"dq_mode_checked", "deterministic"},
                    {"gemm_dtype", tr.fp8() ? "fp8 (e4m3 forward, e5m2 gradients)" : "bf16"},
                    {"rng", rc.to_json()}};

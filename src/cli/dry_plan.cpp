@@ -9,6 +9,7 @@
 #include "kernels/common/shapes.hpp"
 #include "kernels/rng/dropout_scheme.cuh"
 #include "src/cli/model_cli.hpp"
+#include "src/core/context.hpp"
 #include "src/core/device_buffer.hpp"
 #include "src/core/workload_params.hpp"
 #include "src/model/model.hpp"
@@ -189,8 +190,26 @@ struct Estimator::Impl {
   }
 };
 
+namespace {
+
+// The model's machine file: --machine (dry runs); in a measuring run the file of the GPU being measured (its name
+// says which: the measurement and the prediction then describe one device); else the H200's.
+std::string machine_file(const CommonOptions& o) {
+  if (!o.machine.empty()) return o.machine;
+  static const std::pair<const char*, const char*> kByName[] = {{"H100", "configs/machines/h100-sxm.json"},
+                                                                {"H200", "configs/machines/h200.json"}};
+  if (!o.dry_run && device_count() > o.device) {
+    const std::string name = device_json(o.device).value("name", "");
+    for (const auto& [key, file] : kByName)
+      if (name.find(key) != std::string::npos) return file;
+  }
+  return "configs/machines/h200.json";
+}
+
+}  // namespace
+
 Estimator::Estimator(const CommonOptions& o) : impl_(std::make_unique<Impl>()) {
-  machine_path_ = mcli::default_path(o.machine.empty() ? "configs/machines/h200.json" : o.machine);
+  machine_path_ = mcli::default_path(machine_file(o));
   try {
     impl_->machine = model::load_machine(machine_path_);
     impl_->profile = model::load_profile(mcli::default_path("configs/profiles/h200.json"));
@@ -199,6 +218,8 @@ Estimator::Estimator(const CommonOptions& o) : impl_(std::make_unique<Impl>()) {
     impl_->error = e.what();
   }
 }
+
+std::string Estimator::machine_name() const { return impl_->machine ? impl_->machine->name : std::string(); }
 
 Estimator::Estimator(Estimator&&) noexcept = default;
 Estimator::~Estimator() = default;

@@ -58,7 +58,8 @@ void check_plan_options(const CommonOptions& o);
 // Free device memory the skip checks compare with: the device's on a measuring run, the plan's on a dry run.
 uint64_t memory_for_checks(const CommonOptions& o);
 
-// The model's times for a dry run (src/model): machine (--machine or configs/machines/h200.json) and profile
+// The model's times for a dry run and beside a measured training step (src/model): machine (--machine; in a
+// measuring run the measured GPU's file, configs/machines/h100-sxm.json or h200.json; else h200.json) and profile
 // (configs/profiles/h200.json), loaded once; when they cannot be loaded every estimate says why.
 class Estimator {
  public:
@@ -76,6 +77,7 @@ class Estimator {
   // The training step's prediction (every pass-train strategy), or nullopt and `note` saying why not.
   std::optional<model::TrainPrediction> train(const Workload& w, std::string* note) const;
   const std::string& machine_path() const { return machine_path_; }
+  std::string machine_name() const;  // the loaded machine file's name ("" when none loaded)
 
  private:
   struct Impl;

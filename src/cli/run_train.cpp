@@ -204,6 +204,7 @@ void train_point(const TrainPointContext& c, const SweepPoint& pt, const std::st
   std::string note;
   const std::optional<model::TrainPrediction> tp = c.model.train(w, &note);
   pr.derived["train"] = train_strategies(w, mem, c.wanted, tp, note, c.mask_budget);
+  pr.derived["train"]["model_machine"] = c.model.machine_name();
   if (c.dry)
     dry_walk(c.session, plan, mem, w, tp, note, pr);
   else

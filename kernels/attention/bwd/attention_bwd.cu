@@ -96,7 +96,7 @@ attn_bwd::Args make_args(const AttentionBwdParams& p) {
   a.causal = f.causal ? 1 : 0;
   a.rounds = f.rounds;
   a.tw = f.threshold_bits;
-  a.dq_atomic = p.deterministic ? 0 : 1;
+  a.dq_fast = p.deterministic ? 0 : 1;
   a.scale = f.softmax_scale > 0.f ? f.softmax_scale : 1.f / std::sqrt(static_cast<float>(f.head_dim));
   a.scale_log2 = a.scale * 1.4426950408889634f;
   a.keep_scale = f.keep_scale;

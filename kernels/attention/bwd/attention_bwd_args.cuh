@@ -47,7 +47,7 @@ struct Args {
   int64_t qkv_stride, dout_stride, dqkv_stride;
   int sq, hq, hkv, group;
   int sq_pad;           // SQ rounded up to 64: the row length of dsum and lse_pad
-  int causal, dq_atomic;
+  int causal, dq_fast;  // dq_fast: the fast mode (dQ added into dq_acc in any order: TMA reduce-adds, or atomics)
   int rounds, tw;       // mode Fused (the wgmma kernel chooses them at run time; the mma kernel's are template arguments)
   float scale, scale_log2, keep_scale;
   uint64_t seed;

@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
     mma_a_tileT<HD>(dk, pa, cQ + oA);
 
     // ---- fast mode: dQ += dS K through shared memory (dS^T [key][query], 16-byte chunks XOR-swizzled by row) ----
-    if (a.dq_atomic) {
+    if (a.dq_fast) {
 #pragma unroll
       for (int nb = 0; nb < 8; ++nb)
 #pragma unroll

@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(384, 1)
     prefetch_tensormap(&tm_q);
     prefetch_tensormap(&tm_kv);
     prefetch_tensormap(&tm_do);
-    if (a.dq_atomic) prefetch_tensormap(&tm_dq);
+    if (a.dq_fast) prefetch_tensormap(&tm_dq);
   }
   __syncthreads();
   const int wgi = threadIdx.x / 128;

@@ -18,7 +18,7 @@ struct Maps {
   CUtensorMap q, kv, dout, dq;
 };
 
-// The dK/dV kernel (with the fast mode's dQ unless a.dq_atomic is 0) on a grid of (SQ / 128, Hkv, B).
+// The dK/dV kernel (with the fast mode's dQ unless a.dq_fast is 0) on a grid of (Hkv x B, SQ / 128).
 template <int HD, DropoutMode M>
 void launch(const Args& a, const Maps& m, int batch, cudaStream_t s);
 // Its attributes (registers, local memory).

@@ -107,12 +107,12 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
     // Every key after every query of the block: nothing to add to dK, dV (in the fast mode the consumer still stores
     // a zero dS^T for the other's dQ GEMM and adds its slice of dQ).
     const bool skip = a.causal && kc0 > q0 + 63;
-    if (skip && !a.dq_atomic) {
+    if (skip && !a.dq_fast) {
       release(sm.empty(s));
       continue;
     }
     // The fast mode's dQ slice of this consumer (dq.cuh), computed once the stage is released.
-    const int dq_n = a.dq_atomic ? dq_slice<C>(c, buf) : -1;
+    const int dq_n = a.dq_fast ? dq_slice<C>(c, buf) : -1;
     if (!skip) {
       const uint32_t bh = static_cast<uint32_t>(w.b * a.hq + h);
       float st[32], dp[32];
@@ -137,9 +137,9 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
       attn_bwd::pack_a(dp, ds);
       // The fast mode's dS^T stores read ds before the dK GEMM takes it as an operand (registers of a running wgmma
       // are not to be read).
-      if (a.dq_atomic) store_ds(sm.ds(c, buf), ds, warp, lane);
+      if (a.dq_fast) store_ds(sm.ds(c, buf), ds, warp, lane);
       g.issue_dv_dk(s, pa, ds, dv, dk);
-      if (a.dq_atomic) dq_meet(t);  // waited under the dV / dK GEMMs
+      if (a.dq_fast) dq_meet(t);  // waited under the dV / dK GEMMs
       wgmma_wait<0>();
       reg_fence(dv);
       reg_fence(dk);
@@ -163,7 +163,7 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
     }
   }
   // The reduce-adds complete (their shared-memory reads and global writes) before the CTA's shared memory goes.
-  if (a.dq_atomic && t == 0) bulk_wait<0>();
+  if (a.dq_fast && t == 0) bulk_wait<0>();
   attn_bwd::store_dk_dv<HD>(a, dk, dv, tok0, kc0 + kl0, w.hk, lane);
 }
 
