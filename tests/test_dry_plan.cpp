@@ -52,6 +52,13 @@ constexpr uint64_t kGiB = uint64_t{1} << 30;
 
 }  // namespace
 
+// The model beside a measured training step reads the measured GPU's machine file, named by the device.
+TEST(DryPlan, MachineFileFollowsTheDeviceName) {
+  EXPECT_EQ(db::machine_file_for_device("NVIDIA H100 80GB HBM3"), "configs/machines/h100-sxm.json");
+  EXPECT_EQ(db::machine_file_for_device("NVIDIA H200"), "configs/machines/h200.json");
+  EXPECT_EQ(db::machine_file_for_device("NVIDIA A100-SXM4-80GB"), "configs/machines/h200.json");
+}
+
 TEST(DryPlan, RngMemoryIsWhatTheKernelWrites) {
   for (const char* layout : {"tile", "bits", "u8", "i32"})
     for (int64_t sq : {64, 1000, 4096}) {

@@ -190,19 +190,21 @@ struct Estimator::Impl {
   }
 };
 
-namespace {
-
-// The model's machine file: --machine (dry runs); in a measuring run the file of the GPU being measured (its name
-// says which: the measurement and the prediction then describe one device); else the H200's.
-std::string machine_file(const CommonOptions& o) {
-  if (!o.machine.empty()) return o.machine;
+std::string machine_file_for_device(const std::string& device_name) {
   static const std::pair<const char*, const char*> kByName[] = {{"H100", "configs/machines/h100-sxm.json"},
                                                                 {"H200", "configs/machines/h200.json"}};
-  if (!o.dry_run && device_count() > o.device) {
-    const std::string name = device_json(o.device).value("name", "");
-    for (const auto& [key, file] : kByName)
-      if (name.find(key) != std::string::npos) return file;
-  }
+  for (const auto& [key, file] : kByName)
+    if (device_name.find(key) != std::string::npos) return file;
+  return "configs/machines/h200.json";
+}
+
+namespace {
+
+// The model's machine file: --machine (dry runs); in a measuring run the file of the GPU being measured (the
+// measurement and the prediction then describe one device).
+std::string machine_file(const CommonOptions& o) {
+  if (!o.machine.empty()) return o.machine;
+  if (!o.dry_run && device_count() > o.device) return machine_file_for_device(device_json(o.device).value("name", ""));
   return "configs/machines/h200.json";
 }
 

@@ -58,6 +58,9 @@ void check_plan_options(const CommonOptions& o);
 // Free device memory the skip checks compare with: the device's on a measuring run, the plan's on a dry run.
 uint64_t memory_for_checks(const CommonOptions& o);
 
+// The machine file (configs/machines/) of a GPU by its name: h100-sxm.json for an H100, else h200.json.
+std::string machine_file_for_device(const std::string& device_name);
+
 // The model's times for a dry run and beside a measured training step (src/model): machine (--machine; in a
 // measuring run the measured GPU's file, configs/machines/h100-sxm.json or h200.json; else h200.json) and profile
 // (configs/profiles/h200.json), loaded once; when they cannot be loaded every estimate says why.
