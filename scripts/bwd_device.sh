@@ -23,6 +23,9 @@ B="${1:?usage: bash scripts/bwd_device.sh BUILD_DIR [BUDGET_S]}"
 BUDGET="${2:-470}"
 OUTDIR="${OUT:-$B/bwd-out}"
 LOG="$B/bwd-logs"
+# A kept build folder keeps only its build's logs: the summary reads every log present, so an earlier call's test or
+# sanitizer logs would read as this call's.
+rm -rf "$LOG"
 mkdir -p "$LOG" "$OUTDIR"
 . scripts/env.sh
 # compute-sanitizer and cuobjdump live beside nvcc.
