@@ -66,6 +66,13 @@ TEST(AttentionBwdHost, ValidParamsPass) {
     }
 }
 
+// The largest SQ the grids hold (65535 blocks of 64 in y) is accepted; one more is refused (BadInputNamesTheField).
+TEST(AttentionBwdHost, LargestSqIsAccepted) {
+  AttentionBwdParams p = valid();
+  p.fwd.sq = 65535 * 64;
+  EXPECT_NO_THROW(check_attention_backward_shape(p, DropoutMode::None));
+}
+
 TEST(AttentionBwdHost, BadInputNamesTheField) {
   struct Bad {
     const char* field;
@@ -115,6 +122,18 @@ TEST(AttentionBwdHost, CtaOrderIsHeaviestFirstAcrossHeads) {
         EXPECT_EQ(c.head, x % heads);
       }
     EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+  }
+  // Causal work in launch order (x fastest, then y) never increases: the work of key block kb falls with kb (here
+  // blocks - kb), that of query block qb grows with qb (here qb + 1).
+  for (bool heaviest_last : {false, true}) {
+    int prev = 1 << 30;
+    for (int y = 0; y < blocks; ++y)
+      for (int x = 0; x < heads * batch; ++x) {
+        const int blk = attn::bwd_cta_in_order<int>(x, y, blocks, heads, heaviest_last).block;
+        const int work = heaviest_last ? blk + 1 : blocks - blk;
+        EXPECT_LE(work, prev);
+        prev = work;
+      }
   }
 }
 

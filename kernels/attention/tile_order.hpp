@@ -8,8 +8,7 @@
 //   - the backward's one-CTA-per-block grids (key blocks of a KV head for dK / dV, query blocks of a query head for
 //     the deterministic dQ): (head, batch) fastest, then the blocks heaviest first, so every head's heaviest CTA starts
 //     before any head's next heaviest. With the blocks fastest and the heads in y, the first wave would hold the
-//     lightest CTAs of the first heads and the heaviest CTAs of the last heads would run as the tail (causal SQ 8192,
-//     8 KV heads, 132 SMs: 23 % longer than heaviest-first in a list-scheduling simulation).
+//     lightest CTAs of the first heads and the heaviest CTAs of the last heads would run as the tail.
 #pragma once
 #include "kernels/common/host_device.hpp"
 

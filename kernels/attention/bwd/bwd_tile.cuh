@@ -98,8 +98,7 @@ __device__ __forceinline__ float el(const float (&x)[N], int nb, int i) { return
 // (16 warp + lane / 4); k0, q0: the block's first key and query; edge: the block reaches past SQ or crosses the
 // causal diagonal (masking needed); lse (natural log, the forward's), dd: the block's 64 LSE and D values; kw:
 // read_keep_words' words; z: keep_bits' bits; sl2: a.scale_log2, read by the caller before its loop over blocks (read
-// here, per block, the mma kernel's dH-128 instances spill). The split is register-sensitive: ptxas spills in the
-// wgmma kernel's mask dH-128 instance when its keep bits are read before probs.
+// here, per block, the mma kernel's dH-128 instances spill).
 //
 // Element (nb, i) of the lane: its key row (in the 64-key block) and query column (in the block).
 __device__ __forceinline__ int el_key(int kl0, int i) { return kl0 + 8 * (i >> 1); }
