@@ -139,12 +139,17 @@ def hidden_cell(measured):
     for side in ("fwd", "bwd"):
         o = measured.get(f"overlap_{side}")
         if isinstance(o, dict) and dr.finite(o.get("hidden")):
-            out.append(f"{side} {o['hidden'] * 100:.0f} %{ci_pct(o.get('hidden_ci'))}")
+            out.append(f"{side} {pct(o['hidden'])} %{ci_pct(o.get('hidden_ci'))}")
     return ", ".join(out) or "-"
 
 
+def pct(x):
+    """A share as a whole percent; a small negative share reads 0, not -0."""
+    return f"{round(x * 100):d}"
+
+
 def ci_pct(ci):
-    return f" [{ci[0] * 100:.0f}, {ci[1] * 100:.0f}]" if isinstance(ci, list) and len(ci) == 2 else ""
+    return f" [{pct(ci[0])}, {pct(ci[1])}]" if isinstance(ci, list) and len(ci) == 2 else ""
 
 
 def model_cell(point):
