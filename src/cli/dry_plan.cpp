@@ -201,11 +201,11 @@ std::string machine_file_for_device(const std::string& device_name) {
 namespace {
 
 // The model's machine file: --machine (dry runs); in a measuring run the file of the GPU being measured (the
-// measurement and the prediction then describe one device).
+// measurement and the prediction then describe one device); else the default (no device name).
 std::string machine_file(const CommonOptions& o) {
   if (!o.machine.empty()) return o.machine;
-  if (!o.dry_run && device_count() > o.device) return machine_file_for_device(device_json(o.device).value("name", ""));
-  return "configs/machines/h200.json";
+  const bool measured = !o.dry_run && device_count() > o.device;
+  return machine_file_for_device(measured ? device_json(o.device).value("name", "") : std::string());
 }
 
 }  // namespace

@@ -55,6 +55,17 @@ void put_train_model(VariantResult& v, const std::optional<model::TrainPredictio
   if (v.stats.median > 0 && st->seconds > 0) v.derived["x_model"] = v.stats.median / st->seconds;
 }
 
+// A budget ladder as a report's verdict: its steps (cost_key = the step's cost x unit), text and the pick within
+// mask_budget.
+json verdict_json(const std::vector<model::BudgetStep>& ladder, const char* cost_key, double unit, size_t mask_budget) {
+  json steps = json::array();
+  for (const model::BudgetStep& s : ladder)
+    steps.push_back({{"from_bytes", s.from_bytes}, {"strategy", s.strategy}, {cost_key, s.seconds * unit}});
+  const model::BudgetStep* best = model::best_within(ladder, mask_budget);
+  return {{"ladder", steps}, {"text", model::ladder_text(ladder)},
+          {"best_within_budget", best ? json(best->strategy) : json(nullptr)}};
+}
+
 // derived.train of a point: every wanted strategy's mask memory per layer and per network and the model's step
 // (skipped strategies too: the verdict compares them all), and the verdict per mask budget.
 json train_strategies(const Workload& w, const BlockMemory& mem, const std::vector<Pipeline>& wanted,
@@ -84,24 +95,8 @@ json train_strategies(const Workload& w, const BlockMemory& mem, const std::vect
     train["verdict_note"] = note;
     return train;
   }
-  const std::vector<model::BudgetStep> ladder = model::budget_ladder(costs);
-  json steps = json::array();
-  for (const model::BudgetStep& s : ladder)
-    steps.push_back({{"from_bytes", s.from_bytes}, {"strategy", s.strategy}, {"model_us", s.seconds * 1e6}});
-  json verdict = {{"ladder", steps}, {"text", model::ladder_text(ladder)}};
-  const model::BudgetStep* best = model::best_within(ladder, mask_budget);
-  verdict["best_within_budget"] = best ? json(best->strategy) : json(nullptr);
-  train["verdict"] = std::move(verdict);
+  train["verdict"] = verdict_json(model::budget_ladder(costs), "model_us", 1e6, mask_budget);
   return train;
-}
-
-json verdict_json(const std::vector<model::BudgetStep>& ladder, const char* cost_key, double unit, size_t mask_budget) {
-  json steps = json::array();
-  for (const model::BudgetStep& s : ladder)
-    steps.push_back({{"from_bytes", s.from_bytes}, {"strategy", s.strategy}, {cost_key, s.seconds * unit}});
-  const model::BudgetStep* best = model::best_within(ladder, mask_budget);
-  return {{"ladder", steps}, {"text", model::ladder_text(ladder)},
-          {"best_within_budget", best ? json(best->strategy) : json(nullptr)}};
 }
 
 // A dry run walks each strategy's phases (the NVTX tree without a GPU) and gives it the model's figures.
