@@ -17,6 +17,8 @@
 # and the timing's h2h_bwd.json / h2h_bwd.md: four files.
 # Usage: bash scripts/bwd_device.sh BUILD_DIR [BUDGET_S]     (BUDGET_S default 470)
 #   BWD_PART=checks: steps 1-4 only; BWD_PART=timing: steps 1, 5, 6 (a warm machine whose checks already ran).
+#   BWD_LIB_B=PATH: step 5 also times that build's wgmma backward in the same rounds (h2h --lib-b: an A/B of two
+#   kernel builds in one process).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B="${1:?usage: bash scripts/bwd_device.sh BUILD_DIR [BUDGET_S]}"
@@ -109,7 +111,7 @@ fi
 if timing && [ -f "$B/libdropbench_attention.so" ]; then
   step h2h_bwd 330 python3 scripts/h2h_attention_bwd.py --lib "$B/libdropbench_attention.so" --sq 8192,16384 \
     --head-dim 128,64 --heads 32:8 --causal false,true --rounds 6 --burst-ms 30 --warmup-s 1 \
-    -o "$OUTDIR/h2h_bwd.json" --md "$OUTDIR/h2h_bwd.md"
+    ${BWD_LIB_B:+--lib-b "$BWD_LIB_B"} -o "$OUTDIR/h2h_bwd.json" --md "$OUTDIR/h2h_bwd.md"
 fi
 
 

@@ -14,6 +14,9 @@ Variants (PASS:FAMILY:MODE):
   bwd:wg:{none,mask,fused}        the same with the Hopper-native (wgmma) backward pinned (kernel wgmma)
   bwd:wg-det:{none,mask,fused}    likewise, deterministic dQ
   bwd:mma:{none,mask,fused}       the same with the mma.sync (FlashAttention-2-class) backward pinned (kernel mma)
+  bwd:wgB:{none,mask,fused}       with --lib-b LIB (a second build of the library): its wgmma backward, in the same
+  bwd:wgB-det:{none,mask,fused}   rounds (an A/B of two kernel builds in one process); default variants gain
+                                  bwd:wgB:{none,mask,fused} and the ratios lib A / lib B
   fb:ours:{none,mask,fused}       forward (wgmma) + backward; fb:ours:mask includes the RNG kernel writing the mask
   fb:wg:{none,mask,fused}         forward + the wgmma backward
   bwd:{cudnn,flash}:{none,dropout} torch.autograd.grad of SDPA's output (retain_graph), that backend forced
@@ -51,15 +54,20 @@ KEY_RATIOS = (("bwd:cudnn:none", "bwd:ours:none", "cuDNN bwd none / ours none (s
               ("bwd:ours-det:none", "bwd:ours:none", "ours deterministic / atomic dQ", ""),
               ("fb:cudnn:dropout", "fb:ours:mask", "cuDNN fwd+bwd dropout / ours RNG+mask", ">= 1.3"),
               ("fb:cudnn:dropout", "fb:ours:fused", "cuDNN fwd+bwd dropout / ours fused", ">= 1.3"),
-              ("fb:cudnn:none", "fb:ours:none", "cuDNN fwd+bwd none / ours none", ""))
+              ("fb:cudnn:none", "fb:ours:none", "cuDNN fwd+bwd none / ours none", ""),
+              ("bwd:wg:none", "bwd:wgB:none", "wgmma bwd none: lib A / lib B", ""),
+              ("bwd:wg:mask", "bwd:wgB:mask", "wgmma bwd mask: lib A / lib B", ""),
+              ("bwd:wg:fused", "bwd:wgB:fused", "wgmma bwd regen: lib A / lib B", ""),
+              ("bwd:cudnn:none", "bwd:wgB:none", "cuDNN bwd none / lib B wgmma bwd none", ">= 1.0"))
 REL_ERR_MAX = 2e-2
 # Our backward families: the kernel choice passed to the library (auto = the Hopper-native backward on sm_90, else the
-# mma.sync one; wgmma and mma pinned) and whether dQ is deterministic.
+# mma.sync one; wgmma and mma pinned) and whether dQ is deterministic. wgB / wgB-det: the wgmma backward of --lib-b.
 OUR_FAMILIES = {"ours": ("auto", False), "ours-det": ("auto", True), "wg": ("wgmma", False), "wg-det": ("wgmma", True),
-                "mma": ("mma", False)}
+                "mma": ("mma", False), "wgB": ("wgmma", False), "wgB-det": ("wgmma", True)}
+LIB_B_FAMILIES = ("wgB", "wgB-det")
 
 
-def variant_list(s):
+def variant_list(s, lib_b=False):
     out = []
     for v in s.split(","):
         v = v.strip()
@@ -68,8 +76,10 @@ def variant_list(s):
             (parts[1] in OUR_FAMILIES and parts[2] in ("none", "mask", "fused")) or
             (parts[1] in ("cudnn", "flash") and parts[2] in ("none", "dropout")))
         if not ok:
-            raise h2h.UsageError(f"--variants: PASS:FAMILY:MODE, PASS bwd|fb, FAMILY ours|ours-det|wg|wg-det|mma (none|mask|fused) "
-                                 f"or cudnn|flash (none|dropout) (got {v!r})")
+            raise h2h.UsageError(f"--variants: PASS:FAMILY:MODE, PASS bwd|fb, FAMILY ours|ours-det|wg|wg-det|mma|wgB|wgB-det "
+                                 f"(none|mask|fused) or cudnn|flash (none|dropout) (got {v!r})")
+        if parts[1] in LIB_B_FAMILIES and not lib_b:
+            raise h2h.UsageError(f"--variants: family {parts[1]} needs --lib-b (got {v!r})")
         if v not in out:
             out.append(v)
     return out
@@ -79,9 +89,12 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(prog="h2h_attention_bwd.py", description=__doc__.split("\n\n")[0])
     h2h.add_common_args(ap, sq="8192", rounds=8, burst_ms=40.0, warmup_s=2.0)
     ap.add_argument("--variants", default=DEFAULT_VARIANTS)
+    ap.add_argument("--lib-b", help="a second libdropbench_attention.so (another build): its wgmma backward is timed as "
+                                    "family wgB in the same rounds (added to the default variants)")
     a = h2h.check_common_args(ap.parse_args(argv))
-    a.variants = variant_list(a.variants)
-    a.lib_b = None
+    if a.lib_b and a.variants == DEFAULT_VARIANTS:
+        a.variants = DEFAULT_VARIANTS + ",bwd:wgB:none,bwd:wgB:mask,bwd:wgB:fused"
+    a.variants = variant_list(a.variants, bool(a.lib_b))
     return a
 
 
@@ -122,8 +135,8 @@ def shape(r, sq, hd, causal):
                      dtype=torch.float32)
     dqkv = {name: torch.empty_like(y) for name in ("a", "b")}
 
-    def prm(mode, kernel="auto"):
-        return lib.params(qkv=y.data_ptr(), o=o.data_ptr(), lse=lse.data_ptr(), kernel=kernel,
+    def prm(mode, kernel="auto", L=lib):
+        return L.params(qkv=y.data_ptr(), o=o.data_ptr(), lse=lse.data_ptr(), kernel=kernel,
                           mask=mask.data_ptr() if mode == "mask" else 0, **fields)
 
     q = y[:, : hq * hd].view(b, sq, hq, hd).transpose(1, 2).contiguous().requires_grad_()
@@ -136,40 +149,42 @@ def shape(r, sq, hd, causal):
 
     # Each of our variants runs its forward (O, LSE) and one checked backward here; the timed backward-only calls then
     # read whatever O / LSE the last forward left (their values do not change the work); fb variants run both.
-    ours_none = {}  # kernel choice -> our fast-mode dQKV without dropout, checked against PyTorch's
+    ours_none = {}  # (library, kernel choice) -> our fast-mode dQKV without dropout, checked against PyTorch's
 
-    def our_forward(mode):
+    def our_forward(mode, L=lib):
         if mode == "mask":
-            lib.make_mask(prm(mode), mask.data_ptr(), stream)
-        lib.attention(prm(mode), mode, stream)
+            L.make_mask(prm(mode, L=L), mask.data_ptr(), stream)
+        L.attention(prm(mode, L=L), mode, stream)
 
     for name in a.variants:
         pas, fam, mode = name.split(":")
         if fam in OUR_FAMILIES:
             kern, det = OUR_FAMILIES[fam]
-            p = prm(mode, kern)
+            L = r.lib_b if fam in LIB_B_FAMILIES else r.lib
+            p = prm(mode, kern, L)
             out = dqkv["a"]
-            info[name] = {"kernel": lib.backward_kernel_name(p, mode, det), "forward": lib.kernel_name(p, mode)}
-            our_forward(mode)
+            info[name] = {"kernel": L.backward_kernel_name(p, mode, det), "forward": L.kernel_name(p, mode)}
+            our_forward(mode, L)
             out.fill_(float("nan"))
-            lib.backward(p, mode, dout.data_ptr(), out.data_ptr(), ws.data_ptr(), det, stream)
+            L.backward(p, mode, dout.data_ptr(), out.data_ptr(), ws.data_ptr(), det, stream)
             torch.cuda.synchronize()
             if not bool(torch.isfinite(out).all()):
                 raise RuntimeError(f"{name}: dQKV not fully written at SQ {sq} dH {hd}")
             if pas == "bwd":
                 # the timed backward reads this mode's O and LSE; other variants' forwards overwrite O / LSE, so
                 # each backward-only call is preceded by nothing: O / LSE values do not change the work done.
-                calls[name] = (lambda p=p, mode=mode, det=det: lib.backward(p, mode, dout.data_ptr(), dqkv["b"].data_ptr(),
-                                                                           ws.data_ptr(), det, stream))
+                calls[name] = (lambda p=p, mode=mode, det=det, L=L: L.backward(
+                    p, mode, dout.data_ptr(), dqkv["b"].data_ptr(), ws.data_ptr(), det, stream))
             else:
-                def fb(p=p, mode=mode, det=det):
+                def fb(p=p, mode=mode, det=det, L=L):
                     if mode == "mask":
-                        lib.make_mask(p, mask.data_ptr(), stream)
-                    lib.attention(p, mode, stream)
-                    lib.backward(p, mode, dout.data_ptr(), dqkv["b"].data_ptr(), ws.data_ptr(), det, stream)
+                        L.make_mask(p, mask.data_ptr(), stream)
+                    L.attention(p, mode, stream)
+                    L.backward(p, mode, dout.data_ptr(), dqkv["b"].data_ptr(), ws.data_ptr(), det, stream)
                 calls[name] = fb
-            if mode == "none" and not det and kern not in ours_none:
-                ours_none[kern] = out.clone()
+            key = (str(L.path), kern)
+            if mode == "none" and not det and key not in ours_none:
+                ours_none[key] = out.clone()
         else:
             pd = a.dropout_p if mode == "dropout" else 0.0
             be = backends[fam]
@@ -211,7 +226,8 @@ def shape(r, sq, hd, causal):
     # checks: ours none against PyTorch; deterministic mask == fused bitwise; per backward family in the variants
     if torch_grads is not None:
         fam, (gq, gk, gv) = torch_grads
-        for kern, ours in ours_none.items():
+        for (lpath, kern), ours in ours_none.items():
+            kern = kern if lpath == str(r.lib.path) else f"lib B {kern}"
             parts = {"dQ": (ours[:, : hq * hd], gq, hq), "dK": (ours[:, hq * hd: (hq + hkv) * hd], gk, hkv),
                      "dV": (ours[:, (hq + hkv) * hd:], gv, hkv)}
             for nm, (mine, ref, nh) in parts.items():
@@ -220,17 +236,26 @@ def shape(r, sq, hd, causal):
                 checks[f"ours ({kern}) none {nm} vs {fam} rel err"] = e
                 if not e <= REL_ERR_MAX:
                     raise RuntimeError(f"ours ({kern}) none {nm} differs from {fam}: rel err {e:.3g} > {REL_ERR_MAX}")
-    kernels = sorted({OUR_FAMILIES[n.split(":")[1]][0] for n in a.variants if n.split(":")[1] in OUR_FAMILIES})
-    for kern in kernels or ["auto"]:
-        our_forward("fused")
-        lib.backward(prm("fused", kern), "fused", dout.data_ptr(), dqkv["a"].data_ptr(), ws.data_ptr(), True, stream)
-        lib.make_mask(prm("mask", kern), mask.data_ptr(), stream)
-        lib.backward(prm("mask", kern), "mask", dout.data_ptr(), dqkv["b"].data_ptr(), ws.data_ptr(), True, stream)
+    kernels = sorted({("B" if n.split(":")[1] in LIB_B_FAMILIES else "A", OUR_FAMILIES[n.split(":")[1]][0])
+                      for n in a.variants if n.split(":")[1] in OUR_FAMILIES})
+    for which, kern in kernels or [("A", "auto")]:
+        L = r.lib_b if which == "B" else r.lib
+        tag = kern if which == "A" else f"lib B {kern}"
+        our_forward("fused", L)
+        L.backward(prm("fused", kern, L), "fused", dout.data_ptr(), dqkv["a"].data_ptr(), ws.data_ptr(), True, stream)
+        L.make_mask(prm("mask", kern, L), mask.data_ptr(), stream)
+        L.backward(prm("mask", kern, L), "mask", dout.data_ptr(), dqkv["b"].data_ptr(), ws.data_ptr(), True, stream)
         torch.cuda.synchronize()
         eq = bool(torch.equal(dqkv["a"], dqkv["b"]))
-        checks[f"ours ({kern}) deterministic mask == fused bitwise"] = eq
+        checks[f"ours ({tag}) deterministic mask == fused bitwise"] = eq
         if not eq:
-            raise RuntimeError(f"our deterministic mask and fused gradients differ (kernel {kern})")
+            raise RuntimeError(f"our deterministic mask and fused gradients differ (kernel {tag})")
+        if which == "B":
+            # lib A's deterministic gradients of the same mode, for the record (a changed dQ order may change bits)
+            r.lib.backward(prm("mask", kern, r.lib), "mask", dout.data_ptr(), dqkv["a"].data_ptr(), ws.data_ptr(), True,
+                           stream)
+            torch.cuda.synchronize()
+            checks[f"lib A == lib B ({kern}) deterministic mask gradients bitwise"] = bool(torch.equal(dqkv["a"], dqkv["b"]))
 
     samples = r.time(calls)
     summary = {}
