@@ -244,6 +244,7 @@ int run_fit_kernels(const ModelOpts& mo, const model::Machine& m, const model::P
   const std::vector<model::KernelPoint> strip_pts = model::rng_strip_points(mr, "");
   fits.push_back(model::fit_family(m, p, "rng", strip_pts));
   if (p.wgmma) fits.push_back(model::fit_family(m, p, "wgmma"));
+  if (p.wgmma_bwd) fits.push_back(model::fit_family(m, p, "wgmma_bwd"));
   if (mo.format == "json") {
     json out = json::object();
     for (const model::FamilyFit& f : fits) {
@@ -271,7 +272,7 @@ int run_fit_kernels(const ModelOpts& mo, const model::Machine& m, const model::P
     std::cout << fmt::format("{}: fitted on {} ncu durations of profile {}: efficiency {}{}; fitted durations: mean "
                              "|err| {:.1f}%, max {:.1f}%\n",
                              f.family, f.points, p.path, eff,
-                             f.family == "wgmma" ? fmt::format(", cta_overhead_cycles {:.0f}", f.cta_overhead_cycles) : "",
+                             f.family != "rng" ? fmt::format(", cta_overhead_cycles {:.0f}", f.cta_overhead_cycles) : "",
                              100 * f.mean_abs_err, 100 * f.max_abs_err);
     for (const auto& [k, v] : f.errors) std::cout << fmt::format("    {:<28} {}%\n", k, pct(v));
     if (f.report_points) {
@@ -357,7 +358,8 @@ Command make_model_command() {
       "static_w in the machine file, no kernel finishes faster than its dynamic energy / (cap - static), nor\n"
       "two kernels run together faster than their summed energy allows; --report then shows the error with\n"
       "and without that term (--power off: without). Without power data it says so.\n"
-      "--fit-kernels: the RNG and wgmma kernels' own efficiencies fitted on the profile's ncu durations, and the\n"
+      "--fit-kernels: the RNG and wgmma kernels' (forward, and the backward where the profile has\n"
+      "kernels.attention_bwd_wgmma) own efficiencies fitted on the profile's ncu durations, and the\n"
       "RNG tile kernel's per-strip cost on the report rows the machine's rng_strip fit points name\n"
       "(scripts/refit_profile.py writes them, and the fit points' efficiencies, into the data files).\n"
       "Needs no GPU.";
@@ -381,7 +383,8 @@ Command make_model_command() {
     app.add_flag("--fit", mo->fit, "With --report: print the efficiency each fit point implies for its unit");
     app.add_flag("--fit-kernels", mo->fit_kernels,
                  "Fit the RNG and wgmma attention kernels' own efficiencies (and the wgmma CTA overhead) on the "
-                 "profile's ncu durations (kernels.rng.efficiency, kernels.attention_wgmma), and the RNG's per-strip "
+                 "profile's ncu durations (kernels.rng.efficiency, kernels.attention_wgmma, "
+                 "kernels.attention_bwd_wgmma), and the RNG's per-strip "
                  "cost on the machine's rng_strip fit points (kernels.rng.strip_overhead_cycles)");
     app.add_option("--power", mo->power,
                    "on: the power term where the profile has per-kernel power and the machine a cap (a kernel cannot "

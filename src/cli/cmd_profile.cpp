@@ -41,7 +41,7 @@ namespace fs = std::filesystem;
 
 struct ProfileOptions {
   std::string out = "profile.json";
-  std::string kernels = "rng,attention,gemm";
+  std::string kernels = "rng,attention,attention_bwd,gemm";
   std::string base;
   std::string ncu_csv;
   bool no_ncu = false;
@@ -173,6 +173,9 @@ struct Family {
   std::function<double(const std::string& key)> work;     // work of a launch key
   std::function<json(const std::string& key)> workload;   // the workload (geometry) of a launch key
   std::string work_unit;
+  // The profile key of a launch's classify_launch kind, where the kernel name cannot tell it (the wgmma backward:
+  // R, TW and causality are run-time arguments, fixed by the family's sweep point); empty: from the name.
+  std::function<std::string(const std::string& kind)> key_of;
 };
 
 // R and TW of "rng_tile_r7_tw8" / "attn_fused_r7_tw8_causal"; {-1, -1} when the key has none.
@@ -228,6 +231,23 @@ std::vector<Family> families(const profile::Selection& s, const Workload& w) {
                     fmt::format("workload.attention_kernel={}", a.attention_kernel)},
                    [scores](const std::string&) { return scores; },
                    [geometry](const std::string& k) { return geometry(k, false); }, "score elements (full SQ x SQ)"});
+  // The wgmma backward (attn_bwd_wgmma_kernel<HD, mode>), `dropbench attention` at pass bwd: one family per
+  // causality and R (one sweep point each), so the last launch of each mode is that point's measured one (the
+  // bitwise checks' deterministic launches come first) and the family names its key.
+  if (s.attention_bwd)
+    for (bool causal : {false, true})
+      for (int r : kPhiloxRounds) {
+        const std::string suffix = causal ? "_causal" : "";
+        const int tw = static_cast<int>(w.threshold_bits);
+        f.push_back({fmt::format("attention_bwd_r{}{}", r, suffix), "attention", "attn_bwd_wgmma",
+                     {"sweep.sq=[4096]", fmt::format("sweep.causal=[{}]", causal), fmt::format("sweep.rounds=[{}]", r),
+                      fmt::format("sweep.threshold_bits=[{}]", tw), "sweep.pass=[bwd]", "workload.attention_kernel=wgmma"},
+                     [scores](const std::string&) { return scores; },
+                     [geometry](const std::string& k) { return geometry(k, false); }, "score elements (full SQ x SQ)",
+                     [=](const std::string& kind) {
+                       return kind + (kind == "wgmma_bwd_fused" ? fmt::format("_r{}_tw{}", r, tw) : "") + suffix;
+                     }});
+      }
   if (s.gemm)
     for (const char* dt : {"fp8", "bf16"})
       f.push_back({std::string("gemm_") + dt, "gemm", "nvjet|xmma|cutlass|gemm|sm90",
@@ -282,13 +302,14 @@ std::string collect_ncu(const std::string& ncu, const profile::Selection& sel, c
     }
     if (launches.empty())
       return fmt::format("ncu profiled no kernel of `dropbench {}` (exit {}): {}", f.command, r.code, reason_of(r.err + r.out));
-    // Last launch of each kernel wins (attention: the fused reference launch of a point comes first; gemm:
-    // after any set-up).
+    // Last launch of each kernel wins (attention: the fused reference launch of a point comes first; the
+    // backward: the checks' deterministic launches come first; gemm: after any set-up).
     std::map<std::string, const profile::NcuLaunch*> last;
     for (const auto& l : launches) last[profile::classify_launch(l.kernel)] = &l;
     for (const auto& [kind, l] : last) {
       std::string key = kind;
-      if (kind == "attn_fused" || kind == "wgmma_fused")  // a name without R/TW
+      if (f.key_of) key = f.key_of(kind);
+      else if (kind == "attn_fused" || kind == "wgmma_fused")  // a name without R/TW
         key = fmt::format("{}_r{}_tw{}", kind, w.rounds, w.threshold_bits);
       if (kind == "gemm") key = f.name;
       const json block = profile::ncu_block(*l, f.work(key), f.work_unit, f.workload(key));
@@ -327,6 +348,8 @@ std::string collect_sass(const profile::Selection& sel, json& prof, std::vector<
   }
   prof["sass_meta"] = got["sass_meta"];
   if (sel.gemm) notes.push_back("gemm: cuBLASLt is closed source, no SASS to count: per_flop kept from the base profile");
+  if (sel.attention_bwd)
+    notes.push_back("attention_bwd: the wgmma backward's demand is measured only (ncu): nothing counted, the model derives it");
   return "";
 }
 
@@ -345,13 +368,14 @@ Command make_profile_command() {
       "  ncu path (ncu on PATH, a GPU, readable counters): runs dropbench itself under Nsight Compute\n"
       "    (--clock-control none), one sweep per family at SQ 4096 (RNG: every R x TW; attention, both the\n"
       "    mma.sync and the wgmma kernel (keys attn_* / wgmma_*): none, mask\n"
-      "    and fused for R 3/5/7/10, causal and not; GEMM: fp8, bf16); each kernel's \"ncu\" block gets\n"
+      "    and fused for R 3/5/7/10, causal and not; attention_bwd: the wgmma backward alone (pass bwd, keys\n"
+      "    wgmma_bwd_*), one sweep per causality x R; GEMM: fp8, bf16); each kernel's \"ncu\" block gets\n"
       "    executed warp instructions per element (per FLOP for the GEMM) in total and per pipe, HBM / L2\n"
       "    bytes, the measured workload, the measured utilisations and launch resources. `dropbench model`\n"
       "    uses them in place of the static counts (--demand ncu, docs/model.md \"Demand sources\").\n"
       "  SASS path (--no-ncu, or ncu unusable): scripts/profile_sass.py compiles and disassembles the kernels\n"
       "    (needs nvcc, cuobjdump, nvdisasm) and replaces the \"sass\" counts; the GEMM keeps its hand-written\n"
-      "    per-FLOP demand.\n"
+      "    per-FLOP demand; the backward gets nothing (the model derives its demand).\n"
       "  power path (--power-from REPORT...): per-kernel power from reports whose variants carry \"power\"\n"
       "    into the profile's \"power\" object (no counts collected, no GPU; --machine gives the static power).\n"
       "The file's \"collected\" object says which path was taken. Table: kernel x demand per unit of work.\n"
@@ -359,11 +383,12 @@ Command make_profile_command() {
       "Examples:\n"
       "  dropbench profile --out results/h200/profile.json\n"
       "  dropbench profile --kernels rng --no-ncu --out /tmp/sass.json\n"
+      "  dropbench profile --kernels attention_bwd --out /tmp/bwd.json   # the wgmma backward's ncu blocks\n"
       "  dropbench profile --power-from results/h200/model/inputs/run_llama3-70b_first_kernels.json --out /tmp/power.json   # per-kernel power";
   c.sweeps = false;
   c.add_options = [o](CLI::App& app) {
     app.add_option("--out", o->out, "Profile JSON to write (default profile.json)");
-    app.add_option("--kernels", o->kernels, "Comma list of kernel families: rng, attention, gemm");
+    app.add_option("--kernels", o->kernels, "Comma list of kernel families: rng, attention, attention_bwd, gemm");
     app.add_option("--base", o->base, "Profile to start from (default configs/profiles/h200.json)");
     app.add_flag("--no-ncu", o->no_ncu, "Skip Nsight Compute; count SASS instead");
     app.add_option("--device", o->device, "CUDA device index (ncu path)");
@@ -431,6 +456,7 @@ Command make_profile_command() {
     std::vector<std::pair<std::string, std::map<std::string, double>>> rows;
     std::set<std::string> cols;
     for (const std::string& k : profile::kernel_keys(sel, static_cast<int>(w.threshold_bits))) {
+      if (!prof["sass"].contains(k) && !prof["kernels"].contains(k)) continue;  // not collected (backward, SASS path)
       auto d = profile::table_demand(prof, k);
       for (const auto& [u, v] : d) cols.insert(u);
       rows.emplace_back(k, d);

@@ -284,6 +284,37 @@ Machine load_machine(const std::string& path) {
 // ---------------------------------------------------------------------------------------------------------
 // Profile.
 // ---------------------------------------------------------------------------------------------------------
+namespace {
+
+// A wgmma kernel's section (kernels.attention_wgmma, kernels.attention_bwd_wgmma; q: "kernels.<name>.").
+WgmmaProfile wgmma_profile_from_json(const json& a, const Fields& f, const std::string& q) {
+  WgmmaProfile wp;
+  const json& clk = f.get(a, "clock", q + "clock");
+  wp.clock = clk.is_number() ? fmt::format("{}", clk.get<double>()) : f.string(a, "clock", q + "clock");
+  wp.head_dim = static_cast<int>(f.number(a, "head_dim", q + "head_dim"));
+  wp.block_rows = static_cast<int>(f.number(a, "block_rows", q + "block_rows"));
+  wp.block_keys = static_cast<int>(f.number(a, "block_keys", q + "block_keys"));
+  wp.ctas_per_sm = static_cast<int>(f.number(a, "ctas_per_sm", q + "ctas_per_sm"));
+  wp.registers = static_cast<int>(f.number(a, "registers", q + "registers"));
+  wp.threads = static_cast<int>(f.number(a, "threads", q + "threads"));
+  wp.smem_per_cta = f.number(a, "smem_per_cta_bytes", q + "smem_per_cta_bytes");
+  const json& sk = f.get(a, "sass_key", q + "sass_key");
+  for (const char* mode : {"none", "mask", "fused", "causal_suffix"})
+    wp.sass_key[mode] = f.string(sk, mode, q + "sass_key." + mode);
+  const json& ie = f.get(a, "issue_efficiency", q + "issue_efficiency");
+  f.string(ie, "source", q + "issue_efficiency.source");
+  wp.issue_efficiency = f.number(ie, "value", q + "issue_efficiency.value");
+  const json& me = f.get(a, "mma_efficiency", q + "mma_efficiency");
+  f.string(me, "source", q + "mma_efficiency.source");
+  wp.mma_efficiency = f.number(me, "value", q + "mma_efficiency.value");
+  const json& co = f.get(a, "cta_overhead_cycles", q + "cta_overhead_cycles");
+  f.string(co, "source", q + "cta_overhead_cycles.source");
+  wp.cta_overhead_cycles = f.number(co, "value", q + "cta_overhead_cycles.value", false);
+  return wp;
+}
+
+}  // namespace
+
 Profile profile_from_json(const json& j, const std::string& where) {
   const Fields f{"profile", where};
   check_schema(j, "dropbench.profile", f);
@@ -368,33 +399,9 @@ Profile profile_from_json(const json& j, const std::string& where) {
     gp.ncu = ncu_from_json(g, f, "kernels." + key);
     p.gemm[dt] = gp;
   }
-  if (ks.contains("attention_wgmma")) {
-    const json& a = ks.at("attention_wgmma");
-    const std::string q = "kernels.attention_wgmma.";
-    WgmmaProfile wp;
-    const json& clk = f.get(a, "clock", q + "clock");
-    wp.clock = clk.is_number() ? fmt::format("{}", clk.get<double>()) : f.string(a, "clock", q + "clock");
-    wp.head_dim = static_cast<int>(f.number(a, "head_dim", q + "head_dim"));
-    wp.block_rows = static_cast<int>(f.number(a, "block_rows", q + "block_rows"));
-    wp.block_keys = static_cast<int>(f.number(a, "block_keys", q + "block_keys"));
-    wp.ctas_per_sm = static_cast<int>(f.number(a, "ctas_per_sm", q + "ctas_per_sm"));
-    wp.registers = static_cast<int>(f.number(a, "registers", q + "registers"));
-    wp.threads = static_cast<int>(f.number(a, "threads", q + "threads"));
-    wp.smem_per_cta = f.number(a, "smem_per_cta_bytes", q + "smem_per_cta_bytes");
-    const json& sk = f.get(a, "sass_key", q + "sass_key");
-    for (const char* mode : {"none", "mask", "fused", "causal_suffix"})
-      wp.sass_key[mode] = f.string(sk, mode, q + "sass_key." + mode);
-    const json& ie = f.get(a, "issue_efficiency", q + "issue_efficiency");
-    f.string(ie, "source", q + "issue_efficiency.source");
-    wp.issue_efficiency = f.number(ie, "value", q + "issue_efficiency.value");
-    const json& me = f.get(a, "mma_efficiency", q + "mma_efficiency");
-    f.string(me, "source", q + "mma_efficiency.source");
-    wp.mma_efficiency = f.number(me, "value", q + "mma_efficiency.value");
-    const json& co = f.get(a, "cta_overhead_cycles", q + "cta_overhead_cycles");
-    f.string(co, "source", q + "cta_overhead_cycles.source");
-    wp.cta_overhead_cycles = f.number(co, "value", q + "cta_overhead_cycles.value", false);
-    p.wgmma = wp;
-  }
+  if (ks.contains("attention_wgmma")) p.wgmma = wgmma_profile_from_json(ks.at("attention_wgmma"), f, "kernels.attention_wgmma.");
+  if (ks.contains("attention_bwd_wgmma"))
+    p.wgmma_bwd = wgmma_profile_from_json(ks.at("attention_bwd_wgmma"), f, "kernels.attention_bwd_wgmma.");
   p.attn_auto = f.optional(j, "attention_kernel_auto", "attention_kernel_auto", std::string(p.wgmma ? "wgmma" : "mma"));
   if (p.attn_auto != "mma" && p.attn_auto != "wgmma")
     f.fail("attention_kernel_auto", "must be mma or wgmma");
@@ -981,6 +988,24 @@ Demand wgmma_static(const WgmmaProfile& g, const Workload& w, const std::string&
   return d;
 }
 
+// A wgmma kernel's measured demand at w: the ncu block of `key` carried by visited blocks through the kernel's
+// static structure (work: its visited blocks at a workload; statik: its static demand there, `measured` for the
+// measured launch's workload), that launch taken at w's R, TW and head_dim (the key names the instance). nullopt
+// when the key has no ncu block.
+template <class Work, class Static>
+std::optional<Demand> wgmma_carried(const Profile& p, const std::string& key, const Workload& w, const AttnWork& a,
+                                    const Work& work, const Static& statik) {
+  auto it = p.sass.find(key);
+  if (it == p.sass.end() || !it->second.ncu) return std::nullopt;
+  const NcuDemand& n = *it->second.ncu;
+  Workload wp = n.w;
+  wp.rounds = w.rounds;
+  wp.threshold_bits = w.threshold_bits;
+  wp.head_dim = w.head_dim;
+  const AttnWork ap = work(wp);
+  return ncu_carried(statik(w, a, false), statik(wp, ap, true), n, ap.iterations > 0 ? a.iterations / ap.iterations : 0);
+}
+
 // The wgmma kernel's demand at w: its measured counts (ncu block of its key) carried by visited key blocks.
 Demand wgmma_demand(const Profile& p, const Workload& w, const std::string& mode, Window win, AttnWork* work,
                     std::string* source, std::string* key_out) {
@@ -989,21 +1014,75 @@ Demand wgmma_demand(const Profile& p, const Workload& w, const std::string& mode
   if (work) *work = a;
   const std::string key = wgmma_key(g, w, mode, w.causal);
   if (key_out) *key_out = key;
-  Demand d = wgmma_static(g, w, mode, win, a);
-  auto it = p.sass.find(key);
-  if (it == p.sass.end() || !it->second.ncu)
+  // The measured workload is whole (no window); w keeps its window.
+  const std::optional<Demand> d = wgmma_carried(
+      p, key, w, a, [&](const Workload& x) { return wgmma_work(g, x, {}); },
+      [&](const Workload& x, const AttnWork& xa, bool measured) {
+        return wgmma_static(g, x, mode, measured ? Window{} : win, xa);
+      });
+  if (!d)
     throw UsageError(fmt::format("profile {}: sass.{} has no ncu block (the wgmma attention kernel has measured "
                                  "demand only: `dropbench profile`)",
                                  p.path, key));
-  const NcuDemand& n = *it->second.ncu;
-  Workload wp = n.w;
-  wp.rounds = w.rounds;
-  wp.threshold_bits = w.threshold_bits;
-  wp.head_dim = w.head_dim;
-  const AttnWork ap = wgmma_work(g, wp, {});
-  d = ncu_carried(d, wgmma_static(g, wp, mode, {}, ap), n, ap.iterations > 0 ? a.iterations / ap.iterations : 0);
   if (source) *source = "ncu";
+  return *d;
+}
+
+// ---- the wgmma attention backward (kernels/attention/bwd/wgmma/, profile kernels.attention_bwd_wgmma) ----
+
+// Its visited (block_rows-query x block_keys-key) blocks: CTA (key block kb, KV head, batch) walks its group's
+// q_heads / kv_heads query heads and, per head, the query blocks from the first that reaches key kb x block_keys
+// (causal) or 0. Launch order (tile_order.hpp, bwd_cta_in_order): every (batch, KV head) of key block 0, the
+// heaviest when causal, then key block 1, ...; cta_iterations lists the CTAs in that order (one entry per CTA,
+// tail_factor with heads = 1) up to kTailSimulateCtas, else one entry per key block (heads = batch x kv_heads).
+AttnWork wgmma_bwd_work(const WgmmaProfile& g, const Workload& w, double* tail_reps) {
+  const int64_t BQ = g.block_rows, BK = g.block_keys, group = w.q_heads / std::max<int64_t>(1, w.kv_heads);
+  const int64_t nqb = ceil_div(w.sq, BQ), nkb = ceil_div(w.sq, BK);
+  const double reps = static_cast<double>(w.batch) * static_cast<double>(w.kv_heads);
+  const bool expand = static_cast<double>(nkb) * reps <= kTailSimulateCtas;
+  AttnWork a;
+  for (int64_t kb = 0; kb < nkb; ++kb) {
+    const double n_it = static_cast<double>(group * (nqb - (w.causal ? kb * BK / BQ : 0)));
+    a.iterations += n_it * reps;
+    a.cta_iterations.insert(a.cta_iterations.end(), expand ? static_cast<size_t>(reps) : 1, n_it);
+  }
+  a.ctas = static_cast<double>(nkb) * reps;
+  if (tail_reps) *tail_reps = expand ? 1.0 : reps;
+  return a;
+}
+
+// Its static demand: wgmma FLOPs of the five products per visited block (2.5 x the forward's 4 x BQ x BK x dH);
+// HBM: Q, dO, K, V, LSE, D read, dK, dV written, the fp32 dQ accumulator read and written back; L2: K, V once per
+// CTA, Q, dO, LSE, D per visited block, the dQ reduce-add (BQ x dH fp32) per visited block, dK, dV; mode mask:
+// the block's keep words (4 strips x 2 tiles x 32 words) per visited block.
+Demand wgmma_bwd_static(const WgmmaProfile& g, const Workload& w, const std::string& mode, const AttnWork& a) {
+  const double BQ = g.block_rows, BK = g.block_keys, dh = static_cast<double>(w.head_dim);
+  const double B = static_cast<double>(w.batch), sq = static_cast<double>(w.sq);
+  const double sq_pad = static_cast<double>(ceil_div(w.sq, static_cast<int64_t>(BQ))) * BQ;
+  const double q_bytes = B * sq * w.q_heads * dh * 2, kv_bytes = B * sq * w.kv_heads * dh * 2;
+  const double rows_f32 = B * w.q_heads * sq_pad * 4, dq_acc = B * sq * w.q_heads * dh * 4;
+  Demand d;
+  d["wgmma_bf16_flops"] = a.iterations * kAttentionBwdFlopRatio * 4 * BQ * BK * dh;
+  double hbm = 2 * q_bytes + 4 * kv_bytes + 2 * rows_f32 + 2 * dq_acc;
+  double l2 = 4 * kv_bytes + a.iterations * (2 * BQ * dh * 2 + 2 * BQ * 4 + BQ * dh * 4);
+  if (mode == "mask") {
+    const double words = a.iterations * 4 * 2 * 32 * 4;
+    hbm += words;
+    l2 += words;
+  }
+  d["hbm_bytes"] = hbm;
+  d["l2_bytes"] = l2;
   return d;
+}
+
+// The ncu block the backward in `mode` (mask / fused) is timed from at w, or nullptr (then its demand is derived):
+// the profile has kernels.attention_bwd_wgmma, measured demand is on, w's attention kernel (whose backward runs
+// beside it) is the wgmma one at the profiled head_dim, and the key has an ncu block.
+const NcuDemand* wgmma_bwd_measured(const Profile& p, const Workload& w, const std::string& mode) {
+  if (!p.wgmma_bwd || !p.use_ncu || attention_family(p, w) != "wgmma" || w.head_dim != p.wgmma_bwd->head_dim)
+    return nullptr;
+  auto it = p.sass.find(wgmma_key(*p.wgmma_bwd, w, mode, w.causal));
+  return it == p.sass.end() || !it->second.ncu ? nullptr : &*it->second.ncu;
 }
 
 // Visited score elements of an attention launch (the work its energy is counted per).
@@ -1020,6 +1099,23 @@ struct AttnDerive {
   double work_scale = 1;
   std::string name;  // the KernelTime's name; "" = attention(<mode>)
 };
+
+// Times a wgmma kernel's demand pc.d (src: where it comes from) with the kernel's own issue / mma efficiencies, the
+// tail of its grid (a.cta_iterations repeated `reps` times, launch order) and its CTA overhead per wave.
+void time_wgmma(const Machine& m, const Profile& p, const WgmmaProfile& g, const AttnWork& a, double reps,
+                const std::string& src, const Options& o, const std::string& name, Piece& pc) {
+  pc.clock_mhz = kernel_clock(m, g.clock, o);
+  pc.o = options_for(o, p, src);
+  pc.o.efficiency["issue"] = g.issue_efficiency;
+  pc.o.efficiency["mma"] = g.mma_efficiency;
+  const double slots = m.sm_count * g.ctas_per_sm;
+  pc.t = kernel_time(m, name, pc.d, pc.clock_mhz, pc.o, 1.0, tail_factor(a.cta_iterations, reps, slots));
+  // The CTA prologue / pipeline fill / epilogue, once per wave of CTAs (uncalibrated: left out).
+  const double extra = o.calibrated ? a.ctas / slots * g.cta_overhead_cycles / (pc.clock_mhz * 1e6) : 0.0;
+  pc.t.seconds += extra;
+  pc.t.fixed_s = extra;
+  for (UnitTime& u : pc.t.units) u.seconds += extra;
+}
 
 Piece attention_piece(const Machine& m, const Profile& p, const Workload& w, const std::string& mode, Window win,
                       const Options& o, const AttnDerive& derive = {}) {
@@ -1046,18 +1142,7 @@ Piece attention_piece(const Machine& m, const Profile& p, const Workload& w, con
       pc.d = wgmma_demand(p, w, mode, win, &a, &src, &key);
     }
     if (derive.adjust) derive.adjust(pc.d);
-    pc.clock_mhz = kernel_clock(m, g.clock, o);
-    pc.o = options_for(o, p, src);
-    pc.o.efficiency["issue"] = g.issue_efficiency;
-    pc.o.efficiency["mma"] = g.mma_efficiency;
-    const double slots = m.sm_count * g.ctas_per_sm;
-    const double tail = tail_factor(a.cta_iterations, static_cast<double>(w.batch) * w.q_heads, slots);
-    pc.t = kernel_time(m, tname, pc.d, pc.clock_mhz, pc.o, 1.0, tail);
-    // The CTA prologue / pipeline fill / epilogue, once per wave of CTAs (uncalibrated: left out).
-    const double extra = o.calibrated ? a.ctas / slots * g.cta_overhead_cycles / (pc.clock_mhz * 1e6) : 0.0;
-    pc.t.seconds += extra;
-    pc.t.fixed_s = extra;
-    for (UnitTime& u : pc.t.units) u.seconds += extra;
+    time_wgmma(m, p, g, a, static_cast<double>(w.batch) * w.q_heads, src, o, tname, pc);
   } else {
     pc.d = attention_demand(p, w, mode, win, &a, &src);
     if (mode != "fused-composed") key = attn_key(p, w, mode, w.causal);
@@ -1072,6 +1157,31 @@ Piece attention_piece(const Machine& m, const Profile& p, const Workload& w, con
   pc.t.key = key;
   pc.t.work = attention_elements(p, fam, a) * derive.work_scale;
   apply_power(m, p, pc.t);
+  return pc;
+}
+
+// The wgmma backward kernel in `mode` (mask / fused) from its measured demand (wgmma_bwd_measured holds): timed with
+// its own efficiencies, tail and CTA overhead. Energy: its key's power where the profile has it, else the forward
+// none kernel's per visited element x 2.5, as the derived backward's.
+Piece wgmma_bwd_kernel_piece(const Machine& m, const Profile& p, const Workload& w, const std::string& mode,
+                             const Options& o, const std::string& name) {
+  const WgmmaProfile& g = *p.wgmma_bwd;
+  double reps = 1;
+  const AttnWork a = wgmma_bwd_work(g, w, &reps);
+  const std::string key = wgmma_key(g, w, mode, w.causal);
+  Piece pc;
+  pc.d = wgmma_carried(
+             p, key, w, a, [&](const Workload& x) { return wgmma_bwd_work(g, x, nullptr); },
+             [&](const Workload& x, const AttnWork& xa, bool) { return wgmma_bwd_static(g, x, mode, xa); })
+             .value();
+  time_wgmma(m, p, g, a, reps, "ncu", o, name, pc);
+  pc.t.source = "ncu(bwd)";
+  const double elements = a.iterations * g.block_rows * g.block_keys;
+  const bool own_power = p.power.count(key) != 0;
+  pc.t.key = own_power || !p.wgmma ? key : wgmma_key(*p.wgmma, w, "none", w.causal);
+  pc.t.work = own_power ? elements : elements * kAttentionBwdFlopRatio;
+  apply_power(m, p, pc.t);
+  pc.t.key = key;
   return pc;
 }
 
@@ -1235,10 +1345,12 @@ void fit_rng_strips(const Machine& m, const Profile& p, const std::vector<Kernel
 
 FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& family,
                      const std::vector<KernelPoint>& extra) {
-  if (family != "rng" && family != "wgmma")
-    throw UsageError(fmt::format("--fit-kernels: family '{}' (allowed: rng, wgmma)", family));
-  if (family == "wgmma" && !p.wgmma) throw UsageError(fmt::format("profile {}: kernels.attention_wgmma is missing", p.path));
-  if (family == "wgmma" && !extra.empty()) throw UsageError("--fit-kernels: report points are for the rng family only");
+  if (family != "rng" && family != "wgmma" && family != "wgmma_bwd")
+    throw UsageError(fmt::format("--fit-kernels: family '{}' (allowed: rng, wgmma, wgmma_bwd)", family));
+  const bool bwd = family == "wgmma_bwd";
+  if (family != "rng" && !(bwd ? p.wgmma_bwd : p.wgmma))
+    throw UsageError(fmt::format("profile {}: kernels.{} is missing", p.path, bwd ? "attention_bwd_wgmma" : "attention_wgmma"));
+  if (family != "rng" && !extra.empty()) throw UsageError("--fit-kernels: report points are for the rng family only");
   Profile pu = p;
   pu.use_ncu = true;
   pu.use_power = false;
@@ -1272,15 +1384,21 @@ FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& fami
     q.key = key;
     q.y = k.ncu->duration_s * cyc;
     Workload w = k.ncu->w;
-    const WgmmaProfile& g = *p.wgmma;
-    const std::string prefix = g.sass_key.at("none").substr(0, g.sass_key.at("none").find('_') + 1);  // "wgmma_"
+    const WgmmaProfile& g = bwd ? *p.wgmma_bwd : *p.wgmma;
+    // The family's keys: its none key's prefix ("wgmma_", "wgmma_bwd_") and then a mode.
+    const std::string& none = g.sass_key.at("none");
+    const std::string prefix = none.substr(0, none.rfind('_') + 1);
     if (key.rfind(prefix, 0) != 0 || key.find("_rngwarps") != std::string::npos) continue;  // design (b) apart
-    w.attention_kernel = "wgmma";
     const std::string rest = key.substr(prefix.size());
-    const std::string mode = rest.rfind("none", 0) == 0 ? "none" : rest.rfind("mask", 0) == 0 ? "mask" : "fused";
-    const KernelTime t = attention_time(m, pu, w, mode, {}, o);
+    std::string mode;
+    for (const char* md : {"none", "mask", "fused"})
+      if (rest.rfind(md, 0) == 0) mode = md;
+    if (mode.empty()) continue;  // another family's key ("wgmma_bwd_..." under "wgmma_")
+    w.attention_kernel = "wgmma";
+    const KernelTime t = bwd ? wgmma_bwd_kernel_piece(m, pu, w, mode, o, "attention-bwd").t
+                             : attention_time(m, pu, w, mode, {}, o);
     for (const char* u : {"issue", "mma"}) q.unit[u] = t.unit_seconds(u) * cyc;
-    q.waves = wgmma_work(g, w, {}).ctas / (m.sm_count * g.ctas_per_sm);
+    q.waves = (bwd ? wgmma_bwd_work(g, w, nullptr) : wgmma_work(g, w, {})).ctas / (m.sm_count * g.ctas_per_sm);
     pts.push_back(q);
   }
   if (pts.size() < 3)
@@ -1291,7 +1409,7 @@ FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& fami
   best.family = family;
   best.mean_abs_err = std::numeric_limits<double>::infinity();
   // The wgmma kernel's fixed cost per CTA wave by least squares on the relative errors at each efficiency.
-  const bool fit_overhead = family == "wgmma";
+  const bool fit_overhead = family != "rng";
   double sxx = 0;
   for (const FitPt& q : pts) sxx += q.waves * q.waves / (q.y * q.y);
   // Flat copies for the grid's inner loop (units in a fixed order).
@@ -1644,6 +1762,31 @@ const StepTime* TrainPrediction::strategy(const std::string& n) const {
 
 namespace {
 
+// One cast / transpose kernel of the fp8 step (kernels/gemm/cast_transpose: the copies cuBLASLt's TN-only fp8
+// GEMMs need): memory-bound, rows x cols elements read at in_bytes each and written once per output copy (one
+// byte each), every byte through L2 and HBM once. Energy only where the profile has power for `cast_transpose`.
+// A memory-bound launch timed by its bytes, every one through L2 and HBM once; energy where the profile has power
+// for `key`.
+Piece bytes_piece(const Machine& m, const Profile& p, const Options& o, const std::string& name, double bytes,
+                  const std::string& key) {
+  Piece pc;
+  pc.d["hbm_bytes"] = bytes;
+  pc.d["l2_bytes"] = bytes;
+  pc.clock_mhz = kernel_clock(m, p.rng_clock, o);
+  pc.o = o;
+  pc.t = kernel_time(m, name, pc.d, pc.clock_mhz, pc.o);
+  pc.t.source = "bytes";
+  pc.t.key = key;
+  pc.t.work = bytes;
+  apply_power(m, p, pc.t);
+  return pc;
+}
+
+Piece cast_piece(const Machine& m, const Profile& p, const Options& o, const std::string& name, double rows,
+                 double cols, double in_bytes, double out_copies) {
+  return bytes_piece(m, p, o, name, rows * cols * (in_bytes + out_copies), "cast_transpose");
+}
+
 // Two pieces one after the other as one (the output projection's dX then dW beside the RNG kernel): summed
 // demand and times, the longer one's limiter; a's clock, options and scale.
 Piece serial_pieces(const Piece& a, const Piece& b, const std::string& name) {
@@ -1661,9 +1804,9 @@ Piece serial_pieces(const Piece& a, const Piece& b, const std::string& name) {
 // The attention backward reading the mask: the forward's mode-none demand with every op class x 2.5 (five
 // products against the forward's two, the same softmax-shaped work per product), its bytes x 2 (Q, K, V, O, dO
 // read; dQ, dK, dV written; D), plus the 1-bit tile mask read once; timed with the forward kernel's
-// efficiencies, tail and CTA overhead; energy: the forward none kernel's per element x 2.5. No backward kernel is
-// profiled yet: this is the demand a profile would replace.
-Piece attention_bwd_mask_piece(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
+// efficiencies, tail and CTA overhead; energy: the forward none kernel's per element x 2.5. The demand a profiled
+// backward (kernels.attention_bwd_wgmma with its ncu blocks) replaces.
+Piece attention_bwd_mask_derived(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
   const double mask = window_tiles(w, {}) * 128.0 * static_cast<double>(w.batch) * w.q_heads;
   AttnDerive dv;
   dv.name = "attention-bwd(mask)";
@@ -1677,6 +1820,41 @@ Piece attention_bwd_mask_piece(const Machine& m, const Profile& p, const Workloa
   Piece pc = attention_piece(m, p, w, "none", {}, o, dv);
   pc.t.source = "derived(" + pc.t.source + ")";
   return pc;
+}
+
+// The backward's memory-bound launches around the wgmma kernel (kernels/attention/bwd/attention_bwd.cu): the
+// preprocess (O, dO, LSE read; D and the padded LSE written), the memset of the fp32 dQ accumulator and the dQ
+// convert (the accumulator read, dQ written in bf16).
+double wgmma_bwd_aux_bytes(const Workload& w, int block_rows) {
+  const double rows = static_cast<double>(w.batch) * static_cast<double>(w.sq) * w.q_heads;
+  const double rows_pad = static_cast<double>(w.batch) * w.q_heads * static_cast<double>(ceil_div(w.sq, block_rows)) * block_rows;
+  const double dh = static_cast<double>(w.head_dim);
+  const double preprocess = rows * dh * 2 * 2 + rows * 4 + rows_pad * 4 * 2;
+  const double memset = rows * dh * 4, convert = rows * dh * (4 + 2);
+  return preprocess + memset + convert;
+}
+
+// The attention backward in `mode` (mask / fused) from the wgmma backward's measured demand: the kernel, then its
+// three memory-bound launches (wgmma_bwd_aux_bytes) and their launch gaps, as a fixed time beside its unit times.
+Piece attention_bwd_measured_piece(const Machine& m, const Profile& p, const Workload& w, const std::string& mode,
+                                   const Options& o, const std::string& name) {
+  Piece pc = wgmma_bwd_kernel_piece(m, p, w, mode, o, name);
+  const Piece aux = bytes_piece(m, p, o, name + "-aux", wgmma_bwd_aux_bytes(w, p.wgmma_bwd->block_rows), "attention_bwd_aux");
+  const double extra = aux.t.seconds + 3 * m.launch_gap_us * 1e-6;
+  add_to(pc.d, aux.d);
+  pc.t.seconds += extra;
+  pc.t.seconds_no_power += extra;
+  pc.t.fixed_s += extra;
+  for (UnitTime& u : pc.t.units) u.seconds += extra;
+  if (pc.t.energy_j >= 0) pc.t.energy_j += std::max(0.0, aux.t.energy_j);
+  return pc;
+}
+
+// The attention backward reading the mask: from the wgmma backward's measured demand where the profile holds it
+// (attention_bwd_measured_piece, source "ncu(bwd)"), else derived (attention_bwd_mask_derived, "derived(...)").
+Piece attention_bwd_mask_piece(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
+  if (wgmma_bwd_measured(p, w, "mask")) return attention_bwd_measured_piece(m, p, w, "mask", o, "attention-bwd(mask)");
+  return attention_bwd_mask_derived(m, p, w, o);
 }
 
 // The attention backward regenerating the keep bits: the mask-reading backward plus what generating the bits
@@ -1695,23 +1873,13 @@ KernelTime attention_bwd_regen(const KernelTime& bwd_mask, const KernelTime& fwd
   return t;
 }
 
-// One cast / transpose kernel of the fp8 step (kernels/gemm/cast_transpose: the copies cuBLASLt's TN-only fp8
-// GEMMs need): memory-bound, rows x cols elements read at in_bytes each and written once per output copy (one
-// byte each), every byte through L2 and HBM once. Energy only where the profile has power for `cast_transpose`.
-Piece cast_piece(const Machine& m, const Profile& p, const Options& o, const std::string& name, double rows,
-                 double cols, double in_bytes, double out_copies) {
-  Piece pc;
-  const double bytes = rows * cols * (in_bytes + out_copies);
-  pc.d["hbm_bytes"] = bytes;
-  pc.d["l2_bytes"] = bytes;
-  pc.clock_mhz = kernel_clock(m, p.rng_clock, o);
-  pc.o = o;
-  pc.t = kernel_time(m, name, pc.d, pc.clock_mhz, pc.o);
-  pc.t.source = "bytes";
-  pc.t.key = "cast_transpose";
-  pc.t.work = bytes;
-  apply_power(m, p, pc.t);
-  return pc;
+// The attention backward regenerating the keep bits as the step times it: the wgmma backward's measured fused
+// kernel at w's R and TW where the profile holds it (source "ncu(bwd)"), else attention_bwd_regen's composition.
+KernelTime attention_bwd_regen_time(const Machine& m, const Profile& p, const Workload& w, const Options& o,
+                                    const KernelTime& bwd_mask, const Prediction& fwd) {
+  if (wgmma_bwd_measured(p, w, "fused"))
+    return attention_bwd_measured_piece(m, p, w, "fused", o, "attention-bwd(regen)").t;
+  return attention_bwd_regen(bwd_mask, fwd.attn_fused, fwd.attn_mask);
 }
 
 // The fused forward writing its keep words: the fused kernel's demand plus the mask's bytes written.
@@ -1755,7 +1923,7 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
   r.gemm_dx = g_dx.t;
   r.gemm_dw = g_dw.t;
   r.attn_bwd_mask = b_mask.t;
-  r.attn_bwd_regen = attention_bwd_regen(b_mask.t, r.fwd.attn_fused, r.fwd.attn_mask);
+  r.attn_bwd_regen = attention_bwd_regen_time(m, p, w, o, b_mask.t, r.fwd);
   const KernelTime& b_regen = r.attn_bwd_regen;
   r.attn_fused_write = fw.t;
   // The fp8 step's casts, in the measured step's order: O before the output projection; dY and W_out^T before its

@@ -141,6 +141,10 @@ struct Profile {
   std::map<std::string, std::string> attn_sass_key;  // none / mask / fused / causal_suffix
   std::map<std::string, GemmProfile> gemm;           // "fp8" / "bf16"
   std::optional<WgmmaProfile> wgmma;                 // the Hopper-native attention kernel, when profiled
+  // The Hopper-native attention backward ("kernels.attention_bwd_wgmma", kernels/attention/bwd/wgmma/), the same
+  // schema: one CTA = block_keys keys of one KV head walking its group's query heads in block_rows-query blocks.
+  // When its ncu block for a workload's key is there, the training step's backward is timed from it.
+  std::optional<WgmmaProfile> wgmma_bwd;
   std::string attn_auto = "mma";                     // the kernel attention_kernel "auto" means (wgmma when profiled)
   std::map<std::string, KernelPower> power;          // by kernel key (gemm_fp8, rng_tile_r7_tw8, wgmma_mask...)
   // The RNG tile kernels' own efficiencies ("kernels.rng.efficiency", fitted on their ncu durations by
@@ -252,11 +256,12 @@ void apply_power(const Machine& m, const Profile& p, KernelTime& t);
 // Fits of a measured kernel family's own efficiencies on the durations of its ncu blocks (measured at their
 // measured clocks; `dropbench model --fit-kernels`), least mean |relative error| over a grid:
 //   rng:   time = max(issue / e_issue, alu / e_alu, imad / e_imad) over the RNG tile kernels (R x TW);
-//   wgmma: cycles = max(issue / e_issue, mma / e_mma) x tail + CTA waves x cta_overhead_cycles.
+//   wgmma: cycles = max(issue / e_issue, mma / e_mma) x tail + CTA waves x cta_overhead_cycles;
+//   wgmma_bwd: the same for the wgmma backward kernel (kernels.attention_bwd_wgmma) on its own ncu launches.
 struct FamilyFit {
   std::string family;
   std::map<std::string, double> efficiency;  // unit -> fitted efficiency
-  double cta_overhead_cycles = 0;            // wgmma only
+  double cta_overhead_cycles = 0;            // wgmma, wgmma_bwd only
   // rng with report points: the per-strip cost (Profile::rng_strip_cycles) fitted on them, and the errors of
   // the carried time (rng_piece) at those points.
   double strip_overhead_cycles = 0;
@@ -365,9 +370,9 @@ struct TrainPrediction {
   Prediction fwd;  // the forward pass's prediction (its QKV GEMM, RNG, attention kernels, GEMM || RNG)
   // The output projection's forward GEMM [B*SQ, Hq*dH] x [Hq*dH, E]; its backward dX and dW; the QKV GEMM's dX, dW.
   KernelTime gemm_out, gemm_out_dx, gemm_out_dw, gemm_dx, gemm_dw;
-  // The attention backward (demand derived from the forward's mode-none kernel: docs/model.md) in mode mask, and
-  // in mode regen (that plus the forward's fused - mask time: Philox per element again), and the fused forward
-  // that also writes its keep words.
+  // The attention backward in mode mask and in mode regen (docs/model.md, "The training step": from the wgmma
+  // backward's own measured demand where the profile holds it, else derived from the forward's mode-none kernel,
+  // regen adding the forward's fused - mask time), and the fused forward that also writes its keep words.
   KernelTime attn_bwd_mask, attn_bwd_regen, attn_fused_write;
   Concurrent bwd_overlap;  // the backward's output-projection GEMMs (dX then dW, after their casts) || the RNG kernel
   std::vector<KernelTime> casts;  // fp8 only: the cast / transpose kernels, in step order (timed by their bytes)

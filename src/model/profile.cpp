@@ -320,18 +320,21 @@ std::map<std::string, double> table_demand(const json& profile, const std::strin
 }
 
 Selection parse_kernels(const std::string& list) {
-  Selection s{false, false, false};
+  Selection s{false, false, false, false};
   std::stringstream ss(list);
   std::string item;
   bool any = false;
   while (std::getline(ss, item, ',')) {
     if (item == "rng") s.rng = true;
     else if (item == "attention") s.attention = true;
+    else if (item == "attention_bwd") s.attention_bwd = true;
     else if (item == "gemm") s.gemm = true;
-    else throw UsageError(fmt::format("--kernels: '{}' is not a kernel family (allowed: rng, attention, gemm)", item));
+    else
+      throw UsageError(fmt::format(
+          "--kernels: '{}' is not a kernel family (allowed: rng, attention, attention_bwd, gemm)", item));
     any = true;
   }
-  if (!any) throw UsageError("--kernels: empty list (allowed: rng, attention, gemm)");
+  if (!any) throw UsageError("--kernels: empty list (allowed: rng, attention, attention_bwd, gemm)");
   return s;
 }
 
@@ -352,6 +355,12 @@ std::vector<std::string> kernel_keys(const Selection& s, int attn_tw) {
       k.push_back(fmt::format("wgmma_mask{}", causal));
       for (int r : kPhiloxRounds) k.push_back(fmt::format("wgmma_fused_r{}_tw{}{}", r, attn_tw, causal));
     }
+  if (s.attention_bwd)  // the wgmma backward (kernels/attention/bwd/wgmma/kernel.cuh)
+    for (const char* causal : {"", "_causal"}) {
+      k.push_back(fmt::format("wgmma_bwd_none{}", causal));
+      k.push_back(fmt::format("wgmma_bwd_mask{}", causal));
+      for (int r : kPhiloxRounds) k.push_back(fmt::format("wgmma_bwd_fused_r{}_tw{}{}", r, attn_tw, causal));
+    }
   if (s.gemm) {
     k.push_back("gemm_fp8");
     k.push_back("gemm_bf16");
@@ -371,8 +380,15 @@ std::string classify_launch(const std::string& name) {
   static const std::regex wg_full(
       R"(attn_fwd_wgmma_kernel<\s*(?:\w+::)?WgCfg<[^>]*>\s*,\s*(?:\([\w:]+\))?(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\w+)\s*(?:,\s*(\w+)\s*)?>)");
   static const std::regex wg(R"(attn_fwd_wgmma_kernel<\s*(?:\w+::)?WgCfg<[^>]*>\s*,\s*(?:\([\w:]+\))?(\d+))");
+  // attn_bwd_wgmma_kernel<HD, mode>: R, TW and causality are run-time arguments, so the key has none of them
+  // (`dropbench profile` adds them from the profiled sweep point).
+  static const std::regex wg_bwd(R"(attn_bwd_wgmma_kernel<\s*(\d+)\s*,\s*(?:\([\w:]+\))?(\d+)\s*>)");
   std::smatch m;
   if (std::regex_search(name, m, rng)) return fmt::format("rng_tile_r{}_tw{}", m[1].str(), m[2].str());
+  if (std::regex_search(name, m, wg_bwd)) {
+    const int mode = std::stoi(m[2].str());
+    return mode == 0 ? "wgmma_bwd_none" : mode == 1 ? "wgmma_bwd_mask" : "wgmma_bwd_fused";
+  }
   auto truthy = [](const std::string& v) { return v == "1" || v == "true"; };
   if (std::regex_search(name, m, wg_full)) {
     const int mode = std::stoi(m[1].str());

@@ -52,18 +52,22 @@ std::map<std::string, double> table_demand(const json& profile, const std::strin
 // Kernel selection: the families of --kernels.
 struct Selection {
   bool rng = true, attention = true, gemm = true;
+  bool attention_bwd = true;  // the wgmma attention backward (ncu only: measured demand, no SASS counts)
 };
-Selection parse_kernels(const std::string& list);  // "rng,attention,gemm"; UsageError on anything else
+Selection parse_kernels(const std::string& list);  // "rng,attention,attention_bwd,gemm"; UsageError on anything else
 
 // Profile keys of the kernels a selection covers: rng_tile_r{R}_tw{TW} (R 3/5/7/10 x TW 8/16/32), attention
 // attn_none, attn_mask, attn_fused_r{R}_tw{attn_threshold_bits} (R 3/5/7/10), each also _causal, and
 // the Hopper-native kernel's wgmma_none, wgmma_mask, wgmma_fused_r{R}_tw{TW} (each also _causal) and
-// gemm_fp8 / gemm_bf16 (38 with every family).
+// gemm_fp8 / gemm_bf16 (38 with those families), and the wgmma backward's wgmma_bwd_none, wgmma_bwd_mask,
+// wgmma_bwd_fused_r{R}_tw{attn_threshold_bits} (R 3/5/7/10; each also _causal; 12 more).
 std::vector<std::string> kernel_keys(const Selection& s, int attn_threshold_bits = 8);
 
 // Recognise a profiled launch: "rng_tile_r7_tw8", "attn_none", "attn_mask", "attn_fused_r7_tw8" (each with
 // "_causal" for the causal instantiation; "attn_fused" etc. when the name lacks R / TW / causal), the wgmma
-// kernel's "wgmma_none", "wgmma_mask", "wgmma_fused_r7_tw8" (+ "_rngwarps" for design (b), "_causal"), "gemm", "".
+// kernel's "wgmma_none", "wgmma_mask", "wgmma_fused_r7_tw8" (+ "_rngwarps" for design (b), "_causal"), the wgmma
+// backward's "wgmma_bwd_none", "wgmma_bwd_mask", "wgmma_bwd_fused" (its name carries no R, TW or causality),
+// "gemm", "".
 std::string classify_launch(const std::string& kernel_name);
 
 }  // namespace dropbench::profile
