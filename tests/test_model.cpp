@@ -417,6 +417,54 @@ TEST(Model, RngStripCostKnownAnswers) {
   }
 }
 
+// fit_family "wgmma_bwd" recovers the wgmma backward's efficiencies and CTA overhead from durations made with known
+// ones (the synthetic fused launches issue-bound, the others tensor-bound), on its own keys only; the forward family
+// takes none of them.
+TEST(Model, WgmmaBwdFitRecoversKnownEfficiencies) {
+  const Machine m = load_machine(std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h200.json");
+  Profile p = profile_from_json(dropbench_test::bwd_profile_json(), "synthetic-bwd");
+  const double e_issue = 0.5, e_mma = 0.6, overhead = 2000;
+  size_t n = 0;
+  std::set<std::string> bound;
+  for (auto& [key, k] : p.sass) {
+    if (key.rfind("wgmma_bwd_", 0) != 0 || !k.ncu) continue;
+    const std::string rest = key.substr(10), mode = rest.substr(0, rest.find('_'));
+    Options u;
+    u.calibrated = false;
+    u.clock_mhz = k.ncu->clock_mhz;
+    const KernelTime t = attention_bwd_kernel_time(m, p, k.ncu->w, mode, u);
+    const double cyc = k.ncu->clock_mhz * 1e6, ctas = static_cast<double>(k.ncu->w.sq / 128 * k.ncu->w.kv_heads);
+    const double issue = t.unit_seconds("issue") / e_issue, mma = t.unit_seconds("mma") / e_mma;
+    bound.insert(issue > mma ? "issue" : "mma");
+    k.ncu->duration_s = (std::max(issue, mma) * cyc + ctas / m.sm_count * overhead) / cyc;
+    ++n;
+  }
+  ASSERT_EQ(n, 6u);
+  EXPECT_EQ(bound.size(), 2u);  // both efficiencies are identifiable
+  const FamilyFit f = fit_family(m, p, "wgmma_bwd");
+  EXPECT_EQ(f.family, "wgmma_bwd");
+  EXPECT_EQ(f.points, 6u);
+  EXPECT_NEAR(f.efficiency.at("issue"), e_issue, 1e-9);
+  EXPECT_NEAR(f.efficiency.at("mma"), e_mma, 1e-9);
+  EXPECT_NEAR(f.cta_overhead_cycles, overhead, 1e-6 * overhead);
+  EXPECT_LT(f.mean_abs_err, 1e-9);
+  // The forward family's fit is the same with or without the backward's launches in the profile.
+  Profile fwd_only = p;
+  for (auto it = fwd_only.sass.begin(); it != fwd_only.sass.end();)
+    it = it->first.rfind("wgmma_bwd_", 0) == 0 ? fwd_only.sass.erase(it) : std::next(it);
+  const FamilyFit ff = fit_family(m, p, "wgmma"), ff0 = fit_family(m, fwd_only, "wgmma");
+  EXPECT_EQ(ff.points, ff0.points);
+  EXPECT_EQ(ff.efficiency, ff0.efficiency);
+  // Without the section: one line naming it.
+  fwd_only.wgmma_bwd.reset();
+  try {
+    fit_family(m, fwd_only, "wgmma_bwd");
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("kernels.attention_bwd_wgmma is missing"), std::string::npos) << e.what();
+  }
+}
+
 // fit_family recovers a known per-strip cost from RNG times the carried model itself gives at other strip
 // lengths (report points), and fits none without them.
 TEST(Model, RngStripCostFitRecoversAKnownCost) {

@@ -87,6 +87,29 @@ TEST(ProfileNcuCsv, DetailsPageAttentionAndGemm) {
   EXPECT_EQ(profile::classify_launch("void attn_fwd_wgmma_kernel<WgCfg<128, 128, 2, 1, 3, 0>, 2, 7, 8, 0, 1>(KernelArgs)"),
             "wgmma_fused_r7_tw8_rngwarps");
   EXPECT_EQ(profile::classify_launch("void attn_fwd_wgmma_kernel<WgCfg<128, 128, 3, 1, 0, 0>, 1>(KernelArgs)"), "wgmma_mask");
+  // The wgmma backward: the mode from its name (R, TW and causality are run-time arguments); the other launches
+  // of a backward (preprocess, dQ convert, the deterministic dQ kernel, the mma backward) are none of its keys.
+  const std::string bwd_args = "(CUtensorMap_st, CUtensorMap_st, CUtensorMap_st, CUtensorMap_st, dropbench::attn_bwd::Args)";
+  EXPECT_EQ(profile::classify_launch("void dropbench::attn_bwd_wg::attn_bwd_wgmma_kernel<128, (dropbench::DropoutMode)0>" +
+                                     bwd_args),
+            "wgmma_bwd_none");
+  EXPECT_EQ(profile::classify_launch("void dropbench::attn_bwd_wg::attn_bwd_wgmma_kernel<128, (dropbench::DropoutMode)1>" +
+                                     bwd_args),
+            "wgmma_bwd_mask");
+  EXPECT_EQ(profile::classify_launch("void attn_bwd_wgmma_kernel<64, 2>" + bwd_args), "wgmma_bwd_fused");
+  EXPECT_EQ(profile::classify_launch("dropbench::(anonymous namespace)::bwd_preprocess_kernel(const __nv_bfloat16 *, "
+                                     "long, const __nv_bfloat16 *, long, const float *, float *, float *, int, int, int, "
+                                     "int, long)"),
+            "");
+  EXPECT_EQ(profile::classify_launch("dropbench::(anonymous namespace)::bwd_convert_dq_kernel(const float *, "
+                                     "__nv_bfloat16 *, long, long, long, float)"),
+            "");
+  EXPECT_EQ(profile::classify_launch("void dropbench::attn_bwd::attn_bwd_dq_kernel<128, (dropbench::DropoutMode)2, 7, "
+                                     "8>(dropbench::attn_bwd::Args)"),
+            "");
+  EXPECT_EQ(profile::classify_launch("void dropbench::attn_bwd::attn_bwd_main_kernel<128, (dropbench::DropoutMode)1, 7, "
+                                     "8>(dropbench::attn_bwd::Args)"),
+            "");
 }
 
 // Raw page (--page raw --print-units base): one row per launch, a units row. Synthetic values in ncu's layout.
@@ -192,6 +215,15 @@ TEST(ProfileKernels, SelectionAndKeys) {
                           "wgmma_none", "wgmma_fused_r7_tw8", "wgmma_mask_causal", "wgmma_fused_r10_tw8_causal"})
     EXPECT_NE(std::find(k.begin(), k.end(), key), k.end()) << key;
   EXPECT_EQ(profile::kernel_keys(profile::parse_kernels("attention"), 16).at(2), "attn_fused_r3_tw16");
+  // The wgmma backward: its own family, in the default selection.
+  s = profile::parse_kernels("attention_bwd");
+  EXPECT_TRUE(s.attention_bwd);
+  EXPECT_FALSE(s.rng || s.attention || s.gemm);
+  const auto kb = profile::kernel_keys(s, 8);
+  EXPECT_EQ(kb.size(), 12u);  // 2 causalities x (none, mask, fused R 3/5/7/10)
+  for (const char* key : {"wgmma_bwd_none", "wgmma_bwd_mask_causal", "wgmma_bwd_fused_r7_tw8", "wgmma_bwd_fused_r10_tw8_causal"})
+    EXPECT_NE(std::find(kb.begin(), kb.end(), key), kb.end()) << key;
+  EXPECT_TRUE(profile::Selection{}.attention_bwd);
   EXPECT_THROW(profile::parse_kernels("rng,bogus"), UsageError);
   EXPECT_THROW(profile::parse_kernels(""), UsageError);
 }

@@ -410,6 +410,145 @@ TEST(TrainStep, PredictTrainComposesEveryStrategy) {
   EXPECT_EQ(tp.strategy("baseline"), nullptr);
 }
 
+// ---- the attention backward from the wgmma backward's own measured demand ----
+
+namespace {
+
+db::model::Machine h200_machine() {
+  return db::model::load_machine(std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h200.json");
+}
+db::model::Profile bwd_profile(const json& j) { return db::model::profile_from_json(j, "synthetic-bwd"); }
+db::Workload bwd_w(int64_t sq, bool causal) {
+  return dropbench_test::bwd_workload(sq, causal, db::builtin_config().workload);
+}
+// Visited (64-query x 128-key) blocks of the backward at w, counted from the kernel's schedule as written in
+// kernels/attention/bwd/wgmma/config.cuh (Schedule): key block kb walks the group's heads and, per head, the
+// query blocks from kb * 128 / 64 (causal) or 0.
+double visited_blocks(const db::Workload& w) {
+  const int64_t nqb = (w.sq + 63) / 64, nkb = (w.sq + 127) / 128, group = w.q_heads / w.kv_heads;
+  double n = 0;
+  for (int64_t kb = 0; kb < nkb; ++kb) n += static_cast<double>(group * (nqb - (w.causal ? kb * 2 : 0)));
+  return n * static_cast<double>(w.batch * w.kv_heads);
+}
+
+}  // namespace
+
+// With kernels.attention_bwd_wgmma and the keys' ncu blocks the step's backward is timed from them (mask and, at
+// the profiled R / TW, regen); without a block, with static demand only, or for the mma kernel it is derived.
+TEST(TrainStep, MeasuredBackwardWhereProfiledElseDerived) {
+  const db::model::Machine m = h200_machine();
+  const json j = dropbench_test::bwd_profile_json();
+  const db::model::Profile p = bwd_profile(j);
+  ASSERT_TRUE(p.wgmma_bwd.has_value());
+  EXPECT_EQ(p.wgmma_bwd->block_rows, 64);
+  EXPECT_EQ(p.wgmma_bwd->block_keys, 128);
+  const db::Workload w = bwd_w(8192, true);
+  const db::model::TrainPrediction tp = db::model::predict_train(m, p, w, {});
+  EXPECT_EQ(tp.attn_bwd_mask.source, "ncu(bwd)");
+  EXPECT_EQ(tp.attn_bwd_regen.source, "ncu(bwd)");
+  EXPECT_EQ(tp.attn_bwd_mask.key, "wgmma_bwd_mask_causal");
+  EXPECT_EQ(tp.attn_bwd_regen.key, "wgmma_bwd_fused_r7_tw8_causal");
+  EXPECT_DOUBLE_EQ(tp.attn_bwd_mask.work, visited_blocks(w) * 64 * 128);
+  // The kernel, then the preprocess / memset / convert launches as a fixed time.
+  const db::model::KernelTime k = db::model::attention_bwd_kernel_time(m, p, w, "mask", {});
+  EXPECT_GT(tp.attn_bwd_mask.seconds, k.seconds + 3 * m.launch_gap_us * 1e-6);
+  EXPECT_GT(tp.attn_bwd_mask.fixed_s, k.fixed_s);
+  // The synthetic fused launch does more per block than the mask one: regen costs more.
+  EXPECT_GT(tp.attn_bwd_regen.seconds, tp.attn_bwd_mask.seconds);
+  // The derived backward on the committed profile (no backward section) differs.
+  const db::model::Profile base = bwd_profile([&] {
+    json b = j;
+    b["kernels"].erase("attention_bwd_wgmma");
+    return b;
+  }());
+  const db::model::TrainPrediction td = db::model::predict_train(m, base, w, {});
+  EXPECT_EQ(td.attn_bwd_mask.source.rfind("derived(", 0), 0u) << td.attn_bwd_mask.source;
+  EXPECT_NE(td.attn_bwd_regen.source.find("+fwd(fused-mask)"), std::string::npos) << td.attn_bwd_regen.source;
+  EXPECT_NE(td.attn_bwd_mask.seconds, tp.attn_bwd_mask.seconds);
+  // A key without its ncu block: R 5 has no fused launch, so regen is the measured mask + the forward's difference.
+  db::Workload w5 = w;
+  w5.rounds = 5;
+  const db::model::TrainPrediction t5 = db::model::predict_train(m, p, w5, {});
+  EXPECT_EQ(t5.attn_bwd_mask.source, "ncu(bwd)");
+  EXPECT_EQ(t5.attn_bwd_regen.source, "ncu(bwd)+fwd(fused-mask)");
+  json nomask = j;
+  nomask["sass"]["wgmma_bwd_mask_causal"]["ncu"] = nullptr;
+  EXPECT_EQ(db::model::predict_train(m, bwd_profile(nomask), w, {}).attn_bwd_mask.source.rfind("derived(", 0), 0u);
+  // Static demand only (--demand sass), or the mma kernel's step: derived.
+  db::model::Profile sass = p;
+  sass.use_ncu = false;
+  EXPECT_EQ(db::model::predict_train(m, sass, w, {}).attn_bwd_mask.source.rfind("derived(", 0), 0u);
+  db::Workload wm = w;
+  wm.attention_kernel = "mma";
+  EXPECT_EQ(db::model::predict_train(m, p, wm, {}).attn_bwd_mask.source.rfind("derived(", 0), 0u);
+  EXPECT_THROW(db::model::attention_bwd_kernel_time(m, base, w, "mask", {}), db::UsageError);
+  EXPECT_THROW(db::model::attention_bwd_kernel_time(m, p, w5, "fused", {}), db::UsageError);
+}
+
+// The measured backward scales with SQ as its visited blocks: x4 from SQ 8K to 16K non-causal; causal (nkb + 1) /
+// (2 nkb) of non-causal, about half at large SQ.
+TEST(TrainStep, MeasuredBackwardScalesByVisitedBlocks) {
+  const db::model::Machine m = h200_machine();
+  const db::model::Profile p = bwd_profile(dropbench_test::bwd_profile_json());
+  db::model::Options o;
+  o.calibrated = false;  // no CTA overhead: unit times only
+  auto kt = [&](int64_t sq, bool causal) { return db::model::attention_bwd_kernel_time(m, p, bwd_w(sq, causal), "mask", o); };
+  for (int64_t sq : {8192, 16384, 32768}) {
+    const db::Workload nc = bwd_w(sq, false), c = bwd_w(sq, true);
+    const double nkb = static_cast<double>(sq / 128);
+    EXPECT_DOUBLE_EQ(visited_blocks(c) / visited_blocks(nc), (nkb + 1) / (2 * nkb)) << sq;
+    EXPECT_DOUBLE_EQ(kt(sq, true).work / kt(sq, false).work, (nkb + 1) / (2 * nkb)) << sq;
+    // The tensor-core unit's time follows the visited blocks (x the grid's tail, >= 1).
+    const double r = kt(sq, true).unit_seconds("mma") / kt(sq, false).unit_seconds("mma");
+    EXPECT_GT(r, 0.45) << sq;
+    EXPECT_LT(r, 0.6) << sq;
+  }
+  const double r2 = kt(16384, false).unit_seconds("mma") / kt(8192, false).unit_seconds("mma");
+  EXPECT_NEAR(r2, 4.0, 0.2);
+  EXPECT_DOUBLE_EQ(kt(16384, false).work / kt(8192, false).work, 4.0);
+}
+
+// Energy: at the backward key's own power where the profile has it, else the forward none kernel's per element x 2.5.
+TEST(TrainStep, MeasuredBackwardEnergy) {
+  const db::model::Machine m = h200_machine();
+  ASSERT_TRUE(m.has_power());
+  json j = dropbench_test::bwd_profile_json();
+  j["power"] = {{"wgmma_none_causal", {{"dyn_j_per_work", 2e-12}, {"mean_w", 600}, {"source", "synthetic"}}}};
+  const db::Workload w = bwd_w(8192, true);
+  const db::model::KernelTime k = db::model::attention_bwd_kernel_time(m, bwd_profile(j), w, "mask", {});
+  EXPECT_NEAR(k.energy_j, k.work * db::model::kAttentionBwdFlopRatio * 2e-12, 1e-12 * k.energy_j);
+  EXPECT_EQ(k.key, "wgmma_bwd_mask_causal");
+  j["power"]["wgmma_bwd_mask_causal"] = {{"dyn_j_per_work", 3e-12}, {"mean_w", 650}, {"source", "synthetic"}};
+  const db::model::KernelTime k2 = db::model::attention_bwd_kernel_time(m, bwd_profile(j), w, "mask", {});
+  EXPECT_NEAR(k2.energy_j, k2.work * 3e-12, 1e-12 * k2.energy_j);
+  // The step's backward adds no energy of its own for the memory-bound launches without power data.
+  const db::model::TrainPrediction tp = db::model::predict_train(m, bwd_profile(j), w, {});
+  EXPECT_NEAR(tp.attn_bwd_mask.energy_j, k2.energy_j, 1e-12 * k2.energy_j);
+}
+
+// Bad fields of kernels.attention_bwd_wgmma: one line naming the field.
+TEST(TrainStep, BadBackwardProfileFieldsNameTheField) {
+  const json good = dropbench_test::bwd_profile_json();
+  auto err = [&](const std::function<void(json&)>& edit) {
+    json j = good;
+    edit(j);
+    return usage_error([&] { bwd_profile(j); });
+  };
+  for (const auto& [field, edit] : std::vector<std::pair<std::string, std::function<void(json&)>>>{
+           {"kernels.attention_bwd_wgmma.mma_efficiency", [](json& j) { j["kernels"]["attention_bwd_wgmma"].erase("mma_efficiency"); }},
+           {"kernels.attention_bwd_wgmma.block_rows", [](json& j) { j["kernels"]["attention_bwd_wgmma"]["block_rows"] = -64; }},
+           {"kernels.attention_bwd_wgmma.sass_key.fused", [](json& j) { j["kernels"]["attention_bwd_wgmma"]["sass_key"].erase("fused"); }},
+           {"kernels.attention_bwd_wgmma.issue_efficiency.source",
+            [](json& j) { j["kernels"]["attention_bwd_wgmma"]["issue_efficiency"].erase("source"); }},
+           {"kernels.attention_bwd_wgmma.cta_overhead_cycles.value",
+            [](json& j) { j["kernels"]["attention_bwd_wgmma"]["cta_overhead_cycles"]["value"] = "many"; }},
+           {"sass.wgmma_bwd_mask.ncu.workload.sq", [](json& j) { j["sass"]["wgmma_bwd_mask"]["ncu"]["workload"]["sq"] = -1; }}}) {
+    const std::string e = err(edit);
+    EXPECT_NE(e.find(field), std::string::npos) << field << ": " << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+}
+
 TEST(TrainStep, PredictTrainTimesTheFp8CastsByTheirBytes) {
   const db::model::Machine m = dropbench_test::tiny_machine();
   const db::model::Profile p = dropbench_test::tiny_profile();

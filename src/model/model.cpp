@@ -1176,12 +1176,15 @@ Piece wgmma_bwd_kernel_piece(const Machine& m, const Profile& p, const Workload&
              .value();
   time_wgmma(m, p, g, a, reps, "ncu", o, name, pc);
   pc.t.source = "ncu(bwd)";
+  // Its work: visited score elements. The power term reads key and work: the forward none kernel's key and 2.5 x
+  // the elements where the backward has no power data of its own, then they are set back.
   const double elements = a.iterations * g.block_rows * g.block_keys;
   const bool own_power = p.power.count(key) != 0;
   pc.t.key = own_power || !p.wgmma ? key : wgmma_key(*p.wgmma, w, "none", w.causal);
   pc.t.work = own_power ? elements : elements * kAttentionBwdFlopRatio;
   apply_power(m, p, pc.t);
   pc.t.key = key;
+  pc.t.work = elements;
   return pc;
 }
 
@@ -1258,6 +1261,16 @@ Piece gemm_piece(const Machine& m, const Profile& p, const Workload& w, const Op
 KernelTime attention_time(const Machine& m, const Profile& p, const Workload& w, const std::string& mode, Window win,
                           const Options& o) {
   return attention_piece(m, p, w, mode, win, o).t;
+}
+KernelTime attention_bwd_kernel_time(const Machine& m, const Profile& p, const Workload& w, const std::string& mode,
+                                     const Options& o) {
+  if (!p.wgmma_bwd) throw UsageError(fmt::format("profile {}: kernels.attention_bwd_wgmma is missing", p.path));
+  const std::string key = wgmma_key(*p.wgmma_bwd, w, mode, w.causal);
+  auto it = p.sass.find(key);
+  if (it == p.sass.end() || !it->second.ncu)
+    throw UsageError(fmt::format("profile {}: sass.{} has no ncu block (`dropbench profile --kernels attention_bwd`)",
+                                 p.path, key));
+  return wgmma_bwd_kernel_piece(m, p, w, mode, o, "attention-bwd(" + mode + ")").t;
 }
 KernelTime rng_time(const Machine& m, const Profile& p, const Workload& w, const std::string& layout, Window win,
                     const Options& o) {
@@ -1395,8 +1408,7 @@ FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& fami
       if (rest.rfind(md, 0) == 0) mode = md;
     if (mode.empty()) continue;  // another family's key ("wgmma_bwd_..." under "wgmma_")
     w.attention_kernel = "wgmma";
-    const KernelTime t = bwd ? wgmma_bwd_kernel_piece(m, pu, w, mode, o, "attention-bwd").t
-                             : attention_time(m, pu, w, mode, {}, o);
+    const KernelTime t = bwd ? attention_bwd_kernel_time(m, pu, w, mode, o) : attention_time(m, pu, w, mode, {}, o);
     for (const char* u : {"issue", "mma"}) q.unit[u] = t.unit_seconds(u) * cyc;
     q.waves = (bwd ? wgmma_bwd_work(g, w, nullptr) : wgmma_work(g, w, {})).ctas / (m.sm_count * g.ctas_per_sm);
     pts.push_back(q);

@@ -245,6 +245,11 @@ std::string attention_family(const Profile& p, const Workload& w);
 // kernel's issue efficiency and CTA overhead, the power term): what predict() and the report comparison use.
 KernelTime attention_time(const Machine& m, const Profile& p, const Workload& w, const std::string& mode, Window win,
                           const Options& o);
+// The wgmma attention backward kernel alone (without its preprocess / dQ convert launches) in mode none / mask /
+// fused from its measured demand, as the training step times it; UsageError when the profile lacks
+// kernels.attention_bwd_wgmma or the key's ncu block.
+KernelTime attention_bwd_kernel_time(const Machine& m, const Profile& p, const Workload& w, const std::string& mode,
+                                     const Options& o);
 KernelTime rng_time(const Machine& m, const Profile& p, const Workload& w, const std::string& layout, Window win,
                     const Options& o);
 KernelTime gemm_time(const Machine& m, const Profile& p, const Workload& w, const Options& o);
