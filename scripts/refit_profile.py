@@ -3,8 +3,8 @@
 
 1. `dropbench model --fit-kernels`: the RNG tile kernels' own efficiencies and per-strip cost
    (kernels.rng.efficiency, kernels.rng.strip_overhead_cycles: the ncu launches plus the report rows the machine's
-   rng_strip fit points name) and the wgmma attention kernel's (kernels.attention_wgmma: issue_efficiency,
-   mma_efficiency, cta_overhead_cycles), into the profile;
+   rng_strip fit points name) and the wgmma attention kernels' (kernels.attention_wgmma and, where the profile has
+   it, kernels.attention_bwd_wgmma: issue_efficiency, mma_efficiency, cta_overhead_cycles), into the profile;
 2. `dropbench model --report R --uncalibrated --fit` on every report the machine's calibration.fit_points name:
    with --demand ncu into the profile's ncu_calibration, with --demand sass into the machine's units.*.efficiency.
 
@@ -92,10 +92,13 @@ if "rng" in fits:
                        "strips' cost")}
     else:
         r.pop("strip_overhead_cycles", None)
-if "wgmma" in fits:
-    f = fits["wgmma"]
-    w = prof["kernels"]["attention_wgmma"]
-    s = src(f, "wgmma attention") + "; cycles = max(issue / e_issue, mma / e_mma) x tail + CTA waves x overhead"
+for family, section, what in (("wgmma", "attention_wgmma", "wgmma attention"),
+                              ("wgmma_bwd", "attention_bwd_wgmma", "wgmma attention backward")):
+    if family not in fits:
+        continue
+    f = fits[family]
+    w = prof["kernels"][section]
+    s = src(f, what) + "; cycles = max(issue / e_issue, mma / e_mma) x tail + CTA waves x overhead"
     w["issue_efficiency"] = {"value": f["efficiency"]["issue"], "source": s}
     w["mma_efficiency"] = {"value": f["efficiency"]["mma"], "source": s}
     w["cta_overhead_cycles"] = {"value": round(f["cta_overhead_cycles"], 1), "source": s}

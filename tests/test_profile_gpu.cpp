@@ -3,7 +3,10 @@
 // fp8 and bf16 -- gets a non-empty measured per-unit demand, and `dropbench model` then takes its demand from
 // those counts ("ncu") for every kernel.
 //
-// The families run as three `profile` calls chained through --base (rng, gemm, attention: cheapest first),
+// ... and the wgmma attention backward (none / mask / fused, causal and not, at pass bwd: keys wgmma_bwd_*), whose
+// counts then time the training step's backward once the profile has its kernels.attention_bwd_wgmma section.
+//
+// The families run as four `profile` calls chained through --base (rng, gemm, attention, attention_bwd),
 // so that a run cut short still leaves the finished ones. DROPBENCH_PROFILE_GPU_KEEP=DIR keeps the profile
 // (DIR/profile_ncu.json), ncu's CSV (DIR/ncu_csv/) and the command outputs (DIR/profile_*.out).
 #include <gtest/gtest.h>
@@ -15,6 +18,7 @@
 
 #include "cli_runner.hpp"
 #include "gpu_guard.hpp"
+#include "model_fixtures.hpp"
 #include "src/model/model.hpp"
 #include "src/model/profile.hpp"
 #include "kernels/common/dispatch.cuh"
@@ -68,7 +72,7 @@ TEST(ProfileGpu, EveryKernelUnderNcu) {
   const std::string csv = keep ? " --ncu-csv '" + (dir / "ncu_csv").string() + "'" : "";
 
   std::string base = std::string(DROPBENCH_SOURCE_DIR) + "/configs/profiles/h200.json";
-  for (const char* fam : {"rng", "gemm", "attention"}) {
+  for (const char* fam : {"rng", "gemm", "attention", "attention_bwd"}) {
     SCOPED_TRACE(fam);
     const auto r = dropbench_test::run_dropbench(std::string("profile --kernels ") + fam + " --base '" + base +
                                                  "' --out '" + tmp.string() + "'" + csv);
@@ -86,8 +90,8 @@ TEST(ProfileGpu, EveryKernelUnderNcu) {
   std::ifstream f(out);
   const json prof = json::parse(f);
   EXPECT_EQ(prof["collected"]["path"], "ncu") << prof["collected"].dump();
-  const auto keys = profile::kernel_keys(profile::parse_kernels("rng,attention,gemm"));
-  EXPECT_EQ(keys.size(), 38u);
+  const auto keys = profile::kernel_keys(profile::parse_kernels("rng,attention,attention_bwd,gemm"));
+  EXPECT_EQ(keys.size(), 50u);
   for (const std::string& k : keys) {
     expect_measured(prof, k);
     EXPECT_FALSE(profile::table_demand(prof, k).empty()) << k;
@@ -126,6 +130,20 @@ TEST(ProfileGpu, EveryKernelUnderNcu) {
     model::gemm_demand(p, w, &src);
     EXPECT_EQ(src, "ncu") << dt;
   }
+  // The backward: with a kernels.attention_bwd_wgmma section (the synthetic fixture's geometry) the training step
+  // times it from these launches, mask and regen, at every R and causality.
+  json with_bwd = prof;
+  with_bwd["kernels"]["attention_bwd_wgmma"] = dropbench_test::bwd_profile_json()["kernels"]["attention_bwd_wgmma"];
+  const model::Profile pb = model::profile_from_json(with_bwd, out.string());
+  Workload wb = dropbench_test::bwd_workload(8192, false, builtin_config().workload);
+  for (bool causal : {false, true})
+    for (int r : kPhiloxRounds) {
+      wb.causal = causal;
+      wb.rounds = r;
+      const model::TrainPrediction tp = model::predict_train(mach, pb, wb, {});
+      EXPECT_EQ(tp.attn_bwd_mask.source, "ncu(bwd)") << "R" << r << " causal " << causal;
+      EXPECT_EQ(tp.attn_bwd_regen.source, "ncu(bwd)") << "R" << r << " causal " << causal;
+    }
   const auto m = dropbench_test::run_dropbench("model --profile '" + out.string() + "' --set sweep.sq=[8192]");
   std::cout << m.out << m.err;
   EXPECT_EQ(m.code, 0) << m.err;
