@@ -66,18 +66,15 @@ inline dropbench::json bwd_profile_json() {
 
 // A training-step workload of the wgmma kernels at Llama-3 70B's attention shape (B 1, 64 / 8 heads, dH 128).
 inline dropbench::Workload bwd_workload(int64_t sq, bool causal, dropbench::Workload base = {}) {
-  base.batch = 1;
-  base.q_heads = 64;
-  base.kv_heads = 8;
-  base.head_dim = 128;
-  base.embed = 8192;
-  base.sq = sq;
-  base.causal = causal;
-  base.rounds = 7;
-  base.threshold_bits = 8;
-  base.attention_kernel = "wgmma";
-  base.dtype = "fp8";
-  return base;
+  dropbench::Workload w = tiny_workload(base);
+  w.q_heads = 64;
+  w.kv_heads = 8;
+  w.embed = 8192;
+  w.sq = sq;
+  w.causal = causal;
+  w.rounds = 7;
+  w.attention_kernel = "wgmma";
+  return w;
 }
 
 }  // namespace dropbench_test

@@ -301,15 +301,14 @@ WgmmaProfile wgmma_profile_from_json(const json& a, const Fields& f, const std::
   const json& sk = f.get(a, "sass_key", q + "sass_key");
   for (const char* mode : {"none", "mask", "fused", "causal_suffix"})
     wp.sass_key[mode] = f.string(sk, mode, q + "sass_key." + mode);
-  const json& ie = f.get(a, "issue_efficiency", q + "issue_efficiency");
-  f.string(ie, "source", q + "issue_efficiency.source");
-  wp.issue_efficiency = f.number(ie, "value", q + "issue_efficiency.value");
-  const json& me = f.get(a, "mma_efficiency", q + "mma_efficiency");
-  f.string(me, "source", q + "mma_efficiency.source");
-  wp.mma_efficiency = f.number(me, "value", q + "mma_efficiency.value");
-  const json& co = f.get(a, "cta_overhead_cycles", q + "cta_overhead_cycles");
-  f.string(co, "source", q + "cta_overhead_cycles.source");
-  wp.cta_overhead_cycles = f.number(co, "value", q + "cta_overhead_cycles.value", false);
+  auto sourced = [&](const std::string& key, bool positive) {  // {"value": x, "source": "..."}
+    const json& e = f.get(a, key, q + key);
+    f.string(e, "source", q + key + ".source");
+    return f.number(e, "value", q + key + ".value", positive);
+  };
+  wp.issue_efficiency = sourced("issue_efficiency", true);
+  wp.mma_efficiency = sourced("mma_efficiency", true);
+  wp.cta_overhead_cycles = sourced("cta_overhead_cycles", false);
   return wp;
 }
 
