@@ -337,12 +337,15 @@ void print_train(const model::TrainRecommendation& rec, const Workload& w, const
   std::cout << fmt::format(
       "kernels at Philox-{}: QKV GEMM {} us | output projection {} us | its dX {} us, dW {} us | QKV dX {} us, dW {} us "
       "| RNG {} us | attention(mask) {} us, (fused) {} us, (fused-write) {} us | attention backward (mask) {} us, "
-      "(regen) {} us [backward demand derived from the forward's: {}]\n\n",
+      "(regen) {} us [{}]\n\n",
       rec.reference_rounds, mcli::us(tp.fwd.gemm.seconds), mcli::us(tp.gemm_out.seconds), mcli::us(tp.gemm_out_dx.seconds),
       mcli::us(tp.gemm_out_dw.seconds), mcli::us(tp.gemm_dx.seconds), mcli::us(tp.gemm_dw.seconds),
       mcli::us(tp.fwd.rng.seconds), mcli::us(tp.fwd.attn_mask.seconds), mcli::us(tp.fwd.attn_fused.seconds),
       mcli::us(tp.attn_fused_write.seconds), mcli::us(tp.attn_bwd_mask.seconds), mcli::us(tp.attn_bwd_regen.seconds),
-      tp.attn_bwd_mask.source);
+      tp.attn_bwd_mask.source.rfind("derived(", 0) == 0
+          ? "backward demand derived from the forward's: " + tp.attn_bwd_mask.source
+          : "backward demand: mask " + tp.attn_bwd_mask.source + ", regen " + tp.attn_bwd_regen.source +
+                " (docs/model.md, \"The attention backward's demand\")");
   Table t;
   t.columns = {"rank", "strategy", "rounds", "step_us", "fwd_us", "bwd_us", "vs_best_%", "energy_mj", "network_masks",
                "fits"};

@@ -1419,7 +1419,7 @@ FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& fami
   FamilyFit best;
   best.family = family;
   best.mean_abs_err = std::numeric_limits<double>::infinity();
-  // The wgmma kernel's fixed cost per CTA wave by least squares on the relative errors at each efficiency.
+  // A wgmma kernel's fixed cost per CTA wave by least squares on the relative errors at each efficiency.
   const bool fit_overhead = family != "rng";
   double sxx = 0;
   for (const FitPt& q : pts) sxx += q.waves * q.waves / (q.y * q.y);
@@ -1773,9 +1773,6 @@ const StepTime* TrainPrediction::strategy(const std::string& n) const {
 
 namespace {
 
-// One cast / transpose kernel of the fp8 step (kernels/gemm/cast_transpose: the copies cuBLASLt's TN-only fp8
-// GEMMs need): memory-bound, rows x cols elements read at in_bytes each and written once per output copy (one
-// byte each), every byte through L2 and HBM once. Energy only where the profile has power for `cast_transpose`.
 // A memory-bound launch timed by its bytes, every one through L2 and HBM once; energy where the profile has power
 // for `key`.
 Piece bytes_piece(const Machine& m, const Profile& p, const Options& o, const std::string& name, double bytes,
@@ -1793,6 +1790,9 @@ Piece bytes_piece(const Machine& m, const Profile& p, const Options& o, const st
   return pc;
 }
 
+// One cast / transpose kernel of the fp8 step (kernels/gemm/cast_transpose: the copies cuBLASLt's TN-only fp8
+// GEMMs need): memory-bound, rows x cols elements read at in_bytes each and written once per output copy (one
+// byte each), every byte through L2 and HBM once. Energy only where the profile has power for `cast_transpose`.
 Piece cast_piece(const Machine& m, const Profile& p, const Options& o, const std::string& name, double rows,
                  double cols, double in_bytes, double out_copies) {
   return bytes_piece(m, p, o, name, rows * cols * (in_bytes + out_copies), "cast_transpose");
