@@ -9,7 +9,9 @@ probabilities, all variants in ONE process with their step windows interleaved.
 Model: token + learned position embedding -> --layers pre-norm blocks (LayerNorm -> packed QKV projection ->
 attention (causal, dropout p on the probabilities) -> output projection; LayerNorm -> MLP, GELU) -> LayerNorm -> LM
 head; d_model = Hq * head_dim. --precision autocast (fp32 parameters, bf16 autocast; default) or bf16 (bf16
-parameters). AdamW. Only the attention differs between variants (VARIANT = FAMILY:MODE):
+parameters). AdamW with --lr-warmup steps of linear warm-up and the gradient norm clipped at --clip (the usual
+stabilisers: without them the loss spikes now and then in every variant, and a spike inside the last k steps decides
+the loss comparison). Only the attention differs between variants (VARIANT = FAMILY:MODE):
   ours:{none,mask,fused}      dropbench's forward and backward through the C ABI (mask: the RNG kernel's 1-bit mask,
   ours-det:{none,mask,fused}  held from forward to backward; fused: Philox in both kernels); ours-det: fixed-order dQ
   cudnn:{none,dropout}        F.scaled_dot_product_attention with that backend forced (sdpa_kernel); Q, K, V strided
@@ -142,6 +144,8 @@ def parse_args(argv):
     ap.add_argument("--mlp-ratio", default=4, type=_int("mlp-ratio", 1, 8))
     ap.add_argument("--precision", default="autocast", type=_choice("precision", ("autocast", "bf16")))
     ap.add_argument("--lr", default=1e-3, type=_float("lr", 0, 1, lo_open=True))
+    ap.add_argument("--lr-warmup", default=50, type=_int("lr-warmup", 0, 100000))
+    ap.add_argument("--clip", default=1.0, type=_float("clip", 0, 1e6))
     ap.add_argument("--dropout-p", default=0.1, type=_float("dropout-p", 0, 1, lo_open=True, hi_open=True))
     ap.add_argument("--philox-rounds", default=7, type=_choice("philox-rounds", (3, 5, 7, 10), int))
     ap.add_argument("--steps", default=300, type=_int("steps", 10, 100000))
@@ -393,6 +397,11 @@ class Trainee:
         loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, a.vocab), y.reshape(-1))
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
+        if a.clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), a.clip)
+        if a.lr_warmup > 0:
+            for g in self.opt.param_groups:
+                g["lr"] = a.lr * min(1.0, (self.i + 1) / a.lr_warmup)
         self.opt.step()
         self.losses[self.i] = loss.detach()
         self.i += 1
@@ -551,7 +560,7 @@ class Peer:
         a = self.a
         doc = {"schema": "dropbench.train_peer", "schema_version": 1, "context": self.context(argv),
                "config": {k: getattr(a, k) for k in ("variants", "layers", "seq", "batch", "heads", "head_dim",
-                                                     "vocab", "mlp_ratio", "precision", "lr", "dropout_p",
+                                                     "vocab", "mlp_ratio", "precision", "lr", "lr_warmup", "clip", "dropout_p",
                                                      "philox_rounds", "steps", "window", "warmup_windows",
                                                      "replicas", "last_k", "loss_margin", "loss_ref", "attn_rounds",
                                                      "attn_burst_ms", "seed")},
@@ -680,6 +689,7 @@ def self_test():
                          (["--seq", "63"], "--seq"), (["--batch", "65"], "--batch"), (["--vocab", "1e3"], "--vocab"),
                          (["--dropout-p", "0"], "--dropout-p: a number in (0, 1)"), (["--dropout-p", "1"], "--dropout-p"),
                          (["--dropout-p", "nan"], "--dropout-p"), (["--lr", "0"], "--lr"),
+                         (["--lr-warmup", "-1"], "--lr-warmup"), (["--clip", "-0.5"], "--clip"),
                          (["--philox-rounds", "4"], "--philox-rounds: one of 3, 5, 7, 10"),
                          (["--precision", "fp8"], "--precision"), (["--replicas", "1"], "--replicas: an integer in [2, 16]"),
                          (["--steps", "30"], "--steps: at least"), (["--last-k", "301"], "--last-k"),
