@@ -36,6 +36,10 @@
 #            training-step peers at the same points (scripts/peers.py --only train, bf16 and fp8) and the
 #            `peers.py --versus` table of each preset's step against them
 #   trainmc  the training step's memcheck alone
+#   bwdgqa   the wgmma attention backward at GQA groups of 4 / 8 / 16 query heads per KV head (Hq 32 / 64 / 128,
+#            Hkv 8: the Llama-3 8B / 70B / 405B attention), SQ 8192, causal, dH 128, through `dropbench attention`
+#            (attn_bwd_hq*.json / .md), and one launch of each (mode none) under Nsight Compute (speed of light,
+#            memory workload, warp states, scheduler, compute workload, occupancy: ncu_bwd_hq*.csv)
 # nvidia-smi clocks / power before and after each stage (smi.csv). Everything lands in $OUT (or results-stages/);
 # more than 8 files are packed into $OUT/stages.tgz at exit (PACK=0: not).
 # Provenance: the device's copy of the working tree may carry an older .git than its files (then the build stage's
@@ -127,6 +131,23 @@ for s in "${STAGES[@]}"; do
   case $s in
     train) stage_train ;;
     trainmc) want trainmc 40 && train_memcheck ;;
+    bwdgqa)
+      want bwdgqa 90 || continue
+      for hq in 32 64 128; do
+        G=(--set "workload.q_heads=$hq" --set workload.kv_heads=8 --set workload.head_dim=128 --set 'sweep.sq=[8192]'
+           --set 'sweep.causal=[true]' --set 'sweep.pass=[bwd]' --set workload.attention_kernel=wgmma)
+        timeout "$(cap 60)" "$B/dropbench" attention -q "${G[@]}" --min-time 0.05 --max-noise 0.02 \
+          -o "$O/attn_bwd_hq$hq.json" > "$O/attn_bwd_hq$hq.md" 2>&1
+        echo "bwdgqa hq $hq: exit $?"
+        command -v ncu > /dev/null || continue
+        timeout "$(cap 90)" ncu --clock-control none --csv --page details --section SpeedOfLight \
+          --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+          --section ComputeWorkloadAnalysis --section Occupancy --kernel-name-base demangled \
+          --kernel-name 'regex:DropoutMode\)0>' --launch-count 1 "$B/dropbench" attention -q --min-time 0 \
+          --set measure.min_samples=1 --set measure.max_samples=1 --set measure.warmup=0 "${G[@]}" \
+          > "$O/ncu_bwd_hq$hq.csv" 2>&1
+        echo "bwdgqa ncu hq $hq: exit $?"
+      done ;;
     build)
       want build 60 || continue
       cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" > "$O/configure.log" 2>&1
