@@ -433,6 +433,27 @@ double visited_blocks(const db::Workload& w) {
 
 }  // namespace
 
+// The committed profile holds the backward's measured demand: every R the model ranks, causal or not, is timed from
+// the backward's own ncu blocks (none derived), and the fitted efficiencies are inside (0, 1].
+TEST(TrainStep, CommittedProfileTimesTheBackwardFromItsMeasuredDemand) {
+  const db::model::Machine m = h200_machine();
+  const db::model::Profile p = db::model::load_profile(std::string(DROPBENCH_SOURCE_DIR) + "/configs/profiles/h200.json");
+  ASSERT_TRUE(p.wgmma_bwd.has_value());
+  for (double e : {p.wgmma_bwd->issue_efficiency, p.wgmma_bwd->mma_efficiency}) {
+    EXPECT_GT(e, 0);
+    EXPECT_LE(e, 1);
+  }
+  for (bool causal : {false, true})
+    for (int r : {3, 5, 7, 10}) {
+      db::Workload w = bwd_w(8192, causal);
+      w.rounds = r;
+      const db::model::TrainPrediction tp = db::model::predict_train(m, p, w, {});
+      EXPECT_EQ(tp.attn_bwd_mask.source, "ncu(bwd)") << "R " << r << " causal " << causal;
+      EXPECT_EQ(tp.attn_bwd_regen.source, "ncu(bwd)") << "R " << r << " causal " << causal;
+      EXPECT_GT(tp.attn_bwd_mask.seconds, 0);
+    }
+}
+
 // With kernels.attention_bwd_wgmma and the keys' ncu blocks the step's backward is timed from them (mask and, at
 // the profiled R / TW, regen); without a block, with static demand only, or for the mma kernel it is derived.
 TEST(TrainStep, MeasuredBackwardWhereProfiledElseDerived) {
@@ -455,7 +476,7 @@ TEST(TrainStep, MeasuredBackwardWhereProfiledElseDerived) {
   EXPECT_GT(tp.attn_bwd_mask.fixed_s, k.fixed_s);
   // The synthetic fused launch does more per block than the mask one: regen costs more.
   EXPECT_GT(tp.attn_bwd_regen.seconds, tp.attn_bwd_mask.seconds);
-  // The derived backward on the committed profile (no backward section) differs.
+  // Without the backward section the derived backward, which differs.
   const db::model::Profile base = bwd_profile([&] {
     json b = j;
     b["kernels"].erase("attention_bwd_wgmma");
