@@ -97,6 +97,10 @@ TEST(ProfileNcuCsv, DetailsPageAttentionAndGemm) {
                                      bwd_args),
             "wgmma_bwd_mask");
   EXPECT_EQ(profile::classify_launch("void attn_bwd_wgmma_kernel<64, 2>" + bwd_args), "wgmma_bwd_fused");
+  // As ncu's demangled kernel-name base prints it (the raw page prints `<128, 2>`).
+  EXPECT_EQ(profile::classify_launch("void dropbench::attn_bwd_wg::attn_bwd_wgmma_kernel<(int)128, "
+                                     "(dropbench::DropoutMode)2>" + bwd_args),
+            "wgmma_bwd_fused");
   EXPECT_EQ(profile::classify_launch("dropbench::(anonymous namespace)::bwd_preprocess_kernel(const __nv_bfloat16 *, "
                                      "long, const __nv_bfloat16 *, long, const float *, float *, float *, int, int, int, "
                                      "int, long)"),

@@ -382,7 +382,7 @@ std::string classify_launch(const std::string& name) {
   static const std::regex wg(R"(attn_fwd_wgmma_kernel<\s*(?:\w+::)?WgCfg<[^>]*>\s*,\s*(?:\([\w:]+\))?(\d+))");
   // attn_bwd_wgmma_kernel<HD, mode>: R, TW and causality are run-time arguments, so the key has none of them
   // (`dropbench profile` adds them from the profiled sweep point).
-  static const std::regex wg_bwd(R"(attn_bwd_wgmma_kernel<\s*(\d+)\s*,\s*(?:\([\w:]+\))?(\d+)\s*>)");
+  static const std::regex wg_bwd(R"(attn_bwd_wgmma_kernel<\s*(?:\([\w:]+\))?(\d+)\s*,\s*(?:\([\w:]+\))?(\d+)\s*>)");
   std::smatch m;
   if (std::regex_search(name, m, rng)) return fmt::format("rng_tile_r{}_tw{}", m[1].str(), m[2].str());
   if (std::regex_search(name, m, wg_bwd)) {
