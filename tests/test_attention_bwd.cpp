@@ -137,6 +137,25 @@ TEST(AttentionBwdHost, CtaOrderIsHeaviestFirstAcrossHeads) {
   }
 }
 
+// The wgmma backward's split of a GQA group: at most kBwdCtaHeads (4) query heads per CTA, a divisor of the group,
+// the fewest subgroups; unsplit where the grid's y (key blocks x subgroups) would pass 65535.
+TEST(AttentionBwdHost, SubgroupsOfAGroup) {
+  using attn::bwd_subgroups;
+  for (int g = 1; g <= 64; ++g) {
+    const int s = bwd_subgroups(g, 64);
+    EXPECT_EQ(g % s, 0) << g;
+    EXPECT_LE(g / s, attn::kBwdCtaHeads) << g;
+    for (int fewer = 1; fewer < s; ++fewer)
+      EXPECT_FALSE(g % fewer == 0 && g / fewer <= attn::kBwdCtaHeads) << g << ": " << fewer << " would do";
+  }
+  EXPECT_EQ(bwd_subgroups(4, 64), 1);
+  EXPECT_EQ(bwd_subgroups(8, 64), 2);   // Llama-3 70B
+  EXPECT_EQ(bwd_subgroups(16, 64), 4);  // Llama-3 405B
+  EXPECT_EQ(bwd_subgroups(6, 64), 2);
+  EXPECT_EQ(bwd_subgroups(8, 32767), 2);
+  EXPECT_EQ(bwd_subgroups(8, 32768), 1);  // 65536 rows of CTAs: unsplit
+}
+
 TEST(AttentionBwdHost, WorkspaceBytes) {
   AttentionBwdParams p = valid();
   p.deterministic = true;
@@ -146,6 +165,13 @@ TEST(AttentionBwdHost, WorkspaceBytes) {
   EXPECT_EQ(attention_backward_workspace_bytes(p), 2 * d + 2ull * 300 * 8 * 128 * 4);
   p.fwd.kernel = AttentionKernel::Wgmma;  // the same layout for both families
   EXPECT_EQ(attention_backward_workspace_bytes(p), 2 * d + 2ull * 300 * 8 * 128 * 4);
+  // Group 8 (16 / 2): the wgmma kernel's 2 subgroups' dK and dV partials (fp32, [B*SQ, Hkv*dH] each) follow.
+  p.fwd.q_heads = 16;
+  const size_t d16 = (2ull * 16 * 320 * 4 + 255) / 256 * 256;
+  const size_t parts = 2ull * 2 * (2ull * 300 * 2 * 128) * 4;
+  EXPECT_EQ(attention_backward_workspace_bytes(p), 2 * d16 + 2ull * 300 * 16 * 128 * 4 + parts);
+  p.deterministic = true;
+  EXPECT_EQ(attention_backward_workspace_bytes(p), 2 * d16 + parts);
 }
 
 TEST(AttentionBwdHost, FlopsAreTwoAndAHalfForward) {

@@ -233,6 +233,8 @@ std::vector<Case> accuracy_cases() {
       {1, 128, 2, 1, 128, true},  // whole blocks
       {1, 256, 2, 2, 64, true},   // whole wgmma key blocks (128), causal
       {3, 200, 2, 1, 128, false}, // B 3, MQA, a wgmma CTA whose second warpgroup holds keys 192..199 only
+      {2, 300, 16, 2, 128, true}, // GQA group 8: the wgmma kernel splits it into 2 subgroups (dK, dV partials)
+      {1, 257, 6, 1, 64, false},  // MQA group 6: 2 subgroups of 3 heads
   };
   std::vector<Case> v;
   for (AttentionKernel k : {AttentionKernel::Mma, AttentionKernel::Wgmma})
@@ -267,7 +269,7 @@ TEST_P(AttentionBwd, DropoutZeroEqualsNone) {
 
 TEST_P(AttentionBwd, MaskEqualsRegenDeterministic) {
   DB_REQUIRE_KERNEL(GetParam());
-  for (const Shape& s : {Shape{2, 300, 4, 2, 128, true}, Shape{1, 200, 4, 1, 64, false}}) {
+  for (const Shape& s : {Shape{2, 300, 4, 2, 128, true}, Shape{1, 200, 4, 1, 64, false}, Shape{1, 200, 8, 1, 64, true}}) {
     Problem pr(s, GetParam());
     for (int r : {3, 5, 7, 10})
       for (int tw : {8, 16, 32}) {
@@ -293,7 +295,7 @@ TEST_P(AttentionBwd, MaskEqualsRegenDeterministic) {
 
 TEST_P(AttentionBwd, DkDvEqualAcrossDqModesAndDeterministicRepeats) {
   DB_REQUIRE_KERNEL(GetParam());
-  for (const Shape& s : {Shape{2, 300, 8, 2, 128, true}, Shape{2, 257, 4, 4, 64, false}}) {
+  for (const Shape& s : {Shape{2, 300, 8, 2, 128, true}, Shape{2, 257, 4, 4, 64, false}, Shape{2, 300, 16, 2, 128, true}}) {
     Problem pr(s, GetParam());
     for (DropoutMode m : {DropoutMode::None, DropoutMode::Mask, DropoutMode::Fused}) {
       Drop d;

@@ -1029,23 +1029,26 @@ Demand wgmma_demand(const Profile& p, const Workload& w, const std::string& mode
 
 // ---- the wgmma attention backward (kernels/attention/bwd/wgmma/, profile kernels.attention_bwd_wgmma) ----
 
-// Its visited (block_rows-query x block_keys-key) blocks: CTA (key block kb, KV head, batch) walks its group's
-// q_heads / kv_heads query heads and, per head, the query blocks from the first that reaches key kb x block_keys
-// (causal) or 0. Launch order (tile_order.hpp, bwd_cta_in_order): every (batch, KV head) of key block 0, the
-// heaviest when causal, then key block 1, ...; cta_iterations lists the CTAs in that order (one entry per CTA,
-// tail_factor with heads = 1) up to kTailSimulateCtas, else one entry per key block (heads = batch x kv_heads).
+// Its visited (block_rows-query x block_keys-key) blocks: CTA (subgroup, key block kb, KV head, batch) walks the
+// subgroup's query heads (tile_order.hpp, bwd_subgroups: the group split into subgroups of at most 4 heads) and, per
+// head, the query blocks from the first that reaches key kb x block_keys (causal) or 0. Launch order
+// (bwd_cta_in_order): every (batch, KV head) of key block 0, the heaviest when causal, then key block 1, ..., the
+// subgroups one after another; cta_iterations lists the CTAs in that order (one entry per CTA, tail_factor with
+// heads = 1) up to kTailSimulateCtas, else one entry per key block (heads = batch x kv_heads).
 AttnWork wgmma_bwd_work(const WgmmaProfile& g, const Workload& w, double* tail_reps) {
   const int64_t BQ = g.block_rows, BK = g.block_keys, group = w.q_heads / std::max<int64_t>(1, w.kv_heads);
   const int64_t nqb = ceil_div(w.sq, BQ), nkb = ceil_div(w.sq, BK);
+  const int64_t subgroups = attn::bwd_subgroups(static_cast<int>(group), static_cast<int>(nkb));
   const double reps = static_cast<double>(w.batch) * static_cast<double>(w.kv_heads);
-  const bool expand = static_cast<double>(nkb) * reps <= kTailSimulateCtas;
+  const bool expand = static_cast<double>(nkb * subgroups) * reps <= kTailSimulateCtas;
   AttnWork a;
-  for (int64_t kb = 0; kb < nkb; ++kb) {
-    const double n_it = static_cast<double>(group * (nqb - (w.causal ? kb * BK / BQ : 0)));
-    a.iterations += n_it * reps;
-    a.cta_iterations.insert(a.cta_iterations.end(), expand ? static_cast<size_t>(reps) : 1, n_it);
-  }
-  a.ctas = static_cast<double>(nkb) * reps;
+  for (int64_t sg = 0; sg < subgroups; ++sg)
+    for (int64_t kb = 0; kb < nkb; ++kb) {
+      const double n_it = static_cast<double>(group / subgroups * (nqb - (w.causal ? kb * BK / BQ : 0)));
+      a.iterations += n_it * reps;
+      a.cta_iterations.insert(a.cta_iterations.end(), expand ? static_cast<size_t>(reps) : 1, n_it);
+    }
+  a.ctas = static_cast<double>(nkb * subgroups) * reps;
   if (tail_reps) *tail_reps = expand ? 1.0 : reps;
   return a;
 }
@@ -1053,17 +1056,20 @@ AttnWork wgmma_bwd_work(const WgmmaProfile& g, const Workload& w, double* tail_r
 // Its static demand: wgmma FLOPs of the five products per visited block (2.5 x the forward's 4 x BQ x BK x dH);
 // HBM: Q, dO, K, V, LSE, D read, dK, dV written, the fp32 dQ accumulator read and written back; L2: K, V once per
 // CTA, Q, dO, LSE, D per visited block, the dQ reduce-add (BQ x dH fp32) per visited block, dK, dV; mode mask:
-// the block's keep words (4 strips x 2 tiles x 32 words) per visited block.
+// the block's keep words (4 strips x 2 tiles x 32 words) per visited block. A split group (subgroups > 1) writes
+// dK, dV as fp32 partials per subgroup instead (the sum pass, wgmma_bwd_launches, reads them).
 Demand wgmma_bwd_static(const WgmmaProfile& g, const Workload& w, const std::string& mode, const AttnWork& a) {
   const double BQ = g.block_rows, BK = g.block_keys, dh = static_cast<double>(w.head_dim);
   const double B = static_cast<double>(w.batch), sq = static_cast<double>(w.sq);
   const double sq_pad = static_cast<double>(ceil_div(w.sq, static_cast<int64_t>(BQ))) * BQ;
   const double q_bytes = B * sq * w.q_heads * dh * 2, kv_bytes = B * sq * w.kv_heads * dh * 2;
   const double rows_f32 = B * w.q_heads * sq_pad * 4, dq_acc = B * sq * w.q_heads * dh * 4;
+  const double subgroups = a.ctas / (static_cast<double>(ceil_div(w.sq, static_cast<int64_t>(BK))) * B * w.kv_heads);
+  const double dkv_out = subgroups > 1 ? 2 * subgroups * kv_bytes * 2 : 2 * kv_bytes;  // fp32 partials or bf16
   Demand d;
   d["wgmma_bf16_flops"] = a.iterations * kAttentionBwdFlopRatio * 4 * BQ * BK * dh;
-  double hbm = 2 * q_bytes + 4 * kv_bytes + 2 * rows_f32 + 2 * dq_acc;
-  double l2 = 4 * kv_bytes + a.iterations * (2 * BQ * dh * 2 + 2 * BQ * 4 + BQ * dh * 4);
+  double hbm = 2 * q_bytes + 2 * kv_bytes + dkv_out + 2 * rows_f32 + 2 * dq_acc;
+  double l2 = 2 * subgroups * kv_bytes + dkv_out + a.iterations * (2 * BQ * dh * 2 + 2 * BQ * 4 + BQ * dh * 4);
   if (mode == "mask") {
     const double words = a.iterations * 4 * 2 * 32 * 4;
     hbm += words;
@@ -1835,23 +1841,31 @@ Piece attention_bwd_mask_derived(const Machine& m, const Profile& p, const Workl
 
 // The backward's memory-bound launches around the wgmma kernel (kernels/attention/bwd/attention_bwd.cu): the
 // preprocess (O, dO, LSE read; D and the padded LSE written), the memset of the fp32 dQ accumulator and the dQ
-// convert (the accumulator read, dQ written in bf16).
-double wgmma_bwd_aux_bytes(const Workload& w, int block_rows) {
+// convert (the accumulator read, dQ written in bf16); a split group's dK / dV sum (the subgroups' fp32 partials
+// read, dK, dV written in bf16). Launches: 3, or 4 with the sum.
+double wgmma_bwd_aux_bytes(const Workload& w, const WgmmaProfile& g, int* launches) {
+  const int block_rows = g.block_rows;
   const double rows = static_cast<double>(w.batch) * static_cast<double>(w.sq) * w.q_heads;
   const double rows_pad = static_cast<double>(w.batch) * w.q_heads * static_cast<double>(ceil_div(w.sq, block_rows)) * block_rows;
   const double dh = static_cast<double>(w.head_dim);
   const double preprocess = rows * dh * 2 * 2 + rows * 4 + rows_pad * 4 * 2;
   const double memset = rows * dh * 4, convert = rows * dh * (4 + 2);
-  return preprocess + memset + convert;
+  const int subgroups = attn::bwd_subgroups(static_cast<int>(w.q_heads / std::max<int64_t>(1, w.kv_heads)),
+                                            static_cast<int>(ceil_div(w.sq, static_cast<int64_t>(g.block_keys))));
+  const double kv = static_cast<double>(w.batch) * static_cast<double>(w.sq) * w.kv_heads * dh;
+  const double sum = subgroups > 1 ? 2 * kv * (subgroups * 4 + 2) : 0;
+  if (launches) *launches = subgroups > 1 ? 4 : 3;
+  return preprocess + memset + convert + sum;
 }
 
 // The attention backward in `mode` (mask / fused) from the wgmma backward's measured demand: the kernel, then its
-// three memory-bound launches (wgmma_bwd_aux_bytes) and their launch gaps, as a fixed time beside its unit times.
+// memory-bound launches (wgmma_bwd_aux_bytes) and their launch gaps, as a fixed time beside its unit times.
 Piece attention_bwd_measured_piece(const Machine& m, const Profile& p, const Workload& w, const std::string& mode,
                                    const Options& o, const std::string& name) {
   Piece pc = wgmma_bwd_kernel_piece(m, p, w, mode, o, name);
-  const Piece aux = bytes_piece(m, p, o, name + "-aux", wgmma_bwd_aux_bytes(w, p.wgmma_bwd->block_rows), "attention_bwd_aux");
-  const double extra = aux.t.seconds + 3 * m.launch_gap_us * 1e-6;
+  int launches = 3;
+  const Piece aux = bytes_piece(m, p, o, name + "-aux", wgmma_bwd_aux_bytes(w, *p.wgmma_bwd, &launches), "attention_bwd_aux");
+  const double extra = aux.t.seconds + launches * m.launch_gap_us * 1e-6;
   add_to(pc.d, aux.d);
   pc.t.seconds += extra;
   pc.t.seconds_no_power += extra;

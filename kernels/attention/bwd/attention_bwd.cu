@@ -11,6 +11,7 @@
 #include "kernels/attention/attention_wgmma.cuh"
 #include "kernels/attention/bwd/attention_bwd_args.cuh"
 #include "kernels/attention/bwd/wgmma/kernel_api.hpp"
+#include "kernels/attention/tile_order.hpp"
 #include "kernels/common/check.hpp"
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/tensor_map.hpp"
@@ -26,6 +27,22 @@ int sq_pad(const AttentionParams& f) { return (f.sq + 63) / 64 * 64; }
 // One of the two padded [B*Hq, sq_pad] fp32 arrays (D, the LSE copy).
 size_t d_bytes(const AttentionParams& f) {
   return align256(static_cast<size_t>(f.batch) * f.q_heads * sq_pad(f) * sizeof(float));
+}
+// The wgmma kernel's subgroups per (KV head, key block of 128) (tile_order.hpp: bwd_subgroups).
+int wgmma_subgroups(const AttentionParams& f) {
+  return attn::bwd_subgroups(f.q_heads / f.kv_heads, (f.sq + 127) / 128);
+}
+// Elements of one [B*SQ, Hkv*dH] slab of dK or dV partials.
+int64_t dkv_slab(const AttentionParams& f) { return static_cast<int64_t>(f.batch) * f.sq * f.kv_heads * f.head_dim; }
+// Bytes of the dQ accumulator (fast mode) and of the dK / dV partials (subgroups > 1; laid out after it, kept for
+// either family so that the workspace does not depend on the kernel chosen).
+size_t dq_acc_bytes(const AttentionBwdParams& p) {
+  const AttentionParams& f = p.fwd;
+  return p.deterministic ? 0 : align256(static_cast<size_t>(f.batch) * f.sq * f.q_heads * f.head_dim * sizeof(float));
+}
+size_t dkv_part_bytes(const AttentionParams& f) {
+  const int s = wgmma_subgroups(f);
+  return s > 1 ? 2 * static_cast<size_t>(s) * static_cast<size_t>(dkv_slab(f)) * sizeof(float) : 0;
 }
 
 void check_stride(int64_t stride, int64_t width, const char* field) {
@@ -65,6 +82,28 @@ __global__ void bwd_preprocess_kernel(const __nv_bfloat16* __restrict__ o, int64
   }
 }
 
+// dQKV's K and V columns from the wgmma kernel's partials: the subgroups' sums added in subgroup order (the same
+// order every run, so dK, dV stay bitwise reproducible), dK times the softmax scale.
+__global__ void bwd_sum_dkv_kernel(const float* __restrict__ part, int subgroups, int64_t slab, int64_t width,
+                                   __nv_bfloat16* __restrict__ dk, __nv_bfloat16* __restrict__ dv, int64_t stride,
+                                   float scale) {
+  const int64_t pairs = slab / 2;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < 2 * pairs;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int kv = i >= pairs;  // 0: dK, 1: dV
+    const int64_t e = 2 * (i - kv * pairs), r = e / width, c = e % width;
+    const float* src = part + (static_cast<int64_t>(kv) * subgroups) * slab + e;
+    float2 sum = *reinterpret_cast<const float2*>(src);
+    for (int g = 1; g < subgroups; ++g) {
+      const float2 v = *reinterpret_cast<const float2*>(src + g * slab);
+      sum.x += v.x;
+      sum.y += v.y;
+    }
+    const float k = kv ? 1.f : scale;
+    *reinterpret_cast<__nv_bfloat162*>((kv ? dv : dk) + r * stride + c) = __floats2bfloat162_rn(sum.x * k, sum.y * k);
+  }
+}
+
 // dQKV[row, h*dH + d] = bf16(scale * acc[row, h*dH + d]) for the query heads' columns.
 __global__ void bwd_convert_dq_kernel(const float* __restrict__ acc, __nv_bfloat16* __restrict__ dqkv, int64_t stride,
                                       int64_t width, int64_t rows, float scale) {
@@ -77,7 +116,7 @@ __global__ void bwd_convert_dq_kernel(const float* __restrict__ acc, __nv_bfloat
   }
 }
 
-attn_bwd::Args make_args(const AttentionBwdParams& p) {
+attn_bwd::Args make_args(const AttentionBwdParams& p, bool wgmma) {
   const AttentionParams& f = p.fwd;
   attn_bwd::Args a{};
   a.qkv = f.qkv;
@@ -108,6 +147,9 @@ attn_bwd::Args make_args(const AttentionBwdParams& p) {
   a.dsum = reinterpret_cast<float*>(ws);
   a.lse_pad = reinterpret_cast<float*>(ws + d_bytes(f));
   a.dq_acc = p.deterministic ? nullptr : reinterpret_cast<float*>(ws + 2 * d_bytes(f));
+  a.subgroups = wgmma ? wgmma_subgroups(f) : 1;
+  a.dkv_part = a.subgroups > 1 ? reinterpret_cast<float*>(ws + 2 * d_bytes(f) + dq_acc_bytes(p)) : nullptr;
+  a.dkv_slab = dkv_slab(f);
   return a;
 }
 
@@ -209,9 +251,7 @@ AttentionKernel attention_backward_kernel_resolved(const AttentionBwdParams& p) 
 size_t attention_backward_workspace_bytes(const AttentionBwdParams& p) {
   check_attention_backward_shape(p, DropoutMode::None);
   const AttentionParams& f = p.fwd;
-  size_t n = 2 * d_bytes(f);
-  if (!p.deterministic) n += static_cast<size_t>(f.batch) * f.sq * f.q_heads * f.head_dim * sizeof(float);
-  return n;
+  return 2 * d_bytes(f) + dq_acc_bytes(p) + dkv_part_bytes(f);
 }
 
 double attention_backward_flops(const AttentionBwdParams& p) { return 2.5 * attention_flops(p.fwd); }
@@ -222,7 +262,7 @@ void launch_attention_backward(const AttentionBwdParams& p, DropoutMode mode, cu
   const bool wg = uses_wgmma(p);
   if (wg && !attn_wg::device_is_sm90())
     throw UsageError("attention backward: kernel wgmma needs an sm_90 device (H100 / H200); use kernel mma or auto");
-  const attn_bwd::Args a = make_args(p);
+  const attn_bwd::Args a = make_args(p, wg);
   const int64_t rows = static_cast<int64_t>(f.batch) * f.sq;
   {
     const int64_t rows_pad = static_cast<int64_t>(f.batch) * a.sq_pad;
@@ -243,6 +283,14 @@ void launch_attention_backward(const AttentionBwdParams& p, DropoutMode mode, cu
     m.dout = encode_rows_map(p.dout, o_width(f), a.dout_stride, f.sq, f.batch, 64, what);
     if (!p.deterministic) m.dq = encode_rows_map(a.dq_acc, o_width(f), o_width(f), f.sq, f.batch, 64, what, RowsMapType::Fp32);
     dispatch_wgmma(p, mode, [&](auto hd, auto md) { attn_bwd_wg::launch<hd(), md()>(a, m, f.batch, s); });
+    if (a.subgroups > 1) {
+      const int64_t width = static_cast<int64_t>(f.kv_heads) * f.head_dim;
+      const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((a.dkv_slab + 255) / 256, 132 * 16));
+      __nv_bfloat16* dk = p.dqkv + static_cast<int64_t>(f.q_heads) * f.head_dim;
+      bwd_sum_dkv_kernel<<<blocks, 256, 0, s>>>(a.dkv_part, a.subgroups, a.dkv_slab, width, dk, dk + width,
+                                                a.dqkv_stride, a.scale);
+      DB_CUDA_LAUNCH();
+    }
     // The deterministic dQ: the mma backward's dQ kernel (a fixed order of key blocks, no atomics).
     if (p.deterministic)
       dispatch(p, mode, [&](auto hd, auto md, auto r, auto tw) { attn_bwd::launch_dq_instance<hd(), md(), r(), tw()>(a, f.batch, s); });

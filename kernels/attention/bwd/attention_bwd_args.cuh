@@ -44,8 +44,11 @@ struct Args {
   const uint32_t* mask;
   __nv_bfloat16* dqkv;
   float* dq_acc;        // fast mode: [B*SQ, Hq*dH] fp32, zeroed before the main kernel
+  float* dkv_part;      // wgmma, subgroups > 1: dK and dV partial sums, [2][subgroups][B*SQ, Hkv*dH] fp32
   int64_t qkv_stride, dout_stride, dqkv_stride;
+  int64_t dkv_slab;     // elements of one [B*SQ, Hkv*dH] slab of dkv_part
   int sq, hq, hkv, group;
+  int subgroups;        // the wgmma kernel's CTAs per (KV head, key block): each walks group / subgroups query heads
   int sq_pad;           // SQ rounded up to 64: the row length of dsum and lse_pad
   int causal, dq_fast;  // dq_fast: the fast mode (dQ added into dq_acc in any order: TMA reduce-adds, or atomics)
   int rounds, tw;       // mode Fused (the wgmma kernel chooses them at run time; the mma kernel's are template arguments)

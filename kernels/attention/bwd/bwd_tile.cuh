@@ -201,14 +201,23 @@ __device__ __forceinline__ void pack_a(const F& x, uint32_t (&pa)[4][4]) {
 }
 
 // dK * scale and dV of the warp's 16 keys (first key row key0 = k0 + kl0, the other 8 below) into dQKV's key / value
-// head columns of KV head hk; rows past SQ are not stored.
+// head columns of KV head hk; rows past SQ are not stored. sg >= 0 (the wgmma kernel's subgroup sg of a split
+// group): dK and dV unscaled in fp32 into the subgroup's slabs of a.dkv_part instead (bwd_sum_dkv_kernel adds them).
 template <int HD, class F>
 __device__ __forceinline__ void store_dk_dv(const Args& a, const F& dk, const F& dv, int64_t tok0, int key0, int hk,
-                                            int lane) {
+                                            int lane, int sg = -1) {
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     const int key = key0 + 8 * hh;
-    if (key < a.sq) {
+    if (key < a.sq && sg >= 0) {
+      float* pk = a.dkv_part + sg * a.dkv_slab + ((tok0 + key) * a.hkv + hk) * HD + 2 * (lane & 3);
+      float* pv = pk + a.subgroups * a.dkv_slab;
+#pragma unroll
+      for (int nb = 0; nb < HD / 8; ++nb) {
+        *reinterpret_cast<float2*>(pk + 8 * nb) = make_float2(el(dk, nb, 2 * hh), el(dk, nb, 2 * hh + 1));
+        *reinterpret_cast<float2*>(pv + 8 * nb) = make_float2(el(dv, nb, 2 * hh), el(dv, nb, 2 * hh + 1));
+      }
+    } else if (key < a.sq) {
       __nv_bfloat16* row = a.dqkv + (tok0 + key) * a.dqkv_stride + 2 * (lane & 3);
       __nv_bfloat16* rk = row + (a.hq + hk) * HD;
       __nv_bfloat16* rv = row + (a.hq + a.hkv + hk) * HD;

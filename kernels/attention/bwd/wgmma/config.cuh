@@ -87,20 +87,23 @@ struct Smem {
   __device__ __forceinline__ uint32_t empty(int s) const { return base + C::kOffBar + 8u + 8u * (C::kStages + s); }
 };
 
-// The CTA's work: keys [k0, k0 + 128) of KV head hk in batch b (tile_order.hpp's bwd_cta_in_order: every head's key
-// block 0, the heaviest when causal, first); iteration it = query head hk*group + it / nq, query block qb0 + it % nq
-// (causal: from the first block that reaches key k0, qb0 = k0 / 64). Heads in ascending order: dK, dV sum the group's
-// heads in a fixed order.
+// The CTA's work: keys [k0, k0 + 128) of KV head hk in batch b, the query heads of subgroup sg of its group
+// (tile_order.hpp: bwd_subgroups; heads hk*group + sg*heads ..); grid y = sg x key blocks + the key block in
+// order (tile_order.hpp's bwd_cta_in_order: every head's key block 0, the heaviest when causal, first; the subgroups
+// one after another, so the CTAs in flight share their query heads). Iteration it = query head hk*group + sg*heads
+// + it / nq, query block qb0 + it % nq (causal: from the first block that reaches key k0, qb0 = k0 / 64). Heads in
+// ascending order: dK, dV sum the subgroup's heads in a fixed order.
 struct Schedule {
-  int k0, hk, b, group, qb0, nq, n_it;
-  __device__ __forceinline__ Schedule(const Args& a, int kb, int hk_, int b_) : hk(hk_), b(b_), group(a.group) {
+  int k0, hk, b, sg, head0, qb0, nq, n_it;
+  __device__ __forceinline__ Schedule(const Args& a, int kb, int hk_, int b_, int sg_) : hk(hk_), b(b_), sg(sg_) {
     k0 = kb * 128;
-    const int nqb = (a.sq + 63) / 64;
+    const int nqb = (a.sq + 63) / 64, heads = a.group / a.subgroups;
+    head0 = hk * a.group + sg * heads;
     qb0 = a.causal ? k0 / 64 : 0;
     nq = nqb - qb0;
-    n_it = a.group * nq;
+    n_it = heads * nq;
   }
-  __device__ __forceinline__ int head(int it) const { return hk * group + it / nq; }
+  __device__ __forceinline__ int head(int it) const { return head0 + it / nq; }
   __device__ __forceinline__ int q0(int it) const { return (qb0 + it % nq) * 64; }
 };
 

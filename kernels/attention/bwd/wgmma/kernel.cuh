@@ -41,8 +41,9 @@ __global__ void __launch_bounds__(384, 1)
   using namespace ptx;
   using C = Cfg<HD>;
   const Smem<C> sm(attn_bwd::dynamic_smem());
-  const auto cta = attn::bwd_cta_in_order<int>(blockIdx.x, blockIdx.y, gridDim.y, a.hkv, false);
-  const Schedule w(a, cta.block, cta.head, cta.batch);
+  const int blocks = static_cast<int>(gridDim.y) / a.subgroups;
+  const auto cta = attn::bwd_cta_in_order<int>(blockIdx.x, static_cast<int>(blockIdx.y) % blocks, blocks, a.hkv, false);
+  const Schedule w(a, cta.block, cta.head, cta.batch, static_cast<int>(blockIdx.y) / blocks);
   if (threadIdx.x == 0) {
     mbar_init(sm.kv_full(), 1);
 #pragma unroll
@@ -83,7 +84,7 @@ template <int HD, DropoutMode M>
 void launch(const Args& a, const Maps& m, int batch, cudaStream_t s) {
   const attn::Instance in = instance<HD, M>();
   attn::ensure_smem_attribute(in, false);
-  const dim3 grid = attn_bwd::bwd_grid((a.sq + Cfg<HD>::kBk - 1) / Cfg<HD>::kBk, a.hkv, batch);
+  const dim3 grid = attn_bwd::bwd_grid((a.sq + Cfg<HD>::kBk - 1) / Cfg<HD>::kBk * a.subgroups, a.hkv, batch);
   void* args[] = {const_cast<CUtensorMap*>(&m.q), const_cast<CUtensorMap*>(&m.kv), const_cast<CUtensorMap*>(&m.dout),
                   const_cast<CUtensorMap*>(&m.dq), const_cast<Args*>(&a)};
   DB_CUDA(cudaLaunchKernel(in.fn, grid, dim3(in.threads), args, static_cast<size_t>(in.smem), s));

@@ -164,7 +164,7 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
   }
   // The reduce-adds complete (their shared-memory reads and global writes) before the CTA's shared memory goes.
   if (a.dq_fast && t == 0) bulk_wait<0>();
-  attn_bwd::store_dk_dv<HD>(a, dk, dv, tok0, kc0 + kl0, w.hk, lane);
+  attn_bwd::store_dk_dv<HD>(a, dk, dv, tok0, kc0 + kl0, w.hk, lane, a.subgroups > 1 ? w.sg : -1);
 }
 
 }  // namespace attn_bwd_wg
