@@ -137,23 +137,24 @@ TEST(AttentionBwdHost, CtaOrderIsHeaviestFirstAcrossHeads) {
   }
 }
 
-// The wgmma backward's split of a GQA group: at most kBwdCtaHeads (4) query heads per CTA, a divisor of the group,
-// the fewest subgroups; unsplit where the grid's y (key blocks x subgroups) would pass 65535.
+// The wgmma backward's split of a causal GQA group: at most kBwdCtaHeads (4) query heads per CTA, a divisor of the
+// group, the fewest subgroups; unsplit where the grid's y (key blocks x subgroups) would pass 65535, and non-causal.
 TEST(AttentionBwdHost, SubgroupsOfAGroup) {
   using attn::bwd_subgroups;
   for (int g = 1; g <= 64; ++g) {
-    const int s = bwd_subgroups(g, 64);
+    const int s = bwd_subgroups(g, 64, true);
     EXPECT_EQ(g % s, 0) << g;
     EXPECT_LE(g / s, attn::kBwdCtaHeads) << g;
     for (int fewer = 1; fewer < s; ++fewer)
       EXPECT_FALSE(g % fewer == 0 && g / fewer <= attn::kBwdCtaHeads) << g << ": " << fewer << " would do";
   }
-  EXPECT_EQ(bwd_subgroups(4, 64), 1);
-  EXPECT_EQ(bwd_subgroups(8, 64), 2);   // Llama-3 70B
-  EXPECT_EQ(bwd_subgroups(16, 64), 4);  // Llama-3 405B
-  EXPECT_EQ(bwd_subgroups(6, 64), 2);
-  EXPECT_EQ(bwd_subgroups(8, 32767), 2);
-  EXPECT_EQ(bwd_subgroups(8, 32768), 1);  // 65536 rows of CTAs: unsplit
+  EXPECT_EQ(bwd_subgroups(4, 64, true), 1);
+  EXPECT_EQ(bwd_subgroups(8, 64, true), 2);   // Llama-3 70B
+  EXPECT_EQ(bwd_subgroups(16, 64, true), 4);  // Llama-3 405B
+  EXPECT_EQ(bwd_subgroups(6, 64, true), 2);
+  EXPECT_EQ(bwd_subgroups(8, 32767, true), 2);
+  EXPECT_EQ(bwd_subgroups(8, 32768, true), 1);  // 65536 rows of CTAs: unsplit
+  for (int g : {1, 4, 8, 16}) EXPECT_EQ(bwd_subgroups(g, 64, false), 1) << g;  // non-causal: never split
 }
 
 TEST(AttentionBwdHost, WorkspaceBytes) {
@@ -172,6 +173,8 @@ TEST(AttentionBwdHost, WorkspaceBytes) {
   EXPECT_EQ(attention_backward_workspace_bytes(p), 2 * d16 + 2ull * 300 * 16 * 128 * 4 + parts);
   p.deterministic = true;
   EXPECT_EQ(attention_backward_workspace_bytes(p), 2 * d16 + parts);
+  p.fwd.causal = false;  // unsplit: no partials
+  EXPECT_EQ(attention_backward_workspace_bytes(p), 2 * d16);
 }
 
 TEST(AttentionBwdHost, FlopsAreTwoAndAHalfForward) {

@@ -233,8 +233,9 @@ std::vector<Case> accuracy_cases() {
       {1, 128, 2, 1, 128, true},  // whole blocks
       {1, 256, 2, 2, 64, true},   // whole wgmma key blocks (128), causal
       {3, 200, 2, 1, 128, false}, // B 3, MQA, a wgmma CTA whose second warpgroup holds keys 192..199 only
-      {2, 300, 16, 2, 128, true}, // GQA group 8: the wgmma kernel splits it into 2 subgroups (dK, dV partials)
-      {1, 257, 6, 1, 64, false},  // MQA group 6: 2 subgroups of 3 heads
+      {2, 300, 16, 2, 128, true}, // GQA group 8, causal: the wgmma kernel splits it into 2 subgroups (dK, dV partials)
+      {1, 257, 6, 1, 64, true},   // MQA group 6, causal: 2 subgroups of 3 heads
+      {1, 257, 8, 1, 64, false},  // group 8, non-causal: not split
   };
   std::vector<Case> v;
   for (AttentionKernel k : {AttentionKernel::Mma, AttentionKernel::Wgmma})

@@ -46,15 +46,18 @@ DB_HD constexpr BwdCta<I> bwd_cta_in_order(I x, I y, I blocks, I heads, bool hea
   return BwdCta<I>{heaviest_last ? blocks - 1 - y : y, x % heads, x / heads};
 }
 
-// The query heads of a GQA group one wgmma-backward CTA walks, at most: CTAs that walk more (8, 16: the Llama-3 70B
-// and 405B groups) drift onto different heads, and the Q, dO and dQ rows they stream together outgrow L2. A larger
-// group is split into subgroups, one CTA per (subgroup, KV head, key block), the subgroups one after another in the
-// grid's y (so the CTAs in flight share their query heads); each sums its heads' dK, dV into fp32 partials that one
-// pass adds in subgroup order (deterministic).
+// The query heads of a GQA group one wgmma-backward CTA walks, at most, in a causal grid: there the key blocks'
+// CTAs have different amounts of work per head, so CTAs that walk more heads (8, 16: the Llama-3 70B and 405B groups)
+// drift onto different heads, and the Q, dO and dQ rows they stream together outgrow L2. A larger group is split
+// into subgroups, one CTA per (subgroup, KV head, key block), the subgroups one after another in the grid's y (so
+// the CTAs in flight share their query heads); each sums its heads' dK, dV into fp32 partials that one pass adds in
+// subgroup order (deterministic). Non-causal CTAs stay in step, and the split's partials only cost there.
 constexpr int kBwdCtaHeads = 4;
-// Subgroups of a group of `group` query heads for a grid of `blocks` key blocks: the fewest that divide the group
-// into at most kBwdCtaHeads heads each; 1 where the grid's y (blocks x subgroups) would pass 65535.
-DB_HD constexpr int bwd_subgroups(int group, int blocks) {
+// Subgroups of a group of `group` query heads for a grid of `blocks` key blocks: causal, the fewest that divide the
+// group into at most kBwdCtaHeads heads each; 1 when not causal, or where the grid's y (blocks x subgroups) would
+// pass 65535.
+DB_HD constexpr int bwd_subgroups(int group, int blocks, bool causal) {
+  if (!causal) return 1;
   int s = 1;
   while (group / s > kBwdCtaHeads || group % s != 0) ++s;
   return static_cast<long long>(blocks) * s > 65535 ? 1 : s;

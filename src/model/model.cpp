@@ -1030,7 +1030,7 @@ Demand wgmma_demand(const Profile& p, const Workload& w, const std::string& mode
 // ---- the wgmma attention backward (kernels/attention/bwd/wgmma/, profile kernels.attention_bwd_wgmma) ----
 
 // Its visited (block_rows-query x block_keys-key) blocks: CTA (subgroup, key block kb, KV head, batch) walks the
-// subgroup's query heads (tile_order.hpp, bwd_subgroups: the group split into subgroups of at most 4 heads) and, per
+// subgroup's query heads (tile_order.hpp, bwd_subgroups: a causal group split into subgroups of at most 4 heads) and, per
 // head, the query blocks from the first that reaches key kb x block_keys (causal) or 0. Launch order
 // (bwd_cta_in_order): every (batch, KV head) of key block 0, the heaviest when causal, then key block 1, ..., the
 // subgroups one after another; cta_iterations lists the CTAs in that order (one entry per CTA, tail_factor with
@@ -1038,7 +1038,7 @@ Demand wgmma_demand(const Profile& p, const Workload& w, const std::string& mode
 AttnWork wgmma_bwd_work(const WgmmaProfile& g, const Workload& w, double* tail_reps) {
   const int64_t BQ = g.block_rows, BK = g.block_keys, group = w.q_heads / std::max<int64_t>(1, w.kv_heads);
   const int64_t nqb = ceil_div(w.sq, BQ), nkb = ceil_div(w.sq, BK);
-  const int64_t subgroups = attn::bwd_subgroups(static_cast<int>(group), static_cast<int>(nkb));
+  const int64_t subgroups = attn::bwd_subgroups(static_cast<int>(group), static_cast<int>(nkb), w.causal);
   const double reps = static_cast<double>(w.batch) * static_cast<double>(w.kv_heads);
   const bool expand = static_cast<double>(nkb * subgroups) * reps <= kTailSimulateCtas;
   AttnWork a;
@@ -1851,7 +1851,8 @@ double wgmma_bwd_aux_bytes(const Workload& w, const WgmmaProfile& g, int* launch
   const double preprocess = rows * dh * 2 * 2 + rows * 4 + rows_pad * 4 * 2;
   const double memset = rows * dh * 4, convert = rows * dh * (4 + 2);
   const int subgroups = attn::bwd_subgroups(static_cast<int>(w.q_heads / std::max<int64_t>(1, w.kv_heads)),
-                                            static_cast<int>(ceil_div(w.sq, static_cast<int64_t>(g.block_keys))));
+                                            static_cast<int>(ceil_div(w.sq, static_cast<int64_t>(g.block_keys))),
+                                            w.causal);
   const double kv = static_cast<double>(w.batch) * static_cast<double>(w.sq) * w.kv_heads * dh;
   const double sum = subgroups > 1 ? 2 * kv * (subgroups * 4 + 2) : 0;
   if (launches) *launches = subgroups > 1 ? 4 : 3;

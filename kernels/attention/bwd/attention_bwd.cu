@@ -30,7 +30,7 @@ size_t d_bytes(const AttentionParams& f) {
 }
 // The wgmma kernel's subgroups per (KV head, key block of 128) (tile_order.hpp: bwd_subgroups).
 int wgmma_subgroups(const AttentionParams& f) {
-  return attn::bwd_subgroups(f.q_heads / f.kv_heads, (f.sq + 127) / 128);
+  return attn::bwd_subgroups(f.q_heads / f.kv_heads, (f.sq + 127) / 128, f.causal);
 }
 // Elements of one [B*SQ, Hkv*dH] slab of dK or dV partials.
 int64_t dkv_slab(const AttentionParams& f) { return static_cast<int64_t>(f.batch) * f.sq * f.kv_heads * f.head_dim; }
