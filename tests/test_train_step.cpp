@@ -170,11 +170,15 @@ TEST(TrainStep, TrainMemoryFollowsTheShapeAndPrecision) {
   EXPECT_EQ(b16.w_out, 2 * f8.w_out);
   EXPECT_GT(f8.fp8_scales, 0u);
   // The backward's workspace, as the attention backward lays it out: D and the LSE copy (fp32, B * Hq rows of SQ
-  // padded to 64 queries, each 256-byte aligned) and the fast mode's fp32 dQ accumulator (the timed mode). TrainRunner
-  // refuses a smaller buffer, so an undercount fails every measured training step.
+  // padded to 64 queries, each 256-byte aligned), the fast mode's fp32 dQ accumulator (the timed mode) and, for a
+  // causal group of more than 4 query heads (the presets' 8 and 16: subgroups of 4), the wgmma kernel's fp32 dK, dV
+  // partials per subgroup. TrainRunner refuses a smaller buffer, so an undercount fails every measured training step.
   auto bwd_workspace = [](const db::Workload& x) {
     const uint64_t d = (static_cast<uint64_t>(x.batch * x.q_heads * ((x.sq + 63) / 64 * 64)) * 4 + 255) / 256 * 256;
-    return 2 * d + static_cast<uint64_t>(x.batch * x.sq * x.q_heads * x.head_dim) * 4;
+    const uint64_t group = static_cast<uint64_t>(x.q_heads / x.kv_heads);
+    const uint64_t subgroups = x.causal && group > 4 ? group / 4 : 1;
+    const uint64_t parts = subgroups > 1 ? 2 * subgroups * static_cast<uint64_t>(x.batch * x.sq * x.kv_heads * x.head_dim) * 4 : 0;
+    return 2 * d + static_cast<uint64_t>(x.batch * x.sq * x.q_heads * x.head_dim) * 4 + parts;
   };
   EXPECT_EQ(f8.bwd_workspace, bwd_workspace(db::load_config(preset("llama3-70b")).workload));
   db::Workload ragged = w;
