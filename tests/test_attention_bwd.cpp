@@ -137,23 +137,36 @@ TEST(AttentionBwdHost, CtaOrderIsHeaviestFirstAcrossHeads) {
   }
 }
 
-// The wgmma backward's split of a causal GQA group: at most kBwdCtaHeads (4) query heads per CTA, a divisor of the
-// group, the fewest subgroups; unsplit where the grid's y (key blocks x subgroups) would pass 65535, and non-causal.
+// The wgmma backward's split of a causal GQA group: subgroups of 2 to kBwdCtaHeads (4) query heads, a divisor of the
+// group, the fewest such; unsplit for groups of at most 4, groups without such a divisor, non-causal grids, and where
+// the grid's y (key blocks x subgroups) would pass 65535.
 TEST(AttentionBwdHost, SubgroupsOfAGroup) {
   using attn::bwd_subgroups;
   for (int g = 1; g <= 64; ++g) {
     const int s = bwd_subgroups(g, 64, true);
+    bool splittable = false;
+    for (int t = 2; t <= g / 2; ++t) splittable |= g % t == 0 && g / t <= attn::kBwdCtaHeads;
+    if (g <= attn::kBwdCtaHeads || !splittable) {
+      EXPECT_EQ(s, 1) << g;
+      continue;
+    }
     EXPECT_EQ(g % s, 0) << g;
+    EXPECT_GE(g / s, 2) << g;
     EXPECT_LE(g / s, attn::kBwdCtaHeads) << g;
-    for (int fewer = 1; fewer < s; ++fewer)
+    for (int fewer = 2; fewer < s; ++fewer)
       EXPECT_FALSE(g % fewer == 0 && g / fewer <= attn::kBwdCtaHeads) << g << ": " << fewer << " would do";
   }
   EXPECT_EQ(bwd_subgroups(4, 64, true), 1);
   EXPECT_EQ(bwd_subgroups(8, 64, true), 2);   // Llama-3 70B
   EXPECT_EQ(bwd_subgroups(16, 64, true), 4);  // Llama-3 405B
   EXPECT_EQ(bwd_subgroups(6, 64, true), 2);
+  EXPECT_EQ(bwd_subgroups(10, 64, true), 5);
+  EXPECT_EQ(bwd_subgroups(5, 64, true), 1);  // prime: no subgroup of 2 to 4 heads
+  EXPECT_EQ(bwd_subgroups(7, 64, true), 1);
   EXPECT_EQ(bwd_subgroups(8, 32767, true), 2);
   EXPECT_EQ(bwd_subgroups(8, 32768, true), 1);  // 65536 rows of CTAs: unsplit
+  EXPECT_EQ(bwd_subgroups(16, 16384, true), 4);
+  EXPECT_EQ(bwd_subgroups(16, 16385, true), 1);
   for (int g : {1, 4, 8, 16}) EXPECT_EQ(bwd_subgroups(g, 64, false), 1) << g;  // non-causal: never split
 }
 

@@ -99,7 +99,8 @@ struct Problem {
     p.fwd.q_heads = sh.hq;
     p.fwd.kv_heads = sh.hkv;
     p.fwd.head_dim = sh.hd;
-    p.deterministic = false;  // the larger of the two
+    p.fwd.causal = sh.causal;  // a causal group of more than 4 heads holds the wgmma kernel's dK / dV partials
+    p.deterministic = false;   // the larger of the two
     return attention_backward_workspace_bytes(p);
   }
 
@@ -482,7 +483,7 @@ class AttentionBwdSanitize : public ::testing::TestWithParam<AttentionKernel> {}
 INSTANTIATE_TEST_SUITE_P(Kernels, AttentionBwdSanitize, test::kAllKernels, test::kernel_param_name);
 TEST_P(AttentionBwdSanitize, SmallAllModes) {
   DB_REQUIRE_KERNEL(GetParam());
-  for (const Shape& s : {Shape{1, 77, 2, 1, 64, true}, Shape{1, 70, 2, 2, 128, false}}) {
+  for (const Shape& s : {Shape{1, 77, 2, 1, 64, true}, Shape{1, 70, 2, 2, 128, false}, Shape{1, 77, 8, 1, 64, true}}) {
     Problem pr(s, GetParam());
     pr.fwd_kernel = AttentionKernel::Mma;
     for (DropoutMode m : {DropoutMode::None, DropoutMode::Mask, DropoutMode::Fused}) {

@@ -54,13 +54,14 @@ DB_HD constexpr BwdCta<I> bwd_cta_in_order(I x, I y, I blocks, I heads, bool hea
 // subgroup order (deterministic). Non-causal CTAs stay in step, and the split's partials only cost there.
 constexpr int kBwdCtaHeads = 4;
 // Subgroups of a group of `group` query heads for a grid of `blocks` key blocks: causal, the fewest that divide the
-// group into at most kBwdCtaHeads heads each; 1 when not causal, or where the grid's y (blocks x subgroups) would
-// pass 65535.
+// group into subgroups of 2 to kBwdCtaHeads heads; 1 when not causal, when the group has at most kBwdCtaHeads heads
+// or no such divisor (a prime group: one-head CTAs are not measured), or where the grid's y (blocks x subgroups)
+// would pass 65535.
 DB_HD constexpr int bwd_subgroups(int group, int blocks, bool causal) {
-  if (!causal) return 1;
-  int s = 1;
-  while (group / s > kBwdCtaHeads || group % s != 0) ++s;
-  return static_cast<long long>(blocks) * s > 65535 ? 1 : s;
+  if (!causal || group <= kBwdCtaHeads) return 1;
+  for (int s = 2; s <= group / 2; ++s)
+    if (group % s == 0 && group / s <= kBwdCtaHeads) return static_cast<long long>(blocks) * s > 65535 ? 1 : s;
+  return 1;
 }
 
 }  // namespace attn

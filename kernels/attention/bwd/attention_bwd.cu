@@ -28,9 +28,12 @@ int sq_pad(const AttentionParams& f) { return (f.sq + 63) / 64 * 64; }
 size_t d_bytes(const AttentionParams& f) {
   return align256(static_cast<size_t>(f.batch) * f.q_heads * sq_pad(f) * sizeof(float));
 }
-// The wgmma kernel's subgroups per (KV head, key block of 128) (tile_order.hpp: bwd_subgroups).
+// The wgmma kernel's subgroups per (KV head, key block) (tile_order.hpp: bwd_subgroups; the key block is 128 at
+// either head_dim).
 int wgmma_subgroups(const AttentionParams& f) {
-  return attn::bwd_subgroups(f.q_heads / f.kv_heads, (f.sq + 127) / 128, f.causal);
+  constexpr int kBk = attn_bwd_wg::Cfg<128>::kBk;
+  static_assert(kBk == attn_bwd_wg::Cfg<64>::kBk, "one key block for both head_dims");
+  return attn::bwd_subgroups(f.q_heads / f.kv_heads, (f.sq + kBk - 1) / kBk, f.causal);
 }
 // Elements of one [B*SQ, Hkv*dH] slab of dK or dV partials.
 int64_t dkv_slab(const AttentionParams& f) { return static_cast<int64_t>(f.batch) * f.sq * f.kv_heads * f.head_dim; }

@@ -11,13 +11,16 @@
 //   dQKV [B*SQ, (Hq + 2*Hkv) * dH]  output, laid out like QKV (dqkv_row_stride; 0 = (Hq + 2*Hkv)*dH): dQ in the
 //                                   query heads' columns, dK / dV in the key / value heads'. Every element of the
 //                                   B*SQ rows' (Hq + 2*Hkv)*dH columns is written; padding columns are not.
-//   workspace                       attention_backward_workspace_bytes(p) bytes (fp32 D = rowsum(dO * O) and a copy of
-//                                   the LSE, both in rows padded to 64 queries, and, in the fast mode, the fp32 dQ
-//                                   accumulator); contents on entry do not matter.
+//   workspace                       attention_backward_workspace_bytes(p) bytes of the launch's own p (fp32 D =
+//                                   rowsum(dO * O) and a copy of the LSE, both in rows padded to 64 queries; in the
+//                                   fast mode the fp32 dQ accumulator; for a causal group of more than 4 query heads
+//                                   per KV head the wgmma kernel's fp32 dK / dV partials per subgroup: the size
+//                                   depends on causal, the heads, SQ and the dQ mode); contents on entry do not matter.
 // Dropout: mode None, Mask (fwd.mask, the tile-layout mask of attention_mask_geometry(fwd), as the RNG kernel
 // writes it and the forward's mode Mask reads it) or Fused (regenerated in the kernels: attn_keep_word<fwd.rounds,
 // fwd.threshold_bits> with fwd.seed, fwd.offset, fwd.drop_threshold). Kept values are scaled by fwd.keep_scale.
-// GQA: dK, dV of KV head k sum the query heads of its group in a fixed order (h ascending), in both dQ modes.
+// GQA: dK, dV of KV head k sum the query heads of its group in a fixed order, in both dQ modes (h ascending; a split
+// group: h ascending within each subgroup, then the subgroups in order).
 // dQ: deterministic = a separate pass per query block walking the key blocks in order (bitwise reproducible, mode
 // Mask and Fused give the same bits); otherwise fp32 atomics into the workspace, then a conversion.
 // dK and dV are bitwise the same in both dQ modes.
