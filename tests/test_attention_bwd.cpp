@@ -165,8 +165,8 @@ TEST(AttentionBwdHost, SubgroupsOfAGroup) {
   EXPECT_EQ(bwd_subgroups(7, 64, true), 1);
   EXPECT_EQ(bwd_subgroups(8, 32767, true), 2);
   EXPECT_EQ(bwd_subgroups(8, 32768, true), 1);  // 65536 rows of CTAs: unsplit
-  EXPECT_EQ(bwd_subgroups(16, 16384, true), 4);
-  EXPECT_EQ(bwd_subgroups(16, 16385, true), 1);
+  EXPECT_EQ(bwd_subgroups(16, 16383, true), 4);  // 65532 rows
+  EXPECT_EQ(bwd_subgroups(16, 16384, true), 1);  // 65536 rows
   for (int g : {1, 4, 8, 16}) EXPECT_EQ(bwd_subgroups(g, 64, false), 1) << g;  // non-causal: never split
 }
 
