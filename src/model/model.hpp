@@ -142,7 +142,8 @@ struct Profile {
   std::map<std::string, GemmProfile> gemm;           // "fp8" / "bf16"
   std::optional<WgmmaProfile> wgmma;                 // the Hopper-native attention kernel, when profiled
   // The Hopper-native attention backward ("kernels.attention_bwd_wgmma", kernels/attention/bwd/wgmma/), the same
-  // schema: one CTA = block_keys keys of one KV head walking its group's query heads in block_rows-query blocks.
+  // schema: one CTA = block_keys keys of one KV head walking its group's (or subgroup's, tile_order.hpp:
+  // bwd_subgroups) query heads in block_rows-query blocks.
   // When its ncu block for a workload's key is there, the training step's backward is timed from it.
   std::optional<WgmmaProfile> wgmma_bwd;
   std::string attn_auto = "mma";                     // the kernel attention_kernel "auto" means (wgmma when profiled)

@@ -1,7 +1,8 @@
 // The wgmma attention backward's tiling and shared-memory layout (docs/attention-backward.md, "The Hopper-native
 // kernel"). One CTA = 128 keys of one KV head and batch: a producer warpgroup (one thread issues the TMA loads) and
 // two consumer warpgroups, each owning 64 of the keys (the M dimension of its S^T, dP^T, dK, dV accumulators); the
-// CTA walks the group's query heads and, per head, the query blocks of 64 through a kStages-deep ring.
+// CTA walks the group's (a split causal group: its subgroup's) query heads and, per head, the query blocks of 64
+// through a kStages-deep ring.
 #pragma once
 #include <cstdint>
 
