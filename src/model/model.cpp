@@ -1035,10 +1035,17 @@ Demand wgmma_demand(const Profile& p, const Workload& w, const std::string& mode
 // (bwd_cta_in_order): every (batch, KV head) of key block 0, the heaviest when causal, then key block 1, ..., the
 // subgroups one after another; cta_iterations lists the CTAs in that order (one entry per CTA, tail_factor with
 // heads = 1) up to kTailSimulateCtas, else one entry per key block (heads = batch x kv_heads).
+// The subgroups of w's group the kernel launches (the kernel's rule, tile_order.hpp: bwd_subgroups, for the grid of
+// block_keys-key blocks).
+int64_t wgmma_bwd_subgroups(const WgmmaProfile& g, const Workload& w) {
+  return attn::bwd_subgroups(static_cast<int>(w.q_heads / std::max<int64_t>(1, w.kv_heads)),
+                             static_cast<int>(ceil_div(w.sq, static_cast<int64_t>(g.block_keys))), w.causal);
+}
+
 AttnWork wgmma_bwd_work(const WgmmaProfile& g, const Workload& w, double* tail_reps) {
   const int64_t BQ = g.block_rows, BK = g.block_keys, group = w.q_heads / std::max<int64_t>(1, w.kv_heads);
   const int64_t nqb = ceil_div(w.sq, BQ), nkb = ceil_div(w.sq, BK);
-  const int64_t subgroups = attn::bwd_subgroups(static_cast<int>(group), static_cast<int>(nkb), w.causal);
+  const int64_t subgroups = wgmma_bwd_subgroups(g, w);
   const double reps = static_cast<double>(w.batch) * static_cast<double>(w.kv_heads);
   const bool expand = static_cast<double>(nkb * subgroups) * reps <= kTailSimulateCtas;
   AttnWork a;
@@ -1064,7 +1071,7 @@ Demand wgmma_bwd_static(const WgmmaProfile& g, const Workload& w, const std::str
   const double sq_pad = static_cast<double>(ceil_div(w.sq, static_cast<int64_t>(BQ))) * BQ;
   const double q_bytes = B * sq * w.q_heads * dh * 2, kv_bytes = B * sq * w.kv_heads * dh * 2;
   const double rows_f32 = B * w.q_heads * sq_pad * 4, dq_acc = B * sq * w.q_heads * dh * 4;
-  const double subgroups = a.ctas / (static_cast<double>(ceil_div(w.sq, static_cast<int64_t>(BK))) * B * w.kv_heads);
+  const double subgroups = static_cast<double>(wgmma_bwd_subgroups(g, w));
   const double dkv_out = subgroups > 1 ? 2 * subgroups * kv_bytes * 2 : 2 * kv_bytes;  // fp32 partials or bf16
   Demand d;
   d["wgmma_bf16_flops"] = a.iterations * kAttentionBwdFlopRatio * 4 * BQ * BK * dh;
@@ -1850,9 +1857,7 @@ double wgmma_bwd_aux_bytes(const Workload& w, const WgmmaProfile& g, int* launch
   const double dh = static_cast<double>(w.head_dim);
   const double preprocess = rows * dh * 2 * 2 + rows * 4 + rows_pad * 4 * 2;
   const double memset = rows * dh * 4, convert = rows * dh * (4 + 2);
-  const int subgroups = attn::bwd_subgroups(static_cast<int>(w.q_heads / std::max<int64_t>(1, w.kv_heads)),
-                                            static_cast<int>(ceil_div(w.sq, static_cast<int64_t>(g.block_keys))),
-                                            w.causal);
+  const int64_t subgroups = wgmma_bwd_subgroups(g, w);
   const double kv = static_cast<double>(w.batch) * static_cast<double>(w.sq) * w.kv_heads * dh;
   const double sum = subgroups > 1 ? 2 * kv * (subgroups * 4 + 2) : 0;
   if (launches) *launches = subgroups > 1 ? 4 : 3;
