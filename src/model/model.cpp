@@ -286,6 +286,15 @@ Machine load_machine(const std::string& path) {
 // ---------------------------------------------------------------------------------------------------------
 namespace {
 
+// An attention section's sass_key (the ncu / SASS keys of modes none, mask, fused and the causal suffix).
+std::map<std::string, std::string> sass_keys_from_json(const json& a, const Fields& f, const std::string& q) {
+  std::map<std::string, std::string> keys;
+  const json& sk = f.get(a, "sass_key", q + "sass_key");
+  for (const char* mode : {"none", "mask", "fused", "causal_suffix"})
+    keys[mode] = f.string(sk, mode, q + "sass_key." + mode);
+  return keys;
+}
+
 // A wgmma kernel's section (kernels.attention_wgmma, kernels.attention_bwd_wgmma; q: "kernels.<name>.").
 WgmmaProfile wgmma_profile_from_json(const json& a, const Fields& f, const std::string& q) {
   WgmmaProfile wp;
@@ -298,9 +307,7 @@ WgmmaProfile wgmma_profile_from_json(const json& a, const Fields& f, const std::
   wp.registers = static_cast<int>(f.number(a, "registers", q + "registers"));
   wp.threads = static_cast<int>(f.number(a, "threads", q + "threads"));
   wp.smem_per_cta = f.number(a, "smem_per_cta_bytes", q + "smem_per_cta_bytes");
-  const json& sk = f.get(a, "sass_key", q + "sass_key");
-  for (const char* mode : {"none", "mask", "fused", "causal_suffix"})
-    wp.sass_key[mode] = f.string(sk, mode, q + "sass_key." + mode);
+  wp.sass_key = sass_keys_from_json(a, f, q);
   auto sourced = [&](const std::string& key, bool positive) {  // {"value": x, "source": "..."}
     const json& e = f.get(a, key, q + key);
     f.string(e, "source", q + key + ".source");
@@ -374,9 +381,7 @@ Profile profile_from_json(const json& j, const std::string& where) {
     p.attn_smem_per_cta = f.number(a, "smem_per_cta_bytes", q + "smem_per_cta_bytes");
     if (p.attn_warps * p.attn_rows_per_warp != p.attn_block_rows)
       f.fail(q + "warps", "x rows_per_warp must equal block_rows");
-    const json& sk = f.get(a, "sass_key", q + "sass_key");
-    for (const char* mode : {"none", "mask", "fused", "causal_suffix"})
-      p.attn_sass_key[mode] = f.string(sk, mode, q + "sass_key." + mode);
+    p.attn_sass_key = sass_keys_from_json(a, f, q);
   }
   for (const char* dt : {"fp8", "bf16"}) {
     const std::string key = std::string("gemm_") + dt, q = "kernels." + key + ".";
