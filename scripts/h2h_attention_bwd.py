@@ -131,8 +131,9 @@ def shape(r, sq, hd, causal):
     nbytes = lib.mask_bytes(lib.params(**fields))
     mask = torch.empty(max(nbytes // 4, 1), device=dev, dtype=torch.int32)
     lib.make_mask(lib.params(**fields), mask.data_ptr(), stream)
-    ws = torch.empty(lib.backward_workspace_bytes(lib.params(**fields), False) // 4 + 64, device=dev,
-                     dtype=torch.float32)
+    # One workspace for both libraries: the larger of their layouts (another build may hold more, e.g. dK / dV partials).
+    ws_bytes = max(L.backward_workspace_bytes(L.params(**fields), False) for L in (r.lib, r.lib_b) if L is not None)
+    ws = torch.empty(ws_bytes // 4 + 64, device=dev, dtype=torch.float32)
     dqkv = {name: torch.empty_like(y) for name in ("a", "b")}
 
     def prm(mode, kernel="auto", L=lib):
