@@ -399,7 +399,7 @@ class Trainee:
         loss.backward()
         if a.clip > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), a.clip)
-        if a.lr_warmup > 0:
+        if self.i < a.lr_warmup:  # after the warm-up the rate stays at --lr (set on the last warm-up step)
             for g in self.opt.param_groups:
                 g["lr"] = a.lr * min(1.0, (self.i + 1) / a.lr_warmup)
         self.opt.step()
