@@ -17,6 +17,7 @@
 # and the timing's h2h_bwd.json / h2h_bwd.md: four files.
 # Usage: bash scripts/bwd_device.sh BUILD_DIR [BUDGET_S]     (BUDGET_S default 470)
 #   BWD_PART=checks: steps 1-4 only; BWD_PART=timing: steps 1, 5, 6 (a warm machine whose checks already ran).
+#   BWD_EXTRA_TARGETS="dropbench ...": also built in step 1 (a later call on the warm machine finds them).
 #   BWD_LIB_B=PATH: step 5 also times that build's wgmma backward in the same rounds (h2h --lib-b: an A/B of two
 #   kernel builds in one process).
 set -uo pipefail
@@ -75,7 +76,7 @@ smi_log "$LOG/smi.log"
 if [ ! -f "$B/build.ninja" ]; then
   step configure 120 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)"
 fi
-step build 330 cmake --build "$B" -j 16 --target test_attention_bwd_gpu test_attention_bwd dropbench_attention
+step build 330 cmake --build "$B" -j 16 --target test_attention_bwd_gpu test_attention_bwd dropbench_attention ${BWD_EXTRA_TARGETS:-}
 build_rc=$?
 
 # Registers / stack / local memory (spills) of every backward kernel, from the objects (a child shell: timeout runs
@@ -104,7 +105,7 @@ elif checks; then
 fi
 
 if checks && [ -x "$T/test_attention_bwd_gpu" ]; then
-  step racecheck 90 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 1 \
+  step racecheck 240 compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 1 \
     "$T/test_attention_bwd_gpu" --gtest_filter='*AttentionBwdSanitize.*'
 fi
 
