@@ -42,6 +42,12 @@ reported: whether the interval excludes 0 (a detectable difference, e.g. from a 
 samples p at 2^-threshold_bits resolution). The reference: --loss-ref, default the first SDPA variant with dropout;
 only variants with the same dropout p as the reference are compared.
 
+Where the step's time goes (--profile-steps N, after the timed run): per variant a fresh replica-0 model runs
+PROFILE_WARM_STEPS steps, then N steps under torch.profiler (CPU + CUDA activity); reported per step: host wall time,
+GPU busy time (the union of every kernel's, memset's and memcpy's interval), GPU idle time (wall - busy: waiting for
+the host), kernel time by family (attention / GEMM / other, by kernel name) and the top kernels; --profile-trace DIR
+also writes each variant's Chrome trace there. Profiled steps are not timed steps: the profiler adds host work.
+
 JSON (-o): context (device, clocks, power limit, driver, torch, cuDNN, date, git sha), the configuration, per variant
 the figures above with every window's sample and the mean loss curve. Without a CUDA GPU or PyTorch: one line, exit 2.
 Bad arguments: one line naming the argument and its allowed range, exit 2, before anything runs; -o is written only
@@ -72,6 +78,10 @@ OURS = {"ours": ("none", "mask", "fused"), "ours-det": ("none", "mask", "fused")
 SDPA = {"cudnn": ("none", "dropout"), "flash": ("none", "dropout")}
 DEFAULT_VARIANTS = "ours:fused,ours:mask,cudnn:dropout,flash:dropout"
 MARKOV_SUCCESSORS = 4
+PROFILE_WARM_STEPS = 3
+# Kernel families of a profiled step, by the kernel's (demangled) name: the first pattern that matches.
+KERNEL_GROUPS = (("attention", r"dropbench|attn|sdpa|fmha|flash|cudnn"), ("gemm", r"gemm|nvjet|cutlass|xmma"),
+                 ("other", r""))
 
 
 UsageError = h2h.UsageError  # one exception for bad arguments across the peer scripts
@@ -157,6 +167,8 @@ def parse_args(argv):
     ap.add_argument("--loss-ref", default=None)
     ap.add_argument("--attn-rounds", default=10, type=_int("attn-rounds", 2, 200))
     ap.add_argument("--attn-burst-ms", default=20.0, type=_float("attn-burst-ms", 1, 1000))
+    ap.add_argument("--profile-steps", default=0, type=_int("profile-steps", 0, 1000))
+    ap.add_argument("--profile-trace", default=None)
     ap.add_argument("--seed", default=1234, type=_int("seed", 0, 2 ** 31 - 1))
     ap.add_argument("--device", default=0, type=_int("device", 0, 63))
     ap.add_argument("--lib", default=None)
@@ -178,6 +190,13 @@ def parse_args(argv):
     for path, name in ((a.output, "-o"), (a.md, "--md")):
         if path and not Path(path).resolve().parent.is_dir():
             raise UsageError(f"{name}: the directory of {path!r} does not exist")
+    if a.profile_trace and not Path(a.profile_trace).is_dir():
+        raise UsageError(f"--profile-trace: {a.profile_trace!r} is not a directory")
+    if a.profile_trace and not a.profile_steps:
+        raise UsageError("--profile-trace: needs --profile-steps in [1, 1000]")
+    if a.profile_steps + PROFILE_WARM_STEPS > a.steps:
+        raise UsageError(f"--profile-steps: in [0, --steps - {PROFILE_WARM_STEPS} = {a.steps - PROFILE_WARM_STEPS}] "
+                         f"(got {a.profile_steps})")
     return a
 
 
@@ -287,7 +306,49 @@ def md_tables(doc):
                              f"{_fmt(r['diff_ci95'][1], 4)} | {r['verdict']} (margin {r['margin']:g}) |")
             else:
                 lines.append(f"| {r['variant']} | | | {r['verdict']}: {r['why']} |")
+    prof = {name: v["profile"] for name, v in doc["variants"].items() if v.get("profile")}
+    if prof:
+        groups = [g for g, _ in KERNEL_GROUPS]
+        lines += ["", "| profiled step (torch.profiler) | wall ms | GPU busy ms | GPU idle ms | "
+                  + " | ".join(f"{g} ms" for g in groups) + " | kernels |", "|---" * (5 + len(groups)) + "|"]
+        for name, p in prof.items():
+            if "error" in p:
+                lines.append(f"| {name} | not profiled: {p['error']} |" + " |" * (3 + len(groups)))
+                continue
+            lines.append(f"| {name} | {_fmt(p['wall_ms'], 2)} | {_fmt(p['gpu_busy_ms'], 2)} | "
+                         f"{_fmt(p['gpu_idle_ms'], 2)} | " + " | ".join(_fmt(p["group_ms"][g], 2) for g in groups)
+                         + f" | {p['kernels_per_step']:.0f} |")
     return "\n".join(lines) + "\n"
+
+
+def profile_summary(kernels, steps, wall_s, top=8):
+    """Per step, from one profiled run of `steps` steps: `kernels` = [(name, start_us, end_us)] of every GPU kernel,
+    memset and memcpy; wall_s = host time of the steps (synchronised at both ends). busy = the union of the kernels'
+    intervals (concurrent kernels count once), idle = wall - busy: the time the GPU waited for the host; groups and
+    top = summed kernel durations (concurrent kernels each count)."""
+    import re
+    busy, end = 0.0, None
+    for _, t0, t1 in sorted(kernels, key=lambda k: k[1]):
+        if end is None or t0 > end:
+            busy += t1 - t0
+            end = t1
+        elif t1 > end:
+            busy += t1 - end
+            end = t1
+    groups = {g: 0.0 for g, _ in KERNEL_GROUPS}
+    by_name = {}
+    for name, t0, t1 in kernels:
+        g = next(g for g, pat in KERNEL_GROUPS if re.search(pat, name, re.IGNORECASE))
+        groups[g] += t1 - t0
+        n = by_name.setdefault(name, [0.0, 0])
+        n[0] += t1 - t0
+        n[1] += 1
+    ms = 1e-3 / steps
+    wall_ms = wall_s * 1e3 / steps
+    return {"steps": steps, "wall_ms": wall_ms, "gpu_busy_ms": busy * ms, "gpu_idle_ms": wall_ms - busy * ms,
+            "kernels_per_step": len(kernels) / steps, "group_ms": {g: t * ms for g, t in groups.items()},
+            "top": [{"name": n[:160], "ms": t * ms, "calls": c / steps}
+                    for n, (t, c) in sorted(by_name.items(), key=lambda kv: -kv[1][0])[:top]]}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -507,7 +568,45 @@ class Peer:
         print(f"train_peer: training done in {time.time() - t_start:.0f} s", file=sys.stderr, flush=True)
         curves = {v: [tr.losses.tolist() for tr in trainees if tr.variant == v] for v in variants}
         attn = self.attention_alone(variants, layouts)
-        return self.document(argv, variants, skipped, layouts, samples, peak, peak_above, curves, attn)
+        prof = self.profile(variants, layouts, data) if a.profile_steps else {}
+        return self.document(argv, variants, skipped, layouts, samples, peak, peak_above, curves, attn, prof)
+
+    def profile(self, variants, layouts, data):
+        """Per variant, a fresh replica-0 model trained PROFILE_WARM_STEPS steps, then --profile-steps steps under
+        torch.profiler: where the step's GPU time goes (profile_summary), and the Chrome trace under --profile-trace."""
+        torch, a = self.torch, self.a
+        from torch.profiler import ProfilerActivity, profile
+        out = {}
+        for v in variants:
+            torch.manual_seed(a.seed * 1000)
+            model = self.CausalLM(a, lambda v=v: self.make_attn(v)).to(self.dev)
+            for blk in model.blocks:
+                if isinstance(blk.attn, self.SdpaAttention):
+                    blk.attn.layout = layouts[v]
+            if a.precision == "bf16":
+                model = model.to(torch.bfloat16)
+            tr = Trainee(torch, a, v, 0, model.train(), data)
+            for _ in range(PROFILE_WARM_STEPS):
+                tr.step()
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                t0 = time.perf_counter()
+                for _ in range(a.profile_steps):
+                    tr.step()
+                torch.cuda.synchronize()
+                wall = time.perf_counter() - t0
+            kernels = [(e.name, e.time_range.start, e.time_range.end) for e in prof.events()
+                       if e.device_type == torch.autograd.DeviceType.CUDA]
+            if not kernels:
+                out[v] = {"error": "the profiler recorded no GPU activity (CUPTI unavailable?)"}
+                continue
+            out[v] = profile_summary(kernels, a.profile_steps, wall)
+            if a.profile_trace:
+                path = Path(a.profile_trace) / f"train_peer_{v.replace(':', '_')}.trace.json"
+                prof.export_chrome_trace(str(path))
+                out[v]["trace"] = str(path)
+            del tr, model
+        return out
 
     def attention_alone(self, variants, layouts):
         """Seconds per attention forward + backward alone, per variant: interleaved rounds of bursts."""
@@ -556,14 +655,14 @@ class Peer:
                          "difference over replicas against +-margin")
         return ctx
 
-    def document(self, argv, variants, skipped, layouts, samples, peak, peak_above, curves, attn):
+    def document(self, argv, variants, skipped, layouts, samples, peak, peak_above, curves, attn, prof):
         a = self.a
         doc = {"schema": "dropbench.train_peer", "schema_version": 1, "context": self.context(argv),
                "config": {k: getattr(a, k) for k in ("variants", "layers", "seq", "batch", "heads", "head_dim",
                                                      "vocab", "mlp_ratio", "precision", "lr", "lr_warmup", "clip", "dropout_p",
                                                      "philox_rounds", "steps", "window", "warmup_windows",
                                                      "replicas", "last_k", "loss_margin", "loss_ref", "attn_rounds",
-                                                     "attn_burst_ms", "seed")},
+                                                     "attn_burst_ms", "profile_steps", "seed")},
                "variants": {}, "ratios": [], "loss_agreement": []}
         doc["config"]["d_model"] = a.hq * a.head_dim
         for v in a.variants:
@@ -601,6 +700,8 @@ class Peer:
                     ent["mask_bytes_model"] = ent["mask_bytes_per_layer"] * a.layers
             else:
                 ent["sdpa_layout"] = layouts[v]
+            if v in prof:
+                ent["profile"] = prof[v]
             doc["variants"][v] = ent
         ours = [v for v in variants if v.split(":")[0] in OURS]
         theirs = [v for v in variants if v.split(":")[0] in SDPA]
@@ -696,8 +797,23 @@ def self_test():
                          (["--loss-ref", "flash:none"], "--loss-ref"), (["--loss-margin", "-1"], "--loss-margin"),
                          (["--attn-rounds", "1"], "--attn-rounds"), (["--seed", "-1"], "--seed"),
                          (["--window", "0"], "--window"), (["--bogus"], "unrecognized"), (["--steps"], "--steps"),
-                         (["-o", "/nonexistent-dir/x.json"], "-o")):
+                         (["-o", "/nonexistent-dir/x.json"], "-o"), (["--profile-steps", "-1"], "--profile-steps"),
+                         (["--profile-steps", "298"], "--profile-steps: in [0, --steps - 3 = 297]"),
+                         (["--profile-trace", "/tmp"], "--profile-trace: needs --profile-steps"),
+                         (["--profile-steps", "5", "--profile-trace", "/nonexistent-dir"], "--profile-trace")):
         refused(argv, needle)
+    ok(parse_args(["--profile-steps", "297"]).profile_steps == 297, "--profile-steps at its bound")
+
+    # the profile's summary: overlapping kernels count once in busy, each in its group; idle = wall - busy
+    ks = [("void dropbench::attn_fwd_wgmma_kernel<128>", 0.0, 100.0), ("nvjet_tst_128x256_h_bz", 50.0, 150.0),
+          ("sm90_xmma_gemm_bf16", 200.0, 260.0), ("vectorized_elementwise_kernel", 300.0, 310.0),
+          ("cudnn_generated_fort_native_sdpa_sm90", 400.0, 440.0)]
+    ps = profile_summary(ks, 2, 0.0005)
+    ok(abs(ps["gpu_busy_ms"] - 0.130) < 1e-12 and abs(ps["wall_ms"] - 0.25) < 1e-12
+       and abs(ps["gpu_idle_ms"] - 0.12) < 1e-12 and ps["kernels_per_step"] == 2.5
+       and abs(ps["group_ms"]["attention"] - 0.07) < 1e-12 and abs(ps["group_ms"]["gemm"] - 0.08) < 1e-12
+       and abs(ps["group_ms"]["other"] - 0.005) < 1e-12 and ps["top"][0]["name"].startswith("void dropbench")
+       and ps["top"][0]["calls"] == 0.5, f"profile summary {ps}")
 
     # the statistic on synthetic curves: replica r shares its start (init) across variants, each run has its own noise
     def curves(offset, noise, replicas, steps=200, seed=0):
@@ -729,7 +845,7 @@ def self_test():
     doc = {"variants": {"ours:fused": {"step_s": {"median": 0.02, "ci95": [0.019, 0.021]}, "j_per_step": float("nan"),
                                        "attention": {"per_step_s": 0.005, "share": 0.25},
                                        "peak_allocated_bytes": 3 << 30, "step_peak_above_start_bytes": 1 << 30,
-                                       "loss_last_k_mean": 1.2345},
+                                       "loss_last_k_mean": 1.2345, "profile": ps},
                         "flash:dropout": {"skipped": "no kernel"}},
            "ratios": [{"num": "flash:dropout", "den": "ours:fused", "median": 1.1, "ci95": [1.05, 1.15], "windows": 28}],
            "loss_agreement": [rows["same"], rows["nodrop"]], "x": [float("inf"), (1, 2)]}
@@ -743,7 +859,8 @@ def self_test():
         md = md_tables(doc)
         ok("| ours:fused | 20.00 (19.00–21.00) | — | 5.00 (25.0 %) | 3072 (1024) | 1.234 |" in md
            and "skipped: no kernel" in md and "| flash:dropout / ours:fused | 1.100 |" in md
-           and "equivalent (margin 0.02)" in md and "not comparable" in md, f"markdown:\n{md}")
+           and "equivalent (margin 0.02)" in md and "not comparable" in md
+           and "| ours:fused | 0.25 | 0.13 | 0.12 | 0.07 | 0.08 | 0.01 | 2 |" in md, f"markdown:\n{md}")
         # a refused run leaves an existing report as it was, prints one line, exits 2
         path.write_text("keep\n")
         r = subprocess.run([sys.executable, __file__, "--layers", "99", "-o", str(path)], capture_output=True,
