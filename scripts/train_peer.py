@@ -510,6 +510,18 @@ class Peer:
                 errors.append(f"{layout}: {str(e).splitlines()[0][:200]}")
         raise RuntimeError("; ".join(errors))
 
+    def trainee(self, variant, replica, layouts, data):
+        """A training run of the variant: replica r starts from the same weights in every variant."""
+        torch, a = self.torch, self.a
+        torch.manual_seed(a.seed * 1000 + replica)
+        model = self.CausalLM(a, lambda: self.make_attn(variant)).to(self.dev)
+        for blk in model.blocks:
+            if isinstance(blk.attn, self.SdpaAttention):
+                blk.attn.layout = layouts[variant]
+        if a.precision == "bf16":
+            model = model.to(torch.bfloat16)
+        return Trainee(torch, a, variant, replica, model.train(), data)
+
     def run(self, argv):
         torch, a = self.torch, self.a
         runner = self.runner
@@ -523,18 +535,7 @@ class Peer:
             except RuntimeError as e:
                 skipped[v] = str(e)
                 print(f"train_peer: {v} skipped: {e}", file=sys.stderr, flush=True)
-        trainees = []
-        for v in variants:
-            for r in range(a.replicas):
-                torch.manual_seed(a.seed * 1000 + r)  # replica r: the same initial weights for every variant
-                model = self.CausalLM(a, lambda v=v: self.make_attn(v)).to(self.dev)
-                for blk in model.blocks:
-                    if isinstance(blk.attn, self.SdpaAttention):
-                        blk.attn.layout = layouts[v]
-                if a.precision == "bf16":
-                    model = model.to(torch.bfloat16)
-                model.train()
-                trainees.append(Trainee(torch, a, v, r, model, data))
+        trainees = [self.trainee(v, r, layouts, data) for v in variants for r in range(a.replicas)]
         torch.manual_seed(a.seed)  # the dropout streams (PyTorch's generator, also for ours)
         windows = math.ceil(a.steps / a.window)
         order_rng = random.Random(a.seed)
@@ -578,14 +579,7 @@ class Peer:
         from torch.profiler import ProfilerActivity, profile
         out = {}
         for v in variants:
-            torch.manual_seed(a.seed * 1000)
-            model = self.CausalLM(a, lambda v=v: self.make_attn(v)).to(self.dev)
-            for blk in model.blocks:
-                if isinstance(blk.attn, self.SdpaAttention):
-                    blk.attn.layout = layouts[v]
-            if a.precision == "bf16":
-                model = model.to(torch.bfloat16)
-            tr = Trainee(torch, a, v, 0, model.train(), data)
+            tr = self.trainee(v, 0, layouts, data)
             for _ in range(PROFILE_WARM_STEPS):
                 tr.step()
             torch.cuda.synchronize()
@@ -605,7 +599,7 @@ class Peer:
                 path = Path(a.profile_trace) / f"train_peer_{v.replace(':', '_')}.trace.json"
                 prof.export_chrome_trace(str(path))
                 out[v]["trace"] = str(path)
-            del tr, model
+            del tr
         return out
 
     def attention_alone(self, variants, layouts):
