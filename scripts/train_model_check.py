@@ -207,9 +207,11 @@ def md(rows, machine, clock):
                    f"{r['clock_mhz']:.0f} | " + " | ".join(cells) + " |")
     out.append("")
     for k in KINDS:
-        ks = [r["kind_x"][k] for r in rows if k in r["kind_x"]]
-        if ks:
-            out.append(f"{k}: x from {min(ks):.3f} to {max(ks):.3f}, mean {sum(ks) / len(ks):.3f} ({len(ks)} steps).")
+        for dt in sorted({r["dtype"] for r in rows}):
+            ks = [r["kind_x"][k] for r in rows if k in r["kind_x"] and r["dtype"] == dt]
+            if ks:
+                out.append(f"{k}, {dt}: x from {min(ks):.3f} to {max(ks):.3f}, mean {sum(ks) / len(ks):.3f} "
+                           f"({len(ks)} steps).")
     return "\n".join(out) + "\n"
 
 
