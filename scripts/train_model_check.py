@@ -9,8 +9,9 @@ ends (max of the GEMM side's phases and the RNG's). Each phase's kind (GEMMs, GE
 attention backward, fp8 casts / transposes) gets its x per row, with the SM clock the model times that kind at.
 
 --clock model (default): the model's own clock per kernel (the profile's measured clock or the machine's max /
-sustained); --clock step: every kernel at the measured step's mean SM clock (the variant's stats.mean_clock_mhz,
-NVML), a dry run with --model-clock per clock: what the model predicts if it knew the clock.
+sustained); --clock step: every kernel at the measured step's mean SM clock (the variant's stats.mean_clock_mhz: the
+harness's one-thread probe kernel between samples, not inside a phase), a dry run with --model-clock per clock: what
+the model predicts at that clock.
 
     scripts/train_model_check.py --machine configs/machines/h100-sxm.json \\
         -o results/h100/train/model_check.json --md results/h100/train/model_check.md \\
@@ -192,7 +193,7 @@ def md(rows, machine, clock):
     out.append(f"\n{len(rows)} steps: x from {min(xs):.3f} to {max(xs):.3f}, mean |x - 1| "
                f"{sum(abs(x - 1) for x in xs) / len(xs):.3f}; within 5 %: {sum(abs(x - 1) <= 0.05 for x in xs)}.")
     out += ["", "Per phase kind, x = the kind's summed measured phases / its summed model phases (an overlap: the "
-            "later of its sides); the model's SM clock of each kind in MHz, the step's measured mean clock (NVML).", "",
+            "later of its sides); the model's SM clock of each kind in MHz, the step's mean clock (the harness's probe between samples).", "",
             "| heads | dtype | R | strategy | step clock | " + " | ".join(f"{k} x (clock)" for k in KINDS) + " |",
             "|---|---|---|---|---|" + "---|" * len(KINDS)]
     for r in rows:
