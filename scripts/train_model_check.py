@@ -3,9 +3,15 @@
 workload.pass = train), the model's step of every strategy at the same point, recomputed now by a dry run of the same
 preset, dtype, SQ and R with --machine (the measured GPU's machine file) and the committed profile, beside the
 measured step, forward and backward, and the attention backward's phase against the model's attention-backward
-kernel (from `dropbench recommend --pass train`, the same model). Phases that overlap (GEMM || RNG) are timed on
-their own streams and do not add up to the step, so the step is compared whole and the attention backward (one
-kernel, never overlapped) phase by phase.
+kernel, and every phase against the model's phase (the dry run's extra.model_phases). A phase that overlaps (GEMM
+|| RNG) is timed on its own stream; the model's overlapped phase is compared with the later of its two sides'
+ends (max of the GEMM side's phases and the RNG's). Each phase's kind (GEMMs, GEMM || RNG, attention forward,
+attention backward, fp8 casts / transposes) gets its x per row, with the SM clock the model times that kind at.
+
+--clock model (default): the model's own clock per kernel (the profile's measured clock or the machine's max /
+sustained); --clock step: every kernel at the measured step's mean SM clock (the variant's stats.mean_clock_mhz: the
+harness's one-thread probe kernel between samples, not inside a phase), a dry run with --model-clock per clock: what
+the model predicts at that clock.
 
     scripts/train_model_check.py --machine configs/machines/h100-sxm.json \\
         -o results/h100/train/model_check.json --md results/h100/train/model_check.md \\
@@ -36,6 +42,7 @@ def parse_args(argv):
     ap.add_argument("--dropbench", default=str(ROOT / "build/dropbench"))
     ap.add_argument("-o", "--output")
     ap.add_argument("--md")
+    ap.add_argument("--clock", default="model", choices=["model", "step"])
     a = ap.parse_args(argv)
     for r in a.reports:
         if not Path(r).is_file():
@@ -64,15 +71,69 @@ def preset_of(rep):
     raise UsageError(f"reports: no configs/llama3-*.json has the workload of {rep.get('_path')}")
 
 
-def model_bwd_kernels(a, w, rounds):
-    """The model's attention-backward kernel times (us) at w, R: (mask, regen), from recommend --pass train."""
-    shape = (f"b={w['batch']},sq={w['sq']},e={w['embed']},hq={w['q_heads']},hkv={w['kv_heads']},dh={w['head_dim']},"
-             f"causal={int(bool(w['causal']))},dtype={w['dtype']}")
-    out = run(a, ["recommend", "--shape", shape, "--pass", "train", "--rounds", str(rounds), "--machine", a.machine])
-    m = re.search(r"attention backward \(mask\) (\d+) us, \(regen\) (\d+) us", out)
-    if not m:
-        raise RuntimeError(f"recommend printed no attention-backward kernel times at {shape}")
-    return float(m.group(1)), float(m.group(2))
+# The phase kinds a row summarises, by the model's phase name (attention(...) / attention-bwd(...) by prefix).
+KINDS = ("gemm", "gemm || rng", "attention", "attention-bwd", "casts")
+
+
+def phase_kind(name):
+    base = name.split("(")[0]
+    if " || rng" in base:
+        return "gemm || rng"
+    if base.startswith("gemm"):
+        return "gemm"
+    if base in ("attention", "attention-bwd"):
+        return base
+    if base.startswith(("cast-", "transpose-")):
+        return "casts"
+    raise RuntimeError(f"model phase {name!r} has no kind")
+
+
+def measured_phase(name, ph):
+    """The measured time (us) of the model's phase `name` from the variant's phases ph (name -> us): an overlap
+    ends with the later of its sides (both start at the fork), anything else is the phase of the same name."""
+    base = name.split("(")[0]
+    if base == "gemm || rng":
+        return max(ph["gemm"], ph["rng"])
+    if base == "gemm-out-dx+dw || rng":
+        side = sum(ph.get(k, 0.0) for k in ("cast-dy", "transpose-w-out", "gemm-out-dx", "gemm-out-dw"))
+        return max(side, ph["rng-bwd"])
+    if base not in ph:
+        raise RuntimeError(f"the report has no phase {base!r} (model phase {name!r})")
+    return ph[base]
+
+
+def phase_rows(model_phases, ph):
+    out = []
+    for side in ("fwd", "bwd"):
+        for q in model_phases[side]:
+            m = measured_phase(q["phase"], ph)
+            out.append({"phase": q["phase"], "kind": phase_kind(q["phase"]), "measured_us": m,
+                        "model_us": q["model_us"], "x": m / q["model_us"], "limiter": q["limiter"],
+                        "model_clock_mhz": q.get("clock_mhz")})
+    return out
+
+
+def kind_x(phases):
+    """Per kind: summed measured / summed model time of its phases."""
+    out = {}
+    for k in KINDS:
+        sel = [p for p in phases if p["kind"] == k]
+        if sel:
+            out[k] = sum(p["measured_us"] for p in sel) / sum(p["model_us"] for p in sel)
+    return out
+
+
+def dry_run(a, cfg, w0, sqs, rounds, clock):
+    with tempfile.TemporaryDirectory() as td:
+        dry_path = Path(td) / "dry.json"
+        args = ["run", "--config", str(cfg), "--dry-run", "-q", "--machine", a.machine, "--set", "workload.pass=train",
+                "--set", f"workload.dtype={w0['dtype']}", "--set", f"sweep.sq={json.dumps(sqs)}",
+                "--set", f"sweep.rounds={json.dumps(rounds)}", "-o", str(dry_path)]
+        if clock is not None:
+            args += ["--model-clock", f"{clock:.1f}"]
+        run(a, args)
+        dry = json.loads(dry_path.read_text())
+    return {json.dumps(p["axes"], sort_keys=True): p for p in dry["points"]}
 
 
 def check_report(a, path):
@@ -84,40 +145,42 @@ def check_report(a, path):
     w0 = rep["config"]["workload"]
     sqs = sorted({p["axes"].get("sq", w0["sq"]) for p in rep["points"]})
     rounds = sorted({p["axes"].get("rounds", w0["rounds"]) for p in rep["points"]})
-    with tempfile.TemporaryDirectory() as td:
-        dry_path = Path(td) / "dry.json"
-        run(a, ["run", "--config", str(cfg), "--dry-run", "-q", "--machine", a.machine, "--set", "workload.pass=train",
-                "--set", f"workload.dtype={w0['dtype']}", "--set", f"sweep.sq={json.dumps(sqs)}",
-                "--set", f"sweep.rounds={json.dumps(rounds)}", "-o", str(dry_path)])
-        dry = json.loads(dry_path.read_text())
-    model_at = {json.dumps(p["axes"], sort_keys=True): p for p in dry["points"]}
+    dries = {None: dry_run(a, cfg, w0, sqs, rounds, None)} if a.clock == "model" else {}
     rows = []
     for p in rep["points"]:
-        q = model_at.get(json.dumps(p["axes"], sort_keys=True))
-        if q is None:
-            raise RuntimeError(f"{path}: the dry run has no point {p['axes']}")
-        st = q["derived"]["train"]["strategies"]
         w = p["workload"]
-        k_mask, k_regen = model_bwd_kernels(a, w, w["rounds"])
         for v in p["variants"]:
-            if v["name"] not in st or not v.get("phases"):
+            if ":" in v["name"] or not v.get("phases"):
                 continue
+            clock = round(v["stats"]["mean_clock_mhz"], 1) if a.clock == "step" else None
+            if clock not in dries:
+                dries[clock] = dry_run(a, cfg, w0, sqs, rounds, clock)
+            q = dries[clock].get(json.dumps(p["axes"], sort_keys=True))
+            if q is None:
+                raise RuntimeError(f"{path}: the dry run has no point {p['axes']}")
+            st = q["derived"]["train"]["strategies"]
+            if v["name"] not in st:
+                continue
+            mv = next(x for x in q["variants"] if x["name"] == v["name"])
             ph = {x["name"]: x["stats"]["median"] * 1e6 for x in v["phases"]}
+            phases = phase_rows(mv["extra"]["model_phases"], ph)
+            bwd = next(x for x in phases if x["kind"] == "attention-bwd")
             s = st[v["name"]]
-            regen = v["name"] == "fused"
             rows.append({"report": path, "dtype": w["dtype"], "q_heads": w["q_heads"], "kv_heads": w["kv_heads"],
                          "sq": w["sq"], "rounds": w["rounds"], "strategy": v["name"],
+                         "clock_mhz": v["stats"].get("mean_clock_mhz"), "model_clock": q["derived"]["train"].get("model_clock"),
                          "measured_us": v["stats"]["median"] * 1e6, "model_us": s["model_us"],
                          "x": v["stats"]["median"] * 1e6 / s["model_us"],
                          "x_recorded": v.get("derived", {}).get("x_model"),
-                         "measured_attn_bwd_us": ph.get("attention-bwd"),
-                         "model_attn_bwd_us": k_regen if regen else k_mask,
-                         "model_attn_bwd_kernel": "regen" if regen else "mask"})
+                         "measured_attn_bwd_us": bwd["measured_us"], "model_attn_bwd_us": bwd["model_us"],
+                         "model_attn_bwd_kernel": bwd["phase"], "phases": phases, "kind_x": kind_x(phases)})
     return rows
 
 
-def md(rows, machine):
-    out = [f"Model (today's profile, machine {machine}) against measured training steps; x = measured / model.\n",
+def md(rows, machine, clock):
+    at = ("each kernel at the model's own clock" if clock == "model" else
+          "every kernel at the measured step's mean SM clock (--model-clock)")
+    out = [f"Model (today's profile, machine {machine}, {at}) against measured training steps; x = measured / model.\n",
            "| heads (Hq/Hkv) | dtype | R | strategy | step us | model us | x | x recorded | attention-bwd us | "
            "model us | x |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -129,12 +192,69 @@ def md(rows, machine):
     xs = [r["x"] for r in rows]
     out.append(f"\n{len(rows)} steps: x from {min(xs):.3f} to {max(xs):.3f}, mean |x - 1| "
                f"{sum(abs(x - 1) for x in xs) / len(xs):.3f}; within 5 %: {sum(abs(x - 1) <= 0.05 for x in xs)}.")
+    out += ["", "Per phase kind, x = the kind's summed measured phases / its summed model phases (an overlap: the "
+            "later of its sides); the model's SM clock of each kind in MHz, the step's mean clock (the harness's probe between samples).", "",
+            "| heads | dtype | R | strategy | step clock | " + " | ".join(f"{k} x (clock)" for k in KINDS) + " |",
+            "|---|---|---|---|---|" + "---|" * len(KINDS)]
+    for r in rows:
+        cells = []
+        for k in KINDS:
+            if k not in r["kind_x"]:
+                cells.append("-")
+                continue
+            clocks = sorted({round(p["model_clock_mhz"]) for p in r["phases"] if p["kind"] == k and p["model_clock_mhz"]})
+            cells.append(f"{r['kind_x'][k]:.3f} ({'/'.join(str(c) for c in clocks)})")
+        out.append(f"| {r['q_heads']}/{r['kv_heads']} | {r['dtype']} | {r['rounds']} | {r['strategy']} | "
+                   f"{r['clock_mhz']:.0f} | " + " | ".join(cells) + " |")
+    out.append("")
+    for k in KINDS:
+        for dt in sorted({r["dtype"] for r in rows}):
+            ks = [r["kind_x"][k] for r in rows if k in r["kind_x"] and r["dtype"] == dt]
+            if ks:
+                out.append(f"{k}, {dt}: x from {min(ks):.3f} to {max(ks):.3f}, mean {sum(ks) / len(ks):.3f} "
+                           f"({len(ks)} steps).")
     return "\n".join(out) + "\n"
 
 
-def main(argv=None):
+def self_test():
+    """The phase mapping on a synthetic step: composites, kinds, the per-kind ratio; a phase the report lacks."""
+    ph = {"gemm": 100.0, "rng": 130.0, "attention": 50.0, "cast-dy": 5.0, "transpose-w-out": 3.0,
+          "gemm-out-dx": 40.0, "gemm-out-dw": 40.0, "rng-bwd": 70.0, "attention-bwd": 300.0, "gemm-dx": 90.0}
+    assert measured_phase("gemm || rng", ph) == 130.0
+    assert measured_phase("gemm-out-dx+dw || rng", ph) == 88.0
+    assert measured_phase("gemm-out-dx+dw || rng", dict(ph, **{"rng-bwd": 95.0})) == 95.0
+    assert measured_phase("attention-bwd(regen)", ph) == 300.0
+    assert [phase_kind(n) for n in ("gemm || rng", "gemm-out-dx+dw || rng", "gemm-dw", "attention(fused-write)",
+                                    "attention-bwd(mask)", "cast-o", "transpose-x")] == \
+        ["gemm || rng", "gemm || rng", "gemm", "attention", "attention-bwd", "casts", "casts"]
+    model = {"fwd": [{"phase": "gemm || rng", "model_us": 100.0, "limiter": "mma", "clock_mhz": 1500},
+                     {"phase": "attention(mask)", "model_us": 50.0, "limiter": "issue", "clock_mhz": 1756}],
+             "bwd": [{"phase": "cast-dy", "model_us": 4.0, "limiter": "hbm", "clock_mhz": 1980},
+                     {"phase": "transpose-w-out", "model_us": 4.0, "limiter": "hbm", "clock_mhz": 1980},
+                     {"phase": "gemm-out-dx", "model_us": 50.0, "limiter": "mma", "clock_mhz": 1500},
+                     {"phase": "attention-bwd(mask)", "model_us": 250.0, "limiter": "issue", "clock_mhz": 1807},
+                     {"phase": "gemm-dx", "model_us": 30.0, "limiter": "mma", "clock_mhz": 1500}]}
+    rows = phase_rows(model, ph)
+    assert [r["measured_us"] for r in rows] == [130.0, 50.0, 5.0, 3.0, 40.0, 300.0, 90.0]
+    kx = kind_x(rows)
+    assert abs(kx["gemm"] - 130.0 / 80.0) < 1e-12 and abs(kx["casts"] - 1.0) < 1e-12
+    assert abs(kx["attention-bwd"] - 1.2) < 1e-12 and abs(kx["gemm || rng"] - 1.3) < 1e-12
     try:
-        a = parse_args(sys.argv[1:] if argv is None else argv)
+        phase_rows({"fwd": [{"phase": "softmax", "model_us": 1.0, "limiter": "issue"}], "bwd": []}, ph)
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("a phase without a kind was accepted")
+    print("train_model_check.py self-test: ok")
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--self-test"]:
+        return self_test()
+    try:
+        a = parse_args(argv)
         rows = [r for path in a.reports for r in check_report(a, path)]
     except UsageError as e:
         print(f"train_model_check.py: {e}", file=sys.stderr)
@@ -143,9 +263,9 @@ def main(argv=None):
                          text=True).stdout.strip()
     dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True).stdout.strip()
-    doc = {"schema": "dropbench.train_model_check", "schema_version": 1, "machine": a.machine,
+    doc = {"schema": "dropbench.train_model_check", "schema_version": 2, "machine": a.machine, "clock": a.clock,
            "git_sha": sha + ("-dirty" if dirty else ""), "rows": rows}
-    text = md(rows, a.machine)
+    text = md(rows, a.machine, a.clock)
     if a.output:
         Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
     if a.md:

@@ -414,6 +414,89 @@ TEST(TrainStep, PredictTrainComposesEveryStrategy) {
   EXPECT_EQ(tp.strategy("baseline"), nullptr);
 }
 
+// Every phase carries the SM clock it is timed at: the GEMMs at the machine's sustained clock (the committed
+// profile's GEMM clock), the attention backward at its profile entry's measured clock, an overlap at its GEMM side's.
+// With Options::clock_mhz every phase runs at that clock, and an MMA-limited GEMM's time scales by the clock ratio.
+TEST(TrainStep, PhasesCarryTheClockTheyAreTimedAt) {
+  const db::model::Machine m =
+      db::model::load_machine(std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h100-sxm.json");
+  const db::model::Profile p = db::model::load_profile(std::string(DROPBENCH_SOURCE_DIR) + "/configs/profiles/h200.json");
+  ASSERT_TRUE(p.wgmma_bwd.has_value());
+  db::Workload w = db::load_config(preset("llama3-70b")).workload;
+  w.pass = "train";
+  const db::model::TrainPrediction tp = db::model::predict_train(m, p, w, {});
+  const double bwd_clock = db::model::kernel_clock(m, p.wgmma_bwd->clock, {});
+  const db::model::StepTime* stored = tp.strategy("stored");
+  ASSERT_TRUE(stored);
+  auto phase = [](const db::model::StepTime& s, const std::string& name) -> const db::model::PhaseTime* {
+    for (const auto* v : {&s.fwd, &s.bwd})
+      for (const db::model::PhaseTime& x : *v)
+        if (x.name == name) return &x;
+    return nullptr;
+  };
+  for (const char* g : {"gemm || rng", "gemm-out", "gemm-out-dx", "gemm-out-dw", "gemm-dx", "gemm-dw"}) {
+    ASSERT_TRUE(phase(*stored, g)) << g;
+    EXPECT_DOUBLE_EQ(phase(*stored, g)->clock_mhz, m.clock_sustained_mhz) << g;
+  }
+  ASSERT_TRUE(phase(*stored, "attention-bwd(mask)"));
+  EXPECT_DOUBLE_EQ(phase(*stored, "attention-bwd(mask)")->clock_mhz, bwd_clock);
+  ASSERT_TRUE(phase(*tp.strategy("fused"), "attention-bwd(regen)"));
+  EXPECT_DOUBLE_EQ(phase(*tp.strategy("fused"), "attention-bwd(regen)")->clock_mhz, bwd_clock);
+
+  db::model::Options at;
+  at.clock_mhz = 1650;
+  const db::model::TrainPrediction tc = db::model::predict_train(m, p, w, at);
+  for (const db::model::StepTime& s : tc.strategies)
+    for (const auto* v : {&s.fwd, &s.bwd})
+      for (const db::model::PhaseTime& x : *v) EXPECT_DOUBLE_EQ(x.clock_mhz, 1650) << s.name << " " << x.name;
+  ASSERT_EQ(tp.gemm_dx.limiter, "mma");
+  EXPECT_NEAR(tc.gemm_dx.seconds / tp.gemm_dx.seconds, m.clock_sustained_mhz / 1650, 1e-12);
+  // Below its profile clock the backward takes longer; its memory-bound launches do not scale, so less than the ratio.
+  const double r = tc.attn_bwd_mask.seconds / tp.attn_bwd_mask.seconds;
+  EXPECT_GT(r, 1);
+  EXPECT_LT(r, bwd_clock / 1650);
+}
+
+// A dry run's --model-clock times every kernel of the step at that clock and says so; it is refused without
+// --dry-run and outside 100..3000 MHz.
+TEST(TrainStep, DryRunModelClock) {
+  const std::string base = "run --config '" + preset("llama3-8b") + "' --set workload.pass=train --set 'sweep.sq=[8192]' "
+                           "--set 'sweep.rounds=[7]' --machine '" + std::string(DROPBENCH_SOURCE_DIR) +
+                           "/configs/machines/h100-sxm.json'";
+  const json d = dry_report(base);
+  const json c = dry_report(base + " --model-clock 1650");
+  ASSERT_EQ(d.at("points").size(), 1u);
+  ASSERT_EQ(c.at("points").size(), 1u);
+  EXPECT_EQ(d.at("points")[0].at("derived").at("train").at("model_clock"), "model");
+  EXPECT_EQ(c.at("points")[0].at("derived").at("train").at("model_clock"), "1650 MHz");
+  const db::model::Machine m =
+      db::model::load_machine(std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h100-sxm.json");
+  auto phases = [](const json& rep, const std::string& strategy) {
+    for (const json& v : rep.at("points")[0].at("variants"))
+      if (v.at("name") == strategy) return v.at("extra").at("model_phases");
+    return json();
+  };
+  const json pd = phases(d, "stored"), pc = phases(c, "stored");
+  ASSERT_FALSE(pd.is_null());
+  ASSERT_FALSE(pc.is_null());
+  for (const char* side : {"fwd", "bwd"})
+    for (size_t i = 0; i < pc.at(side).size(); ++i) {
+      EXPECT_DOUBLE_EQ(pc.at(side)[i].at("clock_mhz").get<double>(), 1650) << pc.at(side)[i].dump();
+      if (pc.at(side)[i].at("phase") == "gemm-dx")
+        EXPECT_NEAR(pc.at(side)[i].at("model_us").get<double>() / pd.at(side)[i].at("model_us").get<double>(),
+                    m.clock_sustained_mhz / 1650, 1e-9);
+    }
+  for (const std::string& bad : {base + " --model-clock 5", base + " --model-clock fast"}) {
+    const auto r = dropbench_test::run_dropbench(bad + " --dry-run -q");
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("--model-clock"), std::string::npos) << r.err;
+  }
+  const auto measuring = dropbench_test::run_dropbench("run --set workload.pass=train --model-clock 1650 -q");
+  EXPECT_EQ(measuring.code, 2);
+  EXPECT_NE(measuring.err.find("--model-clock"), std::string::npos) << measuring.err;
+}
+
 // ---- the attention backward from the wgmma backward's own measured demand ----
 
 namespace {

@@ -102,6 +102,11 @@ void add_common_options(CLI::App& sub, CommonOptions& o, RawNumbers& raw) {
   sub.add_option("--machine", o.machine,
                  "With --dry-run: the model's machine file (configs/machines/*.json) for the estimates and its memory")
       ->type_name("FILE");
+  sub.add_option("--model-clock", o.model_clock,
+                 "With --dry-run: the SM clock of every modelled kernel: model (each kernel's own: the profile's "
+                 "measured clock, the machine's max or sustained; the default), max, sustained, or MHz (100..3000), "
+                 "e.g. a measured step's clock")
+      ->type_name("CLOCK");
   sub.add_option("--shard", raw.shard,
                  "Measure only the points with index % N == i (round-robin slice; `dropbench merge` joins the shards)")
       ->type_name("i/N");

@@ -11,6 +11,7 @@
 #include "src/cli/model_cli.hpp"
 #include "src/core/context.hpp"
 #include "src/core/device_buffer.hpp"
+#include "src/core/input.hpp"
 #include "src/core/workload_params.hpp"
 #include "src/model/model.hpp"
 
@@ -153,13 +154,32 @@ PlanDevice plan_device(const CommonOptions& o) {
 }
 
 void check_plan_options(const CommonOptions& o) {
-  if (o.dry_run) return;
+  if (o.dry_run) {
+    model::Options scratch;
+    apply_model_clock(o.model_clock, scratch);
+    return;
+  }
   if (o.device_memory_gib)
     throw UsageError("--device-memory: only with --dry-run (allowed: a dry run's plan; a measuring run checks the "
                      "device's own free memory)");
   if (!o.machine.empty())
     throw UsageError("--machine: only with --dry-run (allowed: a dry run's plan and estimates; a measuring run times "
                      "the device)");
+  if (!o.model_clock.empty())
+    throw UsageError("--model-clock: only with --dry-run (allowed: a dry run's estimates; a measuring run's model "
+                     "uses each kernel's own clock)");
+}
+
+void apply_model_clock(const std::string& text, model::Options& o) {
+  if (text.empty() || text == "model" || text == "max" || text == "sustained") {
+    o.clock = text.empty() ? "model" : text;
+    o.clock_mhz = 0;
+    return;
+  }
+  const std::optional<double> v = parse_finite_number(text);
+  if (!v || *v < 100 || *v > 3000)
+    throw UsageError("--model-clock: '" + text + "' is not a clock (allowed: model, max, sustained, or MHz in 100..3000)");
+  o.clock_mhz = *v;
 }
 
 uint64_t memory_for_checks(const CommonOptions& o) {
@@ -212,6 +232,7 @@ std::string machine_file(const CommonOptions& o) {
 
 Estimator::Estimator(const CommonOptions& o) : impl_(std::make_unique<Impl>()) {
   machine_path_ = mcli::default_path(machine_file(o));
+  apply_model_clock(o.model_clock, impl_->opts);
   try {
     impl_->machine = model::load_machine(machine_path_);
     impl_->profile = model::load_profile(mcli::default_path("configs/profiles/h200.json"));
@@ -222,6 +243,10 @@ Estimator::Estimator(const CommonOptions& o) : impl_(std::make_unique<Impl>()) {
 }
 
 std::string Estimator::machine_name() const { return impl_->machine ? impl_->machine->name : std::string(); }
+
+std::string Estimator::clock_text() const {
+  return impl_->opts.clock_mhz > 0 ? fmt::format("{} MHz", impl_->opts.clock_mhz) : impl_->opts.clock;
+}
 
 Estimator::Estimator(Estimator&&) noexcept = default;
 Estimator::~Estimator() = default;

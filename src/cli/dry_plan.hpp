@@ -58,6 +58,10 @@ void check_plan_options(const CommonOptions& o);
 // Free device memory the skip checks compare with: the device's on a measuring run, the plan's on a dry run.
 uint64_t memory_for_checks(const CommonOptions& o);
 
+// --model-clock TEXT into the model's options: model / max / sustained (Options::clock) or MHz in 100..3000
+// (Options::clock_mhz: every kernel at that clock); anything else is a UsageError naming the option.
+void apply_model_clock(const std::string& text, model::Options& o);
+
 // The machine file (configs/machines/) of a GPU by its name: h100-sxm.json for an H100, else h200.json.
 std::string machine_file_for_device(const std::string& device_name);
 
@@ -81,6 +85,7 @@ class Estimator {
   std::optional<model::TrainPrediction> train(const Workload& w, std::string* note) const;
   const std::string& machine_path() const { return machine_path_; }
   std::string machine_name() const;  // the loaded machine file's name ("" when none loaded)
+  std::string clock_text() const;    // the clock the estimates use: "model" (each kernel's own), max, sustained, MHz
 
  private:
   struct Impl;

@@ -29,7 +29,8 @@ const char* mask_life_name(MaskLife l) {
 
 json phases_json(const std::vector<model::PhaseTime>& ph) {
   json a = json::array();
-  for (const model::PhaseTime& p : ph) a.push_back({{"phase", p.name}, {"model_us", p.seconds * 1e6}, {"limiter", p.limiter}});
+  for (const model::PhaseTime& p : ph)
+    a.push_back({{"phase", p.name}, {"model_us", p.seconds * 1e6}, {"limiter", p.limiter}, {"clock_mhz", p.clock_mhz}});
   return a;
 }
 
@@ -200,6 +201,7 @@ void train_point(const TrainPointContext& c, const SweepPoint& pt, const std::st
   const std::optional<model::TrainPrediction> tp = c.model.train(w, &note);
   pr.derived["train"] = train_strategies(w, mem, c.wanted, tp, note, c.mask_budget);
   pr.derived["train"]["model_machine"] = c.model.machine_name();
+  pr.derived["train"]["model_clock"] = c.model.clock_text();
   if (c.dry)
     dry_walk(c.session, plan, mem, w, tp, note, pr);
   else

@@ -30,6 +30,7 @@ struct CommonOptions {
   std::string devices;                  // --devices 0,1,...: one child process (shard) per GPU (cli.cpp)
   std::optional<double> device_memory_gib;  // --device-memory: the GiB a dry run plans against (src/cli/dry_plan.hpp)
   std::string machine;                  // --machine: the model's machine file for a dry run's estimates and memory
+  std::string model_clock;              // --model-clock: the SM clock of a dry run's estimates ("" = each kernel's own)
 };
 
 // What a sweeping command receives: the resolved config (file + --set + common overrides applied and

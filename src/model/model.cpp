@@ -1983,7 +1983,7 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
   r.bwd_overlap = concurrent(m, o, out_bwd_side, rng, r.fwd.rng_coresident_warps, /*allow_partition=*/true);
 
   const Prediction& f = r.fwd;
-  auto ph = [](const KernelTime& k) { return PhaseTime{k.name, k.seconds, k.limiter}; };
+  auto ph = [](const KernelTime& k) { return PhaseTime{k.name, k.seconds, k.limiter, k.clock_mhz}; };
   // Energy of kernels, -1 when one lacks power data.
   auto dyn = [&](std::initializer_list<const KernelTime*> ks) {
     double s = 0;
@@ -2041,7 +2041,8 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
         break;
       case Pipeline::Stored:
       case Pipeline::RegenOverlap: {
-        st.fwd = fwd_phases(PhaseTime{"gemm || rng", f.overlap.seconds, f.overlap.limiter}, ph(f.attn_mask));
+        st.fwd = fwd_phases(PhaseTime{"gemm || rng", f.overlap.seconds, f.overlap.limiter, f.gemm.clock_mhz},
+                            ph(f.attn_mask));
         st.hidden_fwd = f.overlap.hidden;
         st.energy_bound_fwd_s = f.overlap.energy_bound_s;
         if (id == Pipeline::Stored) {
@@ -2052,7 +2053,7 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
           dj = dyn({&f.gemm, &f.rng, &f.attn_mask, &g_out.t, &g_out_dx.t, &g_out_dw.t, &b_mask.t, &g_dx.t, &g_dw.t});
         } else {
           const Concurrent& c = r.bwd_overlap;
-          st.bwd = {PhaseTime{"gemm-out-dx+dw || rng", c.seconds, c.limiter}, ph(b_mask.t)};
+          st.bwd = {PhaseTime{"gemm-out-dx+dw || rng", c.seconds, c.limiter, g_out_dx.t.clock_mhz}, ph(b_mask.t)};
           st.hidden_bwd = c.hidden;
           st.energy_bound_bwd_s = c.energy_bound_s;
           st.detail = "forward as stored, mask freed after it; backward: output projection dX, dW || RNG (" +

@@ -356,6 +356,7 @@ struct PhaseTime {
   std::string name;     // "gemm || rng", "attention(mask)", "gemm-out-dx", ...
   double seconds = 0;
   std::string limiter;
+  double clock_mhz = 0;  // the SM clock it is timed at (an overlap: its GEMM side's)
 };
 
 struct StepTime {
