@@ -317,8 +317,16 @@ def md_tables(doc):
                 continue
             lines.append(f"| {name} | {_fmt(p['wall_ms'], 2)} | {_fmt(p['gpu_busy_ms'], 2)} | "
                          f"{_fmt(p['gpu_idle_ms'], 2)} | " + " | ".join(_fmt(p["group_ms"][g], 2) for g in groups)
-                         + f" | {p['kernels_per_step']:.0f} |")
+                         + f" | {p['kernels_per_step']:.1f} |")
     return "\n".join(lines) + "\n"
+
+
+def gpu_activity(events, cuda):
+    """[(name, start_us, end_us)] of the GPU's kernels, memsets and memcpys among torch.profiler's events: device
+    events that are not user annotations (a record_function range, e.g. Optimizer.step's, also has a GPU span that
+    covers its kernels and the gaps between them)."""
+    return [(e.name, e.time_range.start, e.time_range.end) for e in events
+            if e.device_type == cuda and not getattr(e, "is_user_annotation", False)]
 
 
 def profile_summary(kernels, steps, wall_s, top=8):
@@ -568,6 +576,7 @@ class Peer:
                                        "positions": [x[3] for x in xs], "steps": n})
         print(f"train_peer: training done in {time.time() - t_start:.0f} s", file=sys.stderr, flush=True)
         curves = {v: [tr.losses.tolist() for tr in trainees if tr.variant == v] for v in variants}
+        del trainees  # their models and optimizer states: the attention-alone and profiled runs need the memory
         attn = self.attention_alone(variants, layouts)
         prof = self.profile(variants, layouts, data) if a.profile_steps else {}
         return self.document(argv, variants, skipped, layouts, samples, peak, peak_above, curves, attn, prof)
@@ -589,8 +598,7 @@ class Peer:
                     tr.step()
                 torch.cuda.synchronize()
                 wall = time.perf_counter() - t0
-            kernels = [(e.name, e.time_range.start, e.time_range.end) for e in prof.events()
-                       if e.device_type == torch.autograd.DeviceType.CUDA]
+            kernels = gpu_activity(prof.events(), torch.autograd.DeviceType.CUDA)
             if not kernels:
                 out[v] = {"error": "the profiler recorded no GPU activity (CUPTI unavailable?)"}
                 continue
@@ -799,15 +807,23 @@ def self_test():
     ok(parse_args(["--profile-steps", "297"]).profile_steps == 297, "--profile-steps at its bound")
 
     # the profile's summary: overlapping kernels count once in busy, each in its group; idle = wall - busy
-    ks = [("void dropbench::attn_fwd_wgmma_kernel<128>", 0.0, 100.0), ("nvjet_tst_128x256_h_bz", 50.0, 150.0),
-          ("sm90_xmma_gemm_bf16", 200.0, 260.0), ("vectorized_elementwise_kernel", 300.0, 310.0),
-          ("cudnn_generated_fort_native_sdpa_sm90", 400.0, 440.0)]
+    # (unsorted; a kernel nested inside another; a user annotation's GPU span that gpu_activity drops)
+    class Ev:
+        def __init__(self, name, t0, t1, dev="cuda", annotation=False):
+            self.name, self.device_type, self.is_user_annotation = name, dev, annotation
+            self.time_range = argparse.Namespace(start=t0, end=t1)
+    evs = [Ev("sm90_xmma_gemm_bf16", 200.0, 260.0), Ev("void dropbench::attn_fwd_wgmma_kernel<128>", 0.0, 110.0),
+           Ev("Optimizer.step#AdamW.step", 190.0, 500.0, annotation=True), Ev("aten::mm", 0.0, 5.0, dev="cpu"),
+           Ev("cudnn_generated_fort_native_sdpa_sm90", 400.0, 440.0), Ev("vectorized_elementwise_kernel", 300.0, 310.0),
+           Ev("nvjet_tst_128x256_h_bz", 50.0, 150.0), Ev("Memset (Device)", 20.0, 30.0)]
+    ks = gpu_activity(evs, "cuda")
+    ok(len(ks) == 6 and not any(k[0].startswith(("Optimizer", "aten")) for k in ks), f"gpu activity {ks}")
     ps = profile_summary(ks, 2, 0.0005)
     ok(abs(ps["gpu_busy_ms"] - 0.130) < 1e-12 and abs(ps["wall_ms"] - 0.25) < 1e-12
-       and abs(ps["gpu_idle_ms"] - 0.12) < 1e-12 and ps["kernels_per_step"] == 2.5
-       and abs(ps["group_ms"]["attention"] - 0.07) < 1e-12 and abs(ps["group_ms"]["gemm"] - 0.08) < 1e-12
-       and abs(ps["group_ms"]["other"] - 0.005) < 1e-12 and ps["top"][0]["name"].startswith("void dropbench")
-       and ps["top"][0]["calls"] == 0.5, f"profile summary {ps}")
+       and abs(ps["gpu_idle_ms"] - 0.12) < 1e-12 and ps["kernels_per_step"] == 3
+       and abs(ps["group_ms"]["attention"] - 0.075) < 1e-12 and abs(ps["group_ms"]["gemm"] - 0.08) < 1e-12
+       and abs(ps["group_ms"]["other"] - 0.01) < 1e-12 and ps["top"][0]["name"].startswith("void dropbench")
+       and ps["top"][1]["name"].startswith("nvjet") and ps["top"][0]["calls"] == 0.5, f"profile summary {ps}")
 
     # the statistic on synthetic curves: replica r shares its start (init) across variants, each run has its own noise
     def curves(offset, noise, replicas, steps=200, seed=0):
@@ -854,7 +870,7 @@ def self_test():
         ok("| ours:fused | 20.00 (19.00–21.00) | — | 5.00 (25.0 %) | 3072 (1024) | 1.234 |" in md
            and "skipped: no kernel" in md and "| flash:dropout / ours:fused | 1.100 |" in md
            and "equivalent (margin 0.02)" in md and "not comparable" in md
-           and "| ours:fused | 0.25 | 0.13 | 0.12 | 0.07 | 0.08 | 0.01 | 2 |" in md, f"markdown:\n{md}")
+           and "| ours:fused | 0.25 | 0.13 | 0.12 | 0.07 | 0.08 | 0.01 | 3.0 |" in md, f"markdown:\n{md}")
         # a refused run leaves an existing report as it was, prints one line, exits 2
         path.write_text("keep\n")
         r = subprocess.run([sys.executable, __file__, "--layers", "99", "-o", str(path)], capture_output=True,

@@ -94,7 +94,7 @@ __global__ void bwd_fp32_to_dqkv_kernel(const float* __restrict__ src, int plane
   const int64_t pairs = slab / 2;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < planes * pairs;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int plane = static_cast<int>(i / pairs);
+    const int plane = i >= pairs;  // planes is 1 or 2
     const int64_t e = 2 * (i - plane * pairs), r = e / width, c = e % width;
     const float* in = src + static_cast<int64_t>(plane) * parts * slab + e;
     float2 sum = *reinterpret_cast<const float2*>(in);
@@ -108,8 +108,8 @@ __global__ void bwd_fp32_to_dqkv_kernel(const float* __restrict__ src, int plane
   }
 }
 
-// One launch of bwd_fp32_to_dqkv_kernel over `planes` planes of `rows` x `width` floats, a grid of at most 16 blocks
-// per SM (grid-stride beyond).
+// One launch of bwd_fp32_to_dqkv_kernel over `planes` (1: dQ; 2: dK, dV) planes of `rows` x `width` floats, a grid
+// of at most 16 blocks per SM (grid-stride beyond).
 void fp32_to_dqkv(const float* src, int planes, int parts, int64_t rows, int64_t width, __nv_bfloat16* dst,
                   int64_t stride, float scale, cudaStream_t s) {
   const int64_t pairs = planes * rows * width / 2;
