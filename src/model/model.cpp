@@ -1069,7 +1069,7 @@ AttnWork wgmma_bwd_work(const WgmmaProfile& g, const Workload& w, double* tail_r
 // HBM: Q, dO, K, V, LSE, D read, dK, dV written, the fp32 dQ accumulator read and written back; L2: K, V once per
 // CTA, Q, dO, LSE, D per visited block, the dQ reduce-add (BQ x dH fp32) per visited block, dK, dV; mode mask:
 // the block's keep words (4 strips x 2 tiles x 32 words) per visited block. A split group (subgroups > 1) writes
-// dK, dV as fp32 partials per subgroup instead (the sum pass, wgmma_bwd_launches, reads them).
+// dK, dV as fp32 partials per subgroup instead (the sum pass, counted in wgmma_bwd_aux_bytes, reads them).
 Demand wgmma_bwd_static(const WgmmaProfile& g, const Workload& w, const std::string& mode, const AttnWork& a) {
   const double BQ = g.block_rows, BK = g.block_keys, dh = static_cast<double>(w.head_dim);
   const double B = static_cast<double>(w.batch), sq = static_cast<double>(w.sq);
