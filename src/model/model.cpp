@@ -1827,6 +1827,7 @@ Piece serial_pieces(const Piece& a, const Piece& b, const std::string& name) {
   pc.t.work = a.t.work + b.t.work;
   pc.t.energy_j = a.t.energy_j >= 0 && b.t.energy_j >= 0 ? a.t.energy_j + b.t.energy_j : -1;
   pc.t.limiter = a.t.seconds >= b.t.seconds ? a.t.limiter : b.t.limiter;
+  pc.t.source = join_sources({a.t.source, b.t.source});
   return pc;
 }
 
@@ -1934,6 +1935,17 @@ Piece fused_write_piece(const Machine& m, const Profile& p, const Workload& w, c
   }
 }
 
+// The strategies' and their phases' times without the power term, from `np` (the same prediction with the term
+// off), or their own times where the term cannot act (np empty).
+void set_no_power(std::vector<StepTime>& steps, const std::optional<TrainPrediction>& np) {
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const StepTime& n = np ? np->strategies[i] : steps[i];
+    steps[i].seconds_no_power = n.seconds;
+    for (size_t j = 0; j < steps[i].fwd.size(); ++j) steps[i].fwd[j].seconds_no_power = n.fwd[j].seconds;
+    for (size_t j = 0; j < steps[i].bwd.size(); ++j) steps[i].bwd[j].seconds_no_power = n.bwd[j].seconds;
+  }
+}
+
 }  // namespace
 
 TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
@@ -1983,7 +1995,7 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
   r.bwd_overlap = concurrent(m, o, out_bwd_side, rng, r.fwd.rng_coresident_warps, /*allow_partition=*/true);
 
   const Prediction& f = r.fwd;
-  auto ph = [](const KernelTime& k) { return PhaseTime{k.name, k.seconds, k.limiter, k.clock_mhz}; };
+  auto ph = [](const KernelTime& k) { return PhaseTime{k.name, k.seconds, k.limiter, k.clock_mhz, k.source}; };
   // Energy of kernels, -1 when one lacks power data.
   auto dyn = [&](std::initializer_list<const KernelTime*> ks) {
     double s = 0;
@@ -2041,7 +2053,8 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
         break;
       case Pipeline::Stored:
       case Pipeline::RegenOverlap: {
-        st.fwd = fwd_phases(PhaseTime{"gemm || rng", f.overlap.seconds, f.overlap.limiter, f.gemm.clock_mhz},
+        st.fwd = fwd_phases(PhaseTime{"gemm || rng", f.overlap.seconds, f.overlap.limiter, f.gemm.clock_mhz,
+                                      join_sources({f.gemm.source, f.rng.source})},
                             ph(f.attn_mask));
         st.hidden_fwd = f.overlap.hidden;
         st.energy_bound_fwd_s = f.overlap.energy_bound_s;
@@ -2053,7 +2066,9 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
           dj = dyn({&f.gemm, &f.rng, &f.attn_mask, &g_out.t, &g_out_dx.t, &g_out_dw.t, &b_mask.t, &g_dx.t, &g_dw.t});
         } else {
           const Concurrent& c = r.bwd_overlap;
-          st.bwd = {PhaseTime{"gemm-out-dx+dw || rng", c.seconds, c.limiter, g_out_dx.t.clock_mhz}, ph(b_mask.t)};
+          st.bwd = {PhaseTime{"gemm-out-dx+dw || rng", c.seconds, c.limiter, g_out_dx.t.clock_mhz,
+                              join_sources({out_bwd_side.t.source, rng.t.source})},
+                    ph(b_mask.t)};
           st.hidden_bwd = c.hidden;
           st.energy_bound_bwd_s = c.energy_bound_s;
           st.detail = "forward as stored, mask freed after it; backward: output projection dX, dW || RNG (" +
@@ -2077,10 +2092,7 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
     finish(st, dj);
     r.strategies.push_back(std::move(st));
   }
-  const std::optional<TrainPrediction> np =
-      without_power(m, p, [&](const Profile& pn) { return predict_train(m, pn, w, o); });
-  for (size_t i = 0; i < r.strategies.size(); ++i)
-    r.strategies[i].seconds_no_power = np ? np->strategies[i].seconds : r.strategies[i].seconds;
+  set_no_power(r.strategies, without_power(m, p, [&](const Profile& pn) { return predict_train(m, pn, w, o); }));
   return r;
 }
 

@@ -357,6 +357,8 @@ struct PhaseTime {
   double seconds = 0;
   std::string limiter;
   double clock_mhz = 0;  // the SM clock it is timed at (an overlap: its GEMM side's)
+  std::string source;    // its kernels' demand sources (join_sources)
+  double seconds_no_power = 0;  // without the power term (= seconds when the term cannot act)
 };
 
 struct StepTime {
