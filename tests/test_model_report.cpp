@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -248,6 +249,48 @@ TEST(ModelReport, TrainReportComparesEachStrategyThroughPredictTrain) {
   EXPECT_EQ(e.held_out_by_piece.at("train-step:regen-overlap").n, 1u);
   EXPECT_EQ(e.held_out_by_piece.at("train-phase:gemm || rng").n, 2u);  // stored, regen-overlap
   for (const auto& [k, src] : e.source_by_piece) EXPECT_EQ(k.rfind("train-", 0), std::string::npos) << k;
+}
+
+// scripts/train_model_check.py restates the mapping of measured to model phases (measured_phase): on every model
+// phase of every strategy of the synthetic step, it gives the measured time the C++ rows do.
+TEST(ModelReport, TrainPhaseRuleMatchesTheScript) {
+  const Machine m = tiny();
+  const Profile p = tiny_profile();
+  const Workload w = train_workload();
+  MeasuredReport r;
+  r.command = "run";
+  r.doc = train_report(w);
+  const ReportComparison c = compare_with_report(m, p, r, {}, false);
+  const TrainPrediction tp = predict_train(m, p, w, {});
+  for (const json& v : r.doc["points"][0]["variants"]) {
+    const StepTime* st = tp.strategy(v["name"].get<std::string>());
+    if (!st) continue;
+    json in = {{"ph", json::object()}, {"names", json::array()}};
+    for (const json& ph : v["phases"]) in["ph"][ph["name"].get<std::string>()] = ph["stats"]["median"].get<double>() * 1e6;
+    for (const std::vector<PhaseTime>* side : {&st->fwd, &st->bwd})
+      for (const PhaseTime& ph : *side) in["names"].push_back(ph.name);
+    const std::string cmd = "/usr/bin/python3 -c 'import json, sys; sys.path.insert(0, \"" +
+                            std::string(DROPBENCH_SOURCE_DIR) +
+                            "/scripts\"); import train_model_check as t; d = json.loads(sys.argv[1]); "
+                            "print(json.dumps([t.measured_phase(n, d[\"ph\"]) for n in d[\"names\"]]))' '" +
+                            in.dump() + "'";
+    FILE* f = popen(cmd.c_str(), "r");
+    ASSERT_NE(f, nullptr);
+    std::string out;
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+    ASSERT_EQ(pclose(f), 0) << cmd;
+    const json script = json::parse(out);
+    ASSERT_EQ(script.size(), in["names"].size());
+    for (size_t i = 0; i < script.size(); ++i) {
+      const std::string kind = "train-phase:" + in["names"][i].get<std::string>();
+      const ReportRow* row = nullptr;
+      for (const ReportRow& x : c.rows)
+        if (x.variant == st->name && piece_kind(x.piece) == kind) row = &x;
+      ASSERT_NE(row, nullptr) << st->name << " " << kind;
+      EXPECT_NEAR(row->measured * 1e6, script[i].get<double>(), 1e-9) << st->name << " " << kind;
+    }
+  }
 }
 
 // At the CLI: the table and the per-piece lines name the steps, and no forward pipeline.
