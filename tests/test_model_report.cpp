@@ -5,10 +5,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "cli_runner.hpp"
@@ -177,6 +179,23 @@ const ReportRow* find_row(const std::vector<ReportRow>& rows, const std::string&
   return nullptr;
 }
 
+// The row of a variant whose piece compares the model phase `phase`, whatever measured phases stand in front.
+const ReportRow* phase_row(const std::vector<ReportRow>& rows, const std::string& variant, const std::string& phase) {
+  for (const ReportRow& r : rows)
+    if (r.variant == variant && piece_kind(r.piece) == "train-phase:" + phase) return &r;
+  return nullptr;
+}
+
+// The synthetic training-step report on the tiny machine and profile, compared, beside predict_train's step.
+struct TrainCase {
+  Machine m = tiny();
+  Profile p = tiny_profile();
+  Workload w = train_workload();
+  MeasuredReport r{"synthetic train report", "run", train_report(w)};
+  ReportComparison c = compare_with_report(m, p, r, {}, false);
+  TrainPrediction tp = predict_train(m, p, w, {});
+};
+
 }  // namespace
 
 TEST(ModelReport, TrainMeasuredPhasesRule) {
@@ -189,20 +208,14 @@ TEST(ModelReport, TrainMeasuredPhasesRule) {
 }
 
 TEST(ModelReport, TrainReportComparesEachStrategyThroughPredictTrain) {
-  const Machine m = tiny();
-  const Profile p = tiny_profile();
-  const Workload w = train_workload();
-  MeasuredReport r;
-  r.path = "synthetic train report";
-  r.command = "run";
-  r.doc = train_report(w);
-  const ReportComparison c = compare_with_report(m, p, r, {}, false);
-  const TrainPrediction tp = predict_train(m, p, w, {});
+  const TrainCase t;
+  const ReportComparison& c = t.c;
+  const TrainPrediction& tp = t.tp;
   EXPECT_EQ(c.skipped, 1u);  // overlap:fwd, as before
   // alone:gemm is compared with the GEMM kernel, as in a forward report.
   const ReportRow* g = find_row(c.rows, "alone:gemm", "gemm = gemm");
   ASSERT_NE(g, nullptr);
-  EXPECT_DOUBLE_EQ(g->predicted, gemm_time(m, p, w, {}).seconds);
+  EXPECT_DOUBLE_EQ(g->predicted, gemm_time(t.m, t.p, t.w, {}).seconds);
   size_t n = 1;
   ASSERT_EQ(tp.strategies.size(), 4u);
   for (const StepTime& st : tp.strategies) {
@@ -211,16 +224,20 @@ TEST(ModelReport, TrainReportComparesEachStrategyThroughPredictTrain) {
     ASSERT_NE(whole, nullptr);
     EXPECT_DOUBLE_EQ(whole->predicted, st.seconds);
     EXPECT_EQ(whole->role, "held-out");
+    std::map<std::string, double> by_limiter;  // the step's limiter: the one limiting most of its phases' time
+    for (const std::vector<PhaseTime>* side : {&st.fwd, &st.bwd})
+      for (const PhaseTime& ph : *side) by_limiter[ph.limiter] += ph.seconds;
+    const auto most = std::max_element(by_limiter.begin(), by_limiter.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    ASSERT_NE(most, by_limiter.end());
+    EXPECT_EQ(whole->limiter, most->first);
     size_t rows = 0;
     for (const ReportRow& row : c.rows) rows += row.variant == st.name ? 1 : 0;
     EXPECT_EQ(rows, 1 + st.fwd.size() + st.bwd.size());  // the step, then each model phase once
     n += rows;
     for (const std::vector<PhaseTime>* side : {&st.fwd, &st.bwd})
       for (const PhaseTime& ph : *side) {
-        const std::string piece = piece_kind("x = train-phase:" + ph.name);
-        const ReportRow* row = nullptr;
-        for (const ReportRow& x : c.rows)
-          if (x.variant == st.name && piece_kind(x.piece) == piece) row = &x;
+        const ReportRow* row = phase_row(c.rows, st.name, ph.name);
         ASSERT_NE(row, nullptr) << ph.name;
         EXPECT_DOUBLE_EQ(row->predicted, ph.seconds) << ph.name;
         EXPECT_EQ(row->limiter, ph.limiter) << ph.name;
@@ -254,16 +271,9 @@ TEST(ModelReport, TrainReportComparesEachStrategyThroughPredictTrain) {
 // scripts/train_model_check.py restates the mapping of measured to model phases (measured_phase): on every model
 // phase of every strategy of the synthetic step, it gives the measured time the C++ rows do.
 TEST(ModelReport, TrainPhaseRuleMatchesTheScript) {
-  const Machine m = tiny();
-  const Profile p = tiny_profile();
-  const Workload w = train_workload();
-  MeasuredReport r;
-  r.command = "run";
-  r.doc = train_report(w);
-  const ReportComparison c = compare_with_report(m, p, r, {}, false);
-  const TrainPrediction tp = predict_train(m, p, w, {});
-  for (const json& v : r.doc["points"][0]["variants"]) {
-    const StepTime* st = tp.strategy(v["name"].get<std::string>());
+  const TrainCase t;
+  for (const json& v : t.r.doc["points"][0]["variants"]) {
+    const StepTime* st = t.tp.strategy(v["name"].get<std::string>());
     if (!st) continue;
     json in = {{"ph", json::object()}, {"names", json::array()}};
     for (const json& ph : v["phases"]) in["ph"][ph["name"].get<std::string>()] = ph["stats"]["median"].get<double>() * 1e6;
@@ -283,12 +293,10 @@ TEST(ModelReport, TrainPhaseRuleMatchesTheScript) {
     const json script = json::parse(out);
     ASSERT_EQ(script.size(), in["names"].size());
     for (size_t i = 0; i < script.size(); ++i) {
-      const std::string kind = "train-phase:" + in["names"][i].get<std::string>();
-      const ReportRow* row = nullptr;
-      for (const ReportRow& x : c.rows)
-        if (x.variant == st->name && piece_kind(x.piece) == kind) row = &x;
-      ASSERT_NE(row, nullptr) << st->name << " " << kind;
-      EXPECT_NEAR(row->measured * 1e6, script[i].get<double>(), 1e-9) << st->name << " " << kind;
+      const std::string phase = in["names"][i].get<std::string>();
+      const ReportRow* row = phase_row(t.c.rows, st->name, phase);
+      ASSERT_NE(row, nullptr) << st->name << " " << phase;
+      EXPECT_NEAR(row->measured * 1e6, script[i].get<double>(), 1e-9) << st->name << " " << phase;
     }
   }
 }

@@ -1629,6 +1629,19 @@ const char* const kSourceLegend =
 
 namespace {
 
+// The unit that limits most of a pipeline's or a step's time: its pieces' times summed by limiting unit.
+struct Dominant {
+  std::map<std::string, double> by;
+  void add(const std::string& unit, double s) { by[unit] += s; }
+  std::string unit() const {
+    std::string u;
+    double b = -1;
+    for (const auto& [k, v] : by)
+      if (v > b) b = v, u = k;
+    return u;
+  }
+};
+
 // A second prediction with the power term off, when the term can act (power data and a cap); nullopt otherwise
 // (the times are the same).
 template <class F>
@@ -1668,18 +1681,6 @@ Prediction predict(const Machine& m, const Profile& p, const Workload& w, const 
   }
   r.attn_fused = fused.t;
 
-  // The unit that limits most of a pipeline's time: its pieces' times summed by limiting unit.
-  struct Dominant {
-    std::map<std::string, double> by;
-    void add(const std::string& unit, double s) { by[unit] += s; }
-    std::string unit() const {
-      std::string u;
-      double b = -1;
-      for (const auto& [k, v] : by)
-        if (v > b) b = v, u = k;
-      return u;
-    }
-  };
   // Total energy of a pipeline: its kernels' dynamic energy plus the static power over its time; -1 when a
   // kernel has no power data.
   auto energy = [&](std::initializer_list<const KernelTime*> ks, double seconds) {
@@ -1935,6 +1936,13 @@ Piece fused_write_piece(const Machine& m, const Profile& p, const Workload& w, c
   }
 }
 
+std::string step_limiter(const StepTime& st) {
+  Dominant d;
+  for (const std::vector<PhaseTime>* side : {&st.fwd, &st.bwd})
+    for (const PhaseTime& x : *side) d.add(x.limiter, x.seconds);
+  return d.unit();
+}
+
 // The strategies' and their phases' times without the power term, from `np` (the same prediction with the term
 // off), or their own times where the term cannot act (np empty).
 void set_no_power(std::vector<StepTime>& steps, const std::optional<TrainPrediction>& np) {
@@ -2035,6 +2043,7 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
     st.fwd_seconds += gap * static_cast<double>(st.fwd.size() - 1);
     st.bwd_seconds += gap * static_cast<double>(st.bwd.size() - 1);
     st.seconds = st.fwd_seconds + gap + st.bwd_seconds;
+    st.limiter = step_limiter(st);
     st.energy_j = dyn_j >= 0 && m.has_power() ? dyn_j + cast_j + m.static_w * st.seconds : -1;
   };
   const PipelineTime& fused_fwd = *f.pipeline("fused");

@@ -366,6 +366,7 @@ struct StepTime {
   double seconds = 0;               // forward + backward
   double fwd_seconds = 0, bwd_seconds = 0;
   std::vector<PhaseTime> fwd, bwd;  // in execution order (launch gaps not listed)
+  std::string limiter;              // the unit that limits most of its time (its phases' times summed by limiter)
   std::string detail;
   double energy_j = -1;             // the kernels' dynamic energy + static_w x seconds (< 0: no power data)
   double seconds_no_power = 0;

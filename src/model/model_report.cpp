@@ -98,11 +98,9 @@ struct Predictor {
     if (!st) throw UsageError("model: the training step has no strategy " + strategy);
     KernelTime t;
     t.name = phase.empty() ? strategy : phase;
-    std::map<std::string, double> by_limiter;  // a whole step's limiter: the unit that limits most of its time
     std::vector<std::string> sources;
     for (const std::vector<PhaseTime>* side : {&st->fwd, &st->bwd})
       for (const PhaseTime& x : *side) {
-        by_limiter[x.limiter] += x.seconds;
         for (size_t b = 0, e; b <= x.source.size(); b = e + 1) {  // a phase's sources are joined already
           e = std::min(x.source.find('+', b), x.source.size());
           sources.push_back(x.source.substr(b, e - b));
@@ -118,9 +116,7 @@ struct Predictor {
     t.seconds = st->seconds;
     t.seconds_no_power = st->seconds_no_power;
     t.energy_j = st->energy_j;
-    t.limiter = std::max_element(by_limiter.begin(), by_limiter.end(), [](const auto& a, const auto& b) {
-                  return a.second < b.second;
-                })->first;
+    t.limiter = st->limiter;
     t.source = join_sources(sources);
     return t;
   }
