@@ -1599,8 +1599,12 @@ double residency_warps(const std::string& residency, double auto_warps, const Ma
 
 std::string join_sources(const std::vector<std::string>& sources) {
   std::vector<std::string> u;
-  for (const std::string& s : sources)
-    if (!s.empty() && std::find(u.begin(), u.end(), s) == u.end()) u.push_back(s);
+  for (const std::string& joined : sources)  // a source may be joined already ("ncu+bytes")
+    for (size_t b = 0, e; b < joined.size(); b = e + 1) {
+      e = std::min(joined.find('+', b), joined.size());
+      const std::string s = joined.substr(b, e - b);
+      if (!s.empty() && std::find(u.begin(), u.end(), s) == u.end()) u.push_back(s);
+    }
   std::string out;
   for (const std::string& s : u) out += (out.empty() ? "" : "+") + s;
   return out;

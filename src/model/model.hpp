@@ -335,7 +335,8 @@ double coresident_warps(const Machine& m, double used_regs, double used_smem, do
 
 Prediction predict(const Machine& m, const Profile& p, const Workload& w, const Options& o);
 
-// Demand sources (KernelTime::source): the distinct ones in order, joined by "+" ("ncu", "hand+ncu").
+// Demand sources (KernelTime::source): the distinct ones in order, joined by "+" ("ncu", "hand+ncu"); a source
+// joined already counts as its parts.
 std::string join_sources(const std::vector<std::string>& sources);
 // The sources of a pipeline's kernels (baseline / overlap / chunked: GEMM, RNG, attention(mask); fused: GEMM,
 // attention(fused)).

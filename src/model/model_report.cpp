@@ -101,10 +101,7 @@ struct Predictor {
     std::vector<std::string> sources;
     for (const std::vector<PhaseTime>* side : {&st->fwd, &st->bwd})
       for (const PhaseTime& x : *side) {
-        for (size_t b = 0, e; b <= x.source.size(); b = e + 1) {  // a phase's sources are joined already
-          e = std::min(x.source.find('+', b), x.source.size());
-          sources.push_back(x.source.substr(b, e - b));
-        }
+        sources.push_back(x.source);
         if (x.name != phase) continue;
         t.seconds = x.seconds;
         t.seconds_no_power = x.seconds_no_power;
