@@ -67,6 +67,32 @@ struct Comparand {
   std::string strategy, model_phase;
 };
 
+// A training step's strategy as a whole (phase "") or one of its model phases, from a prediction of the step.
+KernelTime train_time(const TrainPrediction& tp, const std::string& strategy, const std::string& phase) {
+  const StepTime* st = tp.strategy(strategy);
+  if (!st) throw UsageError("model: the training step has no strategy " + strategy);
+  KernelTime t;
+  t.name = phase.empty() ? strategy : phase;
+  std::vector<std::string> sources;
+  for (const std::vector<PhaseTime>* side : {&st->fwd, &st->bwd})
+    for (const PhaseTime& x : *side) {
+      sources.push_back(x.source);
+      if (x.name != phase) continue;
+      t.seconds = x.seconds;
+      t.seconds_no_power = x.seconds_no_power;
+      t.limiter = x.limiter;
+      t.source = x.source;
+      return t;
+    }
+  if (!phase.empty()) throw UsageError("model: strategy " + strategy + " has no phase " + phase);
+  t.seconds = st->seconds;
+  t.seconds_no_power = st->seconds_no_power;
+  t.energy_j = st->energy_j;
+  t.limiter = st->limiter;
+  t.source = join_sources(sources);
+  return t;
+}
+
 // Predicted kernel / pipeline time of `piece` for workload w at options o; .source: where the demand came from.
 // Pieces: gemm, rng:LAYOUT, attention:MODE, pipeline:NAME, sum:A+B (two kernels back to back).
 struct Predictor {
@@ -93,29 +119,7 @@ struct Predictor {
   }
   // A training step's strategy as a whole (phase "") or one of its model phases, as predict_train composes it.
   KernelTime train(const std::string& strategy, const std::string& phase, const Workload& w, const Options& o) const {
-    const TrainPrediction tp = predict_train(m, p, w, o);
-    const StepTime* st = tp.strategy(strategy);
-    if (!st) throw UsageError("model: the training step has no strategy " + strategy);
-    KernelTime t;
-    t.name = phase.empty() ? strategy : phase;
-    std::vector<std::string> sources;
-    for (const std::vector<PhaseTime>* side : {&st->fwd, &st->bwd})
-      for (const PhaseTime& x : *side) {
-        sources.push_back(x.source);
-        if (x.name != phase) continue;
-        t.seconds = x.seconds;
-        t.seconds_no_power = x.seconds_no_power;
-        t.limiter = x.limiter;
-        t.source = x.source;
-        return t;
-      }
-    if (!phase.empty()) throw UsageError("model: strategy " + strategy + " has no phase " + phase);
-    t.seconds = st->seconds;
-    t.seconds_no_power = st->seconds_no_power;
-    t.energy_j = st->energy_j;
-    t.limiter = st->limiter;
-    t.source = join_sources(sources);
-    return t;
+    return train_time(predict_train(m, p, w, o), strategy, phase);
   }
   KernelTime any(const std::string& piece, const Workload& w, const Options& o) const {
     if (starts_with(piece, "pipeline:")) return pipeline(piece.substr(9), w, o);
@@ -405,7 +409,8 @@ ReportComparison compare_with_report(const Machine& m, const Profile& p, const M
         if (row.measured <= 0) continue;
         KernelTime t;
         try {
-          t = pred.any(c, w, o);
+          // The step at the run's own options is the point's prediction already made (tp).
+          t = c.strategy.empty() ? pred.any(c.piece, w, o) : train_time(*tp, c.strategy, c.model_phase);
         } catch (const UsageError&) {
           ++out.skipped;  // the profile lacks this case (layout, mode, head_dim...)
           continue;
