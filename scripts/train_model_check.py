@@ -23,13 +23,14 @@ Needs build/dropbench (--dropbench). Bad arguments: one line naming the argument
 """
 import argparse
 import json
-import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import peers  # noqa: E402  (git_sha: the sha as every report writes it)
 
 class UsageError(Exception):
     pass
@@ -261,12 +262,8 @@ def main(argv=None):
     except UsageError as e:
         print(f"train_model_check.py: {e}", file=sys.stderr)
         return 2
-    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                         text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
     doc = {"schema": "dropbench.train_model_check", "schema_version": 2, "machine": a.machine, "clock": a.clock,
-           "git_sha": sha + ("-dirty" if dirty else ""), "rows": rows}
+           "git_sha": peers.git_sha(), "rows": rows}
     text = md(rows, a.machine, a.clock)
     if a.output:
         Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
