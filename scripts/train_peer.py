@@ -61,6 +61,7 @@ import math
 import os
 import platform
 import random
+import re
 import socket
 import sys
 import tempfile
@@ -334,7 +335,6 @@ def profile_summary(kernels, steps, wall_s, top=8):
     memset and memcpy; wall_s = host time of the steps (synchronised at both ends). busy = the union of the kernels'
     intervals (concurrent kernels count once), idle = wall - busy: the time the GPU waited for the host; groups and
     top = summed kernel durations (concurrent kernels each count)."""
-    import re
     busy, end = 0.0, None
     for _, t0, t1 in sorted(kernels, key=lambda k: k[1]):
         if end is None or t0 > end:
