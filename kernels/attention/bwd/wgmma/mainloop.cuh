@@ -121,7 +121,11 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
       wgmma_wait<1>();  // S^T; P^T while the dP^T GEMM runs
       reg_fence(st);
       const bool edge = (kc0 + 63 >= a.sq) || (q0 + 63 >= a.sq) || (a.causal && kc0 + 63 > q0);
-      attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, edge, sm.template at<const float>(sm.lse(s)));
+      // Two calls with edge a constant in each: the common block's copy has no masking code (with the flag as a
+      // run-time value, each of the 32 elements pays a predicate move and a branch around its mask).
+      const float* lse = sm.template at<const float>(sm.lse(s));
+      if (edge) attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, true, lse);
+      else attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, false, lse);
       uint32_t z = 0;  // the lane's keep bits (read after probs: before it, the mask dH-128 instance spills)
       if constexpr (kDrop) {
         uint32_t kw[4][2];
