@@ -158,14 +158,17 @@ __device__ __forceinline__ void dst(const F& p, F& dp, uint32_t z, float keep_sc
       el(dp, nb, i) = dst_el(el(p, nb, i), el(dp, nb, i), zf, dd[el_query(nb, i, lane)]);
     }
 }
-// Then p = P^T becomes (P o Z)^T, in place.
+// Then p = P^T becomes (P o Z)^T, in place. Without dropout it already is: p x 1 is p (ex2.approx.ftz gives no
+// subnormals), and ptxas keeps a __fmul_rn by 1, one FMUL per element.
 template <bool kDrop, class F>
 __device__ __forceinline__ void dropped_probs(F& p, uint32_t z, float keep_scale) {
+  if constexpr (kDrop) {
 #pragma unroll
-  for (int nb = 0; nb < 8; ++nb)
+    for (int nb = 0; nb < 8; ++nb)
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
-      el(p, nb, i) = __fmul_rn(el(p, nb, i), keep_factor<kDrop>((z >> (4 * nb + i)) & 1u, keep_scale));
+      for (int i = 0; i < 4; ++i)
+        el(p, nb, i) = __fmul_rn(el(p, nb, i), keep_factor<kDrop>((z >> (4 * nb + i)) & 1u, keep_scale));
+  }
 }
 // Both in one pass (the mma kernel, whose registers allow no more): s = S^T becomes (P o Z)^T, dp = dP^T becomes
 // dS^T.
