@@ -97,9 +97,9 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
   // consumer 1 skips it still meets the other at the barrier, with a zero dS^T), so they use the same buffer, and
   // between two stores into a buffer both warpgroups met at the barrier of the iteration between, after their dQ
   // GEMMs read it.
-  for (int it = 0; it < w.n_it; ++it) {
+  // h, q0: iteration it's query head and first query (w.head(it), w.q0(it)), advanced with it.
+  for (int it = 0, h = w.head(0), q0 = w.q0(0); it < w.n_it; ++it, w.advance(h, q0)) {
     const int s = it % ST;
-    const int h = w.head(it), q0 = w.q0(it);
     const int buf = it & 1;
     // A plain spin: the trapping wait (its clock read and trap path) inside this loop keeps ptxas at the entry's 168
     // registers for the consumers (spills, serialised wgmma).
