@@ -22,14 +22,18 @@ namespace dropbench {
 namespace attn_bwd_wg {
 
 // The warp's 16 key rows of dS^T (A fragments ds[kk], m64k16 layout) into buf. Conflict-free: per store a warp
-// writes 8 rows x 4 words, the rows' chunks XOR-swizzled apart.
+// writes 8 rows x 4 words, the rows' chunks XOR-swizzled apart. Row kl = 16 warp + lane / 4 + 8 hh, chunk nb at
+// 128 kl + ((nb ^ kl % 8) << 4), word lane % 4: buf (1024-aligned), 128 kl and 4 (lane % 4) leave bits 4..6 clear,
+// so the chunk is an XOR of nb << 4 into the row's address with kl % 8 in those bits, and hh = 1 (8 rows on, the
+// same kl % 8) adds 1024.
 __device__ __forceinline__ void store_ds(uint32_t buf, const uint32_t (&ds)[4][4], int warp, int lane) {
+  const int kl = warp * 16 + (lane >> 2);
+  const uint32_t row = buf + kl * 128 + ((kl & 7) << 4) + (lane & 3) * 4;
 #pragma unroll
   for (int nb = 0; nb < 8; ++nb)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const int kl = warp * 16 + (lane >> 2) + 8 * hh;
-      const uint32_t addr = buf + kl * 128 + ((nb ^ (kl & 7)) << 4) + (lane & 3) * 4;
+      const uint32_t addr = (row ^ (nb << 4)) + 1024 * hh;
       asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(ds[nb >> 1][2 * (nb & 1) + hh]) : "memory");
     }
   ptx::fence_proxy_async_smem();  // the generic stores before the wgmma's (async proxy) reads
