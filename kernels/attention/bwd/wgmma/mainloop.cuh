@@ -129,7 +129,7 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
       uint32_t z = 0;  // the lane's keep bits (read after probs: before it, the mask dH-128 instance spills)
       if constexpr (kDrop) {
         uint32_t kw[4][2];
-        keep.read(s, q0, kw);
+        keep.read(s, q0, edge, kw);
         z = attn_bwd::keep_bits(kw, kl0, lane);
       }
       wgmma_wait<0>();
