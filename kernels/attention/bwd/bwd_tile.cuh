@@ -47,10 +47,12 @@ __device__ __forceinline__ bool tile_read(const Args& a, uint32_t r16, uint32_t 
   return r16 < a.geo.rows16() && c64 < a.geo.cols64() && (!a.causal || attn::tile_generated<true>(r16, c64));
 }
 // The keep word `lane` of tile (r16, c64) of matrix bh: read from the mask or generated, 0 where tile_read is false.
+// known_read: the caller knows that tile_read holds, so it is not evaluated.
 template <DropoutMode kMode, int R, int TW>
-__device__ __forceinline__ uint32_t keep_word(const Args& a, uint32_t bh, uint32_t r16, uint32_t c64, uint32_t lane) {
+__device__ __forceinline__ uint32_t keep_word(const Args& a, uint32_t bh, uint32_t r16, uint32_t c64, uint32_t lane,
+                                              bool known_read = false) {
   uint32_t w = 0;
-  if (tile_read(a, r16, c64)) {
+  if (known_read || tile_read(a, r16, c64)) {
     if constexpr (kMode == DropoutMode::Mask) {
       asm volatile("ld.global.nc.L1::no_allocate.b32 %0, [%1];" : "=r"(w) : "l"(a.mask + a.geo.word_index(bh, r16, c64, lane)));
     } else if constexpr (kMode == DropoutMode::Fused) {
@@ -63,11 +65,14 @@ __device__ __forceinline__ uint32_t keep_word(const Args& a, uint32_t bh, uint32
 // Mode Fused with the round count and threshold width chosen at run time (a.rounds, a.tw; a warp-uniform branch
 // once per word): keep_word<Fused, R, TW> for the (R, TW) of dispatch.cuh's lists that match.
 template <std::size_t I = 0, std::size_t J = 0>
-__device__ __forceinline__ uint32_t regen_word(const Args& a, uint32_t bh, uint32_t r16, uint32_t c64, uint32_t lane) {
+__device__ __forceinline__ uint32_t regen_word(const Args& a, uint32_t bh, uint32_t r16, uint32_t c64, uint32_t lane,
+                                               bool known_read) {
   constexpr int R = kPhiloxRounds[I], TW = kThresholdBits[J];
-  if (a.rounds == R && a.tw == TW) return keep_word<DropoutMode::Fused, R, TW>(a, bh, r16, c64, lane);
-  if constexpr (J + 1 < sizeof(kThresholdBits) / sizeof(int)) return regen_word<I, J + 1>(a, bh, r16, c64, lane);
-  else if constexpr (I + 1 < sizeof(kPhiloxRounds) / sizeof(int)) return regen_word<I + 1, 0>(a, bh, r16, c64, lane);
+  if (a.rounds == R && a.tw == TW) return keep_word<DropoutMode::Fused, R, TW>(a, bh, r16, c64, lane, known_read);
+  if constexpr (J + 1 < sizeof(kThresholdBits) / sizeof(int))
+    return regen_word<I, J + 1>(a, bh, r16, c64, lane, known_read);
+  else if constexpr (I + 1 < sizeof(kPhiloxRounds) / sizeof(int))
+    return regen_word<I + 1, 0>(a, bh, r16, c64, lane, known_read);
   else return 0u;
 }
 

@@ -115,12 +115,12 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
     const int dq_n = a.dq_fast ? dq_slice<C>(c, buf) : -1;
     if (!skip) {
       const uint32_t bh = static_cast<uint32_t>(w.b * a.hq + h);
+      const bool edge = (kc0 + 63 >= a.sq) || (q0 + 63 >= a.sq) || (a.causal && kc0 + 63 > q0);
       float st[32], dp[32];
       g.issue_s_dp(s, st, dp);
-      keep.generate(bh, q0, s);
+      keep.generate(bh, q0, s, edge);
       wgmma_wait<1>();  // S^T; P^T while the dP^T GEMM runs
       reg_fence(st);
-      const bool edge = (kc0 + 63 >= a.sq) || (q0 + 63 >= a.sq) || (a.causal && kc0 + 63 > q0);
       // Two calls with edge a constant in each: the common block's copy has no masking code (with the flag as a
       // run-time value, each of the 32 elements pays a predicate move and a branch around its mask).
       const float* lse = sm.template at<const float>(sm.lse(s));
