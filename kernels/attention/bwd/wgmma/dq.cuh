@@ -76,16 +76,20 @@ __device__ __forceinline__ int dq_slice(int c, int buf) {
 // Slice n of dQ[q0 .. q0 + 63] = dS K (unscaled; the conversion multiplies by the softmax scale) into dq, issued as
 // one commit group once both consumers' dS^T of the block (buffer buf) are stored: 8 k-steps, the two consumers' dS
 // against their K rows.
+// The k-steps' descriptors are the first k-step's plus the byte offset / 16 (the address field counts 16 bytes, and
+// every operand lies below 2^18 bytes of the shared window, so no carry leaves the field): consumer half's dS^T is
+// ds(half, buf) = ds(0, buf) + 2 kDsBytes half, its K rows 64 x 128 bytes half further, a k-step 16 rows of 128 bytes.
 template <class C>
 __device__ __forceinline__ void issue_dq(const Smem<C>& sm, int buf, int n, float (&dq)[32]) {
   using namespace ptx;
+  const uint64_t da0 = desc_sw128(sm.ds(0, buf), 64 * 128, 1024);
+  const uint64_t db0 = desc_sw128(sm.k() + n * (C::kBk * 128), C::kBk * 128, 1024);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 8; ++kk) {
     const int half = kk >> 2, k16 = kk & 3;  // the consumer whose keys, and the k-step within them
-    wgmma_ss_m64n64k16_bf16<1, 1>(dq, desc_sw128(sm.ds(half, buf) + k16 * 16 * 128, 64 * 128, 1024),
-                                  desc_sw128(sm.k() + n * (C::kBk * 128) + half * 64 * 128 + k16 * 16 * 128, C::kBk * 128, 1024),
-                                  kk > 0 ? 1 : 0);
+    wgmma_ss_m64n64k16_bf16<1, 1>(dq, da0 + static_cast<uint64_t>((half * 2 * C::kDsBytes + k16 * 16 * 128) >> 4),
+                                  db0 + static_cast<uint64_t>((half * 64 * 128 + k16 * 16 * 128) >> 4), kk > 0 ? 1 : 0);
   }
   wgmma_commit();
 }
