@@ -27,10 +27,14 @@ template <class C>
 struct Gemms {
   static constexpr int HD = C::kHeadDim;
   const Smem<C>& sm;
-  const uint64_t dk0, dv0;  // descriptors of the consumer's K_c, V_c rows (K-major), k-step 0
+  uint64_t dk0, dv0;  // descriptors of the consumer's K_c, V_c rows (K-major), k-step 0
 
+  // The empty asm passes dk0, dv0 through unchanged; seen as values it cannot recompute, ptxas keeps them in uniform
+  // registers across the loop over blocks instead of rebuilding both descriptors every block.
   __device__ __forceinline__ Gemms(const Smem<C>& s, int c)
-      : sm(s), dk0(ptx::desc_sw128(s.k() + c * 64 * 128, 16, 1024)), dv0(ptx::desc_sw128(s.v() + c * 64 * 128, 16, 1024)) {}
+      : sm(s), dk0(ptx::desc_sw128(s.k() + c * 64 * 128, 16, 1024)), dv0(ptx::desc_sw128(s.v() + c * 64 * 128, 16, 1024)) {
+    asm("" : "+l"(dk0), "+l"(dv0));
+  }
 
   // K-major k-step kk of a tile of `rows`-row slices: slice kk/4, byte 32 (kk%4) of each row (the descriptor's
   // address field counts 16 bytes).
@@ -44,19 +48,18 @@ struct Gemms {
   // the dP^T GEMM runs).
   __device__ __forceinline__ void issue_s_dp(int s, float (&st)[32], float (&dp)[32]) const {
     uint64_t dq0 = ptx::desc_sw128(sm.q(s), 16, 1024), ddo0 = ptx::desc_sw128(sm.dout(s), 16, 1024);
-    uint64_t dk = dk0, dv = dv0;
-    // The same values, hidden from the compiler's known-bits analysis: seeing the descriptors' fields, it turns the
-    // first slice's k-steps into an OR into the low word plus a rewrite of the constant high word (two instructions
-    // per descriptor) instead of one 64-bit add.
-    asm("" : "+l"(dq0), "+l"(ddo0), "+l"(dk), "+l"(dv));
+    // The same values, hidden from the compiler's known-bits analysis (dk0, dv0 are, by the constructor's asm):
+    // seeing the descriptors' fields, it turns the first slice's k-steps into an OR into the low word plus a rewrite
+    // of the constant high word (two instructions per descriptor) instead of one 64-bit add.
+    asm("" : "+l"(dq0), "+l"(ddo0));
     ptx::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < HD / 16; ++kk)
-      ptx::wgmma_ss_bf16<64>(st, kstep(dk, C::kBk, kk), kstep(dq0, C::kBq, kk), kk > 0 ? 1 : 0);
+      ptx::wgmma_ss_bf16<64>(st, kstep(dk0, C::kBk, kk), kstep(dq0, C::kBq, kk), kk > 0 ? 1 : 0);
     ptx::wgmma_commit();
 #pragma unroll
     for (int kk = 0; kk < HD / 16; ++kk)
-      ptx::wgmma_ss_bf16<64>(dp, kstep(dv, C::kBk, kk), kstep(ddo0, C::kBq, kk), kk > 0 ? 1 : 0);
+      ptx::wgmma_ss_bf16<64>(dp, kstep(dv0, C::kBk, kk), kstep(ddo0, C::kBq, kk), kk > 0 ? 1 : 0);
     ptx::wgmma_commit();
   }
   // dV += (P o Z)^T dO and dK += dS^T Q (one commit group); B MN-major, the dH slices LBO = kBq * 128 apart.
