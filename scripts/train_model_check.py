@@ -90,7 +90,9 @@ def phase_kind(name):
 
 def measured_phase(name, ph):
     """The measured time (us) of the model's phase `name` from the variant's phases ph (name -> us): an overlap
-    ends with the later of its sides (both start at the fork), anything else is the phase of the same name."""
+    ends with the later of its sides (both start at the fork), anything else is the phase of the same name.
+    `dropbench model --report` maps phases by train_measured_phases (src/model/model_report.cpp); the test
+    ModelReport.TrainPhaseRuleMatchesTheScript holds the two equal."""
     base = name.split("(")[0]
     if base == "gemm || rng":
         return max(ph["gemm"], ph["rng"])

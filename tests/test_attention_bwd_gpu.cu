@@ -237,6 +237,10 @@ std::vector<Case> accuracy_cases() {
       {2, 300, 16, 2, 128, true}, // GQA group 8, causal: the wgmma kernel splits it into 2 subgroups (dK, dV partials)
       {1, 257, 6, 1, 64, true},   // MQA group 6, causal: 2 subgroups of 3 heads
       {1, 257, 8, 1, 64, false},  // group 8, non-causal: not split
+      {2, 256, 4, 2, 128, false}, // non-causal whole blocks: no edge block anywhere
+      {1, 384, 4, 1, 64, false},  // the same at dH 64, three wgmma key blocks
+      {1, 1024, 16, 2, 128, true}, // a long causal split group: each CTA walks many (head, query block) steps
+      {1, 1024, 8, 1, 64, true},  // the same at dH 64, 2 subgroups of 4 heads
   };
   std::vector<Case> v;
   for (AttentionKernel k : {AttentionKernel::Mma, AttentionKernel::Wgmma})
@@ -271,7 +275,8 @@ TEST_P(AttentionBwd, DropoutZeroEqualsNone) {
 
 TEST_P(AttentionBwd, MaskEqualsRegenDeterministic) {
   DB_REQUIRE_KERNEL(GetParam());
-  for (const Shape& s : {Shape{2, 300, 4, 2, 128, true}, Shape{1, 200, 4, 1, 64, false}, Shape{1, 200, 8, 1, 64, true}}) {
+  for (const Shape& s : {Shape{2, 300, 4, 2, 128, true}, Shape{1, 200, 4, 1, 64, false}, Shape{1, 200, 8, 1, 64, true},
+                         Shape{2, 256, 4, 2, 128, false}}) {
     Problem pr(s, GetParam());
     for (int r : {3, 5, 7, 10})
       for (int tw : {8, 16, 32}) {

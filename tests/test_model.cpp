@@ -623,6 +623,7 @@ TEST(Model, NcuPipelinesAndSources) {
   EXPECT_EQ(pipeline_source(pr, "fused"), "ncu+sass");
   EXPECT_EQ(kernel_sources(pr), "gemm ncu, rng ncu, mask ncu, fused sass");
   EXPECT_EQ(join_sources({"hand", "", "sass", "hand"}), "hand+sass");
+  EXPECT_EQ(join_sources({"ncu+bytes", "bytes", "ncu(bwd)"}), "ncu+bytes+ncu(bwd)");  // joined ones as their parts
   // --demand sass: the static answers of PipelinesKnownAnswers.
   Profile ps = p;
   ps.use_ncu = false;

@@ -5,13 +5,18 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
+#include "cli_runner.hpp"
 #include "kernels/common/check.hpp"
 #include "model_fixtures.hpp"
+#include "src/core/config.hpp"
 #include "src/model/model_report.hpp"
 
 using namespace dropbench;
@@ -114,6 +119,203 @@ TEST(ModelReport, PieceKind) {
   EXPECT_EQ(piece_kind("gen = rng:tile"), "rng:tile");
   EXPECT_EQ(piece_kind("pipeline:overlap"), "pipeline:overlap");
   EXPECT_EQ(piece_kind("sum:rng:tile+attention:mask"), "sum:rng:tile+attention:mask");
+}
+
+// ---- A training-step report (`run`, workload.pass = train): each strategy variant against predict_train, as a
+// step and phase by phase, never as the forward pipeline of the same name.
+namespace {
+
+// One measured phase or variant's stats: a median (us) at 1000 MHz.
+json stats_us(double us) {
+  return {{"samples", 10}, {"median", us * 1e-6}, {"mean", us * 1e-6}, {"min", us * 1e-6}, {"max", us * 1e-6},
+          {"stdev", 0}, {"rel_stdev", 0}, {"discarded", 0}, {"mean_clock_mhz", 1000.0}};
+}
+
+json variant(const std::string& name, double us, const std::vector<std::pair<std::string, double>>& phases) {
+  json ph = json::array();
+  for (const auto& [n, t] : phases) ph.push_back({{"name", n}, {"stats", stats_us(t)}});
+  return {{"name", name}, {"peer", false}, {"stats", stats_us(us)}, {"phases", ph}, {"derived", json::object()},
+          {"extra", json::object()}};
+}
+
+// The tiny workload's fp8 training step measured as the runner names its phases; the overlaps' sides are set so
+// that the RNG ends later in stored's forward (45 > 30), the GEMM in regen-overlap's forward (50 > 20), and the
+// GEMM stream in regen-overlap's backward by its phases' sum only (1 + 2 + 10 + 10 = 23 > 21 > each of them).
+json train_report(const Workload& w) {
+  json doc = json::parse(std::ifstream(kFix + "report_run.json"));
+  json& pt = doc["points"][0];
+  pt["workload"] = to_json(w);
+  const json alone = pt["variants"][0];
+  const std::vector<std::pair<std::string, double>> casts_out = {{"cast-dy", 1}, {"transpose-w-out", 2}},
+                                                    tail = {{"cast-dqkv", 3}, {"transpose-w-qkv", 4},
+                                                            {"transpose-x", 5}, {"gemm-dx", 60}, {"gemm-dw", 61}};
+  auto step = [&](std::vector<std::pair<std::string, double>> fwd, bool rng_bwd) {
+    fwd.insert(fwd.end(), {{"cast-o", 6}, {"gemm-out", 40}});
+    fwd.insert(fwd.end(), casts_out.begin(), casts_out.end());
+    fwd.insert(fwd.end(), {{"gemm-out-dx", 10}, {"gemm-out-dw", 10}});
+    if (rng_bwd) fwd.push_back({"rng-bwd", 21});
+    fwd.push_back({"attention-bwd", 300});
+    fwd.insert(fwd.end(), tail.begin(), tail.end());
+    return fwd;
+  };
+  pt["variants"] = json::array(
+      {alone, variant("overlap:fwd", 50, {{"gemm", 30}, {"rng", 45}}),
+       variant("fused", 1000, step({{"gemm", 30}, {"attention", 120}}, false)),
+       variant("stored", 1001, step({{"gemm", 30}, {"rng", 45}, {"attention", 100}}, false)),
+       variant("regen-overlap", 1002, step({{"gemm", 50}, {"rng", 20}, {"attention", 101}}, true)),
+       variant("fused-write", 1003, step({{"gemm", 30}, {"attention", 130}}, false))});
+  return doc;
+}
+
+Workload train_workload() {
+  Workload w = dropbench_test::tiny_workload(builtin_config().workload);
+  w.pass = "train";
+  return w;
+}
+
+const ReportRow* find_row(const std::vector<ReportRow>& rows, const std::string& variant, const std::string& piece) {
+  for (const ReportRow& r : rows)
+    if (r.variant == variant && r.piece == piece) return &r;
+  return nullptr;
+}
+
+// The row of a variant whose piece compares the model phase `phase`, whatever measured phases stand in front.
+const ReportRow* phase_row(const std::vector<ReportRow>& rows, const std::string& variant, const std::string& phase) {
+  for (const ReportRow& r : rows)
+    if (r.variant == variant && piece_kind(r.piece) == "train-phase:" + phase) return &r;
+  return nullptr;
+}
+
+// The synthetic training-step report on the tiny machine and profile, compared, beside predict_train's step.
+struct TrainCase {
+  Machine m = tiny();
+  Profile p = tiny_profile();
+  Workload w = train_workload();
+  MeasuredReport r{"synthetic train report", "run", train_report(w)};
+  ReportComparison c = compare_with_report(m, p, r, {}, false);
+  TrainPrediction tp = predict_train(m, p, w, {});
+};
+
+}  // namespace
+
+TEST(ModelReport, TrainMeasuredPhasesRule) {
+  using Sides = std::vector<std::vector<std::string>>;
+  EXPECT_EQ(train_measured_phases("gemm || rng"), (Sides{{"gemm"}, {"rng"}}));
+  EXPECT_EQ(train_measured_phases("gemm-out-dx+dw || rng"),
+            (Sides{{"cast-dy", "transpose-w-out", "gemm-out-dx", "gemm-out-dw"}, {"rng-bwd"}}));
+  EXPECT_EQ(train_measured_phases("attention-bwd(regen)"), (Sides{{"attention-bwd"}}));
+  EXPECT_EQ(train_measured_phases("gemm-out"), (Sides{{"gemm-out"}}));
+}
+
+TEST(ModelReport, TrainReportComparesEachStrategyThroughPredictTrain) {
+  const TrainCase t;
+  const ReportComparison& c = t.c;
+  const TrainPrediction& tp = t.tp;
+  EXPECT_EQ(c.skipped, 1u);  // overlap:fwd, as before
+  // alone:gemm is compared with the GEMM kernel, as in a forward report.
+  const ReportRow* g = find_row(c.rows, "alone:gemm", "gemm = gemm");
+  ASSERT_NE(g, nullptr);
+  EXPECT_DOUBLE_EQ(g->predicted, gemm_time(t.m, t.p, t.w, {}).seconds);
+  size_t n = 1;
+  ASSERT_EQ(tp.strategies.size(), 4u);
+  for (const StepTime& st : tp.strategies) {
+    SCOPED_TRACE(st.name);
+    const ReportRow* whole = find_row(c.rows, st.name, "train-step:" + st.name);
+    ASSERT_NE(whole, nullptr);
+    EXPECT_DOUBLE_EQ(whole->predicted, st.seconds);
+    EXPECT_EQ(whole->role, "held-out");
+    std::map<std::string, double> by_limiter;  // the step's limiter: the one limiting most of its phases' time
+    for (const std::vector<PhaseTime>* side : {&st.fwd, &st.bwd})
+      for (const PhaseTime& ph : *side) by_limiter[ph.limiter] += ph.seconds;
+    const auto most = std::max_element(by_limiter.begin(), by_limiter.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    ASSERT_NE(most, by_limiter.end());
+    EXPECT_EQ(whole->limiter, most->first);
+    size_t rows = 0;
+    for (const ReportRow& row : c.rows) rows += row.variant == st.name ? 1 : 0;
+    EXPECT_EQ(rows, 1 + st.fwd.size() + st.bwd.size());  // the step, then each model phase once
+    n += rows;
+    for (const std::vector<PhaseTime>* side : {&st.fwd, &st.bwd})
+      for (const PhaseTime& ph : *side) {
+        const ReportRow* row = phase_row(c.rows, st.name, ph.name);
+        ASSERT_NE(row, nullptr) << ph.name;
+        EXPECT_DOUBLE_EQ(row->predicted, ph.seconds) << ph.name;
+        EXPECT_EQ(row->limiter, ph.limiter) << ph.name;
+      }
+  }
+  EXPECT_EQ(c.rows.size(), n);
+  for (const ReportRow& row : c.rows) EXPECT_EQ(row.piece.find("pipeline:"), std::string::npos) << row.piece;
+  // The overlaps end with their later side; a side is the sum of its phases.
+  const ReportRow* fwd_rng = find_row(c.rows, "stored", "max(gemm, rng) = train-phase:gemm || rng");
+  const ReportRow* fwd_gemm = find_row(c.rows, "regen-overlap", "max(gemm, rng) = train-phase:gemm || rng");
+  const ReportRow* bwd = find_row(c.rows, "regen-overlap",
+                                  "max(cast-dy+transpose-w-out+gemm-out-dx+gemm-out-dw, rng-bwd) = "
+                                  "train-phase:gemm-out-dx+dw || rng");
+  ASSERT_TRUE(fwd_rng && fwd_gemm && bwd);
+  EXPECT_NEAR(fwd_rng->measured, 45e-6, 1e-15);
+  EXPECT_NEAR(fwd_gemm->measured, 50e-6, 1e-15);
+  EXPECT_NEAR(bwd->measured, 23e-6, 1e-15);
+  // Every other phase is the measured phase of its name less the mode.
+  const ReportRow* regen = find_row(c.rows, "fused", "attention-bwd = train-phase:attention-bwd(regen)");
+  ASSERT_NE(regen, nullptr);
+  EXPECT_NEAR(regen->measured, 300e-6, 1e-15);
+  ASSERT_NE(find_row(c.rows, "fused-write", "attention = train-phase:attention(fused-write)"), nullptr);
+  // Grouped per step and per model phase; only kernels name a demand source in the summary.
+  const ReportErrors e = report_errors(c.rows);
+  ASSERT_EQ(e.held_out_by_piece.count("train-step:regen-overlap"), 1u);
+  EXPECT_EQ(e.held_out_by_piece.at("train-step:regen-overlap").n, 1u);
+  EXPECT_EQ(e.held_out_by_piece.at("train-phase:gemm || rng").n, 2u);  // stored, regen-overlap
+  for (const auto& [k, src] : e.source_by_piece) EXPECT_EQ(k.rfind("train-", 0), std::string::npos) << k;
+}
+
+// scripts/train_model_check.py restates the mapping of measured to model phases (measured_phase): on every model
+// phase of every strategy of the synthetic step, it gives the measured time the C++ rows do.
+TEST(ModelReport, TrainPhaseRuleMatchesTheScript) {
+  const TrainCase t;
+  for (const json& v : t.r.doc["points"][0]["variants"]) {
+    const StepTime* st = t.tp.strategy(v["name"].get<std::string>());
+    if (!st) continue;
+    json in = {{"ph", json::object()}, {"names", json::array()}};
+    for (const json& ph : v["phases"]) in["ph"][ph["name"].get<std::string>()] = ph["stats"]["median"].get<double>() * 1e6;
+    for (const std::vector<PhaseTime>* side : {&st->fwd, &st->bwd})
+      for (const PhaseTime& ph : *side) in["names"].push_back(ph.name);
+    const std::string cmd = "/usr/bin/python3 -c 'import json, sys; sys.path.insert(0, \"" +
+                            std::string(DROPBENCH_SOURCE_DIR) +
+                            "/scripts\"); import train_model_check as t; d = json.loads(sys.argv[1]); "
+                            "print(json.dumps([t.measured_phase(n, d[\"ph\"]) for n in d[\"names\"]]))' '" +
+                            in.dump() + "'";
+    FILE* f = popen(cmd.c_str(), "r");
+    ASSERT_NE(f, nullptr);
+    std::string out;
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+    ASSERT_EQ(pclose(f), 0) << cmd;
+    const json script = json::parse(out);
+    ASSERT_EQ(script.size(), in["names"].size());
+    for (size_t i = 0; i < script.size(); ++i) {
+      const std::string phase = in["names"][i].get<std::string>();
+      const ReportRow* row = phase_row(t.c.rows, st->name, phase);
+      ASSERT_NE(row, nullptr) << st->name << " " << phase;
+      EXPECT_NEAR(row->measured * 1e6, script[i].get<double>(), 1e-9) << st->name << " " << phase;
+    }
+  }
+}
+
+// At the CLI: the table and the per-piece lines name the steps, and no forward pipeline.
+TEST(ModelReport, TrainReportAtTheCli) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dropbench_model_train_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "train.json") << train_report(train_workload()).dump();
+  const dropbench_test::CliResult r = dropbench_test::run_dropbench(
+      "model --machine '" + kFix + "machine.json' --profile '" + kFix + "profile.json' --report '" +
+      (dir / "train.json").string() + "'");
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("| fused "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("train-step:fused "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("train-phase:attention-bwd(regen)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("pipeline:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 variant(s) not modelled"), std::string::npos) << r.out;
 }
 
 // a machine file with an unknown key, a directory where a file is expected, and a dry-run report are

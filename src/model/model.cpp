@@ -1599,8 +1599,12 @@ double residency_warps(const std::string& residency, double auto_warps, const Ma
 
 std::string join_sources(const std::vector<std::string>& sources) {
   std::vector<std::string> u;
-  for (const std::string& s : sources)
-    if (!s.empty() && std::find(u.begin(), u.end(), s) == u.end()) u.push_back(s);
+  for (const std::string& joined : sources)  // a source may be joined already ("ncu+bytes")
+    for (size_t b = 0, e; b < joined.size(); b = e + 1) {
+      e = std::min(joined.find('+', b), joined.size());
+      const std::string s = joined.substr(b, e - b);
+      if (!s.empty() && std::find(u.begin(), u.end(), s) == u.end()) u.push_back(s);
+    }
   std::string out;
   for (const std::string& s : u) out += (out.empty() ? "" : "+") + s;
   return out;
@@ -1628,6 +1632,19 @@ const char* const kSourceLegend =
     "hand = the GEMM's hand-written per-FLOP demand (docs/model.md, \"Demand sources\")";
 
 namespace {
+
+// The unit that limits most of a pipeline's or a step's time: its pieces' times summed by limiting unit.
+struct Dominant {
+  std::map<std::string, double> by;
+  void add(const std::string& unit, double s) { by[unit] += s; }
+  std::string unit() const {
+    std::string u;
+    double b = -1;
+    for (const auto& [k, v] : by)
+      if (v > b) b = v, u = k;
+    return u;
+  }
+};
 
 // A second prediction with the power term off, when the term can act (power data and a cap); nullopt otherwise
 // (the times are the same).
@@ -1668,18 +1685,6 @@ Prediction predict(const Machine& m, const Profile& p, const Workload& w, const 
   }
   r.attn_fused = fused.t;
 
-  // The unit that limits most of a pipeline's time: its pieces' times summed by limiting unit.
-  struct Dominant {
-    std::map<std::string, double> by;
-    void add(const std::string& unit, double s) { by[unit] += s; }
-    std::string unit() const {
-      std::string u;
-      double b = -1;
-      for (const auto& [k, v] : by)
-        if (v > b) b = v, u = k;
-      return u;
-    }
-  };
   // Total energy of a pipeline: its kernels' dynamic energy plus the static power over its time; -1 when a
   // kernel has no power data.
   auto energy = [&](std::initializer_list<const KernelTime*> ks, double seconds) {
@@ -1827,6 +1832,7 @@ Piece serial_pieces(const Piece& a, const Piece& b, const std::string& name) {
   pc.t.work = a.t.work + b.t.work;
   pc.t.energy_j = a.t.energy_j >= 0 && b.t.energy_j >= 0 ? a.t.energy_j + b.t.energy_j : -1;
   pc.t.limiter = a.t.seconds >= b.t.seconds ? a.t.limiter : b.t.limiter;
+  pc.t.source = join_sources({a.t.source, b.t.source});
   return pc;
 }
 
@@ -1934,6 +1940,24 @@ Piece fused_write_piece(const Machine& m, const Profile& p, const Workload& w, c
   }
 }
 
+std::string step_limiter(const StepTime& st) {
+  Dominant d;
+  for (const std::vector<PhaseTime>* side : {&st.fwd, &st.bwd})
+    for (const PhaseTime& x : *side) d.add(x.limiter, x.seconds);
+  return d.unit();
+}
+
+// The strategies' and their phases' times without the power term, from `np` (the same prediction with the term
+// off), or their own times where the term cannot act (np empty).
+void set_no_power(std::vector<StepTime>& steps, const std::optional<TrainPrediction>& np) {
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const StepTime& n = np ? np->strategies[i] : steps[i];
+    steps[i].seconds_no_power = n.seconds;
+    for (size_t j = 0; j < steps[i].fwd.size(); ++j) steps[i].fwd[j].seconds_no_power = n.fwd[j].seconds;
+    for (size_t j = 0; j < steps[i].bwd.size(); ++j) steps[i].bwd[j].seconds_no_power = n.bwd[j].seconds;
+  }
+}
+
 }  // namespace
 
 TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
@@ -1983,7 +2007,7 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
   r.bwd_overlap = concurrent(m, o, out_bwd_side, rng, r.fwd.rng_coresident_warps, /*allow_partition=*/true);
 
   const Prediction& f = r.fwd;
-  auto ph = [](const KernelTime& k) { return PhaseTime{k.name, k.seconds, k.limiter, k.clock_mhz}; };
+  auto ph = [](const KernelTime& k) { return PhaseTime{k.name, k.seconds, k.limiter, k.clock_mhz, k.source}; };
   // Energy of kernels, -1 when one lacks power data.
   auto dyn = [&](std::initializer_list<const KernelTime*> ks) {
     double s = 0;
@@ -2023,6 +2047,7 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
     st.fwd_seconds += gap * static_cast<double>(st.fwd.size() - 1);
     st.bwd_seconds += gap * static_cast<double>(st.bwd.size() - 1);
     st.seconds = st.fwd_seconds + gap + st.bwd_seconds;
+    st.limiter = step_limiter(st);
     st.energy_j = dyn_j >= 0 && m.has_power() ? dyn_j + cast_j + m.static_w * st.seconds : -1;
   };
   const PipelineTime& fused_fwd = *f.pipeline("fused");
@@ -2041,7 +2066,8 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
         break;
       case Pipeline::Stored:
       case Pipeline::RegenOverlap: {
-        st.fwd = fwd_phases(PhaseTime{"gemm || rng", f.overlap.seconds, f.overlap.limiter, f.gemm.clock_mhz},
+        st.fwd = fwd_phases(PhaseTime{"gemm || rng", f.overlap.seconds, f.overlap.limiter, f.gemm.clock_mhz,
+                                      join_sources({f.gemm.source, f.rng.source})},
                             ph(f.attn_mask));
         st.hidden_fwd = f.overlap.hidden;
         st.energy_bound_fwd_s = f.overlap.energy_bound_s;
@@ -2053,7 +2079,9 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
           dj = dyn({&f.gemm, &f.rng, &f.attn_mask, &g_out.t, &g_out_dx.t, &g_out_dw.t, &b_mask.t, &g_dx.t, &g_dw.t});
         } else {
           const Concurrent& c = r.bwd_overlap;
-          st.bwd = {PhaseTime{"gemm-out-dx+dw || rng", c.seconds, c.limiter, g_out_dx.t.clock_mhz}, ph(b_mask.t)};
+          st.bwd = {PhaseTime{"gemm-out-dx+dw || rng", c.seconds, c.limiter, g_out_dx.t.clock_mhz,
+                              join_sources({out_bwd_side.t.source, rng.t.source})},
+                    ph(b_mask.t)};
           st.hidden_bwd = c.hidden;
           st.energy_bound_bwd_s = c.energy_bound_s;
           st.detail = "forward as stored, mask freed after it; backward: output projection dX, dW || RNG (" +
@@ -2077,10 +2105,7 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
     finish(st, dj);
     r.strategies.push_back(std::move(st));
   }
-  const std::optional<TrainPrediction> np =
-      without_power(m, p, [&](const Profile& pn) { return predict_train(m, pn, w, o); });
-  for (size_t i = 0; i < r.strategies.size(); ++i)
-    r.strategies[i].seconds_no_power = np ? np->strategies[i].seconds : r.strategies[i].seconds;
+  set_no_power(r.strategies, without_power(m, p, [&](const Profile& pn) { return predict_train(m, pn, w, o); }));
   return r;
 }
 

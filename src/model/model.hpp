@@ -335,7 +335,8 @@ double coresident_warps(const Machine& m, double used_regs, double used_smem, do
 
 Prediction predict(const Machine& m, const Profile& p, const Workload& w, const Options& o);
 
-// Demand sources (KernelTime::source): the distinct ones in order, joined by "+" ("ncu", "hand+ncu").
+// Demand sources (KernelTime::source): the distinct ones in order, joined by "+" ("ncu", "hand+ncu"); a source
+// joined already counts as its parts.
 std::string join_sources(const std::vector<std::string>& sources);
 // The sources of a pipeline's kernels (baseline / overlap / chunked: GEMM, RNG, attention(mask); fused: GEMM,
 // attention(fused)).
@@ -357,6 +358,8 @@ struct PhaseTime {
   double seconds = 0;
   std::string limiter;
   double clock_mhz = 0;  // the SM clock it is timed at (an overlap: its GEMM side's)
+  std::string source;    // its kernels' demand sources (join_sources)
+  double seconds_no_power = 0;  // without the power term (= seconds when the term cannot act)
 };
 
 struct StepTime {
@@ -364,6 +367,7 @@ struct StepTime {
   double seconds = 0;               // forward + backward
   double fwd_seconds = 0, bwd_seconds = 0;
   std::vector<PhaseTime> fwd, bwd;  // in execution order (launch gaps not listed)
+  std::string limiter;              // the unit that limits most of its time (its phases' times summed by limiter)
   std::string detail;
   double energy_j = -1;             // the kernels' dynamic energy + static_w x seconds (< 0: no power data)
   double seconds_no_power = 0;

@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <set>
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "kernels/common/check.hpp"
 #include "src/core/input.hpp"
@@ -55,6 +57,16 @@ bool axes_match(const json& fit_axes, const json& axes) {
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
+// What one report variant is compared on.
+struct Comparand {
+  std::string variant;
+  std::string phase;  // "" = the whole variant
+  std::string piece;  // Predictor piece
+  // A training-step strategy (Predictor::train): its step (model_phase "") or its model phase `model_phase`,
+  // measured by the phases train_measured_phases names.
+  std::string strategy, model_phase;
+};
+
 // Predicted kernel / pipeline time of `piece` for workload w at options o; .source: where the demand came from.
 // Pieces: gemm, rng:LAYOUT, attention:MODE, pipeline:NAME, sum:A+B (two kernels back to back).
 struct Predictor {
@@ -79,6 +91,32 @@ struct Predictor {
     t.source = pipeline_source(pr, name);
     return t;
   }
+  // A training step's strategy as a whole (phase "") or one of its model phases, as predict_train composes it.
+  KernelTime train(const std::string& strategy, const std::string& phase, const Workload& w, const Options& o) const {
+    const TrainPrediction tp = predict_train(m, p, w, o);
+    const StepTime* st = tp.strategy(strategy);
+    if (!st) throw UsageError("model: the training step has no strategy " + strategy);
+    KernelTime t;
+    t.name = phase.empty() ? strategy : phase;
+    std::vector<std::string> sources;
+    for (const std::vector<PhaseTime>* side : {&st->fwd, &st->bwd})
+      for (const PhaseTime& x : *side) {
+        sources.push_back(x.source);
+        if (x.name != phase) continue;
+        t.seconds = x.seconds;
+        t.seconds_no_power = x.seconds_no_power;
+        t.limiter = x.limiter;
+        t.source = x.source;
+        return t;
+      }
+    if (!phase.empty()) throw UsageError("model: strategy " + strategy + " has no phase " + phase);
+    t.seconds = st->seconds;
+    t.seconds_no_power = st->seconds_no_power;
+    t.energy_j = st->energy_j;
+    t.limiter = st->limiter;
+    t.source = join_sources(sources);
+    return t;
+  }
   KernelTime any(const std::string& piece, const Workload& w, const Options& o) const {
     if (starts_with(piece, "pipeline:")) return pipeline(piece.substr(9), w, o);
     if (starts_with(piece, "sum:")) {  // "sum:rng:tile+attention:mask": serial kernels with a launch gap
@@ -95,14 +133,22 @@ struct Predictor {
     }
     return kernel(piece, w, o);
   }
+  KernelTime any(const Comparand& c, const Workload& w, const Options& o) const {
+    return c.strategy.empty() ? any(c.piece, w, o) : train(c.strategy, c.model_phase, w, o);
+  }
 };
 
-// What one report variant is compared on.
-struct Comparand {
-  std::string variant;
-  std::string phase;  // "" = the whole variant
-  std::string piece;  // Predictor piece
-};
+// The training-step variants of a pass-train point: each strategy the model composes, as a whole step and phase
+// by phase (every model phase of the strategy, in step order).
+std::vector<Comparand> train_comparands(const json& v, const TrainPrediction& tp) {
+  const std::string name = v.value("name", "");
+  const StepTime* st = tp.strategy(name);
+  if (!st) return {};
+  std::vector<Comparand> out = {{name, "", "train-step:" + name, name, ""}};
+  for (const std::vector<PhaseTime>* side : {&st->fwd, &st->bwd})
+    for (const PhaseTime& x : *side) out.push_back({name, x.name, "train-phase:" + x.name, name, x.name});
+  return out;
+}
 
 std::vector<Comparand> comparands(const std::string& command, const json& v, const Workload& w) {
   const std::string name = v.value("name", "");
@@ -123,14 +169,17 @@ std::vector<Comparand> comparands(const std::string& command, const json& v, con
     add("gemm", "gemm");
   } else if (command == "run") {
     // Pipelines as wholes; the phases of the serial ones; the pieces measured alone. Overlap-mechanism
-    // variants ("mech:...") and chunk-level pieces are not compared.
-    if (name == "baseline" || name == "fused" || name == "overlap" || name == "chunked") add("", "pipeline:" + name);
-    if (name == "baseline") {
+    // variants ("mech:...") and chunk-level pieces are not compared. A training step's strategies (some named
+    // as forward pipelines) are train_comparands'.
+    const bool fwd = w.pass != "train";
+    if (fwd && (name == "baseline" || name == "fused" || name == "overlap" || name == "chunked"))
+      add("", "pipeline:" + name);
+    if (fwd && name == "baseline") {
       add("gemm", "gemm");
       add("rng", "rng:tile");
       add("attention", "attention:mask");
     }
-    if (name == "fused") {
+    if (fwd && name == "fused") {
       add("gemm", "gemm");
       add("attention", "attention:fused");
     }
@@ -152,8 +201,50 @@ const json* stats_for(const std::string& command, const json& v, const std::stri
   return &whole;
 }
 
+// A comparand's measured median and mean SM clock, and the measured phases it reads ("" = the whole variant).
+struct Measured {
+  double median = 0, clock = 0;
+  std::string phases;
+};
+
+// What `c` measures in variant v; nullopt when the report did not time it. A model phase of the training step
+// reads the phases train_measured_phases names: sides that start at one fork, each the sum of its timed phases
+// (a side's clock: their time-weighted mean), the phase ending with the later side.
+std::optional<Measured> measured(const std::string& command, const json& v, const Comparand& c) {
+  if (c.model_phase.empty()) {
+    const json* st = stats_for(command, v, c.phase);
+    if (!st) return std::nullopt;
+    return Measured{median_of(*st), clock_of(*st), c.phase};
+  }
+  Measured out;
+  std::vector<std::string> sides;
+  for (const std::vector<std::string>& side : train_measured_phases(c.model_phase)) {
+    double t = 0, clocked = 0, clock = 0;
+    std::vector<std::string> timed;
+    for (const std::string& name : side) {
+      const json* ph = find_phase(v, name);
+      if (!ph) continue;
+      const double d = median_of(ph->at("stats")), f = clock_of(ph->at("stats"));
+      t += d;
+      if (f > 0) {
+        clocked += d;
+        clock += d * f;
+      }
+      timed.push_back(name);
+    }
+    if (timed.empty()) return std::nullopt;
+    sides.push_back(fmt::format("{}", fmt::join(timed, "+")));
+    if (t > out.median) {
+      out.median = t;
+      out.clock = clocked > 0 ? clock / clocked : 0;
+    }
+  }
+  out.phases = sides.size() == 1 ? sides.front() : fmt::format("max({})", fmt::join(sides, ", "));
+  return out;
+}
+
 // Marks `row` as a fit point when the machine's calibration names it (last match wins); composed rows,
-// sums and pipelines are never fit points.
+// sums, pipelines and training steps are never fit points.
 void mark_fit(ReportRow& row, const Machine& m, const Predictor& pred, const std::string& report_path,
               const std::string& command, const std::string& piece, const Workload& w, const Options& uncalibrated) {
   Options calibrated = uncalibrated;
@@ -164,7 +255,8 @@ void mark_fit(ReportRow& row, const Machine& m, const Predictor& pred, const std
                                report_path.compare(report_path.size() - fp.report.size(), fp.report.size(), fp.report) != 0))
       continue;
     if (fp.command == command && fp.variant == row.variant && axes_match(fp.axes, row.axes) &&
-        !starts_with(piece, "sum:") && !starts_with(piece, "pipeline:") && row.role != "composed") {
+        !starts_with(piece, "sum:") && !starts_with(piece, "pipeline:") && !starts_with(piece, "train-") &&
+        row.role != "composed") {
       row.role = "fit";
       if (fp.unit == kRngStripUnit) {  // fitted by --fit-kernels; an efficiency fit point on the row names its unit
         row.strip_fit = true;
@@ -202,6 +294,14 @@ double num(const json& j, const char* k) {
 }
 
 }  // namespace
+
+std::vector<std::vector<std::string>> train_measured_phases(const std::string& model_phase) {
+  const std::string base = model_phase.substr(0, model_phase.find('('));
+  if (base == "gemm || rng") return {{"gemm"}, {"rng"}};
+  if (base == "gemm-out-dx+dw || rng")
+    return {{"cast-dy", "transpose-w-out", "gemm-out-dx", "gemm-out-dw"}, {"rng-bwd"}};
+  return {{base}};
+}
 
 MeasuredReport load_measured_report(const std::string& path, const std::string& who) {
   MeasuredReport r;
@@ -280,23 +380,32 @@ ReportComparison compare_with_report(const Machine& m, const Profile& p, const M
   for (const json& pt : r.doc.at("points")) {
     const json axes = pt.value("axes", json::object());
     const Workload w = workload_of(pt.at("workload"), r.path);
+    // A training step's strategies are compared phase by phase as the model composes each.
+    std::optional<TrainPrediction> tp;
+    if (r.command == "run" && w.pass == "train") try {
+        tp = predict_train(m, p, w, o);
+      } catch (const UsageError&) {
+        tp.reset();  // the profile lacks this case: its strategies are not modelled
+      }
     for (const json& v : pt.at("variants")) {
       if (v.value("peer", false)) continue;
-      const std::vector<Comparand> cmp = comparands(r.command, v, w);
+      std::vector<Comparand> cmp = comparands(r.command, v, w);
+      if (tp)
+        for (Comparand& c : train_comparands(v, *tp)) cmp.push_back(std::move(c));
       if (cmp.empty()) ++out.skipped;
       for (const Comparand& c : cmp) {
-        const json* stats = stats_for(r.command, v, c.phase);
-        if (!stats) continue;
+        const std::optional<Measured> ms = measured(r.command, v, c);
+        if (!ms) continue;
         ReportRow row;
         row.axes = axes;
         row.variant = c.variant;
-        row.piece = c.phase.empty() ? c.piece : c.phase + " = " + c.piece;
-        row.measured = median_of(*stats);
-        row.measured_clock = clock_of(*stats);
+        row.piece = ms->phases.empty() ? c.piece : ms->phases + " = " + c.piece;
+        row.measured = ms->median;
+        row.measured_clock = ms->clock;
         if (row.measured <= 0) continue;
         KernelTime t;
         try {
-          t = pred.any(c.piece, w, o);
+          t = pred.any(c, w, o);
         } catch (const UsageError&) {
           ++out.skipped;  // the profile lacks this case (layout, mode, head_dim...)
           continue;
@@ -308,7 +417,7 @@ ReportComparison compare_with_report(const Machine& m, const Profile& p, const M
         row.source = t.source;
         Options oc = o;
         oc.clock_mhz = row.measured_clock;
-        const KernelTime tc = row.measured_clock > 0 ? pred.any(c.piece, w, oc) : t;
+        const KernelTime tc = row.measured_clock > 0 ? pred.any(c, w, oc) : t;
         row.predicted_at_measured_clock = tc.seconds;
         if (at_measured_clock) row.predicted_no_power = tc.seconds_no_power > 0 ? tc.seconds_no_power : tc.seconds;
         // Sustained time: the whole variant's power pass, for a pipeline compared whole or a single-kernel variant.
@@ -384,7 +493,9 @@ ReportErrors report_errors(const std::vector<ReportRow>& rows) {
   ReportErrors out;
   for (const ReportRow& row : rows) {
     const std::string kind = piece_kind(row.piece);
-    if (!starts_with(kind, "pipeline:") && !starts_with(kind, "sum:")) sources[kind].insert(row.source);
+    // Compositions name no demand source of their own; a step's phases are its kernels seen again.
+    if (!starts_with(kind, "pipeline:") && !starts_with(kind, "sum:") && !starts_with(kind, "train-"))
+      sources[kind].insert(row.source);
     if (row.role == "composed") {
       composed.push_back(row.err());
       continue;

@@ -28,11 +28,21 @@ MeasuredReport load_measured_report(const std::string& path, const std::string& 
 std::vector<std::string> newest_reports(const std::string& results_dir, const std::string& command,
                                         const std::string& pass = "fwd");
 
+// The measured phases of a training-step report variant that time the model phase `model_phase` (PhaseTime::name
+// of predict_train), as sides started at one fork: an overlap "gemm || rng" / "gemm-out-dx+dw || rng" has two (the
+// GEMM stream's phases, summed, and the RNG's), and ends with the later side; any other phase has one, the
+// measured phase of its name less the "(mode)" suffix ("attention-bwd(regen)" -> "attention-bwd"). A side's
+// phases that the report did not time (the bf16 step has no casts) are left out of its sum.
+std::vector<std::vector<std::string>> train_measured_phases(const std::string& model_phase);
+
 // One comparison: a measured median against a prediction.
 struct ReportRow {
   json axes;
   std::string variant;
-  std::string piece;  // "phase = piece" when a phase of the variant is compared, else the piece
+  // "phase = piece" when a phase of the variant is compared, else the piece. A training step's strategy: piece
+  // train-step:STRATEGY (the whole step) or train-phase:MODEL_PHASE, its phase the measured ones that time it
+  // ("max(gemm, rng) = train-phase:gemm || rng").
+  std::string piece;
   double measured = 0, predicted = 0, predicted_at_measured_clock = 0, measured_clock = 0;
   double predicted_no_power = 0;  // without the power term (= predicted when the profile has no power data)
   // Back-to-back time of a single-kernel or whole-pipeline variant from its power pass (power.time_per_iter_s:
