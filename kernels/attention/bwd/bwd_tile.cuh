@@ -47,10 +47,12 @@ __device__ __forceinline__ bool tile_read(const Args& a, uint32_t r16, uint32_t 
   return r16 < a.geo.rows16() && c64 < a.geo.cols64() && (!a.causal || attn::tile_generated<true>(r16, c64));
 }
 // The keep word `lane` of tile (r16, c64) of matrix bh: read from the mask or generated, 0 where tile_read is false.
+// known_read: the caller knows that tile_read holds, so it is not evaluated.
 template <DropoutMode kMode, int R, int TW>
-__device__ __forceinline__ uint32_t keep_word(const Args& a, uint32_t bh, uint32_t r16, uint32_t c64, uint32_t lane) {
+__device__ __forceinline__ uint32_t keep_word(const Args& a, uint32_t bh, uint32_t r16, uint32_t c64, uint32_t lane,
+                                              bool known_read = false) {
   uint32_t w = 0;
-  if (tile_read(a, r16, c64)) {
+  if (known_read || tile_read(a, r16, c64)) {
     if constexpr (kMode == DropoutMode::Mask) {
       asm volatile("ld.global.nc.L1::no_allocate.b32 %0, [%1];" : "=r"(w) : "l"(a.mask + a.geo.word_index(bh, r16, c64, lane)));
     } else if constexpr (kMode == DropoutMode::Fused) {
@@ -63,11 +65,14 @@ __device__ __forceinline__ uint32_t keep_word(const Args& a, uint32_t bh, uint32
 // Mode Fused with the round count and threshold width chosen at run time (a.rounds, a.tw; a warp-uniform branch
 // once per word): keep_word<Fused, R, TW> for the (R, TW) of dispatch.cuh's lists that match.
 template <std::size_t I = 0, std::size_t J = 0>
-__device__ __forceinline__ uint32_t regen_word(const Args& a, uint32_t bh, uint32_t r16, uint32_t c64, uint32_t lane) {
+__device__ __forceinline__ uint32_t regen_word(const Args& a, uint32_t bh, uint32_t r16, uint32_t c64, uint32_t lane,
+                                               bool known_read) {
   constexpr int R = kPhiloxRounds[I], TW = kThresholdBits[J];
-  if (a.rounds == R && a.tw == TW) return keep_word<DropoutMode::Fused, R, TW>(a, bh, r16, c64, lane);
-  if constexpr (J + 1 < sizeof(kThresholdBits) / sizeof(int)) return regen_word<I, J + 1>(a, bh, r16, c64, lane);
-  else if constexpr (I + 1 < sizeof(kPhiloxRounds) / sizeof(int)) return regen_word<I + 1, 0>(a, bh, r16, c64, lane);
+  if (a.rounds == R && a.tw == TW) return keep_word<DropoutMode::Fused, R, TW>(a, bh, r16, c64, lane, known_read);
+  if constexpr (J + 1 < sizeof(kThresholdBits) / sizeof(int))
+    return regen_word<I, J + 1>(a, bh, r16, c64, lane, known_read);
+  else if constexpr (I + 1 < sizeof(kPhiloxRounds) / sizeof(int))
+    return regen_word<I + 1, 0>(a, bh, r16, c64, lane, known_read);
   else return 0u;
 }
 
@@ -103,17 +108,26 @@ __device__ __forceinline__ float el(const float (&x)[N], int nb, int i) { return
 // Element (nb, i) of the lane: its key row (in the 64-key block) and query column (in the block).
 __device__ __forceinline__ int el_key(int kl0, int i) { return kl0 + 8 * (i >> 1); }
 __device__ __forceinline__ int el_query(int nb, int i, int lane) { return 8 * nb + 2 * (lane & 3) + (i & 1); }
-// Element (nb, i) of s, a raw score, becomes P^T (masked past SQ and above the causal diagonal on edge blocks).
-template <class F>
+// The LSE of query ql: from the block's 64 values, or the value itself (read by the caller).
+__device__ __forceinline__ float lse_of(const float* lse, int ql) { return lse[ql]; }
+__device__ __forceinline__ float lse_of(float lq, int) { return lq; }
+// Element (nb, i) of s, a raw score, becomes P^T (masked past SQ and above the causal diagonal on edge blocks); lse:
+// the block's 64 LSE values, or the element's own (lse_of).
+template <class F, class L>
 __device__ __forceinline__ void prob_at(F& s, int nb, int i, const Args& a, float sl2, int kl0, int lane, int k0,
-                                        int q0, bool edge, const float* lse) {
+                                        int q0, bool edge, L lse) {
   const int kl = el_key(kl0, i), ql = el_query(nb, i, lane);
   float x = el(s, nb, i);
   if (edge) {
     const int kg = k0 + kl, qg = q0 + ql;
     if (kg >= a.sq || qg >= a.sq || (a.causal && kg > qg)) x = -INFINITY;
   }
-  el(s, nb, i) = attn::fast_exp2(__fmaf_rn(x, sl2, -__fmul_rn(lse[ql], kLog2e)));
+  el(s, nb, i) = attn::fast_exp2(__fmaf_rn(x, sl2, -__fmul_rn(lse_of(lse, ql), kLog2e)));
+}
+// The values of queries el_query(nb, 0, lane) and el_query(nb, 1, lane) (adjacent, the first even) of a block's 64
+// in shared memory, v 8-byte aligned: one 64-bit load instead of two 32-bit ones.
+__device__ __forceinline__ float2 query_pair(const float* v, int nb, int lane) {
+  return *reinterpret_cast<const float2*>(v + el_query(nb, 0, lane));
 }
 // The keep bit of element (nb, i) in read_keep_words' words.
 __device__ __forceinline__ uint32_t keep_bit(const uint32_t (&kw)[4][2], int nb, int i, int kl, int ql) {
@@ -123,14 +137,16 @@ __device__ __forceinline__ uint32_t keep_bit(const uint32_t (&kw)[4][2], int nb,
 // dropout).
 __device__ __forceinline__ float dst_el(float p, float dp, float zf, float d) { return __fmul_rn(p, __fmaf_rn(dp, zf, -d)); }
 
-// probs: s = S^T (raw scores) becomes P^T, in place.
+// probs: s = S^T (raw scores) becomes P^T, in place; lse 8-byte aligned (query_pair).
 template <class F>
 __device__ __forceinline__ void probs(F& s, const Args& a, float sl2, int kl0, int lane, int k0, int q0, bool edge,
                                       const float* lse) {
 #pragma unroll
-  for (int nb = 0; nb < 8; ++nb)
+  for (int nb = 0; nb < 8; ++nb) {
+    const float2 l = query_pair(lse, nb, lane);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) prob_at(s, nb, i, a, sl2, kl0, lane, k0, q0, edge, lse);
+    for (int i = 0; i < 4; ++i) prob_at(s, nb, i, a, sl2, kl0, lane, k0, q0, edge, (i & 1) ? l.y : l.x);
+  }
 }
 // The lane's 32 keep bits of the block: bit 4 nb + i for element (nb, i).
 __device__ __forceinline__ uint32_t keep_bits(const uint32_t (&kw)[4][2], int kl0, int lane) {
@@ -147,25 +163,30 @@ __device__ __forceinline__ float keep_factor(uint32_t bit, float keep_scale) {
   if constexpr (kDrop) return bit ? keep_scale : 0.f;
   return 1.f;
 }
-// dst: with p = P^T from probs and dp = dP^T, dp becomes dS^T; z: keep_bits'.
+// dst: with p = P^T from probs and dp = dP^T, dp becomes dS^T; z: keep_bits'; dd 8-byte aligned (query_pair).
 template <bool kDrop, class F>
 __device__ __forceinline__ void dst(const F& p, F& dp, uint32_t z, float keep_scale, int lane, const float* dd) {
 #pragma unroll
-  for (int nb = 0; nb < 8; ++nb)
+  for (int nb = 0; nb < 8; ++nb) {
+    const float2 d = query_pair(dd, nb, lane);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const float zf = keep_factor<kDrop>((z >> (4 * nb + i)) & 1u, keep_scale);
-      el(dp, nb, i) = dst_el(el(p, nb, i), el(dp, nb, i), zf, dd[el_query(nb, i, lane)]);
+      el(dp, nb, i) = dst_el(el(p, nb, i), el(dp, nb, i), zf, (i & 1) ? d.y : d.x);
     }
+  }
 }
-// Then p = P^T becomes (P o Z)^T, in place.
+// Then p = P^T becomes (P o Z)^T, in place. Without dropout it already is: p x 1 is p (ex2.approx.ftz gives no
+// subnormals), and ptxas keeps a __fmul_rn by 1, one FMUL per element.
 template <bool kDrop, class F>
 __device__ __forceinline__ void dropped_probs(F& p, uint32_t z, float keep_scale) {
+  if constexpr (kDrop) {
 #pragma unroll
-  for (int nb = 0; nb < 8; ++nb)
+    for (int nb = 0; nb < 8; ++nb)
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
-      el(p, nb, i) = __fmul_rn(el(p, nb, i), keep_factor<kDrop>((z >> (4 * nb + i)) & 1u, keep_scale));
+      for (int i = 0; i < 4; ++i)
+        el(p, nb, i) = __fmul_rn(el(p, nb, i), keep_factor<kDrop>((z >> (4 * nb + i)) & 1u, keep_scale));
+  }
 }
 // Both in one pass (the mma kernel, whose registers allow no more): s = S^T becomes (P o Z)^T, dp = dP^T becomes
 // dS^T.

@@ -106,6 +106,15 @@ struct Schedule {
   }
   __device__ __forceinline__ int head(int it) const { return head0 + it / nq; }
   __device__ __forceinline__ int q0(int it) const { return (qb0 + it % nq) * 64; }
+  // From head(it), q0(it) to head(it + 1), q0(it + 1) without the division: the next query block, or past the
+  // last one the next head's first.
+  __device__ __forceinline__ void advance(int& h, int& q) const {
+    q += 64;
+    if (q == (qb0 + nq) * 64) {
+      q = qb0 * 64;
+      ++h;
+    }
+  }
 };
 
 }  // namespace attn_bwd_wg

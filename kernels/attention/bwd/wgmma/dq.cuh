@@ -22,14 +22,18 @@ namespace dropbench {
 namespace attn_bwd_wg {
 
 // The warp's 16 key rows of dS^T (A fragments ds[kk], m64k16 layout) into buf. Conflict-free: per store a warp
-// writes 8 rows x 4 words, the rows' chunks XOR-swizzled apart.
+// writes 8 rows x 4 words, the rows' chunks XOR-swizzled apart. Row kl = 16 warp + lane / 4 + 8 hh, chunk nb at
+// 128 kl + ((nb ^ kl % 8) << 4), word lane % 4: buf (1024-aligned), 128 kl and 4 (lane % 4) leave bits 4..6 clear,
+// so the chunk is an XOR of nb << 4 into the row's address with kl % 8 in those bits, and hh = 1 (8 rows on, the
+// same kl % 8) adds 1024.
 __device__ __forceinline__ void store_ds(uint32_t buf, const uint32_t (&ds)[4][4], int warp, int lane) {
+  const int kl = warp * 16 + (lane >> 2);
+  const uint32_t row = buf + kl * 128 + ((kl & 7) << 4) + (lane & 3) * 4;
 #pragma unroll
   for (int nb = 0; nb < 8; ++nb)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const int kl = warp * 16 + (lane >> 2) + 8 * hh;
-      const uint32_t addr = buf + kl * 128 + ((nb ^ (kl & 7)) << 4) + (lane & 3) * 4;
+      const uint32_t addr = (row ^ (nb << 4)) + 1024 * hh;
       asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(ds[nb >> 1][2 * (nb & 1) + hh]) : "memory");
     }
   ptx::fence_proxy_async_smem();  // the generic stores before the wgmma's (async proxy) reads
@@ -37,15 +41,18 @@ __device__ __forceinline__ void store_ds(uint32_t buf, const uint32_t (&ds)[4][4
 
 // The warp's 16 query rows of a 64 x 64 fp32 dQ slice (the m64n64 accumulator) into the staging: columns 32 b ..
 // 32 b + 31 in box b, row r at 128 r, its 16-byte chunk j at (j ^ (r % 8)). Conflict-free: per store a warp writes
-// 8 rows x 32 bytes, two wavefronts.
+// 8 rows x 32 bytes, two wavefronts. Row r = 16 warp + lane / 4 + 8 hh, chunk j = 2 (nb % 4) + (lane % 4) / 2, 8
+// bytes (lane % 2) in: stage and box_bytes (1024-aligned), 128 r and 8 (lane % 2) leave bits 4..6 clear, so the chunk
+// is an XOR of (nb % 4) << 5 into the row's address with ((lane % 4) / 2) ^ (r % 8) in those bits, and hh = 1 (8
+// rows on, the same r % 8) adds 1024.
 __device__ __forceinline__ void store_dq_stage(uint32_t stage, const float (&dq)[32], int box_bytes, int warp, int lane) {
+  const int r = warp * 16 + (lane >> 2);
+  const uint32_t row = stage + r * 128 + ((((lane & 3) >> 1) ^ (r & 7)) << 4) + (lane & 1) * 8;
 #pragma unroll
   for (int nb = 0; nb < 8; ++nb)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const int r = warp * 16 + (lane >> 2) + 8 * hh;
-      const int j = 2 * (nb & 3) + ((lane & 3) >> 1);
-      const uint32_t addr = stage + (nb >> 2) * box_bytes + r * 128 + ((j ^ (r & 7)) << 4) + (lane & 1) * 8;
+      const uint32_t addr = (row ^ ((nb & 3) << 5)) + (nb >> 2) * box_bytes + 1024 * hh;
       asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(dq[4 * nb + 2 * hh]), "f"(dq[4 * nb + 2 * hh + 1])
                    : "memory");
     }
@@ -72,16 +79,20 @@ __device__ __forceinline__ int dq_slice(int c, int buf) {
 // Slice n of dQ[q0 .. q0 + 63] = dS K (unscaled; the conversion multiplies by the softmax scale) into dq, issued as
 // one commit group once both consumers' dS^T of the block (buffer buf) are stored: 8 k-steps, the two consumers' dS
 // against their K rows.
+// The k-steps' descriptors are the first k-step's plus the byte offset / 16 (the address field counts 16 bytes, and
+// every operand lies below 2^18 bytes of the shared window, so no carry leaves the field): consumer half's dS^T is
+// ds(half, buf) = ds(0, buf) + 2 kDsBytes half, its K rows 64 x 128 bytes half further, a k-step 16 rows of 128 bytes.
 template <class C>
 __device__ __forceinline__ void issue_dq(const Smem<C>& sm, int buf, int n, float (&dq)[32]) {
   using namespace ptx;
+  const uint64_t da0 = desc_sw128(sm.ds(0, buf), 64 * 128, 1024);
+  const uint64_t db0 = desc_sw128(sm.k() + n * (C::kBk * 128), C::kBk * 128, 1024);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 8; ++kk) {
     const int half = kk >> 2, k16 = kk & 3;  // the consumer whose keys, and the k-step within them
-    wgmma_ss_m64n64k16_bf16<1, 1>(dq, desc_sw128(sm.ds(half, buf) + k16 * 16 * 128, 64 * 128, 1024),
-                                  desc_sw128(sm.k() + n * (C::kBk * 128) + half * 64 * 128 + k16 * 16 * 128, C::kBk * 128, 1024),
-                                  kk > 0 ? 1 : 0);
+    wgmma_ss_m64n64k16_bf16<1, 1>(dq, da0 + static_cast<uint64_t>((half * 2 * C::kDsBytes + k16 * 16 * 128) >> 4),
+                                  db0 + static_cast<uint64_t>((half * 64 * 128 + k16 * 16 * 128) >> 4), kk > 0 ? 1 : 0);
   }
   wgmma_commit();
 }

@@ -25,24 +25,31 @@ struct KeepBits {
   const int c, warp, lane;
   const uint32_t c64;  // the consumer's tile column
 
+  // Only an edge block (mainloop.cuh's edge) has tiles that are not read: otherwise q0 + 63 < SQ puts its four strips
+  // below rows16, kc0 + 63 < SQ its tile column below cols64, and causal kc0 + 63 <= q0 the whole tile at or below
+  // the diagonal (64 c64 = kc0 < q0 <= 16 r16), so tile_read holds for all four strips: on a non-edge block generate
+  // does not evaluate it and read zeroes no words.
+  //
   // Mode Fused, right after the block's GEMMs are issued: this thread's word into the buffer of ring stage s.
-  __device__ __forceinline__ void generate(uint32_t bh, int q0, int s) const {
+  __device__ __forceinline__ void generate(uint32_t bh, int q0, int s, bool edge) const {
     if constexpr (kMode == DropoutMode::Fused) {
       const uint32_t r16 = static_cast<uint32_t>(q0 / 16 + warp);
       *sm.template at<uint32_t>(sm.words(c, s) + 4 * (32 * warp + lane)) =
-          attn_bwd::regen_word(a, bh, r16, c64, static_cast<uint32_t>(lane));
+          attn_bwd::regen_word(a, bh, r16, c64, static_cast<uint32_t>(lane), !edge);
     }
   }
   // The lane's 8 words of the block in ring stage s, after the S^T / dP^T wait.
-  __device__ __forceinline__ void read(int s, int q0, uint32_t (&kw)[4][2]) const {
+  __device__ __forceinline__ void read(int s, int q0, bool edge, uint32_t (&kw)[4][2]) const {
     if constexpr (kMode == DropoutMode::Fused) {
       ptx::named_bar_sync(1 + c, 128);  // every word of the block stored
       attn_bwd::read_keep_words<32>(sm.template at<const uint32_t>(sm.words(c, s)), lane, kw);
     } else if constexpr (kMode == DropoutMode::Mask) {
       attn_bwd::read_keep_words<64>(sm.template at<const uint32_t>(sm.mask(s)) + 32 * c, lane, kw);
+      if (edge) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        if (!attn_bwd::tile_read(a, static_cast<uint32_t>(q0 / 16 + j), c64)) kw[j][0] = kw[j][1] = 0u;
+        for (int j = 0; j < 4; ++j) {
+          if (!attn_bwd::tile_read(a, static_cast<uint32_t>(q0 / 16 + j), c64)) kw[j][0] = kw[j][1] = 0u;
+        }
       }
     }
   }

@@ -58,7 +58,10 @@ __global__ void __launch_bounds__(384, 1)
     if (a.dq_fast) prefetch_tensormap(&tm_dq);
   }
   __syncthreads();
-  const int wgi = threadIdx.x / 128;
+  // The warpgroup index broadcast from lane 0: the same value, but ptxas then knows it is warp-uniform, so what
+  // derives from it (the consumer's loop counters, wgmma descriptors, stage addresses and the edge predicate) lives
+  // in uniform registers instead of being rebuilt per thread and moved over with R2UR before every wgmma.
+  const int wgi = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   if (wgi == 0) {
     setmaxnreg_dec<attn_wg::Regs::kProducer>();
     if (threadIdx.x == 0) produce<C, kMode>(sm, w, a, &tm_q, &tm_kv, &tm_do);

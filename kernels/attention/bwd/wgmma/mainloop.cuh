@@ -27,10 +27,14 @@ template <class C>
 struct Gemms {
   static constexpr int HD = C::kHeadDim;
   const Smem<C>& sm;
-  const uint64_t dk0, dv0;  // descriptors of the consumer's K_c, V_c rows (K-major), k-step 0
+  uint64_t dk0, dv0;  // descriptors of the consumer's K_c, V_c rows (K-major), k-step 0
 
+  // The empty asm passes dk0, dv0 through unchanged; seen as values it cannot recompute, ptxas keeps them in uniform
+  // registers across the loop over blocks instead of rebuilding both descriptors every block.
   __device__ __forceinline__ Gemms(const Smem<C>& s, int c)
-      : sm(s), dk0(ptx::desc_sw128(s.k() + c * 64 * 128, 16, 1024)), dv0(ptx::desc_sw128(s.v() + c * 64 * 128, 16, 1024)) {}
+      : sm(s), dk0(ptx::desc_sw128(s.k() + c * 64 * 128, 16, 1024)), dv0(ptx::desc_sw128(s.v() + c * 64 * 128, 16, 1024)) {
+    asm("" : "+l"(dk0), "+l"(dv0));
+  }
 
   // K-major k-step kk of a tile of `rows`-row slices: slice kk/4, byte 32 (kk%4) of each row (the descriptor's
   // address field counts 16 bytes).
@@ -43,7 +47,11 @@ struct Gemms {
   // S^T and dP^T of stage s into st, dp: two commit groups, S^T first (its wait<1> lets P^T be computed while
   // the dP^T GEMM runs).
   __device__ __forceinline__ void issue_s_dp(int s, float (&st)[32], float (&dp)[32]) const {
-    const uint64_t dq0 = ptx::desc_sw128(sm.q(s), 16, 1024), ddo0 = ptx::desc_sw128(sm.dout(s), 16, 1024);
+    uint64_t dq0 = ptx::desc_sw128(sm.q(s), 16, 1024), ddo0 = ptx::desc_sw128(sm.dout(s), 16, 1024);
+    // The same values, hidden from the compiler's known-bits analysis (dk0, dv0 are, by the constructor's asm):
+    // seeing the descriptors' fields, it turns the first slice's k-steps into an OR into the low word plus a rewrite
+    // of the constant high word (two instructions per descriptor) instead of one 64-bit add.
+    asm("" : "+l"(dq0), "+l"(ddo0));
     ptx::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < HD / 16; ++kk)
@@ -97,9 +105,9 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
   // consumer 1 skips it still meets the other at the barrier, with a zero dS^T), so they use the same buffer, and
   // between two stores into a buffer both warpgroups met at the barrier of the iteration between, after their dQ
   // GEMMs read it.
-  for (int it = 0; it < w.n_it; ++it) {
+  // h, q0: iteration it's query head and first query (w.head(it), w.q0(it)), advanced with it.
+  for (int it = 0, h = w.head(0), q0 = w.q0(0); it < w.n_it; ++it, w.advance(h, q0)) {
     const int s = it % ST;
-    const int h = w.head(it), q0 = w.q0(it);
     const int buf = it & 1;
     // A plain spin: the trapping wait (its clock read and trap path) inside this loop keeps ptxas at the entry's 168
     // registers for the consumers (spills, serialised wgmma).
@@ -115,17 +123,21 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
     const int dq_n = a.dq_fast ? dq_slice<C>(c, buf) : -1;
     if (!skip) {
       const uint32_t bh = static_cast<uint32_t>(w.b * a.hq + h);
+      const bool edge = (kc0 + 63 >= a.sq) || (q0 + 63 >= a.sq) || (a.causal && kc0 + 63 > q0);
       float st[32], dp[32];
       g.issue_s_dp(s, st, dp);
-      keep.generate(bh, q0, s);
+      keep.generate(bh, q0, s, edge);
       wgmma_wait<1>();  // S^T; P^T while the dP^T GEMM runs
       reg_fence(st);
-      const bool edge = (kc0 + 63 >= a.sq) || (q0 + 63 >= a.sq) || (a.causal && kc0 + 63 > q0);
-      attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, edge, sm.template at<const float>(sm.lse(s)));
+      // Two calls with edge a constant in each: the common block's copy has no masking code (with the flag as a
+      // run-time value, each of the 32 elements pays a predicate move and a branch around its mask).
+      const float* lse = sm.template at<const float>(sm.lse(s));
+      if (edge) attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, true, lse);
+      else attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, false, lse);
       uint32_t z = 0;  // the lane's keep bits (read after probs: before it, the mask dH-128 instance spills)
       if constexpr (kDrop) {
         uint32_t kw[4][2];
-        keep.read(s, q0, kw);
+        keep.read(s, q0, edge, kw);
         z = attn_bwd::keep_bits(kw, kl0, lane);
       }
       wgmma_wait<0>();
