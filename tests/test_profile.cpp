@@ -105,8 +105,8 @@ TEST(ProfileNcuCsv, DetailsPageAttentionAndGemm) {
                                      "long, const __nv_bfloat16 *, long, const float *, float *, float *, int, int, int, "
                                      "int, long)"),
             "");
-  EXPECT_EQ(profile::classify_launch("dropbench::(anonymous namespace)::bwd_convert_dq_kernel(const float *, "
-                                     "__nv_bfloat16 *, long, long, long, float)"),
+  EXPECT_EQ(profile::classify_launch("dropbench::(anonymous namespace)::bwd_fp32_to_dqkv_kernel(const float *, int, int, "
+                                     "long, long, __nv_bfloat16 *, long, float)"),
             "");
   EXPECT_EQ(profile::classify_launch("void dropbench::attn_bwd::attn_bwd_dq_kernel<128, (dropbench::DropoutMode)2, 7, "
                                      "8>(dropbench::attn_bwd::Args)"),

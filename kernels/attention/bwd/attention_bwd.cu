@@ -85,38 +85,37 @@ __global__ void bwd_preprocess_kernel(const __nv_bfloat16* __restrict__ o, int64
   }
 }
 
-// dQKV's K and V columns from the wgmma kernel's partials: the subgroups' sums added in subgroup order (the same
-// order every run, so dK, dV stay bitwise reproducible), dK times the softmax scale.
-__global__ void bwd_sum_dkv_kernel(const float* __restrict__ part, int subgroups, int64_t slab, int64_t width,
-                                   __nv_bfloat16* __restrict__ dk, __nv_bfloat16* __restrict__ dv, int64_t stride,
-                                   float scale) {
+// The fp32 accumulators into dQKV's bf16 columns: plane p (dQ: one plane; dK, dV: two, side by side in dQKV) is
+// dst[r, c] = bf16(s_p * sum over g < parts of src[(p * parts + g) * slab + r * width + c]), s_0 = scale and s_1 = 1
+// (the softmax scale belongs to dQ and dK, not dV). The parts are added in index order, the same order every run, so
+// the sums stay bitwise reproducible.
+__global__ void bwd_fp32_to_dqkv_kernel(const float* __restrict__ src, int planes, int parts, int64_t slab,
+                                        int64_t width, __nv_bfloat16* __restrict__ dst, int64_t stride, float scale) {
   const int64_t pairs = slab / 2;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < 2 * pairs;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < planes * pairs;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int kv = i >= pairs;  // 0: dK, 1: dV
-    const int64_t e = 2 * (i - kv * pairs), r = e / width, c = e % width;
-    const float* src = part + (static_cast<int64_t>(kv) * subgroups) * slab + e;
-    float2 sum = *reinterpret_cast<const float2*>(src);
-    for (int g = 1; g < subgroups; ++g) {
-      const float2 v = *reinterpret_cast<const float2*>(src + g * slab);
+    const int plane = i >= pairs;  // planes is 1 or 2
+    const int64_t e = 2 * (i - plane * pairs), r = e / width, c = e % width;
+    const float* in = src + static_cast<int64_t>(plane) * parts * slab + e;
+    float2 sum = *reinterpret_cast<const float2*>(in);
+    for (int g = 1; g < parts; ++g) {
+      const float2 v = *reinterpret_cast<const float2*>(in + g * slab);
       sum.x += v.x;
       sum.y += v.y;
     }
-    const float k = kv ? 1.f : scale;
-    *reinterpret_cast<__nv_bfloat162*>((kv ? dv : dk) + r * stride + c) = __floats2bfloat162_rn(sum.x * k, sum.y * k);
+    const float k = plane ? 1.f : scale;
+    *reinterpret_cast<__nv_bfloat162*>(dst + plane * width + r * stride + c) = __floats2bfloat162_rn(sum.x * k, sum.y * k);
   }
 }
 
-// dQKV[row, h*dH + d] = bf16(scale * acc[row, h*dH + d]) for the query heads' columns.
-__global__ void bwd_convert_dq_kernel(const float* __restrict__ acc, __nv_bfloat16* __restrict__ dqkv, int64_t stride,
-                                      int64_t width, int64_t rows, float scale) {
-  const int64_t pairs = rows * (width / 2);
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < pairs;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / (width / 2), c = 2 * (i % (width / 2));
-    const float2 v = *reinterpret_cast<const float2*>(acc + r * width + c);
-    *reinterpret_cast<__nv_bfloat162*>(dqkv + r * stride + c) = __floats2bfloat162_rn(v.x * scale, v.y * scale);
-  }
+// One launch of bwd_fp32_to_dqkv_kernel over `planes` (1: dQ; 2: dK, dV) planes of `rows` x `width` floats, a grid
+// of at most 16 blocks per SM (grid-stride beyond).
+void fp32_to_dqkv(const float* src, int planes, int parts, int64_t rows, int64_t width, __nv_bfloat16* dst,
+                  int64_t stride, float scale, cudaStream_t s) {
+  const int64_t pairs = planes * rows * width / 2;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((pairs + 255) / 256, 132 * 16));
+  bwd_fp32_to_dqkv_kernel<<<blocks, 256, 0, s>>>(src, planes, parts, rows * width, width, dst, stride, scale);
+  DB_CUDA_LAUNCH();
 }
 
 attn_bwd::Args make_args(const AttentionBwdParams& p, bool wgmma) {
@@ -286,14 +285,9 @@ void launch_attention_backward(const AttentionBwdParams& p, DropoutMode mode, cu
     m.dout = encode_rows_map(p.dout, o_width(f), a.dout_stride, f.sq, f.batch, 64, what);
     if (!p.deterministic) m.dq = encode_rows_map(a.dq_acc, o_width(f), o_width(f), f.sq, f.batch, 64, what, RowsMapType::Fp32);
     dispatch_wgmma(p, mode, [&](auto hd, auto md) { attn_bwd_wg::launch<hd(), md()>(a, m, f.batch, s); });
-    if (a.subgroups > 1) {
-      const int64_t width = static_cast<int64_t>(f.kv_heads) * f.head_dim;
-      const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((a.dkv_slab + 255) / 256, 132 * 16));
-      __nv_bfloat16* dk = p.dqkv + static_cast<int64_t>(f.q_heads) * f.head_dim;
-      bwd_sum_dkv_kernel<<<blocks, 256, 0, s>>>(a.dkv_part, a.subgroups, a.dkv_slab, width, dk, dk + width,
-                                                a.dqkv_stride, a.scale);
-      DB_CUDA_LAUNCH();
-    }
+    if (a.subgroups > 1)  // dK and dV: the subgroups' partials summed
+      fp32_to_dqkv(a.dkv_part, 2, a.subgroups, rows, static_cast<int64_t>(f.kv_heads) * f.head_dim,
+                   p.dqkv + static_cast<int64_t>(f.q_heads) * f.head_dim, a.dqkv_stride, a.scale, s);
     // The deterministic dQ: the mma backward's dQ kernel (a fixed order of key blocks, no atomics).
     if (p.deterministic)
       dispatch(p, mode, [&](auto hd, auto md, auto r, auto tw) { attn_bwd::launch_dq_instance<hd(), md(), r(), tw()>(a, f.batch, s); });
@@ -302,13 +296,7 @@ void launch_attention_backward(const AttentionBwdParams& p, DropoutMode mode, cu
       attn_bwd::launch_instance<hd(), m(), r(), tw()>(a, f.batch, p.deterministic, s);
     });
   }
-  if (!p.deterministic) {
-    const int64_t width = o_width(f);
-    const int64_t pairs = rows * width / 2;
-    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((pairs + 255) / 256, 132 * 16));
-    bwd_convert_dq_kernel<<<blocks, 256, 0, s>>>(a.dq_acc, p.dqkv, a.dqkv_stride, width, rows, a.scale);
-    DB_CUDA_LAUNCH();
-  }
+  if (!p.deterministic) fp32_to_dqkv(a.dq_acc, 1, 1, rows, o_width(f), p.dqkv, a.dqkv_stride, a.scale, s);
 }
 
 std::string attention_backward_kernel_name(const AttentionBwdParams& p, DropoutMode mode) {

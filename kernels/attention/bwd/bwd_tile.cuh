@@ -223,7 +223,7 @@ __device__ __forceinline__ void pack_a(const F& x, uint32_t (&pa)[4][4]) {
 
 // dK * scale and dV of the warp's 16 keys (first key row key0 = k0 + kl0, the other 8 below) into dQKV's key / value
 // head columns of KV head hk; rows past SQ are not stored. sg >= 0 (the wgmma kernel's subgroup sg of a split
-// group): dK and dV unscaled in fp32 into the subgroup's slabs of a.dkv_part instead (bwd_sum_dkv_kernel adds them).
+// group): dK and dV unscaled in fp32 into the subgroup's slabs of a.dkv_part instead (bwd_fp32_to_dqkv_kernel adds them).
 template <int HD, class F>
 __device__ __forceinline__ void store_dk_dv(const Args& a, const F& dk, const F& dv, int64_t tok0, int key0, int hk,
                                             int lane, int sg = -1) {
