@@ -20,14 +20,13 @@ import csv
 import io
 import json
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import peers  # noqa: E402  (git_sha: the sha as every report writes it)
+import train_model_check  # noqa: E402  (the dry run and the phase kinds, as the step check reads them)
 
 
 class UsageError(Exception):
@@ -134,15 +133,10 @@ def md(rows, hbm_gbs, copy_gbs):
 
 def model_casts(a, cfg):
     """The fused strategy's cast phases of a dry run of the preset at fp8, SQ 8192, R 7, in the step's order."""
-    with tempfile.TemporaryDirectory() as td:
-        dry = Path(td) / "dry.json"
-        subprocess.run([a.dropbench, "run", "--config", cfg, "--dry-run", "-q", "--machine", a.machine, "--set",
-                        "workload.pass=train", "--set", "workload.dtype=fp8", "--set", "sweep.sq=[8192]", "--set",
-                        "sweep.rounds=[7]", "-o", str(dry)], check=True, capture_output=True, text=True, cwd=ROOT)
-        d = json.loads(dry.read_text())
-    v = next(x for x in d["points"][0]["variants"] if x["name"] == "fused")
+    (point,) = train_model_check.dry_run(a, cfg, {"dtype": "fp8"}, [8192], [7], None).values()
+    v = next(x for x in point["variants"] if x["name"] == "fused")
     mp = v["extra"]["model_phases"]
-    return [q for side in ("fwd", "bwd") for q in mp[side] if q["phase"].startswith(("cast-", "transpose-"))]
+    return [q for side in ("fwd", "bwd") for q in mp[side] if train_model_check.phase_kind(q["phase"]) == "casts"]
 
 
 def parse_args(argv):
