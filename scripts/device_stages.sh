@@ -10,6 +10,12 @@
 #   rngrep   `dropbench rng`, 70B preset heads, SQ 4K/8K, causal, R 3/5/7/10, TW 8/32, tile layout, for the model
 #   sigterm  a `run` sweep under `timeout --preserve-status -s TERM`: exit 143 and an incomplete report saying so
 #   dropout  `dropbench dropout` (2^29 elements, the default seeded kind) and the Triton peer in the same call
+#   casts    the fp8 step's cast / transpose kernels as isolated launches: `dropbench dropout` (the device-to-device
+#            copy: this GPU's DRAM rate, dropout.json), then per preset $CAST_PRESETS (default "8b 70b 405b") one
+#            fp8 training step (`run --pipelines stored`, one sample) under Nsight Compute, the first $CAST_LAUNCHES
+#            (default 25) cast_transpose launches (duration, DRAM bytes read / written, L2 bytes, SM clock, achieved
+#            occupancy: ncu_casts_<p>.csv), and scripts/cast_ncu.py's table of them against the model
+#            (cast_ncu.json / .md, machine $CAST_MACHINE, default configs/machines/h100-sxm.json)
 #   settle   the 70B preset's wgmma point with measure.power_settle 0.5 s (the pieces' own power state)
 #   attnrep  `dropbench attention`, 70B preset heads, SQ 4K/8K, causal, R 3/7, both kernels, for the same
 #   presets  the Llama-3 presets $PRESETS (default all three; SQ 8192) through `dropbench run`, both attention kernels, rounds $PRESET_ROUNDS
@@ -92,6 +98,36 @@ train_memcheck() {
     --gtest_filter='*StrategiesGiveBitwiseEqualGradients/*hd64*' > "$O/train_memcheck.log" 2>&1
   echo "train memcheck: exit $? ($(grep -E 'ERROR SUMMARY' "$O/train_memcheck.log" | tail -1))"
 }
+# `dropbench dropout` at 2^29 elements (the copy variant: the GPU's device-to-device rate) into $O/dropout.json.
+dropout_report() {
+  timeout 30 "$B/dropbench" dropout --config configs/quick.json --set workload.sq=8192 --set measure.min_time=0.2 \
+    --set measure.timeout=5 --set 'sweep.elements=[536870912]' -o "$O/dropout.json" > "$O/dropout.md" 2>> "$O/err.log"
+  echo "dropout: exit $?"
+}
+# The cast_transpose launches of one fp8 training step per preset under ncu, isolated (kernel replay, caches
+# flushed, clocks as found), and their table against the model.
+stage_casts() {
+  want casts 240 || return 0
+  dropout_report
+  command -v ncu > /dev/null || { echo "casts: ncu not installed"; return 0; }
+  local p pairs=()
+  for p in ${CAST_PRESETS:-8b 70b 405b}; do
+    [ "$(left)" -lt 60 ] && { echo "casts $p: skipped ($(left) s left)"; continue; }
+    timeout "$(cap 180)" ncu --clock-control none --csv --page details --print-units base --kernel-name-base demangled \
+      --kernel-name regex:cast_transpose_kernel --launch-count "${CAST_LAUNCHES:-25}" \
+      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum,sm__cycles_elapsed.avg.per_second,sm__warps_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+      "$B/dropbench" run --config "configs/llama3-$p.json" -q --no-explore --pipelines stored --set workload.pass=train \
+      --set workload.dtype=fp8 --set 'sweep.sq=[8192]' --set 'sweep.rounds=[7]' --set measure.min_samples=1 \
+      --set measure.max_samples=1 --set measure.warmup=0 --set measure.power_time=0 --set measure.throttle=0 \
+      --set measure.timeout=2 --min-time 0 -o "/tmp/stages_casts_$p.json" > "$O/ncu_casts_$p.csv" 2>&1
+    echo "casts ncu $p: exit $?"
+    pairs+=("configs/llama3-$p.json=$O/ncu_casts_$p.csv")
+  done
+  [ ${#pairs[@]} -gt 0 ] && { python3 scripts/cast_ncu.py --dropbench "$B/dropbench" \
+    --machine "${CAST_MACHINE:-configs/machines/h100-sxm.json}" --copy "$O/dropout.json" -o "$O/cast_ncu.json" \
+    --md "$O/cast_ncu.md" "${pairs[@]}" 2>&1 | tail -25; echo "cast_ncu.py: exit ${PIPESTATUS[0]}"; }
+  return 0
+}
 stage_train() {
   want train 200 || return 0
   local x p dt
@@ -130,6 +166,7 @@ stage_train() {
 for s in "${STAGES[@]}"; do
   case $s in
     train) stage_train ;;
+    casts) stage_casts ;;
     trainmc) want trainmc 40 && train_memcheck ;;
     bwdgqa)
       want bwdgqa 90 || continue
@@ -183,9 +220,7 @@ for s in "${STAGES[@]}"; do
       PYTHONUNBUFFERED=1 timeout 40 python3 scripts/peers.py --dropbench "$B/dropbench" --only dropout --config configs/quick.json \
         --set 'sweep.elements=[536870912]' --min-time 0.2 -o "$O/peers_dropout.json" --md "$O/peers_dropout.md" >> "$O/peers.log" 2>&1
       echo "peers dropout: exit $?"
-      timeout 30 "$B/dropbench" dropout --config configs/quick.json --set workload.sq=8192 --set measure.min_time=0.2 \
-        --set measure.timeout=5 --set 'sweep.elements=[536870912]' -o "$O/dropout.json" > "$O/dropout.md" 2>> "$O/err.log"
-      echo "dropout: exit $?" ;;
+      dropout_report ;;
     settle)
       want settle 100 || continue
       timeout $(( $(left) - 10 )) "$B/dropbench" run --config configs/llama3-70b.json "${P[@]}" --set 'sweep.rounds=[7]' \

@@ -216,7 +216,32 @@ def md(rows, machine, clock):
             if ks:
                 out.append(f"{k}, {dt}: x from {min(ks):.3f} to {max(ks):.3f}, mean {sum(ks) / len(ks):.3f} "
                            f"({len(ks)} steps).")
+    cast_rows = [r for r in rows if "casts" in r["kind_x"]]
+    if cast_rows:
+        out += ["", "The casts one by one (x = measured / model per phase; regen-overlap's cast-dy and transpose-w-out are "
+                "inside its overlap phase, not here), and the steps with every cast phase at its measured time:", ""]
+        for name, xs in phase_x(cast_rows, "casts").items():
+            out.append(f"- {name}: x from {min(xs):.3f} to {max(xs):.3f} ({len(xs)} steps).")
+        xs = [with_measured(r, "casts") for r in cast_rows]
+        out.append(f"- the steps with the casts as measured: x from {min(xs):.3f} to {max(xs):.3f}; within 5 %: "
+                   f"{sum(abs(x - 1) <= 0.05 for x in xs)} of {len(xs)}.")
     return "\n".join(out) + "\n"
+
+
+def phase_x(rows, kind):
+    """Per phase name of `kind`, in first-seen order: x of every row that has it."""
+    out = {}
+    for r in rows:
+        for p in r["phases"]:
+            if p["kind"] == kind:
+                out.setdefault(p["phase"], []).append(p["x"])
+    return out
+
+
+def with_measured(row, kind):
+    """The row's step x if the model's phases of `kind` took their measured time (the rest of the model as is)."""
+    d = sum(p["measured_us"] - p["model_us"] for p in row["phases"] if p["kind"] == kind)
+    return row["measured_us"] / (row["model_us"] + d)
 
 
 def self_test():
@@ -242,6 +267,10 @@ def self_test():
     kx = kind_x(rows)
     assert abs(kx["gemm"] - 130.0 / 80.0) < 1e-12 and abs(kx["casts"] - 1.0) < 1e-12
     assert abs(kx["attention-bwd"] - 1.2) < 1e-12 and abs(kx["gemm || rng"] - 1.3) < 1e-12
+    step = {"measured_us": 700.0, "model_us": 600.0, "phases": rows}
+    assert phase_x([step], "casts") == {"cast-dy": [1.25], "transpose-w-out": [0.75]}
+    assert abs(with_measured(step, "casts") - 700.0 / 600.0) < 1e-12  # +1 and -1 us cancel
+    assert abs(with_measured(step, "attention-bwd") - 700.0 / 650.0) < 1e-12
     try:
         phase_rows({"fwd": [{"phase": "softmax", "model_us": 1.0, "limiter": "issue"}], "bwd": []}, ph)
     except RuntimeError:
