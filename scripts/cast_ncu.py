@@ -230,13 +230,7 @@ def main(argv=None):
         return 2
     doc = {"schema": "dropbench.cast_ncu", "schema_version": 1, "machine": a.machine, "hbm_gbs": hbm,
            "copy_gbs": copy_gbs or None, "git_sha": peers.git_sha(), "rows": rows}
-    text = md(rows, hbm, copy_gbs)
-    if a.output:
-        Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
-    if a.md:
-        Path(a.md).write_text(text)
-    print(text, end="")
-    return 0
+    return train_model_check.emit(a, doc, md(rows, hbm, copy_gbs))
 
 
 if __name__ == "__main__":

@@ -293,7 +293,11 @@ def main(argv=None):
         return 2
     doc = {"schema": "dropbench.train_model_check", "schema_version": 2, "machine": a.machine, "clock": a.clock,
            "git_sha": peers.git_sha(), "rows": rows}
-    text = md(rows, a.machine, a.clock)
+    return emit(a, doc, md(rows, a.machine, a.clock))
+
+
+def emit(a, doc, text):
+    """The check's outputs: the JSON document to -o, the markdown to --md and to stdout; exit status 0."""
     if a.output:
         Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
     if a.md:
