@@ -24,7 +24,8 @@ TEST(HarnessGpu, ClockProbeNearMaxClock) {
   launch_spin(buf.get<unsigned long long>(), 200'000'000, h.stream());
   const double mhz = h.probe_clock_mhz();
   EXPECT_GT(mhz, 0.3 * h.max_clock_mhz());
-  EXPECT_LT(mhz, 1.1 * h.max_clock_mhz());
+  // The SM clock cannot pass its maximum: above it by more than the two clock64 reads' jitter is a timer error.
+  EXPECT_LT(mhz, 1.01 * h.max_clock_mhz());
 }
 
 TEST(HarnessGpu, EventTimeMatchesSpinCycles) {

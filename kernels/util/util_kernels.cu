@@ -13,12 +13,24 @@ __device__ __forceinline__ unsigned long long globaltimer_ns() {
   return t;
 }
 
+// %globaltimer can advance in ticks about a microsecond apart, a 5 % error on the probe's 20 us spin (readings of
+// 2060 MHz on an H100 whose maximum is 1980). The spin therefore starts and stops on a tick's edge: the interval is
+// whole ticks, and both clock64 reads follow an edge by the same few cycles. The wait gives up after 2^22 reads,
+// should the timer not move.
+__device__ __forceinline__ unsigned long long next_tick() {
+  const unsigned long long from = globaltimer_ns();
+  unsigned long long t = globaltimer_ns();
+  for (int i = 0; t == from && i < (1 << 22); ++i) t = globaltimer_ns();
+  return t;
+}
+
 __global__ void spin_kernel(unsigned long long* out, long long cycles) {
-  const unsigned long long t0 = globaltimer_ns();
+  const unsigned long long t0 = next_tick();
   const long long c0 = clock64();
   long long c = c0;
   while (c - c0 < cycles) c = clock64();
-  const unsigned long long t1 = globaltimer_ns();
+  const unsigned long long t1 = next_tick();
+  c = clock64();
   out[0] = t0;
   out[1] = static_cast<unsigned long long>(c0);
   out[2] = t1;
