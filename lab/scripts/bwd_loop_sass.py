@@ -18,7 +18,9 @@ where it does not (16 HGMMA). Prints a markdown table: total and per class, the 
 ptxas registers / spill bytes per instance. Source lines are read from the snapshot the objects were built from.
 
   lab/scripts/bwd_loop_sass.py [REV ...]     # each REV a git revision, or WT for the working tree (default: WT)
-Environment: NVCC (default /usr/local/cuda/bin/nvcc), NVDISASM (default: on PATH, else next to nvcc).
+Environment: NVCC (default /usr/local/cuda/bin/nvcc), NVDISASM (default: on PATH, else next to nvcc), DUMP (a
+folder: each chosen path's instructions with their source lines, one file per revision, instance and path, for
+diffing two revisions' paths line by line).
 """
 import collections
 import json
@@ -281,6 +283,18 @@ def fmt(c):
     return f"{c['total']} ({'/'.join(str(c.get(k, 0)) for k in CLASSES)})"
 
 
+def dump(rev, name, kind, ins, p):
+    d = os.environ.get("DUMP")
+    if not d or not p:
+        return
+    os.makedirs(d, exist_ok=True)
+    fn = os.path.join(d, f"{rev.replace('/', '_')}_{name.replace(' ', '_')}_{kind}.sass")
+    with open(fn, "w") as f:
+        for i in p:
+            loc = ins[i]["loc"]
+            f.write(f"{ins[i]['txt']:<70} // {os.path.basename(loc)} {srcline(loc)[:80]}\n")
+
+
 def report(rev):
     work = tempfile.mkdtemp(prefix="bwd_loop_sass_")
     logs = build(rev, work)
@@ -294,6 +308,7 @@ def report(rev):
         row = []
         for edge in (False, True):
             p, lens = choose(ins, paths(ins, labels, lo, hi, edge), edge)
+            dump(rev, name, "edge" if edge else "common", ins, p)
             flag = "" if len(lens) == 1 else f" (ambiguous: {lens})"
             row.append(fmt(counts([ins[i] for i in p])) + flag if p else "none found")
         non = ""
