@@ -62,20 +62,6 @@ __device__ __forceinline__ uint32_t keep_word(const Args& a, uint32_t bh, uint32
   return w;
 }
 
-// Mode Fused with the round count and threshold width chosen at run time (a.rounds, a.tw; a warp-uniform branch
-// once per word): keep_word<Fused, R, TW> for the (R, TW) of dispatch.cuh's lists that match.
-template <std::size_t I = 0, std::size_t J = 0>
-__device__ __forceinline__ uint32_t regen_word(const Args& a, uint32_t bh, uint32_t r16, uint32_t c64, uint32_t lane,
-                                               bool known_read) {
-  constexpr int R = kPhiloxRounds[I], TW = kThresholdBits[J];
-  if (a.rounds == R && a.tw == TW) return keep_word<DropoutMode::Fused, R, TW>(a, bh, r16, c64, lane, known_read);
-  if constexpr (J + 1 < sizeof(kThresholdBits) / sizeof(int))
-    return regen_word<I, J + 1>(a, bh, r16, c64, lane, known_read);
-  else if constexpr (I + 1 < sizeof(kPhiloxRounds) / sizeof(int))
-    return regen_word<I + 1, 0>(a, bh, r16, c64, lane, known_read);
-  else return 0u;
-}
-
 // The lane's 8 words of a block staged as 4 tiles (query strips) of 32 words, `stride` words apart: kw[j][e] holds
 // the bits of strip j for the elements of parity e (i % 2).
 template <int kStride>

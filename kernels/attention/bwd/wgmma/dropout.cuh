@@ -11,12 +11,59 @@
 #include <cstdint>
 
 #include "kernels/attention/attention.cuh"
+#include "kernels/attention/attention_dropout.cuh"
 #include "kernels/attention/bwd/bwd_tile.cuh"
 #include "kernels/attention/bwd/wgmma/config.cuh"
+#include "kernels/common/dispatch.cuh"
 #include "kernels/common/ptx.cuh"
+#include "kernels/rng/dropout_scheme.cuh"
 
 namespace dropbench {
 namespace attn_bwd_wg {
+
+// Mode Fused: the keep word `lane` of tile `tile` of matrix bh, attn_keep_word<R, TW> bit for bit. TW 8 takes the
+// forward's lean form of the same bits (attention_dropout.cuh: ge_bytes7's three instructions per byte compare of an
+// output word and ge7_keep_word's gather, where tile_call_bits<8> spends six per output word).
+template <int R, int TW>
+__device__ __forceinline__ uint32_t regen_word(const Args& a, uint32_t bh, uint32_t tile, uint32_t lane) {
+  if constexpr (TW == 8) {
+    const attn::FusedStream f{seed_lo(a.seed), seed_hi(a.seed), bh, a.offset, a.drop};
+    uint32_t ge[2][4];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) attn::fused_call_ge7<R>(f, attn::byte_threshold(a.drop), tile, lane, k, ge[k]);
+    return attn::ge7_keep_word(ge);
+  } else {
+    return attn_keep_word<R, TW>(a.seed, a.offset, a.drop, bh, tile, lane);
+  }
+}
+// The round count and threshold width are chosen at run time (a.rounds, a.tw, checked against dispatch.cuh's lists
+// on the host; warp-uniform branches once per word): a binary search over each ascending list, two compares for the
+// four round counts and at most two for the three widths, where testing the (R, TW) pairs one after another takes
+// up to twelve.
+template <int Lo, int Hi, int R>
+__device__ __forceinline__ uint32_t regen_by_tw(const Args& a, uint32_t bh, uint32_t tile, uint32_t lane) {
+  if constexpr (Hi - Lo == 1) {
+    return regen_word<R, kThresholdBits[Lo]>(a, bh, tile, lane);
+  } else {
+    constexpr int M = (Lo + Hi) / 2, T = kThresholdBits[M];
+    if (a.tw < T) return regen_by_tw<Lo, M, R>(a, bh, tile, lane);
+    return regen_by_tw<M, Hi, R>(a, bh, tile, lane);
+  }
+}
+template <int Lo, int Hi>
+__device__ __forceinline__ uint32_t regen_by_rounds(const Args& a, uint32_t bh, uint32_t tile, uint32_t lane) {
+  if constexpr (Hi - Lo == 1) {
+    return regen_by_tw<0, sizeof(kThresholdBits) / sizeof(int), kPhiloxRounds[Lo]>(a, bh, tile, lane);
+  } else {
+    constexpr int M = (Lo + Hi) / 2, R = kPhiloxRounds[M];
+    if (a.rounds < R) return regen_by_rounds<Lo, M>(a, bh, tile, lane);
+    return regen_by_rounds<M, Hi>(a, bh, tile, lane);
+  }
+}
+constexpr bool ascending(const int* v, int n) { return n < 2 || (v[0] < v[1] && ascending(v + 1, n - 1)); }
+static_assert(ascending(kPhiloxRounds, sizeof(kPhiloxRounds) / sizeof(int)) &&
+                  ascending(kThresholdBits, sizeof(kThresholdBits) / sizeof(int)),
+              "regen_by_rounds / regen_by_tw search ascending lists");
 
 template <class C, DropoutMode kMode>
 struct KeepBits {
@@ -34,8 +81,11 @@ struct KeepBits {
   __device__ __forceinline__ void generate(uint32_t bh, int q0, int s, bool edge) const {
     if constexpr (kMode == DropoutMode::Fused) {
       const uint32_t r16 = static_cast<uint32_t>(q0 / 16 + warp);
-      *sm.template at<uint32_t>(sm.words(c, s) + 4 * (32 * warp + lane)) =
-          attn_bwd::regen_word(a, bh, r16, c64, static_cast<uint32_t>(lane), !edge);
+      uint32_t word = 0;
+      if (!edge || attn_bwd::tile_read(a, r16, c64))
+        word = regen_by_rounds<0, sizeof(kPhiloxRounds) / sizeof(int)>(a, bh, r16 * a.geo.cols64() + c64,
+                                                                         static_cast<uint32_t>(lane));
+      *sm.template at<uint32_t>(sm.words(c, s) + 4 * (32 * warp + lane)) = word;
     }
   }
   // The lane's 8 words of the block in ring stage s, after the S^T / dP^T wait.
