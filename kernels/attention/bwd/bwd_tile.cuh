@@ -140,8 +140,12 @@ __device__ __forceinline__ void probs(F& s, const Args& a, float sl2, int kl0, i
 // byte 2 (j % 2) + e), one shift by kl0 % 2 puts the bits at 0, 2, 4, 6 of each byte: with the positions constant,
 // ptxas tests them with R2P (a byte's 4 bits in one instruction) instead of one LOP3 per element against
 // lane-dependent masks.
-__device__ __forceinline__ void keep_bits(const uint32_t (&kw)[4][2], int kl0, uint32_t (&z)[2]) {
-  const uint32_t b = static_cast<uint32_t>(kl0) >> 4, sel = b | ((b + 4u) << 4);
+// sel: keep_sel(kl0), made once by a caller that walks many blocks.
+__device__ __forceinline__ uint32_t keep_sel(int kl0) {
+  const uint32_t b = static_cast<uint32_t>(kl0) >> 4;
+  return b | ((b + 4u) << 4);
+}
+__device__ __forceinline__ void keep_bits(const uint32_t (&kw)[4][2], int kl0, uint32_t sel, uint32_t (&z)[2]) {
   uint32_t pair[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) pair[j] = __byte_perm(kw[j][0], kw[j][1], sel);

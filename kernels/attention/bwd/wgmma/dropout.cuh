@@ -73,11 +73,17 @@ struct KeepBits {
   const Args& a;
   const int c, warp, lane;
   const uint32_t c64;  // the consumer's tile column
+  const int kl0;             // the lane's first key row
   const int st_off, ld_off;  // mode Fused: the thread's byte offsets in a buffer (generate's first byte, bits' 8)
+  uint32_t sel;              // mode Mask: keep_bits' byte selector
 
   __device__ __forceinline__ KeepBits(const Smem<C>& sm_, const Args& a_, int c_, int warp_, int lane_, uint32_t c64_)
-      : sm(sm_), a(a_), c(c_), warp(warp_), lane(lane_), c64(c64_),
-        st_off(8 * slot_of_word(lane_) + 2 * warp_ + ((lane_ >> 2) & 1)), ld_off(128 * warp_ + 8 * slot(lane_)) {}
+      : sm(sm_), a(a_), c(c_), warp(warp_), lane(lane_), c64(c64_), kl0(warp_ * 16 + (lane_ >> 2)),
+        st_off(8 * slot_of_word(lane_) + 2 * warp_ + ((lane_ >> 2) & 1)), ld_off(128 * warp_ + 8 * slot(lane_)),
+        sel(attn_bwd::keep_sel(kl0)) {
+    // Opaque to ptxas, which would otherwise rebuild it from the lane index in every block (4 instructions).
+    if constexpr (kMode == DropoutMode::Mask) asm("" : "+r"(sel));
+  }
 
   // Only an edge block (mainloop.cuh's edge) has tiles that are not read: otherwise q0 + 63 < SQ puts its four strips
   // below rows16, kc0 + 63 < SQ its tile column below cols64, and causal kc0 + 63 <= q0 the whole tile at or below
@@ -108,9 +114,8 @@ struct KeepBits {
       for (int b = 0; b < 4; ++b) p[128 * b] = static_cast<unsigned char>(word >> (8 * b));
     }
   }
-  // The lane's 32 keep bits of the block in ring stage s (keep_bits' two words), after the S^T / dP^T wait; kl0: the
-  // lane's first key row.
-  __device__ __forceinline__ void bits(int s, int q0, bool edge, int kl0, uint32_t (&z)[2]) const {
+  // The lane's 32 keep bits of the block in ring stage s (keep_bits' two words), after the S^T / dP^T wait.
+  __device__ __forceinline__ void bits(int s, int q0, bool edge, uint32_t (&z)[2]) const {
     if constexpr (kMode == DropoutMode::Fused) {
       ptx::named_bar_sync(1 + c, 128);  // every word of the block stored
       const uint2 v = *sm.template at<const uint2>(sm.words(c, s) + ld_off);
@@ -125,7 +130,7 @@ struct KeepBits {
           if (!attn_bwd::tile_read(a, static_cast<uint32_t>(q0 / 16 + j), c64)) kw[j][0] = kw[j][1] = 0u;
         }
       }
-      attn_bwd::keep_bits(kw, kl0, z);
+      attn_bwd::keep_bits(kw, kl0, sel, z);
     }
   }
 };

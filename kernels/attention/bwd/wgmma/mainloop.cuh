@@ -135,7 +135,7 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
       if (edge) attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, true, lse);
       else attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, false, lse);
       uint32_t z[2] = {0u, 0u};  // the lane's keep bits (read after probs: before it, the mask dH-128 instance spills)
-      if constexpr (kDrop) keep.bits(s, q0, edge, kl0, z);
+      if constexpr (kDrop) keep.bits(s, q0, edge, z);
       wgmma_wait<0>();
       reg_fence(dp);
       if constexpr (kDrop) attn_bwd::dst_dropped(st, dp, z, a.keep_scale, lane, sm.template at<const float>(sm.dsum(s)));
