@@ -74,15 +74,16 @@ struct KeepBits {
   const int c, warp, lane;
   const uint32_t c64;  // the consumer's tile column
   const int kl0;             // the lane's first key row
-  const int st_off, ld_off;  // mode Fused: the thread's byte offsets in a buffer (generate's first byte, bits' 8)
+  int st_off, ld_off;        // mode Fused: the thread's byte offsets in a buffer (generate's first byte, bits' 8)
   uint32_t sel;              // mode Mask: keep_bits' byte selector
 
   __device__ __forceinline__ KeepBits(const Smem<C>& sm_, const Args& a_, int c_, int warp_, int lane_, uint32_t c64_)
       : sm(sm_), a(a_), c(c_), warp(warp_), lane(lane_), c64(c64_), kl0(warp_ * 16 + (lane_ >> 2)),
         st_off(8 * slot_of_word(lane_) + 2 * warp_ + ((lane_ >> 2) & 1)), ld_off(128 * warp_ + 8 * slot(lane_)),
         sel(attn_bwd::keep_sel(kl0)) {
-    // Opaque to ptxas, which would otherwise rebuild it from the lane index in every block (4 instructions).
+    // Opaque to ptxas, which would otherwise rebuild them from the lane index in every block (4 to 7 instructions).
     if constexpr (kMode == DropoutMode::Mask) asm("" : "+r"(sel));
+    if constexpr (kMode == DropoutMode::Fused) asm("" : "+r"(st_off), "+r"(ld_off));
   }
 
   // Only an edge block (mainloop.cuh's edge) has tiles that are not read: otherwise q0 + 63 < SQ puts its four strips
@@ -104,7 +105,7 @@ struct KeepBits {
   // Mode Fused, right after the block's GEMMs are issued: this thread's word into the buffer of ring stage s.
   __device__ __forceinline__ void generate(uint32_t bh, int q0, int s, bool edge) const {
     if constexpr (kMode == DropoutMode::Fused) {
-      const uint32_t r16 = static_cast<uint32_t>(q0 / 16 + warp);
+      const uint32_t r16 = static_cast<uint32_t>(q0) / 16u + static_cast<uint32_t>(warp);  // q0 >= 0: a shift
       uint32_t word = 0;
       if (!edge || attn_bwd::tile_read(a, r16, c64))
         word = regen_by_rounds<0, sizeof(kPhiloxRounds) / sizeof(int)>(a, bh, r16 * a.geo.cols64() + c64,
