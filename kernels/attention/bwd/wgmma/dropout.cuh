@@ -101,7 +101,7 @@ struct KeepBits {
   static __device__ __forceinline__ int slot(int lane) { return 4 * (lane & 3) + (lane >> 3); }
   // The slot of the readers of word L (slot(lane) for lane % 4 = L / 8, lane / 8 = L % 4).
   static __device__ __forceinline__ int slot_of_word(int L) { return 4 * (L >> 3) + (L & 3); }
-  //
+
   // Mode Fused, right after the block's GEMMs are issued: this thread's word into the buffer of ring stage s.
   __device__ __forceinline__ void generate(uint32_t bh, int q0, int s, bool edge) const {
     if constexpr (kMode == DropoutMode::Fused) {
