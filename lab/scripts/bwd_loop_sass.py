@@ -18,7 +18,9 @@ where it does not (16 HGMMA). Prints a markdown table: total and per class, the 
 ptxas registers / spill bytes per instance. Source lines are read from the snapshot the objects were built from.
 
   lab/scripts/bwd_loop_sass.py [REV ...]     # each REV a git revision, or WT for the working tree (default: WT)
-Environment: NVCC (default /usr/local/cuda/bin/nvcc), NVDISASM (default: on PATH, else next to nvcc).
+Environment: NVCC (default /usr/local/cuda/bin/nvcc), NVDISASM (default: on PATH, else next to nvcc), DUMP (a
+folder: each chosen path's instructions with their source lines, one file per revision, instance and path, for
+diffing two revisions' paths line by line).
 """
 import collections
 import json
@@ -170,11 +172,14 @@ def eval_pred(ins, i, p):
         return not neg
     for y in reversed(ins[max(0, i - 150):i]):
         t = strip(y["txt"])
-        m = re.match(r"U?ISETP\.(NE|EQ)\.(AND|OR)\s+(U?P\d+),\s*U?PT,\s*U?R[\w.]+,\s*(0x[0-9a-f]+|\d+),\s*(!?U?P[T0-9]+)", t)
+        m = re.match(r"U?ISETP\.(NE|EQ|GE|GT|LT|LE)\.(AND|OR)\s+(U?P\d+),\s*U?PT,\s*U?R[\w.]+,\s*(0x[0-9a-f]+|\d+),\s*(!?U?P[T0-9]+)", t)
         if m and m.group(3) == p:
-            imm = int(m.group(4), 0)
-            v = ROUNDS if imm in (3, 5, 7, 10) else TW  # the two lists are disjoint
-            r = (v != imm) if m.group(1) == "NE" else (v == imm)
+            imm, src = int(m.group(4), 0), srcline(y["loc"])
+            if "a.rounds" in src or "a.tw" in src:  # the binary search over the lists (a.rounds < R, a.tw < T)
+                v = ROUNDS if "a.rounds" in src else TW
+            else:  # the pairwise tests: the two lists are disjoint
+                v = ROUNDS if imm in (3, 5, 7, 10) else TW
+            r = {"NE": v != imm, "EQ": v == imm, "GE": v >= imm, "GT": v > imm, "LT": v < imm, "LE": v <= imm}[m.group(1)]
             c = eval_pred(ins, y["i"], m.group(5))
             r = (r and c) if m.group(2) == "AND" else (r or c)
             return r != neg
@@ -217,7 +222,7 @@ def paths(ins, labels, lo, hi, edge):
             if "TRYWAIT" in ins[i - 1]["txt"] or (spin and any("TRYWAIT" in y["txt"] for y in ins[i - 60:i])):
                 i = t if not p.startswith("!") else i + 1  # the wait succeeds at once
                 continue
-            if "a.rounds == R && a.tw == TW" in src:
+            if "a.rounds == R && a.tw == TW" in src or "if (a.rounds < R)" in src or "if (a.tw < T)" in src:
                 i = t if dispatch_taken(ins, x) else i + 1
                 continue
             if t > i:
@@ -281,6 +286,18 @@ def fmt(c):
     return f"{c['total']} ({'/'.join(str(c.get(k, 0)) for k in CLASSES)})"
 
 
+def dump(rev, name, kind, ins, p):
+    d = os.environ.get("DUMP")
+    if not d or not p:
+        return
+    os.makedirs(d, exist_ok=True)
+    fn = os.path.join(d, f"{rev.replace('/', '_')}_{name.replace(' ', '_')}_{kind}.sass")
+    with open(fn, "w") as f:
+        for i in p:
+            loc = ins[i]["loc"]
+            f.write(f"{ins[i]['txt']:<70} // {os.path.basename(loc)} {srcline(loc)[:80]}\n")
+
+
 def report(rev):
     work = tempfile.mkdtemp(prefix="bwd_loop_sass_")
     logs = build(rev, work)
@@ -294,6 +311,7 @@ def report(rev):
         row = []
         for edge in (False, True):
             p, lens = choose(ins, paths(ins, labels, lo, hi, edge), edge)
+            dump(rev, name, "edge" if edge else "common", ins, p)
             flag = "" if len(lens) == 1 else f" (ambiguous: {lens})"
             row.append(fmt(counts([ins[i] for i in p])) + flag if p else "none found")
         non = ""

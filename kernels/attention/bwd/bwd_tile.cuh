@@ -62,20 +62,6 @@ __device__ __forceinline__ uint32_t keep_word(const Args& a, uint32_t bh, uint32
   return w;
 }
 
-// Mode Fused with the round count and threshold width chosen at run time (a.rounds, a.tw; a warp-uniform branch
-// once per word): keep_word<Fused, R, TW> for the (R, TW) of dispatch.cuh's lists that match.
-template <std::size_t I = 0, std::size_t J = 0>
-__device__ __forceinline__ uint32_t regen_word(const Args& a, uint32_t bh, uint32_t r16, uint32_t c64, uint32_t lane,
-                                               bool known_read) {
-  constexpr int R = kPhiloxRounds[I], TW = kThresholdBits[J];
-  if (a.rounds == R && a.tw == TW) return keep_word<DropoutMode::Fused, R, TW>(a, bh, r16, c64, lane, known_read);
-  if constexpr (J + 1 < sizeof(kThresholdBits) / sizeof(int))
-    return regen_word<I, J + 1>(a, bh, r16, c64, lane, known_read);
-  else if constexpr (I + 1 < sizeof(kPhiloxRounds) / sizeof(int))
-    return regen_word<I + 1, 0>(a, bh, r16, c64, lane, known_read);
-  else return 0u;
-}
-
 // The lane's 8 words of a block staged as 4 tiles (query strips) of 32 words, `stride` words apart: kw[j][e] holds
 // the bits of strip j for the elements of parity e (i % 2).
 template <int kStride>
@@ -98,7 +84,7 @@ template <int N>
 __device__ __forceinline__ float el(const float (&x)[N], int nb, int i) { return x[4 * nb + i]; }
 
 // One warp's 16 keys x 64 queries of a block: P^T, the keep bits, dS^T and (P o Z)^T, per element, in passes (the
-// wgmma kernel computes P^T while its dP^T GEMM runs: probs, keep_bits, dst, dropped_probs) or in one pass
+// wgmma kernel computes P^T while its dP^T GEMM runs: probs, keep_bits, dst or dst_dropped) or in one pass
 // (probs_and_dst: the mma kernel, whose registers allow no more). kl0: the lane's first key row in the 64-key block
 // (16 warp + lane / 4); k0, q0: the block's first key and query; edge: the block reaches past SQ or crosses the
 // causal diagonal (masking needed); lse (natural log, the forward's), dd: the block's 64 LSE and D values; kw:
@@ -148,14 +134,28 @@ __device__ __forceinline__ void probs(F& s, const Args& a, float sl2, int kl0, i
     for (int i = 0; i < 4; ++i) prob_at(s, nb, i, a, sl2, kl0, lane, k0, q0, edge, (i & 1) ? l.y : l.x);
   }
 }
-// The lane's 32 keep bits of the block: bit 4 nb + i for element (nb, i).
-__device__ __forceinline__ uint32_t keep_bits(const uint32_t (&kw)[4][2], int kl0, int lane) {
-  uint32_t z = 0;
+// The lane's 32 keep bits of the block, in two words at fixed positions (keep_at). Its 4 bits in each of
+// read_keep_words' words all lie in byte kl0 / 16 (tile_bit_of: the key row's 8-key group is 2 (kl0 / 16) or one
+// more), at bits kl0 % 2 + {0, 2, 4, 6}. Byte permutes gather that byte of the 8 words into z[h] (strips 2h, 2h + 1;
+// byte 2 (j % 2) + e), one shift by kl0 % 2 puts the bits at 0, 2, 4, 6 of each byte: with the positions constant,
+// ptxas tests them with R2P (a byte's 4 bits in one instruction) instead of one LOP3 per element against
+// lane-dependent masks.
+// sel: keep_sel(kl0), made once by a caller that walks many blocks.
+__device__ __forceinline__ uint32_t keep_sel(int kl0) {
+  const uint32_t b = static_cast<uint32_t>(kl0) >> 4;
+  return b | ((b + 4u) << 4);
+}
+__device__ __forceinline__ void keep_bits(const uint32_t (&kw)[4][2], int kl0, uint32_t sel, uint32_t (&z)[2]) {
+  uint32_t pair[4];
 #pragma unroll
-  for (int nb = 0; nb < 8; ++nb)
+  for (int j = 0; j < 4; ++j) pair[j] = __byte_perm(kw[j][0], kw[j][1], sel);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) z |= keep_bit(kw, nb, i, el_key(kl0, i), el_query(nb, i, lane)) << (4 * nb + i);
-  return z;
+  for (int h = 0; h < 2; ++h) z[h] = __byte_perm(pair[2 * h], pair[2 * h + 1], 0x5410u) >> (kl0 & 1);
+}
+// The keep bit of element (nb, i) in keep_bits' words: strip nb / 2 and parity i % 2 give the byte, the key half
+// i / 2 and the query half nb % 2 the bit (4 (i / 2) + 2 (nb % 2), tile_bit_of's order).
+__device__ __forceinline__ uint32_t keep_at(const uint32_t (&z)[2], int nb, int i) {
+  return (z[nb >> 2] >> (8 * (2 * ((nb >> 1) & 1) + (i & 1)) + 4 * (i >> 1) + 2 * (nb & 1))) & 1u;
 }
 // The dropout factor of an element from its keep bit: keep_scale where kept, 0 where dropped (1 without dropout).
 template <bool kDrop>
@@ -163,30 +163,39 @@ __device__ __forceinline__ float keep_factor(uint32_t bit, float keep_scale) {
   if constexpr (kDrop) return bit ? keep_scale : 0.f;
   return 1.f;
 }
-// dst: with p = P^T from probs and dp = dP^T, dp becomes dS^T; z: keep_bits'; dd 8-byte aligned (query_pair).
-template <bool kDrop, class F>
-__device__ __forceinline__ void dst(const F& p, F& dp, uint32_t z, float keep_scale, int lane, const float* dd) {
+// dst, without dropout: with p = P^T from probs and dp = dP^T, dp becomes dS^T; p already is (P o Z)^T. dd 8-byte
+// aligned (query_pair).
+template <class F>
+__device__ __forceinline__ void dst(const F& p, F& dp, int lane, const float* dd) {
 #pragma unroll
   for (int nb = 0; nb < 8; ++nb) {
     const float2 d = query_pair(dd, nb, lane);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float zf = keep_factor<kDrop>((z >> (4 * nb + i)) & 1u, keep_scale);
-      el(dp, nb, i) = dst_el(el(p, nb, i), el(dp, nb, i), zf, (i & 1) ? d.y : d.x);
-    }
+    for (int i = 0; i < 4; ++i) el(dp, nb, i) = dst_el(el(p, nb, i), el(dp, nb, i), 1.f, (i & 1) ? d.y : d.x);
   }
 }
-// Then p = P^T becomes (P o Z)^T, in place. Without dropout it already is: p x 1 is p (ex2.approx.ftz gives no
-// subnormals), and ptxas keeps a __fmul_rn by 1, one FMUL per element.
-template <bool kDrop, class F>
-__device__ __forceinline__ void dropped_probs(F& p, uint32_t z, float keep_scale) {
-  if constexpr (kDrop) {
+// dst_dropped, with dropout: dp becomes dS^T and p becomes (P o Z)^T (dS^T from the unscaled P^T, then P^T times the
+// factor); z: keep_bits'. The elements are walked in the order of their bits in z (word h, byte 2 (j % 2) + e, bit
+// 4 (i / 2) + 2 (nb % 2)): so ptxas reads each byte's 4 bits into predicates with one R2P, where in (nb, i) order it
+// tests every bit with its own LOP3.
+template <class F>
+__device__ __forceinline__ void dst_dropped(F& p, F& dp, const uint32_t (&z)[2], float keep_scale, int lane,
+                                            const float* dd) {
 #pragma unroll
-    for (int nb = 0; nb < 8; ++nb)
+  for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
-        el(p, nb, i) = __fmul_rn(el(p, nb, i), keep_factor<kDrop>((z >> (4 * nb + i)) & 1u, keep_scale));
-  }
+    for (int jj = 0; jj < 2; ++jj) {
+      const float2 d[2] = {query_pair(dd, 4 * h + 2 * jj, lane), query_pair(dd, 4 * h + 2 * jj + 1, lane)};
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int t = 0; t < 4; ++t) {
+          const int nb = 4 * h + 2 * jj + (t & 1), i = 2 * (t >> 1) + e;
+          const float zf = keep_factor<true>(keep_at(z, nb, i), keep_scale), pv = el(p, nb, i);
+          el(dp, nb, i) = dst_el(pv, el(dp, nb, i), zf, e ? d[t & 1].y : d[t & 1].x);
+          el(p, nb, i) = __fmul_rn(pv, zf);
+        }
+    }
 }
 // Both in one pass (the mma kernel, whose registers allow no more): s = S^T becomes (P o Z)^T, dp = dP^T becomes
 // dS^T.

@@ -134,16 +134,12 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
       const float* lse = sm.template at<const float>(sm.lse(s));
       if (edge) attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, true, lse);
       else attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, false, lse);
-      uint32_t z = 0;  // the lane's keep bits (read after probs: before it, the mask dH-128 instance spills)
-      if constexpr (kDrop) {
-        uint32_t kw[4][2];
-        keep.read(s, q0, edge, kw);
-        z = attn_bwd::keep_bits(kw, kl0, lane);
-      }
+      uint32_t z[2] = {0u, 0u};  // the lane's keep bits (read after probs: before it, the mask dH-128 instance spills)
+      if constexpr (kDrop) keep.bits(s, q0, edge, z);
       wgmma_wait<0>();
       reg_fence(dp);
-      attn_bwd::dst<kDrop>(st, dp, z, a.keep_scale, lane, sm.template at<const float>(sm.dsum(s)));
-      attn_bwd::dropped_probs<kDrop>(st, z, a.keep_scale);
+      if constexpr (kDrop) attn_bwd::dst_dropped(st, dp, z, a.keep_scale, lane, sm.template at<const float>(sm.dsum(s)));
+      else attn_bwd::dst(st, dp, lane, sm.template at<const float>(sm.dsum(s)));
       uint32_t pa[4][4], ds[4][4];
       attn_bwd::pack_a(st, pa);
       attn_bwd::pack_a(dp, ds);
