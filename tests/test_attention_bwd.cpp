@@ -1,14 +1,19 @@
 // Attention backward host logic without a device: argument checks (one UsageError naming the field), workspace
 // bytes, FLOP convention and instance names; `dropbench attention`'s pass axis (workload.pass): the dry
-// run's plan (buffers, mask bytes, FLOPs), the variants per pass, bad input refused in one line with exit 2.
+// run's plan (buffers, mask bytes, FLOPs), the variants per pass, bad input refused in one line with exit 2; the
+// backward kernels' keep-bit index arithmetic (keep_layout.cuh) against the forward's tile mapping.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,8 +22,11 @@
 
 #include "kernels/attention/attention_wgmma.cuh"
 #include "kernels/attention/bwd/attention_bwd.cuh"
+#include "kernels/attention/bwd/keep_layout.cuh"
 #include "kernels/attention/tile_order.hpp"
 #include "kernels/common/check.hpp"
+#include "kernels/common/dispatch.cuh"
+#include "test_random.hpp"
 
 namespace {
 
@@ -352,6 +360,150 @@ TEST(AttentionPassAxis, BadPassIsRefusedInOneLine) {
     EXPECT_NE(r.err.find(c.field + ":"), std::string::npos) << c.args << ": " << r.err;
     EXPECT_NE(r.err.find(c.allowed), std::string::npos) << c.args << ": " << r.err;
   }
+}
+
+// ---- Keep bits of the backward kernels (keep_layout.cuh), the functions the kernels call, against the forward's
+// tile mapping (dropout_scheme.cuh: tile_lane_of / tile_bit_of) on random words of a 64-query x 64-key block.
+
+// A block's 4 query strips x 32 words (strip j: queries 16 j ..).
+using BlockWords = std::array<std::array<uint32_t, 32>, 4>;
+BlockWords random_block(std::mt19937_64& rng) {
+  BlockWords w;
+  for (auto& strip : w)
+    for (uint32_t& x : strip) x = static_cast<uint32_t>(rng());
+  return w;
+}
+// The forward's bit of (query ql, key kl) of the block.
+uint32_t forward_bit(const BlockWords& w, int ql, int kl) {
+  return (w[ql >> 4][tile_lane_of(ql & 15, kl)] >> tile_bit_of(ql & 15, kl)) & 1u;
+}
+// Mode Fused's staging: every thread (warp j = strip j, lane L = word L) stores its word's 4 bytes
+// (staged_store_off + kStagedRegion b), as KeepBits::generate does; a byte written twice fails.
+std::vector<uint8_t> stage_bytes(const BlockWords& w) {
+  std::vector<int> hits(512, 0);
+  std::vector<uint8_t> buf(512, 0);
+  for (int j = 0; j < 4; ++j)
+    for (int L = 0; L < 32; ++L)
+      for (int b = 0; b < 4; ++b) {
+        const int at = attn_bwd::staged_store_off(j, L) + attn_bwd::kStagedRegion * b;
+        EXPECT_TRUE(at >= 0 && at < 512) << "warp " << j << " lane " << L << " byte " << b << ": " << at;
+        if (at < 0 || at >= 512) continue;
+        ++hits[at];
+        buf[at] = static_cast<uint8_t>(w[j][L] >> (8 * b));
+      }
+  for (int at = 0; at < 512; ++at) EXPECT_EQ(hits[at], 1) << "byte " << at << " of the staging buffer";
+  return buf;
+}
+// A reader's LDS.64 of the staging buffer (little endian) as keep_bits' two words (staged_bits).
+void staged_read(const std::vector<uint8_t>& buf, int warp, int lane, uint32_t (&z)[2]) {
+  const int at = attn_bwd::staged_load_off(warp, lane);
+  uint32_t v[2] = {0u, 0u};
+  for (int k = 0; k < 8; ++k) v[k >> 2] |= static_cast<uint32_t>(buf[at + k]) << (8 * (k & 3));
+  attn_bwd::staged_bits(v[0], v[1], 16 * warp + (lane >> 2), z);
+}
+
+// The accumulator layout's elements (nb, i) of a warp's lanes cover its 16 keys x 64 queries once.
+TEST(BwdKeepLayout, ElementsCoverTheWarpsRowsOnce) {
+  for (int warp = 0; warp < 4; ++warp) {
+    std::vector<int> hits(16 * 64, 0);
+    for (int lane = 0; lane < 32; ++lane)
+      for (int nb = 0; nb < 8; ++nb)
+        for (int i = 0; i < 4; ++i) {
+          const int kl = attn_bwd::el_key(16 * warp + (lane >> 2), i), ql = attn_bwd::el_query(nb, i, lane);
+          ASSERT_TRUE(kl >= 16 * warp && kl < 16 * warp + 16 && ql >= 0 && ql < 64) << kl << " " << ql;
+          ++hits[(kl - 16 * warp) * 64 + ql];
+        }
+    for (int h : hits) ASSERT_EQ(h, 1) << "warp " << warp;
+  }
+}
+
+// Mode Mask (and the mma kernel): the words read from shared memory (read_keep_words, both kernels' strides), then
+// keep_bit per element (the mma kernel) and keep_sel / keep_bits / keep_at (the wgmma kernel), for every warp, lane
+// and element.
+TEST(BwdKeepLayout, MaskPathGivesTheForwardsBits) {
+  const uint64_t seed = dropbench_test::fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < 64; ++trial) {
+    const BlockWords w = random_block(rng);
+    // The wgmma kernel's stage holds 2 tile columns per strip (stride 64, consumer c at + 32 c); the mma kernel's 1.
+    for (int stride : {32, 64}) {
+      const int c = (stride == 64) ? trial & 1 : 0;
+      std::vector<uint32_t> smem(4 * stride, 0xDEADBEEFu);
+      for (int j = 0; j < 4; ++j)
+        for (int L = 0; L < 32; ++L) smem[j * stride + 32 * c + L] = w[j][L];
+      int bad = 0;
+      std::ostringstream first;
+      for (int warp = 0; warp < 4; ++warp)
+        for (int lane = 0; lane < 32; ++lane) {
+          const int kl0 = 16 * warp + (lane >> 2);
+          uint32_t kw[4][2], z[2];
+          if (stride == 32) attn_bwd::read_keep_words<32>(smem.data(), lane, kw);
+          else attn_bwd::read_keep_words<64>(smem.data() + 32 * c, lane, kw);
+          attn_bwd::keep_bits(kw, kl0, attn_bwd::keep_sel(kl0), z);
+          for (int nb = 0; nb < 8; ++nb)
+            for (int i = 0; i < 4; ++i) {
+              const int kl = attn_bwd::el_key(kl0, i), ql = attn_bwd::el_query(nb, i, lane);
+              const uint32_t want = forward_bit(w, ql, kl);
+              const uint32_t by_bit = attn_bwd::keep_bit(kw, nb, i, kl, ql), by_at = attn_bwd::keep_at(z, nb, i);
+              if (by_bit != want || by_at != want) {
+                if (bad++ == 0)
+                  first << "warp " << warp << " lane " << lane << " nb " << nb << " i " << i << ": forward " << want
+                        << ", keep_bit " << by_bit << ", keep_at " << by_at;
+              }
+            }
+        }
+      ASSERT_EQ(bad, 0) << "stride " << stride << ", seed " << seed << "; first: " << first.str();
+    }
+  }
+}
+
+// Mode Fused: the staging stores cover the 512 bytes once, each reader's 8 bytes are byte kl0 / 16 of its 8 words in
+// keep_bits' order, and keep_at of the loaded words gives the forward's bit (the same words as mode Mask's).
+TEST(BwdKeepLayout, FusedStagingGivesTheForwardsBits) {
+  const uint64_t seed = dropbench_test::fresh_seed();
+  std::mt19937_64 rng(seed);
+  for (int trial = 0; trial < 64; ++trial) {
+    const BlockWords w = random_block(rng);
+    const std::vector<uint8_t> buf = stage_bytes(w);
+    int bad = 0;
+    std::ostringstream first;
+    for (int warp = 0; warp < 4; ++warp)
+      for (int lane = 0; lane < 32; ++lane) {
+        const int kl0 = 16 * warp + (lane >> 2), at = attn_bwd::staged_load_off(warp, lane);
+        ASSERT_TRUE(at % 8 == 0 && at >= 0 && at + 8 <= 512) << "warp " << warp << " lane " << lane << ": " << at;
+        for (int k = 0; k < 8; ++k) {  // byte 2 j + e: strip j, parity e
+          const int j = k >> 1, e = k & 1;
+          const uint8_t want = static_cast<uint8_t>(w[j][tile_lane_of(2 * (lane & 3) + e, lane >> 2)] >> (8 * warp));
+          ASSERT_EQ(buf[at + k], want) << "warp " << warp << " lane " << lane << " byte " << k << ", seed " << seed;
+        }
+        uint32_t z[2], kw[4][2], zm[2];
+        staged_read(buf, warp, lane, z);
+        for (int j = 0; j < 4; ++j)
+          for (int e = 0; e < 2; ++e) kw[j][e] = w[j][tile_lane_of(2 * (lane & 3) + e, lane >> 2)];
+        attn_bwd::keep_bits(kw, kl0, attn_bwd::keep_sel(kl0), zm);
+        EXPECT_TRUE(z[0] == zm[0] && z[1] == zm[1]) << "warp " << warp << " lane " << lane << ": fused and mask words differ";
+        for (int nb = 0; nb < 8; ++nb)
+          for (int i = 0; i < 4; ++i) {
+            const uint32_t want = forward_bit(w, attn_bwd::el_query(nb, i, lane), attn_bwd::el_key(kl0, i));
+            if (attn_bwd::keep_at(z, nb, i) != want && bad++ == 0)
+              first << "warp " << warp << " lane " << lane << " nb " << nb << " i " << i << ": forward " << want;
+          }
+      }
+    ASSERT_EQ(bad, 0) << "seed " << seed << "; first: " << first.str();
+  }
+}
+
+// The wgmma kernel's run-time (R, TW) choice: search_list over each list, rounds then width as in dropout.cuh's
+// regen, gives every listed pair itself.
+TEST(BwdKeepLayout, RoundsAndWidthSearchFindsEveryPair) {
+  for (int r : kPhiloxRounds)
+    for (int tw : kThresholdBits) {
+      const std::pair<int, int> got = attn_bwd::search_list<kPhiloxRounds>(r, [&](auto rr) {
+        return attn_bwd::search_list<kThresholdBits>(
+            tw, [&](auto tt) { return std::pair<int, int>(decltype(rr)::value, decltype(tt)::value); });
+      });
+      EXPECT_EQ(got, std::make_pair(r, tw));
+    }
 }
 
 }  // namespace

@@ -222,7 +222,8 @@ def paths(ins, labels, lo, hi, edge):
             if "TRYWAIT" in ins[i - 1]["txt"] or (spin and any("TRYWAIT" in y["txt"] for y in ins[i - 60:i])):
                 i = t if not p.startswith("!") else i + 1  # the wait succeeds at once
                 continue
-            if "a.rounds == R && a.tw == TW" in src or "if (a.rounds < R)" in src or "if (a.tw < T)" in src:
+            if ("a.rounds == R && a.tw == TW" in src or "if (a.rounds < R)" in src or "if (a.tw < T)" in src or
+                    "if (v < T) return search_list" in src):
                 i = t if dispatch_taken(ins, x) else i + 1
                 continue
             if t > i:

@@ -7,7 +7,8 @@
 // m16n8 accumulator one 32-bit word per 16 x 64 tile. Here the rows are keys: a lane's 32 elements of a 64 x 64 block
 // lie in the block's 4 tiles (query strips nb/2) and, per tile, in 2 words of other lanes (tile_lane_of(2(l%4) + i%2,
 // l/4)), at bits tile_bit_of(query % 16, key). The block's 4 x 32 words are staged in shared memory (one word per
-// thread: loaded, or generated with attn_keep_word) and each lane reads its 8 words (read_keep_words).
+// thread: loaded, or generated with attn_keep_word) and each lane reads its 8 words (read_keep_words; the index and
+// bit arithmetic in keep_layout.cuh).
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -19,6 +20,7 @@
 #include "kernels/attention/attention_dropout.cuh"
 #include "kernels/attention/attention_kernel.cuh"  // pack_bf16, fast_exp2
 #include "kernels/attention/bwd/attention_bwd_args.cuh"
+#include "kernels/attention/bwd/keep_layout.cuh"  // el_key / el_query, read_keep_words, keep_bit, keep_bits, keep_at
 #include "kernels/attention/tile_order.hpp"
 #include "kernels/common/dispatch.cuh"
 #include "kernels/rng/dropout_scheme.cuh"
@@ -62,16 +64,6 @@ __device__ __forceinline__ uint32_t keep_word(const Args& a, uint32_t bh, uint32
   return w;
 }
 
-// The lane's 8 words of a block staged as 4 tiles (query strips) of 32 words, `stride` words apart: kw[j][e] holds
-// the bits of strip j for the elements of parity e (i % 2).
-template <int kStride>
-__device__ __forceinline__ void read_keep_words(const uint32_t* m, int lane, uint32_t (&kw)[4][2]) {
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) kw[j][e] = m[j * kStride + tile_lane_of(2 * (lane & 3) + e, lane >> 2)];
-}
-
 // Element (n8-block nb, i) of a fragment held as [N/8][4] (the mma kernel's) or flat [N/2] (a wgmma accumulator):
 // the same element, written for both so that no array is reinterpreted (which can put it in local memory).
 template <int NB>
@@ -90,10 +82,6 @@ __device__ __forceinline__ float el(const float (&x)[N], int nb, int i) { return
 // causal diagonal (masking needed); lse (natural log, the forward's), dd: the block's 64 LSE and D values; kw:
 // read_keep_words' words; z: keep_bits' bits; sl2: a.scale_log2, read by the caller before its loop over blocks (read
 // here, per block, the mma kernel's dH-128 instances spill).
-//
-// Element (nb, i) of the lane: its key row (in the 64-key block) and query column (in the block).
-__device__ __forceinline__ int el_key(int kl0, int i) { return kl0 + 8 * (i >> 1); }
-__device__ __forceinline__ int el_query(int nb, int i, int lane) { return 8 * nb + 2 * (lane & 3) + (i & 1); }
 // The LSE of query ql: from the block's 64 values, or the value itself (read by the caller).
 __device__ __forceinline__ float lse_of(const float* lse, int ql) { return lse[ql]; }
 __device__ __forceinline__ float lse_of(float lq, int) { return lq; }
@@ -115,10 +103,6 @@ __device__ __forceinline__ void prob_at(F& s, int nb, int i, const Args& a, floa
 __device__ __forceinline__ float2 query_pair(const float* v, int nb, int lane) {
   return *reinterpret_cast<const float2*>(v + el_query(nb, 0, lane));
 }
-// The keep bit of element (nb, i) in read_keep_words' words.
-__device__ __forceinline__ uint32_t keep_bit(const uint32_t (&kw)[4][2], int nb, int i, int kl, int ql) {
-  return (kw[nb >> 1][i & 1] >> tile_bit_of(ql & 15, kl)) & 1u;
-}
 // dS^T of an element: P^T o (dP^T o Z - D), zf the dropout factor (keep_scale where kept, 0 where dropped, 1 without
 // dropout).
 __device__ __forceinline__ float dst_el(float p, float dp, float zf, float d) { return __fmul_rn(p, __fmaf_rn(dp, zf, -d)); }
@@ -133,29 +117,6 @@ __device__ __forceinline__ void probs(F& s, const Args& a, float sl2, int kl0, i
 #pragma unroll
     for (int i = 0; i < 4; ++i) prob_at(s, nb, i, a, sl2, kl0, lane, k0, q0, edge, (i & 1) ? l.y : l.x);
   }
-}
-// The lane's 32 keep bits of the block, in two words at fixed positions (keep_at). Its 4 bits in each of
-// read_keep_words' words all lie in byte kl0 / 16 (tile_bit_of: the key row's 8-key group is 2 (kl0 / 16) or one
-// more), at bits kl0 % 2 + {0, 2, 4, 6}. Byte permutes gather that byte of the 8 words into z[h] (strips 2h, 2h + 1;
-// byte 2 (j % 2) + e), one shift by kl0 % 2 puts the bits at 0, 2, 4, 6 of each byte: with the positions constant,
-// ptxas tests them with R2P (a byte's 4 bits in one instruction) instead of one LOP3 per element against
-// lane-dependent masks.
-// sel: keep_sel(kl0), made once by a caller that walks many blocks.
-__device__ __forceinline__ uint32_t keep_sel(int kl0) {
-  const uint32_t b = static_cast<uint32_t>(kl0) >> 4;
-  return b | ((b + 4u) << 4);
-}
-__device__ __forceinline__ void keep_bits(const uint32_t (&kw)[4][2], int kl0, uint32_t sel, uint32_t (&z)[2]) {
-  uint32_t pair[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) pair[j] = __byte_perm(kw[j][0], kw[j][1], sel);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) z[h] = __byte_perm(pair[2 * h], pair[2 * h + 1], 0x5410u) >> (kl0 & 1);
-}
-// The keep bit of element (nb, i) in keep_bits' words: strip nb / 2 and parity i % 2 give the byte, the key half
-// i / 2 and the query half nb % 2 the bit (4 (i / 2) + 2 (nb % 2), tile_bit_of's order).
-__device__ __forceinline__ uint32_t keep_at(const uint32_t (&z)[2], int nb, int i) {
-  return (z[nb >> 2] >> (8 * (2 * ((nb >> 1) & 1) + (i & 1)) + 4 * (i >> 1) + 2 * (nb & 1))) & 1u;
 }
 // The dropout factor of an element from its keep bit: keep_scale where kept, 0 where dropped (1 without dropout).
 template <bool kDrop>

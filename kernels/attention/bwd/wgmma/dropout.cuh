@@ -2,11 +2,11 @@
 // block's 64 queries (4 query strips): per warp exactly the mma backward's transposed layout, so the lane's bits lie
 // in 8 words of the block's 4 x 32, staged in shared memory:
 //   mode Mask   the producer's bulk copy of the mask words into the ring stage (4 strips x 2 tile columns); the lane
-//               reads its 8 words (bwd_tile.cuh: read_keep_words) and gathers its bits (keep_bits);
+//               reads its 8 words (keep_layout.cuh: read_keep_words) and gathers its bits (keep_bits);
 //   mode Fused  each consumer thread generates one word (strip = its warp, word = its lane; attn_keep_word<R, TW> bit
 //               for bit, the forward's and the RNG kernel's function) while the block's S^T / dP^T GEMMs run, stores
-//               its bytes where their readers want them (KeepBits), and the warpgroup meets at a named barrier before
-//               the reads (one buffer per ring stage).
+//               its bytes where their readers want them (keep_layout.cuh: staged_store_off), and the warpgroup meets
+//               at a named barrier before the reads (one buffer per ring stage).
 // Words of tiles that are not read (strips past SQ, the tile column past SK, causal tiles above the diagonal) are 0
 // in both modes, so mode Mask and mode Fused give the same bits everywhere.
 #pragma once
@@ -15,6 +15,7 @@
 #include "kernels/attention/attention.cuh"
 #include "kernels/attention/attention_dropout.cuh"
 #include "kernels/attention/bwd/bwd_tile.cuh"
+#include "kernels/attention/bwd/keep_layout.cuh"
 #include "kernels/attention/bwd/wgmma/config.cuh"
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/ptx.cuh"
@@ -39,33 +40,18 @@ __device__ __forceinline__ uint32_t regen_word(const Args& a, uint32_t bh, uint3
   }
 }
 // The round count and threshold width are chosen at run time (a.rounds, a.tw, checked against dispatch.cuh's lists
-// on the host; warp-uniform branches once per word): a binary search over each ascending list, two compares for the
-// four round counts and at most two for the three widths, where testing the (R, TW) pairs one after another takes
-// up to twelve.
-template <int Lo, int Hi, int R>
-__device__ __forceinline__ uint32_t regen_by_tw(const Args& a, uint32_t bh, uint32_t tile, uint32_t lane) {
-  if constexpr (Hi - Lo == 1) {
-    return regen_word<R, kThresholdBits[Lo]>(a, bh, tile, lane);
-  } else {
-    constexpr int M = (Lo + Hi) / 2, T = kThresholdBits[M];
-    if (a.tw < T) return regen_by_tw<Lo, M, R>(a, bh, tile, lane);
-    return regen_by_tw<M, Hi, R>(a, bh, tile, lane);
-  }
+// on the host; warp-uniform branches once per word): a binary search over each ascending list (keep_layout.cuh:
+// search_list), two compares for the four round counts and at most two for the three widths, where testing the
+// (R, TW) pairs one after another takes up to twelve.
+__device__ __forceinline__ uint32_t regen(const Args& a, uint32_t bh, uint32_t tile, uint32_t lane) {
+  return attn_bwd::search_list<kPhiloxRounds>(a.rounds, [&](auto r) {
+    return attn_bwd::search_list<kThresholdBits>(
+        a.tw, [&](auto tw) { return regen_word<decltype(r)::value, decltype(tw)::value>(a, bh, tile, lane); });
+  });
 }
-template <int Lo, int Hi>
-__device__ __forceinline__ uint32_t regen_by_rounds(const Args& a, uint32_t bh, uint32_t tile, uint32_t lane) {
-  if constexpr (Hi - Lo == 1) {
-    return regen_by_tw<0, sizeof(kThresholdBits) / sizeof(int), kPhiloxRounds[Lo]>(a, bh, tile, lane);
-  } else {
-    constexpr int M = (Lo + Hi) / 2, R = kPhiloxRounds[M];
-    if (a.rounds < R) return regen_by_rounds<Lo, M>(a, bh, tile, lane);
-    return regen_by_rounds<M, Hi>(a, bh, tile, lane);
-  }
-}
-constexpr bool ascending(const int* v, int n) { return n < 2 || (v[0] < v[1] && ascending(v + 1, n - 1)); }
-static_assert(ascending(kPhiloxRounds, sizeof(kPhiloxRounds) / sizeof(int)) &&
-                  ascending(kThresholdBits, sizeof(kThresholdBits) / sizeof(int)),
-              "regen_by_rounds / regen_by_tw search ascending lists");
+static_assert(attn_bwd::ascending(kPhiloxRounds, sizeof(kPhiloxRounds) / sizeof(int)) &&
+                  attn_bwd::ascending(kThresholdBits, sizeof(kThresholdBits) / sizeof(int)),
+              "regen's search_list needs ascending lists");
 
 template <class C, DropoutMode kMode>
 struct KeepBits {
@@ -79,7 +65,7 @@ struct KeepBits {
 
   __device__ __forceinline__ KeepBits(const Smem<C>& sm_, const Args& a_, int c_, int warp_, int lane_, uint32_t c64_)
       : sm(sm_), a(a_), c(c_), warp(warp_), lane(lane_), c64(c64_), kl0(warp_ * 16 + (lane_ >> 2)),
-        st_off(8 * slot_of_word(lane_) + 2 * warp_ + ((lane_ >> 2) & 1)), ld_off(128 * warp_ + 8 * slot(lane_)),
+        st_off(attn_bwd::staged_store_off(warp_, lane_)), ld_off(attn_bwd::staged_load_off(warp_, lane_)),
         sel(attn_bwd::keep_sel(kl0)) {
     // Opaque to ptxas, which would otherwise rebuild them from the lane index in every block (4 to 7 instructions).
     if constexpr (kMode == DropoutMode::Mask) asm("" : "+r"(sel));
@@ -91,16 +77,8 @@ struct KeepBits {
   // the diagonal (64 c64 = kc0 < q0 <= 16 r16), so tile_read holds for all four strips: on a non-edge block generate
   // does not evaluate it and bits zeroes no words.
   //
-  // Mode Fused stages the words transposed to bytes: a lane's 32 bits lie in one byte of each of its 8 words (byte
-  // kl0 / 16 = its warp, bwd_tile.cuh's keep_bits), so the generating thread stores byte b of its word into warp b's
-  // 128-byte region, at the 8 bytes of the reader lanes that need the word, in keep_bits' order (2 j + e: strip j,
-  // parity e). A reader then loads its 8 bytes at once (one LDS.64, where the words take 8 LDS and 6 PRMT), already
-  // as keep_bits' two words. Word L of strip j is read by the lanes with lane % 4 = L / 8, lane / 8 = L % 4 (and
-  // e = L / 4 % 2), so their 8 bytes sit at slot 4 (lane % 4) + lane / 8 of the region. Both sides are free of bank
-  // conflicts: a reader warp's 16 slots are 128 contiguous bytes; a store's 32 bytes lie in 16 words 8 bytes apart.
-  static __device__ __forceinline__ int slot(int lane) { return 4 * (lane & 3) + (lane >> 3); }
-  // The slot of the readers of word L (slot(lane) for lane % 4 = L / 8, lane / 8 = L % 4).
-  static __device__ __forceinline__ int slot_of_word(int L) { return 4 * (L >> 3) + (L & 3); }
+  // Mode Fused stages the words transposed to bytes (keep_layout.cuh: staged_store_off, staged_load_off), so a
+  // reader loads its 8 bytes with one LDS.64.
 
   // Mode Fused, right after the block's GEMMs are issued: this thread's word into the buffer of ring stage s.
   __device__ __forceinline__ void generate(uint32_t bh, int q0, int s, bool edge) const {
@@ -108,11 +86,10 @@ struct KeepBits {
       const uint32_t r16 = static_cast<uint32_t>(q0) / 16u + static_cast<uint32_t>(warp);  // q0 >= 0: a shift
       uint32_t word = 0;
       if (!edge || attn_bwd::tile_read(a, r16, c64))
-        word = regen_by_rounds<0, sizeof(kPhiloxRounds) / sizeof(int)>(a, bh, r16 * a.geo.cols64() + c64,
-                                                                         static_cast<uint32_t>(lane));
+        word = regen(a, bh, r16 * a.geo.cols64() + c64, static_cast<uint32_t>(lane));
       unsigned char* p = sm.template at<unsigned char>(sm.words(c, s) + st_off);
 #pragma unroll
-      for (int b = 0; b < 4; ++b) p[128 * b] = static_cast<unsigned char>(word >> (8 * b));
+      for (int b = 0; b < 4; ++b) p[attn_bwd::kStagedRegion * b] = static_cast<unsigned char>(word >> (8 * b));
     }
   }
   // The lane's 32 keep bits of the block in ring stage s (keep_bits' two words), after the S^T / dP^T wait.
@@ -120,8 +97,7 @@ struct KeepBits {
     if constexpr (kMode == DropoutMode::Fused) {
       ptx::named_bar_sync(1 + c, 128);  // every word of the block stored
       const uint2 v = *sm.template at<const uint2>(sm.words(c, s) + ld_off);
-      z[0] = v.x >> (kl0 & 1);
-      z[1] = v.y >> (kl0 & 1);
+      attn_bwd::staged_bits(v.x, v.y, kl0, z);
     } else if constexpr (kMode == DropoutMode::Mask) {
       uint32_t kw[4][2];
       attn_bwd::read_keep_words<64>(sm.template at<const uint32_t>(sm.mask(s)) + 32 * c, lane, kw);
