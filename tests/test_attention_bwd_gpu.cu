@@ -3,9 +3,10 @@
 // ||out - ref|| / ||ref|| <= 1e-2 each), the reference against a CPU fp64 computation, the two families against each
 // other, and the bitwise properties: p = 0 equals mode none, mask equals fused (regenerated) in the deterministic mode
 // at every round count and threshold width, dK / dV equal in the deterministic and the atomic mode, the deterministic
-// mode reproducible. O and LSE come from the forward (launch_attention, the kernel auto picks); mode mask reads the
-// mask the RNG kernel (launch_rng_mask) writes. Every run draws fresh N(0,1) bf16 inputs and poisons outputs and
-// workspace (0xFF bytes: NaN in bf16 and fp32) first.
+// mode reproducible, the keep bits applied element by element equal to the RNG kernel's (dV of a one-hot dO). O and
+// LSE come from the forward (launch_attention, the kernel auto picks); mode mask reads the mask the RNG kernel
+// (launch_rng_mask) writes. Every run draws fresh N(0,1) bf16 inputs and poisons outputs and workspace (0xFF bytes:
+// NaN in bf16 and fp32) first.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,6 +29,7 @@
 #include "kernels/attention/attention.cuh"
 #include "kernels/attention/bwd/attention_bwd.cuh"
 #include "kernels/common/check.hpp"
+#include "kernels/common/dispatch.cuh"
 #include "kernels/rng/dropout_scheme.cuh"
 #include "kernels/rng/rng_mask.cuh"
 
@@ -330,6 +332,81 @@ TEST_P(AttentionBwd, DropoutChangesGradients) {
   pr.forward(DropoutMode::Fused, d);
   const auto fused = pr.backward(DropoutMode::Fused, d, true);
   for (int k = 0; k < 3; ++k) EXPECT_GT(pr.rel_err(fused, none, k), 0.1) << kPart[k];
+}
+
+// The keep bits the backward applies, element by element, against the RNG kernel's mask (every (R, TW), modes mask
+// and fused): Q = K = 0 makes P uniform over the visible keys (1 / n(q)), and dO one-hot, dO[b, q, h, :] = e_c with
+// c = SQ (h % group) + q (SQ x group <= dH: one column per query and head of a KV group), makes
+// dV[b, k, hk, c] = P o Z [b, h, q, k] of that one (h, q): nonzero exactly where (q, k) is visible and kept. dQ and
+// dK are 0 (dS times Q or K = 0).
+TEST_P(AttentionBwd, KeepPatternMatchesRngMask) {
+  DB_REQUIRE_KERNEL(GetParam());
+  for (const Shape& s : {Shape{2, 32, 4, 1, 128, true}, Shape{2, 32, 4, 1, 128, false}, Shape{2, 64, 2, 1, 128, false},
+                         Shape{2, 50, 2, 2, 64, false}}) {
+    const int group = s.hq / s.hkv;
+    ASSERT_LE(s.sq * group, s.hd) << s.name() << ": the one-hot dO needs SQ x group <= dH";
+    Problem pr(s, GetParam());
+    const int64_t W = pr.width, OW = static_cast<int64_t>(s.hq) * s.hd, rows = static_cast<int64_t>(s.b) * s.sq;
+    auto h = pr.qkv.get();
+    for (int64_t row = 0; row < rows; ++row)
+      for (int64_t c = 0; c < static_cast<int64_t>(s.hq + s.hkv) * s.hd; ++c) h[row * W + c] = __float2bfloat16(0.f);
+    pr.qkv.put(h);
+    std::vector<bf16> dout(pr.dout.n, __float2bfloat16(0.f));
+    for (int b = 0; b < s.b; ++b)
+      for (int q = 0; q < s.sq; ++q)
+        for (int hh = 0; hh < s.hq; ++hh)
+          dout[(static_cast<int64_t>(b) * s.sq + q) * OW + hh * s.hd + s.sq * (hh % group) + q] = __float2bfloat16(1.f);
+    pr.dout.put(dout);
+    for (int r : kPhiloxRounds)
+      for (int tw : kThresholdBits)
+        for (DropoutMode m : {DropoutMode::Mask, DropoutMode::Fused}) {
+          Drop d;
+          d.p = 0.5;
+          d.rounds = r;
+          d.tw = tw;
+          d.seed = 0x5eed0000ULL + r * 64 + tw;
+          pr.forward(m, d);
+          const auto out = pr.backward(m, d, true);
+          pr.make_mask(d);  // the RNG kernel's bits (mode mask's forward wrote the same)
+          const auto words = pr.mask.get();
+          const float keep_scale = make_threshold(d.p, d.tw).scale;
+          size_t wrong_bit = 0, wrong_value = 0, nonzero_dqdk = 0, kept = 0, dropped = 0;
+          std::string first;
+          for (int b = 0; b < s.b; ++b)
+            for (int k = 0; k < s.sq; ++k) {
+              const int64_t row = static_cast<int64_t>(b) * s.sq + k;
+              for (int64_t c = 0; c < static_cast<int64_t>(s.hq + s.hkv) * s.hd; ++c)
+                nonzero_dqdk += __bfloat162float(out[row * W + c]) != 0.f;
+              for (int hk = 0; hk < s.hkv; ++hk)
+                for (int c = 0; c < s.hd; ++c) {
+                  const float v = __bfloat162float(out[row * W + static_cast<int64_t>(s.hq + s.hkv + hk) * s.hd + c]);
+                  bool want = false;
+                  double p = 0.0;
+                  if (c < s.sq * group) {
+                    const int hh = hk * group + c / s.sq, q = c % s.sq;
+                    const uint32_t bh = static_cast<uint32_t>(b * s.hq + hh);
+                    const uint32_t w = words[pr.geo.word_index(bh, q / 16, k / 64, tile_lane_of(q % 16, k % 64))];
+                    const bool visible = !s.causal || k <= q;
+                    want = visible && ((w >> tile_bit_of(q % 16, k % 64)) & 1u);
+                    if (visible) ((want ? kept : dropped) += 1);
+                    p = visible ? 1.0 / (s.causal ? q + 1 : s.sq) : 0.0;
+                  }
+                  if ((v != 0.f) != want && wrong_bit++ == 0)
+                    first = "b " + std::to_string(b) + " key " + std::to_string(k) + " KV head " + std::to_string(hk) +
+                            " column " + std::to_string(c) + ": dV " + std::to_string(v) + ", keep bit " +
+                            std::to_string(want);
+                  if (want && std::abs(v - p * keep_scale) > 2e-2 * p * keep_scale) ++wrong_value;
+                }
+            }
+          const std::string what = s.name() + " " + dropout_mode_name(m) + " R" + std::to_string(r) + " TW" +
+                                   std::to_string(tw);
+          EXPECT_EQ(wrong_bit, 0u) << what << ": dV's nonzero pattern differs from the RNG kernel's keep bits; first: "
+                                   << first;
+          EXPECT_EQ(wrong_value, 0u) << what << ": kept elements' dV off P x keep_scale by more than 2 %";
+          EXPECT_EQ(nonzero_dqdk, 0u) << what << ": nonzero dQ / dK with Q = K = 0";
+          EXPECT_TRUE(kept > 0 && dropped > 0) << what << ": " << kept << " kept, " << dropped << " dropped";
+        }
+  }
 }
 
 // The two families compute the same gradients up to rounding (p 0.5); in the deterministic mode both take dQ from
