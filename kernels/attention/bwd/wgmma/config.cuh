@@ -32,10 +32,10 @@ struct Cfg {
   // dS^T of one consumer (64 keys x 64 queries bf16, 128-byte rows, swizzled): the A operand of its dQ GEMM; two
   // buffers per consumer (alternating blocks), so a block's stores never meet the previous block's GEMM reads.
   static constexpr int kDsBytes = 64 * kBq * 2;
-  // Mode Fused: each consumer's generated words, one buffer of 4 strips x 32 words (as bytes: dropout.cuh) per ring
-  // stage. A buffer is
-  // written again only for the stage's next block, which the producer loads after both consumers released the
-  // stage, i.e. after every read of the buffer's previous words (the chain release -> producer -> full barrier).
+  // Mode Fused: each consumer's generated words, one buffer of 4 strips x 32 words (as bytes: keep_layout.cuh) per
+  // ring stage. A buffer is written again only for the stage's next block, which the producer loads after both
+  // consumers released the stage, i.e. after every read of the buffer's previous words (the chain release ->
+  // producer -> full barrier).
   static constexpr int kWordBytes = kStages * 128 * 4;
   // The fast mode's dQ staging of one consumer: a 64-query x 64-column fp32 slice of dQ as two TMA boxes of 32
   // columns (128-byte rows, 128-byte swizzle), the source of the tensor reduce-add into the accumulator (dq.cuh).
