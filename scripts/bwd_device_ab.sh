@@ -38,7 +38,6 @@ wait $BG
 cp "$B-b/ab_build.txt" "$OUT0/"
 tail -n 1 "$OUT0/ab_build.txt"
 LEFT=$((BUDGET - ($(date +%s) - T0)))
-[ -f "$B-b/libdropbench_attention.so" ] || { echo "lib B not built: the timing runs without it"; }
-OUT="$OUT0/timing" BWD_PART=timing \
-  BWD_LIB_B="$([ -f "$B-b/libdropbench_attention.so" ] && echo "$B-b/libdropbench_attention.so")" \
-  bash scripts/bwd_device.sh "$B" "$LEFT"
+LIB_B="$B-b/libdropbench_attention.so"
+[ -f "$LIB_B" ] || { echo "lib B not built: the timing runs without it"; LIB_B=; }
+OUT="$OUT0/timing" BWD_PART=timing BWD_LIB_B="$LIB_B" bash scripts/bwd_device.sh "$B" "$LEFT"

@@ -29,8 +29,7 @@ import peers  # noqa: E402  (git_sha: the sha as every report writes it)
 import train_model_check  # noqa: E402  (the dry run and the phase kinds, as the step check reads them)
 
 
-class UsageError(Exception):
-    pass
+UsageError = train_model_check.UsageError  # one class: the dry run raises it too
 
 
 DURATION, READ, WRITE = "gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum"
@@ -152,9 +151,7 @@ def parse_args(argv):
         cfg, _, path = p.partition("=")
         if not path or not Path(cfg).is_file() or not Path(path).is_file():
             raise UsageError(f"pairs: {p!r} (allowed: CONFIG=NCU_CSV, both existing files)")
-    for path, name in ((a.machine, "--machine"), (a.dropbench, "--dropbench")):
-        if not Path(path).is_file():
-            raise UsageError(f"{name}: {path!r} is not a file")
+    train_model_check.check_common_args(a)
     if a.copy and not Path(a.copy).is_file():
         raise UsageError(f"--copy: {a.copy!r} is not a file (allowed: a dropbench dropout report)")
     return a
@@ -212,25 +209,22 @@ def self_test():
     return 0
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if argv == ["--self-test"]:
-        return self_test()
-    try:
-        a = parse_args(argv)
-        hbm = json.loads(Path(a.machine).read_text())["hbm_gbs"]["value"]
-        copy_gbs = copy_rate(a.copy) if a.copy else 0.0
-        rows = []
-        for p in a.pairs:
-            cfg, _, path = p.partition("=")
-            casts = model_casts(a, cfg)
-            rows += rows_for(Path(cfg).stem, casts, match(parse_ncu(Path(path).read_text()), casts), hbm, copy_gbs)
-    except UsageError as e:
-        print(f"cast_ncu.py: {e}", file=sys.stderr)
-        return 2
+def work(argv):
+    a = parse_args(argv)
+    hbm = json.loads(Path(a.machine).read_text())["hbm_gbs"]["value"]
+    copy_gbs = copy_rate(a.copy) if a.copy else 0.0
+    rows = []
+    for p in a.pairs:
+        cfg, _, path = p.partition("=")
+        casts = model_casts(a, cfg)
+        rows += rows_for(Path(cfg).stem, casts, match(parse_ncu(Path(path).read_text()), casts), hbm, copy_gbs)
     doc = {"schema": "dropbench.cast_ncu", "schema_version": 1, "machine": a.machine, "hbm_gbs": hbm,
            "copy_gbs": copy_gbs or None, "git_sha": peers.git_sha(), "rows": rows}
-    return train_model_check.emit(a, doc, md(rows, hbm, copy_gbs))
+    return a, doc, md(rows, hbm, copy_gbs)
+
+
+def main(argv=None):
+    return train_model_check.run_cli("cast_ncu.py", argv, self_test, work)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,11 @@ def parse_args(argv):
     for r in a.reports:
         if not Path(r).is_file():
             raise UsageError(f"reports: {r!r} is not a file (allowed: training-step reports of `dropbench run`)")
+    return check_common_args(a)
+
+
+def check_common_args(a):
+    """The options this check shares with cast_ncu.py (--machine, --dropbench, -o, --md), checked before any work."""
     if not Path(a.machine).is_file():
         raise UsageError(f"--machine: {a.machine!r} is not a file (allowed: configs/machines/*.json)")
     if not Path(a.dropbench).is_file():
@@ -281,29 +286,36 @@ def self_test():
     return 0
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if argv == ["--self-test"]:
-        return self_test()
-    try:
-        a = parse_args(argv)
-        rows = [r for path in a.reports for r in check_report(a, path)]
-    except UsageError as e:
-        print(f"train_model_check.py: {e}", file=sys.stderr)
-        return 2
+def work(argv):
+    a = parse_args(argv)
+    rows = [r for path in a.reports for r in check_report(a, path)]
     doc = {"schema": "dropbench.train_model_check", "schema_version": 2, "machine": a.machine, "clock": a.clock,
            "git_sha": peers.git_sha(), "rows": rows}
-    return emit(a, doc, md(rows, a.machine, a.clock))
+    return a, doc, md(rows, a.machine, a.clock)
 
 
-def emit(a, doc, text):
-    """The check's outputs: the JSON document to -o, the markdown to --md and to stdout; exit status 0."""
+def run_cli(prog, argv, self_test_fn, work_fn):
+    """The command line of this check and of cast_ncu.py: --self-test alone runs the self-test; otherwise
+    work_fn(argv) -> (args, JSON document, markdown), written to -o, --md and stdout. Bad input (UsageError): one
+    line naming it, exit 2, nothing written."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--self-test"]:
+        return self_test_fn()
+    try:
+        a, doc, text = work_fn(argv)
+    except UsageError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
     if a.output:
         Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
     if a.md:
         Path(a.md).write_text(text)
     print(text, end="")
     return 0
+
+
+def main(argv=None):
+    return run_cli("train_model_check.py", argv, self_test, work)
 
 
 if __name__ == "__main__":
