@@ -62,15 +62,19 @@ struct Gemms {
       ptx::wgmma_ss_bf16<64>(dp, kstep(dv0, C::kBk, kk), kstep(ddo0, C::kBq, kk), kk > 0 ? 1 : 0);
     ptx::wgmma_commit();
   }
-  // dV += (P o Z)^T dO and dK += dS^T Q (one commit group); B MN-major, the dH slices LBO = kBq * 128 apart.
-  __device__ __forceinline__ void issue_dv_dk(int s, uint32_t (&pa)[4][4], uint32_t (&ds)[4][4], float (&dv)[HD / 2],
-                                              float (&dk)[HD / 2]) const {
-    const uint64_t dq0 = ptx::desc_sw128(sm.q(s), C::kBq * 128, 1024), ddo0 = ptx::desc_sw128(sm.dout(s), C::kBq * 128, 1024);
+  // dV += (P o Z)^T dO and, as a separate commit group, dK += dS^T Q; B MN-major, the dH slices LBO = kBq * 128
+  // apart. Two groups so that the fast mode's dQ GEMM goes between them (the consumer loop's order).
+  __device__ __forceinline__ void issue_dv(int s, uint32_t (&pa)[4][4], float (&dv)[HD / 2]) const {
+    issue_rs(sm.dout(s), pa, dv);
+  }
+  __device__ __forceinline__ void issue_dk(int s, uint32_t (&ds)[4][4], float (&dk)[HD / 2]) const {
+    issue_rs(sm.q(s), ds, dk);
+  }
+  static __device__ __forceinline__ void issue_rs(uint32_t b, uint32_t (&a)[4][4], float (&d)[HD / 2]) {
+    const uint64_t db0 = ptx::desc_sw128(b, C::kBq * 128, 1024);
     ptx::wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) ptx::wgmma_rs_bf16_tn<HD>(dv, pa[kk], mnstep(ddo0, kk), 1);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) ptx::wgmma_rs_bf16_tn<HD>(dk, ds[kk], mnstep(dq0, kk), 1);
+    for (int kk = 0; kk < 4; ++kk) ptx::wgmma_rs_bf16_tn<HD>(d, a[kk], mnstep(db0, kk), 1);
     ptx::wgmma_commit();
   }
 };
@@ -146,8 +150,21 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
       // The fast mode's dS^T stores read ds before the dK GEMM takes it as an operand (registers of a running wgmma
       // are not to be read).
       if (a.dq_fast) store_ds(sm.ds(c, buf), ds, warp, lane);
-      g.issue_dv_dk(s, pa, ds, dv, dk);
-      if (a.dq_fast) dq_meet(t);  // waited under the dV / dK GEMMs
+      // dV, then (fast mode) the meeting and dQ, then dK: the tensor cores run dV while the consumers meet, dQ
+      // queues behind dV without a wait between, and dQ's staging and reduce-add run under dK.
+      g.issue_dv(s, pa, dv);
+      if (dq_n >= 0) {
+        dq_meet(t);
+        float dq[32];
+        issue_dq<C>(sm, buf, dq_n, dq);
+        g.issue_dk(s, ds, dk);
+        wgmma_wait<1>();  // dV and dQ; dK runs on
+        reg_fence(dq);
+        dq_reduce<C>(sm, tm_dq, dq, dq_n, c, w.b, h, q0, t, warp, lane);
+      } else {
+        if (a.dq_fast) dq_meet(t);
+        g.issue_dk(s, ds, dk);
+      }
       wgmma_wait<0>();
       reg_fence(dv);
       reg_fence(dk);
@@ -160,15 +177,15 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
       const uint32_t zero[4][4] = {};
       store_ds(sm.ds(c, buf), zero, warp, lane);
       dq_meet(t);
+      if (dq_n >= 0) {
+        float dq[32];
+        issue_dq<C>(sm, buf, dq_n, dq);
+        wgmma_wait<0>();
+        reg_fence(dq);
+        dq_reduce<C>(sm, tm_dq, dq, dq_n, c, w.b, h, q0, t, warp, lane);
+      }
     }
     release(sm.empty(s));  // Q, dO, LSE, D and the words of stage s are read
-    if (dq_n >= 0) {
-      float dq[32];
-      issue_dq<C>(sm, buf, dq_n, dq);
-      wgmma_wait<0>();
-      reg_fence(dq);
-      dq_reduce<C>(sm, tm_dq, dq, dq_n, c, w.b, h, q0, t, warp, lane);
-    }
   }
   // The reduce-adds complete (their shared-memory reads and global writes) before the CTA's shared memory goes.
   if (a.dq_fast && t == 0) bulk_wait<0>();
