@@ -135,28 +135,57 @@ __device__ __forceinline__ void dst(const F& p, F& dp, int lane, const float* dd
     for (int i = 0; i < 4; ++i) el(dp, nb, i) = dst_el(el(p, nb, i), el(dp, nb, i), 1.f, (i & 1) ? d.y : d.x);
   }
 }
-// dst_dropped, with dropout: dp becomes dS^T and p becomes (P o Z)^T (dS^T from the unscaled P^T, then P^T times the
-// factor); z: keep_bits'. The elements are walked in the order of their bits in z (word h, byte 2 (j % 2) + e, bit
-// 4 (i / 2) + 2 (nb % 2)): so ptxas reads each byte's 4 bits into predicates with one R2P, where in (nb, i) order it
-// tests every bit with its own LOP3.
+// acc (16 x 64 fp32, m16n8 layout, 8 n8-blocks) as four m16k16 A fragments (bf16): accumulator n8-blocks 2kk, 2kk+1
+// are the A fragment of k-step kk (mma.sync m16n8k16 and wgmma m64k16 alike).
 template <class F>
-__device__ __forceinline__ void dst_dropped(F& p, F& dp, const uint32_t (&z)[2], float keep_scale, int lane,
-                                            const float* dd) {
+__device__ __forceinline__ void pack_a(const F& x, uint32_t (&pa)[4][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    pa[kk][0] = attn::pack_bf16(el(x, 2 * kk, 0), el(x, 2 * kk, 1));
+    pa[kk][1] = attn::pack_bf16(el(x, 2 * kk, 2), el(x, 2 * kk, 3));
+    pa[kk][2] = attn::pack_bf16(el(x, 2 * kk + 1, 0), el(x, 2 * kk + 1, 1));
+    pa[kk][3] = attn::pack_bf16(el(x, 2 * kk + 1, 2), el(x, 2 * kk + 1, 3));
+  }
+}
+
+// The elements of a lane in the order of their bits in z (keep_at: word h, byte 2 (j % 2) + e, bit 4 (i / 2) +
+// 2 (nb % 2)), f(nb, i) for each, after group(nb0) for each group of n8-blocks nb0, nb0 + 1 (their D / LSE pairs):
+// walked in this order, ptxas reads each byte's 4 bits into predicates with one R2P, where in (nb, i) order it tests
+// every bit with its own LOP3.
+template <class G, class Fn>
+__device__ __forceinline__ void for_bits(G group, Fn f) {
 #pragma unroll
   for (int h = 0; h < 2; ++h)
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj) {
-      const float2 d[2] = {query_pair(dd, 4 * h + 2 * jj, lane), query_pair(dd, 4 * h + 2 * jj + 1, lane)};
+      group(4 * h + 2 * jj);
 #pragma unroll
       for (int e = 0; e < 2; ++e)
 #pragma unroll
-        for (int t = 0; t < 4; ++t) {
-          const int nb = 4 * h + 2 * jj + (t & 1), i = 2 * (t >> 1) + e;
-          const float zf = keep_factor<true>(keep_at(z, nb, i), keep_scale), pv = el(p, nb, i);
-          el(dp, nb, i) = dst_el(pv, el(dp, nb, i), zf, e ? d[t & 1].y : d[t & 1].x);
-          el(p, nb, i) = __fmul_rn(pv, zf);
-        }
+        for (int t = 0; t < 4; ++t) f(4 * h + 2 * jj + (t & 1), 2 * (t >> 1) + e);
     }
+}
+// pz_dropped, with dropout: (P o Z)^T = P^T times the factor, packed as pack_a's A fragments; p = P^T stays (dS^T
+// needs it unscaled). z: keep_bits'.
+template <class F>
+__device__ __forceinline__ void pz_dropped(const F& p, const uint32_t (&z)[2], float keep_scale, uint32_t (&pa)[4][4]) {
+  float pz[32];
+  for_bits([](int) {},
+           [&](int nb, int i) { el(pz, nb, i) = __fmul_rn(el(p, nb, i), keep_factor<true>(keep_at(z, nb, i), keep_scale)); });
+  pack_a(pz, pa);
+}
+// dst_dropped, with dropout: dp becomes dS^T = P^T o (dP^T o Z - D) from p = P^T (unscaled); with kPz, p then
+// becomes (P o Z)^T in the same pass, else it stays (pz_dropped made (P o Z)^T before). z: keep_bits'.
+template <bool kPz, class F>
+__device__ __forceinline__ void dst_dropped(F& p, F& dp, const uint32_t (&z)[2], float keep_scale, int lane,
+                                            const float* dd) {
+  float2 d[2];
+  for_bits([&](int nb0) { d[0] = query_pair(dd, nb0, lane), d[1] = query_pair(dd, nb0 + 1, lane); },
+           [&](int nb, int i) {
+             const float zf = keep_factor<true>(keep_at(z, nb, i), keep_scale), pv = el(p, nb, i);
+             el(dp, nb, i) = dst_el(pv, el(dp, nb, i), zf, (i & 1) ? d[nb & 1].y : d[nb & 1].x);
+             if constexpr (kPz) el(p, nb, i) = __fmul_rn(pv, zf);
+           });
 }
 // Both in one pass (the mma kernel, whose registers allow no more): s = S^T becomes (P o Z)^T, dp = dP^T becomes
 // dS^T.
@@ -176,19 +205,6 @@ __device__ __forceinline__ void probs_and_dst(F& s, F& dp, const Args& a, float 
       el(s, nb, i) = __fmul_rn(p, zf);
       el(dp, nb, i) = dst_el(p, el(dp, nb, i), zf, dd[ql]);
     }
-}
-
-// acc (16 x 64 fp32, m16n8 layout, 8 n8-blocks) as four m16k16 A fragments (bf16): accumulator n8-blocks 2kk, 2kk+1
-// are the A fragment of k-step kk (mma.sync m16n8k16 and wgmma m64k16 alike).
-template <class F>
-__device__ __forceinline__ void pack_a(const F& x, uint32_t (&pa)[4][4]) {
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    pa[kk][0] = attn::pack_bf16(el(x, 2 * kk, 0), el(x, 2 * kk, 1));
-    pa[kk][1] = attn::pack_bf16(el(x, 2 * kk, 2), el(x, 2 * kk, 3));
-    pa[kk][2] = attn::pack_bf16(el(x, 2 * kk + 1, 0), el(x, 2 * kk + 1, 1));
-    pa[kk][3] = attn::pack_bf16(el(x, 2 * kk + 1, 2), el(x, 2 * kk + 1, 3));
-  }
 }
 
 // dK * scale and dV of the warp's 16 keys (first key row key0 = k0 + kl0, the other 8 below) into dQKV's key / value

@@ -92,6 +92,9 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
   using namespace ptx;
   constexpr int HD = C::kHeadDim, ST = C::kStages, NO = HD / 2;
   constexpr bool kDrop = kMode != DropoutMode::None;
+  // dV issued before the dP^T wait keeps P^T, dP^T, dV's A operand and both accumulators live at once: at dH 128 with
+  // dropout (the keep bits and their state on top) ptxas spills 60-72 bytes, so there dV waits for dS^T.
+  constexpr bool kDvEarly = !(kDrop && HD == 128);
   const int t = static_cast<int>(threadIdx.x) - 128 * (c + 1);
   const int warp = t >> 5, lane = t & 31;
   const int kc0 = w.k0 + 64 * c;              // the consumer's first key
@@ -140,19 +143,30 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
       else attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, false, lse);
       uint32_t z[2] = {0u, 0u};  // the lane's keep bits (read after probs: before it, the mask dH-128 instance spills)
       if constexpr (kDrop) keep.bits(s, q0, edge, z);
-      wgmma_wait<0>();
-      reg_fence(dp);
-      if constexpr (kDrop) attn_bwd::dst_dropped(st, dp, z, a.keep_scale, lane, sm.template at<const float>(sm.dsum(s)));
-      else attn_bwd::dst(st, dp, lane, sm.template at<const float>(sm.dsum(s)));
       uint32_t pa[4][4], ds[4][4];
-      attn_bwd::pack_a(st, pa);
+      const float* dd = sm.template at<const float>(sm.dsum(s));
+      if constexpr (kDvEarly) {
+        // (P o Z)^T as dV's A operand, and dV issued before the dP^T wait: dS^T is computed while the dV GEMM runs.
+        if constexpr (kDrop) attn_bwd::pz_dropped(st, z, a.keep_scale, pa);
+        else attn_bwd::pack_a(st, pa);
+        g.issue_dv(s, pa, dv);
+        wgmma_wait<1>();  // dP^T; dV runs on
+        reg_fence(dp);
+        if constexpr (kDrop) attn_bwd::dst_dropped<false>(st, dp, z, a.keep_scale, lane, dd);
+        else attn_bwd::dst(st, dp, lane, dd);
+      } else {
+        wgmma_wait<0>();
+        reg_fence(dp);
+        attn_bwd::dst_dropped<true>(st, dp, z, a.keep_scale, lane, dd);  // st becomes (P o Z)^T
+        attn_bwd::pack_a(st, pa);
+      }
       attn_bwd::pack_a(dp, ds);
       // The fast mode's dS^T stores read ds before the dK GEMM takes it as an operand (registers of a running wgmma
       // are not to be read).
       if (a.dq_fast) store_ds(sm.ds(c, buf), ds, warp, lane);
-      // dV, then (fast mode) the meeting and dQ, then dK: the tensor cores run dV while the consumers meet, dQ
-      // queues behind dV without a wait between, and dQ's staging and reduce-add run under dK.
-      g.issue_dv(s, pa, dv);
+      if constexpr (!kDvEarly) g.issue_dv(s, pa, dv);
+      // Then (fast mode) the meeting and dQ, then dK: dQ queues behind dV without a wait between, and dQ's staging
+      // and reduce-add run under dK.
       if (dq_n >= 0) {
         dq_meet(t);
         float dq[32];
