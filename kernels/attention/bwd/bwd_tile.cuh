@@ -76,7 +76,8 @@ template <int N>
 __device__ __forceinline__ float el(const float (&x)[N], int nb, int i) { return x[4 * nb + i]; }
 
 // One warp's 16 keys x 64 queries of a block: P^T, the keep bits, dS^T and (P o Z)^T, per element, in passes (the
-// wgmma kernel computes P^T while its dP^T GEMM runs: probs, keep_bits, dst or dst_dropped) or in one pass
+// wgmma kernel computes P^T while its dP^T GEMM runs: probs, keep_bits, then pz_dropped / pack_a and dst or
+// dst_dropped, or dst_dropped alone for both) or in one pass
 // (probs_and_dst: the mma kernel, whose registers allow no more). kl0: the lane's first key row in the 64-key block
 // (16 warp + lane / 4); k0, q0: the block's first key and query; edge: the block reaches past SQ or crosses the
 // causal diagonal (masking needed); lse (natural log, the forward's), dd: the block's 64 LSE and D values; kw:

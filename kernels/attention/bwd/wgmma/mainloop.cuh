@@ -8,6 +8,9 @@
 //   dK  += dS^T Q         A = dS^T from registers, B = Q MN-major
 //   dQ  += dS K       fast mode only (dq.cuh): dS^T of both consumers through shared memory, read MN-major; one
 //                     64-column slice per owner, added by a TMA tensor reduce-add
+// Issue order per block: S^T, dP^T | dV (mode none, and dH 64 with dropout: before the dP^T wait, so dS^T is
+// computed under it) | dQ | dK, each its own commit group: the elementwise dS^T work, the consumers' meeting and
+// dQ's staging each run while a GEMM of the same consumer runs (dV, dV, dK).
 // Descriptor offsets: K-major k-step kk reads slice kk/4 at byte 32 (kk%4) of each row; MN-major k-step kk (16 rows
 // along K) starts 16 x 128 bytes further, the 64-column slices LBO apart, 8-row groups SBO = 1024.
 #pragma once
