@@ -3,13 +3,13 @@
 // chunk q ^ (row % 8)); read through a descriptor as an MN-major A operand it is dS (64 queries x 64 keys). Once both
 // consumers' dS^T of the block are stored (a named barrier of the two warpgroups), the block's dQ = dS K (64 queries x
 // dH, the contraction over all 128 keys of the CTA) is split by 64-column slices of dH: slice n belongs to consumer (n
-// + buffer) % 2 (dH 128: one slice each; dH 64: the consumers take turns). The owner issues its slice's GEMM between
-// its dV and dK GEMMs (8 k-steps: the two consumers' dS against their K rows), stages it in shared memory (fp32, the
-// reduce's swizzled boxes) while dK runs, and one thread adds it into the fp32 accumulator with two TMA tensor
-// reduce-adds (asynchronous: the staging is written again at the consumer's next slice, one or two blocks later, after
-// that thread's bulk_wait_read). Each dQ element of a block is added once per CTA, by the copy engine, instead of once
-// per consumer warp lane with atomics. The deterministic mode skips this (a run-time branch) and runs the mma
-// backward's dQ kernel instead.
+// + buffer) % 2 (dH 128: one slice each; dH 64: the consumers take turns). The owner computes its slice with wgmma
+// after releasing the ring stage (8 k-steps: the two consumers' dS against their K rows), stages it in shared memory
+// (fp32, the reduce's swizzled boxes) and one thread adds it into the fp32 accumulator with two TMA tensor reduce-adds
+// (asynchronous: the staging is written again at the consumer's next slice, one or two blocks later, after that
+// thread's bulk_wait_read). Each dQ element of a block is added once per CTA, by the copy engine, instead of once per
+// consumer warp lane with atomics. The deterministic mode skips this (a run-time branch) and runs the mma backward's dQ
+// kernel instead.
 #pragma once
 #include <cstdint>
 

@@ -8,9 +8,8 @@
 //   dK  += dS^T Q         A = dS^T from registers, B = Q MN-major
 //   dQ  += dS K       fast mode only (dq.cuh): dS^T of both consumers through shared memory, read MN-major; one
 //                     64-column slice per owner, added by a TMA tensor reduce-add
-// Issue order per block: S^T, dP^T | dV (mode none, and dH 64 with dropout: before the dP^T wait, so dS^T is
-// computed under it) | dQ | dK, each its own commit group: the elementwise dS^T work, the consumers' meeting and
-// dQ's staging each run while a GEMM of the same consumer runs (dV, dV, dK).
+// Issue order per block: S^T, dP^T | dV (mode none, and dH 64 with dropout: before the dP^T wait, so that dS^T is
+// computed while it runs) | dK | dQ after the dV / dK wait, each its own commit group.
 // Descriptor offsets: K-major k-step kk reads slice kk/4 at byte 32 (kk%4) of each row; MN-major k-step kk (16 rows
 // along K) starts 16 x 128 bytes further, the 64-column slices LBO apart, 8-row groups SBO = 1024.
 #pragma once
@@ -66,7 +65,7 @@ struct Gemms {
     ptx::wgmma_commit();
   }
   // dV += (P o Z)^T dO and, as a separate commit group, dK += dS^T Q; B MN-major, the dH slices LBO = kBq * 128
-  // apart. Two groups so that the fast mode's dQ GEMM goes between them (the consumer loop's order).
+  // apart. Two groups, so that dV can be issued before dS^T exists (the consumer loop's order).
   __device__ __forceinline__ void issue_dv(int s, uint32_t (&pa)[4][4], float (&dv)[HD / 2]) const {
     issue_rs(sm.dout(s), pa, dv);
   }
@@ -168,20 +167,8 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
       // are not to be read).
       if (a.dq_fast) store_ds(sm.ds(c, buf), ds, warp, lane);
       if constexpr (!kDvEarly) g.issue_dv(s, pa, dv);
-      // Then (fast mode) the meeting and dQ, then dK: dQ queues behind dV without a wait between, and dQ's staging
-      // and reduce-add run under dK.
-      if (dq_n >= 0) {
-        dq_meet(t);
-        float dq[32];
-        issue_dq<C>(sm, buf, dq_n, dq);
-        g.issue_dk(s, ds, dk);
-        wgmma_wait<1>();  // dV and dQ; dK runs on
-        reg_fence(dq);
-        dq_reduce<C>(sm, tm_dq, dq, dq_n, c, w.b, h, q0, t, warp, lane);
-      } else {
-        if (a.dq_fast) dq_meet(t);
-        g.issue_dk(s, ds, dk);
-      }
+      g.issue_dk(s, ds, dk);
+      if (a.dq_fast) dq_meet(t);  // waited under the dV / dK GEMMs
       wgmma_wait<0>();
       reg_fence(dv);
       reg_fence(dk);
@@ -194,15 +181,15 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
       const uint32_t zero[4][4] = {};
       store_ds(sm.ds(c, buf), zero, warp, lane);
       dq_meet(t);
-      if (dq_n >= 0) {
-        float dq[32];
-        issue_dq<C>(sm, buf, dq_n, dq);
-        wgmma_wait<0>();
-        reg_fence(dq);
-        dq_reduce<C>(sm, tm_dq, dq, dq_n, c, w.b, h, q0, t, warp, lane);
-      }
     }
     release(sm.empty(s));  // Q, dO, LSE, D and the words of stage s are read
+    if (dq_n >= 0) {
+      float dq[32];
+      issue_dq<C>(sm, buf, dq_n, dq);
+      wgmma_wait<0>();
+      reg_fence(dq);
+      dq_reduce<C>(sm, tm_dq, dq, dq_n, c, w.b, h, q0, t, warp, lane);
+    }
   }
   // The reduce-adds complete (their shared-memory reads and global writes) before the CTA's shared memory goes.
   if (a.dq_fast && t == 0) bulk_wait<0>();
