@@ -95,7 +95,7 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
   constexpr int HD = C::kHeadDim, ST = C::kStages, NO = HD / 2;
   constexpr bool kDrop = kMode != DropoutMode::None;
   // dV issued before the dP^T wait keeps P^T, dP^T, dV's A operand and both accumulators live at once: at dH 128 with
-  // dropout (the keep bits and their state on top) ptxas spills 60-72 bytes, so there dV waits for dS^T.
+  // dropout (the keep bits and their state on top) ptxas spills 60-76 bytes, so there dV waits for dS^T.
   constexpr bool kDvEarly = !(kDrop && HD == 128);
   const int t = static_cast<int>(threadIdx.x) - 128 * (c + 1);
   const int warp = t >> 5, lane = t & 31;
