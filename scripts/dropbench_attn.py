@@ -37,6 +37,9 @@ class Params(ctypes.Structure):
                 ("kernel", ctypes.c_int32), ("mask", ctypes.c_void_p), ("mask_out", ctypes.c_void_p)]
 
 
+_FIELD_NAMES = frozenset(name for name, _ in Params._fields_)
+
+
 def default_path():
     env = os.environ.get("DROPBENCH_ATTENTION_LIB")
     return Path(env) if env else REPO / "build" / "libdropbench_attention.so"
@@ -98,7 +101,7 @@ class Lib:
             raise ValueError(f"kernel must be one of {', '.join(KERNELS)} (got {kernel!r})")
         p.kernel = KERNELS[kernel]
         for k, v in fields.items():
-            if k not in dict(Params._fields_):
+            if k not in _FIELD_NAMES:
                 raise ValueError(f"unknown field {k!r}")
             setattr(p, k, int(v) if k == "causal" else v)
         return p

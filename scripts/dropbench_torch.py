@@ -81,11 +81,17 @@ def _check_mode(mode):
 
 
 def next_seed_offset(device):
-    """(seed, offset) for one call, drawn from PyTorch's default CUDA generator of `device` (see the module's doc).
-    Its state (get_state) ends with the seed (u64) and the Philox offset (i64), 16 bytes (older releases put a
-    fixed-size legacy block before them); the offset advances by TORCH_OFFSET_STEP."""
+    """(seed, offset) for one call, drawn from PyTorch's default CUDA generator of `device` (see the module's doc);
+    the generator's Philox offset advances by TORCH_OFFSET_STEP. Through the generator's get_offset / set_offset
+    where this PyTorch has them (no state tensor per call: the op runs once per layer and pass), else through its
+    state (get_state), whose last 16 bytes are the seed (u64) and the Philox offset (i64) (older releases put a
+    fixed-size legacy block before them)."""
     idx = device.index if device.index is not None else torch.cuda.current_device()
     gen = torch.cuda.default_generators[idx]
+    if hasattr(gen, "get_offset") and hasattr(gen, "set_offset"):
+        seed, offset = gen.initial_seed(), gen.get_offset()
+        gen.set_offset(offset + TORCH_OFFSET_STEP)
+        return seed & 0xFFFFFFFFFFFFFFFF, (offset // TORCH_OFFSET_STEP) & 0xFFFFFFFF
     state = gen.get_state()
     if state.numel() < 16 or state.numel() % 8:
         raise RuntimeError(f"PyTorch's CUDA generator state is {state.numel()} bytes, this op reads its last 16 "
@@ -98,10 +104,12 @@ def next_seed_offset(device):
 
 
 class Shape:
-    """The attention's shape and dropout settings, as the C ABI's dba_params takes them."""
+    """The attention's shape and dropout settings, as the C ABI's dba_params takes them. Treated as immutable once
+    made: shape_of() shares one per distinct setting between calls, and it keeps the library's Params for it (and the
+    backward's workspace size), so a call copies a struct instead of rebuilding it."""
 
     __slots__ = ("batch", "sq", "q_heads", "kv_heads", "head_dim", "causal", "softmax_scale", "dropout_p", "mode",
-                 "rounds", "threshold_bits", "kernel", "deterministic")
+                 "rounds", "threshold_bits", "kernel", "deterministic", "_lib", "_template", "_ws_bytes")
 
     def __init__(self, batch, sq, q_heads, kv_heads, head_dim, causal=False, softmax_scale=None, dropout_p=0.0,
                  mode="fused", rounds=7, threshold_bits=8, kernel="auto", deterministic=False):
@@ -112,16 +120,46 @@ class Shape:
         self.softmax_scale = float(softmax_scale) if softmax_scale else 0.0  # 0: the library's 1/sqrt(dH)
         self.dropout_p, self.mode = float(dropout_p), mode
         self.rounds, self.threshold_bits, self.kernel = int(rounds), int(threshold_bits), kernel
+        self._lib = self._template = self._ws_bytes = None
 
     @property
     def qkv_cols(self):
         return (self.q_heads + 2 * self.kv_heads) * self.head_dim
 
     def params(self, lib, seed=0, offset=0, **ptrs):
-        return lib.params(kernel=self.kernel, batch=self.batch, sq=self.sq, q_heads=self.q_heads,
-                          kv_heads=self.kv_heads, head_dim=self.head_dim, causal=self.causal,
-                          softmax_scale=self.softmax_scale, dropout_p=self.dropout_p, seed=seed, offset=offset,
-                          rounds=self.rounds, threshold_bits=self.threshold_bits, **ptrs)
+        """A fresh Params for one call: the shape's fields (built by lib.params once per library), then seed, offset
+        and the call's pointers / row strides (ptrs: Params field names)."""
+        if self._lib is not lib:
+            self._template = lib.params(kernel=self.kernel, batch=self.batch, sq=self.sq, q_heads=self.q_heads,
+                                        kv_heads=self.kv_heads, head_dim=self.head_dim, causal=self.causal,
+                                        softmax_scale=self.softmax_scale, dropout_p=self.dropout_p,
+                                        rounds=self.rounds, threshold_bits=self.threshold_bits)
+            self._lib, self._ws_bytes = lib, None
+        p = dba.Params.from_buffer_copy(self._template)
+        p.seed, p.offset = seed, offset
+        for k, v in ptrs.items():
+            setattr(p, k, v)
+        return p
+
+    def workspace_bytes(self, lib, p):
+        """The backward's workspace bytes (the library's dba_attention_backward_workspace_bytes), once per shape."""
+        if self._ws_bytes is None or self._lib is not lib:
+            self._ws_bytes = lib.backward_workspace_bytes(p, self.deterministic)
+        return self._ws_bytes
+
+
+_shapes = {}
+
+
+def shape_of(*args, **kwargs):
+    """Shape(*args, **kwargs), one object per distinct setting (a model calls the op with a handful of settings)."""
+    key = (args, tuple(sorted(kwargs.items())))
+    sh = _shapes.get(key)
+    if sh is None:
+        if len(_shapes) >= 256:
+            _shapes.clear()
+        sh = _shapes[key] = Shape(*args, **kwargs)
+    return sh
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -190,7 +228,7 @@ def backward_raw(lib, shape, qkv, o, lse, mask, dout, seed, offset, dqkv=None):
         dqkv = torch.empty(qkv.shape[0], shape.qkv_cols, device=dev, dtype=torch.bfloat16)
     p = shape.params(lib, seed, offset, qkv=qkv.data_ptr(), qkv_row_stride=qkv.stride(0), o=o.data_ptr(),
                      o_row_stride=o.stride(0), lse=lse.data_ptr(), mask=mask.data_ptr() if mask is not None else 0)
-    ws_bytes = lib.backward_workspace_bytes(p, shape.deterministic)
+    ws_bytes = shape.workspace_bytes(lib, p)
     ws = torch.empty(max(ws_bytes, 1), device=dev, dtype=torch.uint8)
     lib.backward(p, shape.mode, dout.data_ptr(), dqkv.data_ptr(), ws.data_ptr(), shape.deterministic, _stream(dev))
     return dqkv
@@ -255,8 +293,9 @@ def attention_qkv(qkv, q_heads, kv_heads, head_dim, causal=False, dropout_p=0.0,
     b, s, cols = qkv.shape
     if dropout_p == 0:
         mode = "none"
-    shape = Shape(b, s, q_heads, kv_heads, head_dim, causal=causal, softmax_scale=softmax_scale, dropout_p=dropout_p,
-                  mode=mode, rounds=rounds, threshold_bits=threshold_bits, kernel=kernel, deterministic=deterministic)
+    shape = shape_of(b, s, q_heads, kv_heads, head_dim, causal=causal, softmax_scale=softmax_scale,
+                     dropout_p=dropout_p, mode=mode, rounds=rounds, threshold_bits=threshold_bits, kernel=kernel,
+                     deterministic=deterministic)
     flat = qkv.to(torch.bfloat16).reshape(b * s, cols)
     return attention_packed(flat, shape, rng=rng, lib=lib).view(b, s, q_heads * head_dim)
 
@@ -391,6 +430,15 @@ def self_test(lib_path):
         want = b * h * math.ceil(s / 16) * math.ceil(s / 64) * 128
         ok(mask_bytes(b, s, h, causal, lib) == want, f"mask bytes B {b} S {s} H {h}")
     ok(mask_bytes(1, 8192, 64, True, lib) == 512 << 20, "Llama-3 70B heads, SQ 8K: 512 MiB per layer")
+    # a shared Shape: one object per setting; each call's Params a fresh copy of the library's, then its own fields
+    sh = shape_of(2, 300, 4, 2, 64, causal=True, dropout_p=0.1, mode="mask", rounds=5)
+    ok(sh is shape_of(2, 300, 4, 2, 64, causal=True, dropout_p=0.1, mode="mask", rounds=5)
+       and sh is not shape_of(2, 300, 4, 2, 64, causal=True, dropout_p=0.1, mode="mask", rounds=7), "shape_of shares")
+    p1, p2 = sh.params(lib, 5, 6, qkv=4096, qkv_row_stride=1024), sh.params(lib, 7, 8)
+    want = lib.params(batch=2, sq=300, q_heads=4, kv_heads=2, head_dim=64, causal=True, dropout_p=0.1, rounds=5,
+                      seed=5, offset=6, qkv=4096, qkv_row_stride=1024)
+    ok(bytes(p1) == bytes(want), "Shape.params: the library's fields, then the call's")
+    ok(p2.seed == 7 and p2.offset == 8 and not p2.qkv and p1.seed == 5 and p1.qkv == 4096, "Shape.params: fresh copies")
     try:
         _check_mode("stored")
         fails.append("mode 'stored' accepted")

@@ -42,6 +42,11 @@ reported: whether the interval excludes 0 (a detectable difference, e.g. from a 
 samples p at 2^-threshold_bits resolution). The reference: --loss-ref, default the first SDPA variant with dropout;
 only variants with the same dropout p as the reference are compared.
 
+Host or GPU bound (--host-reps N, default 5; 0 = off; after the timed run): per variant a fresh replica-0 model runs
+PROFILE_WARM_STEPS steps, then N times one step issued while a GPU sleep of a few step times runs ahead of it: the
+host's issue time per step (median, min) beside the step time. Issue time near the step time means the step is
+host-bound (Python and launch work decide it, not the kernels); far below, the GPU never waits for the host.
+
 Where the step's time goes (--profile-steps N, after the timed run): per variant a fresh replica-0 model runs
 PROFILE_WARM_STEPS steps, then N steps under torch.profiler (CPU + CUDA activity); reported per step: host wall time,
 GPU busy time (the union of every kernel's, memset's and memcpy's interval), GPU idle time (wall - busy: waiting for
@@ -80,6 +85,10 @@ SDPA = {"cudnn": ("none", "dropout"), "flash": ("none", "dropout")}
 DEFAULT_VARIANTS = "ours:fused,ours:mask,cudnn:dropout,flash:dropout"
 MARKOV_SUCCESSORS = 4
 PROFILE_WARM_STEPS = 3
+# The host-time probe's GPU sleep, in multiples of the variant's median step time, at an assumed 2 GHz SM clock (a
+# slower clock only lengthens the sleep).
+HOST_SLEEP_STEPS = 4
+SLEEP_CYCLES_PER_S = 2.0e9
 # Kernel families of a profiled step, by the kernel's (demangled) name: the first pattern that matches.
 KERNEL_GROUPS = (("attention", r"dropbench|attn|sdpa|fmha|flash|cudnn"), ("gemm", r"gemm|nvjet|cutlass|xmma"),
                  ("other", r""))
@@ -169,6 +178,7 @@ def parse_args(argv):
     ap.add_argument("--attn-rounds", default=10, type=_int("attn-rounds", 2, 200))
     ap.add_argument("--attn-burst-ms", default=20.0, type=_float("attn-burst-ms", 1, 1000))
     ap.add_argument("--profile-steps", default=0, type=_int("profile-steps", 0, 1000))
+    ap.add_argument("--host-reps", default=5, type=_int("host-reps", 0, 100))
     ap.add_argument("--profile-trace", default=None)
     ap.add_argument("--seed", default=1234, type=_int("seed", 0, 2 ** 31 - 1))
     ap.add_argument("--device", default=0, type=_int("device", 0, 63))
@@ -195,9 +205,10 @@ def parse_args(argv):
         raise UsageError(f"--profile-trace: {a.profile_trace!r} is not a directory")
     if a.profile_trace and not a.profile_steps:
         raise UsageError("--profile-trace: needs --profile-steps in [1, 1000]")
-    if a.profile_steps + PROFILE_WARM_STEPS > a.steps:
-        raise UsageError(f"--profile-steps: in [0, --steps - {PROFILE_WARM_STEPS} = {a.steps - PROFILE_WARM_STEPS}] "
-                         f"(got {a.profile_steps})")
+    for name, n in (("--profile-steps", a.profile_steps), ("--host-reps", a.host_reps)):
+        if n + PROFILE_WARM_STEPS > a.steps:
+            raise UsageError(f"{name}: in [0, --steps - {PROFILE_WARM_STEPS} = {a.steps - PROFILE_WARM_STEPS}] "
+                             f"(got {n})")
     return a
 
 
@@ -293,6 +304,16 @@ def md_tables(doc):
                      f"({_fmt(share * 100 if share is not None else None, 1)} %) | "
                      f"{v['peak_allocated_bytes'] / 2 ** 20:.0f} ({v['step_peak_above_start_bytes'] / 2 ** 20:.0f}) | "
                      f"{_fmt(v['loss_last_k_mean'])} |")
+    host = {name: v["host"] for name, v in doc["variants"].items() if v.get("host")}
+    if host:
+        lines += ["", "| host issue time (one step, GPU busy elsewhere) | median ms | min ms | / step time | verdict |",
+                  "|---|---|---|---|---|"]
+        for name, h in host.items():
+            r = h["issue_over_step"]
+            verdict = ("synchronises inside the step" if h["synchronises"] else
+                       "host-bound" if r >= 0.9 else "GPU-bound")
+            lines.append(f"| {name} | {_fmt(h['issue_s']['median'] * 1e3, 2)} | {_fmt(h['issue_s']['min'] * 1e3, 2)} | "
+                         f"{_fmt(r)} | {verdict} |")
     if doc.get("ratios"):
         lines += ["", "| step time ratio | median | 95 % CI | windows |", "|---|---|---|---|"]
         for r in doc["ratios"]:
@@ -578,8 +599,38 @@ class Peer:
         curves = {v: [tr.losses.tolist() for tr in trainees if tr.variant == v] for v in variants}
         del trainees  # their models and optimizer states: the attention-alone and profiled runs need the memory
         attn = self.attention_alone(variants, layouts)
+        host = self.host_time(variants, layouts, data, samples) if a.host_reps else {}
         prof = self.profile(variants, layouts, data) if a.profile_steps else {}
-        return self.document(argv, variants, skipped, layouts, samples, peak, peak_above, curves, attn, prof)
+        return self.document(argv, variants, skipped, layouts, samples, peak, peak_above, curves, attn, host, prof)
+
+    def host_time(self, variants, layouts, data, samples):
+        """Per variant, the host's time to issue one training step while the GPU is busy elsewhere: a fresh replica-0
+        model trained PROFILE_WARM_STEPS steps, then --host-reps times: a GPU sleep of HOST_SLEEP_STEPS median step
+        times, one step issued under it (timed on the host), a synchronise. A step that issues in less time than the
+        GPU takes to run it leaves the GPU no idle time waiting for Python; one that issues in about as long is
+        host-bound, and host work then decides its time. A step that waits for the GPU inside (a synchronising call)
+        shows as an issue time near the sleep's and is flagged."""
+        torch, a = self.torch, self.a
+        out = {}
+        for v in variants:
+            step_s = dbstats.median([x["s_per_step"] for x in samples[v]])
+            sleep_s = HOST_SLEEP_STEPS * step_s
+            tr = self.trainee(v, 0, layouts, data)
+            for _ in range(PROFILE_WARM_STEPS):
+                tr.step()
+            issue = []
+            for _ in range(a.host_reps):
+                torch.cuda.synchronize()
+                torch.cuda._sleep(int(sleep_s * SLEEP_CYCLES_PER_S))
+                t0 = time.perf_counter()
+                tr.step()
+                issue.append(time.perf_counter() - t0)
+                torch.cuda.synchronize()
+            med = dbstats.median(issue)
+            out[v] = {"issue_s": {"median": med, "min": min(issue), "samples": issue}, "sleep_s": sleep_s,
+                      "issue_over_step": med / step_s, "synchronises": med > 0.5 * sleep_s}
+            del tr
+        return out
 
     def profile(self, variants, layouts, data):
         """Per variant, a fresh replica-0 model trained PROFILE_WARM_STEPS steps, then --profile-steps steps under
@@ -657,14 +708,14 @@ class Peer:
                          "difference over replicas against +-margin")
         return ctx
 
-    def document(self, argv, variants, skipped, layouts, samples, peak, peak_above, curves, attn, prof):
+    def document(self, argv, variants, skipped, layouts, samples, peak, peak_above, curves, attn, host, prof):
         a = self.a
         doc = {"schema": "dropbench.train_peer", "schema_version": 1, "context": self.context(argv),
                "config": {k: getattr(a, k) for k in ("variants", "layers", "seq", "batch", "heads", "head_dim",
                                                      "vocab", "mlp_ratio", "precision", "lr", "lr_warmup", "clip", "dropout_p",
                                                      "philox_rounds", "steps", "window", "warmup_windows",
                                                      "replicas", "last_k", "loss_margin", "loss_ref", "attn_rounds",
-                                                     "attn_burst_ms", "profile_steps", "seed")},
+                                                     "attn_burst_ms", "profile_steps", "host_reps", "seed")},
                "variants": {}, "ratios": [], "loss_agreement": []}
         doc["config"]["d_model"] = a.hq * a.head_dim
         for v in a.variants:
@@ -702,6 +753,8 @@ class Peer:
                     ent["mask_bytes_model"] = ent["mask_bytes_per_layer"] * a.layers
             else:
                 ent["sdpa_layout"] = layouts[v]
+            if v in host:
+                ent["host"] = host[v]
             if v in prof:
                 ent["profile"] = prof[v]
             doc["variants"][v] = ent
@@ -802,7 +855,9 @@ def self_test():
                          (["-o", "/nonexistent-dir/x.json"], "-o"), (["--profile-steps", "-1"], "--profile-steps"),
                          (["--profile-steps", "298"], "--profile-steps: in [0, --steps - 3 = 297]"),
                          (["--profile-trace", "/tmp"], "--profile-trace: needs --profile-steps"),
-                         (["--profile-steps", "5", "--profile-trace", "/nonexistent-dir"], "--profile-trace")):
+                         (["--profile-steps", "5", "--profile-trace", "/nonexistent-dir"], "--profile-trace"),
+                         (["--steps", "50", "--host-reps", "48"], "--host-reps: in [0, --steps - 3 = 47]"),
+                         (["--host-reps", "-1"], "--host-reps")):
         refused(argv, needle)
     ok(parse_args(["--profile-steps", "297"]).profile_steps == 297, "--profile-steps at its bound")
 
@@ -855,7 +910,14 @@ def self_test():
     doc = {"variants": {"ours:fused": {"step_s": {"median": 0.02, "ci95": [0.019, 0.021]}, "j_per_step": float("nan"),
                                        "attention": {"per_step_s": 0.005, "share": 0.25},
                                        "peak_allocated_bytes": 3 << 30, "step_peak_above_start_bytes": 1 << 30,
-                                       "loss_last_k_mean": 1.2345, "profile": ps},
+                                       "loss_last_k_mean": 1.2345, "profile": ps,
+                                       "host": {"issue_s": {"median": 0.0185, "min": 0.018}, "issue_over_step": 0.925,
+                                                "synchronises": False}},
+                        "cudnn:dropout": {"step_s": {"median": 0.02, "ci95": [0.019, 0.021]}, "j_per_step": 7.0,
+                                          "attention": {}, "peak_allocated_bytes": 0,
+                                          "step_peak_above_start_bytes": 0, "loss_last_k_mean": 1.0,
+                                          "host": {"issue_s": {"median": 0.005, "min": 0.004}, "issue_over_step": 0.25,
+                                                   "synchronises": False}},
                         "flash:dropout": {"skipped": "no kernel"}},
            "ratios": [{"num": "flash:dropout", "den": "ours:fused", "median": 1.1, "ci95": [1.05, 1.15], "windows": 28}],
            "loss_agreement": [rows["same"], rows["nodrop"]], "x": [float("inf"), (1, 2)]}
@@ -870,7 +932,9 @@ def self_test():
         ok("| ours:fused | 20.00 (19.00–21.00) | — | 5.00 (25.0 %) | 3072 (1024) | 1.234 |" in md
            and "skipped: no kernel" in md and "| flash:dropout / ours:fused | 1.100 |" in md
            and "equivalent (margin 0.02)" in md and "not comparable" in md
-           and "| ours:fused | 0.25 | 0.13 | 0.12 | 0.07 | 0.08 | 0.01 | 3.0 |" in md, f"markdown:\n{md}")
+           and "| ours:fused | 0.25 | 0.13 | 0.12 | 0.07 | 0.08 | 0.01 | 3.0 |" in md
+           and "| ours:fused | 18.50 | 18.00 | 0.925 | host-bound |" in md
+           and "| cudnn:dropout | 5.00 | 4.00 | 0.250 | GPU-bound |" in md, f"markdown:\n{md}")
         # a refused run leaves an existing report as it was, prints one line, exits 2
         path.write_text("keep\n")
         r = subprocess.run([sys.executable, __file__, "--layers", "99", "-o", str(path)], capture_output=True,

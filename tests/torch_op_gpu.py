@@ -207,6 +207,17 @@ class Checks:
             y.backward(dout)
             grads.append(x.grad)
         self.ok(torch.equal(grads[0], grads[1]), "checkpoint's recomputation: the forward's bits")
+        # the draw reads and advances the generator exactly as its state bytes say (seed, Philox offset), whichever
+        # path the op takes (get_offset / set_offset, or get_state / set_state)
+        gen = torch.cuda.default_generators[qkv.device.index or 0]
+        torch.manual_seed(4321)
+        for _ in range(3):
+            before = gen.get_state().view(torch.int64)
+            seed, off = dbt.next_seed_offset(qkv.device)
+            after = gen.get_state().view(torch.int64)
+            self.ok(seed == int(before[-2]) & 0xFFFFFFFFFFFFFFFF and off == int(before[-1]) // 4
+                    and int(after[-1]) == int(before[-1]) + 4 and int(after[-2]) == int(before[-2]),
+                    f"draw: seed {seed} offset {off}, state before {before[-2:].tolist()} after {after[-2:].tolist()}")
 
     def module(self):
         torch, dbt = self.torch, self.dbt
