@@ -1,4 +1,4 @@
-// What the attention GPU tests (forward: test_attention_gpu.cu, backward: test_attention_bwd_gpu.cu) share: the
+// What the attention GPU tests (forward: test_attention_gpu.cu, backward: test_attention_bwd_gpu.cpp) share: the
 // per-process input seed, whether a kernel family can run on this device, the forward's parameters of a test
 // problem (shape, buffers, dropout fields), and how gtest prints a kernel family.
 #pragma once

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <vector>
 
-#include <cuda_runtime_api.h>
+#include <cuda_runtime.h>  // the typed cudaMalloc(T**, size); nvcc includes it implicitly, g++ does not
 
 #include "kernels/common/check.hpp"
 

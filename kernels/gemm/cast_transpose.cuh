@@ -9,7 +9,7 @@
 // product that contracts over the tokens (dW = dYᵀ·X) needs the transposed copies of both operands, and the
 // gradients are e5m2. The conversion saturates to the largest finite value (__NV_SATFINITE, as TE's cast).
 // Input bf16, or e4m3 (then only a transposed copy of an fp8 tensor: scale 1 keeps every value exactly).
-// Reference: the host conversion of cuda_fp8.h element by element (tests/test_cast_transpose_gpu.cu).
+// Reference: the host conversion of cuda_fp8.h element by element (tests/test_cast_transpose_gpu.cpp).
 #pragma once
 #include <cstdint>
 

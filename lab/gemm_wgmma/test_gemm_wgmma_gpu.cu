@@ -2,7 +2,7 @@
 // (kernels/gemm_ref.cu) on the same stored fp8 inputs, fresh random data every run (seed printed).
 //
 // Error bounds (both must hold):
-//   * ‖out − ref‖₂ / ‖ref‖₂ ≤ 1e-2, as for cuBLASLt in test_gemm_gpu.cu. Both sides read the same fp8 values;
+//   * ‖out − ref‖₂ / ‖ref‖₂ ≤ 1e-2, as for cuBLASLt in test_gemm_gpu.cpp. Both sides read the same fp8 values;
 //     what is left is the bf16 rounding of the output (≤ 2^-9 relative per element, RMS ≈ 1.1e-3) and the
 //     summation: the fp8 wgmma accumulates over the whole K in the tensor core's own accumulator (FAST
 //     accumulation, never promoted to a separate fp32 sum), which cuBLASLt's FAST_ACCUM also does

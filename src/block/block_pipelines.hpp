@@ -2,7 +2,7 @@
 // (src/pipeline_plan.hpp): baseline, fused, overlap, chunked. The attention consumes the GEMM's actual bf16
 // output QKV [B*SQ, (Hq+2*Hkv)*dH], which is exactly its input layout. All pipelines use the same counter
 // scheme, so for one (seed, offset) they write bit-identical O and LSE. Used by `dropbench run` and the GPU
-// tests (tests/test_pipelines_gpu.cu).
+// tests (tests/test_pipelines_gpu.cpp).
 #pragma once
 #include <functional>
 #include <memory>

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include <cuda_bf16.h>
-#include <cuda_runtime_api.h>
+#include <cuda_runtime.h>  // the typed cudaMalloc(T**, size); nvcc includes it implicitly, g++ does not
 
 #include "capi/dropbench_attention.h"
 #include "gpu_guard.hpp"

@@ -11,6 +11,7 @@
 // also checked to be written: no NaN from the poison, and the per-element max error is reported).
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
+#include <cuda_runtime.h>  // the typed cudaMalloc(T**, size); nvcc includes it implicitly, g++ does not
 
 #include <cmath>
 #include <cstdio>

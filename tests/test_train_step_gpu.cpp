@@ -215,7 +215,7 @@ TEST_P(TrainStepGpu, ProductsMatchHostReferences) {
     // dQKV against the attention backward's reference on the step's own QKV, O, LSE and dO. Only where QKV has
     // unit variance (fp8: BlockRunner scales W_qkv so): bf16 keeps the unscaled product (stdev sqrt(E)/3), whose
     // nearly one-hot softmax makes dS = P o (dP - D) cancel below the bound's reach; the backward's accuracy on
-    // N(0, 1) inputs is tests/test_attention_bwd_gpu.cu's.
+    // N(0, 1) inputs is tests/test_attention_bwd_gpu.cpp's.
     if (!f8) return;
     const AttentionBwdParams bp = tr.backward_params(DropoutMode::Fused, true);
     DeviceBuffer ref(static_cast<size_t>(M * NQ) * 4), scratch(attention_backward_reference_scratch_bytes(bp));
