@@ -91,15 +91,15 @@ def next_seed_offset(device):
     if hasattr(gen, "get_offset") and hasattr(gen, "set_offset"):
         seed, offset = gen.initial_seed(), gen.get_offset()
         gen.set_offset(offset + TORCH_OFFSET_STEP)
-        return seed & 0xFFFFFFFFFFFFFFFF, (offset // TORCH_OFFSET_STEP) & 0xFFFFFFFF
-    state = gen.get_state()
-    if state.numel() < 16 or state.numel() % 8:
-        raise RuntimeError(f"PyTorch's CUDA generator state is {state.numel()} bytes, this op reads its last 16 "
-                           "(seed, offset): pass rng=(seed, offset) explicitly")
-    words = state.view(torch.int64)
-    seed, offset = int(words[-2]), int(words[-1])
-    words[-1] = offset + TORCH_OFFSET_STEP  # a view: the state tensor itself changes
-    gen.set_state(state)
+    else:
+        state = gen.get_state()
+        if state.numel() < 16 or state.numel() % 8:
+            raise RuntimeError(f"PyTorch's CUDA generator state is {state.numel()} bytes, this op reads its last 16 "
+                               "(seed, offset): pass rng=(seed, offset) explicitly")
+        words = state.view(torch.int64)
+        seed, offset = int(words[-2]), int(words[-1])
+        words[-1] = offset + TORCH_OFFSET_STEP  # a view: the state tensor itself changes
+        gen.set_state(state)
     return seed & 0xFFFFFFFFFFFFFFFF, (offset // TORCH_OFFSET_STEP) & 0xFFFFFFFF
 
 

@@ -603,6 +603,15 @@ class Peer:
         prof = self.profile(variants, layouts, data) if a.profile_steps else {}
         return self.document(argv, variants, skipped, layouts, samples, peak, peak_above, curves, attn, host, prof)
 
+    def warm_trainee(self, variant, layouts, data):
+        """A fresh replica-0 run of `variant` after PROFILE_WARM_STEPS steps, the GPU idle (the start of the host-time
+        probe and of the profiled steps)."""
+        tr = self.trainee(variant, 0, layouts, data)
+        for _ in range(PROFILE_WARM_STEPS):
+            tr.step()
+        self.torch.cuda.synchronize()
+        return tr
+
     def host_time(self, variants, layouts, data, samples):
         """Per variant, the host's time to issue one training step while the GPU is busy elsewhere: a fresh replica-0
         model trained PROFILE_WARM_STEPS steps, then --host-reps times: a GPU sleep of HOST_SLEEP_STEPS median step
@@ -615,12 +624,9 @@ class Peer:
         for v in variants:
             step_s = dbstats.median([x["s_per_step"] for x in samples[v]])
             sleep_s = HOST_SLEEP_STEPS * step_s
-            tr = self.trainee(v, 0, layouts, data)
-            for _ in range(PROFILE_WARM_STEPS):
-                tr.step()
+            tr = self.warm_trainee(v, layouts, data)
             issue = []
             for _ in range(a.host_reps):
-                torch.cuda.synchronize()
                 torch.cuda._sleep(int(sleep_s * SLEEP_CYCLES_PER_S))
                 t0 = time.perf_counter()
                 tr.step()
@@ -639,10 +645,7 @@ class Peer:
         from torch.profiler import ProfilerActivity, profile
         out = {}
         for v in variants:
-            tr = self.trainee(v, 0, layouts, data)
-            for _ in range(PROFILE_WARM_STEPS):
-                tr.step()
-            torch.cuda.synchronize()
+            tr = self.warm_trainee(v, layouts, data)
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 t0 = time.perf_counter()
                 for _ in range(a.profile_steps):
