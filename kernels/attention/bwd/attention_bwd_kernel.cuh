@@ -357,7 +357,7 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_dq_kernel(const Args a) {
         const float p = fast_exp2(__fmaf_rn(x, sl2, -lse2[i >> 1]));
         float zf = 1.f;
         if constexpr (kDrop) zf = ((kw >> (4 * nb + i)) & 1u) ? a.keep_scale : 0.f;
-        s[nb][i] = __fmul_rn(p, __fmaf_rn(dp[nb][i], zf, -dd[i >> 1]));  // dS
+        s[nb][i] = dst_el(p, dp[nb][i], zf, dd[i >> 1]);  // dS
       }
     uint32_t pa[4][4];
     pack_a(s, pa);

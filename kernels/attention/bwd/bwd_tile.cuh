@@ -107,6 +107,8 @@ __device__ __forceinline__ float2 query_pair(const float* v, int nb, int lane) {
 // dS^T of an element: P^T o (dP^T o Z - D), zf the dropout factor (keep_scale where kept, 0 where dropped, 1 without
 // dropout).
 __device__ __forceinline__ float dst_el(float p, float dp, float zf, float d) { return __fmul_rn(p, __fmaf_rn(dp, zf, -d)); }
+// (P o Z)^T of an element, the dV GEMM's A operand: P^T times the dropout factor zf.
+__device__ __forceinline__ float pz_el(float p, float zf) { return __fmul_rn(p, zf); }
 
 // probs: s = S^T (raw scores) becomes P^T, in place; lse 8-byte aligned (query_pair).
 template <class F>
@@ -172,7 +174,7 @@ template <class F>
 __device__ __forceinline__ void pz_dropped(const F& p, const uint32_t (&z)[2], float keep_scale, uint32_t (&pa)[4][4]) {
   float pz[32];
   for_bits([](int) {},
-           [&](int nb, int i) { el(pz, nb, i) = __fmul_rn(el(p, nb, i), keep_factor<true>(keep_at(z, nb, i), keep_scale)); });
+           [&](int nb, int i) { el(pz, nb, i) = pz_el(el(p, nb, i), keep_factor<true>(keep_at(z, nb, i), keep_scale)); });
   pack_a(pz, pa);
 }
 // dst_dropped, with dropout: dp becomes dS^T = P^T o (dP^T o Z - D) from p = P^T (unscaled); with kPz, p then
@@ -185,7 +187,7 @@ __device__ __forceinline__ void dst_dropped(F& p, F& dp, const uint32_t (&z)[2],
            [&](int nb, int i) {
              const float zf = keep_factor<true>(keep_at(z, nb, i), keep_scale), pv = el(p, nb, i);
              el(dp, nb, i) = dst_el(pv, el(dp, nb, i), zf, (i & 1) ? d[nb & 1].y : d[nb & 1].x);
-             if constexpr (kPz) el(p, nb, i) = __fmul_rn(pv, zf);
+             if constexpr (kPz) el(p, nb, i) = pz_el(pv, zf);
            });
 }
 // Both in one pass (the mma kernel, whose registers allow no more): s = S^T becomes (P o Z)^T, dp = dP^T becomes
@@ -203,7 +205,7 @@ __device__ __forceinline__ void probs_and_dst(F& s, F& dp, const Args& a, float 
       const float p = el(s, nb, i);
       float zf = 1.f;
       if constexpr (kDrop) zf = keep_factor<kDrop>(keep_bit(kw, nb, i, kl, ql), a.keep_scale);
-      el(s, nb, i) = __fmul_rn(p, zf);
+      el(s, nb, i) = pz_el(p, zf);
       el(dp, nb, i) = dst_el(p, el(dp, nb, i), zf, dd[ql]);
     }
 }
