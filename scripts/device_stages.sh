@@ -190,7 +190,8 @@ for s in "${STAGES[@]}"; do
           "$B/dropbench" attention -q --min-time 0 --set measure.min_samples=1 --set measure.max_samples=1 \
           --set measure.warmup=0 "${G[@]}" > "$f" 2>&1
         echo "bwdncu $pt: exit $? ($(grep -c '^"' "$f") csv lines)"
-      done ;;
+      done
+      python3 scripts/ncu_bwd_table.py "$O"/ncu_bwd_*.csv --md "$O/ncu_bwd.md" --json "$O/ncu_bwd.json" | head -40 ;;
     bwdgqa)
       want bwdgqa 90 || continue
       for hq in 32 64 128; do
