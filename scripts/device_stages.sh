@@ -42,6 +42,9 @@
 #            training-step peers at the same points (scripts/peers.py --only train, bf16 and fp8) and the
 #            `peers.py --versus` table of each preset's step against them
 #   trainmc  the training step's memcheck alone
+#   bwdprof  `dropbench profile --kernels attention_bwd`: the wgmma backward's ncu blocks alone (8 ncu runs, about a
+#            minute), into profile_bwd.json (the committed profile with those blocks replaced) and its CSV; the model's
+#            backward demand is refitted from it off the device (scripts/refit_profile.py --kernels-only)
 #   bwdncu   Nsight Compute of the wgmma attention backward at 32 / 8 heads, SQ 8192: dH 128 and 64, causal and not,
 #            mode none, and at dH 128 non-causal modes mask and fused (Philox-7): one launch each, the raw page of the
 #            speed-of-light, compute (pipe utilisation), memory (shared-memory wavefronts, bank conflicts), warp-state
@@ -173,6 +176,11 @@ for s in "${STAGES[@]}"; do
     train) stage_train ;;
     casts) stage_casts ;;
     trainmc) want trainmc 40 && train_memcheck ;;
+    bwdprof)
+      want bwdprof 120 || continue
+      timeout "$(cap 300)" "$B/dropbench" profile --kernels attention_bwd --out "$O/profile_bwd.json" \
+        --ncu-csv "$O/profile_bwd_csv" > "$O/profile_bwd.log" 2>&1
+      echo "bwdprof: exit $?"; tail -20 "$O/profile_bwd.log" ;;
     bwdncu)
       want bwdncu 90 || continue
       command -v ncu > /dev/null || { echo "bwdncu: ncu not installed"; continue; }
