@@ -15,21 +15,26 @@ import sys
 # (label, metric name) of the per-launch figures, in the table's order; a metric a file lacks prints as "-".
 KEYS = [
     ("time (us)", "gpu__time_duration.sum"),
-    ("SM clock (MHz)", "sm__cycles_elapsed.avg.per_second"),
+    ("SM clock (MHz)", "gpc__cycles_elapsed.avg.per_second"),
     ("SM throughput %", "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
-    ("issue slots busy %", "sm__instruction_throughput.avg.pct_of_peak_sustained_active"),
+    ("issue slots busy %", "smsp__issue_active.avg.pct_of_peak_sustained_active"),
     ("warp instructions", "smsp__inst_executed.sum"),
+    ("wgmma (warp instructions)", "smsp__sass_inst_executed_op_shared_gmma.sum"),
+    ("tensor pipe active %", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
     ("L1/shared throughput %", "l1tex__throughput.avg.pct_of_peak_sustained_active"),
     ("shared wavefronts", "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"),
+    ("shared wavefronts: loads", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"),
+    ("shared wavefronts: stores", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"),
     ("shared bank conflicts", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"),
+    ("shared bank conflicts: stores", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"),
     ("L2 throughput %", "lts__throughput.avg.pct_of_peak_sustained_elapsed"),
     ("L2 hit rate %", "lts__t_sector_hit_rate.pct"),
-    ("DRAM throughput %", "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+    ("DRAM throughput %", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
     ("achieved occupancy %", "sm__warps_active.avg.pct_of_peak_sustained_active"),
 ]
 PIPE = re.compile(r"^sm__(?:pipe_|inst_executed_pipe_)(.+?)(?:_cycles_active)?\.avg\.pct_of_peak_sustained_active$")
-STALL = re.compile(r"^smsp__average_warp_latency_issue_stalled_(.+)\.ratio$")
-STALL_ALT = re.compile(r"^smsp__warp_issue_stalled_(.+)_per_warp_active\.pct$")
+STALL = re.compile(r"^smsp__average_warps_issue_stalled_(.+)_per_issue_active\.ratio$")
+STALL_ALT = re.compile(r"^smsp__average_warp_latency_issue_stalled_(.+)\.ratio$")
 
 
 def number(v):
@@ -58,7 +63,7 @@ def summary(path):
         x = number(v) if v is not None else None
         if x is not None and key == "gpu__time_duration.sum":
             x = x / 1e3 if unit in ("ns", "nsecond") else x * 1e6 if unit in ("s", "second") else x
-        if x is not None and key == "sm__cycles_elapsed.avg.per_second":
+        if x is not None and key == "gpc__cycles_elapsed.avg.per_second":
             x = x / 1e6 if unit in ("hz", "cycle/second", "1/s") or x > 1e7 else x
         out[label] = x
     pipes = {}
