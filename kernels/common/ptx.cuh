@@ -247,23 +247,25 @@ __device__ __forceinline__ void wgmma_ss_m64n64k16_bf16(float (&d)[32], uint64_t
       : "l"(da), "l"(db), "r"(scale_d), "n"(kTransA), "n"(kTransB));
 }
 
-// D[64 x 64] (fp32) (+)= A[64 x 16] * B[16 x 64], bf16; A from registers (the m64k16 fragment: four bf16x2 per
-// thread), B from shared memory MN-major (transposed: rows of B are N-contiguous).
-__device__ __forceinline__ void wgmma_rs_m64n64k16_bf16_tn(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int scale_d) {
+// D[64 x 64] (fp32) (+)= A[64 x 16] * B, bf16; A from registers (the m64k16 fragment: four bf16x2 per thread), B
+// from shared memory: kTransB = 0 K-major (B[64 x 16]^T, rows of B are K-contiguous), kTransB = 1 MN-major (B[16 x
+// 64], rows N-contiguous).
+template <int kTransB>
+__device__ __forceinline__ void wgmma_rs_m64n64k16_bf16(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int scale_d) {
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
       "setp.ne.b32 p, %37, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n"
+      "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n"
       "}\n"
       :
         "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
         "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(kTransB));
 }
 
 // D[64 x 128] (fp32) (+)= A[64 x 16] * B[128 x 16]^T, bf16; A and B from shared memory, both K-major.
@@ -289,16 +291,17 @@ __device__ __forceinline__ void wgmma_ss_m64n128k16_bf16(float (&d)[64], uint64_
       : "l"(da), "l"(db), "r"(scale_d));
 }
 
-// D[64 x 128] (fp32) (+)= A[64 x 16] * B[16 x 128], bf16; A from registers (the m64k16 fragment: four bf16x2 per
-// thread), B from shared memory MN-major (transposed: rows of B are N-contiguous).
-__device__ __forceinline__ void wgmma_rs_m64n128k16_bf16_tn(float (&d)[64], const uint32_t (&a)[4], uint64_t db, int scale_d) {
+// D[64 x 128] (fp32) (+)= A[64 x 16] * B, bf16; A from registers, B from shared memory K-major (kTransB = 0) or
+// MN-major (kTransB = 1), as the m64n64k16 above.
+template <int kTransB>
+__device__ __forceinline__ void wgmma_rs_m64n128k16_bf16(float (&d)[64], const uint32_t (&a)[4], uint64_t db, int scale_d) {
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
       "setp.ne.b32 p, %69, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-      "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n"
+      "{%64, %65, %66, %67}, %68, p, 1, 1, %70;\n"
       "}\n"
       :
         "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
@@ -309,7 +312,7 @@ __device__ __forceinline__ void wgmma_rs_m64n128k16_bf16_tn(float (&d)[64], cons
         "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
         "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(kTransB));
 }
 
 template <int N>
@@ -317,10 +320,10 @@ __device__ __forceinline__ void wgmma_ss_bf16(float (&d)[N / 2], uint64_t da, ui
   if constexpr (N == 64) wgmma_ss_m64n64k16_bf16(d, da, db, scale_d);
   else { static_assert(N == 128, "N 64 or 128"); wgmma_ss_m64n128k16_bf16(d, da, db, scale_d); }
 }
-template <int N>
-__device__ __forceinline__ void wgmma_rs_bf16_tn(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db, int scale_d) {
-  if constexpr (N == 64) wgmma_rs_m64n64k16_bf16_tn(d, a, db, scale_d);
-  else { static_assert(N == 128, "N 64 or 128"); wgmma_rs_m64n128k16_bf16_tn(d, a, db, scale_d); }
+template <int N, int kTransB>
+__device__ __forceinline__ void wgmma_rs_bf16(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db, int scale_d) {
+  if constexpr (N == 64) wgmma_rs_m64n64k16_bf16<kTransB>(d, a, db, scale_d);
+  else { static_assert(N == 128, "N 64 or 128"); wgmma_rs_m64n128k16_bf16<kTransB>(d, a, db, scale_d); }
 }
 
 // ---- wgmma, FP8 (e4m3) ----

@@ -46,20 +46,6 @@ __device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool va
 template <int HD>
 using Loader = attn::TileLoader<64, HD, Cfg<HD>::kThreads>;
 
-// Per-lane ldmatrix row offsets (the forward's patterns, attention_kernel.cuh): "A" for an m16k16 A fragment or a
-// transposed B read, "B" for a non-transposed B read; at(base, kk) selects the 16-byte chunk pair kk.
-__device__ __forceinline__ uint32_t off_a(int lane, int rb) {
-  const int x = lane & 7;
-  return static_cast<uint32_t>((x + (((lane >> 3) & 1) << 3)) * rb + (((lane >> 4) ^ x) << 4));
-}
-__device__ __forceinline__ uint32_t off_b(int lane, int rb) {
-  const int x = lane & 7;
-  return static_cast<uint32_t>((x + ((lane >> 4) << 3)) * rb + ((((lane >> 3) & 1) ^ x) << 4));
-}
-__device__ __forceinline__ uint32_t at(uint32_t base, int kk) {
-  return (base ^ static_cast<uint32_t>((kk & 3) * 32)) + (kk >> 2) * 128;
-}
-
 // acc[DB][4] += A (four k-steps of 16, 64 deep) * T, T a 64 x HD bf16 tile in shared memory read transposed (rows
 // = the k dimension): the forward's P V product.
 template <int HD>

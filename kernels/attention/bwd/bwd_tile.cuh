@@ -1,7 +1,8 @@
 // The per-warp arithmetic both attention backward kernels share (the mma.sync kernel, attention_bwd_kernel.cuh, and
 // the wgmma kernel, wgmma/): one warp holds 16 keys x 64 queries of a block as S^T and dP^T in the m16n8 accumulator
-// layout (an m64nN wgmma accumulator gives each warp its 16 rows in the same layout), so the keep-bit reads, the
-// masking, P^T, dS^T, the bf16 A fragments and the dK / dV stores are written once here.
+// layout (an m64nN wgmma accumulator gives each warp its 16 rows in the same layout), so the ldmatrix addressing of
+// the swizzled tiles, the keep-bit reads, the masking, P^T, dS^T, the bf16 A fragments and the dK / dV stores are
+// written once here.
 //
 // Keep bits in the transposed layout. The scheme (dropout_scheme.cuh) gives the lane that holds 16 *query* rows in an
 // m16n8 accumulator one 32-bit word per 16 x 64 tile. Here the rows are keys: a lane's 32 elements of a 64 x 64 block
@@ -41,6 +42,22 @@ __device__ __forceinline__ unsigned char* dynamic_smem() {
 // heads x batch < 2^31.
 inline dim3 bwd_grid(int blocks, int heads, int batch) {
   return dim3(static_cast<unsigned>(heads) * static_cast<unsigned>(batch), static_cast<unsigned>(blocks));
+}
+
+// Per-lane ldmatrix row offsets (the forward's patterns, attention_kernel.cuh) into a tile of rb-byte rows whose
+// 16-byte chunk j of row r sits at chunk j ^ (r % 8) (the mma kernels' swizzle; with 128-byte rows and a 1024-aligned
+// base, also TMA's 128-byte swizzle): "A" for an m16k16 A fragment or a transposed B read, "B" for a non-transposed B
+// read; at(base, kk) selects the 16-byte chunk pair kk.
+__device__ __forceinline__ uint32_t off_a(int lane, int rb) {
+  const int x = lane & 7;
+  return static_cast<uint32_t>((x + (((lane >> 3) & 1) << 3)) * rb + (((lane >> 4) ^ x) << 4));
+}
+__device__ __forceinline__ uint32_t off_b(int lane, int rb) {
+  const int x = lane & 7;
+  return static_cast<uint32_t>((x + ((lane >> 4) << 3)) * rb + ((((lane >> 3) & 1) ^ x) << 4));
+}
+__device__ __forceinline__ uint32_t at(uint32_t base, int kk) {
+  return (base ^ static_cast<uint32_t>((kk & 3) * 32)) + (kk >> 2) * 128;
 }
 
 // Whether keep word (r16, c64) is read: the tile exists (rows before SQ, columns before SK) and was generated (causal:

@@ -76,7 +76,7 @@ struct Gemms {
   __device__ void issue_pv(int st, uint32_t (&pa)[PK][4]) const {
     ptx::wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < PK; ++kk) ptx::wgmma_rs_bf16_tn<HD>(o, pa[kk], desc_v(st, kk), 1);
+    for (int kk = 0; kk < PK; ++kk) ptx::wgmma_rs_bf16<HD, 1>(o, pa[kk], desc_v(st, kk), 1);
     ptx::wgmma_commit();
   }
 };

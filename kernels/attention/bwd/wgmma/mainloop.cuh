@@ -1,6 +1,8 @@
 // The wgmma attention backward's GEMMs and the consumer warpgroups' loop. Consumer c (64 keys, the M dimension)
 // per query block of 64, everything wgmma (bf16 in, fp32 accumulate):
-//   S^T  = K_c Q^T    A = K_c, B = Q, both K-major in shared memory (the forward's S = Q K^T with the roles swapped)
+//   S^T  = K_c Q^T    A = K_c, B = Q K-major in shared memory (the forward's S = Q K^T with the roles swapped); dH 64:
+//                     A from registers (KvFrags: K_c's fragments, loaded once per CTA), dH 128: A K-major in shared
+//                     memory too (the fragments would take 64 more registers than the consumers have)
 //   dP^T = V_c dO^T   A = V_c, B = dO, likewise
 //   (elementwise)     P^T = exp2(S^T c log2e - LSE log2e) while the dP^T GEMM runs (S^T and dP^T are two commit
 //                     groups), then the keep bits' (P o Z)^T and dS^T (bwd_tile.cuh)
@@ -25,11 +27,36 @@
 namespace dropbench {
 namespace attn_bwd_wg {
 
+// The consumer's K_c and V_c as the register A operands of S^T and dP^T at dH 64: per k-step kk the m64k16 fragment
+// of the warp's 16 key rows (4 registers; 16 for K_c, 16 for V_c). K_c and V_c are the same for every block, so the
+// GEMMs' A comes from registers loaded once instead of being read from shared memory again per block: S^T and dP^T
+// then read only B there, half of what an SS m64n64k16 reads. The fragments are written once, after kv_full and
+// before the first wgmma, and only read after, so no write meets an RS wgmma that reads them in flight. At dH 128
+// they would take 64 registers more per thread: there nothing is held (kRegs false) and A stays in shared memory.
+template <class C>
+struct KvFrags {
+  static constexpr bool kRegs = C::kHeadDim == 64;
+  uint32_t k[kRegs ? 4 : 1][4], v[kRegs ? 4 : 1][4];
+  // ldmatrix with the mma kernels' A pattern (bwd_tile.cuh) from the TMA tiles: rows of 128 bytes (dH 64, one slice),
+  // 16-byte chunk j of row r at j ^ (r % 8) (the 128-byte swizzle of a 1024-aligned tile); consumer c's rows from
+  // 64 c, warp w's 16 from 16 w of those.
+  __device__ __forceinline__ void load(const Smem<C>& sm, int c, int warp, int lane) {
+    if constexpr (kRegs) {
+      const uint32_t row = static_cast<uint32_t>((c * 64 + warp * 16) * 128) + attn_bwd::off_a(lane, 128);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        ptx::ldsm_x4(k[kk], attn_bwd::at(sm.k() + row, kk));
+        ptx::ldsm_x4(v[kk], attn_bwd::at(sm.v() + row, kk));
+      }
+    }
+  }
+};
+
 template <class C>
 struct Gemms {
   static constexpr int HD = C::kHeadDim;
   const Smem<C>& sm;
-  uint64_t dk0, dv0;  // descriptors of the consumer's K_c, V_c rows (K-major), k-step 0
+  uint64_t dk0, dv0;  // descriptors of the consumer's K_c, V_c rows (K-major), k-step 0 (S^T's, dP^T's A at dH 128)
 
   // The empty asm passes dk0, dv0 through unchanged; seen as values it cannot recompute, ptxas keeps them in uniform
   // registers across the loop over blocks instead of rebuilding both descriptors every block.
@@ -47,8 +74,8 @@ struct Gemms {
   static __device__ __forceinline__ uint64_t mnstep(uint64_t d0, int kk) { return d0 + static_cast<uint64_t>((kk * 16 * 128) >> 4); }
 
   // S^T and dP^T of stage s into st, dp: two commit groups, S^T first (its wait<1> lets P^T be computed while
-  // the dP^T GEMM runs).
-  __device__ __forceinline__ void issue_s_dp(int s, float (&st)[32], float (&dp)[32]) const {
+  // the dP^T GEMM runs). A: kv's fragments at dH 64 (RS, B K-major), the K_c / V_c descriptors at dH 128 (SS).
+  __device__ __forceinline__ void issue_s_dp(int s, float (&st)[32], float (&dp)[32], const KvFrags<C>& kv) const {
     uint64_t dq0 = ptx::desc_sw128(sm.q(s), 16, 1024), ddo0 = ptx::desc_sw128(sm.dout(s), 16, 1024);
     // The same values, hidden from the compiler's known-bits analysis (dk0, dv0 are, by the constructor's asm):
     // seeing the descriptors' fields, it turns the first slice's k-steps into an OR into the low word plus a rewrite
@@ -56,12 +83,16 @@ struct Gemms {
     asm("" : "+l"(dq0), "+l"(ddo0));
     ptx::wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < HD / 16; ++kk)
-      ptx::wgmma_ss_bf16<64>(st, kstep(dk0, C::kBk, kk), kstep(dq0, C::kBq, kk), kk > 0 ? 1 : 0);
+    for (int kk = 0; kk < HD / 16; ++kk) {
+      if constexpr (KvFrags<C>::kRegs) ptx::wgmma_rs_bf16<64, 0>(st, kv.k[kk], kstep(dq0, C::kBq, kk), kk > 0 ? 1 : 0);
+      else ptx::wgmma_ss_bf16<64>(st, kstep(dk0, C::kBk, kk), kstep(dq0, C::kBq, kk), kk > 0 ? 1 : 0);
+    }
     ptx::wgmma_commit();
 #pragma unroll
-    for (int kk = 0; kk < HD / 16; ++kk)
-      ptx::wgmma_ss_bf16<64>(dp, kstep(dv0, C::kBk, kk), kstep(ddo0, C::kBq, kk), kk > 0 ? 1 : 0);
+    for (int kk = 0; kk < HD / 16; ++kk) {
+      if constexpr (KvFrags<C>::kRegs) ptx::wgmma_rs_bf16<64, 0>(dp, kv.v[kk], kstep(ddo0, C::kBq, kk), kk > 0 ? 1 : 0);
+      else ptx::wgmma_ss_bf16<64>(dp, kstep(dv0, C::kBk, kk), kstep(ddo0, C::kBq, kk), kk > 0 ? 1 : 0);
+    }
     ptx::wgmma_commit();
   }
   // dV += (P o Z)^T dO and, as a separate commit group, dK += dS^T Q; B MN-major, the dH slices LBO = kBq * 128
@@ -76,7 +107,7 @@ struct Gemms {
     const uint64_t db0 = ptx::desc_sw128(b, C::kBq * 128, 1024);
     ptx::wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) ptx::wgmma_rs_bf16_tn<HD>(d, a[kk], mnstep(db0, kk), 1);
+    for (int kk = 0; kk < 4; ++kk) ptx::wgmma_rs_bf16<HD, 1>(d, a[kk], mnstep(db0, kk), 1);
     ptx::wgmma_commit();
   }
 };
@@ -110,6 +141,8 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
   for (int i = 0; i < NO; ++i) dk[i] = dv[i] = 0.f;
 
   mbar_wait_or_trap(sm.kv_full(), 0);
+  KvFrags<C> kv;  // dH 64: K_c, V_c in registers for every block's S^T, dP^T
+  kv.load(sm, c, warp, lane);
   // The fast mode's dS^T buffers alternate by iteration: both consumers take part in every iteration there (a block
   // consumer 1 skips it still meets the other at the barrier, with a zero dS^T), so they use the same buffer, and
   // between two stores into a buffer both warpgroups met at the barrier of the iteration between, after their dQ
@@ -134,7 +167,7 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
       const uint32_t bh = static_cast<uint32_t>(w.b * a.hq + h);
       const bool edge = (kc0 + 63 >= a.sq) || (q0 + 63 >= a.sq) || (a.causal && kc0 + 63 > q0);
       float st[32], dp[32];
-      g.issue_s_dp(s, st, dp);
+      g.issue_s_dp(s, st, dp, kv);
       keep.generate(bh, q0, s, edge);
       wgmma_wait<1>();  // S^T; P^T while the dP^T GEMM runs
       reg_fence(st);
