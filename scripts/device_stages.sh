@@ -46,9 +46,10 @@
 #            minute), into profile_bwd.json (the committed profile with those blocks replaced) and its CSV; the model's
 #            backward demand is refitted from it off the device (scripts/refit_profile.py --kernels-only)
 #   bwdncu   Nsight Compute of the wgmma attention backward at 32 / 8 heads, SQ 8192: dH 128 and 64, causal and not,
-#            mode none, and at dH 128 non-causal modes mask and fused (Philox-7): one launch each, the raw page of the
+#            mode none (the first launch of the mask and fused kernels is the deterministic bitwise check's, not the
+#            fast mode's: their measured launches are the bwdprof stage's): one launch each, the raw page of the
 #            speed-of-light, compute (pipe utilisation), memory (shared-memory wavefronts, bank conflicts), warp-state
-#            (stall reasons), scheduler, instruction and occupancy sections (ncu_bwd_<dH>_<causal|full>_<mode>.csv;
+#            (stall reasons), scheduler, instruction and occupancy sections (ncu_bwd_<dH>_<causal|full>_none.csv;
 #            scripts/ncu_bwd_table.py tabulates them), and `ncu --query-metrics` of the tensor / shared pipes
 #   bwdgqa   the wgmma attention backward at GQA groups of 4 / 8 / 16 query heads per KV head (Hq 32 / 64 / 128,
 #            Hkv 8: the Llama-3 8B / 70B / 405B attention), SQ 8192, causal, dH 128, through `dropbench attention`
@@ -185,16 +186,17 @@ for s in "${STAGES[@]}"; do
       want bwdncu 90 || continue
       command -v ncu > /dev/null || { echo "bwdncu: ncu not installed"; continue; }
       ncu --query-metrics 2>/dev/null | grep -E 'gmma|tensor_op|mem_shared|lsu_wavefronts' > "$O/ncu_query_metrics.txt"
-      for pt in "128 false 0" "128 true 0" "64 false 0" "64 true 0" "128 false 1" "128 false 2"; do
+      for pt in "128 false 0" "128 true 0" "64 false 0" "64 true 0"; do
         read -r hd cz md <<< "$pt"
         [ "$(left)" -lt 40 ] && { echo "bwdncu $pt: skipped ($(left) s left)"; continue; }
         G=(--set workload.q_heads=32 --set workload.kv_heads=8 --set "workload.head_dim=$hd" --set 'sweep.sq=[8192]'
            --set "sweep.causal=[$cz]" --set 'sweep.pass=[bwd]' --set workload.attention_kernel=wgmma --set 'sweep.rounds=[7]')
         f="$O/ncu_bwd_${hd}_$([ "$cz" = true ] && echo causal || echo full)_$(case $md in 0) echo none;; 1) echo mask;; *) echo fused;; esac).csv"
+        # ncu's demangled name spells the head dim with a cast: attn_bwd_wgmma_kernel<(int)128, (dropbench::DropoutMode)0>
         timeout "$(cap 90)" ncu --clock-control none --csv --page raw --section SpeedOfLight --section ComputeWorkloadAnalysis \
           --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Chart --section MemoryWorkloadAnalysis_Tables \
           --section WarpStateStats --section SchedulerStats --section InstructionStats --section Occupancy \
-          --kernel-name-base demangled --kernel-name "regex:attn_bwd_wgmma_kernel<$hd, .*DropoutMode\\)$md>" --launch-count 1 \
+          --kernel-name-base demangled --kernel-name "regex:attn_bwd_wgmma_kernel<.*$hd, .*DropoutMode\\)$md>" --launch-count 1 \
           "$B/dropbench" attention -q --min-time 0 --set measure.min_samples=1 --set measure.max_samples=1 \
           --set measure.warmup=0 "${G[@]}" > "$f" 2>&1
         echo "bwdncu $pt: exit $? ($(grep -c '^"' "$f") csv lines)"
