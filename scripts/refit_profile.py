@@ -71,8 +71,12 @@ prof = load(a.profile)
 
 
 def src(f, what):
-    return (f"fitted: `dropbench model --fit-kernels` on the {f['points']} {what} ncu launches of this profile "
-            f"(durations at their measured clocks; least mean |err|: {100 * f['mean_abs_err']:.1f}%, max "
+    if f.get("fitted_on") == "report rows":  # the backward: the harness's rows of the section's fit_reports
+        on = (f"the {f['points']} {what} rows of the reports in fit_reports (harness medians of back-to-back calls at "
+              "their measured clocks, less the model's memory-bound launches around the kernel")
+    else:
+        on = f"the {f['points']} {what} ncu launches of this profile (durations at their measured clocks"
+    return (f"fitted: `dropbench model --fit-kernels` on {on}; least mean |err|: {100 * f['mean_abs_err']:.1f}%, max "
             f"{100 * f['max_abs_err']:.1f}%)")
 
 

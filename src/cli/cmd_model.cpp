@@ -244,7 +244,11 @@ int run_fit_kernels(const ModelOpts& mo, const model::Machine& m, const model::P
   const std::vector<model::KernelPoint> strip_pts = model::rng_strip_points(mr, "");
   fits.push_back(model::fit_family(m, p, "rng", strip_pts));
   if (p.wgmma) fits.push_back(model::fit_family(m, p, "wgmma"));
-  if (p.wgmma_bwd) fits.push_back(model::fit_family(m, p, "wgmma_bwd"));
+  if (p.wgmma_bwd) {
+    model::Profile pr = p;  // the backward's fit reports, as the other defaults: paths from the repository root
+    for (std::string& rep : pr.wgmma_bwd->fit_reports) rep = mcli::default_path(rep);
+    fits.push_back(model::fit_family(m, p, "wgmma_bwd", model::wgmma_bwd_report_points(pr, "")));
+  }
   if (mo.format == "json") {
     json out = json::object();
     for (const model::FamilyFit& f : fits) {
@@ -254,7 +258,7 @@ int run_fit_kernels(const ModelOpts& mo, const model::Machine& m, const model::P
       json se = json::object();
       for (const auto& [k, v] : f.strip_errors) se[k] = v;
       out[f.family] = {{"efficiency", eff},       {"cta_overhead_cycles", f.cta_overhead_cycles},
-                       {"points", f.points},      {"mean_abs_err", f.mean_abs_err},
+                       {"points", f.points},      {"fitted_on", f.fitted_on}, {"mean_abs_err", f.mean_abs_err},
                        {"max_abs_err", f.max_abs_err}, {"errors", e}};
       if (f.family == "rng")
         out[f.family].update({{"strip_overhead_cycles", f.strip_overhead_cycles},
@@ -269,9 +273,9 @@ int run_fit_kernels(const ModelOpts& mo, const model::Machine& m, const model::P
   for (const model::FamilyFit& f : fits) {
     std::string eff;
     for (const auto& [u, v] : f.efficiency) eff += fmt::format("{}{} {:.3f}", eff.empty() ? "" : ", ", u, v);
-    std::cout << fmt::format("{}: fitted on {} ncu durations of profile {}: efficiency {}{}; fitted durations: mean "
+    std::cout << fmt::format("{}: fitted on {} {} of profile {}: efficiency {}{}; fitted durations: mean "
                              "|err| {:.1f}%, max {:.1f}%\n",
-                             f.family, f.points, p.path, eff,
+                             f.family, f.points, f.fitted_on, p.path, eff,
                              f.family != "rng" ? fmt::format(", cta_overhead_cycles {:.0f}", f.cta_overhead_cycles) : "",
                              100 * f.mean_abs_err, 100 * f.max_abs_err);
     for (const auto& [k, v] : f.errors) std::cout << fmt::format("    {:<28} {}%\n", k, pct(v));

@@ -316,6 +316,14 @@ WgmmaProfile wgmma_profile_from_json(const json& a, const Fields& f, const std::
   wp.issue_efficiency = sourced("issue_efficiency", true);
   wp.mma_efficiency = sourced("mma_efficiency", true);
   wp.cta_overhead_cycles = sourced("cta_overhead_cycles", false);
+  if (a.contains("fit_reports")) {
+    const json& r = a.at("fit_reports");
+    if (!r.is_array()) f.fail(q + "fit_reports", "must be an array of report paths");
+    for (const json& x : r) {
+      if (!x.is_string() || x.get<std::string>().empty()) f.fail(q + "fit_reports", "must be an array of report paths");
+      wp.fit_reports.push_back(x.get<std::string>());
+    }
+  }
   return wp;
 }
 
@@ -1380,7 +1388,7 @@ FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& fami
   const bool bwd = family == "wgmma_bwd";
   if (family != "rng" && !(bwd ? p.wgmma_bwd : p.wgmma))
     throw UsageError(fmt::format("profile {}: kernels.{} is missing", p.path, bwd ? "attention_bwd_wgmma" : "attention_wgmma"));
-  if (family != "rng" && !extra.empty()) throw UsageError("--fit-kernels: report points are for the rng family only");
+  if (family == "wgmma" && !extra.empty()) throw UsageError("--fit-kernels: report points are for the rng and wgmma_bwd families");
   Profile pu = p;
   pu.use_ncu = true;
   pu.use_power = false;
@@ -1400,7 +1408,27 @@ FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& fami
     q.waves = rng_strips(w) / m.sm_count;  // strips per SM: the per-strip overhead's multiplier
     pts.push_back(q);
   };
+  // The backward timed by the harness (report points): the kernel's unit times, and the measured time less the
+  // model's launches around it (the same composition attention_bwd_measured_piece times a step's backward with).
+  for (const KernelPoint& k : bwd ? extra : std::vector<KernelPoint>{}) {
+    if (!(k.seconds > 0) || !(k.clock_mhz > 0))
+      throw UsageError(fmt::format("--fit-kernels: report point {} has no time or clock", k.key));
+    Options o;
+    o.calibrated = false;
+    o.clock_mhz = k.clock_mhz;
+    const double cyc = 1e6 * k.clock_mhz;
+    Workload w = k.w;
+    w.attention_kernel = "wgmma";
+    const Piece kernel = wgmma_bwd_kernel_piece(m, pu, w, k.mode, o, "fit");
+    FitPt q;
+    q.key = k.key;
+    q.y = (k.seconds - attention_bwd_around_seconds(m, pu, w, o)) * cyc;
+    for (const char* u : {"issue", "mma"}) q.unit[u] = kernel.t.unit_seconds(u) * cyc;
+    q.waves = wgmma_bwd_work(*p.wgmma_bwd, w, nullptr).ctas / (m.sm_count * p.wgmma_bwd->ctas_per_sm);
+    pts.push_back(q);
+  }
   for (const auto& [key, k] : p.sass) {
+    if (bwd && !extra.empty()) break;
     if (!k.ncu || !(k.ncu->duration_s > 0) || !(k.ncu->clock_mhz > 0)) continue;
     if (family == "rng") {
       if (key.rfind("rng_tile_", 0) == 0) rng_point(key, k.ncu->w, k.ncu->duration_s, k.ncu->clock_mhz);
@@ -1436,6 +1464,7 @@ FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& fami
                                  p.path, family));
   FamilyFit best;
   best.family = family;
+  if (bwd && !extra.empty()) best.fitted_on = "report rows";
   best.mean_abs_err = std::numeric_limits<double>::infinity();
   // A wgmma kernel's fixed cost per CTA wave by least squares on the relative errors at each efficiency.
   const bool fit_overhead = family != "rng";
@@ -1877,12 +1906,21 @@ double wgmma_bwd_aux_bytes(const Workload& w, const WgmmaProfile& g, int* launch
 
 // The attention backward in `mode` (mask / fused) from the wgmma backward's measured demand: the kernel, then its
 // memory-bound launches (wgmma_bwd_aux_bytes) and their launch gaps, as a fixed time beside its unit times.
+// The launches as one piece, and their launch gaps (gaps_s).
+Piece attention_bwd_aux_piece(const Machine& m, const Profile& p, const Workload& w, const Options& o,
+                              const std::string& name, double* gaps_s) {
+  int launches = 3;
+  const Piece aux = bytes_piece(m, p, o, name + "-aux", wgmma_bwd_aux_bytes(w, *p.wgmma_bwd, &launches), "attention_bwd_aux");
+  *gaps_s = launches * m.launch_gap_us * 1e-6;
+  return aux;
+}
+
 Piece attention_bwd_measured_piece(const Machine& m, const Profile& p, const Workload& w, const std::string& mode,
                                    const Options& o, const std::string& name) {
   Piece pc = wgmma_bwd_kernel_piece(m, p, w, mode, o, name);
-  int launches = 3;
-  const Piece aux = bytes_piece(m, p, o, name + "-aux", wgmma_bwd_aux_bytes(w, *p.wgmma_bwd, &launches), "attention_bwd_aux");
-  const double extra = aux.t.seconds + launches * m.launch_gap_us * 1e-6;
+  double gaps = 0;
+  const Piece aux = attention_bwd_aux_piece(m, p, w, o, name, &gaps);
+  const double extra = aux.t.seconds + gaps;
   add_to(pc.d, aux.d);
   pc.t.seconds += extra;
   pc.t.seconds_no_power += extra;
@@ -1959,6 +1997,12 @@ void set_no_power(std::vector<StepTime>& steps, const std::optional<TrainPredict
 }
 
 }  // namespace
+
+double attention_bwd_around_seconds(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
+  if (!p.wgmma_bwd) throw UsageError(fmt::format("profile {}: kernels.attention_bwd_wgmma is missing", p.path));
+  double gaps = 0;
+  return attention_bwd_aux_piece(m, p, w, o, "around", &gaps).t.seconds + gaps;
+}
 
 TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
   TrainPrediction r;

@@ -107,6 +107,9 @@ struct WgmmaProfile {
   double smem_per_cta = 230480;
   std::map<std::string, std::string> sass_key;  // none / mask / fused / causal_suffix
   double issue_efficiency = 1, mma_efficiency = 1, cta_overhead_cycles = 0;
+  // Reports (paths from the repository root) whose harness-timed rows of this kernel the efficiencies are fitted
+  // on instead of the ncu durations (`fit_reports`, optional; the backward's: back-to-back launches).
+  std::vector<std::string> fit_reports;
 };
 
 // Measured power of one kernel (profile "power.<kernel key>", from run reports with power data: fit_power):
@@ -251,6 +254,9 @@ KernelTime attention_time(const Machine& m, const Profile& p, const Workload& w,
 // kernels.attention_bwd_wgmma or the key's ncu block.
 KernelTime attention_bwd_kernel_time(const Machine& m, const Profile& p, const Workload& w, const std::string& mode,
                                      const Options& o);
+// The wgmma backward's memory-bound launches around its kernel (preprocess, dQ accumulator memset, dQ convert, a split
+// group's dK / dV sum) and their launch gaps, in seconds at o's clock: what a backward call adds to the kernel.
+double attention_bwd_around_seconds(const Machine& m, const Profile& p, const Workload& w, const Options& o);
 KernelTime rng_time(const Machine& m, const Profile& p, const Workload& w, const std::string& layout, Window win,
                     const Options& o);
 KernelTime gemm_time(const Machine& m, const Profile& p, const Workload& w, const Options& o);
@@ -268,6 +274,7 @@ struct FamilyFit {
   std::string family;
   std::map<std::string, double> efficiency;  // unit -> fitted efficiency
   double cta_overhead_cycles = 0;            // wgmma, wgmma_bwd only
+  std::string fitted_on = "ncu durations";   // or "report rows" (wgmma_bwd with report points)
   // rng with report points: the per-strip cost (Profile::rng_strip_cycles) fitted on them, and the errors of
   // the carried time (rng_piece) at those points.
   double strip_overhead_cycles = 0;
@@ -283,9 +290,13 @@ struct KernelPoint {
   std::string key;  // what it is (report, axes)
   Workload w;
   double seconds = 0, clock_mhz = 0;
+  std::string mode;  // wgmma_bwd: none / mask / fused
 };
 //   rng with report points (`extra`: RNG tile kernels at other strip lengths, e.g. causal masks): also the
 //          per-strip cost of the carried time (rng_piece), by least squares on those points.
+//   wgmma_bwd with report points (`extra`: the backward timed by the harness, wgmma_bwd_report_points): fitted
+//          on them instead of the ncu durations, each point's time less the model's memory-bound launches around
+//          the kernel.
 FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& family,
                      const std::vector<KernelPoint>& extra = {});
 // Strips (16 query rows of one batch x head) the RNG tile kernel generates in a window.

@@ -469,6 +469,33 @@ std::vector<KernelPoint> rng_strip_points(const Machine& m, const std::string& r
   return out;
 }
 
+std::vector<KernelPoint> wgmma_bwd_report_points(const Profile& p, const std::string& root) {
+  std::vector<KernelPoint> out;
+  if (!p.wgmma_bwd) return out;
+  for (const std::string& rep : p.wgmma_bwd->fit_reports) {
+    const MeasuredReport r = load_measured_report(root.empty() ? rep : root + "/" + rep, "kernels.attention_bwd_wgmma.fit_reports");
+    size_t n = 0;
+    for (const json& pt : r.doc.at("points")) {
+      const Workload w = workload_of(pt.at("workload"), r.path);
+      if (r.command != "attention" || w.pass != "bwd" || w.attention_kernel != "wgmma" || w.head_dim != p.wgmma_bwd->head_dim)
+        continue;
+      for (const json& v : pt.at("variants")) {
+        const std::string mode = v.value("name", "");
+        if (v.value("peer", false) || (mode != "none" && mode != "mask" && mode != "fused")) continue;
+        const json& st = v.at("stats");
+        if (!(median_of(st) > 0) || !(clock_of(st) > 0)) continue;
+        out.push_back({rep + " " + pt.value("axes", json::object()).dump() + " " + mode, w, median_of(st), clock_of(st), mode});
+        ++n;
+      }
+    }
+    if (n == 0)
+      throw UsageError(fmt::format("profile {}: kernels.attention_bwd_wgmma.fit_reports: {} has no timed wgmma backward "
+                                   "row at head_dim {}",
+                                   p.path, rep, p.wgmma_bwd->head_dim));
+  }
+  return out;
+}
+
 ErrStats err_stats(const std::vector<double>& e) {
   ErrStats s;
   s.n = e.size();

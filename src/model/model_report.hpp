@@ -89,6 +89,10 @@ ReportComparison compare_with_report(const Machine& m, const Profile& p, const M
 // clock): fit_family's report points. Report paths are relative to `root` (the repository). UsageError when a
 // report is missing or no row matches.
 std::vector<KernelPoint> rng_strip_points(const Machine& m, const std::string& root);
+// The wgmma backward's harness-timed rows of the reports its profile section names (`fit_reports`, paths below
+// root): every pass-bwd point of the wgmma kernel at the section's head_dim, variants none / mask / fused (their
+// median and mean SM clock); fit_family("wgmma_bwd") fits on them. Empty without fit_reports.
+std::vector<KernelPoint> wgmma_bwd_report_points(const Profile& p, const std::string& root);
 
 // |err| statistics of a set of relative errors.
 struct ErrStats {
