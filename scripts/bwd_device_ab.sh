@@ -10,9 +10,12 @@
 # SRC_B is an export of the other revision's build inputs, made on a machine with the repository, e.g.
 #   mkdir -p ab-src && git archive REV CMakeLists.txt cmake capi kernels src tests scripts configs | tar -x -C ab-src
 # (/ab-src/ is ignored by git: pass it to the device call's carry).
+# SRC_C=DIR (optional): a third revision's export, built beside lib B; after step 3, its wgmma backward against this
+# tree's in the same way (h2h_attention_bwd.py --lib-b, shapes $H2H_C_ARGS, default the 8 of step 3 at 4 rounds),
+# into $OUT/ab_c.tgz (h2h_c.json, h2h_c.md and lib C's build log), so that one call A/Bs two changes.
 # Files: $OUT/checks/{summary.txt,bwd_logs.tar.gz}, $OUT/timing/{summary.txt,bwd_logs.tar.gz,h2h_bwd.json,
-# h2h_bwd.md}, $OUT/train_step_gpu.txt, $OUT/ab_build.txt: eight.
-# Usage: bash scripts/bwd_device_ab.sh SRC_B [BUILD_DIR] [BUDGET_S]     (BUILD_DIR default build-dev, BUDGET_S 560)
+# h2h_bwd.md}, $OUT/train_step_gpu.txt, $OUT/ab_build.txt (with SRC_C: $OUT/ab_c.tgz, lib B's build log inside): eight.
+# Usage: [SRC_C=DIR] bash scripts/bwd_device_ab.sh SRC_B [BUILD_DIR] [BUDGET_S]     (BUILD_DIR default build-dev, BUDGET_S 560)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SRC_B="${1:?usage: bash scripts/bwd_device_ab.sh SRC_B [BUILD_DIR] [BUDGET_S]}"
@@ -29,6 +32,17 @@ T0=$(date +%s)
   echo "lib B build exit $? at $(($(date +%s) - T0)) s" >> "$B-b/ab_build.txt"
 ) &
 BG=$!
+BGC=
+if [ -n "${SRC_C:-}" ]; then
+  mkdir -p "$B-c"
+  (
+    cmake -S "$SRC_C" -B "$B-c" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
+      -DDROPBENCH_TESTS=OFF > "$B-c/ab_build_c.txt" 2>&1 &&
+      timeout 300 cmake --build "$B-c" -j 8 --target dropbench_attention >> "$B-c/ab_build_c.txt" 2>&1
+    echo "lib C build exit $? at $(($(date +%s) - T0)) s" >> "$B-c/ab_build_c.txt"
+  ) &
+  BGC=$!
+fi
 OUT="$OUT0/checks" BWD_PART=checks BWD_EXTRA_TARGETS="dropbench test_train_step_gpu" \
   bash scripts/bwd_device.sh "$B" $((BUDGET * 6 / 10))
 timeout 90 "$B/tests/test_train_step_gpu" > "$OUT0/train_step_gpu.txt" 2>&1
@@ -40,4 +54,24 @@ tail -n 1 "$OUT0/ab_build.txt"
 LEFT=$((BUDGET - ($(date +%s) - T0)))
 LIB_B="$B-b/libdropbench_attention.so"
 [ -f "$LIB_B" ] || { echo "lib B not built: the timing runs without it"; LIB_B=; }
+[ -n "$BGC" ] && LEFT=$((LEFT * 55 / 100))  # lib C's comparison gets the rest
 OUT="$OUT0/timing" BWD_PART=timing BWD_LIB_B="$LIB_B" bash scripts/bwd_device.sh "$B" "$LEFT"
+if [ -n "$BGC" ]; then
+  wait "$BGC"
+  C="$OUT0/ab_c"
+  mkdir -p "$C"
+  cp "$B-c/ab_build_c.txt" "$C/"
+  mv "$OUT0/ab_build.txt" "$C/"
+  LEFT=$((BUDGET - ($(date +%s) - T0) - 10))
+  if [ -f "$B-c/libdropbench_attention.so" ] && [ "$LEFT" -gt 30 ]; then
+    # shellcheck disable=SC2086
+    timeout "$LEFT" python3 scripts/h2h_attention_bwd.py --lib "$B/libdropbench_attention.so" \
+      --lib-b "$B-c/libdropbench_attention.so" ${H2H_C_ARGS:---sq 8192,16384 --head-dim 128,64 --heads 32:8 --causal false,true --rounds 4} \
+      --burst-ms 30 --warmup-s 1 -o "$C/h2h_c.json" --md "$C/h2h_c.md" > "$C/h2h_c.log" 2>&1
+    echo "lib C h2h: exit $?"
+    grep -E "^### |lib A / lib B" "$C/h2h_c.md" 2>/dev/null | head -40
+  else
+    echo "lib C: not built or no time left ($LEFT s): $(tail -n 1 "$C/ab_build_c.txt")"
+  fi
+  tar czf "$OUT0/ab_c.tgz" -C "$OUT0" ab_c && rm -rf "$C"
+fi
