@@ -17,7 +17,7 @@
 # h2h_bwd.md}, $OUT/train_step_gpu.txt, $OUT/ab_build.txt (with SRC_C: $OUT/ab_c.tgz, lib B's build log inside): eight.
 # Usage: [SRC_C=DIR] bash scripts/bwd_device_ab.sh SRC_B [BUILD_DIR] [BUDGET_S]     (BUILD_DIR default build-dev, BUDGET_S 560)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 SRC_B="${1:?usage: bash scripts/bwd_device_ab.sh SRC_B [BUILD_DIR] [BUDGET_S]}"
 B="${2:-build-dev}"
 BUDGET="${3:-560}"

@@ -62,7 +62,7 @@
 # built from the clean tree elsewhere and skip the build stage.
 #   scripts/device_stages.sh BUILD_DIR BUDGET_S [STAGES...]    e.g. scripts/device_stages.sh /tmp/b 540 build gpu attn
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 B=$1; BUDGET=$2; shift 2
 STAGES=("$@"); [ ${#STAGES[@]} -eq 0 ] && STAGES=(build gpu attn shard sweep)
 O=${OUT:-results-stages}
