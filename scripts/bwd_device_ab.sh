@@ -22,27 +22,23 @@ SRC_B="${1:?usage: bash scripts/bwd_device_ab.sh SRC_B [BUILD_DIR] [BUDGET_S]}"
 B="${2:-build-dev}"
 BUDGET="${3:-560}"
 OUT0="${OUT:-$B/bwd-ab-out}"
-mkdir -p "$OUT0" "$B-b"
+mkdir -p "$OUT0"
 . scripts/env.sh
 T0=$(date +%s)
-(
-  cmake -S "$SRC_B" -B "$B-b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
-    -DDROPBENCH_TESTS=OFF > "$B-b/ab_build.txt" 2>&1 &&
-    timeout 300 cmake --build "$B-b" -j 8 --target dropbench_attention >> "$B-b/ab_build.txt" 2>&1
-  echo "lib B build exit $? at $(($(date +%s) - T0)) s" >> "$B-b/ab_build.txt"
-) &
+# build_lib SRC DIR LOG NAME: SRC's C ABI library into DIR in the background, its log in DIR/LOG.
+build_lib() {
+  mkdir -p "$2"
+  (
+    cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
+      -DDROPBENCH_TESTS=OFF > "$2/$3" 2>&1 &&
+      timeout 300 cmake --build "$2" -j 8 --target dropbench_attention >> "$2/$3" 2>&1
+    echo "$4 build exit $? at $(($(date +%s) - T0)) s" >> "$2/$3"
+  ) &
+}
+build_lib "$SRC_B" "$B-b" ab_build.txt "lib B"
 BG=$!
 BGC=
-if [ -n "${SRC_C:-}" ]; then
-  mkdir -p "$B-c"
-  (
-    cmake -S "$SRC_C" -B "$B-c" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
-      -DDROPBENCH_TESTS=OFF > "$B-c/ab_build_c.txt" 2>&1 &&
-      timeout 300 cmake --build "$B-c" -j 8 --target dropbench_attention >> "$B-c/ab_build_c.txt" 2>&1
-    echo "lib C build exit $? at $(($(date +%s) - T0)) s" >> "$B-c/ab_build_c.txt"
-  ) &
-  BGC=$!
-fi
+[ -n "${SRC_C:-}" ] && { build_lib "$SRC_C" "$B-c" ab_build_c.txt "lib C"; BGC=$!; }
 OUT="$OUT0/checks" BWD_PART=checks BWD_EXTRA_TARGETS="dropbench test_train_step_gpu" \
   bash scripts/bwd_device.sh "$B" $((BUDGET * 6 / 10))
 timeout 90 "$B/tests/test_train_step_gpu" > "$OUT0/train_step_gpu.txt" 2>&1

@@ -186,17 +186,17 @@ for s in "${STAGES[@]}"; do
       want bwdncu 90 || continue
       command -v ncu > /dev/null || { echo "bwdncu: ncu not installed"; continue; }
       ncu --query-metrics 2>/dev/null | grep -E 'gmma|tensor_op|mem_shared|lsu_wavefronts' > "$O/ncu_query_metrics.txt"
-      for pt in "128 false 0" "128 true 0" "64 false 0" "64 true 0"; do
-        read -r hd cz md <<< "$pt"
+      for pt in "128 false" "128 true" "64 false" "64 true"; do
+        read -r hd cz <<< "$pt"
         [ "$(left)" -lt 40 ] && { echo "bwdncu $pt: skipped ($(left) s left)"; continue; }
         G=(--set workload.q_heads=32 --set workload.kv_heads=8 --set "workload.head_dim=$hd" --set 'sweep.sq=[8192]'
            --set "sweep.causal=[$cz]" --set 'sweep.pass=[bwd]' --set workload.attention_kernel=wgmma --set 'sweep.rounds=[7]')
-        f="$O/ncu_bwd_${hd}_$([ "$cz" = true ] && echo causal || echo full)_$(case $md in 0) echo none;; 1) echo mask;; *) echo fused;; esac).csv"
+        f="$O/ncu_bwd_${hd}_$([ "$cz" = true ] && echo causal || echo full)_none.csv"
         # ncu's demangled name spells the head dim with a cast: attn_bwd_wgmma_kernel<(int)128, (dropbench::DropoutMode)0>
         timeout "$(cap 90)" ncu --clock-control none --csv --page raw --section SpeedOfLight --section ComputeWorkloadAnalysis \
           --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Chart --section MemoryWorkloadAnalysis_Tables \
           --section WarpStateStats --section SchedulerStats --section InstructionStats --section Occupancy \
-          --kernel-name-base demangled --kernel-name "regex:attn_bwd_wgmma_kernel<.*$hd, .*DropoutMode\\)$md>" --launch-count 1 \
+          --kernel-name-base demangled --kernel-name "regex:attn_bwd_wgmma_kernel<.*$hd, .*DropoutMode\\)0>" --launch-count 1 \
           "$B/dropbench" attention -q --min-time 0 --set measure.min_samples=1 --set measure.max_samples=1 \
           --set measure.warmup=0 "${G[@]}" > "$f" 2>&1
         echo "bwdncu $pt: exit $? ($(grep -c '^"' "$f") csv lines)"

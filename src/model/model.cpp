@@ -1408,63 +1408,58 @@ FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& fami
     q.waves = rng_strips(w) / m.sm_count;  // strips per SM: the per-strip overhead's multiplier
     pts.push_back(q);
   };
-  // The backward timed by the harness (report points): the kernel's unit times, and the measured time less the
-  // model's launches around it (the same composition attention_bwd_measured_piece times a step's backward with).
-  for (const KernelPoint& k : bwd ? extra : std::vector<KernelPoint>{}) {
-    if (!(k.seconds > 0) || !(k.clock_mhz > 0))
-      throw UsageError(fmt::format("--fit-kernels: report point {} has no time or clock", k.key));
-    Options o;
-    o.calibrated = false;
-    o.clock_mhz = k.clock_mhz;
-    const double cyc = 1e6 * k.clock_mhz;
-    Workload w = k.w;
-    w.attention_kernel = "wgmma";
-    const Piece kernel = wgmma_bwd_kernel_piece(m, pu, w, k.mode, o, "fit");
-    FitPt q;
-    q.key = k.key;
-    q.y = (k.seconds - attention_bwd_around_seconds(m, pu, w, o)) * cyc;
-    for (const char* u : {"issue", "mma"}) q.unit[u] = kernel.t.unit_seconds(u) * cyc;
-    q.waves = wgmma_bwd_work(*p.wgmma_bwd, w, nullptr).ctas / (m.sm_count * p.wgmma_bwd->ctas_per_sm);
-    pts.push_back(q);
-  }
-  for (const auto& [key, k] : p.sass) {
-    if (bwd && !extra.empty()) break;
-    if (!k.ncu || !(k.ncu->duration_s > 0) || !(k.ncu->clock_mhz > 0)) continue;
-    if (family == "rng") {
-      if (key.rfind("rng_tile_", 0) == 0) rng_point(key, k.ncu->w, k.ncu->duration_s, k.ncu->clock_mhz);
-      continue;
-    }
+  // One wgmma point: the kernel's unit times at w and the clock, and its measured cycles; a whole backward call (the
+  // harness's report points) less the model's launches around the kernel, as attention_bwd_measured_piece composes a
+  // step's backward.
+  auto wgmma_point = [&](const std::string& key, Workload w, const std::string& mode, double seconds, double clock_mhz,
+                         bool whole_call) {
     Options o;
     o.calibrated = false;  // efficiency 1, no CTA overhead
-    o.clock_mhz = k.ncu->clock_mhz;
-    const double cyc = 1e6 * k.ncu->clock_mhz;
+    o.clock_mhz = clock_mhz;
+    const double cyc = 1e6 * clock_mhz;
+    w.attention_kernel = "wgmma";
+    const WgmmaProfile& g = bwd ? *p.wgmma_bwd : *p.wgmma;
     FitPt q;
     q.key = key;
-    q.y = k.ncu->duration_s * cyc;
-    Workload w = k.ncu->w;
-    const WgmmaProfile& g = bwd ? *p.wgmma_bwd : *p.wgmma;
-    // The family's keys: its none key's prefix ("wgmma_", "wgmma_bwd_") and then a mode.
-    const std::string& none = g.sass_key.at("none");
-    const std::string prefix = none.substr(0, none.rfind('_') + 1);
-    if (key.rfind(prefix, 0) != 0 || key.find("_rngwarps") != std::string::npos) continue;  // design (b) apart
-    const std::string rest = key.substr(prefix.size());
-    std::string mode;
-    for (const char* md : {"none", "mask", "fused"})
-      if (rest.rfind(md, 0) == 0) mode = md;
-    if (mode.empty()) continue;  // another family's key ("wgmma_bwd_..." under "wgmma_")
-    w.attention_kernel = "wgmma";
+    q.y = (seconds - (whole_call ? attention_bwd_around_seconds(m, pu, w, o) : 0.0)) * cyc;
     const KernelTime t = bwd ? attention_bwd_kernel_time(m, pu, w, mode, o) : attention_time(m, pu, w, mode, {}, o);
     for (const char* u : {"issue", "mma"}) q.unit[u] = t.unit_seconds(u) * cyc;
     q.waves = (bwd ? wgmma_bwd_work(g, w, nullptr) : wgmma_work(g, w, {})).ctas / (m.sm_count * g.ctas_per_sm);
     pts.push_back(q);
-  }
+  };
+  const bool on_reports = bwd && !extra.empty();
+  if (on_reports)
+    for (const KernelPoint& k : extra) {
+      if (!(k.seconds > 0) || !(k.clock_mhz > 0))
+        throw UsageError(fmt::format("--fit-kernels: report point {} has no time or clock", k.key));
+      wgmma_point(k.key, k.w, k.mode, k.seconds, k.clock_mhz, true);
+    }
+  else
+    for (const auto& [key, k] : p.sass) {
+      if (!k.ncu || !(k.ncu->duration_s > 0) || !(k.ncu->clock_mhz > 0)) continue;
+      if (family == "rng") {
+        if (key.rfind("rng_tile_", 0) == 0) rng_point(key, k.ncu->w, k.ncu->duration_s, k.ncu->clock_mhz);
+        continue;
+      }
+      const WgmmaProfile& g = bwd ? *p.wgmma_bwd : *p.wgmma;
+      // The family's keys: its none key's prefix ("wgmma_", "wgmma_bwd_") and then a mode.
+      const std::string& none = g.sass_key.at("none");
+      const std::string prefix = none.substr(0, none.rfind('_') + 1);
+      if (key.rfind(prefix, 0) != 0 || key.find("_rngwarps") != std::string::npos) continue;  // design (b) apart
+      const std::string rest = key.substr(prefix.size());
+      std::string mode;
+      for (const char* md : {"none", "mask", "fused"})
+        if (rest.rfind(md, 0) == 0) mode = md;
+      if (mode.empty()) continue;  // another family's key ("wgmma_bwd_..." under "wgmma_")
+      wgmma_point(key, k.ncu->w, mode, k.ncu->duration_s, k.ncu->clock_mhz, false);
+    }
   if (pts.size() < 3)
     throw UsageError(fmt::format("profile {}: fewer than three {} kernels with a measured ncu duration and clock (the fit "
                                  "needs them: `dropbench profile`)",
                                  p.path, family));
   FamilyFit best;
   best.family = family;
-  if (bwd && !extra.empty()) best.fitted_on = "report rows";
+  if (on_reports) best.fitted_on = "report rows";
   best.mean_abs_err = std::numeric_limits<double>::infinity();
   // A wgmma kernel's fixed cost per CTA wave by least squares on the relative errors at each efficiency.
   const bool fit_overhead = family != "rng";
@@ -1904,9 +1899,8 @@ double wgmma_bwd_aux_bytes(const Workload& w, const WgmmaProfile& g, int* launch
   return preprocess + memset + convert + sum;
 }
 
-// The attention backward in `mode` (mask / fused) from the wgmma backward's measured demand: the kernel, then its
-// memory-bound launches (wgmma_bwd_aux_bytes) and their launch gaps, as a fixed time beside its unit times.
-// The launches as one piece, and their launch gaps (gaps_s).
+// The backward's memory-bound launches around the kernel (wgmma_bwd_aux_bytes) as one piece, and their launch gaps
+// (gaps_s).
 Piece attention_bwd_aux_piece(const Machine& m, const Profile& p, const Workload& w, const Options& o,
                               const std::string& name, double* gaps_s) {
   int launches = 3;
@@ -1915,6 +1909,8 @@ Piece attention_bwd_aux_piece(const Machine& m, const Profile& p, const Workload
   return aux;
 }
 
+// The attention backward in `mode` (mask / fused) from the wgmma backward's measured demand: the kernel, then its
+// memory-bound launches (wgmma_bwd_aux_bytes) and their launch gaps, as a fixed time beside its unit times.
 Piece attention_bwd_measured_piece(const Machine& m, const Profile& p, const Workload& w, const std::string& mode,
                                    const Options& o, const std::string& name) {
   Piece pc = wgmma_bwd_kernel_piece(m, p, w, mode, o, name);
