@@ -40,20 +40,25 @@ __device__ __forceinline__ void store_ds(uint32_t buf, const uint32_t (&ds)[4][4
 }
 
 // The warp's 16 query rows of a 64 x 64 fp32 dQ slice (the m64n64 accumulator) into the staging: columns 32 b ..
-// 32 b + 31 in box b, row r at 128 r, its 16-byte chunk j at (j ^ (r % 8)). Conflict-free: per store a warp writes
-// 8 rows x 32 bytes, two wavefronts. Row r = 16 warp + lane / 4 + 8 hh, chunk j = 2 (nb % 4) + (lane % 4) / 2, 8
-// bytes (lane % 2) in: stage and box_bytes (1024-aligned), 128 r and 8 (lane % 2) leave bits 4..6 clear, so the chunk
-// is an XOR of (nb % 4) << 5 into the row's address with ((lane % 4) / 2) ^ (r % 8) in those bits, and hh = 1 (8
-// rows on, the same r % 8) adds 1024.
+// 32 b + 31 in box b, row r at 128 r, its 16-byte chunk j at (j ^ (r % 8)). Row r = 16 warp + lane / 4 + 8 hh, chunk
+// j = 2 (nb % 4) + (lane % 4) / 2, 8 bytes (lane % 2) in: stage and box_bytes (1024-aligned), 128 r and 8 (lane % 2)
+// leave bits 4..6 clear, so the chunk is an XOR of (nb % 4) << 5 into the row's address with ((lane % 4) / 2) ^ (r %
+// 8) in those bits, and hh = 1 (8 rows on, the same r % 8) adds 1024. A 64-bit store goes out a half-warp (4 rows x
+// 32 bytes) per wavefront, and row r's 32 bytes sit at bank offset 32 ((nb % 4) ^ (r % 8) / 2): rows r and r ^ 1
+// would meet. The odd rows therefore store column group nb ^ 2 where the even rows store nb (the same box), which
+// puts the half-warp's 4 rows at 4 offsets: two wavefronts per store, the minimum for 256 bytes.
 __device__ __forceinline__ void store_dq_stage(uint32_t stage, const float (&dq)[32], int box_bytes, int warp, int lane) {
   const int r = warp * 16 + (lane >> 2);
-  const uint32_t row = stage + r * 128 + ((((lane & 3) >> 1) ^ (r & 7)) << 4) + (lane & 1) * 8;
+  const bool odd = (r & 1) != 0;
+  const uint32_t row = (stage + r * 128 + ((((lane & 3) >> 1) ^ (r & 7)) << 4) + (lane & 1) * 8) ^ (odd ? 64u : 0u);
 #pragma unroll
   for (int nb = 0; nb < 8; ++nb)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
+      const int e = 4 * nb + 2 * hh, o = 4 * (nb ^ 2) + 2 * hh;  // the even rows' elements, the odd rows'
       const uint32_t addr = (row ^ ((nb & 3) << 5)) + (nb >> 2) * box_bytes + 1024 * hh;
-      asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(dq[4 * nb + 2 * hh]), "f"(dq[4 * nb + 2 * hh + 1])
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(odd ? dq[o] : dq[e]),
+                   "f"(odd ? dq[o + 1] : dq[e + 1])
                    : "memory");
     }
   ptx::fence_proxy_async_smem();  // the generic stores before the reduce's (async proxy) reads
