@@ -25,9 +25,16 @@ OUT0="${OUT:-$B/bwd-ab-out}"
 mkdir -p "$OUT0"
 . scripts/env.sh
 T0=$(date +%s)
-# build_lib SRC DIR LOG NAME: SRC's C ABI library into DIR in the background, its log in DIR/LOG.
+# build_lib SRC DIR LOG NAME: SRC's C ABI library into DIR in the background, its log in DIR/LOG. An export keeps
+# the commit's time as every file's mtime, so a DIR left by an earlier call with an older export looks newer than the
+# sources and ninja would keep its library: DIR is rebuilt from scratch whenever SRC's contents differ from the ones
+# it was built from.
 build_lib() {
+  local sum
+  sum=$(cd "$1" && find . -type f -print0 | sort -z | xargs -0 md5sum | md5sum | cut -d' ' -f1)
+  [ "$(cat "$2/.src_sum" 2> /dev/null)" = "$sum" ] || rm -rf "$2"
   mkdir -p "$2"
+  echo "$sum" > "$2/.src_sum"
   (
     cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
       -DDROPBENCH_TESTS=OFF > "$2/$3" 2>&1 &&
