@@ -9,7 +9,8 @@ each point for ~0.1 s. On the power-capped H200 a 0.1 s window can end before th
 cuDNN's figure moved by up to 13 % from GPU to GPU while ours moved by <= 1.2 %. Here every variant runs
 in the same thermal / power steady state:
   - a warm-up of --warmup-s seconds cycling through all variants (the GPU reaches its capped clock);
-  - --rounds rounds; in each, every variant once in a fresh random order (seeded, recorded), one sample = a burst of
+  - --rounds rounds; in each, every variant once in a fresh random order (seeded per shape, recorded; lib B's variant
+    right beside lib A's, which of them first alternating by round: round_orders), one sample = a burst of
     back-to-back calls lasting about --burst-ms, timed with CUDA events, with the SM clock and the instantaneous
     board power (NVML_FI_DEV_POWER_INSTANT) polled every 2 ms in a thread (mean MHz, mean W; J per call = W x time).
     NVML's total-energy counter is not used: it changes every ~100 ms (docs/power.md), longer than a burst;
@@ -311,6 +312,33 @@ def check_outputs(outs, equal, rel_err):
 # GPU
 # ---------------------------------------------------------------------------------------------------------------
 
+def shape_seed(seed, sq, hd, causal):
+    """The rounds' order seed of one shape: --seed and the shape, so that the shapes of a run get different orders (a
+    variant's neighbours then differ from shape to shape instead of repeating in every row of the table)."""
+    return seed * 1_000_003 + sq * 1009 + hd * 31 + int(causal)
+
+
+def round_orders(names, rounds, seed, pairs=()):
+    """The variants' order in each round: a fresh shuffle per round (random.Random(seed)). The two variants of a pair
+    (the same family from two builds, an A/B) run back to back as one unit of the shuffle, the first of them
+    alternating from round to round. A burst's speed depends on what ran just before it (after a lighter kernel the
+    GPU starts the next burst at a higher clock: about 2.5 % faster after FlashAttention-2's or the mma family's
+    backward); paired, each twin follows the unit's predecessor in half of an even number of rounds and its twin in
+    the other half, so such a neighbour weighs on both alike instead of on one of them."""
+    twin = {x: y for x, y in pairs if x in names and y in names and x != y}
+    second = set(twin.values())
+    units = [[n, twin[n]] if n in twin else [n] for n in names if n not in second]
+    rng = random.Random(seed)
+    first_b = rng.random() < 0.5
+    out = []
+    for r in range(rounds):
+        order = units[:]
+        rng.shuffle(order)
+        flip = (r % 2 == 1) != first_b
+        out.append([n for u in order for n in (u[::-1] if flip and len(u) == 2 else u)])
+    return out
+
+
 class Runner:
     def __init__(self, a):
         import torch
@@ -350,7 +378,7 @@ class Runner:
         except Exception:
             pass
         ctx["method"] = ("one process; warm-up cycling all variants; per round every variant once in a seeded random "
-                         "order; sample = burst of back-to-back calls (CUDA events), SM clock and instantaneous power "
+                         "order (seed per shape; an A/B pair back to back, its first alternating by round); sample = burst of back-to-back calls (CUDA events), SM clock and instantaneous power "
                          "polled every 2 ms (W = their mean in the burst, J per call = W x time per call); ratios paired per round, median + 95 % "
                          "percentile bootstrap over rounds")
         return ctx
@@ -442,7 +470,8 @@ class Runner:
                 torch.cuda.synchronize()
                 torch.cuda.nvtx.range_pop()
             return {"shape": shape, "checks": checks, "skipped": skipped, "profiled": list(calls), "info": info}
-        samples = self.time(calls)
+        shape["order_seed"] = shape_seed(a.seed, sq, hd, causal)
+        samples = self.time(calls, shape["order_seed"], [(f"wgmma:{m}", f"{LIB_B_FAMILY}:{m}") for m in OURS["wgmma"]])
         summary = summarize(samples, flops)
         for n, s in summary.items():
             s.update(info.get(n, {}))
@@ -509,7 +538,8 @@ class Runner:
         w = dbstats.mean(watts) if watts else None
         return t, (w * t if w is not None else None), (dbstats.mean(clocks) if clocks else None)
 
-    def time(self, calls):
+    def time(self, calls, seed, pairs=()):
+        """Samples of every variant in calls: --rounds rounds in the orders of round_orders(seed, pairs)."""
         a = self.a
         names = list(calls)
         n = {}
@@ -523,11 +553,8 @@ class Runner:
         while time.perf_counter() < t_end:
             for name in names:
                 self.burst(calls[name], n[name])
-        rng = random.Random(a.seed)
         samples = {name: [] for name in names}
-        for r in range(a.rounds):
-            order = names[:]
-            rng.shuffle(order)
+        for r, order in enumerate(round_orders(names, a.rounds, seed, pairs)):
             for pos, name in enumerate(order):
                 t, j, mhz = self.burst(calls[name], n[name], settle[name])
                 samples[name].append({"round": r, "pos": pos, "calls": n[name], "settle_calls": settle[name],
@@ -606,6 +633,21 @@ def self_test(lib_path):
        f"--lib-b adds lib B's variants: {ab.variants}")
     ok(parse_args(["--lib-b", "/x", "--variants", "wgmma:none,wgmmaB:none"]).variants == ["wgmma:none", "wgmmaB:none"],
        "explicit variants with lib B")
+    # the rounds' orders: permutations; a pair back to back, its first alternating; seeds per shape differ
+    names = ["wgmma:none", "cudnn:none", "flash:none", f"{LIB_B_FAMILY}:none", "mma:none"]
+    pair = ("wgmma:none", f"{LIB_B_FAMILY}:none")
+    orders = round_orders(names, 6, 11, [pair, ("cudnn:none", "absent:none")])
+    ok(all(sorted(o) == sorted(names) for o in orders), f"every round a permutation: {orders}")
+    firsts = []
+    for o in orders:
+        i, j = o.index(pair[0]), o.index(pair[1])
+        ok(abs(i - j) == 1, f"the pair back to back: {o}")
+        firsts.append(i < j)
+    ok(all(firsts[k] != firsts[k + 1] for k in range(5)), f"the pair's first alternates: {firsts}")
+    ok(round_orders(names, 6, 11, [pair]) == orders, "seeded")
+    seeds = {shape_seed(7, sq, hd, c) for sq in (8192, 16384) for hd in (64, 128) for c in (False, True)}
+    ok(len(seeds) == 8, f"one seed per shape: {seeds}")
+    ok(len({tuple(map(tuple, round_orders(names, 4, x))) for x in seeds}) > 1, "the shapes' orders differ")
     # statistics: a known median and an interval that contains it and narrows with more rounds
     med, lo, hi = boot_median_ci([1.0, 2.0, 3.0, 4.0, 100.0])
     ok(med == 3.0 and lo <= med <= hi, f"bootstrap median {med} [{lo}, {hi}]")

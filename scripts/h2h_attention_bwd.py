@@ -65,6 +65,10 @@ REL_ERR_MAX = 2e-2
 OUR_FAMILIES = {"ours": ("auto", False), "ours-det": ("auto", True), "wg": ("wgmma", False), "wg-det": ("wgmma", True),
                 "mma": ("mma", False), "wgB": ("wgmma", False), "wgB-det": ("wgmma", True)}
 LIB_B_FAMILIES = ("wgB", "wgB-det")
+OUR_MODES = ("none", "mask", "fused")
+# The A/B pairs (lib A's wgmma family, lib B's) that run back to back in every round (h2h.round_orders).
+AB_PAIRS = [(f"{pas}:{fa}:{m}", f"{pas}:{fb}:{m}") for pas in ("bwd", "fb")
+            for fa, fb in (("wg", "wgB"), ("wg-det", "wgB-det")) for m in OUR_MODES]
 
 
 def variant_list(s, lib_b=False):
@@ -73,7 +77,7 @@ def variant_list(s, lib_b=False):
         v = v.strip()
         parts = v.split(":")
         ok = len(parts) == 3 and parts[0] in ("bwd", "fb") and (
-            (parts[1] in OUR_FAMILIES and parts[2] in ("none", "mask", "fused")) or
+            (parts[1] in OUR_FAMILIES and parts[2] in OUR_MODES) or
             (parts[1] in ("cudnn", "flash") and parts[2] in ("none", "dropout")))
         if not ok:
             raise h2h.UsageError(f"--variants: PASS:FAMILY:MODE, PASS bwd|fb, FAMILY ours|ours-det|wg|wg-det|mma|wgB|wgB-det "
@@ -258,7 +262,8 @@ def shape(r, sq, hd, causal):
             torch.cuda.synchronize()
             checks[f"lib A == lib B ({kern}) deterministic mask gradients bitwise"] = bool(torch.equal(dqkv["a"], dqkv["b"]))
 
-    samples = r.time(calls)
+    order_seed = h2h.shape_seed(a.seed, sq, hd, causal)
+    samples = r.time(calls, order_seed, AB_PAIRS)
     summary = {}
     for pas, mult in (("bwd", 2.5), ("fb", 3.5)):
         sub = {n: s for n, s in samples.items() if n.startswith(pas + ":")}
@@ -266,7 +271,8 @@ def shape(r, sq, hd, causal):
     for n, s in summary.items():
         s.update(info.get(n, {}))
     return {"shape": {"batch": b, "sq": sq, "q_heads": hq, "kv_heads": hkv, "head_dim": hd, "causal": causal,
-                      "dropout_p": a.dropout_p, "philox_rounds": a.philox_rounds, "fwd_flops": fwd_flops},
+                      "dropout_p": a.dropout_p, "philox_rounds": a.philox_rounds, "fwd_flops": fwd_flops,
+                      "order_seed": order_seed},
             "checks": checks, "skipped": skipped, "summary": summary, "ratios": ratio_rows(samples),
             "samples": samples}
 
