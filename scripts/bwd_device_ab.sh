@@ -7,14 +7,17 @@
 #   3. the timing part of scripts/bwd_device.sh with BWD_LIB_B = SRC_B's library: ours, lib B's wgmma backward,
 #      cuDNN and FlashAttention-2 in the same interleaved rounds (h2h_bwd.md's "lib A / lib B" rows and the
 #      "lib A == lib B ... bitwise" check), then the CLI's backward families and pass axis.
+#   4. (SWAP=1, the default) the same shapes again with the slots swapped, lib B's library as lib A, 4 rounds; both
+#      runs combined by scripts/h2h_ab.py into this tree / lib B per shape and mode with the slots' own bias taken
+#      out (one library in both slots reads lib A / lib B 0.97-0.99: docs/measurement.md).
 # SRC_B is an export of the other revision's build inputs, made on a machine with the repository, e.g.
 #   mkdir -p ab-src && git archive REV CMakeLists.txt cmake capi kernels src tests scripts configs | tar -x -C ab-src
 # (/ab-src/ is ignored by git: pass it to the device call's carry).
-# SRC_C=DIR (optional): a third revision's export, built beside lib B; after step 3, its wgmma backward against this
-# tree's in the same way (h2h_attention_bwd.py --lib-b, shapes $H2H_C_ARGS, default the 8 of step 3 at 4 rounds),
-# into $OUT/ab_c.tgz (h2h_c.json, h2h_c.md and lib C's build log), so that one call A/Bs two changes.
+# SRC_C=DIR (optional): a third revision's export, built beside lib B; after step 4, its wgmma backward against this
+# tree's in the same way (4 rounds, and with SWAP=1 swapped and combined too), so that one call A/Bs two changes.
 # Files: $OUT/checks/{summary.txt,bwd_logs.tar.gz}, $OUT/timing/{summary.txt,bwd_logs.tar.gz,h2h_bwd.json,
-# h2h_bwd.md}, $OUT/train_step_gpu.txt, $OUT/ab_build.txt (with SRC_C: $OUT/ab_c.tgz, lib B's build log inside): eight.
+# h2h_bwd.md}, $OUT/train_step_gpu.txt and $OUT/ab.tgz (ab/: lib B's and lib C's build logs, swap_b.*, ab_b.* = the
+# combined lib A / lib B, c.*, swap_c.*, ab_c.*): eight with the caller's own log.
 # Usage: [SRC_C=DIR] bash scripts/bwd_device_ab.sh SRC_B [BUILD_DIR] [BUDGET_S]     (BUILD_DIR default build-dev, BUDGET_S 560)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -52,29 +55,49 @@ timeout 90 "$B/tests/test_train_step_gpu" > "$OUT0/train_step_gpu.txt" 2>&1
 echo "exit $?" >> "$OUT0/train_step_gpu.txt"
 tail -n 3 "$OUT0/train_step_gpu.txt"
 wait $BG
-cp "$B-b/ab_build.txt" "$OUT0/"
-tail -n 1 "$OUT0/ab_build.txt"
-LEFT=$((BUDGET - ($(date +%s) - T0)))
+X="$OUT0/ab"  # what the A/B adds to bwd_device.sh's files, packed into ab.tgz at the end
+mkdir -p "$X"
+cp "$B-b/ab_build.txt" "$X/"
+tail -n 1 "$X/ab_build.txt"
+LIB_A="$B/libdropbench_attention.so"
 LIB_B="$B-b/libdropbench_attention.so"
 [ -f "$LIB_B" ] || { echo "lib B not built: the timing runs without it"; LIB_B=; }
-[ -n "$BGC" ] && LEFT=$((LEFT * 55 / 100))  # lib C's comparison gets the rest
-OUT="$OUT0/timing" BWD_PART=timing BWD_LIB_B="$LIB_B" bash scripts/bwd_device.sh "$B" "$LEFT"
+SWAP="${SWAP:-1}"
+# The timing part gets what the 4-round runs after it leave (about 70 s each: swapped lib B, lib C, swapped lib C).
+RESERVE=0
+[ -n "$LIB_B" ] && [ "$SWAP" = 1 ] && RESERVE=70
+[ -n "$BGC" ] && RESERVE=$((RESERVE + 70 * (1 + SWAP)))
+T_LEFT=$((BUDGET - ($(date +%s) - T0) - RESERVE))
+[ "$T_LEFT" -lt 60 ] && T_LEFT=60
+OUT="$OUT0/timing" BWD_PART=timing BWD_LIB_B="$LIB_B" bash scripts/bwd_device.sh "$B" "$T_LEFT"
+# h2h_pair NAME LIB1 LIB2: h2h_attention_bwd.py with LIB1 as lib A and LIB2 as lib B, 4 rounds of the timing part's
+# shapes, into $X/NAME.{json,md,log}.
+h2h_pair() {
+  local left=$((BUDGET - ($(date +%s) - T0) - 5))
+  [ "$left" -gt 30 ] || { echo "$1: not run ($left s left)"; return 1; }
+  timeout "$left" python3 scripts/h2h_attention_bwd.py --lib "$2" --lib-b "$3" --sq 8192,16384 --head-dim 128,64 \
+    --heads 32:8 --causal false,true --rounds 4 --burst-ms 30 --warmup-s 1 -o "$X/$1.json" --md "$X/$1.md" \
+    > "$X/$1.log" 2>&1
+  local rc=$?
+  echo "$1: exit $rc"
+  return $rc
+}
+# both NAME FIRST SWAPPED: the two runs' lib A / lib B combined with the slots' bias taken out (scripts/h2h_ab.py).
+both() {
+  python3 scripts/h2h_ab.py "$2" "$3" -o "$X/$1.json" --md "$X/$1.md" && cat "$X/$1.md"
+}
+if [ -n "$LIB_B" ] && [ "$SWAP" = 1 ] && h2h_pair swap_b "$LIB_B" "$LIB_A"; then
+  both ab_b "$OUT0/timing/h2h_bwd.json" "$X/swap_b.json"
+fi
 if [ -n "$BGC" ]; then
   wait "$BGC"
-  C="$OUT0/ab_c"
-  mkdir -p "$C"
-  cp "$B-c/ab_build_c.txt" "$C/"
-  mv "$OUT0/ab_build.txt" "$C/"
-  LEFT=$((BUDGET - ($(date +%s) - T0) - 10))
-  if [ -f "$B-c/libdropbench_attention.so" ] && [ "$LEFT" -gt 30 ]; then
-    # shellcheck disable=SC2086
-    timeout "$LEFT" python3 scripts/h2h_attention_bwd.py --lib "$B/libdropbench_attention.so" \
-      --lib-b "$B-c/libdropbench_attention.so" ${H2H_C_ARGS:---sq 8192,16384 --head-dim 128,64 --heads 32:8 --causal false,true --rounds 4} \
-      --burst-ms 30 --warmup-s 1 -o "$C/h2h_c.json" --md "$C/h2h_c.md" > "$C/h2h_c.log" 2>&1
-    echo "lib C h2h: exit $?"
-    grep -E "^### |lib A / lib B" "$C/h2h_c.md" 2>/dev/null | head -40
+  cp "$B-c/ab_build_c.txt" "$X/"
+  LIB_C="$B-c/libdropbench_attention.so"
+  if [ -f "$LIB_C" ] && h2h_pair c "$LIB_A" "$LIB_C"; then
+    grep -E "^### |lib A / lib B" "$X/c.md" 2>/dev/null | head -40
+    [ "$SWAP" = 1 ] && h2h_pair swap_c "$LIB_C" "$LIB_A" && both ab_c "$X/c.json" "$X/swap_c.json"
   else
-    echo "lib C: not built or no time left ($LEFT s): $(tail -n 1 "$C/ab_build_c.txt")"
+    echo "lib C: not built or not run: $(tail -n 1 "$X/ab_build_c.txt")"
   fi
-  tar czf "$OUT0/ab_c.tgz" -C "$OUT0" ab_c && rm -rf "$C"
 fi
+tar czf "$OUT0/ab.tgz" -C "$OUT0" ab && rm -rf "$X"

@@ -7,6 +7,7 @@ script that summarises timings): one definition of each figure, no torch, no num
     dbstats.paired_ratios(samples, num, den)      # per round: num / den, both from the same round
     dbstats.boot_median_ci(xs, seed=0)            # (median, low, high): percentile bootstrap, deterministic
     dbstats.mean_ci_t(xs)                         # (mean, low, high): Student t interval of a mean (few samples)
+    dbstats.swapped_ratio_ci(ab, ab_swapped)      # an A/B ratio from both role assignments, the slots' bias out
 
 Definitions (the same as the C++ core harness, src/core/stats.cpp and src/core/bootstrap.cpp, docs/measurement.md,
 except where stated):
@@ -26,6 +27,11 @@ except where stated):
               expansion of Abramowitz & Stegun 26.7.5 (4 terms; it reproduces the table at 30 to 1e-3).
   paired ratio  time(num) / time(den) over the rounds where both ran (and the denominator is > 0): the two
               variants ran seconds apart in the same power / clock state, so a drift common to a round cancels.
+  swapped ratio  an A/B ratio measured twice, with the two builds in opposite slots (h2h's lib A and lib B):
+              x = sqrt(median(ab) x median(ab_swapped)), both sets the per-round ratios of A's time over B's. A
+              slot that scales its variant's time by s reads s x in one run and x / s in the other, so x is free
+              of it, and sqrt(median(ab) / median(ab_swapped)) estimates s. Its interval: the percentile bootstrap
+              of x with the two sets resampled independently (seed as above).
   interval    95 % (CONFIDENCE) percentile bootstrap of the median, with a fixed seed: the same sample gives the
               same interval on every run and every machine (random.Random is specified by Python, not by the
               platform).
@@ -145,6 +151,21 @@ def boot_median_ci(xs, seed=0, n=REPLICATES, level=CONFIDENCE):
     return med, lo, hi
 
 
+def swapped_ratio_ci(ab, ab_swapped, seed=0, n=REPLICATES, level=CONFIDENCE):
+    """(x, low, high, slot) of an A/B measured in both slot assignments (see "swapped ratio" above); ab and
+    ab_swapped are per-round ratios time(A) / time(B), A in the first slot and in the second. None for each figure
+    when either set is empty."""
+    ab, sw = list(ab), list(ab_swapped)
+    if not ab or not sw:
+        return None, None, None, None
+    m1, m2 = median(ab), median(sw)
+    rng = random.Random(seed)
+    reps = sorted(math.sqrt(median(rng.choices(ab, k=len(ab))) * median(rng.choices(sw, k=len(sw))))
+                  for _ in range(n))
+    lo, hi = percentile_bounds(reps, level)
+    return math.sqrt(m1 * m2), lo, hi, math.sqrt(m1 / m2)
+
+
 # Student t 0.975 quantiles for 1..30 degrees of freedom.
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
          2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
@@ -257,6 +278,14 @@ def self_test():
     ok(a1[2] - a1[1] < 0.01 and a1[1] < 1.005 and a1[2] > 0.995, f"width of 200 N(1, 0.01): {a1}")
     b80 = boot_median_ci(g, seed=3, level=0.8)
     ok(a1[1] <= b80[1] <= b80[2] <= a1[2], f"80 % inside 95 %: {b80} {a1}")
+
+    # swapped ratio: a true ratio 1.1 read through a slot that scales the first slot's time by 0.97
+    ab = [1.1 * 0.97 * (1 + 0.01 * k) for k in (-2, -1, 0, 1, 2)]
+    sw = [1.1 / 0.97 * (1 + 0.01 * k) for k in (-2, -1, 0, 1, 2)]
+    x, lo, hi, slot = swapped_ratio_ci(ab, sw)
+    ok(close(x, 1.1) and close(slot, 0.97) and lo <= x <= hi and hi - lo < 0.05, f"swapped ratio {(x, lo, hi, slot)}")
+    ok(swapped_ratio_ci(ab, sw) == (x, lo, hi, slot), "swapped ratio seeded")
+    ok(swapped_ratio_ci([], sw) == (None, None, None, None), "swapped ratio of an empty set")
 
     # paired ratios: by round, only where both ran with a value and a positive denominator
     smp = {"x": [{"round": r, "s_per_call": 2.0 * (1 + 0.1 * r), "j_per_call": 3.0} for r in range(5)],
