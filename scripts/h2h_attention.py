@@ -321,10 +321,10 @@ def shape_seed(seed, sq, hd, causal):
 def round_orders(names, rounds, seed, pairs=()):
     """The variants' order in each round: a fresh shuffle per round (random.Random(seed)). The two variants of a pair
     (the same family from two builds, an A/B) run back to back as one unit of the shuffle, the first of them
-    alternating from round to round. A burst's speed depends on what ran just before it (after a lighter kernel the
-    GPU starts the next burst at a higher clock: about 2.5 % faster after FlashAttention-2's or the mma family's
-    backward); paired, each twin follows the unit's predecessor in half of an even number of rounds and its twin in
-    the other half, so such a neighbour weighs on both alike instead of on one of them."""
+    alternating from round to round. A burst's speed depends on what ran just before it (2.1-2.7 % faster after
+    FlashAttention-2's or the mma family's backward: docs/measurement.md); paired, each twin follows the unit's
+    predecessor in half of an even number of rounds and its twin in the other half, so such a neighbour weighs on
+    both alike instead of on one of them."""
     twin = {x: y for x, y in pairs if x in names and y in names and x != y}
     second = set(twin.values())
     units = [[n, twin[n]] if n in twin else [n] for n in names if n not in second]
