@@ -82,9 +82,10 @@ h2h_pair() {
   echo "$1: exit $rc"
   return $rc
 }
-# both NAME FIRST SWAPPED: the two runs' lib A / lib B combined with the slots' bias taken out (scripts/h2h_ab.py).
+# both NAME FIRST SWAPPED: the two runs' lib A / lib B combined with the slots' bias taken out (scripts/h2h_ab.py,
+# which also prints the table).
 both() {
-  python3 scripts/h2h_ab.py "$2" "$3" -o "$X/$1.json" --md "$X/$1.md" && cat "$X/$1.md"
+  python3 scripts/h2h_ab.py "$2" "$3" -o "$X/$1.json" --md "$X/$1.md"
 }
 if [ -n "$LIB_B" ] && [ "$SWAP" = 1 ] && h2h_pair swap_b "$LIB_B" "$LIB_A"; then
   both ab_b "$OUT0/timing/h2h_bwd.json" "$X/swap_b.json"

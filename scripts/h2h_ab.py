@@ -9,11 +9,12 @@ AB.json: `h2h_attention_bwd.py --lib X --lib-b Y` (or `h2h_attention.py`); SWAPP
 (docs/measurement.md), so a ratio within a few per cent of 1 from one run says nothing about the code. For each shape
 both runs measured and each mode, the per-round ratios time(X) / time(Y) of the first run (lib A over lib B) and of
 the second (lib B over lib A) give dbstats.swapped_ratio_ci: X / Y with the slot's scale cancelled, its 95 %
-interval, and the slot's scale itself (1 = no bias). Families compared: the backward's bwd:wg / bwd:wgB and fb:wg /
-fb:wgB, the forward's wgmma / wgmmaB.
+interval, and the slot's scale itself (1 = no bias). Variants compared: the A/B pairs the two scripts time back to
+back (h2h_attention.AB_PAIRS, h2h_attention_bwd.AB_PAIRS).
 
 Bad input (a missing or unreadable file, runs whose libraries are not swapped, no shape in common): one line naming
-it, exit 2, nothing written. --self-test: synthetic runs (no GPU).
+it, exit 2, nothing written (train_model_check.run_cli, the checks' one command line). --self-test: synthetic runs
+(no GPU).
 """
 import argparse
 import json
@@ -22,14 +23,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import dbstats  # noqa: E402  (the scripts' one statistics module)
+import h2h_attention  # noqa: E402  (the forward's A/B pairs)
+import h2h_attention_bwd  # noqa: E402  (the backward's A/B pairs)
+import train_model_check  # noqa: E402  (run_cli, check_outputs: the checks' one command line)
 
-# (lib A's family, lib B's family): the variant names are FAMILY:MODE or PASS:FAMILY:MODE.
-PAIRS = (("bwd:wg", "bwd:wgB"), ("fb:wg", "fb:wgB"), ("wgmma", "wgmmaB"))
-MODES = ("none", "mask", "fused")
-
-
-class UsageError(Exception):
-    pass
+# (lib A's variant, lib B's) of both scripts.
+PAIRS = h2h_attention.AB_PAIRS + h2h_attention_bwd.AB_PAIRS
+UsageError = train_model_check.UsageError  # one class: run_cli catches it
 
 
 def load(path):
@@ -57,16 +57,14 @@ def combine(ctx1, pts1, ctx2, pts2):
         q = second.get(shape_key(p))
         if q is None:
             continue
-        for fa, fb in PAIRS:
-            for m in MODES:
-                a, b = f"{fa}:{m}", f"{fb}:{m}"
-                ab = dbstats.paired_ratios(p["samples"], a, b)
-                sw = dbstats.paired_ratios(q["samples"], b, a)
-                if not ab or not sw:
-                    continue
-                x, lo, hi, slot = dbstats.swapped_ratio_ci(ab, sw, seed=len(rows))
-                rows.append({"shape": p["shape"], "variant": f"{fa}:{m}", "x_over_y": x, "ci95": [lo, hi],
-                             "slot_scale": slot, "rounds": [len(ab), len(sw)]})
+        for a, b in PAIRS:
+            ab = dbstats.paired_ratios(p["samples"], a, b)
+            sw = dbstats.paired_ratios(q["samples"], b, a)
+            if not ab or not sw:
+                continue
+            x, lo, hi, slot = dbstats.swapped_ratio_ci(ab, sw, seed=len(rows))
+            rows.append({"shape": p["shape"], "variant": a, "x_over_y": x, "ci95": [lo, hi], "slot_scale": slot,
+                         "rounds": [len(ab), len(sw)]})
     if not rows:
         raise UsageError("points: no shape and lib A / lib B variant in common between the two runs")
     return {"schema": "dropbench.h2h_ab", "schema_version": 1, "x": x_lib, "y": y_lib,
@@ -86,28 +84,20 @@ def markdown(doc):
     return "\n".join(out) + "\n"
 
 
-def run(argv):
+def work(argv):
     ap = argparse.ArgumentParser(prog="h2h_ab.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("ab")
     ap.add_argument("swapped")
     ap.add_argument("-o", "--output")
     ap.add_argument("--md")
-    a = ap.parse_args(argv)
-    for opt, path in (("-o", a.output), ("--md", a.md)):
-        if path and not Path(path).resolve().parent.is_dir():
-            raise UsageError(f"{opt}: the directory of {path} does not exist")
+    a = train_model_check.check_outputs(ap.parse_args(argv))
     doc = combine(*load(a.ab), *load(a.swapped))
-    md = markdown(doc)
-    if a.output:
-        Path(a.output).write_text(json.dumps(doc, indent=1) + "\n")
-    if a.md:
-        Path(a.md).write_text(md)
-    if not a.output and not a.md:
-        sys.stdout.write(md)
-    return 0
+    return a, doc, markdown(doc)
 
 
 def self_test():
+    import contextlib
+    import io
     import tempfile
     fails = []
 
@@ -139,27 +129,26 @@ def self_test():
         for path, (ctx, pts) in ((p1, fake("X", "Y", 1.0, 1.0)), (p2, fake("Y", "X", 1.0, 1.0))):
             path.write_text(json.dumps({"context": ctx, "points": pts}))
         out = Path(d, "ab.json")
-        ok(run([str(p1), str(p2), "-o", str(out)]) == 0 and json.loads(out.read_text())["rows"], "written")
+        a, doc, text = work([str(p1), str(p2), "-o", str(out)])
+        ok(a.output == str(out) and doc["rows"] and text == markdown(doc), "work")
+        with contextlib.redirect_stdout(io.StringIO()):  # main prints the table
+            ok(main([str(p1), str(p2), "-o", str(out)]) == 0 and json.loads(out.read_text())["rows"], "written")
         for argv, needle in (([str(p1), str(Path(d, "missing.json"))], "missing.json"),
                              ([str(p1), str(p2), "--md", str(Path(d, "no", "x.md"))], "--md")):
             try:
-                run(argv)
+                work(argv)
                 fails.append(f"accepted {argv}")
             except UsageError as e:
                 ok(needle in str(e), f"message {e}")
+            with contextlib.redirect_stderr(io.StringIO()) as err:
+                ok(main(argv) == 2 and needle in err.getvalue(), f"exit 2 for {argv}")
     print("h2h_ab self-test: " + ("ok" if not fails else "FAILED\n  " + "\n  ".join(fails)))
     return 1 if fails else 0
 
 
-def main(argv):
-    if argv == ["--self-test"]:
-        return self_test()
-    try:
-        return run(argv)
-    except UsageError as e:
-        print(f"h2h_ab.py: {e}", file=sys.stderr)
-        return 2
+def main(argv=None):
+    return train_model_check.run_cli("h2h_ab.py", argv, self_test, work)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -59,6 +59,8 @@ OURS = {"wgmma": ("none", "mask", "fused"), "mma": ("none", "mask", "fused")}
 # --lib-b: a second build of the library (an A/B of two kernel builds in one process, e.g. cmake
 # -DDROPBENCH_WG_WAIT_SPLIT=ON): its wgmma kernels as family "wgmmaB", checked bitwise against "wgmma".
 LIB_B_FAMILY = "wgmmaB"
+# The A/B pairs (lib A's wgmma variant, lib B's) that run back to back in every round (round_orders).
+AB_PAIRS = [(f"wgmma:{m}", f"{LIB_B_FAMILY}:{m}") for m in OURS["wgmma"]]
 SDPA = {"cudnn": ("none", "dropout"), "flash": ("none", "dropout")}
 DEFAULT_VARIANTS = ("wgmma:none,wgmma:mask,wgmma:fused,cudnn:none,cudnn:dropout,flash:none,flash:dropout,"
                     "mma:none,mma:fused")
@@ -471,7 +473,7 @@ class Runner:
                 torch.cuda.nvtx.range_pop()
             return {"shape": shape, "checks": checks, "skipped": skipped, "profiled": list(calls), "info": info}
         shape["order_seed"] = shape_seed(a.seed, sq, hd, causal)
-        samples = self.time(calls, shape["order_seed"], [(f"wgmma:{m}", f"{LIB_B_FAMILY}:{m}") for m in OURS["wgmma"]])
+        samples = self.time(calls, shape["order_seed"], AB_PAIRS)
         summary = summarize(samples, flops)
         for n, s in summary.items():
             s.update(info.get(n, {}))

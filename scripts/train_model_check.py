@@ -57,6 +57,11 @@ def check_common_args(a):
         raise UsageError(f"--machine: {a.machine!r} is not a file (allowed: configs/machines/*.json)")
     if not Path(a.dropbench).is_file():
         raise UsageError(f"--dropbench: {a.dropbench!r} is not a file (build it: cmake --build build --target dropbench)")
+    return check_outputs(a)
+
+
+def check_outputs(a):
+    """-o and --md (either may be unset): their directories exist, checked before any work."""
     for path, name in ((a.output, "-o"), (a.md, "--md")):
         if path and not Path(path).resolve().parent.is_dir():
             raise UsageError(f"{name}: the directory of {path!r} does not exist")
@@ -295,7 +300,7 @@ def work(argv):
 
 
 def run_cli(prog, argv, self_test_fn, work_fn):
-    """The command line of this check and of cast_ncu.py: --self-test alone runs the self-test; otherwise
+    """The command line of this check, cast_ncu.py and h2h_ab.py: --self-test alone runs the self-test; otherwise
     work_fn(argv) -> (args, JSON document, markdown), written to -o, --md and stdout. Bad input (UsageError): one
     line naming it, exit 2, nothing written."""
     argv = sys.argv[1:] if argv is None else argv
