@@ -14,8 +14,11 @@ import collections
 import gzip
 import json
 import math
-import statistics
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+import dbstats  # noqa: E402  (the scripts' one statistics module: paired ratios, mean, stdev)
 
 
 def load(path):
@@ -25,7 +28,7 @@ def load(path):
 
 
 def slope(xs, ys):
-    mx, my = statistics.mean(xs), statistics.mean(ys)
+    mx, my = dbstats.mean(xs), dbstats.mean(ys)
     den = sum((x - mx) ** 2 for x in xs)
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else 0.0
 
@@ -35,23 +38,14 @@ def pair_lines(points):
     for fam in ("wg", "ours"):
         logs, mhz = [], []
         for p in points:
-            s = p["samples"]
             for m in ("none", "mask", "fused"):
-                a, b = s.get(f"bwd:{fam}:{m}"), s.get(f"bwd:wgB:{m}")
-                if not a or not b:
-                    continue
-                by_round = {x["round"]: x for x in b}
-                for x in a:
-                    y = by_round.get(x["round"])
-                    if y is None:
-                        continue
-                    logs.append(math.log(x["s_per_call"] / y["s_per_call"]))
-                    if x.get("mean_mhz") and y.get("mean_mhz"):
-                        mhz.append(x["mean_mhz"] / y["mean_mhz"])
+                a, b = f"bwd:{fam}:{m}", f"bwd:wgB:{m}"
+                logs += [math.log(x) for x in dbstats.paired_ratios(p["samples"], a, b)]
+                mhz += dbstats.paired_ratios(p["samples"], a, b, field="mean_mhz")
         if len(logs) > 1:
-            out.append(f"bwd:{fam} / bwd:wgB: geometric mean {math.exp(statistics.mean(logs)):.4f} over {len(logs)} "
-                       f"pairs, sd of log {statistics.stdev(logs):.3f}, SM clock ratio "
-                       f"{statistics.mean(mhz) if mhz else float('nan'):.3f}")
+            out.append(f"bwd:{fam} / bwd:wgB: geometric mean {math.exp(dbstats.mean(logs)):.4f} over {len(logs)} "
+                       f"pairs, sd of log {dbstats.stdev(logs):.3f}, SM clock ratio "
+                       f"{dbstats.mean(mhz) if mhz else float('nan'):.3f}")
     return out
 
 
@@ -59,7 +53,7 @@ def order_lines(points):
     pos, dev = [], []
     after = collections.defaultdict(list)
     for p in points:
-        med = {n: statistics.median(x["s_per_call"] for x in v) for n, v in p["samples"].items()}
+        med = {n: dbstats.median(x["s_per_call"] for x in v) for n, v in p["samples"].items()}
         rounds = collections.defaultdict(dict)
         for n, v in p["samples"].items():
             for x in v:
@@ -72,7 +66,7 @@ def order_lines(points):
                 if k > 0 and k - 1 in seq:
                     after[seq[k - 1][0].split(":")[1]].append(seq[k][1])
     out = [f"log(time / median) against the position in the round: slope {slope(pos, dev):+.4f} per position"]
-    out += [f"  after {fam}: mean log(time / median) {statistics.mean(v):+.4f} ({len(v)} samples)"
+    out += [f"  after {fam}: mean log(time / median) {dbstats.mean(v):+.4f} ({len(v)} samples)"
             for fam, v in sorted(after.items())]
     return out
 
