@@ -417,6 +417,41 @@ TEST(Model, RngStripCostKnownAnswers) {
   }
 }
 
+namespace {
+
+// The synthetic wgmma backward launches' mode ("wgmma_bwd_<mode>_..." keys), or "" for another key or one without ncu.
+std::string bwd_mode_of(const std::string& key, const SassKernel& k) {
+  if (key.rfind("wgmma_bwd_", 0) != 0 || !k.ncu) return "";
+  const std::string rest = key.substr(10);
+  return rest.substr(0, rest.find('_'));
+}
+
+// The wgmma backward kernel's time at w in the model's own form with known unit efficiencies and CTA overhead
+// (cycles) at clock_mhz: what the fit tests feed fit_family. *bound (if given): the unit that bounds it.
+double known_bwd_kernel_seconds(const Machine& m, const Profile& p, const Workload& w, const std::string& mode,
+                                double clock_mhz, double e_issue, double e_mma, double overhead,
+                                std::string* bound = nullptr) {
+  Options u;
+  u.calibrated = false;
+  u.clock_mhz = clock_mhz;
+  const KernelTime t = attention_bwd_kernel_time(m, p, w, mode, u);
+  const double issue = t.unit_seconds("issue") / e_issue, mma = t.unit_seconds("mma") / e_mma;
+  if (bound) *bound = issue > mma ? "issue" : "mma";
+  const double ctas = static_cast<double>(w.sq / 128 * w.kv_heads);
+  return std::max(issue, mma) + ctas / m.sm_count * overhead / (clock_mhz * 1e6);
+}
+
+// The fit gave the known efficiencies and overhead back, exactly, from 6 points.
+void expect_recovered(const FamilyFit& f, double e_issue, double e_mma, double overhead) {
+  EXPECT_EQ(f.points, 6u);
+  EXPECT_NEAR(f.efficiency.at("issue"), e_issue, 1e-9);
+  EXPECT_NEAR(f.efficiency.at("mma"), e_mma, 1e-9);
+  EXPECT_NEAR(f.cta_overhead_cycles, overhead, 1e-6 * overhead);
+  EXPECT_LT(f.mean_abs_err, 1e-9);
+}
+
+}  // namespace
+
 // fit_family "wgmma_bwd" recovers the wgmma backward's efficiencies and CTA overhead from durations made with known
 // ones (the synthetic fused launches issue-bound, the others tensor-bound), on its own keys only; the forward family
 // takes none of them.
@@ -427,27 +462,18 @@ TEST(Model, WgmmaBwdFitRecoversKnownEfficiencies) {
   size_t n = 0;
   std::set<std::string> bound;
   for (auto& [key, k] : p.sass) {
-    if (key.rfind("wgmma_bwd_", 0) != 0 || !k.ncu) continue;
-    const std::string rest = key.substr(10), mode = rest.substr(0, rest.find('_'));
-    Options u;
-    u.calibrated = false;
-    u.clock_mhz = k.ncu->clock_mhz;
-    const KernelTime t = attention_bwd_kernel_time(m, p, k.ncu->w, mode, u);
-    const double cyc = k.ncu->clock_mhz * 1e6, ctas = static_cast<double>(k.ncu->w.sq / 128 * k.ncu->w.kv_heads);
-    const double issue = t.unit_seconds("issue") / e_issue, mma = t.unit_seconds("mma") / e_mma;
-    bound.insert(issue > mma ? "issue" : "mma");
-    k.ncu->duration_s = (std::max(issue, mma) * cyc + ctas / m.sm_count * overhead) / cyc;
+    const std::string mode = bwd_mode_of(key, k);
+    if (mode.empty()) continue;
+    std::string b;
+    k.ncu->duration_s = known_bwd_kernel_seconds(m, p, k.ncu->w, mode, k.ncu->clock_mhz, e_issue, e_mma, overhead, &b);
+    bound.insert(b);
     ++n;
   }
   ASSERT_EQ(n, 6u);
   EXPECT_EQ(bound.size(), 2u);  // both efficiencies are identifiable
   const FamilyFit f = fit_family(m, p, "wgmma_bwd");
   EXPECT_EQ(f.family, "wgmma_bwd");
-  EXPECT_EQ(f.points, 6u);
-  EXPECT_NEAR(f.efficiency.at("issue"), e_issue, 1e-9);
-  EXPECT_NEAR(f.efficiency.at("mma"), e_mma, 1e-9);
-  EXPECT_NEAR(f.cta_overhead_cycles, overhead, 1e-6 * overhead);
-  EXPECT_LT(f.mean_abs_err, 1e-9);
+  expect_recovered(f, e_issue, e_mma, overhead);
   // The forward family's fit is the same with or without the backward's launches in the profile.
   Profile fwd_only = p;
   for (auto it = fwd_only.sass.begin(); it != fwd_only.sass.end();)
@@ -473,26 +499,19 @@ TEST(Model, WgmmaBwdFitOnReportPointsRecoversKnownEfficiencies) {
   const double e_issue = 0.4, e_mma = 0.7, overhead = 5000, clock = 1700;
   std::vector<KernelPoint> pts;
   for (auto& [key, k] : p.sass) {
-    if (key.rfind("wgmma_bwd_", 0) != 0 || !k.ncu) continue;
-    const std::string rest = key.substr(10), mode = rest.substr(0, rest.find('_'));
+    const std::string mode = bwd_mode_of(key, k);
+    if (mode.empty()) continue;
     Options u;
     u.calibrated = false;
     u.clock_mhz = clock;
-    const KernelTime t = attention_bwd_kernel_time(m, p, k.ncu->w, mode, u);
-    const double cyc = clock * 1e6, ctas = static_cast<double>(k.ncu->w.sq / 128 * k.ncu->w.kv_heads);
-    const double kernel = std::max(t.unit_seconds("issue") / e_issue, t.unit_seconds("mma") / e_mma) +
-                          ctas / m.sm_count * overhead / cyc;
+    const double kernel = known_bwd_kernel_seconds(m, p, k.ncu->w, mode, clock, e_issue, e_mma, overhead);
     pts.push_back({key, k.ncu->w, kernel + attention_bwd_around_seconds(m, p, k.ncu->w, u), clock, mode});
     k.ncu->duration_s *= 3;  // the ncu durations are not what it fits on
   }
   ASSERT_EQ(pts.size(), 6u);
   const FamilyFit f = fit_family(m, p, "wgmma_bwd", pts);
   EXPECT_EQ(f.fitted_on, "report rows");
-  EXPECT_EQ(f.points, 6u);
-  EXPECT_NEAR(f.efficiency.at("issue"), e_issue, 1e-9);
-  EXPECT_NEAR(f.efficiency.at("mma"), e_mma, 1e-9);
-  EXPECT_NEAR(f.cta_overhead_cycles, overhead, 1e-6 * overhead);
-  EXPECT_LT(f.mean_abs_err, 1e-9);
+  expect_recovered(f, e_issue, e_mma, overhead);
   EXPECT_EQ(fit_family(m, p, "wgmma_bwd").fitted_on, "ncu durations");
   // A point without a clock: one line naming it.
   pts[0].clock_mhz = 0;
