@@ -62,11 +62,15 @@ struct WgCfg {
   static_assert(HD == 64 || HD == 128, "head_dim 64 or 128");
   static_assert(BN == 64 || BN == 128, "key block 64 or 128 (a multiple of the 64-column mask tile)");
 };
-// Register split (setmaxnreg): producer warpgroup down, consumers up.
+// Register split (setmaxnreg): producer warpgroup down, consumers up. setmaxnreg only moves registers within the
+// CTA's launch allocation, which for 384 threads at one CTA per SM (both attention kernels' launch bounds) is 168 a
+// thread (65536 / 384 rounded down to the allocation's 8), 64512 in all: a split asking for more than that never
+// completes its setmaxnreg.inc, and the kernel hangs.
 struct Regs {
   static constexpr int kProducer = 24;
   static constexpr int kConsumer = 240;
-  static_assert(kProducer * 128 + 2 * kConsumer * 128 <= 65536, "register file");
+  static constexpr int kLaunch = 65536 / 384 / 8 * 8 * 384;
+  static_assert(kProducer * 128 + 2 * kConsumer * 128 <= kLaunch, "more registers than the CTA's launch allocation");
 };
 
 // Schedule C with persistent CTAs / with WgCfg WAIT_SPLIT = L, everything else equal.
