@@ -7,7 +7,8 @@
 #      families);
 #   5. timing: scripts/h2h_attention_bwd.py -- ours (none / mask / regen Philox-7; backward alone and fwd+bwd)
 #      against PyTorch SDPA's backward (cuDNN, flash) in one process, SQ 8192 and 16384, 32/8 heads, dH 128 and 64,
-#      causal and not;
+#      causal and not; then ours in the three modes beside cuDNN's backward alone, 20 rounds (h2h_bwd_modes, in
+#      the logs; BWD_MODES=0: not);
 #   6. the two backward families (mma, wgmma) through `dropbench attention` (pass bwd, none / mask / fused), SQ 8192,
 #      dH 128 and 64, causal and not: the wgmma backward's first timings and its bitwise check against fused.
 # Every step runs under `timeout`, within an overall budget; a failing step does not stop the others. A cold build
@@ -21,7 +22,7 @@
 #   BWD_LIB_B=PATH: step 5 also times that build's wgmma backward in the same rounds (h2h --lib-b: an A/B of two
 #   kernel builds in one process).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 B="${1:?usage: bash scripts/bwd_device.sh BUILD_DIR [BUDGET_S]}"
 BUDGET="${2:-470}"
 OUTDIR="${OUT:-$B/bwd-out}"
@@ -114,6 +115,15 @@ if timing && [ -f "$B/libdropbench_attention.so" ]; then
     --head-dim 128,64 --heads 32:8 --causal false,true --rounds 6 --burst-ms 30 --warmup-s 1 \
     ${BWD_LIB_B:+--lib-b "$BWD_LIB_B"} -o "$OUTDIR/h2h_bwd.json" --md "$OUTDIR/h2h_bwd.md"
 fi
+# The dropout modes' cost on their own: six rounds of the whole set resolve mask / none to about 10 % (one kernel
+# timed twice there reads up to 0.11 apart), the target is 5 %; ours in three modes and cuDNN with and without
+# dropout, 20 rounds, into the logs (h2h_bwd_modes.json / .md).
+if timing && [ "${BWD_MODES:-1}" = 1 ] && [ -f "$B/libdropbench_attention.so" ]; then
+  step h2h_modes 150 python3 scripts/h2h_attention_bwd.py --lib "$B/libdropbench_attention.so" --sq 8192,16384 \
+    --head-dim 128,64 --heads 32:8 --causal false,true --rounds 20 --burst-ms 30 --warmup-s 1 \
+    --variants bwd:ours:none,bwd:ours:mask,bwd:ours:fused,bwd:cudnn:none,bwd:cudnn:dropout \
+    -o "$LOG/h2h_bwd_modes.json" --md "$LOG/h2h_bwd_modes.md"
+fi
 
 
 # The wgmma backward against the mma one, through the core harness (one report; the kernel family is an axis).
@@ -162,6 +172,10 @@ smi_log "$LOG/smi.log"
   if [ -f "$OUTDIR/h2h_bwd.md" ]; then
     echo "timing (scripts/h2h_attention_bwd.py):"
     grep -E '^### |^\| (bwd|fb):|^\| (cuDNN|FA2|ours)' "$OUTDIR/h2h_bwd.md" | sed 's/^/  /'
+  fi
+  if [ -f "$LOG/h2h_bwd_modes.md" ]; then
+    echo "the modes alone, 20 rounds (h2h_bwd_modes.md in the logs):"
+    grep -E '^### |^\| (cuDNN|ours)' "$LOG/h2h_bwd_modes.md" | sed 's/^/  /'
   fi
 } >"$OUTDIR/summary.txt" 2>&1
 cp "$OUTDIR/summary.txt" "$LOG/summary.txt"

@@ -69,7 +69,7 @@ RESERVE=0
 [ -n "$BGC" ] && RESERVE=$((RESERVE + 70 * (1 + SWAP)))
 T_LEFT=$((BUDGET - ($(date +%s) - T0) - RESERVE))
 [ "$T_LEFT" -lt 60 ] && T_LEFT=60
-OUT="$OUT0/timing" BWD_PART=timing BWD_LIB_B="$LIB_B" bash scripts/bwd_device.sh "$B" "$T_LEFT"
+OUT="$OUT0/timing" BWD_PART=timing BWD_MODES=0 BWD_LIB_B="$LIB_B" bash scripts/bwd_device.sh "$B" "$T_LEFT"
 # h2h_pair NAME LIB1 LIB2: h2h_attention_bwd.py with LIB1 as lib A and LIB2 as lib B, 4 rounds of the timing part's
 # shapes, into $X/NAME.{json,md,log}.
 h2h_pair() {
