@@ -111,16 +111,14 @@ if checks && [ -x "$T/test_attention_bwd_gpu" ]; then
 fi
 
 if timing && [ -f "$B/libdropbench_attention.so" ]; then
-  step h2h_bwd 330 python3 scripts/h2h_attention_bwd.py --lib "$B/libdropbench_attention.so" --sq 8192,16384 \
-    --head-dim 128,64 --heads 32:8 --causal false,true --rounds 6 --burst-ms 30 --warmup-s 1 \
+  step h2h_bwd 330 python3 scripts/h2h_attention_bwd.py --lib "$B/libdropbench_attention.so" \
     ${BWD_LIB_B:+--lib-b "$BWD_LIB_B"} -o "$OUTDIR/h2h_bwd.json" --md "$OUTDIR/h2h_bwd.md"
 fi
 # The dropout modes' cost on their own: six rounds of the whole set resolve mask / none to about 10 % (one kernel
 # timed twice there reads up to 0.11 apart), the target is 5 %; ours in three modes and cuDNN with and without
 # dropout, 20 rounds, into the logs (h2h_bwd_modes.json / .md).
 if timing && [ "${BWD_MODES:-1}" = 1 ] && [ -f "$B/libdropbench_attention.so" ]; then
-  step h2h_modes 150 python3 scripts/h2h_attention_bwd.py --lib "$B/libdropbench_attention.so" --sq 8192,16384 \
-    --head-dim 128,64 --heads 32:8 --causal false,true --rounds 20 --burst-ms 30 --warmup-s 1 \
+  step h2h_modes 150 python3 scripts/h2h_attention_bwd.py --lib "$B/libdropbench_attention.so" --rounds 20 \
     --variants bwd:ours:none,bwd:ours:mask,bwd:ours:fused,bwd:cudnn:none,bwd:cudnn:dropout \
     -o "$LOG/h2h_bwd_modes.json" --md "$LOG/h2h_bwd_modes.md"
 fi

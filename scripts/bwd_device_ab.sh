@@ -75,9 +75,8 @@ OUT="$OUT0/timing" BWD_PART=timing BWD_MODES=0 BWD_LIB_B="$LIB_B" bash scripts/b
 h2h_pair() {
   local left=$((BUDGET - ($(date +%s) - T0) - 5))
   [ "$left" -gt 30 ] || { echo "$1: not run ($left s left)"; return 1; }
-  timeout "$left" python3 scripts/h2h_attention_bwd.py --lib "$2" --lib-b "$3" --sq 8192,16384 --head-dim 128,64 \
-    --heads 32:8 --causal false,true --rounds 4 --burst-ms 30 --warmup-s 1 -o "$X/$1.json" --md "$X/$1.md" \
-    > "$X/$1.log" 2>&1
+  timeout "$left" python3 scripts/h2h_attention_bwd.py --lib "$2" --lib-b "$3" --rounds 4 -o "$X/$1.json" \
+    --md "$X/$1.md" > "$X/$1.log" 2>&1
   local rc=$?
   echo "$1: exit $rc"
   return $rc

@@ -143,10 +143,10 @@ def heads(s, max_hq=256):
     return hq, hkv
 
 
-def add_common_args(ap, sq="8192,16384", rounds=16, burst_ms=60.0, warmup_s=3.0):
+def add_common_args(ap, sq="8192,16384", head_dim="128", rounds=16, burst_ms=60.0, warmup_s=3.0):
     """The options both head-to-head scripts (forward, backward) take: shapes, dropout, sampling, library, outputs."""
     ap.add_argument("--sq", default=sq, help=f"sequence lengths (default {sq})")
-    ap.add_argument("--head-dim", default="128", help="64 and/or 128 (default 128)")
+    ap.add_argument("--head-dim", default=head_dim, help=f"64 and/or 128 (default {head_dim})")
     ap.add_argument("--causal", default="false,true", help="default false,true")
     ap.add_argument("--heads", default="32:8", help="query:KV heads (default 32:8, Llama 3 8B)")
     ap.add_argument("--batch", type=int, default=1)
