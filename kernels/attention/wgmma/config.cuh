@@ -7,6 +7,20 @@
 namespace dropbench {
 namespace attn_wg {
 
+// The CTA of both wgmma attention kernels (forward and backward): a producer warpgroup and two consumer
+// warpgroups, one CTA per SM (their __launch_bounds__), and the register split between them (setmaxnreg: producer
+// down, consumers up). setmaxnreg only moves registers within the CTA's launch allocation, which ptxas sets to the
+// launch bounds' cap, 65536 / kThreads rounded down to the allocation's 8 (168 a thread, 64512 in all): a split
+// asking for more never completes its setmaxnreg.inc, and the kernel hangs.
+struct Regs {
+  static constexpr int kThreads = 384;
+  static constexpr int kProducer = 24;
+  static constexpr int kConsumer = 240;
+  static constexpr int kLaunch = 65536 / kThreads / 8 * 8 * kThreads;
+  static_assert(kProducer * 128 + (kThreads / 128 - 1) * kConsumer * 128 <= kLaunch,
+                "more registers than the CTA's launch allocation");
+};
+
 template <int HD, int BN, int STAGES, bool PINGPONG = true, bool PHILOX_AHEAD = false, int DROP_IMPL = 1, bool UNROLL2 = false,
           bool PERSIST = false, int WAIT_SPLIT = 0>
 struct WgCfg {
@@ -51,7 +65,7 @@ struct WgCfg {
   static constexpr int kBr = 128;   // query rows per CTA (2 consumer warpgroups x 64)
   static constexpr int kBc = BN;    // keys per block
   static constexpr int kStages = STAGES;
-  static constexpr int kThreads = 384;
+  static constexpr int kThreads = Regs::kThreads;
   static constexpr int kSlices = HD / 64;            // 128-byte column slices per row
   static constexpr int kQBytes = kBr * HD * 2;
   static constexpr int kKVBytes = BN * HD * 2;       // one K (or V) stage
@@ -61,16 +75,6 @@ struct WgCfg {
   static_assert(kSmem <= 232448, "shared memory per block");
   static_assert(HD == 64 || HD == 128, "head_dim 64 or 128");
   static_assert(BN == 64 || BN == 128, "key block 64 or 128 (a multiple of the 64-column mask tile)");
-};
-// Register split (setmaxnreg): producer warpgroup down, consumers up. setmaxnreg only moves registers within the
-// CTA's launch allocation, which for 384 threads at one CTA per SM (both attention kernels' launch bounds) is 168 a
-// thread (65536 / 384 rounded down to the allocation's 8), 64512 in all: a split asking for more than that never
-// completes its setmaxnreg.inc, and the kernel hangs.
-struct Regs {
-  static constexpr int kProducer = 24;
-  static constexpr int kConsumer = 240;
-  static constexpr int kLaunch = 65536 / 384 / 8 * 8 * 384;
-  static_assert(kProducer * 128 + 2 * kConsumer * 128 <= kLaunch, "more registers than the CTA's launch allocation");
 };
 
 // Schedule C with persistent CTAs / with WgCfg WAIT_SPLIT = L, everything else equal.

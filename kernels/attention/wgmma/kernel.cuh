@@ -31,7 +31,7 @@ namespace dropbench {
 namespace attn_wg {
 
 template <class C, DropoutMode kMode, int R, int TW, bool kCausal>
-__global__ void __launch_bounds__(384, 1)
+__global__ void __launch_bounds__(Regs::kThreads, 1)
     attn_fwd_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_kv,
                           const attn::KernelArgs a) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)

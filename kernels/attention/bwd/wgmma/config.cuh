@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/attention/bwd/attention_bwd_args.cuh"
+#include "kernels/attention/wgmma/config.cuh"  // Regs: the CTA and register split both wgmma kernels share
 
 namespace dropbench {
 namespace attn_bwd_wg {
@@ -19,7 +20,7 @@ struct Cfg {
   static constexpr int kBk = 128;        // keys per CTA (64 per consumer warpgroup)
   static constexpr int kBq = 64;         // queries per block (the N of S^T / dP^T, the K of dV / dK)
   static constexpr int kStages = 2;      // Q / dO / LSE / D / mask-word ring
-  static constexpr int kThreads = 384;   // producer warpgroup + 2 consumer warpgroups
+  static constexpr int kThreads = attn_wg::Regs::kThreads;  // producer warpgroup + 2 consumer warpgroups
   static constexpr int kSlices = HD / 64;  // 128-byte column slices of a row (TMA boxes of 64 columns)
   static constexpr int kKBytes = kBk * HD * 2;  // K (or V) of the CTA: kSlices slices of 128 rows x 128 bytes
   static constexpr int kQBytes = kBq * HD * 2;  // one Q (or dO) block: kSlices slices of 64 rows x 128 bytes

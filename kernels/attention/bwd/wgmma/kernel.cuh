@@ -22,7 +22,7 @@
 #include "kernels/attention/bwd/wgmma/mainloop.cuh"
 #include "kernels/attention/bwd/wgmma/producer.cuh"
 #include "kernels/attention/instance.hpp"
-#include "kernels/attention/wgmma/config.cuh"  // Regs: the forward's register split
+#include "kernels/attention/wgmma/config.cuh"  // Regs: the CTA and register split both wgmma kernels share
 #include "kernels/common/check.hpp"
 #include "kernels/common/ptx.cuh"
 
@@ -30,7 +30,7 @@ namespace dropbench {
 namespace attn_bwd_wg {
 
 template <int HD, DropoutMode kMode>
-__global__ void __launch_bounds__(384, 1)
+__global__ void __launch_bounds__(attn_wg::Regs::kThreads, 1)
     attn_bwd_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_kv,
                           const __grid_constant__ CUtensorMap tm_do, const __grid_constant__ CUtensorMap tm_dq,
                           const Args a) {
