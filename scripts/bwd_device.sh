@@ -6,11 +6,11 @@
 #   4. compute-sanitizer memcheck and racecheck on the small backward cases (Kernels/AttentionBwdSanitize.*, both
 #      families);
 #   5. timing: scripts/h2h_attention_bwd.py -- ours (none / mask / regen Philox-7; backward alone and fwd+bwd)
-#      against PyTorch SDPA's backward (cuDNN, flash) in one process, SQ 8192 and 16384, 32/8 heads, dH 128 and 64,
-#      causal and not; then ours in the three modes beside cuDNN's backward alone, 20 rounds (h2h_bwd_modes, in
-#      the logs; BWD_MODES=0: not);
+#      against PyTorch SDPA's backward (cuDNN, flash) in one process, on the script's default grid (SQ 8K / 16K,
+#      dH 128 / 64, causal and not, 32/8 heads);
 #   6. the two backward families (mma, wgmma) through `dropbench attention` (pass bwd, none / mask / fused), SQ 8192,
-#      dH 128 and 64, causal and not: the wgmma backward's first timings and its bitwise check against fused.
+#      dH 128 and 64, causal and not: the wgmma backward's first timings and its bitwise check against fused;
+#   7. ours in the three modes beside cuDNN's backward alone, 20 rounds (h2h_bwd_modes, in the logs).
 # Every step runs under `timeout`, within an overall budget; a failing step does not stop the others. A cold build
 # can leave too little of the default budget for the timing steps (reported as skipped): a second call with the
 # build kept runs them. Logs go to
@@ -21,6 +21,7 @@
 #   BWD_EXTRA_TARGETS="dropbench ...": also built in step 1 (a later call on the warm machine finds them).
 #   BWD_LIB_B=PATH: step 5 also times that build's wgmma backward in the same rounds (h2h --lib-b: an A/B of two
 #   kernel builds in one process).
+#   BWD_MODES=0: no step 7.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 B="${1:?usage: bash scripts/bwd_device.sh BUILD_DIR [BUDGET_S]}"
@@ -114,14 +115,6 @@ if timing && [ -f "$B/libdropbench_attention.so" ]; then
   step h2h_bwd 330 python3 scripts/h2h_attention_bwd.py --lib "$B/libdropbench_attention.so" \
     ${BWD_LIB_B:+--lib-b "$BWD_LIB_B"} -o "$OUTDIR/h2h_bwd.json" --md "$OUTDIR/h2h_bwd.md"
 fi
-# The dropout modes' cost on their own: six rounds of the whole set resolve mask / none to about 10 % (one kernel
-# timed twice there reads up to 0.11 apart), the target is 5 %; ours in three modes and cuDNN with and without
-# dropout, 20 rounds, into the logs (h2h_bwd_modes.json / .md).
-if timing && [ "${BWD_MODES:-1}" = 1 ] && [ -f "$B/libdropbench_attention.so" ]; then
-  step h2h_modes 150 python3 scripts/h2h_attention_bwd.py --lib "$B/libdropbench_attention.so" --rounds 20 \
-    --variants bwd:ours:none,bwd:ours:mask,bwd:ours:fused,bwd:cudnn:none,bwd:cudnn:dropout \
-    -o "$LOG/h2h_bwd_modes.json" --md "$LOG/h2h_bwd_modes.md"
-fi
 
 
 # The wgmma backward against the mma one, through the core harness (one report; the kernel family is an axis).
@@ -138,6 +131,14 @@ if timing && [ -x "$B/dropbench" ]; then
     --set workload.head_dim=128 --set sweep.sq=[4096] --set sweep.causal=[true] \
     --set 'sweep.pass=[fwd,bwd,fwd+bwd]' --min-time 0.03 --max-noise 0.02 --set measure.timeout=1 \
     -o "$LOG/cli_pass.json"
+fi
+# The dropout modes' cost on their own: six rounds of the whole set resolve mask / none to about 10 % (one kernel
+# timed twice there reads up to 0.11 apart), the target is 5 %; ours in three modes and cuDNN with and without
+# dropout, 20 rounds, into the logs (h2h_bwd_modes.json / .md).
+if timing && [ "${BWD_MODES:-1}" = 1 ] && [ -f "$B/libdropbench_attention.so" ]; then
+  step h2h_modes 150 python3 scripts/h2h_attention_bwd.py --lib "$B/libdropbench_attention.so" --rounds 20 \
+    --variants bwd:ours:none,bwd:ours:mask,bwd:ours:fused,bwd:cudnn:none,bwd:cudnn:dropout \
+    -o "$LOG/h2h_bwd_modes.json" --md "$LOG/h2h_bwd_modes.md"
 fi
 smi_log "$LOG/smi.log"
 
