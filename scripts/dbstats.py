@@ -40,8 +40,8 @@ Where the interval differs from the C++ harness's `median_ci`, and why:
   - Rounds are resampled one by one (the iid bootstrap), not in circular blocks of a data-chosen length. The
     Python peers' samples are bursts (h2h: ~60 ms of back-to-back calls per sample, rounds seconds apart), and an
     h2h run has 4-30 rounds (the backward's default is 6): too few for the block-length rule's autocorrelation
-    estimate (it needs >= 8 rounds and then allows at most n / 3), so the blocks would be a guess. Serially uncorrelated rounds give L = 1 in the
-    C++ rule, i.e. the iid bootstrap used here.
+    estimate (it needs >= 8 rounds and then allows at most n / 3), so the blocks would be a guess. Serially
+    uncorrelated rounds give L = 1 in the C++ rule, i.e. the iid bootstrap used here.
   - REPLICATES = 2000 (C++: 1000), drawn with random.Random(seed).choices (C++: splitmix64), and the bounds are
     the outward order statistics of the sorted replicates, floor(a (B - 1)) and ceil((1 - a) (B - 1)) with
     a = (1 - level) / 2 (C++: interpolated between them). So the bounds are always values the median can take.
