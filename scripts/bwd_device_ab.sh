@@ -15,7 +15,7 @@
 # (/ab-src/ is ignored by git: pass it to the device call's carry).
 # SRC_C=DIR (optional): a third revision's export, built beside lib B; after step 4, its wgmma backward against this
 # tree's in the same way (4 rounds, and with SWAP=1 swapped and combined too), so that one call A/Bs two changes.
-# Files: $OUT/checks/{summary.txt,bwd_logs.tar.gz}, $OUT/timing/{summary.txt,bwd_logs.tar.gz,h2h_bwd.json,
+# Files: $OUT/checks/{summary.txt,bwd_logs.tar.gz}, $OUT/timing/{bwd_logs.tar.gz (its summary.txt inside),h2h_bwd.json,
 # h2h_bwd.md}, $OUT/train_step_gpu.txt and $OUT/ab.tgz (ab/: lib B's and lib C's build logs, swap_b.*, ab_b.* = the
 # combined lib A / lib B, c.*, swap_c.*, ab_c.*): eight with the caller's own log.
 # Usage: [SRC_C=DIR] bash scripts/bwd_device_ab.sh SRC_B [BUILD_DIR] [BUDGET_S]     (BUILD_DIR default build-dev, BUDGET_S 560)
@@ -70,6 +70,9 @@ RESERVE=0
 T_LEFT=$((BUDGET - ($(date +%s) - T0) - RESERVE))
 [ "$T_LEFT" -lt 60 ] && T_LEFT=60
 OUT="$OUT0/timing" BWD_PART=timing BWD_MODES=0 BWD_LIB_B="$LIB_B" bash scripts/bwd_device.sh "$B" "$T_LEFT"
+# Its summary was printed and is inside timing/bwd_logs.tar.gz: the file itself would be a ninth file for the device
+# call's eight, and the machine drops one of them.
+rm -f "$OUT0/timing/summary.txt"
 # h2h_pair NAME LIB1 LIB2: h2h_attention_bwd.py with LIB1 as lib A and LIB2 as lib B, 4 rounds of the timing part's
 # shapes, into $X/NAME.{json,md,log}.
 h2h_pair() {
