@@ -145,6 +145,51 @@ TEST(AttentionBwdHost, CtaOrderIsHeaviestFirstAcrossHeads) {
   }
 }
 
+// The wgmma backward's sectioned order: every (block, unit) once over the launch indices; within a section the key
+// blocks from the heaviest, the section's units together per block; a section of all units is the grid order
+// (heads x batch, subgroups x blocks) read by bwd_cta_in_order, the subgroups one after another.
+TEST(AttentionBwdHost, WgmmaCtaOrderIsSectionedHeaviestFirst) {
+  const int blocks = 5, subgroups = 2, heads = 3, batch = 2, units = subgroups * heads * batch;
+  for (int section : {1, 2, 3, 4, 6, 12}) {
+    std::vector<int> seen(blocks * units, 0);
+    for (int lin = 0; lin < blocks * units; ++lin) {
+      const auto c = attn::bwd_cta_sectioned<int>(lin, blocks, section, heads, batch);
+      ASSERT_TRUE(c.block >= 0 && c.block < blocks && c.sg >= 0 && c.sg < subgroups && c.head >= 0 &&
+                  c.head < heads && c.batch >= 0 && c.batch < batch) << section << " " << lin;
+      const int u = (c.sg * batch + c.batch) * heads + c.head;
+      ++seen[u * blocks + c.block];
+      EXPECT_EQ(u / section, lin / (section * blocks)) << "a section's units launch together";
+      EXPECT_EQ(c.block, lin % (section * blocks) / section) << "heaviest first within a section";
+      if (section == units / subgroups) {
+        const int x = lin % (heads * batch), y = lin / (heads * batch);
+        const auto o = attn::bwd_cta_in_order<int>(x, y % blocks, blocks, heads, false);
+        EXPECT_EQ(c.block, o.block);
+        EXPECT_EQ(c.head, o.head);
+        EXPECT_EQ(c.batch, o.batch);
+        EXPECT_EQ(c.sg, y / blocks);
+      }
+    }
+    EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; })) << section;
+  }
+}
+
+// The section: the fewest units, a divisor of the units, whose CTAs fill kBwdSectionWaves waves; all units where
+// no smaller divisor does.
+TEST(AttentionBwdHost, WgmmaSectionIsTheFewestUnitsFillingTheWaves) {
+  const int slots = 132;
+  for (int units : {1, 7, 8, 16, 24, 64, 128})
+    for (int blocks : {1, 16, 32, 64, 128, 512}) {
+      const int s = attn::bwd_section_units(units, blocks, slots);
+      ASSERT_TRUE(s >= 1 && s <= units && units % s == 0) << units << " " << blocks;
+      if (s < units) EXPECT_GE(s * blocks, attn::kBwdSectionWaves * slots) << units << " " << blocks;
+      for (int t = 1; t < s; ++t)
+        EXPECT_FALSE(units % t == 0 && t * blocks >= attn::kBwdSectionWaves * slots) << t << " would do";
+    }
+  // The backward's grid of record (32 query heads, 8 KV heads: 8 units): sections of 4 KV heads at 8K, 2 at 16K.
+  EXPECT_EQ(attn::bwd_section_units(8, 64, slots), 4);
+  EXPECT_EQ(attn::bwd_section_units(8, 128, slots), 2);
+}
+
 // The wgmma backward's split of a causal GQA group: subgroups of 2 to kBwdCtaHeads (4) query heads, a divisor of the
 // group, the fewest such; unsplit for groups of at most 4, groups without such a divisor, non-causal grids, and where
 // the grid's y (key blocks x subgroups) would pass 65535.

@@ -53,6 +53,34 @@ DB_HD constexpr BwdCta<I> bwd_cta_in_order(I x, I y, I blocks, I heads, bool hea
 // the CTAs in flight share their query heads); each sums its heads' dK, dV into fp32 partials that one pass adds in
 // subgroup order (deterministic). Non-causal CTAs stay in step, and the split's partials only cost there.
 constexpr int kBwdCtaHeads = 4;
+
+// The wgmma backward's launch order. Its CTAs are (unit, key block), a unit being (subgroup, batch, KV head), the
+// subgroup slowest: u = (sg x batch + b) x heads + h. The units go in sections of `section` consecutive units; a
+// section's CTAs launch key block by key block, heaviest (block 0) first, its units' CTAs of one block together,
+// and the next section follows. One section of all units is the longest-first order over the whole grid, the
+// shortest tail, but the CTAs in flight then stream every unit's Q, dO and dQ rows through L2, which long causal
+// grids outgrow. One unit per section keeps one KV head's rows in flight, but the grid then ends on the last unit's
+// heavy blocks: one wave of CTAs of falling length, the SMs emptying as they finish.
+template <class I>
+struct BwdCtaSg {
+  I block, head, batch, sg;
+};
+template <class I>
+DB_HD constexpr BwdCtaSg<I> bwd_cta_sectioned(I lin, I blocks, I section, I heads, I batch) {
+  const I span = section * blocks, r = lin % span, u = lin / span * section + r % section, hb = heads * batch;
+  return BwdCtaSg<I>{r / section, u % heads, u % hb / heads, u / hb};
+}
+// The section: the fewest units, a divisor of `units`, whose CTAs fill at least kBwdSectionWaves waves of `slots`
+// resident CTAs. Of one unit, one wave and two waves, one wave runs the causal grids of record fastest (sections of
+// 4 KV heads at 8K keys, 2 at 16K, with 32 / 8 heads on 132 SMs; docs/attention-backward.md).
+constexpr int kBwdSectionWaves = 1;
+template <class I>
+DB_HD constexpr I bwd_section_units(I units, I blocks, I slots) {
+  const I want = (kBwdSectionWaves * slots + blocks - 1) / blocks;
+  for (I s = want < 1 ? 1 : want; s < units; ++s)
+    if (units % s == 0) return s;
+  return units;
+}
 // Subgroups of a group of `group` query heads for a grid of `blocks` key blocks: causal, the fewest that divide the
 // group into subgroups of 2 to kBwdCtaHeads heads; 1 when not causal, when the group has at most kBwdCtaHeads heads
 // or no such divisor (a prime group: one-head CTAs are not measured), or where the grid's y (blocks x subgroups)

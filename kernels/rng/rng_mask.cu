@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/device.hpp"
 #include "kernels/common/dispatch.cuh"
 
 namespace dropbench {
@@ -289,19 +290,12 @@ __global__ void __launch_bounds__(256) rng_wide_kernel(void* __restrict__ out, u
   }
 }
 
-int sm_count() {
-  int dev = 0, sms = 0;
-  DB_CUDA(cudaGetDevice(&dev));
-  DB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return sms;
-}
-
 // One full wave of resident blocks (the occupancy calculator's count for this kernel: with more blocks than fit at
 // once, the last partial wave runs at lower occupancy); grid-stride loops do the rest.
 int default_grid(int block, const void* kernel) {
   int per_sm = 0;
   DB_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block, 0));
-  return sm_count() * (per_sm > 0 ? per_sm : 1);
+  return current_device_sms() * (per_sm > 0 ? per_sm : 1);
 }
 
 template <int R, int TW>
@@ -320,7 +314,7 @@ void launch_tile(const RngMaskParams& p, cudaStream_t s) {
       break;
     }
     case RngSchedule::Coresident: {
-      const int grid = p.grid > 0 ? p.grid : sm_count();
+      const int grid = p.grid > 0 ? p.grid : current_device_sms();
       // Without shared memory the SM would run this kernel with a small shared-memory carveout, and a GEMM CTA
       // needing ~190 KiB could not start beside it until the SM drained: ask for the largest carveout, so the
       // SM's split already fits the GEMM (measured with lab/gemm_wgmma/: without it the GEMM waited for
@@ -334,7 +328,7 @@ void launch_tile(const RngMaskParams& p, cudaStream_t s) {
       break;
     }
     case RngSchedule::Steal: {
-      const int grid = p.grid > 0 ? p.grid : sm_count() * (2048 / p.block);
+      const int grid = p.grid > 0 ? p.grid : current_device_sms() * (2048 / p.block);
       if (p.reserve_smem > 48 * 1024)
         DB_CUDA(cudaFuncSetAttribute(rng_tile_steal_kernel<R, TW>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(p.reserve_smem)));

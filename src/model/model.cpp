@@ -1045,9 +1045,11 @@ Demand wgmma_demand(const Profile& p, const Workload& w, const std::string& mode
 // Its visited (block_rows-query x block_keys-key) blocks: CTA (subgroup, key block kb, KV head, batch) walks the
 // subgroup's query heads (tile_order.hpp, bwd_subgroups: a causal group split into subgroups of at most 4 heads) and, per
 // head, the query blocks from the first that reaches key kb x block_keys (causal) or 0. Launch order
-// (bwd_cta_in_order): every (batch, KV head) of key block 0, the heaviest when causal, then key block 1, ..., the
-// subgroups one after another; cta_iterations lists the CTAs in that order (one entry per CTA, tail_factor with
-// heads = 1) up to kTailSimulateCtas, else one entry per key block (heads = batch x kv_heads).
+// (bwd_cta_sectioned, bwd_section_units for `slots` resident CTAs): the (subgroup, batch, KV head) units in equal
+// sections, each section's key blocks heaviest first with its units' CTAs of a block together; cta_iterations lists
+// one section's CTAs in that order, repeated units / section times by the tail model (tail_reps), which is the launch
+// order itself. Past kTailSimulateCtas entries it lists one entry per key block (tail_reps = units), the closed form's
+// input.
 // The subgroups of w's group the kernel launches (the kernel's rule, tile_order.hpp: bwd_subgroups, for the grid of
 // block_keys-key blocks).
 int64_t wgmma_bwd_subgroups(const WgmmaProfile& g, const Workload& w) {
@@ -1055,21 +1057,21 @@ int64_t wgmma_bwd_subgroups(const WgmmaProfile& g, const Workload& w) {
                              static_cast<int>(ceil_div(w.sq, static_cast<int64_t>(g.block_keys))), w.causal);
 }
 
-AttnWork wgmma_bwd_work(const WgmmaProfile& g, const Workload& w, double* tail_reps) {
+AttnWork wgmma_bwd_work(const WgmmaProfile& g, const Workload& w, double slots, double* tail_reps) {
   const int64_t BQ = g.block_rows, BK = g.block_keys, group = w.q_heads / std::max<int64_t>(1, w.kv_heads);
   const int64_t nqb = ceil_div(w.sq, BQ), nkb = ceil_div(w.sq, BK);
   const int64_t subgroups = wgmma_bwd_subgroups(g, w);
-  const double reps = static_cast<double>(w.batch) * static_cast<double>(w.kv_heads);
-  const bool expand = static_cast<double>(nkb * subgroups) * reps <= kTailSimulateCtas;
+  const int64_t units = subgroups * w.batch * w.kv_heads;
+  const int64_t section = attn::bwd_section_units<int64_t>(units, nkb, std::max<int64_t>(1, static_cast<int64_t>(slots)));
+  const bool expand = static_cast<double>(nkb * section) <= kTailSimulateCtas;
   AttnWork a;
-  for (int64_t sg = 0; sg < subgroups; ++sg)
-    for (int64_t kb = 0; kb < nkb; ++kb) {
-      const double n_it = static_cast<double>(group / subgroups * (nqb - (w.causal ? kb * BK / BQ : 0)));
-      a.iterations += n_it * reps;
-      a.cta_iterations.insert(a.cta_iterations.end(), expand ? static_cast<size_t>(reps) : 1, n_it);
-    }
-  a.ctas = static_cast<double>(nkb * subgroups) * reps;
-  if (tail_reps) *tail_reps = expand ? 1.0 : reps;
+  for (int64_t kb = 0; kb < nkb; ++kb) {
+    const double n_it = static_cast<double>(group / subgroups * (nqb - (w.causal ? kb * BK / BQ : 0)));
+    a.iterations += n_it * static_cast<double>(units);
+    a.cta_iterations.insert(a.cta_iterations.end(), expand ? static_cast<size_t>(section) : 1, n_it);
+  }
+  a.ctas = static_cast<double>(nkb * units);
+  if (tail_reps) *tail_reps = static_cast<double>(expand ? units / section : units);
   return a;
 }
 
@@ -1192,11 +1194,12 @@ Piece wgmma_bwd_kernel_piece(const Machine& m, const Profile& p, const Workload&
                              const Options& o, const std::string& name) {
   const WgmmaProfile& g = *p.wgmma_bwd;
   double reps = 1;
-  const AttnWork a = wgmma_bwd_work(g, w, &reps);
+  const double slots = m.sm_count * g.ctas_per_sm;
+  const AttnWork a = wgmma_bwd_work(g, w, slots, &reps);
   const std::string key = wgmma_key(g, w, mode, w.causal);
   Piece pc;
   pc.d = wgmma_carried(
-             p, key, w, a, [&](const Workload& x) { return wgmma_bwd_work(g, x, nullptr); },
+             p, key, w, a, [&](const Workload& x) { return wgmma_bwd_work(g, x, slots, nullptr); },
              [&](const Workload& x, const AttnWork& xa, bool) { return wgmma_bwd_static(g, x, mode, xa); })
              .value();
   time_wgmma(m, p, g, a, reps, "ncu", o, name, pc);
@@ -1424,7 +1427,8 @@ FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& fami
     q.y = (seconds - (whole_call ? attention_bwd_around_seconds(m, pu, w, o) : 0.0)) * cyc;
     const KernelTime t = bwd ? attention_bwd_kernel_time(m, pu, w, mode, o) : attention_time(m, pu, w, mode, {}, o);
     for (const char* u : {"issue", "mma"}) q.unit[u] = t.unit_seconds(u) * cyc;
-    q.waves = (bwd ? wgmma_bwd_work(g, w, nullptr) : wgmma_work(g, w, {})).ctas / (m.sm_count * g.ctas_per_sm);
+    const double slots = m.sm_count * g.ctas_per_sm;
+    q.waves = (bwd ? wgmma_bwd_work(g, w, slots, nullptr) : wgmma_work(g, w, {})).ctas / slots;
     pts.push_back(q);
   };
   const bool on_reports = bwd && !extra.empty();

@@ -13,6 +13,7 @@
 #include "kernels/attention/bwd/wgmma/kernel_api.hpp"
 #include "kernels/attention/tile_order.hpp"
 #include "kernels/common/check.hpp"
+#include "kernels/common/device.hpp"
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/tensor_map.hpp"
 
@@ -28,12 +29,15 @@ int sq_pad(const AttentionParams& f) { return (f.sq + 63) / 64 * 64; }
 size_t d_bytes(const AttentionParams& f) {
   return align256(static_cast<size_t>(f.batch) * f.q_heads * sq_pad(f) * sizeof(float));
 }
-// The wgmma kernel's subgroups per (KV head, key block) (tile_order.hpp: bwd_subgroups; the key block is 128 at
-// either head_dim).
-int wgmma_subgroups(const AttentionParams& f) {
+// The wgmma kernel's key blocks (128 keys at either head_dim) and subgroups per (KV head, key block)
+// (tile_order.hpp: bwd_subgroups).
+int wgmma_key_blocks(const AttentionParams& f) {
   constexpr int kBk = attn_bwd_wg::Cfg<128>::kBk;
   static_assert(kBk == attn_bwd_wg::Cfg<64>::kBk, "one key block for both head_dims");
-  return attn::bwd_subgroups(f.q_heads / f.kv_heads, (f.sq + kBk - 1) / kBk, f.causal);
+  return (f.sq + kBk - 1) / kBk;
+}
+int wgmma_subgroups(const AttentionParams& f) {
+  return attn::bwd_subgroups(f.q_heads / f.kv_heads, wgmma_key_blocks(f), f.causal);
 }
 // Elements of one [B*SQ, Hkv*dH] slab of dK or dV partials.
 int64_t dkv_slab(const AttentionParams& f) { return static_cast<int64_t>(f.batch) * f.sq * f.kv_heads * f.head_dim; }
@@ -150,6 +154,10 @@ attn_bwd::Args make_args(const AttentionBwdParams& p, bool wgmma) {
   a.lse_pad = reinterpret_cast<float*>(ws + d_bytes(f));
   a.dq_acc = p.deterministic ? nullptr : reinterpret_cast<float*>(ws + 2 * d_bytes(f));
   a.subgroups = wgmma ? wgmma_subgroups(f) : 1;
+  // One CTA per SM is resident (kernel.cuh's launch bounds).
+  a.section = wgmma ? attn::bwd_section_units(a.subgroups * f.batch * f.kv_heads, wgmma_key_blocks(f),
+                                              current_device_sms())
+                    : 1;
   a.dkv_part = a.subgroups > 1 ? reinterpret_cast<float*>(ws + 2 * d_bytes(f) + dq_acc_bytes(p)) : nullptr;
   a.dkv_slab = dkv_slab(f);
   return a;

@@ -49,6 +49,7 @@ struct Args {
   int64_t dkv_slab;     // elements of one [B*SQ, Hkv*dH] slab of dkv_part
   int sq, hq, hkv, group;
   int subgroups;        // the wgmma kernel's CTAs per (KV head, key block): each walks group / subgroups query heads
+  int section;          // the wgmma kernel's launch order: units per section (tile_order.hpp, bwd_cta_sectioned)
   int sq_pad;           // SQ rounded up to 64: the row length of dsum and lse_pad
   int causal, dq_fast;  // dq_fast: the fast mode (dQ added into dq_acc in any order: TMA reduce-adds, or atomics)
   int rounds, tw;       // mode Fused (the wgmma kernel chooses them at run time; the mma kernel's are template arguments)

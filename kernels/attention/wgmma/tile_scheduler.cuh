@@ -11,6 +11,7 @@
 #include "kernels/attention/attention_kernel.cuh"  // KernelArgs, query_block_grid
 #include "kernels/attention/tile_order.hpp"
 #include "kernels/common/check.hpp"
+#include "kernels/common/device.hpp"
 
 namespace dropbench {
 namespace attn_wg {
@@ -75,9 +76,7 @@ struct TileScheduler {
 inline dim3 launch_grid(const AttentionParams& p, int br, bool persist) {
   const dim3 g = attn::query_block_grid(p, br);
   if (!persist) return g;
-  int dev = 0, sms = 0;
-  DB_CUDA(cudaGetDevice(&dev));
-  DB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int sms = current_device_sms();
   const int64_t tiles = static_cast<int64_t>(g.x) * g.y * g.z;
   if (tiles > INT32_MAX) throw UsageError("attention: more than 2^31 query tiles");
   return dim3(static_cast<unsigned>(std::min<int64_t>(tiles, sms)));

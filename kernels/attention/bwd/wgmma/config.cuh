@@ -91,9 +91,9 @@ struct Smem {
 };
 
 // The CTA's work: keys [k0, k0 + 128) of KV head hk in batch b, the query heads of subgroup sg of its group
-// (tile_order.hpp: bwd_subgroups; heads hk*group + sg*heads ..); grid y = sg x key blocks + the key block in
-// order (tile_order.hpp's bwd_cta_in_order: every head's key block 0, the heaviest when causal, first; the subgroups
-// one after another, so the CTAs in flight share their query heads). Iteration it = query head hk*group + sg*heads
+// (tile_order.hpp: bwd_subgroups; heads hk*group + sg*heads ..), from the launch index in sections of units
+// (tile_order.hpp's bwd_cta_sectioned: a section's key blocks heaviest first, its units' CTAs of a block together,
+// so the CTAs in flight share a few units' query heads). Iteration it = query head hk*group + sg*heads
 // + it / nq, query block qb0 + it % nq (causal: from the first block that reaches key k0, qb0 = k0 / 64). Heads in
 // ascending order: dK, dV sum the subgroup's heads in a fixed order.
 struct Schedule {

@@ -41,9 +41,10 @@ __global__ void __launch_bounds__(attn_wg::Regs::kThreads, 1)
   using namespace ptx;
   using C = Cfg<HD>;
   const Smem<C> sm(attn_bwd::dynamic_smem());
-  const int blocks = static_cast<int>(gridDim.y) / a.subgroups;
-  const auto cta = attn::bwd_cta_in_order<int>(blockIdx.x, static_cast<int>(blockIdx.y) % blocks, blocks, a.hkv, false);
-  const Schedule w(a, cta.block, cta.head, cta.batch, static_cast<int>(blockIdx.y) / blocks);
+  const auto cta = attn::bwd_cta_sectioned<int64_t>(blockIdx.x + static_cast<int64_t>(gridDim.x) * blockIdx.y,
+                                                    gridDim.y / a.subgroups, a.section, a.hkv, gridDim.x / a.hkv);
+  const Schedule w(a, static_cast<int>(cta.block), static_cast<int>(cta.head), static_cast<int>(cta.batch),
+                   static_cast<int>(cta.sg));
   if (threadIdx.x == 0) {
     mbar_init(sm.kv_full(), 1);
 #pragma unroll
