@@ -146,8 +146,8 @@ TEST(AttentionBwdHost, CtaOrderIsHeaviestFirstAcrossHeads) {
 }
 
 // The wgmma backward's sectioned order: every (block, unit) once over the launch indices; within a section the key
-// blocks from the heaviest, the section's units together per block; a section of all units is the grid order
-// (heads x batch, subgroups x blocks) read by bwd_cta_in_order, the subgroups one after another.
+// blocks from the heaviest, the section's units together per block; sections of one subgroup's units are the grid
+// order (heads x batch, subgroups x blocks) read by bwd_cta_in_order, the subgroups one after another.
 TEST(AttentionBwdHost, WgmmaCtaOrderIsSectionedHeaviestFirst) {
   const int blocks = 5, subgroups = 2, heads = 3, batch = 2, units = subgroups * heads * batch;
   for (int section : {1, 2, 3, 4, 6, 12}) {

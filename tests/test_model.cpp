@@ -19,6 +19,7 @@
 
 #include <unistd.h>
 
+#include "kernels/attention/tile_order.hpp"
 #include "kernels/common/check.hpp"
 #include "kernels/common/dispatch.cuh"
 #include "src/core/config.hpp"
@@ -451,6 +452,53 @@ void expect_recovered(const FamilyFit& f, double e_issue, double e_mma, double o
 }
 
 }  // namespace
+
+// The wgmma backward's tail list (one section's CTAs, repeated per section) is the kernel's whole launch order:
+// every launch index decoded by bwd_cta_sectioned with the launcher's section, each CTA's work its subgroup's heads
+// x the query blocks from the first that reaches its keys (causal) or all of them.
+TEST(Model, WgmmaBwdTailListIsTheKernelsLaunchOrder) {
+  dropbench::model::WgmmaProfile g;
+  g.block_rows = 64;
+  g.block_keys = 128;
+  struct Case {
+    int64_t sq, q_heads, kv_heads, batch;
+    bool causal;
+  };
+  const double slots = 132;
+  for (const Case& c : {Case{8192, 32, 8, 1, true}, Case{16384, 32, 8, 1, true}, Case{8192, 64, 8, 2, true},
+                        Case{2048, 32, 4, 3, true}, Case{4096, 24, 12, 3, false}, Case{1000, 8, 8, 1, true}}) {
+    dropbench::Workload w;
+    w.sq = c.sq;
+    w.q_heads = c.q_heads;
+    w.kv_heads = c.kv_heads;
+    w.batch = c.batch;
+    w.causal = c.causal;
+    double reps = 0;
+    const dropbench::model::AttnWork a = dropbench::model::wgmma_bwd_work(g, w, slots, &reps);
+    const int nkb = static_cast<int>((c.sq + 127) / 128), nqb = static_cast<int>((c.sq + 63) / 64);
+    const int group = static_cast<int>(c.q_heads / c.kv_heads);
+    const int sg = dropbench::attn::bwd_subgroups(group, nkb, c.causal);
+    const int units = sg * static_cast<int>(c.batch * c.kv_heads);
+    const int section = dropbench::attn::bwd_section_units(units, nkb, static_cast<int>(slots));
+    std::vector<double> order;
+    double total = 0;
+    for (int lin = 0; lin < nkb * units; ++lin) {
+      const auto cta = dropbench::attn::bwd_cta_sectioned(lin, nkb, section, static_cast<int>(c.kv_heads),
+                                                          static_cast<int>(c.batch));
+      order.push_back(group / sg * (nqb - (c.causal ? cta.block * 2 : 0)));
+      total += order.back();
+    }
+    const std::string at = std::to_string(c.sq) + " " + std::to_string(c.q_heads) + "/" + std::to_string(c.kv_heads);
+    EXPECT_EQ(a.ctas, static_cast<double>(order.size())) << at;
+    EXPECT_EQ(a.iterations, total) << at;
+    std::vector<double> listed;
+    for (int r = 0; r < static_cast<int>(reps); ++r)
+      listed.insert(listed.end(), a.cta_iterations.begin(), a.cta_iterations.end());
+    EXPECT_EQ(listed, order) << at;
+    EXPECT_NEAR(dropbench::model::tail_factor(a.cta_iterations, reps, slots),
+                dropbench::model::tail_factor_simulated(order, 1, slots), 1e-12) << at;
+  }
+}
 
 // fit_family "wgmma_bwd" recovers the wgmma backward's efficiencies and CTA overhead from durations made with known
 // ones (the synthetic fused launches issue-bound, the others tensor-bound), on its own keys only; the forward family

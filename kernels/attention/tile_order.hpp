@@ -5,10 +5,13 @@
 //   - the key blocks a query tile visits: all of them, or (causal) those up to the diagonal of the tile's last row;
 //   - persistent CTAs: CTA i of G takes tile k * G + i in round k, causal rounds alternating direction (a snake),
 //     so that with heaviest-first tiles the CTAs' totals even out;
-//   - the backward's one-CTA-per-block grids (key blocks of a KV head for dK / dV, query blocks of a query head for
-//     the deterministic dQ): (head, batch) fastest, then the blocks heaviest first, so every head's heaviest CTA starts
-//     before any head's next heaviest. With the blocks fastest and the heads in y, the first wave would hold the
-//     lightest CTAs of the first heads and the heaviest CTAs of the last heads would run as the tail.
+//   - the mma backward's one-CTA-per-block grids (key blocks of a KV head for dK / dV, query blocks of a query head
+//     for the deterministic dQ): (head, batch) fastest, then the blocks heaviest first, so every head's heaviest CTA
+//     starts before any head's next heaviest. With the blocks fastest and the heads in y, the first wave would hold
+//     the lightest CTAs of the first heads and the heaviest CTAs of the last heads would run as the tail;
+//   - the wgmma backward's grid: (subgroup, batch, KV head) units in sections of at least one wave of CTAs, each
+//     section's key blocks heaviest first (bwd_cta_sectioned, bwd_section_units: the rule the launcher and the
+//     model read).
 #pragma once
 #include "kernels/common/host_device.hpp"
 
@@ -49,8 +52,8 @@ DB_HD constexpr BwdCta<I> bwd_cta_in_order(I x, I y, I blocks, I heads, bool hea
 // The query heads of a GQA group one wgmma-backward CTA walks, at most, in a causal grid: there the key blocks'
 // CTAs have different amounts of work per head, so CTAs that walk more heads (8, 16: the Llama-3 70B and 405B groups)
 // drift onto different heads, and the Q, dO and dQ rows they stream together outgrow L2. A larger group is split
-// into subgroups, one CTA per (subgroup, KV head, key block), the subgroups one after another in the grid's y (so
-// the CTAs in flight share their query heads); each sums its heads' dK, dV into fp32 partials that one pass adds in
+// into subgroups, one CTA per (subgroup, KV head, key block), the subgroup the slowest part of the launch order's
+// unit (so the CTAs in flight share their query heads); each sums its heads' dK, dV into fp32 partials that one pass adds in
 // subgroup order (deterministic). Non-causal CTAs stay in step, and the split's partials only cost there.
 constexpr int kBwdCtaHeads = 4;
 
@@ -76,6 +79,7 @@ DB_HD constexpr BwdCtaSg<I> bwd_cta_sectioned(I lin, I blocks, I section, I head
 constexpr int kBwdSectionWaves = 1;
 template <class I>
 DB_HD constexpr I bwd_section_units(I units, I blocks, I slots) {
+  if (units < 1 || blocks < 1) return 1;
   const I want = (kBwdSectionWaves * slots + blocks - 1) / blocks;
   for (I s = want < 1 ? 1 : want; s < units; ++s)
     if (units % s == 0) return s;

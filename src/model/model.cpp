@@ -1057,6 +1057,8 @@ int64_t wgmma_bwd_subgroups(const WgmmaProfile& g, const Workload& w) {
                              static_cast<int>(ceil_div(w.sq, static_cast<int64_t>(g.block_keys))), w.causal);
 }
 
+}  // namespace
+
 AttnWork wgmma_bwd_work(const WgmmaProfile& g, const Workload& w, double slots, double* tail_reps) {
   const int64_t BQ = g.block_rows, BK = g.block_keys, group = w.q_heads / std::max<int64_t>(1, w.kv_heads);
   const int64_t nqb = ceil_div(w.sq, BQ), nkb = ceil_div(w.sq, BK);
@@ -1074,6 +1076,8 @@ AttnWork wgmma_bwd_work(const WgmmaProfile& g, const Workload& w, double slots, 
   if (tail_reps) *tail_reps = static_cast<double>(expand ? units / section : units);
   return a;
 }
+
+namespace {
 
 // Its static demand: wgmma FLOPs of the five products per visited block (2.5 x the forward's 4 x BQ x BK x dH);
 // HBM: Q, dO, K, V, LSE, D read, dK, dV written, the fp32 dQ accumulator read and written back; L2: K, V once per

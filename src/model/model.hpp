@@ -237,6 +237,9 @@ constexpr double kTailSimulateCtas = 1 << 20;
 double tail_factor_simulated(const std::vector<double>& cta_iters, double heads, double slots);
 double tail_factor_closed(const std::vector<double>& cta_iters, double heads, double slots);
 AttnWork attention_work(const Profile& p, const Workload& w, Window win = {});
+// The wgmma attention backward's visited blocks, its CTAs and their launch order for the tail model: one section's
+// CTAs (tile_order.hpp: bwd_cta_sectioned, bwd_section_units for `slots` resident CTAs), repeated *tail_reps times.
+AttnWork wgmma_bwd_work(const WgmmaProfile& g, const Workload& w, double slots, double* tail_reps);
 // mode: none | mask | fused (its own profile entry) | fused-composed (mask + the RNG tile kernel's demand)
 Demand attention_demand(const Profile& p, const Workload& w, const std::string& mode, Window win = {},
                         AttnWork* work = nullptr, std::string* source = nullptr);

@@ -154,7 +154,8 @@ attn_bwd::Args make_args(const AttentionBwdParams& p, bool wgmma) {
   a.lse_pad = reinterpret_cast<float*>(ws + d_bytes(f));
   a.dq_acc = p.deterministic ? nullptr : reinterpret_cast<float*>(ws + 2 * d_bytes(f));
   a.subgroups = wgmma ? wgmma_subgroups(f) : 1;
-  // One CTA per SM is resident (kernel.cuh's launch bounds).
+  // One wgmma CTA per SM is resident: 384 threads x 168 registers take the register file, and at dH 128 its shared
+  // memory most of the SM's.
   a.section = wgmma ? attn::bwd_section_units(a.subgroups * f.batch * f.kv_heads, wgmma_key_blocks(f),
                                               current_device_sms())
                     : 1;
