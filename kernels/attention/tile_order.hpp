@@ -53,8 +53,8 @@ DB_HD constexpr BwdCta<I> bwd_cta_in_order(I x, I y, I blocks, I heads, bool hea
 // CTAs have different amounts of work per head, so CTAs that walk more heads (8, 16: the Llama-3 70B and 405B groups)
 // drift onto different heads, and the Q, dO and dQ rows they stream together outgrow L2. A larger group is split
 // into subgroups, one CTA per (subgroup, KV head, key block), the subgroup the slowest part of the launch order's
-// unit (so the CTAs in flight share their query heads); each sums its heads' dK, dV into fp32 partials that one pass adds in
-// subgroup order (deterministic). Non-causal CTAs stay in step, and the split's partials only cost there.
+// unit (so the CTAs in flight share their query heads); each sums its heads' dK, dV into fp32 partials that one
+// pass adds in subgroup order (deterministic). Non-causal CTAs stay in step, and the split's partials only cost there.
 constexpr int kBwdCtaHeads = 4;
 
 // The wgmma backward's launch order. Its CTAs are (unit, key block), a unit being (subgroup, batch, KV head), the

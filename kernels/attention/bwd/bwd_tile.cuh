@@ -38,8 +38,8 @@ __device__ __forceinline__ unsigned char* dynamic_smem() {
 }
 
 // The grid of a backward kernel with one CTA per (block, head, batch): (heads x batch, blocks), decoded by
-// tile_order.hpp's bwd_cta_in_order (mma kernels) or bwd_cta_sectioned (the wgmma kernel, blocks x subgroups). check_attention_backward_shape keeps blocks (of 64 or 128) <= 65535 and
-// heads x batch < 2^31.
+// tile_order.hpp's bwd_cta_in_order (mma kernels) or bwd_cta_sectioned (the wgmma kernel, blocks x subgroups).
+// check_attention_backward_shape keeps blocks (of 64 or 128) <= 65535 and heads x batch < 2^31.
 inline dim3 bwd_grid(int blocks, int heads, int batch) {
   return dim3(static_cast<unsigned>(heads) * static_cast<unsigned>(batch), static_cast<unsigned>(blocks));
 }
