@@ -93,6 +93,12 @@ TEST(AttentionBwdHost, BadInputNamesTheField) {
       {"sq", [](AttentionBwdParams& p) { p.fwd.sq = 0; }, DropoutMode::None},
       {"4194240", [](AttentionBwdParams& p) { p.fwd.sq = 65535 * 64 + 1; }, DropoutMode::None},
       {"batch", [](AttentionBwdParams& p) { p.fwd.batch = 0; }, DropoutMode::None},
+      {"ceil(sq / 128)", [](AttentionBwdParams& p) {
+         p.fwd.batch = 65535;
+         p.fwd.q_heads = 64;
+         p.fwd.kv_heads = 8;
+         p.fwd.sq = 65535 * 64;
+       }, DropoutMode::None},
       {"row windows", [](AttentionBwdParams& p) { p.fwd.row_begin = 128; }, DropoutMode::None},
       {"qkv_row_stride", [](AttentionBwdParams& p) { p.fwd.qkv_row_stride = 1537; }, DropoutMode::None},
       {"dout_row_stride", [](AttentionBwdParams& p) { p.dout_row_stride = 100; }, DropoutMode::None},

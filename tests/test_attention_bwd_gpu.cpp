@@ -243,6 +243,8 @@ std::vector<Case> accuracy_cases() {
       {1, 384, 4, 1, 64, false},  // the same at dH 64, three wgmma key blocks
       {1, 1024, 16, 2, 128, true}, // a long causal split group: each CTA walks many (head, query block) steps
       {1, 1024, 8, 1, 64, true},  // the same at dH 64, 2 subgroups of 4 heads
+      {3, 2048, 32, 4, 64, true},  // 24 units (2 subgroups x B 3 x 4 KV heads): two sections of 12 on 132 SMs
+      {2, 2048, 24, 12, 128, false}, // 24 units, non-causal: two sections of 12
   };
   std::vector<Case> v;
   for (AttentionKernel k : {AttentionKernel::Mma, AttentionKernel::Wgmma})

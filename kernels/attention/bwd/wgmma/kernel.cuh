@@ -41,8 +41,9 @@ __global__ void __launch_bounds__(attn_wg::Regs::kThreads, 1)
   using namespace ptx;
   using C = Cfg<HD>;
   const Smem<C> sm(attn_bwd::dynamic_smem());
-  const auto cta = attn::bwd_cta_sectioned<int64_t>(blockIdx.x + static_cast<int64_t>(gridDim.x) * blockIdx.y,
-                                                    gridDim.y / a.subgroups, a.section, a.hkv, gridDim.x / a.hkv);
+  // 32-bit: check_attention_backward_shape keeps the CTAs below 2^32 (64-bit division is a long software sequence).
+  const auto cta = attn::bwd_cta_sectioned<uint32_t>(blockIdx.x + gridDim.x * blockIdx.y, gridDim.y / a.subgroups,
+                                                     a.section, a.hkv, gridDim.x / a.hkv);
   const Schedule w(a, static_cast<int>(cta.block), static_cast<int>(cta.head), static_cast<int>(cta.batch),
                    static_cast<int>(cta.sg));
   if (threadIdx.x == 0) {
