@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The attention backward on a GPU machine, in one go (about 8 minutes on an H200 host with 16 cores):
-#   1. configure + build only what it needs (the backward's tests, the C ABI library) into BUILD_DIR, -j16;
+#   1. configure + build only what it needs (the backward's tests, the C ABI library, the CLI) into BUILD_DIR, -j16;
 #   2. resources of the backward kernels (cuobjdump -res-usage of their objects);
 #   3. the backward GPU tests and the host tests (tests/test_attention_bwd_gpu, tests/test_attention_bwd);
 #   4. compute-sanitizer memcheck and racecheck on the small backward cases (Kernels/AttentionBwdSanitize.*, both
@@ -17,7 +17,8 @@
 # BUILD_DIR/bwd-logs, packed into $OUT/bwd_logs.tar.gz ($OUT or BUILD_DIR/bwd-out) beside summary.txt (printed last)
 # and the timing's h2h_bwd.json / h2h_bwd.md: four files.
 # Usage: bash scripts/bwd_device.sh BUILD_DIR [BUDGET_S]     (BUDGET_S default 470)
-#   BWD_PART=checks: steps 1-4 only; BWD_PART=timing: steps 1, 5, 6 (a warm machine whose checks already ran).
+#   BWD_PART=checks: steps 1-4 only; BWD_PART=timing: steps 1, 5, 6 (a warm machine whose checks already ran, or a
+#   build configured with -DDROPBENCH_TESTS=OFF: it builds the library and the CLI only).
 #   BWD_EXTRA_TARGETS="dropbench ...": also built in step 1 (a later call on the warm machine finds them).
 #   BWD_LIB_B=PATH: step 5 also times that build's wgmma backward in the same rounds (h2h --lib-b: an A/B of two
 #   kernel builds in one process).
@@ -78,7 +79,14 @@ smi_log "$LOG/smi.log"
 if [ ! -f "$B/build.ninja" ]; then
   step configure 120 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)"
 fi
-step build 330 cmake --build "$B" -j 16 --target test_attention_bwd_gpu test_attention_bwd dropbench_attention ${BWD_EXTRA_TARGETS:-}
+PART="${BWD_PART:-all}"
+checks() { [ "$PART" != timing ]; }
+timing() { [ "$PART" != checks ]; }
+# The timing part needs the library and the CLI only, so it also runs on a build configured without the tests.
+TARGETS=(dropbench_attention)
+checks && TARGETS+=(test_attention_bwd_gpu test_attention_bwd)
+timing && TARGETS+=(dropbench)
+step build 330 cmake --build "$B" -j 16 --target "${TARGETS[@]}" ${BWD_EXTRA_TARGETS:-}
 build_rc=$?
 
 # Registers / stack / local memory (spills) of every backward kernel, from the objects (a child shell: timeout runs
@@ -94,9 +102,6 @@ done'
 # Order: correctness first (tests, memcheck, racecheck), then the timing, then the CLI smoke test; a step the
 # budget no longer fits is reported as skipped.
 T="$B/tests"
-PART="${BWD_PART:-all}"
-checks() { [ "$PART" != timing ]; }
-timing() { [ "$PART" != checks ]; }
 if checks && [ -x "$T/test_attention_bwd_gpu" ]; then
   step tests_host 30 "$T/test_attention_bwd"
   step tests_gpu 180 "$T/test_attention_bwd_gpu" --gtest_brief=0
