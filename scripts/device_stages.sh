@@ -16,6 +16,13 @@
 #            (default 25) cast_transpose launches (duration, DRAM bytes read / written, L2 bytes, SM clock, achieved
 #            occupancy: ncu_casts_<p>.csv), and scripts/cast_ncu.py's table of them against the model
 #            (cast_ncu.json / .md, machine $CAST_MACHINE, default configs/machines/h100-sxm.json)
+#   gemms    the training step's GEMM shapes alone, through `dropbench gemm` (cuBLASLt, Y = X W^T, bf16 and fp8,
+#            --top-k $GEMM_TOPK, default 1 as the step runs them): per preset $GEMM_PRESETS (default "8b 70b 405b",
+#            tokens = SQ 8192) the QKV GEMM (M tokens, N (Hq + 2 Hkv) dH, K E), the output projection and its dX
+#            (M tokens, N E, K E), its dW (M E, N E, K tokens), the QKV GEMM's dX (M tokens, N E, K (Hq + 2 Hkv) dH)
+#            and dW (M (Hq + 2 Hkv) dH, N E, K tokens), one report each (gemm_<preset>_<gemm>.json): the model's
+#            GEMM time against every shape the step runs (`dropbench model --report`). In the step the fp8 GEMMs
+#            are the same TN layout after explicit transposes; the bf16 dX / dW GEMMs use other layouts there
 #   settle   the 70B preset's wgmma point with measure.power_settle 0.5 s (the pieces' own power state)
 #   attnrep  `dropbench attention`, 70B preset heads, SQ 4K/8K, causal, R 3/7, both kernels, for the same
 #   presets  the Llama-3 presets $PRESETS (default all three; SQ 8192) through `dropbench run`, both attention kernels, rounds $PRESET_ROUNDS
@@ -137,6 +144,27 @@ stage_casts() {
     --md "$O/cast_ncu.md" "${pairs[@]}" 2>&1 | tail -25; echo "cast_ncu.py: exit ${PIPESTATUS[0]}"; }
   return 0
 }
+# The step's GEMMs alone: (name sq embed q_heads kv_heads) puts each shape in `dropbench gemm`'s terms, M = sq,
+# K = embed, N = (q_heads + 2 kv_heads) x 128 (N = E: E / 128 - 16 query heads beside 8 KV heads).
+stage_gemms() {
+  want gemms 60 || return 0
+  local p e hq hkv n sh
+  for p in ${GEMM_PRESETS:-8b 70b 405b}; do
+    read -r e hq hkv <<< "$(python3 -c "import json; w = json.load(open('configs/llama3-$p.json'))['workload']
+print(w['embed'], w['q_heads'], w['kv_heads'])")"
+    n=$(( (hq + 2 * hkv) * 128 ))
+    for sh in "qkv 8192 $e $hq $hkv" "out 8192 $e $((e / 128 - 16)) 8" "out-dw $e 8192 $((e / 128 - 16)) 8" \
+              "qkv-dx 8192 $n $((e / 128 - 16)) 8" "qkv-dw $n 8192 $((e / 128 - 16)) 8"; do
+      read -r name sq k q kv <<< "$sh"
+      [ "$(left)" -lt 20 ] && { echo "gemms $p $name: skipped ($(left) s left)"; continue; }
+      timeout "$(cap 60)" "$B/dropbench" gemm -q --top-k "${GEMM_TOPK:-1}" --set "sweep.sq=[$sq]" --set "sweep.embed=[$k]" \
+        --set "workload.q_heads=$q" --set "workload.kv_heads=$kv" --set 'sweep.dtype=[bf16,fp8]' "${M[@]}" \
+        -o "$O/gemm_${p}_$name.json" >> "$O/gemms.md" 2>> "$O/err.log"
+      echo "gemms $p $name (M $sq, N $(( (q + 2 * kv) * 128 )), K $k): exit $?"
+    done
+  done
+  return 0
+}
 stage_train() {
   want train 200 || return 0
   local x p dt
@@ -176,6 +204,7 @@ for s in "${STAGES[@]}"; do
   case $s in
     train) stage_train ;;
     casts) stage_casts ;;
+    gemms) stage_gemms ;;
     trainmc) want trainmc 40 && train_memcheck ;;
     bwdprof)
       want bwdprof 120 || continue
