@@ -17,9 +17,9 @@
 # BUILD_DIR/bwd-logs, packed into $OUT/bwd_logs.tar.gz ($OUT or BUILD_DIR/bwd-out) beside summary.txt (printed last)
 # and the timing's h2h_bwd.json / h2h_bwd.md: four files.
 # Usage: bash scripts/bwd_device.sh BUILD_DIR [BUDGET_S]     (BUDGET_S default 470)
-#   BWD_PART=checks: steps 1-4 only; BWD_PART=timing: steps 1, 5, 6 (a warm machine whose checks already ran, or a
-#   build configured with -DDROPBENCH_TESTS=OFF: it builds the library and the CLI only).
-#   BWD_EXTRA_TARGETS="dropbench ...": also built in step 1 (a later call on the warm machine finds them).
+#   BWD_PART=checks: steps 1-4 only; BWD_PART=timing: steps 1, 2, 5-7 (a warm machine whose checks already ran, or a
+#   build configured with -DDROPBENCH_TESTS=OFF: it builds the library and the CLI only); BWD_PART=all (default): all.
+#   BWD_EXTRA_TARGETS="test_train_step_gpu ...": also built in step 1 (a later call on the warm machine finds them).
 #   BWD_LIB_B=PATH: step 5 also times that build's wgmma backward in the same rounds (h2h --lib-b: an A/B of two
 #   kernel builds in one process).
 #   BWD_MODES=0: no step 7.
@@ -27,6 +27,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 B="${1:?usage: bash scripts/bwd_device.sh BUILD_DIR [BUDGET_S]}"
 BUDGET="${2:-470}"
+PART="${BWD_PART:-all}"
+case "$PART" in all | checks | timing) ;; *) echo "bwd_device.sh: BWD_PART=$PART (allowed: all, checks, timing)" >&2; exit 2 ;; esac
+checks() { [ "$PART" != timing ]; }
+timing() { [ "$PART" != checks ]; }
 OUTDIR="${OUT:-$B/bwd-out}"
 LOG="$B/bwd-logs"
 # A kept build folder keeps only its build's logs: the summary reads every log present, so an earlier call's test or
@@ -79,9 +83,6 @@ smi_log "$LOG/smi.log"
 if [ ! -f "$B/build.ninja" ]; then
   step configure 120 cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)"
 fi
-PART="${BWD_PART:-all}"
-checks() { [ "$PART" != timing ]; }
-timing() { [ "$PART" != checks ]; }
 # The timing part needs the library and the CLI only, so it also runs on a build configured without the tests.
 TARGETS=(dropbench_attention)
 checks && TARGETS+=(test_attention_bwd_gpu test_attention_bwd)
