@@ -302,6 +302,15 @@ TEST(AttentionBwdHost, SizeAndNameRefuseWhatTheLaunchRefuses) {
   p = valid();
   p.fwd.sq = 0;
   refused(p, DropoutMode::None, "sq");
+  p = valid();  // the wgmma kernel's 32-bit launch index: 65535 x 64 x 1024 CTAs fit, one more key block does not
+  p.fwd.batch = 65535;
+  p.fwd.q_heads = 64;
+  p.fwd.kv_heads = 8;
+  p.fwd.sq = 1024 * 128;
+  p.fwd.qkv = nullptr;
+  EXPECT_NO_THROW((void)attention_backward_workspace_bytes(p));
+  p.fwd.sq += 1;
+  refused(p, DropoutMode::None, "ceil(sq / 128)");
   p = valid();
   p.fwd.rounds = 4;  // only the fused mode reads rounds: the name refuses it, the size (mode-free) does not
   EXPECT_THROW((void)attention_backward_kernel_name(p, DropoutMode::Fused), UsageError);
