@@ -8,10 +8,14 @@ kernel, and every phase against the model's phase (the dry run's extra.model_pha
 ends (max of the GEMM side's phases and the RNG's). Each phase's kind (GEMMs, GEMM || RNG, attention forward,
 attention backward, fp8 casts / transposes) gets its x per row, with the SM clock the model times that kind at.
 
+Each step is compared twice: its sampled median (x) and its sustained time per step from the report's power pass
+(x sustained: the strategy run back to back at the power cap, `power.time_per_iter_s`), where the report has one.
+
 --clock model (default): the model's own clock per kernel (the profile's measured clock or the machine's max /
 sustained); --clock step: every kernel at the measured step's mean SM clock (the variant's stats.mean_clock_mhz: the
 harness's one-thread probe kernel between samples, not inside a phase), a dry run with --model-clock per clock: what
-the model predicts at that clock.
+the model predicts at that clock. (The power pass's own mean SM clock, NVML's readings, is not the kernels' clock
+either: at the largest preset it reads well below the probe's while the step takes the same time as sampled.)
 
     scripts/train_model_check.py --machine configs/machines/h100-sxm.json \\
         -o results/h100/train/model_check.json --md results/h100/train/model_check.md \\
@@ -149,6 +153,14 @@ def dry_run(a, cfg, w0, sqs, rounds, clock):
     return {json.dumps(p["axes"], sort_keys=True): p for p in dry["points"]}
 
 
+def sustained_of(v):
+    """The variant's sustained step (us) and SM clock (MHz) from its power pass, or (None, None) without one."""
+    pw = v.get("power") or {}
+    if not pw.get("measured") or not pw.get("time_per_iter_s"):
+        return None, None
+    return pw["time_per_iter_s"] * 1e6, pw.get("mean_sm_mhz")
+
+
 def check_report(a, path):
     rep = json.loads(Path(path).read_text())
     rep["_path"] = path
@@ -179,12 +191,15 @@ def check_report(a, path):
             phases = phase_rows(mv["extra"]["model_phases"], ph)
             bwd = next(x for x in phases if x["kind"] == "attention-bwd")
             s = st[v["name"]]
+            sus_us, sus_mhz = sustained_of(v)
             rows.append({"report": path, "dtype": w["dtype"], "q_heads": w["q_heads"], "kv_heads": w["kv_heads"],
                          "sq": w["sq"], "rounds": w["rounds"], "strategy": v["name"],
                          "clock_mhz": v["stats"].get("mean_clock_mhz"), "model_clock": q["derived"]["train"].get("model_clock"),
                          "measured_us": v["stats"]["median"] * 1e6, "model_us": s["model_us"],
                          "x": v["stats"]["median"] * 1e6 / s["model_us"],
                          "x_recorded": v.get("derived", {}).get("x_model"),
+                         "sustained_us": sus_us, "sustained_clock_mhz": sus_mhz,
+                         "x_sustained": sus_us / s["model_us"] if sus_us else None,
                          "measured_attn_bwd_us": bwd["measured_us"], "model_attn_bwd_us": bwd["model_us"],
                          "model_attn_bwd_kernel": bwd["phase"], "phases": phases, "kind_x": kind_x(phases)})
     return rows
@@ -193,18 +208,23 @@ def check_report(a, path):
 def md(rows, machine, clock):
     at = ("each kernel at the model's own clock" if clock == "model" else
           "every kernel at the measured step's mean SM clock (--model-clock)")
-    out = [f"Model (today's profile, machine {machine}, {at}) against measured training steps; x = measured / model.\n",
-           "| heads (Hq/Hkv) | dtype | R | strategy | step us | model us | x | x recorded | attention-bwd us | "
-           "model us | x |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = [f"Model (today's profile, machine {machine}, {at}) against measured training steps; x = measured / model "
+           "(the sampled median; sustained: the power pass's time per step).\n",
+           "| heads (Hq/Hkv) | dtype | R | strategy | step us | model us | x | sustained us | x sustained | x recorded | "
+           "attention-bwd us | model us | x |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         rec = f"{r['x_recorded']:.3f}" if r["x_recorded"] else "-"
+        sus = (f"{r['sustained_us']:.0f} | {r['x_sustained']:.3f}" if r.get("x_sustained") else "- | -")
         ab = r["measured_attn_bwd_us"]
         out.append(f"| {r['q_heads']}/{r['kv_heads']} | {r['dtype']} | {r['rounds']} | {r['strategy']} | "
-                   f"{r['measured_us']:.0f} | {r['model_us']:.0f} | {r['x']:.3f} | {rec} | "
+                   f"{r['measured_us']:.0f} | {r['model_us']:.0f} | {r['x']:.3f} | {sus} | {rec} | "
                    f"{ab:.0f} | {r['model_attn_bwd_us']:.0f} | {ab / r['model_attn_bwd_us']:.3f} |")
-    xs = [r["x"] for r in rows]
-    out.append(f"\n{len(rows)} steps: x from {min(xs):.3f} to {max(xs):.3f}, mean |x - 1| "
-               f"{sum(abs(x - 1) for x in xs) / len(xs):.3f}; within 5 %: {sum(abs(x - 1) <= 0.05 for x in xs)}.")
+    out.append("")
+    for name, key in (("steps", "x"), ("sustained steps (power pass)", "x_sustained")):
+        xs = [r[key] for r in rows if r.get(key)]
+        if xs:
+            out.append(f"{len(xs)} {name}: x from {min(xs):.3f} to {max(xs):.3f}, mean |x - 1| "
+                       f"{sum(abs(x - 1) for x in xs) / len(xs):.3f}; within 5 %: {sum(abs(x - 1) <= 0.05 for x in xs)}.")
     out += ["", "Per phase kind, x = the kind's summed measured phases / its summed model phases (an overlap: the "
             "later of its sides); the model's SM clock of each kind in MHz, the step's mean clock (the harness's probe between samples).", "",
             "| heads | dtype | R | strategy | step clock | " + " | ".join(f"{k} x (clock)" for k in KINDS) + " |",
@@ -281,6 +301,8 @@ def self_test():
     assert phase_x([step], "casts") == {"cast-dy": [1.25], "transpose-w-out": [0.75]}
     assert abs(with_measured(step, "casts") - 700.0 / 600.0) < 1e-12  # +1 and -1 us cancel
     assert abs(with_measured(step, "attention-bwd") - 700.0 / 650.0) < 1e-12
+    v = {"power": {"measured": True, "time_per_iter_s": 0.0007, "mean_sm_mhz": 1612.26}}
+    assert sustained_of(v) == (700.0, 1612.26) and sustained_of({"power": {"measured": False}}) == (None, None)
     try:
         phase_rows({"fwd": [{"phase": "softmax", "model_us": 1.0, "limiter": "issue"}], "bwd": []}, ph)
     except RuntimeError:
@@ -294,7 +316,7 @@ def self_test():
 def work(argv):
     a = parse_args(argv)
     rows = [r for path in a.reports for r in check_report(a, path)]
-    doc = {"schema": "dropbench.train_model_check", "schema_version": 2, "machine": a.machine, "clock": a.clock,
+    doc = {"schema": "dropbench.train_model_check", "schema_version": 3, "machine": a.machine, "clock": a.clock,
            "git_sha": peers.git_sha(), "rows": rows}
     return a, doc, md(rows, a.machine, a.clock)
 
