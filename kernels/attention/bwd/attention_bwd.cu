@@ -218,8 +218,8 @@ void check_attention_backward_shape(const AttentionBwdParams& p, DropoutMode mod
   check_stride(p.dqkv_row_stride, qkv_width(f), "dqkv_row_stride");
   // b * q_heads is the counter word of the keep bits and an int in the kernels.
   if (static_cast<int64_t>(f.batch) * f.q_heads >= (int64_t{1} << 31)) bad("batch * q_heads must be < 2^31");
-  // The wgmma kernel decodes its launch index in 32 bits: its CTAs (at most batch x q_heads x key blocks of 128).
-  if (const int64_t ctas = static_cast<int64_t>(f.batch) * f.q_heads * ((f.sq + 127) / 128); ctas >= (int64_t{1} << 32))
+  // The wgmma kernel decodes its launch index in 32 bits: its CTAs (at most batch x q_heads x its key blocks).
+  if (const int64_t ctas = static_cast<int64_t>(f.batch) * f.q_heads * wgmma_key_blocks(f); ctas >= (int64_t{1} << 32))
     bad("batch * q_heads * ceil(sq / 128) must be < 2^32 (got " + std::to_string(ctas) + ")");
   if (mode != DropoutMode::None) {
     if (!(f.keep_scale >= 1.f) || !std::isfinite(f.keep_scale)) bad("keep_scale must be finite and >= 1");
