@@ -4,7 +4,8 @@
 1. `dropbench model --fit-kernels`: the RNG tile kernels' own efficiencies and per-strip cost
    (kernels.rng.efficiency, kernels.rng.strip_overhead_cycles: the ncu launches plus the report rows the machine's
    rng_strip fit points name) and the wgmma attention kernels' (kernels.attention_wgmma and, where the profile has
-   it, kernels.attention_bwd_wgmma: issue_efficiency, mma_efficiency, cta_overhead_cycles), into the profile;
+   it, kernels.attention_bwd_wgmma: issue_efficiency, mma_efficiency, cta_overhead_cycles) and the GEMMs' tile
+   model where kernels.gemm_<dtype> names fit_reports (mma_efficiency, tile_overhead_cycles), into the profile;
 2. `dropbench model --report R --uncalibrated --fit` on every report the machine's calibration.fit_points name:
    with --demand ncu into the profile's ncu_calibration, with --demand sass into the machine's units.*.efficiency.
 
@@ -106,6 +107,18 @@ for family, section, what in (("wgmma", "attention_wgmma", "wgmma attention"),
     w["issue_efficiency"] = {"value": f["efficiency"]["issue"], "source": s}
     w["mma_efficiency"] = {"value": f["efficiency"]["mma"], "source": s}
     w["cta_overhead_cycles"] = {"value": round(f["cta_overhead_cycles"], 1), "source": s}
+for dt in ("fp8", "bf16"):
+    family = "gemm_" + dt
+    if family not in fits:
+        continue
+    f = fits[family]
+    g = prof["kernels"][family]
+    s = (f"fitted: `dropbench model --fit-kernels` on the {f['points']} {dt} GEMM rows of the reports in fit_reports "
+         "(standalone cuBLASLt launches, harness medians at their measured clocks; least mean |err|: "
+         f"{100 * f['mean_abs_err']:.1f}%, max {100 * f['max_abs_err']:.1f}%); cycles = mma / e_mma x tail + "
+         "waves x overhead, tiles of tile_m x tile_n in waves of SMs x blocks_per_sm")
+    g["mma_efficiency"] = {"value": f["efficiency"]["mma"], "source": s}
+    g["tile_overhead_cycles"] = {"value": round(f["tile_overhead_cycles"], 1), "source": s}
 save(a.profile, prof)
 print(json.dumps({k: {"efficiency": v["efficiency"], "strip_overhead_cycles": v.get("strip_overhead_cycles"),
                       "mean_abs_err": v["mean_abs_err"], "strip_mean_abs_err": v.get("strip_mean_abs_err")}

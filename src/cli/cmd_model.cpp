@@ -249,6 +249,12 @@ int run_fit_kernels(const ModelOpts& mo, const model::Machine& m, const model::P
     for (std::string& rep : pr.wgmma_bwd->fit_reports) rep = mcli::default_path(rep);
     fits.push_back(model::fit_family(m, p, "wgmma_bwd", model::wgmma_bwd_report_points(pr, "")));
   }
+  for (const auto& [dt, g] : p.gemm) {  // the GEMMs' tile model, where the profile names reports to fit it on
+    if (g.fit_reports.empty()) continue;
+    model::Profile pr = p;
+    for (std::string& rep : pr.gemm.at(dt).fit_reports) rep = mcli::default_path(rep);
+    fits.push_back(model::fit_family(m, p, "gemm_" + dt, model::gemm_report_points(pr, dt, "")));
+  }
   if (mo.format == "json") {
     json out = json::object();
     for (const model::FamilyFit& f : fits) {
@@ -260,6 +266,10 @@ int run_fit_kernels(const ModelOpts& mo, const model::Machine& m, const model::P
       out[f.family] = {{"efficiency", eff},       {"cta_overhead_cycles", f.cta_overhead_cycles},
                        {"points", f.points},      {"fitted_on", f.fitted_on}, {"mean_abs_err", f.mean_abs_err},
                        {"max_abs_err", f.max_abs_err}, {"errors", e}};
+      if (f.family.rfind("gemm_", 0) == 0) {  // the GEMM's fixed cost is per wave of output tiles
+        out[f.family].erase("cta_overhead_cycles");
+        out[f.family]["tile_overhead_cycles"] = f.cta_overhead_cycles;
+      }
       if (f.family == "rng")
         out[f.family].update({{"strip_overhead_cycles", f.strip_overhead_cycles},
                               {"report_points", f.report_points},
@@ -276,7 +286,10 @@ int run_fit_kernels(const ModelOpts& mo, const model::Machine& m, const model::P
     std::cout << fmt::format("{}: fitted on {} {} of profile {}: efficiency {}{}; fitted durations: mean "
                              "|err| {:.1f}%, max {:.1f}%\n",
                              f.family, f.points, f.fitted_on, p.path, eff,
-                             f.family != "rng" ? fmt::format(", cta_overhead_cycles {:.0f}", f.cta_overhead_cycles) : "",
+                             f.family == "rng" ? ""
+                             : f.family.rfind("gemm_", 0) == 0
+                                 ? fmt::format(", tile_overhead_cycles {:.0f} per wave", f.cta_overhead_cycles)
+                                 : fmt::format(", cta_overhead_cycles {:.0f}", f.cta_overhead_cycles),
                              100 * f.mean_abs_err, 100 * f.max_abs_err);
     for (const auto& [k, v] : f.errors) std::cout << fmt::format("    {:<28} {}%\n", k, pct(v));
     if (f.report_points) {
@@ -365,8 +378,10 @@ Command make_model_command() {
       "and without that term (--power off: without). Without power data it says so.\n"
       "--fit-kernels: the RNG and wgmma kernels' (forward, and the backward where the profile has\n"
       "kernels.attention_bwd_wgmma) own efficiencies fitted on the profile's ncu durations, and the\n"
-      "RNG tile kernel's per-strip cost on the report rows the machine's rng_strip fit points name\n"
-      "(scripts/refit_profile.py writes them, and the fit points' efficiencies, into the data files).\n"
+      "RNG tile kernel's per-strip cost on the report rows the machine's rng_strip fit points name, and\n"
+      "the GEMMs' tile model (kernels.gemm_<dtype>: mma_efficiency, tile_overhead_cycles) on the gemm\n"
+      "rows of their fit_reports (scripts/refit_profile.py writes them, and the fit points'\n"
+      "efficiencies, into the data files).\n"
       "Needs no GPU.";
   c.sweeps = false;
   c.add_options = [mo](CLI::App& app) {

@@ -295,6 +295,26 @@ std::map<std::string, std::string> sass_keys_from_json(const json& a, const Fiel
   return keys;
 }
 
+// A fitted number: {"value": x, "source": "..."} (q: the section's prefix "kernels.<name>.").
+double sourced_number(const json& a, const Fields& f, const std::string& q, const std::string& key, bool positive) {
+  const json& e = f.get(a, key, q + key);
+  f.string(e, "source", q + key + ".source");
+  return f.number(e, "value", q + key + ".value", positive);
+}
+
+// A section's fit_reports: the report paths its fit takes rows from (optional; empty when absent).
+std::vector<std::string> fit_reports_from_json(const json& a, const Fields& f, const std::string& q) {
+  std::vector<std::string> out;
+  if (!a.contains("fit_reports")) return out;
+  const json& r = a.at("fit_reports");
+  if (!r.is_array()) f.fail(q + "fit_reports", "must be an array of report paths");
+  for (const json& x : r) {
+    if (!x.is_string() || x.get<std::string>().empty()) f.fail(q + "fit_reports", "must be an array of report paths");
+    out.push_back(x.get<std::string>());
+  }
+  return out;
+}
+
 // A wgmma kernel's section (kernels.attention_wgmma, kernels.attention_bwd_wgmma; q: "kernels.<name>.").
 WgmmaProfile wgmma_profile_from_json(const json& a, const Fields& f, const std::string& q) {
   WgmmaProfile wp;
@@ -308,22 +328,10 @@ WgmmaProfile wgmma_profile_from_json(const json& a, const Fields& f, const std::
   wp.threads = static_cast<int>(f.number(a, "threads", q + "threads"));
   wp.smem_per_cta = f.number(a, "smem_per_cta_bytes", q + "smem_per_cta_bytes");
   wp.sass_key = sass_keys_from_json(a, f, q);
-  auto sourced = [&](const std::string& key, bool positive) {  // {"value": x, "source": "..."}
-    const json& e = f.get(a, key, q + key);
-    f.string(e, "source", q + key + ".source");
-    return f.number(e, "value", q + key + ".value", positive);
-  };
-  wp.issue_efficiency = sourced("issue_efficiency", true);
-  wp.mma_efficiency = sourced("mma_efficiency", true);
-  wp.cta_overhead_cycles = sourced("cta_overhead_cycles", false);
-  if (a.contains("fit_reports")) {
-    const json& r = a.at("fit_reports");
-    if (!r.is_array()) f.fail(q + "fit_reports", "must be an array of report paths");
-    for (const json& x : r) {
-      if (!x.is_string() || x.get<std::string>().empty()) f.fail(q + "fit_reports", "must be an array of report paths");
-      wp.fit_reports.push_back(x.get<std::string>());
-    }
-  }
+  wp.issue_efficiency = sourced_number(a, f, q, "issue_efficiency", true);
+  wp.mma_efficiency = sourced_number(a, f, q, "mma_efficiency", true);
+  wp.cta_overhead_cycles = sourced_number(a, f, q, "cta_overhead_cycles", false);
+  wp.fit_reports = fit_reports_from_json(a, f, q);
   return wp;
 }
 
@@ -409,6 +417,14 @@ Profile profile_from_json(const json& j, const std::string& where) {
     gp.threads_per_sm = f.number(r, "threads_per_sm", q + "residency.threads_per_sm", false);
     gp.blocks_per_sm = f.number(r, "blocks_per_sm", q + "residency.blocks_per_sm", false);
     gp.ncu = ncu_from_json(g, f, "kernels." + key);
+    // The tile model: mma_efficiency and tile_overhead_cycles together, or neither.
+    if (g.contains("mma_efficiency") || g.contains("tile_overhead_cycles")) {
+      gp.mma_efficiency = sourced_number(g, f, q, "mma_efficiency", true);
+      if (gp.mma_efficiency > 1) f.fail(q + "mma_efficiency.value", "must be in (0, 1]");
+      gp.tile_overhead_cycles = sourced_number(g, f, q, "tile_overhead_cycles", false);
+      if (!(gp.blocks_per_sm >= 1)) f.fail(q + "residency.blocks_per_sm", "must be >= 1 with the tile model");
+    }
+    gp.fit_reports = fit_reports_from_json(g, f, q);
     p.gemm[dt] = gp;
   }
   if (ks.contains("attention_wgmma")) p.wgmma = wgmma_profile_from_json(ks.at("attention_wgmma"), f, "kernels.attention_wgmma.");
@@ -1270,17 +1286,41 @@ Piece rng_piece(const Machine& m, const Profile& p, const Workload& w, const std
   return pc;
 }
 
+// A GEMM's output tiles on the machine (GemmProfile's tile model): tiles of tile_m x tile_n, run in waves of
+// slots = SMs x blocks_per_sm; the last wave's idle SMs make the unit times tail = waves x slots / tiles longer.
+struct GemmWaves {
+  double tiles, slots, waves;
+  double tail() const { return waves * slots / tiles; }
+};
+GemmWaves gemm_waves(const Machine& m, const GemmProfile& g, const GemmMnk& s) {
+  const double tiles = std::ceil(s.m / g.tile_m) * std::ceil(s.n / g.tile_n);
+  const double slots = m.sm_count * std::max(1.0, g.blocks_per_sm);
+  return {tiles, slots, std::ceil(tiles / slots)};
+}
+
 Piece gemm_piece(const Machine& m, const Profile& p, const Workload& w, const Options& o,
                  const std::optional<GemmMnk>& shape = std::nullopt, const std::string& name = "gemm") {
   auto gp = p.gemm.find(w.dtype);
   if (gp == p.gemm.end()) throw UsageError(fmt::format("profile {}: kernels.gemm_{} is missing", p.path, w.dtype));
+  const GemmProfile& g = gp->second;
   const GemmMnk s = shape ? *shape : gemm_mnk(w);
   Piece pc;
   std::string src;
   pc.d = gemm_demand_at(p, w, s, &src);
-  pc.clock_mhz = kernel_clock(m, gp->second.clock, o);
+  pc.clock_mhz = kernel_clock(m, g.clock, o);
   pc.o = options_for(o, p, src);
-  pc.t = kernel_time(m, name, pc.d, pc.clock_mhz, pc.o);
+  // Calibrated with the tile model: the tensor pipe at the GEMM's own efficiency, the last wave's tail, and each
+  // wave's fixed cost. Uncalibrated (the rates as sourced): the unit model alone.
+  const bool tiled = o.calibrated && g.mma_efficiency > 0;
+  const GemmWaves gw = gemm_waves(m, g, s);
+  if (tiled) pc.o.efficiency["mma"] = g.mma_efficiency;
+  pc.t = kernel_time(m, name, pc.d, pc.clock_mhz, pc.o, 1.0, tiled ? gw.tail() : 1.0);
+  if (tiled && g.tile_overhead_cycles > 0) {
+    const double extra = gw.waves * g.tile_overhead_cycles / (pc.clock_mhz * 1e6);
+    pc.t.seconds += extra;
+    pc.t.fixed_s = extra;
+    for (UnitTime& u : pc.t.units) u.seconds += extra;
+  }
   pc.t.source = src;
   pc.t.key = "gemm_" + w.dtype;
   pc.t.work = s.flops();
@@ -1386,12 +1426,70 @@ void fit_rng_strips(const Machine& m, const Profile& p, const std::vector<Kernel
   }
 }
 
+// The GEMM's tile model (GemmProfile) on standalone report rows of one dtype: per row the tensor pipe's cycles at
+// efficiency 1 times the tail, and the waves; e_mma over a grid, the per-wave cost by least squares on the relative
+// errors at each e (fit_model's form with one unit).
+FamilyFit fit_gemm(const Machine& m, const Profile& p, const std::string& dtype, const std::vector<KernelPoint>& extra) {
+  auto gp = p.gemm.find(dtype);
+  if (gp == p.gemm.end()) throw UsageError(fmt::format("profile {}: kernels.gemm_{} is missing", p.path, dtype));
+  Profile pu = p;
+  pu.use_ncu = true;
+  pu.use_power = false;
+  std::vector<FitPt> pts;
+  for (const KernelPoint& k : extra) {
+    if (!(k.seconds > 0) || !(k.clock_mhz > 0))
+      throw UsageError(fmt::format("--fit-kernels: report point {} has no time or clock", k.key));
+    if (k.w.dtype != dtype)
+      throw UsageError(fmt::format("--fit-kernels: report point {} is {}, not {}", k.key, k.w.dtype, dtype));
+    Options o;
+    o.calibrated = false;
+    o.clock_mhz = k.clock_mhz;
+    const double cyc = 1e6 * k.clock_mhz;
+    const GemmMnk s = gemm_mnk(k.w);
+    const GemmWaves gw = gemm_waves(m, gp->second, s);
+    FitPt q;
+    q.key = k.key;
+    q.y = k.seconds * cyc;
+    q.unit["mma"] = gemm_piece(m, pu, k.w, o, s).t.unit_seconds("mma") * cyc * gw.tail();
+    q.waves = gw.waves;
+    pts.push_back(q);
+  }
+  if (pts.size() < 2)
+    throw UsageError(fmt::format("profile {}: kernels.gemm_{}.fit_reports hold fewer than two {} GEMM rows (the fit "
+                                 "needs them)",
+                                 p.path, dtype, dtype));
+  FamilyFit best;
+  best.family = "gemm_" + dtype;
+  best.fitted_on = "report rows";
+  best.mean_abs_err = std::numeric_limits<double>::infinity();
+  double sxx = 0;
+  for (const FitPt& q : pts) sxx += q.waves * q.waves / (q.y * q.y);
+  for (int ie = 500; ie <= 1000; ++ie) {
+    const double e = ie / 1000.0;
+    double sxy = 0;
+    for (const FitPt& q : pts) sxy += q.waves * (q.y - q.unit.at("mma") / e) / (q.y * q.y);
+    const double c = sxx > 0 ? std::max(0.0, sxy / sxx) : 0.0;
+    double mean = 0;
+    for (const FitPt& q : pts) mean += std::fabs(fit_model(q, {{"mma", e}}, c) - q.y) / q.y;
+    mean /= static_cast<double>(pts.size());
+    if (mean < best.mean_abs_err) {
+      best.mean_abs_err = mean;
+      best.efficiency = {{"mma", e}};
+      best.cta_overhead_cycles = c;
+    }
+  }
+  fit_errors(best, pts);
+  return best;
+}
+
 }  // namespace
 
 FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& family,
                      const std::vector<KernelPoint>& extra) {
+  if (family == "gemm_fp8" || family == "gemm_bf16") return fit_gemm(m, p, family.substr(5), extra);
   if (family != "rng" && family != "wgmma" && family != "wgmma_bwd")
-    throw UsageError(fmt::format("--fit-kernels: family '{}' (allowed: rng, wgmma, wgmma_bwd)", family));
+    throw UsageError(
+        fmt::format("--fit-kernels: family '{}' (allowed: rng, wgmma, wgmma_bwd, gemm_fp8, gemm_bf16)", family));
   const bool bwd = family == "wgmma_bwd";
   if (family != "rng" && !(bwd ? p.wgmma_bwd : p.wgmma))
     throw UsageError(fmt::format("profile {}: kernels.{} is missing", p.path, bwd ? "attention_bwd_wgmma" : "attention_wgmma"));

@@ -127,6 +127,13 @@ struct GemmProfile {
   double input_bytes = 1, output_bytes = 2, tile_m = 128, tile_n = 256, cluster_multicast = 1;
   double registers_per_sm = 0, smem_per_sm_bytes = 0, threads_per_sm = 0, blocks_per_sm = 0;
   std::optional<NcuDemand> ncu;
+  // The tile model (optional; both fitted by fit_family("gemm_<dtype>") on the harness rows of fit_reports): the
+  // GEMM's output tiles (tile_m x tile_n) run in waves of SMs x blocks_per_sm, so the unit times carry the last
+  // wave's idle SMs (tail = waves x slots / tiles), the tensor pipe runs at mma_efficiency, and every wave pays
+  // tile_overhead_cycles (prologue, pipeline fill, epilogue: the fixed cost of one tile on an SM). mma_efficiency
+  // 0: no tile model (the machine's or the ncu calibration's efficiencies, no tail, no fixed cost).
+  double mma_efficiency = 0, tile_overhead_cycles = 0;
+  std::vector<std::string> fit_reports;
 };
 
 struct Profile {
@@ -272,11 +279,13 @@ void apply_power(const Machine& m, const Profile& p, KernelTime& t);
 // measured clocks; `dropbench model --fit-kernels`), least mean |relative error| over a grid:
 //   rng:   time = max(issue / e_issue, alu / e_alu, imad / e_imad) over the RNG tile kernels (R x TW);
 //   wgmma: cycles = max(issue / e_issue, mma / e_mma) x tail + CTA waves x cta_overhead_cycles;
-//   wgmma_bwd: the same for the wgmma backward kernel (kernels.attention_bwd_wgmma) on its own ncu launches.
+//   wgmma_bwd: the same for the wgmma backward kernel (kernels.attention_bwd_wgmma) on its own ncu launches;
+//   gemm_fp8, gemm_bf16: cycles = mma / e_mma x tail + tile waves x overhead (GemmProfile's tile model), on report
+//          points only (cuBLASLt has no ncu launch per shape).
 struct FamilyFit {
   std::string family;
   std::map<std::string, double> efficiency;  // unit -> fitted efficiency
-  double cta_overhead_cycles = 0;            // wgmma, wgmma_bwd only
+  double cta_overhead_cycles = 0;            // wgmma, wgmma_bwd: per CTA wave; gemm_*: per wave of output tiles
   std::string fitted_on = "ncu durations";   // or "report rows" (wgmma_bwd with report points)
   // rng with report points: the per-strip cost (Profile::rng_strip_cycles) fitted on them, and the errors of
   // the carried time (rng_piece) at those points.
@@ -300,6 +309,7 @@ struct KernelPoint {
 //   wgmma_bwd with report points (`extra`: the backward timed by the harness, wgmma_bwd_report_points): fitted
 //          on them instead of the ncu durations, each point's time less the model's memory-bound launches around
 //          the kernel.
+//   gemm_<dtype> (`extra`: standalone GEMMs timed by the harness, gemm_report_points): required.
 FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& family,
                      const std::vector<KernelPoint>& extra = {});
 // Strips (16 query rows of one batch x head) the RNG tile kernel generates in a window.

@@ -496,6 +496,31 @@ std::vector<KernelPoint> wgmma_bwd_report_points(const Profile& p, const std::st
   return out;
 }
 
+std::vector<KernelPoint> gemm_report_points(const Profile& p, const std::string& dtype, const std::string& root) {
+  std::vector<KernelPoint> out;
+  auto g = p.gemm.find(dtype);
+  if (g == p.gemm.end()) return out;
+  const std::string what = "kernels.gemm_" + dtype + ".fit_reports";
+  for (const std::string& rep : g->second.fit_reports) {
+    const MeasuredReport r = load_measured_report(root.empty() ? rep : root + "/" + rep, what);
+    size_t n = 0;
+    for (const json& pt : r.doc.at("points")) {
+      const Workload w = workload_of(pt.at("workload"), r.path);
+      if (r.command != "gemm" || w.dtype != dtype) continue;
+      for (const json& v : pt.at("variants")) {
+        if (v.value("peer", false) || v.value("name", "") != "cublaslt") continue;
+        const json* st = stats_for(r.command, v, "gemm");
+        if (!st || !(median_of(*st) > 0) || !(clock_of(*st) > 0)) continue;
+        out.push_back({rep + " " + pt.value("axes", json::object()).dump(), w, median_of(*st), clock_of(*st)});
+        ++n;
+      }
+    }
+    if (n == 0)
+      throw UsageError(fmt::format("profile {}: {}: {} has no timed {} `dropbench gemm` row", p.path, what, rep, dtype));
+  }
+  return out;
+}
+
 ErrStats err_stats(const std::vector<double>& e) {
   ErrStats s;
   s.n = e.size();
