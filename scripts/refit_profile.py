@@ -4,8 +4,9 @@
 1. `dropbench model --fit-kernels`: the RNG tile kernels' own efficiencies and per-strip cost
    (kernels.rng.efficiency, kernels.rng.strip_overhead_cycles: the ncu launches plus the report rows the machine's
    rng_strip fit points name) and the wgmma attention kernels' (kernels.attention_wgmma and, where the profile has
-   it, kernels.attention_bwd_wgmma: issue_efficiency, mma_efficiency, cta_overhead_cycles) and the GEMMs' tile
-   model where kernels.gemm_<dtype> names fit_reports (mma_efficiency, tile_overhead_cycles), into the profile;
+   it, kernels.attention_bwd_wgmma: issue_efficiency, mma_efficiency, cta_overhead_cycles), into the profile, and
+   the GEMMs' tile model where the machine's gemm_tile_model.<dtype> names fit_reports (mma_efficiency,
+   tile_overhead_cycles), into the machine (--gemm-only: that alone);
 2. `dropbench model --report R --uncalibrated --fit` on every report the machine's calibration.fit_points name:
    with --demand ncu into the profile's ncu_calibration, with --demand sass into the machine's units.*.efficiency.
 
@@ -15,6 +16,7 @@ Step 2 reads what step 1 wrote (a fit point's efficiency is taken net of the fix
 report replaces a partial one: `--rng-report results/h200/rng/rng.json`).
 Usage: scripts/refit_profile.py [--dropbench build/dropbench] [--profile configs/profiles/h200.json]
                                 [--machine configs/machines/h200.json] [--rng-report PATH] [--kernels-only]
+                                [--gemm-only]
 """
 import argparse, collections, json, os, subprocess, sys
 
@@ -24,6 +26,9 @@ ap.add_argument("--profile", default="configs/profiles/h200.json")
 ap.add_argument("--machine", default="configs/machines/h200.json")
 ap.add_argument("--rng-report", help="re-point the machine's rng fit points to this report first")
 ap.add_argument("--kernels-only", action="store_true", help="step 1 only (the kernel-family fits)")
+ap.add_argument("--gemm-only", action="store_true",
+                help="the machine's GEMM tile model only (e.g. --machine configs/machines/h100-sxm.json: the "
+                     "profile's kernel fits are the profile machine's)")
 a = ap.parse_args()
 OD = collections.OrderedDict
 
@@ -107,18 +112,23 @@ for family, section, what in (("wgmma", "attention_wgmma", "wgmma attention"),
     w["issue_efficiency"] = {"value": f["efficiency"]["issue"], "source": s}
     w["mma_efficiency"] = {"value": f["efficiency"]["mma"], "source": s}
     w["cta_overhead_cycles"] = {"value": round(f["cta_overhead_cycles"], 1), "source": s}
+# The GEMMs' tile model is the machine's (its GEMM cycles are the card's): into --machine.
+mach = load(a.machine)
 for dt in ("fp8", "bf16"):
     family = "gemm_" + dt
     if family not in fits:
         continue
     f = fits[family]
-    g = prof["kernels"][family]
+    g = mach["gemm_tile_model"][dt]
     s = (f"fitted: `dropbench model --fit-kernels` on the {f['points']} {dt} GEMM rows of the reports in fit_reports "
-         "(standalone cuBLASLt launches, harness medians at their measured clocks; least mean |err|: "
-         f"{100 * f['mean_abs_err']:.1f}%, max {100 * f['max_abs_err']:.1f}%); cycles = mma / e_mma x tail + "
-         "waves x overhead, tiles of tile_m x tile_n in waves of SMs x blocks_per_sm")
+         f"(standalone cuBLASLt launches, harness medians at their measured clocks, {f['clock_mhz']:.0f} MHz weighted "
+         f"by time; least mean |err|: {100 * f['mean_abs_err']:.1f}%, max {100 * f['max_abs_err']:.1f}%); cycles = "
+         "mma / e_mma x tail + waves x overhead, the profile's tiles of tile_m x tile_n in waves of SMs x blocks_per_sm")
     g["mma_efficiency"] = {"value": f["efficiency"]["mma"], "source": s}
     g["tile_overhead_cycles"] = {"value": round(f["tile_overhead_cycles"], 1), "source": s}
+save(a.machine, mach)
+if a.gemm_only:
+    sys.exit(0)
 save(a.profile, prof)
 print(json.dumps({k: {"efficiency": v["efficiency"], "strip_overhead_cycles": v.get("strip_overhead_cycles"),
                       "mean_abs_err": v["mean_abs_err"], "strip_mean_abs_err": v.get("strip_mean_abs_err")}

@@ -607,11 +607,11 @@ TEST(Model, WgmmaBwdFitReportsAreChecked) {
 
 namespace {
 
-// The fixture profile with the GEMM tile model on kernels.gemm_fp8 (e_mma 0.8, 3000 cycles per wave).
-json tiled_profile_json(double e = 0.8, double c = 3000) {
-  json j = read(kFix + "profile.json");
-  j["kernels"]["gemm_fp8"]["mma_efficiency"] = {{"value", e}, {"source", "fixture"}};
-  j["kernels"]["gemm_fp8"]["tile_overhead_cycles"] = {{"value", c}, {"source", "fixture"}};
+// The fixture machine with the GEMM tile model for fp8 (e_mma 0.8, 3000 cycles per wave).
+json tiled_machine_json(double e = 0.8, double c = 3000) {
+  json j = read(kFix + "machine.json");
+  j["gemm_tile_model"]["fp8"] = {{"mma_efficiency", {{"value", e}, {"source", "fixture"}}},
+                                 {"tile_overhead_cycles", {{"value", c}, {"source", "fixture"}}}};
   return j;
 }
 
@@ -630,35 +630,41 @@ Workload gemm_w(int64_t m, int q_heads, int64_t k) {
 // The tile model: 2 SMs, one 128 x 256 tile each per wave. M 384 x N 768 is 3 x 3 = 9 tiles in 5 waves, so the
 // tensor pipe's time carries a tail of 10 / 9, runs at e_mma 0.8 and every wave adds 3000 cycles at 1 GHz.
 TEST(Model, GemmTileModelKnownAnswer) {
-  const Machine m = tiny();
-  const Profile plain = tiny_profile(), tiled = profile_from_json(tiled_profile_json(), "tiled");
+  const Machine plain = tiny(), tiled = machine_from_json(tiled_machine_json(), "tiled");
+  const Profile p = tiny_profile();
   const Workload w = gemm_w(384, 4, 65536);
   Options u;
   u.calibrated = false;
-  const KernelTime t0 = gemm_time(m, plain, w, u);
+  const KernelTime t0 = gemm_time(plain, p, w, u);
   ASSERT_EQ(t0.limiter, "mma");
   EXPECT_NEAR(t0.seconds, 2.0 * 384 * 768 * 65536 / (8192.0 * 2 * 1e9), 1e-12);
-  const KernelTime t = gemm_time(m, tiled, w, Options{});
+  const KernelTime t = gemm_time(tiled, p, w, Options{});
   EXPECT_EQ(t.limiter, "mma");
   EXPECT_NEAR(t.seconds, t0.seconds * (10.0 / 9.0) / 0.8 + 5 * 3000 / 1e9, 1e-12);
   EXPECT_NEAR(t.fixed_s, 5 * 3000 / 1e9, 1e-15);
-  // Uncalibrated (the rates as sourced) the tile model is off; without it the machine's efficiency (1) applies.
-  EXPECT_NEAR(gemm_time(m, tiled, w, u).seconds, t0.seconds, 1e-15);
-  EXPECT_NEAR(gemm_time(m, plain, w, Options{}).seconds, t0.seconds, 1e-15);
+  // Uncalibrated (the rates as sourced), or with the tile model off (what the machine's mma fit point measures),
+  // the machine's unit efficiency (1) alone; a machine without the model likewise; bf16 has none here.
+  EXPECT_NEAR(gemm_time(tiled, p, w, u).seconds, t0.seconds, 1e-15);
+  Options off;
+  off.gemm_tile_model = false;
+  EXPECT_NEAR(gemm_time(tiled, p, w, off).seconds, t0.seconds, 1e-15);
+  EXPECT_NEAR(gemm_time(plain, p, w, Options{}).seconds, t0.seconds, 1e-15);
+  Workload wb = w;
+  wb.dtype = "bf16";
+  EXPECT_NEAR(gemm_time(tiled, p, wb, Options{}).seconds, gemm_time(plain, p, wb, Options{}).seconds, 1e-15);
   // Whole waves: 2 x 2 tiles in 2 waves, no tail.
   const Workload w4 = gemm_w(256, 2, 65536);
-  EXPECT_NEAR(gemm_time(m, tiled, w4, Options{}).seconds, gemm_time(m, plain, w4, u).seconds / 0.8 + 2 * 3e-6, 1e-12);
+  EXPECT_NEAR(gemm_time(tiled, p, w4, Options{}).seconds, gemm_time(plain, p, w4, u).seconds / 0.8 + 2 * 3e-6, 1e-12);
 }
 
 // fit_family("gemm_fp8") on report points made with a known e_mma and per-wave cost gives them back; bad points and
 // bad tile-model fields are refused with the field named.
 TEST(Model, GemmTileFitRecoversKnownValues) {
-  const Machine m = tiny();
-  const Profile truth = profile_from_json(tiled_profile_json(0.8, 3000), "truth");
+  const Machine m = tiny(), truth = machine_from_json(tiled_machine_json(0.8, 3000), "truth");
   const Profile p = tiny_profile();
   std::vector<KernelPoint> pts;
   for (const Workload& w : {gemm_w(384, 4, 65536), gemm_w(256, 2, 32768), gemm_w(640, 6, 16384), gemm_w(128, 1, 8192)})
-    pts.push_back({"fixture", w, gemm_time(m, truth, w, Options{}).seconds, 1000});
+    pts.push_back({"fixture", w, gemm_time(truth, p, w, Options{}).seconds, 1000});
   const FamilyFit f = fit_family(m, p, "gemm_fp8", pts);
   EXPECT_EQ(f.family, "gemm_fp8");
   EXPECT_EQ(f.fitted_on, "report rows");
@@ -670,6 +676,14 @@ TEST(Model, GemmTileFitRecoversKnownValues) {
   std::vector<KernelPoint> slow = pts;
   for (KernelPoint& k : slow) k.seconds *= 2, k.clock_mhz = 500;
   EXPECT_NEAR(fit_family(m, p, "gemm_fp8", slow).cta_overhead_cycles, 3000, 1e-3);
+  EXPECT_NEAR(f.clock_mhz, 1000, 1e-9);
+  // The fit's clock: the rows' mean clock weighted by their times.
+  std::vector<KernelPoint> mixed = pts;
+  mixed[0].seconds *= 2, mixed[0].clock_mhz = 500;
+  double t = 0, tc = 0;
+  for (const KernelPoint& k : mixed) t += k.seconds, tc += k.seconds * k.clock_mhz;
+  EXPECT_NEAR(fit_family(m, p, "gemm_fp8", mixed).clock_mhz, tc / t, 1e-9);
+  EXPECT_LT(tc / t, 1000 - 1);
   // A bf16 row in an fp8 fit, a row without a clock, fewer than two rows, a profile without the dtype.
   std::vector<KernelPoint> bad = pts;
   bad[1].w.dtype = "bf16";
@@ -679,32 +693,45 @@ TEST(Model, GemmTileFitRecoversKnownValues) {
   EXPECT_THROW(fit_family(m, p, "gemm_fp8", bad), UsageError);
   EXPECT_THROW(fit_family(m, p, "gemm_fp8", {pts[0]}), UsageError);
   EXPECT_THROW(fit_family(m, p, "gemm_fp4", pts), UsageError);
-  // The fields: both or neither, e_mma in (0, 1], fit_reports an array of paths.
-  auto expect_profile_error = [](const json& j, const std::string& field) {
-    try {
-      profile_from_json(j, "bad");
-      ADD_FAILURE() << "no error for " << field;
-    } catch (const UsageError& e) {
-      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
-    }
-  };
-  json j = tiled_profile_json();
-  j["kernels"]["gemm_fp8"].erase("tile_overhead_cycles");
-  expect_profile_error(j, "kernels.gemm_fp8.tile_overhead_cycles");
-  expect_profile_error(tiled_profile_json(1.5), "kernels.gemm_fp8.mma_efficiency.value");
-  expect_profile_error(tiled_profile_json(0.8, -1), "kernels.gemm_fp8.tile_overhead_cycles.value");
-  j = tiled_profile_json();
-  j["kernels"]["gemm_fp8"]["fit_reports"] = "gemm.json";
-  expect_profile_error(j, "kernels.gemm_fp8.fit_reports");
+  // The machine's fields: both, e_mma in (0, 1], cycles >= 0, fit_reports an array of paths, fp8 / bf16 only.
+  json j = tiled_machine_json();
+  j["gemm_tile_model"]["fp8"].erase("tile_overhead_cycles");
+  expect_field_error(j, "gemm_tile_model.fp8.tile_overhead_cycles");
+  expect_field_error(tiled_machine_json(1.5), "gemm_tile_model.fp8.mma_efficiency.value");
+  expect_field_error(tiled_machine_json(0.8, -1), "gemm_tile_model.fp8.tile_overhead_cycles.value");
+  j = tiled_machine_json();
+  j["gemm_tile_model"]["fp8"]["fit_reports"] = "gemm.json";
+  expect_field_error(j, "gemm_tile_model.fp8.fit_reports");
+  j = tiled_machine_json();
+  j["gemm_tile_model"]["fp4"] = j["gemm_tile_model"]["fp8"];
+  expect_field_error(j, "gemm_tile_model.fp4");
+  // A profile GEMM's clock: a name or a measured number of MHz.
+  json pj = read(kFix + "profile.json");
+  pj["kernels"]["gemm_fp8"]["clock"] = 1536;
+  EXPECT_EQ(profile_from_json(pj, "numeric clock").gemm.at("fp8").clock, "1536");
+  pj["kernels"]["gemm_fp8"]["clock"] = -5;
+  EXPECT_THROW(profile_from_json(pj, "negative clock"), UsageError);
+  // A kernel clock the machine measured (clock_mhz.<name>), and one it lacks.
+  j = read(kFix + "machine.json");
+  j["clock_mhz"]["gemm_bf16"] = {{"value", 1700}, {"source", "fixture"}};
+  const Machine mc = machine_from_json(j, "named clock");
+  EXPECT_DOUBLE_EQ(kernel_clock(mc, "gemm_bf16", Options{}), 1700);
+  EXPECT_DOUBLE_EQ(kernel_clock(mc, "sustained", Options{}), 1000);
+  try {
+    kernel_clock(m, "gemm_bf16", Options{});
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("clock_mhz.gemm_bf16 is missing"), std::string::npos) << e.what();
+  }
 }
 
 // gemm_report_points: the cublaslt rows of the named gemm reports, of one dtype, with their gemm phase's median and
 // clock; a report without such rows is refused.
 TEST(Model, GemmReportPoints) {
-  json j = tiled_profile_json();
-  j["kernels"]["gemm_fp8"]["fit_reports"] = json::array({"results/h200/gemm/gemm.json"});
-  const Profile p = profile_from_json(j, "fit-reports");
-  const std::vector<KernelPoint> pts = gemm_report_points(p, "fp8", kSrc);
+  json j = tiled_machine_json();
+  j["gemm_tile_model"]["fp8"]["fit_reports"] = json::array({"results/h200/gemm/gemm.json"});
+  const Machine m = machine_from_json(j, "fit-reports");
+  const std::vector<KernelPoint> pts = gemm_report_points(m, "fp8", kSrc);
   const json rep = read(kSrc + "/results/h200/gemm/gemm.json");
   size_t fp8 = 0;
   for (const json& pt : rep.at("points")) fp8 += pt.at("workload").at("dtype") == "fp8";
@@ -715,11 +742,11 @@ TEST(Model, GemmReportPoints) {
     EXPECT_GT(k.seconds, 0) << k.key;
     EXPECT_GT(k.clock_mhz, 0) << k.key;
   }
-  EXPECT_TRUE(gemm_report_points(p, "bf16", kSrc).empty());  // the fixture's bf16 section names no reports
-  json none = tiled_profile_json();
-  none["kernels"]["gemm_fp8"]["fit_reports"] = json::array({"results/h200/attention/attention.json"});
+  EXPECT_TRUE(gemm_report_points(m, "bf16", kSrc).empty());  // no bf16 tile model here
+  json none = tiled_machine_json();
+  none["gemm_tile_model"]["fp8"]["fit_reports"] = json::array({"results/h200/attention/attention.json"});
   try {
-    gemm_report_points(profile_from_json(none, "attention-report"), "fp8", kSrc);
+    gemm_report_points(machine_from_json(none, "attention-report"), "fp8", kSrc);
     ADD_FAILURE() << "no error";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("has no timed fp8 `dropbench gemm` row"), std::string::npos) << e.what();

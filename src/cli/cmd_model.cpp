@@ -249,11 +249,11 @@ int run_fit_kernels(const ModelOpts& mo, const model::Machine& m, const model::P
     for (std::string& rep : pr.wgmma_bwd->fit_reports) rep = mcli::default_path(rep);
     fits.push_back(model::fit_family(m, p, "wgmma_bwd", model::wgmma_bwd_report_points(pr, "")));
   }
-  for (const auto& [dt, g] : p.gemm) {  // the GEMMs' tile model, where the profile names reports to fit it on
+  for (const auto& [dt, g] : m.gemm_tiles) {  // the GEMMs' tile model, where the machine names reports to fit it on
     if (g.fit_reports.empty()) continue;
-    model::Profile pr = p;
-    for (std::string& rep : pr.gemm.at(dt).fit_reports) rep = mcli::default_path(rep);
-    fits.push_back(model::fit_family(m, p, "gemm_" + dt, model::gemm_report_points(pr, dt, "")));
+    model::Machine mr = m;
+    for (std::string& rep : mr.gemm_tiles.at(dt).fit_reports) rep = mcli::default_path(rep);
+    fits.push_back(model::fit_family(m, p, "gemm_" + dt, model::gemm_report_points(mr, dt, "")));
   }
   if (mo.format == "json") {
     json out = json::object();
@@ -269,6 +269,7 @@ int run_fit_kernels(const ModelOpts& mo, const model::Machine& m, const model::P
       if (f.family.rfind("gemm_", 0) == 0) {  // the GEMM's fixed cost is per wave of output tiles
         out[f.family].erase("cta_overhead_cycles");
         out[f.family]["tile_overhead_cycles"] = f.cta_overhead_cycles;
+        out[f.family]["clock_mhz"] = f.clock_mhz;
       }
       if (f.family == "rng")
         out[f.family].update({{"strip_overhead_cycles", f.strip_overhead_cycles},
@@ -283,12 +284,15 @@ int run_fit_kernels(const ModelOpts& mo, const model::Machine& m, const model::P
   for (const model::FamilyFit& f : fits) {
     std::string eff;
     for (const auto& [u, v] : f.efficiency) eff += fmt::format("{}{} {:.3f}", eff.empty() ? "" : ", ", u, v);
-    std::cout << fmt::format("{}: fitted on {} {} of profile {}: efficiency {}{}; fitted durations: mean "
+    const bool gemm = f.family.rfind("gemm_", 0) == 0;  // the machine's GEMM tile model
+    std::cout << fmt::format("{}: fitted on {} {} of {} {}: efficiency {}{}; fitted durations: mean "
                              "|err| {:.1f}%, max {:.1f}%\n",
-                             f.family, f.points, f.fitted_on, p.path, eff,
+                             f.family, f.points, f.fitted_on, gemm ? "machine" : "profile", gemm ? m.path : p.path, eff,
                              f.family == "rng" ? ""
-                             : f.family.rfind("gemm_", 0) == 0
-                                 ? fmt::format(", tile_overhead_cycles {:.0f} per wave", f.cta_overhead_cycles)
+                             : gemm
+                                 ? fmt::format(", tile_overhead_cycles {:.0f} per wave (rows at {:.0f} MHz, "
+                                               "time-weighted)",
+                                               f.cta_overhead_cycles, f.clock_mhz)
                                  : fmt::format(", cta_overhead_cycles {:.0f}", f.cta_overhead_cycles),
                              100 * f.mean_abs_err, 100 * f.max_abs_err);
     for (const auto& [k, v] : f.errors) std::cout << fmt::format("    {:<28} {}%\n", k, pct(v));
@@ -379,9 +383,9 @@ Command make_model_command() {
       "--fit-kernels: the RNG and wgmma kernels' (forward, and the backward where the profile has\n"
       "kernels.attention_bwd_wgmma) own efficiencies fitted on the profile's ncu durations, and the\n"
       "RNG tile kernel's per-strip cost on the report rows the machine's rng_strip fit points name, and\n"
-      "the GEMMs' tile model (kernels.gemm_<dtype>: mma_efficiency, tile_overhead_cycles) on the gemm\n"
-      "rows of their fit_reports (scripts/refit_profile.py writes them, and the fit points'\n"
-      "efficiencies, into the data files).\n"
+      "the GEMMs' tile model (the machine's gemm_tile_model.<dtype>: mma_efficiency,\n"
+      "tile_overhead_cycles) on the gemm rows of its fit_reports (scripts/refit_profile.py writes them,\n"
+      "and the fit points' efficiencies, into the data files).\n"
       "Needs no GPU.";
   c.sweeps = false;
   c.add_options = [mo](CLI::App& app) {

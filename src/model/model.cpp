@@ -181,6 +181,30 @@ const OpClass* Machine::op(const std::string& n) const {
   return nullptr;
 }
 
+namespace {
+
+// A fitted number: {"value": x, "source": "..."} (q: the section's prefix "kernels.<name>.").
+double sourced_number(const json& a, const Fields& f, const std::string& q, const std::string& key, bool positive) {
+  const json& e = f.get(a, key, q + key);
+  f.string(e, "source", q + key + ".source");
+  return f.number(e, "value", q + key + ".value", positive);
+}
+
+// A section's fit_reports: the report paths its fit takes rows from (optional; empty when absent).
+std::vector<std::string> fit_reports_from_json(const json& a, const Fields& f, const std::string& q) {
+  std::vector<std::string> out;
+  if (!a.contains("fit_reports")) return out;
+  const json& r = a.at("fit_reports");
+  if (!r.is_array()) f.fail(q + "fit_reports", "must be an array of report paths");
+  for (const json& x : r) {
+    if (!x.is_string() || x.get<std::string>().empty()) f.fail(q + "fit_reports", "must be an array of report paths");
+    out.push_back(x.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
 Machine machine_from_json(const json& j, const std::string& where) {
   const Fields f{"machine", where};
   check_schema(j, "dropbench.machine", f);
@@ -189,13 +213,13 @@ Machine machine_from_json(const json& j, const std::string& where) {
       "schema",   "schema_version",   "name",      "description",        "sm_count",          "clock_mhz",
       "hbm_gbs",  "l2_gbs",           "l2_bytes",  "registers_per_sm",   "smem_per_sm_bytes", "max_threads_per_sm",
       "max_blocks_per_sm", "launch_gap_us", "rng_saturation_warps", "units", "ops", "calibration", "cap_w",
-      "static_w", "memory_gib"};
+      "static_w", "memory_gib", "gemm_tile_model"};
   for (const auto& [key, value] : j.items())
     if (!known.count(key))
       f.fail(key, "is not a machine field (allowed: schema, schema_version, name, description, sm_count, clock_mhz, "
                   "hbm_gbs, l2_gbs, l2_bytes, registers_per_sm, smem_per_sm_bytes, max_threads_per_sm, "
                   "max_blocks_per_sm, launch_gap_us, rng_saturation_warps, units, ops, calibration, cap_w, static_w, "
-                  "memory_gib)");
+                  "memory_gib, gemm_tile_model)");
   Machine m;
   m.path = where;
   m.name = f.string(j, "name", "name");
@@ -211,6 +235,8 @@ Machine machine_from_json(const json& j, const std::string& where) {
     };
     m.clock_max_mhz = clk("max");
     m.clock_sustained_mhz = clk("sustained");
+    for (const auto& [k, v] : c.items())
+      if (k != "max" && k != "sustained") m.named_clocks[k] = clk(k.c_str());
   }
   m.hbm_gbs = f.sourced(j, "hbm_gbs");
   m.l2_gbs = f.sourced(j, "l2_gbs");
@@ -227,6 +253,20 @@ Machine machine_from_json(const json& j, const std::string& where) {
   if (j.contains("cap_w") != j.contains("static_w")) f.fail(j.contains("cap_w") ? "static_w" : "cap_w", "is missing (cap_w and static_w go together)");
   if (m.cap_w > 0 && !(m.cap_w > m.static_w))
     f.fail("cap_w", fmt::format("must be above static_w (got {} <= {})", m.cap_w, m.static_w));
+  if (j.contains("gemm_tile_model")) {
+    const json& gt = j.at("gemm_tile_model");
+    if (!gt.is_object()) f.fail("gemm_tile_model", "must be an object dtype (fp8, bf16) -> tile model");
+    for (const auto& [dt, g] : gt.items()) {
+      const std::string q = "gemm_tile_model." + dt + ".";
+      if (dt != "fp8" && dt != "bf16") f.fail("gemm_tile_model." + dt, "is not a GEMM dtype (allowed: fp8, bf16)");
+      GemmTileModel t;
+      t.mma_efficiency = sourced_number(g, f, q, "mma_efficiency", true);
+      if (t.mma_efficiency > 1) f.fail(q + "mma_efficiency.value", "must be in (0, 1]");
+      t.tile_overhead_cycles = sourced_number(g, f, q, "tile_overhead_cycles", false);
+      t.fit_reports = fit_reports_from_json(g, f, q);
+      m.gemm_tiles[dt] = t;
+    }
+  }
 
   const json& units = f.get(j, "units", "units");
   if (!units.is_object() || units.empty()) f.fail("units", "must be a non-empty object");
@@ -293,26 +333,6 @@ std::map<std::string, std::string> sass_keys_from_json(const json& a, const Fiel
   for (const char* mode : {"none", "mask", "fused", "causal_suffix"})
     keys[mode] = f.string(sk, mode, q + "sass_key." + mode);
   return keys;
-}
-
-// A fitted number: {"value": x, "source": "..."} (q: the section's prefix "kernels.<name>.").
-double sourced_number(const json& a, const Fields& f, const std::string& q, const std::string& key, bool positive) {
-  const json& e = f.get(a, key, q + key);
-  f.string(e, "source", q + key + ".source");
-  return f.number(e, "value", q + key + ".value", positive);
-}
-
-// A section's fit_reports: the report paths its fit takes rows from (optional; empty when absent).
-std::vector<std::string> fit_reports_from_json(const json& a, const Fields& f, const std::string& q) {
-  std::vector<std::string> out;
-  if (!a.contains("fit_reports")) return out;
-  const json& r = a.at("fit_reports");
-  if (!r.is_array()) f.fail(q + "fit_reports", "must be an array of report paths");
-  for (const json& x : r) {
-    if (!x.is_string() || x.get<std::string>().empty()) f.fail(q + "fit_reports", "must be an array of report paths");
-    out.push_back(x.get<std::string>());
-  }
-  return out;
 }
 
 // A wgmma kernel's section (kernels.attention_wgmma, kernels.attention_bwd_wgmma; q: "kernels.<name>.").
@@ -404,7 +424,8 @@ Profile profile_from_json(const json& j, const std::string& where) {
     if (!ks.contains(key)) continue;
     const json& g = ks.at(key);
     GemmProfile gp;
-    gp.clock = f.string(g, "clock", q + "clock");
+    const json& clk = f.get(g, "clock", q + "clock");  // sustained | max | a measured clock in MHz
+    gp.clock = clk.is_number() ? fmt::format("{}", f.number(g, "clock", q + "clock")) : f.string(g, "clock", q + "clock");
     gp.per_flop = demand_from_json(f.get(g, "per_flop", q + "per_flop"), f, q + "per_flop");
     gp.input_bytes = f.number(g, "input_bytes", q + "input_bytes");
     gp.output_bytes = f.number(g, "output_bytes", q + "output_bytes");
@@ -417,14 +438,6 @@ Profile profile_from_json(const json& j, const std::string& where) {
     gp.threads_per_sm = f.number(r, "threads_per_sm", q + "residency.threads_per_sm", false);
     gp.blocks_per_sm = f.number(r, "blocks_per_sm", q + "residency.blocks_per_sm", false);
     gp.ncu = ncu_from_json(g, f, "kernels." + key);
-    // The tile model: mma_efficiency and tile_overhead_cycles together, or neither.
-    if (g.contains("mma_efficiency") || g.contains("tile_overhead_cycles")) {
-      gp.mma_efficiency = sourced_number(g, f, q, "mma_efficiency", true);
-      if (gp.mma_efficiency > 1) f.fail(q + "mma_efficiency.value", "must be in (0, 1]");
-      gp.tile_overhead_cycles = sourced_number(g, f, q, "tile_overhead_cycles", false);
-      if (!(gp.blocks_per_sm >= 1)) f.fail(q + "residency.blocks_per_sm", "must be >= 1 with the tile model");
-    }
-    gp.fit_reports = fit_reports_from_json(g, f, q);
     p.gemm[dt] = gp;
   }
   if (ks.contains("attention_wgmma")) p.wgmma = wgmma_profile_from_json(ks.at("attention_wgmma"), f, "kernels.attention_wgmma.");
@@ -524,6 +537,10 @@ double kernel_clock(const Machine& m, const std::string& profile_clock, const Op
     const std::optional<double> v = parse_finite_number(c);
     if (v && *v > 0) return *v;
   }
+  // A clock the machine measured for this kind of kernel (clock_mhz.<name>).
+  if (auto it = m.named_clocks.find(c); it != m.named_clocks.end()) return it->second;
+  if (o.clock == "model" && !c.empty() && std::isalpha(static_cast<unsigned char>(c[0])) != 0)
+    throw UsageError(fmt::format("machine {}: clock_mhz.{} is missing (a profile kernel's clock names it)", m.path, c));
   throw UsageError(fmt::format("clock: '{}' is not a clock (allowed: model, max, sustained)", c));
 }
 
@@ -1286,7 +1303,7 @@ Piece rng_piece(const Machine& m, const Profile& p, const Workload& w, const std
   return pc;
 }
 
-// A GEMM's output tiles on the machine (GemmProfile's tile model): tiles of tile_m x tile_n, run in waves of
+// A GEMM's output tiles on the machine (GemmTileModel): tiles of the profile's tile_m x tile_n, run in waves of
 // slots = SMs x blocks_per_sm; the last wave's idle SMs make the unit times tail = waves x slots / tiles longer.
 struct GemmWaves {
   double tiles, slots, waves;
@@ -1311,12 +1328,13 @@ Piece gemm_piece(const Machine& m, const Profile& p, const Workload& w, const Op
   pc.o = options_for(o, p, src);
   // Calibrated with the tile model: the tensor pipe at the GEMM's own efficiency, the last wave's tail, and each
   // wave's fixed cost. Uncalibrated (the rates as sourced): the unit model alone.
-  const bool tiled = o.calibrated && g.mma_efficiency > 0;
+  const auto tm = m.gemm_tiles.find(w.dtype);
+  const bool tiled = o.calibrated && o.gemm_tile_model && tm != m.gemm_tiles.end();
   const GemmWaves gw = gemm_waves(m, g, s);
-  if (tiled) pc.o.efficiency["mma"] = g.mma_efficiency;
+  if (tiled) pc.o.efficiency["mma"] = tm->second.mma_efficiency;
   pc.t = kernel_time(m, name, pc.d, pc.clock_mhz, pc.o, 1.0, tiled ? gw.tail() : 1.0);
-  if (tiled && g.tile_overhead_cycles > 0) {
-    const double extra = gw.waves * g.tile_overhead_cycles / (pc.clock_mhz * 1e6);
+  if (tiled && tm->second.tile_overhead_cycles > 0) {
+    const double extra = gw.waves * tm->second.tile_overhead_cycles / (pc.clock_mhz * 1e6);
     pc.t.seconds += extra;
     pc.t.fixed_s = extra;
     for (UnitTime& u : pc.t.units) u.seconds += extra;
@@ -1426,7 +1444,7 @@ void fit_rng_strips(const Machine& m, const Profile& p, const std::vector<Kernel
   }
 }
 
-// The GEMM's tile model (GemmProfile) on standalone report rows of one dtype: per row the tensor pipe's cycles at
+// The GEMM's tile model (GemmTileModel) on standalone report rows of one dtype: per row the tensor pipe's cycles at
 // efficiency 1 times the tail, and the waves; e_mma over a grid, the per-wave cost by least squares on the relative
 // errors at each e (fit_model's form with one unit).
 FamilyFit fit_gemm(const Machine& m, const Profile& p, const std::string& dtype, const std::vector<KernelPoint>& extra) {
@@ -1455,9 +1473,9 @@ FamilyFit fit_gemm(const Machine& m, const Profile& p, const std::string& dtype,
     pts.push_back(q);
   }
   if (pts.size() < 2)
-    throw UsageError(fmt::format("profile {}: kernels.gemm_{}.fit_reports hold fewer than two {} GEMM rows (the fit "
-                                 "needs them)",
-                                 p.path, dtype, dtype));
+    throw UsageError(fmt::format("--fit-kernels: fewer than two {} GEMM rows (machine {}: gemm_tile_model.{}.fit_reports; "
+                                 "the fit needs them)",
+                                 dtype, m.path, dtype));
   FamilyFit best;
   best.family = "gemm_" + dtype;
   best.fitted_on = "report rows";
@@ -1479,6 +1497,9 @@ FamilyFit fit_gemm(const Machine& m, const Profile& p, const std::string& dtype,
     }
   }
   fit_errors(best, pts);
+  double t = 0, tc = 0;
+  for (const KernelPoint& k : extra) t += k.seconds, tc += k.seconds * k.clock_mhz;
+  best.clock_mhz = tc / t;
   return best;
 }
 

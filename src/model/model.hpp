@@ -43,10 +43,25 @@ struct FitPoint {
 // a term `--fit-kernels` fits on the rows these points name, with the RNG kernels' own ncu durations.
 inline constexpr const char* kRngStripUnit = "rng_strip";
 
+// A GEMM's tile model on one machine (machine file "gemm_tile_model".<dtype>; fitted by fit_family("gemm_<dtype>")
+// on the harness rows of fit_reports): the GEMM's output tiles (the profile's tile_m x tile_n) run in waves of SMs x
+// blocks_per_sm, so the unit times carry the last wave's idle SMs (tail = waves x slots / tiles), the tensor pipe
+// runs at mma_efficiency, and every wave pays tile_overhead_cycles (prologue, pipeline fill, epilogue: the fixed
+// cost of one tile on an SM). Per machine, as the GEMM's cycles depend on the card (its memory, its power cap) and
+// on the algorithms cuBLASLt picks there.
+struct GemmTileModel {
+  double mma_efficiency = 0, tile_overhead_cycles = 0;
+  std::vector<std::string> fit_reports;
+};
+
 struct Machine {
   std::string name, path, description;
   double sm_count = 0;
   double clock_max_mhz = 0, clock_sustained_mhz = 0;
+  // Measured clocks of particular kernels (clock_mhz.<name> besides max and sustained, e.g. gemm_bf16: a bf16 GEMM
+  // stays below the power cap on one card and reaches it on another); a profile's kernel clock may name one.
+  std::map<std::string, double> named_clocks;
+  std::map<std::string, GemmTileModel> gemm_tiles;  // by dtype (fp8, bf16); none: GEMMs at the unit efficiencies
   double hbm_gbs = 0, l2_gbs = 0, l2_bytes = 0;
   double registers_per_sm = 0, smem_per_sm_bytes = 0, max_threads_per_sm = 0, max_blocks_per_sm = 0;
   double launch_gap_us = 0;
@@ -127,13 +142,6 @@ struct GemmProfile {
   double input_bytes = 1, output_bytes = 2, tile_m = 128, tile_n = 256, cluster_multicast = 1;
   double registers_per_sm = 0, smem_per_sm_bytes = 0, threads_per_sm = 0, blocks_per_sm = 0;
   std::optional<NcuDemand> ncu;
-  // The tile model (optional; both fitted by fit_family("gemm_<dtype>") on the harness rows of fit_reports): the
-  // GEMM's output tiles (tile_m x tile_n) run in waves of SMs x blocks_per_sm, so the unit times carry the last
-  // wave's idle SMs (tail = waves x slots / tiles), the tensor pipe runs at mma_efficiency, and every wave pays
-  // tile_overhead_cycles (prologue, pipeline fill, epilogue: the fixed cost of one tile on an SM). mma_efficiency
-  // 0: no tile model (the machine's or the ncu calibration's efficiencies, no tail, no fixed cost).
-  double mma_efficiency = 0, tile_overhead_cycles = 0;
-  std::vector<std::string> fit_reports;
 };
 
 struct Profile {
@@ -208,6 +216,9 @@ struct Options {
   std::string clock = "model";     // model (each kernel's profile clock) | max | sustained
   double clock_mhz = 0;            // > 0: every kernel at this SM clock (e.g. a report point's measured clock)
   bool calibrated = true;          // false: every unit efficiency taken as 1
+  // false: GEMMs without their tile model (GemmTileModel), at the machine's unit efficiencies alone: what the
+  // machine's mma fit point (a GEMM) measures the tensor pipe's efficiency by, for the kernels that have no own.
+  bool gemm_tile_model = true;
   int64_t chunk_rows = 0;          // chunked pipeline: rows per chunk (0: workload.chunk, then ~8 chunks)
   std::map<std::string, double> efficiency;  // per-unit overrides of the machine's efficiencies (see options_for)
 };
@@ -280,12 +291,13 @@ void apply_power(const Machine& m, const Profile& p, KernelTime& t);
 //   rng:   time = max(issue / e_issue, alu / e_alu, imad / e_imad) over the RNG tile kernels (R x TW);
 //   wgmma: cycles = max(issue / e_issue, mma / e_mma) x tail + CTA waves x cta_overhead_cycles;
 //   wgmma_bwd: the same for the wgmma backward kernel (kernels.attention_bwd_wgmma) on its own ncu launches;
-//   gemm_fp8, gemm_bf16: cycles = mma / e_mma x tail + tile waves x overhead (GemmProfile's tile model), on report
-//          points only (cuBLASLt has no ncu launch per shape).
+//   gemm_fp8, gemm_bf16: cycles = mma / e_mma x tail + tile waves x overhead (the machine's GemmTileModel), on
+//          report points only (cuBLASLt has no ncu launch per shape).
 struct FamilyFit {
   std::string family;
   std::map<std::string, double> efficiency;  // unit -> fitted efficiency
   double cta_overhead_cycles = 0;            // wgmma, wgmma_bwd: per CTA wave; gemm_*: per wave of output tiles
+  double clock_mhz = 0;                      // gemm_*: the points' mean SM clock, weighted by their times
   std::string fitted_on = "ncu durations";   // or "report rows" (wgmma_bwd with report points)
   // rng with report points: the per-strip cost (Profile::rng_strip_cycles) fitted on them, and the errors of
   // the carried time (rng_piece) at those points.

@@ -253,6 +253,7 @@ void mark_fit(ReportRow& row, const Machine& m, const Predictor& pred, const std
               const std::string& command, const std::string& piece, const Workload& w, const Options& uncalibrated) {
   Options calibrated = uncalibrated;
   calibrated.calibrated = true;
+  calibrated.gemm_tile_model = false;  // a GEMM fit point measures the machine's unit, not the GEMM's own model
   for (const FitPoint& fp : m.fit_points) {
     // A fit point names its report: the same axes in another report are held out.
     if (!fp.report.empty() && (report_path.size() < fp.report.size() ||
@@ -496,11 +497,11 @@ std::vector<KernelPoint> wgmma_bwd_report_points(const Profile& p, const std::st
   return out;
 }
 
-std::vector<KernelPoint> gemm_report_points(const Profile& p, const std::string& dtype, const std::string& root) {
+std::vector<KernelPoint> gemm_report_points(const Machine& m, const std::string& dtype, const std::string& root) {
   std::vector<KernelPoint> out;
-  auto g = p.gemm.find(dtype);
-  if (g == p.gemm.end()) return out;
-  const std::string what = "kernels.gemm_" + dtype + ".fit_reports";
+  auto g = m.gemm_tiles.find(dtype);
+  if (g == m.gemm_tiles.end()) return out;
+  const std::string what = "gemm_tile_model." + dtype + ".fit_reports";
   for (const std::string& rep : g->second.fit_reports) {
     const MeasuredReport r = load_measured_report(root.empty() ? rep : root + "/" + rep, what);
     size_t n = 0;
@@ -516,7 +517,7 @@ std::vector<KernelPoint> gemm_report_points(const Profile& p, const std::string&
       }
     }
     if (n == 0)
-      throw UsageError(fmt::format("profile {}: {}: {} has no timed {} `dropbench gemm` row", p.path, what, rep, dtype));
+      throw UsageError(fmt::format("machine {}: {}: {} has no timed {} `dropbench gemm` row", m.path, what, rep, dtype));
   }
   return out;
 }

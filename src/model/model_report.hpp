@@ -93,10 +93,10 @@ std::vector<KernelPoint> rng_strip_points(const Machine& m, const std::string& r
 // root): every pass-bwd point of the wgmma kernel at the section's head_dim, variants none / mask / fused (their
 // median and mean SM clock); fit_family("wgmma_bwd") fits on them. Empty without fit_reports.
 std::vector<KernelPoint> wgmma_bwd_report_points(const Profile& p, const std::string& root);
-// The standalone GEMM rows (`dropbench gemm`, variant cublaslt, median and mean SM clock) of dtype `dtype` in the
-// reports kernels.gemm_<dtype>.fit_reports names (paths below `root`); fit_family("gemm_<dtype>") fits on them.
-// Empty without fit_reports.
-std::vector<KernelPoint> gemm_report_points(const Profile& p, const std::string& dtype, const std::string& root);
+// The standalone GEMM rows (`dropbench gemm`, variant cublaslt, the gemm phase's median and mean SM clock) of dtype
+// `dtype` in the reports the machine's gemm_tile_model.<dtype>.fit_reports names (paths below `root`);
+// fit_family("gemm_<dtype>") fits on them. Empty without fit_reports.
+std::vector<KernelPoint> gemm_report_points(const Machine& m, const std::string& dtype, const std::string& root);
 
 // |err| statistics of a set of relative errors.
 struct ErrStats {
