@@ -1315,6 +1315,28 @@ TEST(Model, CommittedKernelFitsAreTheFit) {
     if (k.find("\"threshold_bits\":8") != std::string::npos) EXPECT_LT(std::fabs(e.get<double>()), 0.04) << k;
 }
 
+// Each machine file's GEMM tile model is what `model --fit-kernels` gives on the rows of its fit_reports, and close
+// there: the H200's on its tuned QKV GEMMs, the H100's on the training step's GEMMs alone.
+TEST(Model, CommittedGemmTileModelsAreTheFit) {
+  for (const char* mf : {"h200", "h100-sxm"}) {
+    SCOPED_TRACE(mf);
+    const Machine m = load_machine(kSrc + "/configs/machines/" + mf + ".json");
+    const Result r = run("model --machine '" + kSrc + "/configs/machines/" + mf + ".json' --profile '" + kSrc +
+                         "/configs/profiles/h200.json' --fit-kernels --format json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json j = json::parse(r.out);
+    for (const char* dt : {"fp8", "bf16"}) {
+      ASSERT_TRUE(m.gemm_tiles.count(dt)) << dt;
+      const json& g = j.at(std::string("gemm_") + dt);
+      EXPECT_EQ(g.at("fitted_on").get<std::string>(), "report rows");
+      EXPECT_NEAR(m.gemm_tiles.at(dt).mma_efficiency, g.at("efficiency").at("mma").get<double>(), 1e-9) << dt;
+      EXPECT_NEAR(m.gemm_tiles.at(dt).tile_overhead_cycles, g.at("tile_overhead_cycles").get<double>(), 0.06) << dt;
+      EXPECT_LT(g.at("mean_abs_err").get<double>(), 0.04) << dt;  // 1.9-3.5 %
+      EXPECT_GT(g.at("points").get<int>(), 8) << dt;
+    }
+  }
+}
+
 namespace {
 
 // The model against one report (summary JSON of `model --report --format json`).
