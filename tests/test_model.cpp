@@ -705,6 +705,12 @@ TEST(Model, GemmTileFitRecoversKnownValues) {
   j = tiled_machine_json();
   j["gemm_tile_model"]["fp4"] = j["gemm_tile_model"]["fp8"];
   expect_field_error(j, "gemm_tile_model.fp4");
+  j = tiled_machine_json();
+  j["gemm_tile_model"]["fp8"]["fit_report"] = json::array({"gemm.json"});  // misspelt: refused, not ignored
+  expect_field_error(j, "gemm_tile_model.fp8.fit_report");
+  j = tiled_machine_json();
+  j["gemm_tile_model"]["fp8"] = 5;
+  expect_field_error(j, "gemm_tile_model.fp8");
   // A profile GEMM's clock: a name or a measured number of MHz.
   json pj = read(kFix + "profile.json");
   pj["kernels"]["gemm_fp8"]["clock"] = 1536;
@@ -721,7 +727,31 @@ TEST(Model, GemmTileFitRecoversKnownValues) {
     kernel_clock(m, "gemm_bf16", Options{});
     ADD_FAILURE() << "no error";
   } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("clock_mhz.gemm_bf16 is missing"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'gemm_bf16' is not a clock of machine"), std::string::npos) << e.what();
+  }
+}
+
+// The overlap's co-resident and SM-partition candidates time the GEMM's demand again: with the tile model they keep
+// its tail and per-wave cost (gemm_piece's scale), so no candidate runs the GEMM faster than it runs alone. A large
+// per-wave cost makes a candidate that dropped it win.
+TEST(Model, GemmTileModelHoldsInOverlaps) {
+  json j = read(kSrc + "/configs/machines/h200.json");
+  j["gemm_tile_model"]["fp8"]["tile_overhead_cycles"]["value"] = 2e6;
+  const Machine m = machine_from_json(j, "slow tiles");
+  const Profile p = load_profile(kSrc + "/configs/profiles/h200.json");
+  Workload w = w0();
+  w.q_heads = 64;
+  w.kv_heads = 8;
+  w.sq = 4096;
+  w.embed = 8192;
+  w.rounds = 3;
+  for (const char* res : {"auto", "coresident"}) {
+    Options o;
+    o.residency = res;
+    const Prediction r = predict(m, p, w, o);
+    SCOPED_TRACE(res);
+    ASSERT_GT(r.gemm.fixed_s, 0.5 * r.gemm.seconds);  // the per-wave cost dominates
+    EXPECT_GE(r.pipeline("overlap")->seconds, r.gemm.seconds);
   }
 }
 
@@ -1315,6 +1345,18 @@ TEST(Model, CommittedKernelFitsAreTheFit) {
     if (k.find("\"threshold_bits\":8") != std::string::npos) EXPECT_LT(std::fabs(e.get<double>()), 0.04) << k;
 }
 
+namespace {
+
+// The model against one report (summary JSON of `model --report --format json`).
+json model_summary(const std::string& rep, const std::string& extra = "") {
+  const Result r = run("model --machine '" + kSrc + "/configs/machines/h200.json' --profile '" + kSrc +
+                       "/configs/profiles/h200.json' --report '" + rep + "' --format json " + extra);
+  EXPECT_EQ(r.code, 0) << rep << "\n" << r.err;
+  return r.code == 0 ? json::parse(r.out) : json::object();
+}
+
+}  // namespace
+
 // Each machine file's GEMM tile model is what `model --fit-kernels` gives on the rows of its fit_reports, and close
 // there: the H200's on its tuned QKV GEMMs, the H100's on the training step's GEMMs alone.
 TEST(Model, CommittedGemmTileModelsAreTheFit) {
@@ -1335,19 +1377,11 @@ TEST(Model, CommittedGemmTileModelsAreTheFit) {
       EXPECT_GT(g.at("points").get<int>(), 8) << dt;
     }
   }
+  // The rows they are fitted on are fit rows of a report comparison, not held out.
+  const json s = model_summary(kSrc + "/results/h200/gemm/gemm.json").at("summary");
+  EXPECT_EQ(s.at("gemm_tile_fit_rows").get<int>(), 18);
+  EXPECT_EQ(s.at("held_out").at("n").get<int>(), 0);
 }
-
-namespace {
-
-// The model against one report (summary JSON of `model --report --format json`).
-json model_summary(const std::string& rep, const std::string& extra = "") {
-  const Result r = run("model --machine '" + kSrc + "/configs/machines/h200.json' --profile '" + kSrc +
-                       "/configs/profiles/h200.json' --report '" + rep + "' --format json " + extra);
-  EXPECT_EQ(r.code, 0) << rep << "\n" << r.err;
-  return r.code == 0 ? json::parse(r.out) : json::object();
-}
-
-}  // namespace
 
 // The newest committed reports are found by a rule (newest_reports: the newest measured report of the command by
 // date and the others of its git sha, anywhere below the folder), not a list, so that committing reports of changed

@@ -154,6 +154,7 @@ json report_summary_json(const ModelOpts& mo, const model::Machine& m, const mod
   summary["fit_points"] = fits;
   // Rows the RNG's per-strip cost was fitted on (--fit-kernels): excluded from held_out like the fit points.
   summary["rng_strip_fit_rows"] = model::ReportRow::strip_fit_rows(c.rows);
+  summary["gemm_tile_fit_rows"] = model::ReportRow::tile_fit_rows(c.rows);
   return summary;
 }
 
@@ -210,6 +211,9 @@ void print_fit(const std::vector<model::ReportRow>& rows) {
   if (const size_t strip_rows = model::ReportRow::strip_fit_rows(rows))
     std::cout << fmt::format("  ({} row(s) are the RNG per-strip cost's fit points: `dropbench model --fit-kernels`)\n",
                              strip_rows);
+  if (const size_t tile_rows = model::ReportRow::tile_fit_rows(rows))
+    std::cout << fmt::format("  ({} row(s) are the GEMM tile model's fit points: `dropbench model --fit-kernels`)\n",
+                             tile_rows);
 }
 
 int run_report(const ModelOpts& mo, const model::Machine& m, const model::Profile& p) {

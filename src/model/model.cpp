@@ -259,6 +259,10 @@ Machine machine_from_json(const json& j, const std::string& where) {
     for (const auto& [dt, g] : gt.items()) {
       const std::string q = "gemm_tile_model." + dt + ".";
       if (dt != "fp8" && dt != "bf16") f.fail("gemm_tile_model." + dt, "is not a GEMM dtype (allowed: fp8, bf16)");
+      if (!g.is_object()) f.fail("gemm_tile_model." + dt, "must be an object {mma_efficiency, tile_overhead_cycles, fit_reports}");
+      for (const auto& [k, v] : g.items())
+        if (k != "mma_efficiency" && k != "tile_overhead_cycles" && k != "fit_reports")
+          f.fail(q + k, "is not a tile-model field (allowed: mma_efficiency, tile_overhead_cycles, fit_reports)");
       GemmTileModel t;
       t.mma_efficiency = sourced_number(g, f, q, "mma_efficiency", true);
       if (t.mma_efficiency > 1) f.fail(q + "mma_efficiency.value", "must be in (0, 1]");
@@ -539,8 +543,12 @@ double kernel_clock(const Machine& m, const std::string& profile_clock, const Op
   }
   // A clock the machine measured for this kind of kernel (clock_mhz.<name>).
   if (auto it = m.named_clocks.find(c); it != m.named_clocks.end()) return it->second;
-  if (o.clock == "model" && !c.empty() && std::isalpha(static_cast<unsigned char>(c[0])) != 0)
-    throw UsageError(fmt::format("machine {}: clock_mhz.{} is missing (a profile kernel's clock names it)", m.path, c));
+  std::string named;
+  for (const auto& [k, v] : m.named_clocks) named += ", " + k;
+  if (o.clock == "model")
+    throw UsageError(fmt::format("profile clock '{}' is not a clock of machine {} (allowed: max, sustained, a number of "
+                                 "MHz{}; a name the machine lacks needs its clock_mhz.<name>)",
+                                 c, m.path, named));
   throw UsageError(fmt::format("clock: '{}' is not a clock (allowed: model, max, sustained)", c));
 }
 
@@ -1326,18 +1334,23 @@ Piece gemm_piece(const Machine& m, const Profile& p, const Workload& w, const Op
   pc.d = gemm_demand_at(p, w, s, &src);
   pc.clock_mhz = kernel_clock(m, g.clock, o);
   pc.o = options_for(o, p, src);
+  pc.t = kernel_time(m, name, pc.d, pc.clock_mhz, pc.o);
   // Calibrated with the tile model: the tensor pipe at the GEMM's own efficiency, the last wave's tail, and each
-  // wave's fixed cost. Uncalibrated (the rates as sourced): the unit model alone.
+  // wave's fixed cost. Uncalibrated (the rates as sourced): the unit model alone. The tiled time is carried as a
+  // scale of the unit model's at pc.o (as rng_piece's), so that the overlap's co-resident and SM-partition timings,
+  // which time the demand again, keep it.
   const auto tm = m.gemm_tiles.find(w.dtype);
-  const bool tiled = o.calibrated && o.gemm_tile_model && tm != m.gemm_tiles.end();
-  const GemmWaves gw = gemm_waves(m, g, s);
-  if (tiled) pc.o.efficiency["mma"] = tm->second.mma_efficiency;
-  pc.t = kernel_time(m, name, pc.d, pc.clock_mhz, pc.o, 1.0, tiled ? gw.tail() : 1.0);
-  if (tiled && tm->second.tile_overhead_cycles > 0) {
+  if (o.calibrated && o.gemm_tile_model && tm != m.gemm_tiles.end()) {
+    const GemmWaves gw = gemm_waves(m, g, s);
+    Options ot = pc.o;
+    ot.efficiency["mma"] = tm->second.mma_efficiency;
+    const double unit_s = pc.t.seconds;
+    pc.t = kernel_time(m, name, pc.d, pc.clock_mhz, ot, 1.0, gw.tail());
     const double extra = gw.waves * tm->second.tile_overhead_cycles / (pc.clock_mhz * 1e6);
     pc.t.seconds += extra;
     pc.t.fixed_s = extra;
     for (UnitTime& u : pc.t.units) u.seconds += extra;
+    if (unit_s > 0) pc.scale = pc.t.seconds / unit_s;
   }
   pc.t.source = src;
   pc.t.key = "gemm_" + w.dtype;
@@ -1679,8 +1692,8 @@ Concurrent concurrent(const Machine& m, const Options& o, const Piece& a, const 
     // Measured-demand efficiencies when either piece's demand is measured (a sum of both demands).
     const Options& osum = b.o.efficiency.empty() ? a.o : b.o;
     for (int it = 0; it < 8; ++it) {
-      Demand sum = a.d;
-      add_to(sum, b.d, f * b.scale);  // B's demand at its carried time (the RNG's strips: rng_piece)
+      Demand sum = scaled(a.d, a.scale);  // each demand at its carried time (a tiled GEMM: gemm_piece)
+      add_to(sum, b.d, f * b.scale);      // (the RNG's strips: rng_piece)
       t = kernel_time(m, "co-resident", sum, clk, osum);
       f = std::min(1.0, t.seconds / t_b_co);
     }
@@ -1973,10 +1986,12 @@ Piece cast_piece(const Machine& m, const Profile& p, const Options& o, const std
 }
 
 // Two pieces one after the other as one (the output projection's dX then dW beside the RNG kernel): summed
-// demand and times, the longer one's limiter; a's clock, options and scale.
+// demand (each at its carried time: its scale) and times, the longer one's limiter; a's clock and options.
 Piece serial_pieces(const Piece& a, const Piece& b, const std::string& name) {
   Piece pc = a;
-  add_to(pc.d, b.d);
+  pc.d = scaled(a.d, a.scale);
+  add_to(pc.d, b.d, b.scale);
+  pc.scale = 1;
   pc.t.name = name;
   pc.t.seconds = a.t.seconds + b.t.seconds;
   pc.t.seconds_no_power = a.t.seconds_no_power + b.t.seconds_no_power;

@@ -42,6 +42,8 @@ struct FitPoint {
 // The fit-point unit of the RNG tile kernel's per-strip cost (Profile::rng_strip_cycles): not a machine unit but
 // a term `--fit-kernels` fits on the rows these points name, with the RNG kernels' own ncu durations.
 inline constexpr const char* kRngStripUnit = "rng_strip";
+// The fit-row mark of a GEMM row a machine's tile model (gemm_tile_model.<dtype>.fit_reports) is fitted on.
+inline constexpr const char* kGemmTileUnit = "gemm_tile";
 
 // A GEMM's tile model on one machine (machine file "gemm_tile_model".<dtype>; fitted by fit_family("gemm_<dtype>")
 // on the harness rows of fit_reports): the GEMM's output tiles (the profile's tile_m x tile_n) run in waves of SMs x

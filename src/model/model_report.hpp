@@ -56,13 +56,20 @@ struct ReportRow {
   std::string role;    // fit | held-out | composed
   std::string fit_unit;
   bool strip_fit = false;  // a row the RNG per-strip cost is fitted on (an rng_strip fit point names it)
+  bool tile_fit = false;   // a GEMM row the machine's tile model is fitted on (its fit_reports name the report)
   double fit_unit_seconds_uncal = 0;  // the fitted unit's time at efficiency 1 (for --fit)
   double fit_fixed_s = 0;             // the prediction's fixed costs (RNG strips, wgmma CTAs), not the unit's
-  bool efficiency_fit() const { return role == "fit" && fit_unit != kRngStripUnit; }
+  bool efficiency_fit() const { return role == "fit" && fit_unit != kRngStripUnit && fit_unit != kGemmTileUnit; }
   // Rows the RNG per-strip cost is fitted on (--fit-kernels), whether or not an efficiency is fitted there too.
   static size_t strip_fit_rows(const std::vector<ReportRow>& rows) {
     size_t n = 0;
     for (const ReportRow& r : rows) n += r.strip_fit ? 1 : 0;
+    return n;
+  }
+  // Rows the machine's GEMM tile model is fitted on (--fit-kernels), whether or not an efficiency is fitted there too.
+  static size_t tile_fit_rows(const std::vector<ReportRow>& rows) {
+    size_t n = 0;
+    for (const ReportRow& r : rows) n += r.tile_fit ? 1 : 0;
     return n;
   }
   double err() const { return (predicted - measured) / measured; }
