@@ -203,6 +203,27 @@ std::vector<std::string> fit_reports_from_json(const json& a, const Fields& f, c
   return out;
 }
 
+// A machine's GEMM tile models (gemm_tile_model: dtype -> {mma_efficiency, tile_overhead_cycles, fit_reports}).
+std::map<std::string, GemmTileModel> gemm_tiles_from_json(const json& gt, const Fields& f) {
+  std::map<std::string, GemmTileModel> out;
+  if (!gt.is_object()) f.fail("gemm_tile_model", "must be an object dtype (fp8, bf16) -> tile model");
+  for (const auto& [dt, g] : gt.items()) {
+    const std::string q = "gemm_tile_model." + dt + ".";
+    if (dt != "fp8" && dt != "bf16") f.fail("gemm_tile_model." + dt, "is not a GEMM dtype (allowed: fp8, bf16)");
+    if (!g.is_object()) f.fail("gemm_tile_model." + dt, "must be an object {mma_efficiency, tile_overhead_cycles, fit_reports}");
+    for (const auto& [k, v] : g.items())
+      if (k != "mma_efficiency" && k != "tile_overhead_cycles" && k != "fit_reports")
+        f.fail(q + k, "is not a tile-model field (allowed: mma_efficiency, tile_overhead_cycles, fit_reports)");
+    GemmTileModel t;
+    t.mma_efficiency = sourced_number(g, f, q, "mma_efficiency", true);
+    if (t.mma_efficiency > 1) f.fail(q + "mma_efficiency.value", "must be in (0, 1]");
+    t.tile_overhead_cycles = sourced_number(g, f, q, "tile_overhead_cycles", false);
+    t.fit_reports = fit_reports_from_json(g, f, q);
+    out[dt] = t;
+  }
+  return out;
+}
+
 }  // namespace
 
 Machine machine_from_json(const json& j, const std::string& where) {
@@ -253,24 +274,7 @@ Machine machine_from_json(const json& j, const std::string& where) {
   if (j.contains("cap_w") != j.contains("static_w")) f.fail(j.contains("cap_w") ? "static_w" : "cap_w", "is missing (cap_w and static_w go together)");
   if (m.cap_w > 0 && !(m.cap_w > m.static_w))
     f.fail("cap_w", fmt::format("must be above static_w (got {} <= {})", m.cap_w, m.static_w));
-  if (j.contains("gemm_tile_model")) {
-    const json& gt = j.at("gemm_tile_model");
-    if (!gt.is_object()) f.fail("gemm_tile_model", "must be an object dtype (fp8, bf16) -> tile model");
-    for (const auto& [dt, g] : gt.items()) {
-      const std::string q = "gemm_tile_model." + dt + ".";
-      if (dt != "fp8" && dt != "bf16") f.fail("gemm_tile_model." + dt, "is not a GEMM dtype (allowed: fp8, bf16)");
-      if (!g.is_object()) f.fail("gemm_tile_model." + dt, "must be an object {mma_efficiency, tile_overhead_cycles, fit_reports}");
-      for (const auto& [k, v] : g.items())
-        if (k != "mma_efficiency" && k != "tile_overhead_cycles" && k != "fit_reports")
-          f.fail(q + k, "is not a tile-model field (allowed: mma_efficiency, tile_overhead_cycles, fit_reports)");
-      GemmTileModel t;
-      t.mma_efficiency = sourced_number(g, f, q, "mma_efficiency", true);
-      if (t.mma_efficiency > 1) f.fail(q + "mma_efficiency.value", "must be in (0, 1]");
-      t.tile_overhead_cycles = sourced_number(g, f, q, "tile_overhead_cycles", false);
-      t.fit_reports = fit_reports_from_json(g, f, q);
-      m.gemm_tiles[dt] = t;
-    }
-  }
+  if (j.contains("gemm_tile_model")) m.gemm_tiles = gemm_tiles_from_json(j.at("gemm_tile_model"), f);
 
   const json& units = f.get(j, "units", "units");
   if (!units.is_object() || units.empty()) f.fail("units", "must be a non-empty object");
