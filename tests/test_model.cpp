@@ -772,6 +772,15 @@ TEST(Model, GemmReportPoints) {
     EXPECT_GT(k.seconds, 0) << k.key;
     EXPECT_GT(k.clock_mhz, 0) << k.key;
   }
+  // The gemm phase's median and mean clock, not the variant's.
+  for (const json& pt : rep.at("points")) {
+    if (pt.at("workload").at("dtype") != "fp8") continue;
+    const json& st = pt.at("variants").at(0).at("phases").at(0).at("stats");
+    EXPECT_DOUBLE_EQ(pts.front().seconds, st.at("median").get<double>());
+    EXPECT_DOUBLE_EQ(pts.front().clock_mhz, st.at("mean_clock_mhz").get<double>());
+    EXPECT_NE(pts.front().seconds, pt.at("variants").at(0).at("stats").at("median").get<double>());
+    break;
+  }
   EXPECT_TRUE(gemm_report_points(m, "bf16", kSrc).empty());  // no bf16 tile model here
   json none = tiled_machine_json();
   none["gemm_tile_model"]["fp8"]["fit_reports"] = json::array({"results/h200/attention/attention.json"});
@@ -1376,6 +1385,11 @@ TEST(Model, CommittedGemmTileModelsAreTheFit) {
       EXPECT_LT(g.at("mean_abs_err").get<double>(), 0.04) << dt;  // 1.9-3.5 %
       EXPECT_GT(g.at("points").get<int>(), 8) << dt;
     }
+    // The GEMM clocks the machine times them at are the rows' (time-weighted, as the sources say): bf16 its
+    // gemm_bf16 clock; fp8 the H100's sustained clock (the H200's is its power-capped GEMMs' 1500 MHz).
+    EXPECT_NEAR(m.named_clocks.at("gemm_bf16"), j.at("gemm_bf16").at("clock_mhz").get<double>(), 0.5);
+    if (std::string(mf) == "h100-sxm")
+      EXPECT_NEAR(m.clock_sustained_mhz, j.at("gemm_fp8").at("clock_mhz").get<double>(), 0.5);
   }
   // The rows they are fitted on are fit rows of a report comparison, not held out.
   const json s = model_summary(kSrc + "/results/h200/gemm/gemm.json").at("summary");
