@@ -1724,7 +1724,7 @@ Concurrent concurrent(const Machine& m, const Options& o, const Piece& a, const 
       if (t < best.seconds) {
         best.seconds = t;
         best.mechanism = fmt::format("SM partition, {} SMs for the RNG", k);
-        best.limiter = ta.seconds >= tb.seconds ? ta.limiter : tb.limiter;
+        best.limiter = ta.seconds * a.scale >= tb.seconds * b.scale ? ta.limiter : tb.limiter;
       }
     }
   }
@@ -1990,12 +1990,14 @@ Piece cast_piece(const Machine& m, const Profile& p, const Options& o, const std
 }
 
 // Two pieces one after the other as one (the output projection's dX then dW beside the RNG kernel): summed
-// demand (each at its carried time: its scale) and times, the longer one's limiter; a's clock and options.
-Piece serial_pieces(const Piece& a, const Piece& b, const std::string& name) {
+// demand and times, the longer one's limiter; a's clock and options. The summed demand timed as one kernel would
+// overlap the pieces' units (an fp8 cast's bytes under the GEMMs' tensor time), so the scale carries the serial sum
+// of their times (each already its own carried time) onto it.
+Piece serial_pieces(const Machine& m, const Piece& a, const Piece& b, const std::string& name) {
   Piece pc = a;
-  pc.d = scaled(a.d, a.scale);
-  add_to(pc.d, b.d, b.scale);
-  pc.scale = 1;
+  add_to(pc.d, b.d);
+  const double as_one = kernel_time(m, name, pc.d, pc.clock_mhz, pc.o).seconds;
+  pc.scale = as_one > 0 ? (a.t.seconds_no_power + b.t.seconds_no_power) / as_one : 1;
   pc.t.name = name;
   pc.t.seconds = a.t.seconds + b.t.seconds;
   pc.t.seconds_no_power = a.t.seconds_no_power + b.t.seconds_no_power;
@@ -2186,8 +2188,8 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
   }
   // The GEMMs stay the side's first piece: serial_pieces keeps the first one's clock and options, which the
   // overlap's co-resident and SM-partition timings of the side use.
-  Piece out_bwd_side = serial_pieces(g_out_dx, g_out_dw, "gemm-out-dx+dw");
-  for (const Piece& c : cast_out_bwd) out_bwd_side = serial_pieces(out_bwd_side, c, "gemm-out-dx+dw");
+  Piece out_bwd_side = serial_pieces(m, g_out_dx, g_out_dw, "gemm-out-dx+dw");
+  for (const Piece& c : cast_out_bwd) out_bwd_side = serial_pieces(m, out_bwd_side, c, "gemm-out-dx+dw");
   for (const std::vector<Piece>* v : {&cast_fwd, &cast_out_bwd, &cast_qkv_bwd})
     for (const Piece& c : *v) r.casts.push_back(c.t);
   r.bwd_overlap = concurrent(m, o, out_bwd_side, rng, r.fwd.rng_coresident_warps, /*allow_partition=*/true);
