@@ -1188,9 +1188,12 @@ void time_wgmma(const Machine& m, const Profile& p, const WgmmaProfile& g, const
   pc.t = kernel_time(m, name, pc.d, pc.clock_mhz, pc.o, 1.0, tail_factor(a.cta_iterations, reps, slots));
   // The CTA prologue / pipeline fill / epilogue, once per wave of CTAs (uncalibrated: left out).
   const double extra = o.calibrated ? a.ctas / slots * g.cta_overhead_cycles / (pc.clock_mhz * 1e6) : 0.0;
+  const double unit_s = kernel_time(m, name, pc.d, pc.clock_mhz, pc.o).seconds;
   pc.t.seconds += extra;
   pc.t.fixed_s = extra;
   for (UnitTime& u : pc.t.units) u.seconds += extra;
+  // The tail and the CTA overhead carried as a scale of the unit model's time (an overlap times the demand again).
+  if (unit_s > 0) pc.scale = pc.t.seconds / unit_s;
 }
 
 Piece attention_piece(const Machine& m, const Profile& p, const Workload& w, const std::string& mode, Window win,
@@ -1692,13 +1695,21 @@ Concurrent concurrent(const Machine& m, const Options& o, const Piece& a, const 
     const double rho = std::min(1.0, warps / m.rng_saturation_warps);
     const double t_b_co = b.t.seconds / rho;  // B alone at its co-resident warp count
     double f = std::min(1.0, a.t.seconds / t_b_co);
+    // Each piece's unit times at its own options (efficiencies) and carried time (its scale: a tiled GEMM's tail and
+    // per-wave cost, the wgmma kernel's tail and CTA cost, the RNG's strips), summed unit by unit: A in full, the
+    // share f of B that runs beside it.
+    const KernelTime ua = kernel_time(m, a.t.name, a.d, clk, a.o), ub = kernel_time(m, b.t.name, b.d, clk, b.o);
     KernelTime t;
-    // Measured-demand efficiencies when either piece's demand is measured (a sum of both demands).
-    const Options& osum = b.o.efficiency.empty() ? a.o : b.o;
     for (int it = 0; it < 8; ++it) {
-      Demand sum = scaled(a.d, a.scale);  // each demand at its carried time (a tiled GEMM: gemm_piece)
-      add_to(sum, b.d, f * b.scale);      // (the RNG's strips: rng_piece)
-      t = kernel_time(m, "co-resident", sum, clk, osum);
+      t = KernelTime{};
+      t.name = "co-resident";
+      t.clock_mhz = clk;
+      for (const Unit& u : m.units) {
+        const double sec = ua.unit_seconds(u.name) * a.scale + f * ub.unit_seconds(u.name) * b.scale;
+        if (sec <= 0) continue;
+        t.units.push_back({u.name, sec});
+        if (sec > t.seconds) t.seconds = sec, t.limiter = u.name;
+      }
       f = std::min(1.0, t.seconds / t_b_co);
     }
     const double total = t.seconds + (1 - f) * b.t.seconds;
