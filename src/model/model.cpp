@@ -1176,6 +1176,14 @@ struct AttnDerive {
   std::string name;  // the KernelTime's name; "" = attention(<mode>)
 };
 
+// A fixed cost beside a kernel's unit times (waves of CTAs or tiles, launches around it): added to its time and to
+// every unit's, and counted in fixed_s.
+void add_fixed(KernelTime& t, double s) {
+  t.seconds += s;
+  t.fixed_s += s;
+  for (UnitTime& u : t.units) u.seconds += s;
+}
+
 // Times a wgmma kernel's demand pc.d (src: where it comes from) with the kernel's own issue / mma efficiencies, the
 // tail of its grid (a.cta_iterations repeated `reps` times, launch order) and its CTA overhead per wave.
 void time_wgmma(const Machine& m, const Profile& p, const WgmmaProfile& g, const AttnWork& a, double reps,
@@ -1185,13 +1193,11 @@ void time_wgmma(const Machine& m, const Profile& p, const WgmmaProfile& g, const
   pc.o.efficiency["issue"] = g.issue_efficiency;
   pc.o.efficiency["mma"] = g.mma_efficiency;
   const double slots = m.sm_count * g.ctas_per_sm;
-  pc.t = kernel_time(m, name, pc.d, pc.clock_mhz, pc.o, 1.0, tail_factor(a.cta_iterations, reps, slots));
+  const double tail = tail_factor(a.cta_iterations, reps, slots);
+  pc.t = kernel_time(m, name, pc.d, pc.clock_mhz, pc.o, 1.0, tail);
+  const double unit_s = pc.t.seconds / tail;
   // The CTA prologue / pipeline fill / epilogue, once per wave of CTAs (uncalibrated: left out).
-  const double extra = o.calibrated ? a.ctas / slots * g.cta_overhead_cycles / (pc.clock_mhz * 1e6) : 0.0;
-  const double unit_s = kernel_time(m, name, pc.d, pc.clock_mhz, pc.o).seconds;
-  pc.t.seconds += extra;
-  pc.t.fixed_s = extra;
-  for (UnitTime& u : pc.t.units) u.seconds += extra;
+  add_fixed(pc.t, o.calibrated ? a.ctas / slots * g.cta_overhead_cycles / (pc.clock_mhz * 1e6) : 0.0);
   // The tail and the CTA overhead carried as a scale of the unit model's time (an overlap times the demand again).
   if (unit_s > 0) pc.scale = pc.t.seconds / unit_s;
 }
@@ -1353,10 +1359,7 @@ Piece gemm_piece(const Machine& m, const Profile& p, const Workload& w, const Op
     ot.efficiency["mma"] = tm->second.mma_efficiency;
     const double unit_s = pc.t.seconds;
     pc.t = kernel_time(m, name, pc.d, pc.clock_mhz, ot, 1.0, gw.tail());
-    const double extra = gw.waves * tm->second.tile_overhead_cycles / (pc.clock_mhz * 1e6);
-    pc.t.seconds += extra;
-    pc.t.fixed_s = extra;
-    for (UnitTime& u : pc.t.units) u.seconds += extra;
+    add_fixed(pc.t, gw.waves * tm->second.tile_overhead_cycles / (pc.clock_mhz * 1e6));
     if (unit_s > 0) pc.scale = pc.t.seconds / unit_s;
   }
   pc.t.source = src;
@@ -1419,6 +1422,48 @@ void fit_errors(FamilyFit& f, const std::vector<FitPt>& pts) {
   }
 }
 
+// A fit of unit efficiencies over a grid (least mean |relative error| of fit_model's form): each candidate e (one
+// efficiency per unit, in `units`' order) with, where fit_overhead, the fixed cost per wave by least squares on the
+// relative errors at that candidate; the best candidate so far is kept in the FamilyFit.
+class EfficiencyGrid {
+ public:
+  EfficiencyGrid(const std::vector<FitPt>& pts, std::vector<std::string> units, bool fit_overhead)
+      : pts_(pts), units_(std::move(units)), fit_overhead_(fit_overhead), ut_(pts.size()) {
+    for (const FitPt& q : pts) sxx_ += q.waves * q.waves / (q.y * q.y);
+    // Flat copies for the grid's inner loop (units in a fixed order).
+    for (size_t i = 0; i < pts.size(); ++i)
+      for (const std::string& u : units_) ut_[i].push_back(pts[i].unit.count(u) ? pts[i].unit.at(u) : 0.0);
+  }
+  void consider(const std::vector<double>& e, FamilyFit& best) const {
+    std::vector<double> base(pts_.size());
+    double sxy = 0;
+    for (size_t i = 0; i < pts_.size(); ++i) {
+      double t = 0;
+      for (size_t k = 0; k < e.size(); ++k) t = std::max(t, ut_[i][k] / e[k]);
+      base[i] = t;
+      sxy += pts_[i].waves * (pts_[i].y - t) / (pts_[i].y * pts_[i].y);
+    }
+    const double overhead = fit_overhead_ && sxx_ > 0 ? std::max(0.0, sxy / sxx_) : 0.0;
+    double mean = 0;
+    for (size_t i = 0; i < pts_.size(); ++i)
+      mean += std::fabs((base[i] + pts_[i].waves * overhead - pts_[i].y) / pts_[i].y);
+    mean /= static_cast<double>(pts_.size());
+    if (mean < best.mean_abs_err) {
+      best.mean_abs_err = mean;
+      best.efficiency.clear();
+      for (size_t k = 0; k < e.size(); ++k) best.efficiency[units_[k]] = e[k];
+      best.cta_overhead_cycles = overhead;
+    }
+  }
+
+ private:
+  const std::vector<FitPt>& pts_;
+  std::vector<std::string> units_;
+  bool fit_overhead_;
+  std::vector<std::vector<double>> ut_;
+  double sxx_ = 0;
+};
+
 }  // namespace
 
 namespace {
@@ -1466,7 +1511,7 @@ void fit_rng_strips(const Machine& m, const Profile& p, const std::vector<Kernel
 
 // The GEMM's tile model (GemmTileModel) on standalone report rows of one dtype: per row the tensor pipe's cycles at
 // efficiency 1 times the tail, and the waves; e_mma over a grid, the per-wave cost by least squares on the relative
-// errors at each e (fit_model's form with one unit).
+// errors at each e (EfficiencyGrid with one unit).
 FamilyFit fit_gemm(const Machine& m, const Profile& p, const std::string& dtype, const std::vector<KernelPoint>& extra) {
   auto gp = p.gemm.find(dtype);
   if (gp == p.gemm.end()) throw UsageError(fmt::format("profile {}: kernels.gemm_{} is missing", p.path, dtype));
@@ -1500,22 +1545,8 @@ FamilyFit fit_gemm(const Machine& m, const Profile& p, const std::string& dtype,
   best.family = "gemm_" + dtype;
   best.fitted_on = "report rows";
   best.mean_abs_err = std::numeric_limits<double>::infinity();
-  double sxx = 0;
-  for (const FitPt& q : pts) sxx += q.waves * q.waves / (q.y * q.y);
-  for (int ie = 500; ie <= 1000; ++ie) {
-    const double e = ie / 1000.0;
-    double sxy = 0;
-    for (const FitPt& q : pts) sxy += q.waves * (q.y - q.unit.at("mma") / e) / (q.y * q.y);
-    const double c = sxx > 0 ? std::max(0.0, sxy / sxx) : 0.0;
-    double mean = 0;
-    for (const FitPt& q : pts) mean += std::fabs(fit_model(q, {{"mma", e}}, c) - q.y) / q.y;
-    mean /= static_cast<double>(pts.size());
-    if (mean < best.mean_abs_err) {
-      best.mean_abs_err = mean;
-      best.efficiency = {{"mma", e}};
-      best.cta_overhead_cycles = c;
-    }
-  }
+  const EfficiencyGrid grid(pts, {"mma"}, /*fit_overhead=*/true);
+  for (int ie = 500; ie <= 1000; ++ie) grid.consider({ie / 1000.0}, best);
   fit_errors(best, pts);
   double t = 0, tc = 0;
   for (const KernelPoint& k : extra) t += k.seconds, tc += k.seconds * k.clock_mhz;
@@ -1609,35 +1640,10 @@ FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& fami
   if (on_reports) best.fitted_on = "report rows";
   best.mean_abs_err = std::numeric_limits<double>::infinity();
   // A wgmma kernel's fixed cost per CTA wave by least squares on the relative errors at each efficiency.
-  const bool fit_overhead = family != "rng";
-  double sxx = 0;
-  for (const FitPt& q : pts) sxx += q.waves * q.waves / (q.y * q.y);
-  // Flat copies for the grid's inner loop (units in a fixed order).
-  const std::vector<std::string> units =
-      family == "rng" ? std::vector<std::string>{"issue", "alu", "imad"} : std::vector<std::string>{"issue", "mma"};
-  std::vector<std::vector<double>> ut(pts.size());
-  for (size_t i = 0; i < pts.size(); ++i)
-    for (const std::string& u : units) ut[i].push_back(pts[i].unit.count(u) ? pts[i].unit.at(u) : 0.0);
-  auto consider = [&](const std::vector<double>& e) {
-    std::vector<double> base(pts.size());
-    double sxy = 0;
-    for (size_t i = 0; i < pts.size(); ++i) {
-      double t = 0;
-      for (size_t k = 0; k < e.size(); ++k) t = std::max(t, ut[i][k] / e[k]);
-      base[i] = t;
-      sxy += pts[i].waves * (pts[i].y - t) / (pts[i].y * pts[i].y);
-    }
-    const double overhead = fit_overhead && sxx > 0 ? std::max(0.0, sxy / sxx) : 0.0;
-    double mean = 0;
-    for (size_t i = 0; i < pts.size(); ++i) mean += std::fabs((base[i] + pts[i].waves * overhead - pts[i].y) / pts[i].y);
-    mean /= static_cast<double>(pts.size());
-    if (mean < best.mean_abs_err) {
-      best.mean_abs_err = mean;
-      best.efficiency.clear();
-      for (size_t k = 0; k < e.size(); ++k) best.efficiency[units[k]] = e[k];
-      best.cta_overhead_cycles = overhead;
-    }
-  };
+  const EfficiencyGrid grid(
+      pts, family == "rng" ? std::vector<std::string>{"issue", "alu", "imad"} : std::vector<std::string>{"issue", "mma"},
+      /*fit_overhead=*/family != "rng");
+  auto consider = [&](const std::vector<double>& e) { grid.consider(e, best); };
   if (family == "rng") {
     for (int ii = 300; ii <= 1000; ii += 2)
       for (int ia = 500; ia <= 1000; ia += 5)
@@ -2077,10 +2083,8 @@ Piece attention_bwd_measured_piece(const Machine& m, const Profile& p, const Wor
   const Piece aux = attention_bwd_aux_piece(m, p, w, o, name, &gaps);
   const double extra = aux.t.seconds + gaps;
   add_to(pc.d, aux.d);
-  pc.t.seconds += extra;
+  add_fixed(pc.t, extra);
   pc.t.seconds_no_power += extra;
-  pc.t.fixed_s += extra;
-  for (UnitTime& u : pc.t.units) u.seconds += extra;
   if (pc.t.energy_j >= 0) pc.t.energy_j += std::max(0.0, aux.t.energy_j);
   return pc;
 }
