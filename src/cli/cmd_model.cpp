@@ -267,14 +267,15 @@ int run_fit_kernels(const ModelOpts& mo, const model::Machine& m, const model::P
       for (const auto& [u, v] : f.efficiency) eff[u] = v;
       json se = json::object();
       for (const auto& [k, v] : f.strip_errors) se[k] = v;
-      out[f.family] = {{"efficiency", eff},       {"cta_overhead_cycles", f.cta_overhead_cycles},
-                       {"points", f.points},      {"fitted_on", f.fitted_on}, {"mean_abs_err", f.mean_abs_err},
-                       {"max_abs_err", f.max_abs_err}, {"errors", e}};
-      if (f.family.rfind("gemm_", 0) == 0) {  // the GEMM's fixed cost is per wave of output tiles
-        out[f.family].erase("cta_overhead_cycles");
-        out[f.family]["tile_overhead_cycles"] = f.cta_overhead_cycles;
-        out[f.family]["clock_mhz"] = f.clock_mhz;
-      }
+      const bool gemm = f.family.rfind("gemm_", 0) == 0;  // its fixed cost is per wave of output tiles
+      out[f.family] = {{"efficiency", eff},
+                       {gemm ? "tile_overhead_cycles" : "cta_overhead_cycles", f.cta_overhead_cycles},
+                       {"points", f.points},
+                       {"fitted_on", f.fitted_on},
+                       {"mean_abs_err", f.mean_abs_err},
+                       {"max_abs_err", f.max_abs_err},
+                       {"errors", e}};
+      if (gemm) out[f.family]["clock_mhz"] = f.clock_mhz;
       if (f.family == "rng")
         out[f.family].update({{"strip_overhead_cycles", f.strip_overhead_cycles},
                               {"report_points", f.report_points},

@@ -56,6 +56,9 @@ bool axes_match(const json& fit_axes, const json& axes) {
 }
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
 
 // What one report variant is compared on.
 struct Comparand {
@@ -254,22 +257,19 @@ void mark_fit(ReportRow& row, const Machine& m, const Predictor& pred, const std
   Options calibrated = uncalibrated;
   calibrated.calibrated = true;
   calibrated.gemm_tile_model = false;  // a GEMM fit point measures the machine's unit, not the GEMM's own model
-  auto ends_with = [&](const std::string& rep) {
-    return report_path.size() >= rep.size() && report_path.compare(report_path.size() - rep.size(), rep.size(), rep) == 0;
-  };
   // The rows the machine's GEMM tile model is fitted on (gemm_report_points' rows): fit rows, not held out; an
   // efficiency fit point on the row names its unit.
   if (auto tm = m.gemm_tiles.find(w.dtype); command == "gemm" && piece == "gemm" && row.variant == "cublaslt" &&
                                              tm != m.gemm_tiles.end())
     for (const std::string& rep : tm->second.fit_reports)
-      if (ends_with(rep)) {
+      if (ends_with(report_path, rep)) {
         row.role = "fit";
         row.tile_fit = true;
         row.fit_unit = kGemmTileUnit;
       }
   for (const FitPoint& fp : m.fit_points) {
     // A fit point names its report: the same axes in another report are held out.
-    if (!fp.report.empty() && !ends_with(fp.report)) continue;
+    if (!fp.report.empty() && !ends_with(report_path, fp.report)) continue;
     if (fp.command == command && fp.variant == row.variant && axes_match(fp.axes, row.axes) &&
         !starts_with(piece, "sum:") && !starts_with(piece, "pipeline:") && !starts_with(piece, "train-") &&
         row.role != "composed") {
