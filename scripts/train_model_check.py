@@ -202,7 +202,32 @@ def check_report(a, path):
                          "x_sustained": sus_us / s["model_us"] if sus_us else None,
                          "measured_attn_bwd_us": bwd["measured_us"], "model_attn_bwd_us": bwd["model_us"],
                          "model_attn_bwd_kernel": bwd["phase"], "phases": phases, "kind_x": kind_x(phases)})
+            if in_step_of(p, v["name"]):
+                rows[-1]["attention_in_step"] = in_step_of(p, v["name"])
     return rows
+
+
+def in_step_of(point, strategy):
+    """The attention kernels measured alone at this point (a report's derived.train.measured.attention_in_step)
+    whose in-step phase is this strategy's: variant -> its entry ({} for reports without them)."""
+    ais = point.get("derived", {}).get("train", {}).get("measured", {}).get("attention_in_step", {})
+    return {k: e for k, e in ais.items() if e.get("strategy") == strategy and e.get("x_alone")}
+
+
+def in_step_md(rows):
+    """The attention in the step against the same kernel alone on the same GPU, where the reports measured it."""
+    got = [(r, k, e) for r in rows for k, e in sorted(r.get("attention_in_step", {}).items())]
+    if not got:
+        return []
+    out = ["", "The attention kernels inside the step against the same kernel alone, on the step's data in the same "
+           "run (x = in step / alone; clocks: each group's probe):", "",
+           "| heads | dtype | R | kernel | strategy | alone us | in step us | x | alone clock | step clock |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r, k, e in got:
+        out.append(f"| {r['q_heads']}/{r['kv_heads']} | {r['dtype']} | {r['rounds']} | {k} | {r['strategy']} | "
+                   f"{e['alone_us']:.0f} | {e['in_step_us']:.0f} | {e['x_alone']:.3f} | "
+                   f"{e.get('alone_clock_mhz', 0):.0f} | {e.get('step_clock_mhz', 0):.0f} |")
+    return out
 
 
 def md(rows, machine, clock):
@@ -246,6 +271,7 @@ def md(rows, machine, clock):
             if ks:
                 out.append(f"{k}, {dt}: x from {min(ks):.3f} to {max(ks):.3f}, mean {sum(ks) / len(ks):.3f} "
                            f"({len(ks)} steps).")
+    out += in_step_md(rows)
     cast_rows = [r for r in rows if "casts" in r["kind_x"]]
     if cast_rows:
         out += ["", "The casts one by one (x = measured / model per phase; regen-overlap's cast-dy and transpose-w-out are "
@@ -309,6 +335,14 @@ def self_test():
         pass
     else:
         raise AssertionError("a phase without a kind was accepted")
+    pt = {"derived": {"train": {"measured": {"attention_in_step": {
+        "alone:attention-bwd-mask": {"strategy": "stored", "alone_us": 100.0, "in_step_us": 110.0, "x_alone": 1.1},
+        "alone:attention-bwd-fused": {"strategy": "fused", "alone_us": 100.0, "in_step_us": 104.0, "x_alone": 1.04}}}}}}
+    assert list(in_step_of(pt, "stored")) == ["alone:attention-bwd-mask"] and in_step_of({}, "stored") == {}
+    row = {"q_heads": 64, "kv_heads": 8, "dtype": "fp8", "rounds": 7, "strategy": "stored",
+           "attention_in_step": in_step_of(pt, "stored")}
+    assert in_step_md([dict(row, attention_in_step={})]) == []
+    assert "| alone:attention-bwd-mask | stored | 100 | 110 | 1.100 |" in "\n".join(in_step_md([row]))
     print("train_model_check.py self-test: ok")
     return 0
 

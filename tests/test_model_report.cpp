@@ -268,6 +268,38 @@ TEST(ModelReport, TrainReportComparesEachStrategyThroughPredictTrain) {
   for (const auto& [k, src] : e.source_by_piece) EXPECT_EQ(k.rfind("train-", 0), std::string::npos) << k;
 }
 
+// The attention kernels measured alone in a train report (group 3 of a train point): the forward against the
+// attention kernel, the backward against the model phase of a strategy that launches it (mask: stored; fused:
+// fused), read from the variant's own "attention-bwd" phase.
+TEST(ModelReport, TrainReportComparesTheAttentionAlone) {
+  const Machine m = tiny();
+  const Profile p = tiny_profile();
+  const Workload w = train_workload();
+  json doc = train_report(w);
+  json& vs = doc["points"][0]["variants"];
+  vs.push_back(variant("alone:attention-mask", 96, {{"attention", 95}}));
+  vs.push_back(variant("alone:attention-bwd-mask", 281, {{"attention-bwd", 280}}));
+  vs.push_back(variant("alone:attention-bwd-fused", 291, {{"attention-bwd", 290}}));
+  const ReportComparison c = compare_with_report(m, p, MeasuredReport{"train report", "run", doc}, {}, false);
+  const TrainPrediction tp = predict_train(m, p, w, {});
+  auto model_phase = [&tp](const std::string& strategy, const std::string& name) {
+    for (const PhaseTime& x : tp.strategy(strategy)->bwd)
+      if (x.name == name) return x.seconds;
+    return -1.0;
+  };
+  const ReportRow* fwd = find_row(c.rows, "alone:attention-mask", "attention = attention:mask");
+  ASSERT_NE(fwd, nullptr);
+  EXPECT_NEAR(fwd->measured, 95e-6, 1e-15);
+  const ReportRow* mask = phase_row(c.rows, "alone:attention-bwd-mask", "attention-bwd(mask)");
+  const ReportRow* fused = phase_row(c.rows, "alone:attention-bwd-fused", "attention-bwd(regen)");
+  ASSERT_TRUE(mask && fused);
+  EXPECT_NEAR(mask->measured, 280e-6, 1e-15);
+  EXPECT_NEAR(fused->measured, 290e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(mask->predicted, model_phase("stored", "attention-bwd(mask)"));
+  EXPECT_DOUBLE_EQ(fused->predicted, model_phase("fused", "attention-bwd(regen)"));
+  EXPECT_NE(mask->predicted, fused->predicted);  // regenerating Philox-R costs more than reading the mask
+}
+
 // scripts/train_model_check.py restates the mapping of measured to model phases (measured_phase): on every model
 // phase of every strategy of the synthetic step, it gives the measured time the C++ rows do.
 TEST(ModelReport, TrainPhaseRuleMatchesTheScript) {

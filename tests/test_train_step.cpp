@@ -20,6 +20,7 @@
 #include "model_fixtures.hpp"
 #include "src/block/block_pipelines.hpp"
 #include "src/block/pipeline_plan.hpp"
+#include "src/block/train_point.hpp"
 #include "src/block/train_step.hpp"
 #include "src/cli/run_train.hpp"
 #include "src/core/bootstrap.hpp"
@@ -237,6 +238,27 @@ TEST(TrainStep, PlanRunsFusedWriteWithTheWholeMask) {
     EXPECT_EQ(db::train_forward_mode(p), db::DropoutMode::Mask);
     EXPECT_EQ(db::train_backward_mode(p), db::DropoutMode::Mask);
   }
+}
+
+// Group 3 of a train point: each attention kernel the strategies launch, once, against the first strategy that
+// launches it; fused-write's forward (the fused kernel writing the mask) is not measured alone.
+TEST(TrainStep, AttentionAlonePlan) {
+  auto rows = [](const std::vector<db::Pipeline>& run) {
+    std::vector<std::string> out;
+    for (const db::AttentionAlone& a : db::attention_alone_plan(run))
+      out.push_back(a.variant + " " + a.phase + " " + a.strategy + (a.backward ? " bwd" : " fwd") +
+                    (a.mode == db::DropoutMode::Fused ? " fused" : " mask"));
+    return out;
+  };
+  EXPECT_EQ(rows(db::pass_pipelines(db::Pass::Train)),
+            (std::vector<std::string>{"alone:attention-fused attention fused fwd fused",
+                                      "alone:attention-bwd-fused attention-bwd fused bwd fused",
+                                      "alone:attention-mask attention stored fwd mask",
+                                      "alone:attention-bwd-mask attention-bwd stored bwd mask"}));
+  EXPECT_EQ(rows({db::Pipeline::FusedWrite, db::Pipeline::RegenOverlap}),
+            (std::vector<std::string>{"alone:attention-bwd-mask attention-bwd fused-write bwd mask",
+                                      "alone:attention-mask attention regen-overlap fwd mask"}));
+  EXPECT_TRUE(db::attention_alone_plan({}).empty());
 }
 
 TEST(TrainStep, MaskFootprintPerStrategy) {

@@ -62,6 +62,34 @@ json overlap_figure(PointScope& ps, const std::map<std::string, Measurement>& m,
   return j;
 }
 
+std::vector<Candidate> attention_candidates(TrainRunner& tr, const std::vector<AttentionAlone>& plan) {
+  std::vector<Candidate> c;
+  for (const AttentionAlone& a : plan) {
+    const DropoutMode m = a.mode;
+    if (a.backward)
+      c.push_back({a.variant, [&tr, m](Sample& s) { tr.attention_backward(m, s.stream, hook(s), false); }});
+    else
+      c.push_back({a.variant, [&tr, m](Sample& s) {
+                     s.phase("attention", [&] { tr.block().attention_full(m, s.stream); });
+                   }});
+  }
+  return c;
+}
+
+// The in-step time of a's phase over its time alone, with both clocks: what the step's power state costs it.
+json attention_in_step(const AttentionAlone& a, const Measurement& alone, const Measurement& strategy) {
+  json j = {{"strategy", a.strategy}, {"phase", a.phase}, {"alone_us", alone.total.median * 1e6},
+            {"alone_clock_mhz", alone.total.mean_clock_mhz}, {"step_clock_mhz", strategy.total.mean_clock_mhz}};
+  for (const auto& [name, st] : strategy.phases)
+    if (name == a.phase && alone.total.median > 0) {
+      j["in_step_us"] = st.median * 1e6;
+      j["x_alone"] = st.median / alone.total.median;
+    }
+  if (!alone.power.is_null() && alone.power.contains("time_per_iter_s"))
+    j["alone_sustained_us"] = alone.power["time_per_iter_s"].get<double>() * 1e6;
+  return j;
+}
+
 // One strategy's validation run: poisoned gradients, deterministic dQ, compared with the first strategy's. O and LSE
 // are poisoned and the mask zeroed too, so a strategy whose forward left them unwritten cannot pass on the bits an
 // earlier strategy left there.
@@ -142,6 +170,24 @@ std::map<std::string, double> strategy_variants(PointScope& ps, TrainRunner& tr,
 
 }  // namespace
 
+std::vector<AttentionAlone> attention_alone_plan(const std::vector<Pipeline>& run) {
+  std::vector<AttentionAlone> out;
+  auto add = [&out](AttentionAlone a) {
+    for (const AttentionAlone& x : out)
+      if (x.variant == a.variant) return;
+    out.push_back(std::move(a));
+  };
+  for (Pipeline p : run) {
+    const std::string s = pipeline_name(p);
+    const DropoutMode f = train_forward_mode(p), b = train_backward_mode(p);
+    if (p != Pipeline::FusedWrite)
+      add({std::string("alone:attention-") + (f == DropoutMode::Fused ? "fused" : "mask"), "attention", s, f, false});
+    add({std::string("alone:attention-bwd-") + (b == DropoutMode::Fused ? "fused" : "mask"), "attention-bwd", s, b,
+         true});
+  }
+  return out;
+}
+
 std::map<std::string, double> measure_train_point(PointScope& ps, TrainRunner& tr, const RngConfig& rc) {
   bool fwd_overlap = false, bwd_overlap = false;
   for (Pipeline p : ps.plan.run) {
@@ -181,6 +227,16 @@ std::map<std::string, double> measure_train_point(PointScope& ps, TrainRunner& t
   }
   const std::map<std::string, Measurement> m = ps.measure_group(group);
   std::map<std::string, double> t = strategy_variants(ps, tr, m, extras, measured);
+
+  // Group 3: the attention kernels alone.
+  const std::vector<AttentionAlone> ap = attention_alone_plan(ps.plan.run);
+  const std::map<std::string, Measurement> alone = ps.measure_group(attention_candidates(tr, ap));
+  for (const AttentionAlone& a : ap) {
+    VariantResult v = variant_of(a.variant, alone.at(a.variant));
+    put_variant_energy(v);
+    ps.pr.variants.push_back(std::move(v));
+    measured["attention_in_step"][a.variant] = attention_in_step(a, alone.at(a.variant), m.at(a.strategy));
+  }
   ps.pr.derived["train"]["measured"] = std::move(measured);
   return t;
 }

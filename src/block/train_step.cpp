@@ -221,10 +221,13 @@ void TrainRunner::run(Pipeline p, cudaStream_t main, const PhaseFn& ph, const Rn
     out_backward_with_rng(rc, main, ph);
   else
     out_backward(main, ph);
-  const DropoutMode m = train_backward_mode(p);
+  attention_backward(train_backward_mode(p), main, ph, deterministic);
+  qkv_backward(main, ph);
+}
+
+void TrainRunner::attention_backward(DropoutMode m, cudaStream_t main, const PhaseFn& ph, bool deterministic) {
   const AttentionBwdParams bp = backward_params(m, deterministic);
   ph("attention-bwd", [&] { launch_attention_backward(bp, m, main); }, main);
-  qkv_backward(main, ph);
 }
 
 double TrainRunner::flops() const {

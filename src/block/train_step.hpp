@@ -74,6 +74,8 @@ class TrainRunner {
   void out_backward(cudaStream_t main, const PhaseFn& ph);
   // The same beside the whole-mask RNG on rc's side stream (regen-overlap's backward overlap, phase "rng-bwd").
   void out_backward_with_rng(const RngConfig& rc, cudaStream_t main, const PhaseFn& ph);
+  // The attention backward in mode m on the step's O, LSE and dO, phase "attention-bwd" (the step's own launch).
+  void attention_backward(DropoutMode m, cudaStream_t main, const PhaseFn& ph, bool deterministic);
 
   // ---- figures and checks ----
   double flops() const;  // forward GEMMs + attention, backward GEMMs + attention backward (2.5x the forward's)

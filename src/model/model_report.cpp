@@ -149,6 +149,18 @@ struct Predictor {
 // by phase (every model phase of the strategy, in step order).
 std::vector<Comparand> train_comparands(const json& v, const TrainPrediction& tp) {
   const std::string name = v.value("name", "");
+  // The attention backward alone (its phase "attention-bwd"): the model phase of a strategy that launches it.
+  const char* bwd_alone = "alone:attention-bwd-";
+  if (starts_with(name, bwd_alone)) {
+    const bool fused = name == std::string(bwd_alone) + "fused";
+    const std::vector<const char*> launching =
+        fused ? std::vector<const char*>{"fused"} : std::vector<const char*>{"stored", "regen-overlap", "fused-write"};
+    for (const char* s : launching)
+      if (const StepTime* st = tp.strategy(s))
+        for (const PhaseTime& x : st->bwd)
+          if (starts_with(x.name, "attention-bwd")) return {{name, "", "train-phase:" + x.name, s, x.name}};
+    return {};
+  }
   const StepTime* st = tp.strategy(name);
   if (!st) return {};
   std::vector<Comparand> out = {{name, "", "train-step:" + name, name, ""}};
