@@ -76,15 +76,22 @@ std::vector<Candidate> attention_candidates(TrainRunner& tr, const std::vector<A
   return c;
 }
 
-// The in-step time of a's phase over its time alone, with both clocks: what the step's power state costs it.
+// A measurement's phase `name` (its events, as the step times it), or nullptr.
+const Stats* phase_stats(const Measurement& m, const std::string& name) {
+  for (const auto& [n, st] : m.phases)
+    if (n == name) return &st;
+  return nullptr;
+}
+
+// The in-step time of a's phase over the same phase alone (both timed by their events, so the launch before the
+// first kernel of a sample counts in neither), with both groups' clocks: what the step's power state costs it.
 json attention_in_step(const AttentionAlone& a, const Measurement& alone, const Measurement& strategy) {
-  json j = {{"strategy", a.strategy}, {"phase", a.phase}, {"alone_us", alone.total.median * 1e6},
-            {"alone_clock_mhz", alone.total.mean_clock_mhz}, {"step_clock_mhz", strategy.total.mean_clock_mhz}};
-  for (const auto& [name, st] : strategy.phases)
-    if (name == a.phase && alone.total.median > 0) {
-      j["in_step_us"] = st.median * 1e6;
-      j["x_alone"] = st.median / alone.total.median;
-    }
+  json j = {{"strategy", a.strategy}, {"phase", a.phase}, {"alone_clock_mhz", alone.total.mean_clock_mhz},
+            {"step_clock_mhz", strategy.total.mean_clock_mhz}};
+  const Stats *in = phase_stats(strategy, a.phase), *out = phase_stats(alone, a.phase);
+  if (out) j["alone_us"] = out->median * 1e6;
+  if (in) j["in_step_us"] = in->median * 1e6;
+  if (in && out && out->median > 0) j["x_alone"] = in->median / out->median;
   if (!alone.power.is_null() && alone.power.contains("time_per_iter_s"))
     j["alone_sustained_us"] = alone.power["time_per_iter_s"].get<double>() * 1e6;
   return j;
@@ -233,6 +240,9 @@ std::map<std::string, double> measure_train_point(PointScope& ps, TrainRunner& t
   const std::map<std::string, Measurement> alone = ps.measure_group(attention_candidates(tr, ap));
   for (const AttentionAlone& a : ap) {
     VariantResult v = variant_of(a.variant, alone.at(a.variant));
+    const double flops = tr.block().attention_flops() * (a.backward ? 2.5 : 1.0);
+    if (v.stats.median > 0) v.derived["tflops"] = flops / v.stats.median / 1e12;
+    v.extra["kernel"] = a.backward ? tr.attention_backward_kernel(a.mode) : tr.block().attention_kernel_name(a.mode);
     put_variant_energy(v);
     ps.pr.variants.push_back(std::move(v));
     measured["attention_in_step"][a.variant] = attention_in_step(a, alone.at(a.variant), m.at(a.strategy));

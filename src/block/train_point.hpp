@@ -24,7 +24,7 @@ namespace dropbench {
 // power, and so its clock at the power cap, depends on its data. fused-write's forward (the fused kernel writing the
 // mask) is not among them.
 struct AttentionAlone {
-  std::string variant;   // alone:attention-{mask,fused}, alone:attention-bwd-{mask,fused}
+  std::string variant;   // alone:attention-{mask,fused} or alone:attention-bwd-{mask,fused}
   std::string phase;     // its phase in the step: attention, attention-bwd
   std::string strategy;  // the first strategy of `run` that launches it
   DropoutMode mode;
@@ -33,8 +33,8 @@ struct AttentionAlone {
 std::vector<AttentionAlone> attention_alone_plan(const std::vector<Pipeline>& run);
 
 // The training step's measured figures at one point (PointScope: ps.plan.run are the strategies to measure). Adds
-// the variants (pieces, overlaps, strategies, attention kernels alone) to ps.pr and the point's figures to ps.pr.derived["train"]["measured"];
-// returns the strategies' median step times by name.
+// the variants (pieces, overlaps, strategies, attention kernels alone) to ps.pr and the point's figures to
+// ps.pr.derived["train"]["measured"]; returns the strategies' median step times by name.
 std::map<std::string, double> measure_train_point(PointScope& ps, TrainRunner& tr, const RngConfig& rc);
 
 }  // namespace dropbench
