@@ -22,6 +22,7 @@
 #include "src/block/pipeline_plan.hpp"
 #include "src/block/train_point.hpp"
 #include "src/block/train_step.hpp"
+#include "src/cli/dry_plan.hpp"
 #include "src/cli/run_train.hpp"
 #include "src/core/bootstrap.hpp"
 #include "src/core/config.hpp"
@@ -517,6 +518,34 @@ TEST(TrainStep, DryRunModelClock) {
   const auto measuring = dropbench_test::run_dropbench("run --set workload.pass=train --model-clock 1650 -q");
   EXPECT_EQ(measuring.code, 2);
   EXPECT_NE(measuring.err.find("--model-clock"), std::string::npos) << measuring.err;
+}
+
+// A measured step's strategies also carry the model at the step's own clock (Estimator::train with clock_mhz): the
+// same prediction as --model-clock at that clock, every phase timed at it.
+TEST(TrainStep, EstimatorAtAGivenClock) {
+  db::CommonOptions o;
+  o.dry_run = true;
+  o.machine = std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h100-sxm.json";
+  const db::Estimator est(o);
+  db::Workload w = db::load_config(preset("llama3-8b")).workload;
+  w.pass = "train";
+  w.sq = 8192;
+  std::string note;
+  const auto own = est.train(w, &note);
+  const auto at = est.train(w, &note, 1650);
+  ASSERT_TRUE(own && at) << note;
+  db::model::Options ref;
+  ref.clock_mhz = 1650;
+  const db::model::TrainPrediction direct = db::model::predict_train(
+      db::model::load_machine(o.machine), db::model::load_profile(std::string(DROPBENCH_SOURCE_DIR) +
+                                                                  "/configs/profiles/h200.json"), w, ref);
+  for (const char* s : {"fused", "stored", "regen-overlap", "fused-write"}) {
+    SCOPED_TRACE(s);
+    ASSERT_TRUE(at->strategy(s) && own->strategy(s) && direct.strategy(s));
+    EXPECT_DOUBLE_EQ(at->strategy(s)->seconds, direct.strategy(s)->seconds);
+    EXPECT_NE(at->strategy(s)->seconds, own->strategy(s)->seconds);
+    for (const db::model::PhaseTime& ph : at->strategy(s)->bwd) EXPECT_DOUBLE_EQ(ph.clock_mhz, 1650) << ph.name;
+  }
 }
 
 // ---- the attention backward from the wgmma backward's own measured demand ----

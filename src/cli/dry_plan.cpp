@@ -290,13 +290,15 @@ Estimator::Estimate Estimator::pipeline(const Workload& w, const std::string& pi
   });
 }
 
-std::optional<model::TrainPrediction> Estimator::train(const Workload& w, std::string* note) const {
+std::optional<model::TrainPrediction> Estimator::train(const Workload& w, std::string* note, double clock_mhz) const {
   if (!impl_->machine || !impl_->profile) {
     if (note) *note = "not modelled: " + impl_->error;
     return std::nullopt;
   }
   try {
-    return model::predict_train(*impl_->machine, *impl_->profile, w, impl_->opts);
+    model::Options o = impl_->opts;
+    if (clock_mhz > 0) o.clock_mhz = clock_mhz;
+    return model::predict_train(*impl_->machine, *impl_->profile, w, o);
   } catch (const std::exception& e) {
     if (note) *note = std::string("not modelled: ") + e.what();
     return std::nullopt;

@@ -81,8 +81,9 @@ class Estimator {
   Estimate gemm(const Workload& w) const;
   Estimate attention(const Workload& w, const std::string& variant) const;  // none | mask | rng+mask | fused
   Estimate pipeline(const Workload& w, const std::string& pipeline) const;  // baseline | fused | overlap | chunked
-  // The training step's prediction (every pass-train strategy), or nullopt and `note` saying why not.
-  std::optional<model::TrainPrediction> train(const Workload& w, std::string* note) const;
+  // The training step's prediction (every pass-train strategy), or nullopt and `note` saying why not. clock_mhz > 0:
+  // every kernel at that SM clock instead of the estimator's (a measured step's clock).
+  std::optional<model::TrainPrediction> train(const Workload& w, std::string* note, double clock_mhz = 0) const;
   const std::string& machine_path() const { return machine_path_; }
   std::string machine_name() const;  // the loaded machine file's name ("" when none loaded)
   std::string clock_text() const;    // the clock the estimates use: "model" (each kernel's own), max, sustained, MHz
