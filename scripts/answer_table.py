@@ -17,7 +17,7 @@ give the training-step table instead, one row per point (preset, GEMM precision,
 budget of network mask memory with its margin over the runner-up within that budget (derived.train.measured.verdict,
 paired 95 % interval), the least-energy and the sustained (power pass) strategy per budget, the share of the RNG each
 overlap hides in the forward and the backward (95 % interval), the model against the measurement (x_model per
-strategy) and the best step against PyTorch's best training step at the same point. A command line takes one kind.
+strategy, and x_model_step_clock, the model at the step's measured clock, where the report has it) and the best step against PyTorch's best training step at the same point. A command line takes one kind.
     scripts/answer_table.py TRAIN_RUN.json[=TRAIN_PEERS.json] ...
     scripts/answer_table.py --self-test
 """

@@ -521,7 +521,7 @@ TEST(TrainStep, DryRunModelClock) {
 }
 
 // A measured step's strategies also carry the model at the step's own clock (Estimator::train with clock_mhz): the
-// same prediction as --model-clock at that clock, every phase timed at it.
+// prediction predict_train makes at that clock (what --model-clock sets), every phase timed at it.
 TEST(TrainStep, EstimatorAtAGivenClock) {
   db::CommonOptions o;
   o.dry_run = true;
@@ -544,8 +544,28 @@ TEST(TrainStep, EstimatorAtAGivenClock) {
     ASSERT_TRUE(at->strategy(s) && own->strategy(s) && direct.strategy(s));
     EXPECT_DOUBLE_EQ(at->strategy(s)->seconds, direct.strategy(s)->seconds);
     EXPECT_NE(at->strategy(s)->seconds, own->strategy(s)->seconds);
-    for (const db::model::PhaseTime& ph : at->strategy(s)->bwd) EXPECT_DOUBLE_EQ(ph.clock_mhz, 1650) << ph.name;
+    for (const auto* side : {&at->strategy(s)->fwd, &at->strategy(s)->bwd})
+      for (const db::model::PhaseTime& ph : *side) EXPECT_DOUBLE_EQ(ph.clock_mhz, 1650) << ph.name;
   }
+  // A measured strategy's variant: the three keys from the model at its probe clock; nothing without a clock.
+  db::VariantResult v;
+  v.name = "stored";
+  v.stats.median = 6e-3;
+  v.stats.mean_clock_mhz = 1650;
+  db::put_train_model_at_step_clock(v, est, w);
+  EXPECT_DOUBLE_EQ(v.derived.at("model_step_clock_mhz").get<double>(), 1650);
+  EXPECT_DOUBLE_EQ(v.derived.at("model_step_clock_us").get<double>(), at->strategy("stored")->seconds * 1e6);
+  EXPECT_DOUBLE_EQ(v.derived.at("x_model_step_clock").get<double>(), 6e-3 / at->strategy("stored")->seconds);
+  db::VariantResult none = v;
+  none.derived = json::object();
+  none.stats.mean_clock_mhz = 0;
+  db::put_train_model_at_step_clock(none, est, w);
+  EXPECT_TRUE(none.derived.empty());
+  db::VariantResult alone = v;
+  alone.derived = json::object();
+  alone.name = "alone:gemm";  // not a strategy the model composes
+  db::put_train_model_at_step_clock(alone, est, w);
+  EXPECT_TRUE(alone.derived.empty());
 }
 
 // ---- the attention backward from the wgmma backward's own measured demand ----

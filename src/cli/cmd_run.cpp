@@ -176,8 +176,10 @@ std::string train_help() {
     h += fmt::format("  {:<13} {}\n", pipeline_name(p), pipeline_spec(p).train_summary);
   return h +
          "Measured on the GPU: per strategy the step time with its phases, energy, sustained time, x_fused and the\n"
-         "model's step beside it (x_model); the hidden fraction of each GEMM || RNG overlap with its energy bound; every strategy's gradients\n"
-         "(dQKV, dX, dW_qkv, dW_o) checked bitwise against the first's with the deterministic dQ (timed: fast dQ).\n"
+         "model's step beside it (x_model; x_model_step_clock: every kernel at the step's measured clock); the\n"
+         "hidden fraction of each GEMM || RNG overlap with its energy bound; the attention kernels alone against\n"
+         "their phase in the step (attention_in_step); every strategy's gradients (dQKV, dX, dW_qkv, dW_o)\n"
+         "checked bitwise against the first's with the deterministic dQ (timed: fast dQ).\n"
          "The RNG beside the GEMMs is --overlap-rng's mechanism (auto: plain). A dry run gives per strategy the mask\n"
          "bytes per layer and for workload.layers layers (presets: 32 / 80 / 126), the model's step / forward /\n"
          "backward time and the verdict per mask budget (--mask-budget: GiB the network's masks may hold).\n";

@@ -56,19 +56,6 @@ void put_train_model(VariantResult& v, const std::optional<model::TrainPredictio
   if (v.stats.median > 0 && st->seconds > 0) v.derived["x_model"] = v.stats.median / st->seconds;
 }
 
-// The model's step for a measured strategy with every kernel at the step's measured SM clock (the harness's probe
-// between samples): what the model says once the step's clock is known, which it does not predict (the step's power
-// holds it; the attention inside the step runs at it, docs/model.md).
-void put_train_model_at_step_clock(VariantResult& v, const Estimator& model, const Workload& w) {
-  const double mhz = v.stats.mean_clock_mhz;
-  if (!(mhz > 0) || !(v.stats.median > 0)) return;
-  const std::optional<model::TrainPrediction> tp = model.train(w, nullptr, mhz);
-  const model::StepTime* st = tp ? tp->strategy(v.name) : nullptr;
-  if (!st || !(st->seconds > 0)) return;
-  v.derived["model_step_clock_mhz"] = mhz;
-  v.derived["model_step_clock_us"] = st->seconds * 1e6;
-  v.derived["x_model_step_clock"] = v.stats.median / st->seconds;
-}
 
 // A budget ladder as a report's verdict: its steps (cost_key = the step's cost x unit), text and the pick within
 // mask_budget.
@@ -162,6 +149,19 @@ void measure_train(const TrainPointContext& c, const SweepPoint& pt, const std::
 }
 
 }  // namespace
+
+// The model does not predict the step's clock (the step's power holds it, and the attention inside the step runs at
+// it: docs/model.md), so a measured step is also compared with the model at the clock it measured.
+void put_train_model_at_step_clock(VariantResult& v, const Estimator& model, const Workload& w) {
+  const double mhz = v.stats.mean_clock_mhz;
+  if (!(mhz > 0) || !(v.stats.median > 0)) return;
+  const std::optional<model::TrainPrediction> tp = model.train(w, nullptr, mhz);
+  const model::StepTime* st = tp ? tp->strategy(v.name) : nullptr;
+  if (!st || !(st->seconds > 0)) return;
+  v.derived["model_step_clock_mhz"] = mhz;
+  v.derived["model_step_clock_us"] = st->seconds * 1e6;
+  v.derived["x_model_step_clock"] = v.stats.median / st->seconds;
+}
 
 std::vector<Pipeline> wanted_for_pass(const std::optional<std::vector<Pipeline>>& wanted, Pass pass) {
   if (!wanted) return pass_pipelines(pass);

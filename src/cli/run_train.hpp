@@ -50,6 +50,11 @@ void train_point(const TrainPointContext& c, const SweepPoint& pt, const std::st
 // t(runner-up) / t(winner) with its paired 95 % interval from `book`. A cost no strategy has is left out.
 json measured_train_verdict(const json& train, const SampleBook& book, size_t mask_budget);
 
+// The model's step for a measured strategy with every kernel at the step's measured SM clock (v.stats.mean_clock_mhz,
+// the harness's probe between samples): derived.model_step_clock_mhz, model_step_clock_us and x_model_step_clock =
+// measured / that model. Nothing when the variant has no clock or median, or the model does not compose it.
+void put_train_model_at_step_clock(VariantResult& v, const Estimator& model, const Workload& w);
+
 // The dry run's training-step points as text: per point and strategy the mask memory (block, held per layer,
 // network) and the model's step, forward and backward times, then the point's verdict per mask budget (the model's,
 // and where the point was measured the measured one). Empty when the report has no train point.
