@@ -48,8 +48,8 @@
 #            (TRAIN_TESTS=0: no tests and no memcheck, when the gpu and trainmc stages ran them), then the PyTorch
 #            training-step peers at the same points (scripts/peers.py --only train, bf16 and fp8) and the
 #            `peers.py --versus` table of each preset's step against them. On an H100 a point (one R) takes about
-#            30 s at 8B and 40 s at 70B, a quarter of it the attention kernels timed alone: plan 8B + 70B at three
-#            R with the peers at about 500 s, and 405B in a call of its own
+#            30 s at 8B and 40 s at 70B, a quarter of it the attention kernels timed alone: 8B and 70B at three R
+#            in both precisions take about 420 s before their peers, so 405B goes in a call of its own
 #   trainmc  the training step's memcheck alone
 #   bwdprof  `dropbench profile --kernels attention_bwd`: the wgmma backward's ncu blocks alone (8 ncu runs, about a
 #            minute), into profile_bwd.json (the committed profile with those blocks replaced) and its CSV; the model's
