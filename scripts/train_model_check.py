@@ -209,9 +209,23 @@ def check_report(a, path):
 
 def in_step_of(point, strategy):
     """The attention kernels measured alone at this point (a report's derived.train.measured.attention_in_step)
-    whose in-step phase is this strategy's: variant -> its entry ({} for reports without them)."""
+    whose in-step phase is this strategy's: variant -> its entry ({} for reports without them), with the alone
+    variant's power pass share at the cap (capped_share, when it has one)."""
     ais = point.get("derived", {}).get("train", {}).get("measured", {}).get("attention_in_step", {})
-    return {k: e for k, e in ais.items() if e.get("strategy") == strategy and e.get("x_alone")}
+    power = {v["name"]: v.get("power") or {} for v in point.get("variants", [])}
+    out = {}
+    for k, e in ais.items():
+        if e.get("strategy") == strategy and e.get("x_alone"):
+            out[k] = dict(e)
+            if power.get(k, {}).get("capped_share") is not None:
+                out[k]["alone_capped_share"] = power[k]["capped_share"]
+    return out
+
+
+def clock_quotient(e):
+    """In step / alone over alone clock / step clock: 1.00 when the kernel's time follows the probe's clock."""
+    a, s = e.get("alone_clock_mhz"), e.get("step_clock_mhz")
+    return e["x_alone"] / (a / s) if a and s else None
 
 
 def in_step_md(rows):
@@ -220,13 +234,30 @@ def in_step_md(rows):
     if not got:
         return []
     out = ["", "The attention kernels inside the step against the same kernel alone, on the step's data in the same "
-           "run (x = in step / alone; clocks: each group's probe):", "",
-           "| heads | dtype | R | kernel | strategy | alone us | in step us | x | alone clock | step clock |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "run (x = in step / alone; clocks: each group's probe; x / clock ratio = x over alone clock / step clock; "
+           "sustained: the alone kernel's power pass per call over its sampled median, and its share at the cap):", "",
+           "| heads | dtype | R | kernel | strategy | alone us | in step us | x | alone clock | step clock | "
+           "x / clock ratio | sustained / alone | capped |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def num(x, f):
+        return f"{x:{f}}" if x is not None else "-"
     for r, k, e in got:
+        sus = e["alone_sustained_us"] / e["alone_us"] if e.get("alone_sustained_us") else None
         out.append(f"| {r['q_heads']}/{r['kv_heads']} | {r['dtype']} | {r['rounds']} | {k} | {r['strategy']} | "
                    f"{e['alone_us']:.0f} | {e['in_step_us']:.0f} | {e['x_alone']:.3f} | "
-                   f"{e.get('alone_clock_mhz', 0):.0f} | {e.get('step_clock_mhz', 0):.0f} |")
+                   f"{e.get('alone_clock_mhz', 0):.0f} | {e.get('step_clock_mhz', 0):.0f} | "
+                   f"{num(clock_quotient(e), '.3f')} | {num(sus, '.3f')} | {num(e.get('alone_capped_share'), '.2f')} |")
+    out.append("")
+    for name, pick in (("forward", lambda k: "-bwd-" not in k), ("backward", lambda k: "-bwd-" in k)):
+        es = [e for _, k, e in got if pick(k)]
+        if not es:
+            continue
+        xs, qs = [e["x_alone"] for e in es], [q for q in map(clock_quotient, es) if q is not None]
+        line = f"- {name} ({len(es)}): x {min(xs):.3f}–{max(xs):.3f}"
+        if qs:
+            line += f", x / clock ratio {min(qs):.3f}–{max(qs):.3f}"
+        out.append(line + ".")
     return out
 
 
@@ -342,7 +373,12 @@ def self_test():
     row = {"q_heads": 64, "kv_heads": 8, "dtype": "fp8", "rounds": 7, "strategy": "stored",
            "attention_in_step": in_step_of(pt, "stored")}
     assert in_step_md([dict(row, attention_in_step={})]) == []
-    assert "| alone:attention-bwd-mask | stored | 100 | 110 | 1.100 |" in "\n".join(in_step_md([row]))
+    assert "| alone:attention-bwd-mask | stored | 100 | 110 | 1.100 | 0 | 0 | - | - | - |" in "\n".join(in_step_md([row]))
+    e = {"x_alone": 1.1, "alone_clock_mhz": 1900.0, "step_clock_mhz": 1700.0, "alone_us": 100.0, "in_step_us": 110.0,
+         "alone_sustained_us": 105.0, "alone_capped_share": 1.0, "strategy": "stored"}
+    assert abs(clock_quotient(e) - 1.1 * 1700 / 1900) < 1e-12 and clock_quotient({"x_alone": 1.1}) is None
+    text = "\n".join(in_step_md([dict(row, attention_in_step={"alone:attention-bwd-mask": e})]))
+    assert "| 0.984 | 1.050 | 1.00 |" in text and "- backward (1): x 1.100–1.100, x / clock ratio 0.984–0.984." in text
     print("train_model_check.py self-test: ok")
     return 0
 
