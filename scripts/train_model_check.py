@@ -202,8 +202,9 @@ def check_report(a, path):
                          "x_sustained": sus_us / s["model_us"] if sus_us else None,
                          "measured_attn_bwd_us": bwd["measured_us"], "model_attn_bwd_us": bwd["model_us"],
                          "model_attn_bwd_kernel": bwd["phase"], "phases": phases, "kind_x": kind_x(phases)})
-            if in_step_of(p, v["name"]):
-                rows[-1]["attention_in_step"] = in_step_of(p, v["name"])
+            ais = in_step_of(p, v["name"])
+            if ais:
+                rows[-1]["attention_in_step"] = ais
     return rows
 
 

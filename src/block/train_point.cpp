@@ -92,8 +92,8 @@ json attention_in_step(const AttentionAlone& a, const Measurement& alone, const 
   if (out) j["alone_us"] = out->median * 1e6;
   if (in) j["in_step_us"] = in->median * 1e6;
   if (in && out && out->median > 0) j["x_alone"] = in->median / out->median;
-  if (!alone.power.is_null() && alone.power.contains("time_per_iter_s"))
-    j["alone_sustained_us"] = alone.power["time_per_iter_s"].get<double>() * 1e6;
+  if (const double sus = power_figure(alone.power, "time_per_iter_s"); std::isfinite(sus))
+    j["alone_sustained_us"] = sus * 1e6;
   return j;
 }
 
@@ -188,9 +188,8 @@ std::vector<AttentionAlone> attention_alone_plan(const std::vector<Pipeline>& ru
     const std::string s = pipeline_name(p);
     const DropoutMode f = train_forward_mode(p), b = train_backward_mode(p);
     if (p != Pipeline::FusedWrite)
-      add({std::string("alone:attention-") + (f == DropoutMode::Fused ? "fused" : "mask"), "attention", s, f, false});
-    add({std::string("alone:attention-bwd-") + (b == DropoutMode::Fused ? "fused" : "mask"), "attention-bwd", s, b,
-         true});
+      add({std::string("alone:attention-") + dropout_mode_name(f), "attention", s, f, false});
+    add({std::string("alone:attention-bwd-") + dropout_mode_name(b), "attention-bwd", s, b, true});
   }
   return out;
 }

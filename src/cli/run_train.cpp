@@ -56,7 +56,6 @@ void put_train_model(VariantResult& v, const std::optional<model::TrainPredictio
   if (v.stats.median > 0 && st->seconds > 0) v.derived["x_model"] = v.stats.median / st->seconds;
 }
 
-
 // A budget ladder as a report's verdict: its steps (cost_key = the step's cost x unit), text and the pick within
 // mask_budget.
 json verdict_json(const std::vector<model::BudgetStep>& ladder, const char* cost_key, double unit, size_t mask_budget) {

@@ -149,16 +149,15 @@ struct Predictor {
 // by phase (every model phase of the strategy, in step order).
 std::vector<Comparand> train_comparands(const json& v, const TrainPrediction& tp) {
   const std::string name = v.value("name", "");
-  // The attention backward alone (its phase "attention-bwd"): the model phase of a strategy that launches it.
+  // The attention backward alone (its phase "attention-bwd"): the model phase of the first strategy that launches
+  // that kernel, attention-bwd(regen) for the fused one, attention-bwd(mask) for the one reading the mask.
   const char* bwd_alone = "alone:attention-bwd-";
   if (starts_with(name, bwd_alone)) {
-    const bool fused = name == std::string(bwd_alone) + "fused";
-    const std::vector<const char*> launching =
-        fused ? std::vector<const char*>{"fused"} : std::vector<const char*>{"stored", "regen-overlap", "fused-write"};
-    for (const char* s : launching)
-      if (const StepTime* st = tp.strategy(s))
-        for (const PhaseTime& x : st->bwd)
-          if (starts_with(x.name, "attention-bwd")) return {{name, "", "train-phase:" + x.name, s, x.name}};
+    const std::string phase =
+        std::string("attention-bwd(") + (name == std::string(bwd_alone) + "fused" ? "regen" : "mask") + ")";
+    for (const StepTime& st : tp.strategies)
+      for (const PhaseTime& x : st.bwd)
+        if (x.name == phase) return {{name, "", "train-phase:" + phase, st.name, phase}};
     return {};
   }
   const StepTime* st = tp.strategy(name);
