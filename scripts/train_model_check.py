@@ -265,8 +265,15 @@ def in_step_md(rows):
 def md(rows, machine, clock):
     at = ("each kernel at the model's own clock" if clock == "model" else
           "every kernel at the measured step's mean SM clock (--model-clock)")
-    out = [f"Model (today's profile, machine {machine}, {at}) against measured training steps; x = measured / model "
-           "(the sampled median; sustained: the power pass's time per step).\n",
+    try:
+        power = json.load(open(machine)).get("power") or {}
+    except (OSError, ValueError):
+        power = {}
+    term = (f"; the power term with the machine file's power of {len(power)} kernels: each kernel no faster than "
+            "its energy over the cap leaves" if power and clock == "model" else
+            "; no power term: the measured clock is what the cap holds the kernels to" if power else "")
+    out = [f"Model (today's profile, machine {machine}, {at}{term}) against measured training steps; x = measured / "
+           "model (the sampled median; sustained: the power pass's time per step).\n",
            "| heads (Hq/Hkv) | dtype | R | strategy | step us | model us | x | sustained us | x sustained | x recorded | "
            "attention-bwd us | model us | x |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

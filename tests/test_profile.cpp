@@ -3,6 +3,7 @@
 // model, and the CLI's exit codes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -315,4 +316,35 @@ TEST(ProfileCli, PowerFromReports) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("no single-kernel variant with \"power\" data"), std::string::npos) << r.err;
   fs::remove(out);
+}
+
+// --into-machine: the fitted power goes into the machine file's own "power" (its other fields keep their order),
+// which the model then uses with a profile that has none; without --power-from it is refused in one line.
+TEST(ProfileCli, PowerIntoTheMachineFile) {
+  const std::string fix = std::string(DROPBENCH_SOURCE_DIR) + "/tests/fixtures/model/";
+  const fs::path machine = fs::temp_directory_path() / ("dropbench_profile_machine_" + std::to_string(::getpid()) + ".json");
+  fs::copy_file(fix + "machine.json", machine, fs::copy_options::overwrite_existing);
+  const std::string base = " --base '" + fix + "profile.json' --machine '" + machine.string() + "' --into-machine";
+  auto r = dropbench_test::run_dropbench("profile --power-from '" + fix + "report_run_power.json'" + base);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::ordered_json before = nlohmann::ordered_json::parse(std::ifstream(fix + "machine.json"));
+  const nlohmann::ordered_json after = nlohmann::ordered_json::parse(std::ifstream(machine));
+  ASSERT_TRUE(after.contains("power"));
+  EXPECT_EQ(after["power"].size(), 4u);
+  EXPECT_DOUBLE_EQ(after["power"]["gemm_fp8"]["mean_w"].get<double>(), 300.0);
+  std::vector<std::string> kb, ka;
+  for (const auto& [k, v] : before.items()) kb.push_back(k);
+  for (const auto& [k, v] : after.items())
+    if (k != "power") ka.push_back(k);
+  EXPECT_EQ(ka, kb);  // every other field, in its order
+  r = dropbench_test::run_dropbench("model --machine '" + machine.string() + "' --profile '" + fix +
+                                    "profile.json' --report '" + fix + "report_run_power.json'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("power term: on"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4 kernel(s) of machine"), std::string::npos) << r.out;
+  r = dropbench_test::run_dropbench("profile --machine '" + machine.string() + "' --into-machine");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("--into-machine: needs --power-from"), std::string::npos) << r.err;
+  fs::remove(machine);
 }

@@ -29,6 +29,7 @@
 #include "src/core/pipelines.hpp"
 #include "src/core/workload_params.hpp"
 #include "src/model/model.hpp"
+#include "src/model/model_report.hpp"
 #include "src/model/recommend.hpp"
 
 namespace db = dropbench;
@@ -439,10 +440,11 @@ TEST(TrainStep, PredictTrainComposesEveryStrategy) {
 
 // Every phase carries the SM clock it is timed at: the GEMMs at the machine's sustained clock (the committed
 // profile's GEMM clock), the attention backward at its profile entry's measured clock, an overlap at its GEMM side's.
-// With Options::clock_mhz every phase runs at that clock, and an MMA-limited GEMM's time scales by the clock ratio.
+// With Options::clock_mhz every phase runs at that clock, and an MMA-limited GEMM's time scales by the clock ratio
+// (the clock alone: the machine's per-kernel power, whose bound does not scale with the clock, is left out).
 TEST(TrainStep, PhasesCarryTheClockTheyAreTimedAt) {
-  const db::model::Machine m =
-      db::model::load_machine(std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h100-sxm.json");
+  db::model::Machine m = db::model::load_machine(std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h100-sxm.json");
+  m.power.clear();
   const db::model::Profile p = db::model::load_profile(std::string(DROPBENCH_SOURCE_DIR) + "/configs/profiles/h200.json");
   ASSERT_TRUE(p.wgmma_bwd.has_value());
   db::Workload w = db::load_config(preset("llama3-70b")).workload;
@@ -480,12 +482,17 @@ TEST(TrainStep, PhasesCarryTheClockTheyAreTimedAt) {
   EXPECT_LT(r, bwd_clock / 1650);
 }
 
-// A dry run's --model-clock times every kernel of the step at that clock and says so; it is refused without
-// --dry-run and outside 100..3000 MHz.
+// A dry run's --model-clock times every kernel of the step at that clock (without the power term) and says so; it is
+// refused without --dry-run and outside 100..3000 MHz.
 TEST(TrainStep, DryRunModelClock) {
+  // The H100 machine without its per-kernel power: the clock's effect alone (a power bound does not scale with it).
+  json mj = json::parse(std::ifstream(std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h100-sxm.json"));
+  ASSERT_TRUE(mj.contains("power"));
+  mj.erase("power");
+  const auto machine = temp_path("machine_no_power");
+  std::ofstream(machine) << mj.dump();
   const std::string base = "run --config '" + preset("llama3-8b") + "' --set workload.pass=train --set 'sweep.sq=[8192]' "
-                           "--set 'sweep.rounds=[7]' --machine '" + std::string(DROPBENCH_SOURCE_DIR) +
-                           "/configs/machines/h100-sxm.json'";
+                           "--set 'sweep.rounds=[7]' --machine '" + machine.string() + "'";
   const json d = dry_report(base);
   const json c = dry_report(base + " --model-clock 1650");
   ASSERT_EQ(d.at("points").size(), 1u);
@@ -518,10 +525,65 @@ TEST(TrainStep, DryRunModelClock) {
   const auto measuring = dropbench_test::run_dropbench("run --set workload.pass=train --model-clock 1650 -q");
   EXPECT_EQ(measuring.code, 2);
   EXPECT_NE(measuring.err.find("--model-clock"), std::string::npos) << measuring.err;
+  std::filesystem::remove(machine);
 }
 
 // A measured step's strategies also carry the model at the step's own clock (Estimator::train with clock_mhz): the
 // prediction predict_train makes at that clock (what --model-clock sets), every phase timed at it.
+// The backward timed alone in a training-step report fits the power of the backward kernel's key (the call's
+// energy less static x time, per visited element); a machine file's power takes the place of the profile's for the
+// same key; a machine file with power but no cap is refused.
+TEST(TrainStep, MachinePowerFromTheBackwardAlone) {
+  const std::string mpath = std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h100-sxm.json";
+  db::model::Machine m = db::model::load_machine(mpath);
+  ASSERT_TRUE(m.has_power());
+  m.power.clear();
+  const db::model::Profile p = db::model::load_profile(std::string(DROPBENCH_SOURCE_DIR) + "/configs/profiles/h200.json");
+  db::Workload w = db::load_config(preset("llama3-8b")).workload;
+  w.pass = "train";
+  const db::model::KernelTime bwd = db::model::attention_bwd_kernel_time(m, p, w, "mask", {});
+  ASSERT_FALSE(bwd.key.empty());
+  ASSERT_GT(bwd.work, 0);
+  const double t = 3e-3, e_mj = 2100;
+  json v = {{"name", "alone:attention-bwd-mask"}, {"peer", false},
+            {"stats", {{"samples", 10}, {"median", t}, {"mean", t}, {"min", t}, {"max", t}}},
+            {"power", {{"time_per_iter_s", t}, {"energy_mj_per_iter", e_mj}, {"mean_w", e_mj / t * 1e-3}}}};
+  json doc = {{"schema", "dropbench.report"}, {"schema_version", 1}, {"command", "run"},
+              {"points", json::array({{{"axes", json::object()}, {"workload", db::to_json(w)}, {"variants", {v}}}})}};
+  const db::model::PowerFits f = db::model::fit_power(m, p, {db::model::MeasuredReport{"synthetic", "run", doc}});
+  ASSERT_EQ(f.kernels.size(), 1u);
+  EXPECT_EQ(f.kernels[0].key, bwd.key);
+  const double dyn = (e_mj * 1e-3 - m.static_w * t) / bwd.work;
+  EXPECT_NEAR(f.kernels[0].dyn_j_per_work, dyn, 1e-9 * dyn);
+
+  db::model::Machine mm = m;
+  mm.power[bwd.key] = {10 * dyn, 700, "machine"};
+  db::model::Profile pp = p;
+  pp.power[bwd.key] = {dyn, 700, "profile"};
+  ASSERT_NE(db::model::kernel_power(mm, pp, bwd.key), nullptr);
+  EXPECT_EQ(db::model::kernel_power(mm, pp, bwd.key)->source, "machine");
+  EXPECT_EQ(db::model::kernel_power(m, pp, bwd.key)->source, "profile");
+  EXPECT_EQ(db::model::kernel_power(m, p, bwd.key), nullptr);
+  const db::model::KernelTime hot = db::model::attention_bwd_kernel_time(mm, p, w, "mask", {});
+  EXPECT_NEAR(hot.power_bound_s, bwd.work * 10 * dyn / (m.cap_w - m.static_w), 1e-12);
+  EXPECT_EQ(hot.limiter, "power");  // ten times the measured energy binds
+  EXPECT_TRUE(db::model::power_term_on(mm, p));
+  EXPECT_FALSE(db::model::power_term_on(m, p));
+  db::model::Machine nocap = mm;
+  nocap.cap_w = 0;
+  EXPECT_FALSE(db::model::power_term_on(nocap, p));
+
+  json mj = json::parse(std::ifstream(mpath));
+  mj.erase("cap_w");
+  mj.erase("static_w");
+  try {
+    db::model::machine_from_json(mj, "no-cap");
+    ADD_FAILURE() << "power without cap_w accepted";
+  } catch (const db::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("power needs cap_w and static_w"), std::string::npos) << e.what();
+  }
+}
+
 TEST(TrainStep, EstimatorAtAGivenClock) {
   db::CommonOptions o;
   o.dry_run = true;
@@ -536,9 +598,12 @@ TEST(TrainStep, EstimatorAtAGivenClock) {
   ASSERT_TRUE(own && at) << note;
   db::model::Options ref;
   ref.clock_mhz = 1650;
-  const db::model::TrainPrediction direct = db::model::predict_train(
-      db::model::load_machine(o.machine), db::model::load_profile(std::string(DROPBENCH_SOURCE_DIR) +
-                                                                  "/configs/profiles/h200.json"), w, ref);
+  const db::model::Machine m = db::model::load_machine(o.machine);
+  db::model::Profile prof = db::model::load_profile(std::string(DROPBENCH_SOURCE_DIR) + "/configs/profiles/h200.json");
+  ASSERT_TRUE(db::model::power_term_on(m, prof));
+  // At a given clock the power term is off: the clock is what the cap holds the kernels to.
+  prof.use_power = false;
+  const db::model::TrainPrediction direct = db::model::predict_train(m, prof, w, ref);
   for (const char* s : {"fused", "stored", "regen-overlap", "fused-write"}) {
     SCOPED_TRACE(s);
     ASSERT_TRUE(at->strategy(s) && own->strategy(s) && direct.strategy(s));

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -58,17 +59,26 @@ struct ModelOpts {
   std::string power = "on";
 };
 
-// What the power term has to work with: the machine's cap / static power and the profile's per-kernel power.
+// What the power term has to work with: the machine's cap / static power and the per-kernel power of the machine
+// file and the profile (the machine's entry wins for a key both have).
 std::string power_status(const model::Machine& m, const model::Profile& p) {
   if (!p.use_power) return "power term: off (--power off)";
   if (!m.has_power()) return fmt::format("power term: no power data (machine {} has no cap_w / static_w)", m.name);
-  if (p.power.empty())
-    return fmt::format("power term: no power data (profile {} has no per-kernel power: `dropbench profile --power-from "
-                       "REPORT` fits it from reports whose variants carry \"power\"); cap {:g} W, static {:g} W",
-                       p.path, m.cap_w, m.static_w);
-  return fmt::format("power term: on (cap {:g} W, static {:g} W; power data for {} kernel(s) of profile {}): a kernel "
-                     "cannot finish faster than its dynamic energy / (cap - static)",
-                     m.cap_w, m.static_w, p.power.size(), p.path);
+  if (!model::power_term_on(m, p))
+    return fmt::format("power term: no power data (neither machine {} nor profile {} has per-kernel power: `dropbench "
+                       "profile --power-from REPORT` fits it from reports whose variants carry \"power\"); cap {:g} W, "
+                       "static {:g} W",
+                       m.name, p.path, m.cap_w, m.static_w);
+  return fmt::format("power term: on (cap {:g} W, static {:g} W; power data for {} kernel(s) of machine {} and {} of "
+                     "profile {}): a kernel cannot finish faster than its dynamic energy / (cap - static)",
+                     m.cap_w, m.static_w, m.power.size(), m.name, p.power.size(), p.path);
+}
+
+size_t kernels_with_power(const model::Machine& m, const model::Profile& p) {
+  std::set<std::string> keys;
+  for (const auto* src : {&m.power, &p.power})
+    for (const auto& [k, v] : *src) keys.insert(k);
+  return keys.size();
 }
 
 std::string pct(double x) {
@@ -134,11 +144,11 @@ json report_summary_json(const ModelOpts& mo, const model::Machine& m, const mod
   summary["demand"] = {{"preference", mo.demand}, {"source_by_piece", srcj}};
   size_t bound = 0;
   for (const model::ReportRow& row : c.rows) bound += row.power_bound ? 1 : 0;
-  summary["power"] = {{"term", p.use_power && m.has_power() && !p.power.empty()},
+  summary["power"] = {{"term", model::power_term_on(m, p)},
                       {"status", power_status(m, p)},
                       {"cap_w", m.cap_w},
                       {"static_w", m.static_w},
-                      {"kernels_with_power", p.power.size()},
+                      {"kernels_with_power", kernels_with_power(m, p)},
                       {"power_bound_rows", bound}};
   json fits = json::array();
   for (const model::ReportRow& row : c.rows) {

@@ -48,6 +48,7 @@ struct ProfileOptions {
   int device = 0;
   std::vector<std::string> power_from;  // reports with per-variant power: fit per-kernel power instead of counts
   std::string machine = "configs/machines/h200.json";
+  bool into_machine = false;  // --power-from: write the fitted power into the --machine file, not a profile
 };
 
 std::string quote(const std::string& s) {
@@ -126,8 +127,18 @@ model::Profile base_profile(const json& prof, const std::string& path) {
   }
 }
 
+void write_text_atomically(const std::string& path, const std::string& text, const char* option) {
+  {
+    std::ofstream f(path + ".tmp");
+    f << text;
+    if (!f) throw UsageError(fmt::format("{}: cannot write '{}'", option, path));
+  }
+  fs::rename(path + ".tmp", path);
+}
+
 // --power-from: per-kernel power from reports whose variants carry "power" (model::fit_power) into the
-// base profile's "power" object; the counts are left as the base has them. No GPU needed.
+// base profile's "power" object (the counts are left as the base has them), or with --into-machine into the
+// machine file's. No GPU needed.
 int run_power_fit(const ProfileOptions& o, json prof, const std::string& base) {
   fs::path mpath = o.machine;
   if (!fs::exists(mpath) && fs::exists(root_dir() / o.machine)) mpath = root_dir() / o.machine;
@@ -141,18 +152,23 @@ int run_power_fit(const ProfileOptions& o, json prof, const std::string& base) {
                                  "variant(s) without power; allowed: run reports' alone:* variants, rng / gemm / "
                                  "attention reports' kernel variants, measured with power)",
                                  reports.size(), fits.variants_without_power));
-  json pj = prof.contains("power") && prof["power"].is_object() ? prof["power"] : json::object();
   const json fitted = model::power_json(fits);
-  for (const auto& [k, v] : fitted.items()) pj[k] = v;
-  prof["power"] = pj;
-  prof["name"] = fs::path(o.out).stem().string();
-  model::profile_from_json(prof, o.out);  // what we write must load in the model
-  {
-    std::ofstream f(o.out + ".tmp");
-    f << prof.dump(2) << "\n";
-    if (!f) throw UsageError(fmt::format("--out: cannot write '{}'", o.out));
+  std::string wrote = o.out;
+  if (o.into_machine) {
+    // The card's own power replaces the machine file's "power" whole; its other fields keep their order.
+    nlohmann::ordered_json mj = nlohmann::ordered_json::parse(std::ifstream(mpath));
+    mj["power"] = nlohmann::ordered_json::parse(fitted.dump());
+    model::machine_from_json(json::parse(mj.dump()), mpath.string());  // what we write must load in the model
+    write_text_atomically(mpath.string(), mj.dump(2) + "\n", "--machine");
+    wrote = mpath.string();
+  } else {
+    json pj = prof.contains("power") && prof["power"].is_object() ? prof["power"] : json::object();
+    for (const auto& [k, v] : fitted.items()) pj[k] = v;
+    prof["power"] = pj;
+    prof["name"] = fs::path(o.out).stem().string();
+    model::profile_from_json(prof, o.out);  // what we write must load in the model
+    write_text_atomically(o.out, prof.dump(2) + "\n", "--out");
   }
-  fs::rename(o.out + ".tmp", o.out);
   Table t;
   t.columns = {"kernel", "measurements", "mean_w", "dyn_energy_per_work_j", "power_bound_at_cap"};
   for (const model::PowerFit& f : fits.kernels)
@@ -162,7 +178,7 @@ int run_power_fit(const ProfileOptions& o, json prof, const std::string& base) {
   std::cout << fmt::format("\npower from {} report(s): {} variant(s) with power, {} without; machine {} (cap {:g} W, "
                            "static {:g} W); wrote {}\n",
                            reports.size(), fits.variants_with_power, fits.variants_without_power, m.name, m.cap_w,
-                           m.static_w, o.out);
+                           m.static_w, wrote);
   return 0;
 }
 
@@ -377,14 +393,18 @@ Command make_profile_command() {
       "    (needs nvcc, cuobjdump, nvdisasm) and replaces the \"sass\" counts; the GEMM keeps its hand-written\n"
       "    per-FLOP demand; the backward gets nothing (the model derives its demand).\n"
       "  power path (--power-from REPORT...): per-kernel power from reports whose variants carry \"power\"\n"
-      "    into the profile's \"power\" object (no counts collected, no GPU; --machine gives the static power).\n"
+      "    into the profile's \"power\" object (no counts collected, no GPU; --machine gives the static power),\n"
+      "    or with --into-machine into the --machine file's own \"power\" (a card's power: it takes the place of\n"
+      "    the profile's for the same kernel).\n"
       "The file's \"collected\" object says which path was taken. Table: kernel x demand per unit of work.\n"
       "Exit 2 with one line when neither path works.\n"
       "Examples:\n"
       "  dropbench profile --out results/h200/profile.json\n"
       "  dropbench profile --kernels rng --no-ncu --out /tmp/sass.json\n"
       "  dropbench profile --kernels attention_bwd --out /tmp/bwd.json   # the wgmma backward's ncu blocks\n"
-      "  dropbench profile --power-from results/h200/model/inputs/run_llama3-70b_first_kernels.json --out /tmp/power.json   # per-kernel power";
+      "  dropbench profile --power-from results/h200/model/inputs/run_llama3-70b_first_kernels.json --out /tmp/power.json   # per-kernel power\n"
+      "  dropbench profile $(for f in results/h100/train/train_llama3-*.json results/h100/train/gemms/power/*.json; \\\n"
+      "    do echo --power-from $f; done) --machine configs/machines/h100-sxm.json --into-machine   # a card's power";
   c.sweeps = false;
   c.add_options = [o](CLI::App& app) {
     app.add_option("--out", o->out, "Profile JSON to write (default profile.json)");
@@ -399,6 +419,9 @@ Command make_profile_command() {
         ->take_all()
         ->allow_extra_args(false);
     app.add_option("--machine", o->machine, "Machine file for --power-from (cap_w, static_w)");
+    app.add_flag("--into-machine", o->into_machine,
+                 "With --power-from: write the fitted power into the --machine file's \"power\" (replacing it) "
+                 "instead of a profile to --out");
   };
   c.run = [o](RunContext&) -> int {
     const profile::Selection sel = profile::parse_kernels(o->kernels);
@@ -406,6 +429,8 @@ Command make_profile_command() {
     const std::string base = o->base.empty() ? (root_dir() / "configs/profiles/h200.json").string() : o->base;
     json prof = read_json(base);
     base_profile(prof, base);  // the base must be a valid profile
+    if (o->into_machine && o->power_from.empty())
+      throw UsageError("--into-machine: needs --power-from (allowed: --power-from REPORT... --machine FILE --into-machine)");
     if (!o->power_from.empty()) return run_power_fit(*o, prof, base);
     Workload w = builtin_config().workload;
 

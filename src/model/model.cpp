@@ -224,6 +224,24 @@ std::map<std::string, GemmTileModel> gemm_tiles_from_json(const json& gt, const 
   return out;
 }
 
+// "power": kernel key -> {dyn_j_per_work, mean_w, source} (a profile's or a machine file's; optional).
+std::map<std::string, KernelPower> power_from_json(const json& j, const Fields& f) {
+  std::map<std::string, KernelPower> out;
+  if (!j.contains("power") || j.at("power").is_null()) return out;
+  const json& pw = j.at("power");
+  if (!pw.is_object()) f.fail("power", "must be an object kernel key -> {dyn_j_per_work, mean_w, source}");
+  for (const auto& [key, e] : pw.items()) {
+    if (key == "description") continue;
+    const std::string q = "power." + key;
+    KernelPower kp;
+    kp.dyn_j_per_work = f.number(e, "dyn_j_per_work", q + ".dyn_j_per_work", false);
+    kp.mean_w = f.number(e, "mean_w", q + ".mean_w", false);
+    kp.source = f.string(e, "source", q + ".source");
+    out[key] = kp;
+  }
+  return out;
+}
+
 }  // namespace
 
 Machine machine_from_json(const json& j, const std::string& where) {
@@ -234,13 +252,13 @@ Machine machine_from_json(const json& j, const std::string& where) {
       "schema",   "schema_version",   "name",      "description",        "sm_count",          "clock_mhz",
       "hbm_gbs",  "l2_gbs",           "l2_bytes",  "registers_per_sm",   "smem_per_sm_bytes", "max_threads_per_sm",
       "max_blocks_per_sm", "launch_gap_us", "rng_saturation_warps", "units", "ops", "calibration", "cap_w",
-      "static_w", "memory_gib", "gemm_tile_model"};
+      "static_w", "power", "memory_gib", "gemm_tile_model"};
   for (const auto& [key, value] : j.items())
     if (!known.count(key))
       f.fail(key, "is not a machine field (allowed: schema, schema_version, name, description, sm_count, clock_mhz, "
                   "hbm_gbs, l2_gbs, l2_bytes, registers_per_sm, smem_per_sm_bytes, max_threads_per_sm, "
                   "max_blocks_per_sm, launch_gap_us, rng_saturation_warps, units, ops, calibration, cap_w, static_w, "
-                  "memory_gib, gemm_tile_model)");
+                  "power, memory_gib, gemm_tile_model)");
   Machine m;
   m.path = where;
   m.name = f.string(j, "name", "name");
@@ -275,6 +293,8 @@ Machine machine_from_json(const json& j, const std::string& where) {
   if (m.cap_w > 0 && !(m.cap_w > m.static_w))
     f.fail("cap_w", fmt::format("must be above static_w (got {} <= {})", m.cap_w, m.static_w));
   if (j.contains("gemm_tile_model")) m.gemm_tiles = gemm_tiles_from_json(j.at("gemm_tile_model"), f);
+  m.power = power_from_json(j, f);
+  if (!m.power.empty() && !m.has_power()) f.fail("power", "needs cap_w and static_w (the power term divides by cap_w - static_w)");
 
   const json& units = f.get(j, "units", "units");
   if (!units.is_object() || units.empty()) f.fail("units", "must be a non-empty object");
@@ -455,19 +475,7 @@ Profile profile_from_json(const json& j, const std::string& where) {
   if (p.attn_auto != "mma" && p.attn_auto != "wgmma")
     f.fail("attention_kernel_auto", "must be mma or wgmma");
   if (p.attn_auto == "wgmma" && !p.wgmma) f.fail("attention_kernel_auto", "is wgmma but kernels.attention_wgmma is missing");
-  if (j.contains("power") && !j.at("power").is_null()) {
-    const json& pw = j.at("power");
-    if (!pw.is_object()) f.fail("power", "must be an object kernel key -> {dyn_j_per_work, mean_w, source}");
-    for (const auto& [key, e] : pw.items()) {
-      if (key == "description") continue;
-      const std::string q = "power." + key;
-      KernelPower kp;
-      kp.dyn_j_per_work = f.number(e, "dyn_j_per_work", q + ".dyn_j_per_work", false);
-      kp.mean_w = f.number(e, "mean_w", q + ".mean_w", false);
-      kp.source = f.string(e, "source", q + ".source");
-      p.power[key] = kp;
-    }
-  }
+  p.power = power_from_json(j, f);
   if (j.contains("ncu_calibration") && !j.at("ncu_calibration").is_null()) {
     const json& c = j.at("ncu_calibration");
     const json& u = f.get(c, "units", "ncu_calibration.units");
@@ -971,12 +979,24 @@ std::string attention_family(const Profile& p, const Workload& w) {
   return k;
 }
 
+const KernelPower* kernel_power(const Machine& m, const Profile& p, const std::string& key) {
+  for (const std::map<std::string, KernelPower>* src : {&m.power, &p.power}) {
+    const auto it = src->find(key);
+    if (it != src->end()) return &it->second;
+  }
+  return nullptr;
+}
+
+bool power_term_on(const Machine& m, const Profile& p) {
+  return p.use_power && m.has_power() && (!m.power.empty() || !p.power.empty());
+}
+
 void apply_power(const Machine& m, const Profile& p, KernelTime& t) {
   t.seconds_no_power = t.seconds;
   if (!p.use_power || !m.has_power() || t.key.empty()) return;
-  auto it = p.power.find(t.key);
-  if (it == p.power.end()) return;
-  t.energy_j = t.work * it->second.dyn_j_per_work;
+  const KernelPower* kp = kernel_power(m, p, t.key);
+  if (!kp) return;
+  t.energy_j = t.work * kp->dyn_j_per_work;
   t.power_bound_s = t.energy_j / (m.cap_w - m.static_w);
   t.units.push_back({"power", t.power_bound_s});
   if (t.power_bound_s > t.seconds) {
@@ -1265,7 +1285,7 @@ Piece wgmma_bwd_kernel_piece(const Machine& m, const Profile& p, const Workload&
   // Its work: visited score elements. The power term reads key and work: the forward none kernel's key and 2.5 x
   // the elements where the backward has no power data of its own, then they are set back.
   const double elements = a.iterations * g.block_rows * g.block_keys;
-  const bool own_power = p.power.count(key) != 0;
+  const bool own_power = kernel_power(m, p, key) != nullptr;
   pc.t.key = own_power || !p.wgmma ? key : wgmma_key(*p.wgmma, w, "none", w.causal);
   pc.t.work = own_power ? elements : elements * kAttentionBwdFlopRatio;
   apply_power(m, p, pc.t);
@@ -1835,7 +1855,7 @@ struct Dominant {
 // (the times are the same).
 template <class F>
 auto without_power(const Machine& m, const Profile& p, F&& predict_with) -> std::optional<decltype(predict_with(p))> {
-  if (!(p.use_power && m.has_power() && !p.power.empty())) return std::nullopt;
+  if (!power_term_on(m, p)) return std::nullopt;
   Profile pn = p;
   pn.use_power = false;
   return predict_with(pn);

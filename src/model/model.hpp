@@ -56,6 +56,16 @@ struct GemmTileModel {
   std::vector<std::string> fit_reports;
 };
 
+// Measured power of one kernel ("power.<kernel key>" of a machine file or a profile, from reports with power
+// data: fit_power): dynamic energy (total minus static_w x time) per unit of work (RNG: element generated;
+// attention: visited score element; GEMM: FLOP). The model turns it into a time bound: work x j_per_work /
+// (cap - static).
+struct KernelPower {
+  double dyn_j_per_work = 0;
+  double mean_w = 0;
+  std::string source;
+};
+
 struct Machine {
   std::string name, path, description;
   double sm_count = 0;
@@ -71,6 +81,9 @@ struct Machine {
   // Power (optional; 0 = not given): the enforced board power cap and the static (idle) power. A kernel cannot
   // finish faster than its dynamic energy / (cap_w - static_w) (docs/model.md, "Power").
   double cap_w = 0, static_w = 0;
+  // Per-kernel power measured on this card (optional, "power" as in a profile): a kernel's energy per work
+  // depends on the card, so a machine file's entry takes the place of the profile's for the same key.
+  std::map<std::string, KernelPower> power;
   // Free device memory in GiB (optional; 0 = not given): what `--dry-run --machine FILE` plans against.
   double memory_gib = 0;
   bool has_power() const { return cap_w > 0 && cap_w > static_w; }
@@ -127,15 +140,6 @@ struct WgmmaProfile {
   // Reports (paths from the repository root) whose harness-timed rows of this kernel the efficiencies are fitted
   // on instead of the ncu durations (`fit_reports`, optional; the backward's: back-to-back launches).
   std::vector<std::string> fit_reports;
-};
-
-// Measured power of one kernel (profile "power.<kernel key>", from run reports with power data: fit_power):
-// dynamic energy (total minus static_w x time) per unit of work (RNG: element generated; attention: visited
-// score element; GEMM: FLOP). The model turns it into a time bound: work x j_per_work / (cap - static).
-struct KernelPower {
-  double dyn_j_per_work = 0;
-  double mean_w = 0;
-  std::string source;
 };
 
 struct GemmProfile {
@@ -287,6 +291,10 @@ KernelTime gemm_time(const Machine& m, const Profile& p, const Workload& w, cons
 // The power term on t (in place): with power data for t.key and a machine cap, energy_j = work x dyn_j_per_work,
 // power_bound_s = energy_j / (cap - static); seconds = max(seconds, bound) (limiter "power" when it binds).
 void apply_power(const Machine& m, const Profile& p, KernelTime& t);
+// The power of kernel `key`: the machine file's entry, else the profile's; nullptr where neither has one.
+const KernelPower* kernel_power(const Machine& m, const Profile& p, const std::string& key);
+// Whether the power term can act at all: a cap, power data in the machine file or the profile, and not switched off.
+bool power_term_on(const Machine& m, const Profile& p);
 
 // Fits of a measured kernel family's own efficiencies on the durations of its ncu blocks (measured at their
 // measured clocks; `dropbench model --fit-kernels`), least mean |relative error| over a grid:

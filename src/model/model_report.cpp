@@ -97,7 +97,7 @@ KernelTime train_time(const TrainPrediction& tp, const std::string& strategy, co
 }
 
 // Predicted kernel / pipeline time of `piece` for workload w at options o; .source: where the demand came from.
-// Pieces: gemm, rng:LAYOUT, attention:MODE, pipeline:NAME, sum:A+B (two kernels back to back).
+// Pieces: gemm, rng:LAYOUT, attention:MODE, attention-bwd:MODE, pipeline:NAME, sum:A+B (two kernels back to back).
 struct Predictor {
   const Machine& m;
   const Profile& p;
@@ -105,6 +105,7 @@ struct Predictor {
     if (piece == "gemm") return gemm_time(m, p, w, o);
     if (starts_with(piece, "rng:")) return rng_time(m, p, w, piece.substr(4), {}, o);
     if (starts_with(piece, "attention:")) return attention_time(m, p, w, piece.substr(10), {}, o);
+    if (starts_with(piece, "attention-bwd:")) return attention_bwd_kernel_time(m, p, w, piece.substr(14), o);
     throw UsageError("model: unknown piece " + piece);
   }
   KernelTime pipeline(const std::string& name, const Workload& w, const Options& o) const {
@@ -308,6 +309,10 @@ std::string power_piece(const std::string& command, const std::string& variant, 
     if (variant == "alone:rng") return "rng:tile";
     if (variant == "alone:attention-mask") return "attention:mask";
     if (variant == "alone:attention-fused") return "attention:fused";
+    // A training step's backward alone: the whole call (its preprocess and dQ launches included) per visited
+    // element of the kernel, whose key the power is stored under.
+    if (variant == "alone:attention-bwd-mask") return "attention-bwd:mask";
+    if (variant == "alone:attention-bwd-fused") return "attention-bwd:fused";
     return "";
   }
   if (command == "rng") return variant == "rng" && (w.layout == "tile" || w.layout == "bits") ? "rng:" + w.layout : "";
