@@ -342,9 +342,38 @@ TEST(ProfileCli, PowerIntoTheMachineFile) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("power term: on"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("4 kernel(s) of machine"), std::string::npos) << r.out;
-  r = dropbench_test::run_dropbench("profile --machine '" + machine.string() + "' --into-machine");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find("--into-machine: needs --power-from"), std::string::npos) << r.err;
+  // A second fit replaces the machine's power whole (an entry the reports do not give is gone).
+  {
+    nlohmann::ordered_json m = after;
+    m["power"]["attn_none"] = m["power"]["gemm_fp8"];
+    std::ofstream(machine) << m.dump(2);
+  }
+  r = dropbench_test::run_dropbench("profile --power-from '" + fix + "report_run_power.json'" + base);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::ordered_json again = nlohmann::ordered_json::parse(std::ifstream(machine));
+  EXPECT_FALSE(again["power"].contains("attn_none"));
+  EXPECT_EQ(again["power"].size(), 4u);
+  // Refused in one line, the machine file untouched: no --power-from; no explicit --machine (the default is a
+  // committed file); an --out beside it.
+  const std::string report = " --power-from '" + fix + "report_run_power.json'";
+  const std::string h200 = std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h200.json";
+  std::stringstream h200_before;
+  h200_before << std::ifstream(h200).rdbuf();
+  for (const std::string& bad : {"profile --machine '" + machine.string() + "' --into-machine",
+                                 "profile" + report + " --into-machine",
+                                 "profile" + report + " --machine '" + machine.string() + "' --into-machine --out '" +
+                                     (fs::temp_directory_path() / "dropbench_unused.json").string() + "'"}) {
+    r = dropbench_test::run_dropbench(bad);
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("--into-machine: needs --power-from and an explicit --machine"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(nlohmann::ordered_json::parse(std::ifstream(machine)), again);
+  std::stringstream h200_after;
+  h200_after << std::ifstream(h200).rdbuf();
+  if (h200_after.str() != h200_before.str()) {
+    std::ofstream(h200) << h200_before.str();  // put the committed file back before failing
+    ADD_FAILURE() << "--into-machine without --machine rewrote " << h200;
+  }
   fs::remove(machine);
 }

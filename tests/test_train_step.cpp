@@ -528,8 +528,6 @@ TEST(TrainStep, DryRunModelClock) {
   std::filesystem::remove(machine);
 }
 
-// A measured step's strategies also carry the model at the step's own clock (Estimator::train with clock_mhz): the
-// prediction predict_train makes at that clock (what --model-clock sets), every phase timed at it.
 // The backward timed alone in a training-step report fits the power of the backward kernel's key (the call's
 // energy less static x time, per visited element); a machine file's power takes the place of the profile's for the
 // same key; a machine file with power but no cap is refused.
@@ -567,6 +565,17 @@ TEST(TrainStep, MachinePowerFromTheBackwardAlone) {
   const db::model::KernelTime hot = db::model::attention_bwd_kernel_time(mm, p, w, "mask", {});
   EXPECT_NEAR(hot.power_bound_s, bwd.work * 10 * dyn / (m.cap_w - m.static_w), 1e-12);
   EXPECT_EQ(hot.limiter, "power");  // ten times the measured energy binds
+  // In the step the bound holds the whole call it was fitted on: the launches around the kernel are inside it.
+  const db::model::TrainPrediction tp = db::model::predict_train(mm, p, w, {});
+  EXPECT_EQ(tp.attn_bwd_mask.limiter, "power");
+  EXPECT_NEAR(tp.attn_bwd_mask.seconds, hot.power_bound_s, 1e-12);
+  EXPECT_GT(tp.attn_bwd_mask.seconds_no_power, bwd.seconds);  // the launches around it, without the bound
+  // At a given clock (a measured one) the cap is in the clock already: no power term.
+  db::model::Options at;
+  at.clock_mhz = 1650;
+  const db::model::KernelTime clocked = db::model::attention_bwd_kernel_time(mm, p, w, "mask", at);
+  EXPECT_NE(clocked.limiter, "power");
+  EXPECT_DOUBLE_EQ(clocked.power_bound_s, 0);
   EXPECT_TRUE(db::model::power_term_on(mm, p));
   EXPECT_FALSE(db::model::power_term_on(m, p));
   db::model::Machine nocap = mm;
@@ -584,6 +593,8 @@ TEST(TrainStep, MachinePowerFromTheBackwardAlone) {
   }
 }
 
+// A measured step's strategies also carry the model at the step's own clock (Estimator::train with clock_mhz): the
+// prediction predict_train makes at that clock (what --model-clock sets), every phase timed at it.
 TEST(TrainStep, EstimatorAtAGivenClock) {
   db::CommonOptions o;
   o.dry_run = true;
@@ -601,13 +612,15 @@ TEST(TrainStep, EstimatorAtAGivenClock) {
   const db::model::Machine m = db::model::load_machine(o.machine);
   db::model::Profile prof = db::model::load_profile(std::string(DROPBENCH_SOURCE_DIR) + "/configs/profiles/h200.json");
   ASSERT_TRUE(db::model::power_term_on(m, prof));
-  // At a given clock the power term is off: the clock is what the cap holds the kernels to.
-  prof.use_power = false;
   const db::model::TrainPrediction direct = db::model::predict_train(m, prof, w, ref);
+  // At a given clock the power term is off (model::apply_power): the clock is what the cap holds the kernels to.
+  prof.use_power = false;
+  const db::model::TrainPrediction no_power = db::model::predict_train(m, prof, w, ref);
   for (const char* s : {"fused", "stored", "regen-overlap", "fused-write"}) {
     SCOPED_TRACE(s);
     ASSERT_TRUE(at->strategy(s) && own->strategy(s) && direct.strategy(s));
     EXPECT_DOUBLE_EQ(at->strategy(s)->seconds, direct.strategy(s)->seconds);
+    EXPECT_DOUBLE_EQ(at->strategy(s)->seconds, no_power.strategy(s)->seconds);
     EXPECT_NE(at->strategy(s)->seconds, own->strategy(s)->seconds);
     for (const auto* side : {&at->strategy(s)->fwd, &at->strategy(s)->bwd})
       for (const db::model::PhaseTime& ph : *side) EXPECT_DOUBLE_EQ(ph.clock_mhz, 1650) << ph.name;

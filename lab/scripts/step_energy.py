@@ -2,7 +2,7 @@
 """Does a training step's energy add up from its pieces measured alone on the same GPU, and does energy over the
 power cap give the sustained step time? (No GPU.)
 
-    lab/scripts/step_energy.py TRAIN_DIR GEMM_DIR [--cap-w 700] [--md OUT.md]
+    lab/scripts/step_energy.py TRAIN_DIR GEMM_DIR [--machine configs/machines/h100-sxm.json] [--md OUT.md]
 
 TRAIN_DIR holds `dropbench run` reports at workload.pass = train (train_llama3-<preset>_<dtype>.json); GEMM_DIR
 holds `dropbench gemm` reports of the step's five GEMM shapes with power passes (gemm_<preset>_<qkv|out|out-dw|
@@ -14,7 +14,8 @@ Per strategy the pieces' energies per call (each piece's power pass, energy_mj_p
   regen-overlap the overlap:bwd energy less alone:gemm-out-bwd's is added: its RNG), the attention backward alone
   (mask, or fused for the fused strategy), the QKV GEMM's dX and dW. The fp8 casts and transposes are not measured
   alone with power: their phases' time in the step at the step's own mean power is added (about 1 % of an fp8 step).
-Printed: sum / the step's power-pass energy per step, and (sum / cap) / the sustained step time.
+Printed: sum / the step's power-pass energy per step, and (sum / cap) / the sustained step time, with the machine
+file's cap_w (in the energy counter's units, as every energy here).
 """
 import argparse
 import glob
@@ -69,14 +70,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("train_dir")
     ap.add_argument("gemm_dir")
-    ap.add_argument("--cap-w", type=float, default=700.0)
+    ap.add_argument("--machine", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                                      "configs", "machines", "h100-sxm.json"))
     ap.add_argument("--md")
     a = ap.parse_args()
-    rs = list(rows(a.train_dir, gemm_energies(a.gemm_dir), a.cap_w))
+    cap_w = json.load(open(a.machine))["cap_w"]["value"]
+    rs = list(rows(a.train_dir, gemm_energies(a.gemm_dir), cap_w))
     if not rs:
         sys.exit("step_energy: no training-step report with GEMM reports of its preset")
     lines = ["| preset | dtype | R | strategy | pieces' energy mJ | step's energy mJ | pieces / step | step's mean W | "
-             f"(pieces / {a.cap_w:.0f} W) / sustained step |", "|---|---|---|---|---|---|---|---|---|"]
+             f"(pieces / {cap_w:.1f} W) / sustained step |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rs:
         lines.append(f"| {r['preset']} | {r['dtype']} | {r['rounds']} | {r['strategy']} | {r['sum_mj']:.0f} | "
                      f"{r['step_mj']:.0f} | {r['energy_ratio']:.3f} | {r['step_w']:.0f} | {r['time_ratio']:.3f} |")
@@ -84,7 +87,7 @@ def main():
     tr = [r["time_ratio"] for r in rs]
     w = [r["step_w"] for r in rs]
     lines += ["", f"{len(rs)} steps: pieces / step energy {min(er):.3f}–{max(er):.3f}; the steps' mean power "
-              f"{min(w):.0f}–{max(w):.0f} W; energy over {a.cap_w:.0f} W / sustained step {min(tr):.3f}–{max(tr):.3f}, "
+              f"{min(w):.0f}–{max(w):.0f} W; energy over {cap_w:.1f} W / sustained step {min(tr):.3f}–{max(tr):.3f}, "
               f"within 5 %: {sum(abs(x - 1) <= 0.05 for x in tr)} of {len(rs)}."]
     text = "\n".join(lines) + "\n"
     if a.md:

@@ -49,6 +49,8 @@ struct ProfileOptions {
   std::vector<std::string> power_from;  // reports with per-variant power: fit per-kernel power instead of counts
   std::string machine = "configs/machines/h200.json";
   bool into_machine = false;  // --power-from: write the fitted power into the --machine file, not a profile
+  const CLI::Option* out_opt = nullptr;      // given on the command line: count() > 0
+  const CLI::Option* machine_opt = nullptr;
 };
 
 std::string quote(const std::string& s) {
@@ -403,11 +405,11 @@ Command make_profile_command() {
       "  dropbench profile --kernels rng --no-ncu --out /tmp/sass.json\n"
       "  dropbench profile --kernels attention_bwd --out /tmp/bwd.json   # the wgmma backward's ncu blocks\n"
       "  dropbench profile --power-from results/h200/model/inputs/run_llama3-70b_first_kernels.json --out /tmp/power.json   # per-kernel power\n"
-      "  dropbench profile $(for f in results/h100/train/train_llama3-*.json results/h100/train/gemms/power/*.json; \\\n"
+      "  dropbench profile $(for f in results/h100/train/train_llama3-{8b,70b}_*.json results/h100/train/gemms/power/*.json; \\\n"
       "    do echo --power-from $f; done) --machine configs/machines/h100-sxm.json --into-machine   # a card's power";
   c.sweeps = false;
   c.add_options = [o](CLI::App& app) {
-    app.add_option("--out", o->out, "Profile JSON to write (default profile.json)");
+    o->out_opt = app.add_option("--out", o->out, "Profile JSON to write (default profile.json)");
     app.add_option("--kernels", o->kernels, "Comma list of kernel families: rng, attention, attention_bwd, gemm");
     app.add_option("--base", o->base, "Profile to start from (default configs/profiles/h200.json)");
     app.add_flag("--no-ncu", o->no_ncu, "Skip Nsight Compute; count SASS instead");
@@ -418,7 +420,7 @@ Command make_profile_command() {
                    "object instead of collecting counts (repeatable; no GPU needed)")
         ->take_all()
         ->allow_extra_args(false);
-    app.add_option("--machine", o->machine, "Machine file for --power-from (cap_w, static_w)");
+    o->machine_opt = app.add_option("--machine", o->machine, "Machine file for --power-from (cap_w, static_w)");
     app.add_flag("--into-machine", o->into_machine,
                  "With --power-from: write the fitted power into the --machine file's \"power\" (replacing it) "
                  "instead of a profile to --out");
@@ -429,8 +431,10 @@ Command make_profile_command() {
     const std::string base = o->base.empty() ? (root_dir() / "configs/profiles/h200.json").string() : o->base;
     json prof = read_json(base);
     base_profile(prof, base);  // the base must be a valid profile
-    if (o->into_machine && o->power_from.empty())
-      throw UsageError("--into-machine: needs --power-from (allowed: --power-from REPORT... --machine FILE --into-machine)");
+    // The machine file is rewritten: it must be named, and nothing else is written.
+    if (o->into_machine && (o->power_from.empty() || o->machine_opt->count() == 0 || o->out_opt->count() > 0))
+      throw UsageError("--into-machine: needs --power-from and an explicit --machine, and takes no --out (allowed: "
+                       "--power-from REPORT... --machine FILE --into-machine)");
     if (!o->power_from.empty()) return run_power_fit(*o, prof, base);
     Workload w = builtin_config().workload;
 
@@ -469,13 +473,7 @@ Command make_profile_command() {
                          {"notes", notes}};
     if (path == "ncu") prof["collected"]["device"] = device_json(o->device);
     model::profile_from_json(prof, o->out);  // what we write must load in the model
-    const std::string tmp = o->out + ".tmp";
-    {
-      std::ofstream f(tmp);
-      f << prof.dump(2) << "\n";
-      if (!f) throw UsageError(fmt::format("--out: cannot write '{}'", o->out));
-    }
-    fs::rename(tmp, o->out);
+    write_text_atomically(o->out, prof.dump(2) + "\n", "--out");
 
     Table t;
     std::vector<std::pair<std::string, std::map<std::string, double>>> rows;

@@ -109,9 +109,9 @@ std::string power_line(const model::Machine& m, const model::Profile& p, const R
   if (!p.use_power) return "energy: not ranked (--power off)";
   if (!m.has_power()) return fmt::format("energy: no power data (machine {} has no cap_w / static_w)", m.name);
   if (rec.energy_ranking.empty())
-    return fmt::format("energy: no power data (profile {} has no per-kernel power for these kernels: `dropbench profile "
-                       "--power-from REPORT` fits it from reports with power)",
-                       p.path);
+    return fmt::format("energy: no power data (neither machine {} nor profile {} has per-kernel power for these kernels: "
+                       "`dropbench profile --power-from REPORT` fits it from reports with power)",
+                       m.name, p.path);
   const size_t n = rec.energy_ranking.size();
   std::string scope = n == rec.ranking.size() ? "" : fmt::format(" ({} of {} entries have power data)", n, rec.ranking.size());
   if (!rec.energy_differs) return "energy: the least-energy order is the fastest-first order" + scope;

@@ -298,13 +298,6 @@ std::optional<model::TrainPrediction> Estimator::train(const Workload& w, std::s
   try {
     model::Options o = impl_->opts;
     if (clock_mhz > 0) o.clock_mhz = clock_mhz;
-    if (o.clock_mhz > 0 && impl_->profile->use_power) {
-      // At a given clock (a measured step's, or --model-clock) the clock is what the power cap holds the kernels
-      // to: the power term on top would count the cap twice.
-      model::Profile p = *impl_->profile;
-      p.use_power = false;
-      return model::predict_train(*impl_->machine, p, w, o);
-    }
     return model::predict_train(*impl_->machine, *impl_->profile, w, o);
   } catch (const std::exception& e) {
     if (note) *note = std::string("not modelled: ") + e.what();

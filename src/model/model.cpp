@@ -991,9 +991,9 @@ bool power_term_on(const Machine& m, const Profile& p) {
   return p.use_power && m.has_power() && (!m.power.empty() || !p.power.empty());
 }
 
-void apply_power(const Machine& m, const Profile& p, KernelTime& t) {
+void apply_power(const Machine& m, const Profile& p, KernelTime& t, const Options& o) {
   t.seconds_no_power = t.seconds;
-  if (!p.use_power || !m.has_power() || t.key.empty()) return;
+  if (!p.use_power || !m.has_power() || t.key.empty() || o.clock_mhz > 0) return;
   const KernelPower* kp = kernel_power(m, p, t.key);
   if (!kp) return;
   t.energy_j = t.work * kp->dyn_j_per_work;
@@ -1261,12 +1261,12 @@ Piece attention_piece(const Machine& m, const Profile& p, const Workload& w, con
   pc.t.source = src;
   pc.t.key = key;
   pc.t.work = attention_elements(p, fam, a) * derive.work_scale;
-  apply_power(m, p, pc.t);
+  apply_power(m, p, pc.t, o);
   return pc;
 }
 
 // The wgmma backward kernel in `mode` (mask / fused) from its measured demand (wgmma_bwd_measured holds): timed with
-// its own efficiencies, tail and CTA overhead. Energy: its key's power where the profile has it, else the forward
+// its own efficiencies, tail and CTA overhead. Energy: its key's power where the machine or profile has it, else the forward
 // none kernel's per visited element x 2.5, as the derived backward's.
 Piece wgmma_bwd_kernel_piece(const Machine& m, const Profile& p, const Workload& w, const std::string& mode,
                              const Options& o, const std::string& name) {
@@ -1288,7 +1288,7 @@ Piece wgmma_bwd_kernel_piece(const Machine& m, const Profile& p, const Workload&
   const bool own_power = kernel_power(m, p, key) != nullptr;
   pc.t.key = own_power || !p.wgmma ? key : wgmma_key(*p.wgmma, w, "none", w.causal);
   pc.t.work = own_power ? elements : elements * kAttentionBwdFlopRatio;
-  apply_power(m, p, pc.t);
+  apply_power(m, p, pc.t, o);
   pc.t.key = key;
   pc.t.work = elements;
   return pc;
@@ -1340,7 +1340,7 @@ Piece rng_piece(const Machine& m, const Profile& p, const Workload& w, const std
   pc.t.source = src;
   pc.t.key = rng_key(p, w, layout);
   pc.t.work = rng_elements(w, layout, win);
-  apply_power(m, p, pc.t);
+  apply_power(m, p, pc.t, o);
   return pc;
 }
 
@@ -1385,7 +1385,7 @@ Piece gemm_piece(const Machine& m, const Profile& p, const Workload& w, const Op
   pc.t.source = src;
   pc.t.key = "gemm_" + w.dtype;
   pc.t.work = s.flops();
-  apply_power(m, p, pc.t);
+  apply_power(m, p, pc.t, o);
   return pc;
 }
 
@@ -2001,7 +2001,7 @@ const StepTime* TrainPrediction::strategy(const std::string& n) const {
 
 namespace {
 
-// A memory-bound launch timed by its bytes, every one through L2 and HBM once; energy where the profile has power
+// A memory-bound launch timed by its bytes, every one through L2 and HBM once; energy where there is power
 // for `key`.
 Piece bytes_piece(const Machine& m, const Profile& p, const Options& o, const std::string& name, double bytes,
                   const std::string& key) {
@@ -2014,13 +2014,13 @@ Piece bytes_piece(const Machine& m, const Profile& p, const Options& o, const st
   pc.t.source = "bytes";
   pc.t.key = key;
   pc.t.work = bytes;
-  apply_power(m, p, pc.t);
+  apply_power(m, p, pc.t, o);
   return pc;
 }
 
 // One cast / transpose kernel of the fp8 step (kernels/gemm/cast_transpose: the copies cuBLASLt's TN-only fp8
 // GEMMs need): memory-bound, rows x cols elements read at in_bytes each and written once per output copy (one
-// byte each), every byte through L2 and HBM once. Energy only where the profile has power for `cast_transpose`.
+// byte each), every byte through L2 and HBM once. Energy only where there is power for `cast_transpose`.
 Piece cast_piece(const Machine& m, const Profile& p, const Options& o, const std::string& name, double rows,
                  double cols, double in_bytes, double out_copies) {
   return bytes_piece(m, p, o, name, rows * cols * (in_bytes + out_copies), "cast_transpose");
@@ -2103,9 +2103,26 @@ Piece attention_bwd_measured_piece(const Machine& m, const Profile& p, const Wor
   const Piece aux = attention_bwd_aux_piece(m, p, w, o, name, &gaps);
   const double extra = aux.t.seconds + gaps;
   add_to(pc.d, aux.d);
+  const double unit_s = pc.t.seconds_no_power + extra;
   add_fixed(pc.t, extra);
-  pc.t.seconds_no_power += extra;
+  pc.t.seconds_no_power = unit_s;
   if (pc.t.energy_j >= 0) pc.t.energy_j += std::max(0.0, aux.t.energy_j);
+  // The backward's power is fitted on whole calls (the kernel and its launches around it), so its bound holds the
+  // call: the launches' time is inside the bound, not added to it.
+  if (pc.t.power_bound_s > 0) {
+    std::string unit_limiter = pc.t.limiter;
+    double longest = -1;
+    for (UnitTime& u : pc.t.units) {
+      if (u.unit == "power") {
+        u.seconds = pc.t.power_bound_s;
+      } else if (u.seconds > longest) {
+        longest = u.seconds;
+        unit_limiter = u.unit;
+      }
+    }
+    pc.t.seconds = std::max(unit_s, pc.t.power_bound_s);
+    pc.t.limiter = pc.t.power_bound_s > unit_s ? "power" : unit_limiter;
+  }
   return pc;
 }
 
@@ -2240,7 +2257,7 @@ TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload
     }
     return s;
   };
-  // The casts' dynamic energy where the profile has it (else only their static share, through the step's time).
+  // The casts' dynamic energy where there is power for them (else only their static share, through the step's time).
   double cast_j = 0;
   for (const KernelTime& c : r.casts) cast_j += std::max(0.0, c.energy_j);
   std::vector<PhaseTime> casts_fwd, casts_out_bwd, tail_bwd;

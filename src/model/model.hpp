@@ -206,7 +206,7 @@ struct KernelTime {
   std::string key;             // profile kernel key (power lookup), "" for compositions
   double seconds = 0;
   double work = 0;             // units of work (for energy): elements / visited score elements / FLOPs
-  double energy_j = -1;        // dynamic energy (J) from the profile's power data; < 0: no power data
+  double energy_j = -1;        // dynamic energy (J) from the machine's or profile's power; < 0: no power data
   double power_bound_s = 0;    // energy_j / (cap - static), when known
   double seconds_no_power = 0; // the time without the power term
   double fixed_s = 0;          // the part of seconds that is a fixed cost, not a unit's demand (CTA / strip overhead)
@@ -289,8 +289,9 @@ KernelTime rng_time(const Machine& m, const Profile& p, const Workload& w, const
 KernelTime gemm_time(const Machine& m, const Profile& p, const Workload& w, const Options& o);
 
 // The power term on t (in place): with power data for t.key and a machine cap, energy_j = work x dyn_j_per_work,
-// power_bound_s = energy_j / (cap - static); seconds = max(seconds, bound) (limiter "power" when it binds).
-void apply_power(const Machine& m, const Profile& p, KernelTime& t);
+// power_bound_s = energy_j / (cap - static); seconds = max(seconds, bound) (limiter "power" when it binds). Not at a
+// given clock (o.clock_mhz > 0, e.g. a measured one): that clock is what the cap holds the kernel to already.
+void apply_power(const Machine& m, const Profile& p, KernelTime& t, const Options& o = {});
 // The power of kernel `key`: the machine file's entry, else the profile's; nullptr where neither has one.
 const KernelPower* kernel_power(const Machine& m, const Profile& p, const std::string& key);
 // Whether the power term can act at all: a cap, power data in the machine file or the profile, and not switched off.
