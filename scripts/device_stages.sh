@@ -21,8 +21,11 @@
 #            tokens = SQ 8192) the QKV GEMM (M tokens, N (Hq + 2 Hkv) dH, K E), the output projection and its dX
 #            (M tokens, N E, K E), its dW (M E, N E, K tokens), the QKV GEMM's dX (M tokens, N E, K (Hq + 2 Hkv) dH)
 #            and dW (M (Hq + 2 Hkv) dH, N E, K tokens), one report each (gemm_<preset>_<gemm>.json): the model's
-#            GEMM time against every shape the step runs (`dropbench model --report`). In the step the fp8 GEMMs
-#            are the same TN layout after explicit transposes; the bf16 dX / dW GEMMs use other layouts there
+#            GEMM time against every shape the step runs (`dropbench model --report`), and the passes a machine
+#            file's GEMM power is fitted on. No sample is discarded as throttled (the GEMMs run power-capped), and
+#            each power pass lasts $GEMM_POWER_TIME s (default 1: an H100's energy counter moves every 100 ms). In
+#            the step the fp8 GEMMs are the same TN layout after explicit transposes; the bf16 dX / dW GEMMs use
+#            other layouts there
 #   settle   the 70B preset's wgmma point with measure.power_settle 0.5 s (the pieces' own power state)
 #   attnrep  `dropbench attention`, 70B preset heads, SQ 4K/8K, causal, R 3/7, both kernels, for the same
 #   presets  the Llama-3 presets $PRESETS (default all three; SQ 8192) through `dropbench run`, both attention kernels, rounds $PRESET_ROUNDS
@@ -161,6 +164,7 @@ print(w['embed'], w['q_heads'], w['kv_heads'])")"
       [ "$(left)" -lt 20 ] && { echo "gemms $p $name: skipped ($(left) s left)"; continue; }
       timeout "$(cap 60)" "$B/dropbench" gemm -q --top-k "${GEMM_TOPK:-1}" --set "sweep.sq=[$sq]" --set "sweep.embed=[$k]" \
         --set "workload.q_heads=$q" --set "workload.kv_heads=$kv" --set 'sweep.dtype=[bf16,fp8]' "${M[@]}" \
+        --set measure.throttle=0 --set "measure.power_time=${GEMM_POWER_TIME:-1}" \
         -o "$O/gemm_${p}_$name.json" >> "$O/gemms.md" 2>> "$O/err.log"
       echo "gemms $p $name (M $sq, N $(( (q + 2 * kv) * 128 )), K $k): exit $?"
     done
