@@ -1266,8 +1266,8 @@ Piece attention_piece(const Machine& m, const Profile& p, const Workload& w, con
 }
 
 // The wgmma backward kernel in `mode` (mask / fused) from its measured demand (wgmma_bwd_measured holds): timed with
-// its own efficiencies, tail and CTA overhead. Energy: its key's power where the machine or profile has it, else the forward
-// none kernel's per visited element x 2.5, as the derived backward's.
+// its own efficiencies, tail and CTA overhead; key and work (visited score elements) set, the power term not applied
+// (wgmma_bwd_power: on the kernel alone, or on the whole call with its launches around it).
 Piece wgmma_bwd_kernel_piece(const Machine& m, const Profile& p, const Workload& w, const std::string& mode,
                              const Options& o, const std::string& name) {
   const WgmmaProfile& g = *p.wgmma_bwd;
@@ -1282,16 +1282,23 @@ Piece wgmma_bwd_kernel_piece(const Machine& m, const Profile& p, const Workload&
              .value();
   time_wgmma(m, p, g, a, reps, "ncu", o, name, pc);
   pc.t.source = "ncu(bwd)";
-  // Its work: visited score elements. The power term reads key and work: the forward none kernel's key and 2.5 x
-  // the elements where the backward has no power data of its own, then they are set back.
-  const double elements = a.iterations * g.block_rows * g.block_keys;
-  const bool own_power = kernel_power(m, p, key) != nullptr;
-  pc.t.key = own_power || !p.wgmma ? key : wgmma_key(*p.wgmma, w, "none", w.causal);
-  pc.t.work = own_power ? elements : elements * kAttentionBwdFlopRatio;
-  apply_power(m, p, pc.t, o);
   pc.t.key = key;
-  pc.t.work = elements;
+  pc.t.work = a.iterations * g.block_rows * g.block_keys;
   return pc;
+}
+
+// The power term on a backward piece t (its key and work as wgmma_bwd_kernel_piece sets them): its key's power where
+// the machine or profile has it, else the forward none kernel's per visited element x 2.5, as the derived
+// backward's; key and work are set back after.
+void wgmma_bwd_power(const Machine& m, const Profile& p, const Workload& w, const Options& o, KernelTime& t) {
+  const std::string key = t.key;
+  const double elements = t.work;
+  const bool own_power = kernel_power(m, p, key) != nullptr;
+  t.key = own_power || !p.wgmma ? key : wgmma_key(*p.wgmma, w, "none", w.causal);
+  t.work = own_power ? elements : elements * kAttentionBwdFlopRatio;
+  apply_power(m, p, t, o);
+  t.key = key;
+  t.work = elements;
 }
 
 }  // namespace
@@ -1403,7 +1410,9 @@ KernelTime attention_bwd_kernel_time(const Machine& m, const Profile& p, const W
   if (it == p.sass.end() || !it->second.ncu)
     throw UsageError(fmt::format("profile {}: sass.{} has no ncu block (`dropbench profile --kernels attention_bwd`)",
                                  p.path, key));
-  return wgmma_bwd_kernel_piece(m, p, w, mode, o, "attention-bwd(" + mode + ")").t;
+  KernelTime t = wgmma_bwd_kernel_piece(m, p, w, mode, o, "attention-bwd(" + mode + ")").t;
+  wgmma_bwd_power(m, p, w, o, t);
+  return t;
 }
 KernelTime rng_time(const Machine& m, const Profile& p, const Workload& w, const std::string& layout, Window win,
                     const Options& o) {
@@ -2103,26 +2112,11 @@ Piece attention_bwd_measured_piece(const Machine& m, const Profile& p, const Wor
   const Piece aux = attention_bwd_aux_piece(m, p, w, o, name, &gaps);
   const double extra = aux.t.seconds + gaps;
   add_to(pc.d, aux.d);
-  const double unit_s = pc.t.seconds_no_power + extra;
   add_fixed(pc.t, extra);
-  pc.t.seconds_no_power = unit_s;
-  if (pc.t.energy_j >= 0) pc.t.energy_j += std::max(0.0, aux.t.energy_j);
   // The backward's power is fitted on whole calls (the kernel and its launches around it), so its bound holds the
   // call: the launches' time is inside the bound, not added to it.
-  if (pc.t.power_bound_s > 0) {
-    std::string unit_limiter = pc.t.limiter;
-    double longest = -1;
-    for (UnitTime& u : pc.t.units) {
-      if (u.unit == "power") {
-        u.seconds = pc.t.power_bound_s;
-      } else if (u.seconds > longest) {
-        longest = u.seconds;
-        unit_limiter = u.unit;
-      }
-    }
-    pc.t.seconds = std::max(unit_s, pc.t.power_bound_s);
-    pc.t.limiter = pc.t.power_bound_s > unit_s ? "power" : unit_limiter;
-  }
+  wgmma_bwd_power(m, p, w, o, pc.t);
+  if (pc.t.energy_j >= 0) pc.t.energy_j += std::max(0.0, aux.t.energy_j);
   return pc;
 }
 
