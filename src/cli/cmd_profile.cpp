@@ -25,6 +25,7 @@
 #include "src/cli/cli.hpp"
 #include "src/core/input.hpp"
 #include "src/core/context.hpp"
+#include "src/core/report.hpp"
 #include "src/model/model.hpp"
 #include "src/model/model_report.hpp"
 #include "src/model/profile.hpp"
@@ -129,13 +130,13 @@ model::Profile base_profile(const json& prof, const std::string& path) {
   }
 }
 
+// core's atomic write, a failure being bad input that names `option`.
 void write_text_atomically(const std::string& path, const std::string& text, const char* option) {
-  {
-    std::ofstream f(path + ".tmp");
-    f << text;
-    if (!f) throw UsageError(fmt::format("{}: cannot write '{}'", option, path));
+  try {
+    write_file_atomic(path, text);
+  } catch (const std::runtime_error& e) {
+    throw UsageError(fmt::format("{}: {}", option, e.what()));
   }
-  fs::rename(path + ".tmp", path);
 }
 
 // --power-from: per-kernel power from reports whose variants carry "power" (model::fit_power) into the
