@@ -504,6 +504,65 @@ TEST(ModelPower, ReportComparisonWithAndWithoutTheTerm) {
   EXPECT_EQ(e.held_out_no_power.n, e.held_out.n);
 }
 
+// A row whose measured power a kernel's power is fitted on (its fitted_on names the report, axes and variant), and
+// whose prediction that power sets, is a fit row, not a held-out check; the same measurement in another report, or
+// an entry that names no measurements, stays held out.
+TEST(ModelPower, RowsThePowerIsFittedOnAreFitRows) {
+  const Machine m = tiny();
+  const std::string path = kFix + "report_run_power.json";
+  const PowerFits f = fit_power(m, tiny_profile(), {load_measured_report(path)});
+  ASSERT_EQ(f.kernels.size(), 4u);
+  for (const PowerFit& k : f.kernels) {
+    ASSERT_EQ(k.fitted_on.size(), 1u) << k.key;
+    EXPECT_EQ(k.fitted_on[0].report, path);
+    EXPECT_EQ(k.fitted_on[0].axes, (json{{"sq", 1024}}));
+  }
+  EXPECT_EQ(f.kernels[2].fitted_on[0].variant, "alone:gemm");  // gemm_fp8
+  Profile pp = tiny_profile_with_power(m);  // through power_json and the profile's parser
+  ASSERT_EQ(pp.power.at("gemm_fp8").fitted_on.size(), 1u);
+  EXPECT_EQ(pp.power.at("gemm_fp8").fitted_on[0].variant, "alone:gemm");
+  // The GEMM's power doubled: its bound (2 x its measured time) sets the alone:gemm row's prediction.
+  pp.power.at("gemm_fp8").dyn_j_per_work *= 2;
+  auto gemm_row = [](const ReportComparison& c) {
+    for (const ReportRow& r : c.rows)
+      if (r.variant == "alone:gemm") return r;
+    throw std::runtime_error("no alone:gemm row");
+  };
+  const ReportComparison fit = compare_with_report(m, pp, load_measured_report(path), {}, false);
+  const ReportRow g = gemm_row(fit);
+  EXPECT_TRUE(g.power_bound);
+  EXPECT_EQ(g.role, "fit");
+  EXPECT_EQ(g.fit_unit, kPowerFitUnit);
+  EXPECT_FALSE(g.efficiency_fit());  // --fit fits no efficiency on it
+  // The RNG's bound does not bind (it ran at 200 W): its row stays held out although its power is fitted on it.
+  for (const ReportRow& r : fit.rows)
+    if (r.variant == "alone:rng") EXPECT_EQ(r.role, "held-out");
+  const ReportErrors ef = report_errors(fit.rows);
+  EXPECT_EQ(ef.fitted, 1u);
+  // The same measurements under another path, and an entry without fitted_on: held out.
+  MeasuredReport other = load_measured_report(path);
+  other.path = "elsewhere/report_run_power_copy.json";
+  EXPECT_EQ(gemm_row(compare_with_report(m, pp, other, {}, false)).role, "held-out");
+  Profile unnamed = pp;
+  unnamed.power.at("gemm_fp8").fitted_on.clear();
+  const ReportComparison held = compare_with_report(m, unnamed, load_measured_report(path), {}, false);
+  EXPECT_EQ(gemm_row(held).role, "held-out");
+  EXPECT_EQ(report_errors(held.rows).held_out.n, ef.held_out.n + 1);
+  // A malformed fitted_on is refused in one line naming it.
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(std::ifstream(kFix + "profile.json"));
+  j["power"] = power_json(f);
+  j["power"]["gemm_fp8"]["fitted_on"] = 3;
+  try {
+    profile_from_json(j, "bad");
+    ADD_FAILURE() << "a fitted_on that is not an array was accepted";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("power.gemm_fp8.fitted_on"), std::string::npos) << e.what();
+  }
+  j["power"] = power_json(f);
+  j["power"]["gemm_fp8"]["fitted_on"][0].erase("axes");
+  EXPECT_THROW(profile_from_json(j, "bad"), UsageError);
+}
+
 // Sustained (power-pass) times: fit_power takes the static share over the power pass's own time per iteration,
 // and the comparison carries that time for whole variants (pipelines, single kernels) but not for a pipeline's
 // phases, which the power pass does not time one by one.

@@ -237,6 +237,17 @@ std::map<std::string, KernelPower> power_from_json(const json& j, const Fields& 
     kp.dyn_j_per_work = f.number(e, "dyn_j_per_work", q + ".dyn_j_per_work", false);
     kp.mean_w = f.number(e, "mean_w", q + ".mean_w", false);
     kp.source = f.string(e, "source", q + ".source");
+    if (e.contains("fitted_on")) {
+      const json& fo = e.at("fitted_on");
+      if (!fo.is_array()) f.fail(q + ".fitted_on", "must be an array of {report, axes, variant}");
+      for (size_t i = 0; i < fo.size(); ++i) {
+        const std::string qi = fmt::format("{}.fitted_on[{}]", q, i);
+        const json& x = fo[i];
+        if (!x.is_object() || !x.contains("axes") || !x.at("axes").is_object())
+          f.fail(qi, "must be an object {report, axes (object), variant}");
+        kp.fitted_on.push_back({f.string(x, "report", qi + ".report"), x.at("axes"), f.string(x, "variant", qi + ".variant")});
+      }
+    }
     out[key] = kp;
   }
   return out;

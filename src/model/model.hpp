@@ -44,6 +44,9 @@ struct FitPoint {
 inline constexpr const char* kRngStripUnit = "rng_strip";
 // The fit-row mark of a GEMM row a machine's tile model (gemm_tile_model.<dtype>.fit_reports) is fitted on.
 inline constexpr const char* kGemmTileUnit = "gemm_tile";
+// The fit-row mark of a single-kernel row whose measured power a machine's or profile's power.<key> is fitted on
+// (its fitted_on names the row) and whose prediction that power bounds.
+inline constexpr const char* kPowerFitUnit = "power";
 
 // A GEMM's tile model on one machine (machine file "gemm_tile_model".<dtype>; fitted by fit_family("gemm_<dtype>")
 // on the harness rows of fit_reports): the GEMM's output tiles (the profile's tile_m x tile_n) run in waves of SMs x
@@ -60,10 +63,18 @@ struct GemmTileModel {
 // data: fit_power): dynamic energy (total minus static_w x time) per unit of work (RNG: element generated;
 // attention: visited score element; GEMM: FLOP). The model turns it into a time bound: work x j_per_work /
 // (cap - static).
+// One measurement a kernel's power is fitted on: the report (its path as given to the fit), the point's axes and
+// the variant.
+struct PowerMeasurement {
+  std::string report;
+  json axes = json::object();
+  std::string variant;
+};
 struct KernelPower {
   double dyn_j_per_work = 0;
   double mean_w = 0;
   std::string source;
+  std::vector<PowerMeasurement> fitted_on;  // empty where the entry does not say (older files)
 };
 
 struct Machine {

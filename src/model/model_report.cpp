@@ -264,6 +264,22 @@ std::optional<Measured> measured(const std::string& command, const json& v, cons
 
 // Marks `row` as a fit point when the machine's calibration names it (last match wins); composed rows,
 // sums, pipelines and training steps are never fit points.
+// Marks `row` as a power fit row when the power that sets its prediction (row.power_bound; `power_key`, the
+// predicted kernel's key) is fitted on this very measurement (the entry's fitted_on names the report, the axes and
+// the variant): its time is then the fit's, not a held-out check of it.
+void mark_power_fit(ReportRow& row, const Machine& m, const Profile& p, const std::string& report_path,
+                    const std::string& power_key) {
+  if (!row.power_bound || power_key.empty() || row.role == "composed") return;
+  const KernelPower* kp = kernel_power(m, p, power_key);
+  if (!kp) return;
+  for (const PowerMeasurement& x : kp->fitted_on)
+    if (x.variant == row.variant && ends_with(report_path, x.report) && x.axes == row.axes) {
+      row.role = "fit";
+      if (row.fit_unit.empty()) row.fit_unit = kPowerFitUnit;
+      return;
+    }
+}
+
 void mark_fit(ReportRow& row, const Machine& m, const Predictor& pred, const std::string& report_path,
               const std::string& command, const std::string& piece, const Workload& w, const Options& uncalibrated) {
   Options calibrated = uncalibrated;
@@ -459,6 +475,7 @@ ReportComparison compare_with_report(const Machine& m, const Profile& p, const M
           row.sustained = std::max(0.0, num(v.at("power"), "time_per_iter_s"));
         row.role = c.piece == "attention:fused-composed" ? "composed" : "held-out";
         mark_fit(row, m, pred, r.path, r.command, c.piece, w, ou);
+        if (c.strategy.empty() && !power_piece(r.command, c.variant, w).empty()) mark_power_fit(row, m, p, r.path, t.key);
         out.rows.push_back(row);
       }
     }
@@ -623,6 +640,7 @@ PowerFits fit_power(const Machine& m, const Profile& p, const std::vector<Measur
     double dyn = 0, work = 0, watts = 0;
     size_t n = 0;
     std::vector<std::string> from;
+    std::vector<PowerMeasurement> on;
   };
   std::map<std::string, Acc> acc;
   PowerFits out;
@@ -662,8 +680,10 @@ PowerFits fit_power(const Machine& m, const Profile& p, const std::vector<Measur
         a.work += kt.work;
         a.watts += watts > 0 ? watts : e_iter / t;
         ++a.n;
-        a.from.push_back(fmt::format("{} {} {} ({:.1f} W, {:.3f} mJ/iter over {:.1f} us)", r.path, pt.value("axes", json::object()).dump(),
-                                     name, watts > 0 ? watts : e_iter / t, e_iter * 1e3, t * 1e6));
+        const json axes = pt.value("axes", json::object());
+        a.from.push_back(fmt::format("{} {} {} ({:.1f} W, {:.3f} mJ/iter over {:.1f} us)", r.path, axes.dump(), name,
+                                     watts > 0 ? watts : e_iter / t, e_iter * 1e3, t * 1e6));
+        a.on.push_back({r.path, axes, name});
       }
     }
   }
@@ -673,6 +693,7 @@ PowerFits fit_power(const Machine& m, const Profile& p, const std::vector<Measur
     f.dyn_j_per_work = a.dyn / a.work;
     f.mean_w = a.watts / static_cast<double>(a.n);
     f.measurements = a.n;
+    f.fitted_on = a.on;
     std::string from;
     for (const std::string& s : a.from) from += (from.empty() ? "" : "; ") + s;
     f.source = fmt::format("fitted (dropbench profile --power-from): (energy per iteration - static {:g} W x time) / work, "
@@ -685,9 +706,12 @@ PowerFits fit_power(const Machine& m, const Profile& p, const std::vector<Measur
 
 json power_json(const PowerFits& fits) {
   json j = json::object();
-  for (const PowerFit& f : fits.kernels)
+  for (const PowerFit& f : fits.kernels) {
+    json on = json::array();
+    for (const PowerMeasurement& x : f.fitted_on) on.push_back({{"report", x.report}, {"axes", x.axes}, {"variant", x.variant}});
     j[f.key] = {{"dyn_j_per_work", f.dyn_j_per_work}, {"mean_w", f.mean_w}, {"measurements", f.measurements},
-                {"source", f.source}};
+                {"source", f.source}, {"fitted_on", on}};
+  }
   return j;
 }
 

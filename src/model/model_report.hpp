@@ -59,7 +59,9 @@ struct ReportRow {
   bool tile_fit = false;   // a GEMM row the machine's tile model is fitted on (its fit_reports name the report)
   double fit_unit_seconds_uncal = 0;  // the fitted unit's time at efficiency 1 (for --fit)
   double fit_fixed_s = 0;             // the prediction's fixed costs (RNG strips, wgmma CTAs), not the unit's
-  bool efficiency_fit() const { return role == "fit" && fit_unit != kRngStripUnit && fit_unit != kGemmTileUnit; }
+  bool efficiency_fit() const {
+    return role == "fit" && fit_unit != kRngStripUnit && fit_unit != kGemmTileUnit && fit_unit != kPowerFitUnit;
+  }
   // Rows the RNG per-strip cost is fitted on (--fit-kernels), whether or not an efficiency is fitted there too.
   static size_t strip_fit_rows(const std::vector<ReportRow>& rows) {
     size_t n = 0;
@@ -138,6 +140,7 @@ struct PowerFit {
   double dyn_j_per_work = 0, mean_w = 0;
   size_t measurements = 0;
   std::string source;
+  std::vector<PowerMeasurement> fitted_on;  // the measurements, in the order read
 };
 struct PowerFits {
   std::vector<PowerFit> kernels;  // by key, sorted
@@ -145,7 +148,8 @@ struct PowerFits {
 };
 // Throws UsageError when the machine has no cap_w / static_w.
 PowerFits fit_power(const Machine& m, const Profile& p, const std::vector<MeasuredReport>& reports);
-// The profile JSON's "power" object for `fits` (kernel key -> {dyn_j_per_work, mean_w, source}).
+// The profile JSON's "power" object for `fits` (kernel key -> {dyn_j_per_work, mean_w, measurements, source,
+// fitted_on}).
 json power_json(const PowerFits& fits);
 
 }  // namespace dropbench::model
