@@ -507,6 +507,14 @@ TEST(ModelPower, ReportComparisonWithAndWithoutTheTerm) {
 // A row whose measured power a kernel's power is fitted on (its fitted_on names the report, axes and variant), and
 // whose prediction that power sets, is a fit row, not a held-out check; the same measurement in another report, or
 // an entry that names no measurements, stays held out.
+namespace {
+// `p` with every power entry's fitted_on cleared (an older file's entries name no measurements).
+Profile unnamed_power(Profile p) {
+  for (auto& [k, e] : p.power) e.fitted_on.clear();
+  return p;
+}
+}  // namespace
+
 TEST(ModelPower, RowsThePowerIsFittedOnAreFitRows) {
   const Machine m = tiny();
   const std::string path = kFix + "report_run_power.json";
@@ -517,7 +525,9 @@ TEST(ModelPower, RowsThePowerIsFittedOnAreFitRows) {
     EXPECT_EQ(k.fitted_on[0].report, path);
     EXPECT_EQ(k.fitted_on[0].axes, (json{{"sq", 1024}}));
   }
-  EXPECT_EQ(f.kernels[2].fitted_on[0].variant, "alone:gemm");  // gemm_fp8
+  const auto gemm_fit = std::find_if(f.kernels.begin(), f.kernels.end(), [](const PowerFit& k) { return k.key == "gemm_fp8"; });
+  ASSERT_NE(gemm_fit, f.kernels.end());
+  EXPECT_EQ(gemm_fit->fitted_on[0].variant, "alone:gemm");
   Profile pp = tiny_profile_with_power(m);  // through power_json and the profile's parser
   ASSERT_EQ(pp.power.at("gemm_fp8").fitted_on.size(), 1u);
   EXPECT_EQ(pp.power.at("gemm_fp8").fitted_on[0].variant, "alone:gemm");
@@ -534,20 +544,43 @@ TEST(ModelPower, RowsThePowerIsFittedOnAreFitRows) {
   EXPECT_EQ(g.role, "fit");
   EXPECT_EQ(g.fit_unit, kPowerFitUnit);
   EXPECT_FALSE(g.efficiency_fit());  // --fit fits no efficiency on it
-  // The RNG's bound does not bind (it ran at 200 W): its row stays held out although its power is fitted on it.
-  for (const ReportRow& r : fit.rows)
-    if (r.variant == "alone:rng") EXPECT_EQ(r.role, "held-out");
+  // Every alone row is a fit row exactly where its bound sets its prediction; the RNG's does not (it ran at 200 W
+  // against the 300 W cap), so its row stays held out although its power is fitted on it.
+  size_t alone = 0, bound = 0;
+  for (const ReportRow& r : fit.rows) {
+    if (r.variant.rfind("alone:", 0) != 0) continue;
+    ++alone;
+    bound += r.power_bound ? 1 : 0;
+    EXPECT_EQ(r.role, r.power_bound ? "fit" : "held-out") << r.variant;
+    if (r.variant == "alone:rng") EXPECT_FALSE(r.power_bound);
+  }
+  EXPECT_EQ(alone, 4u);
   const ReportErrors ef = report_errors(fit.rows);
-  EXPECT_EQ(ef.fitted, 1u);
+  EXPECT_EQ(ef.fitted, bound);
+  // Its predictions at the measured clock and without the term do not use the power: those statistics keep it.
+  const ReportErrors all_held = report_errors(compare_with_report(m, unnamed_power(pp), load_measured_report(path), {}, false).rows);
+  EXPECT_EQ(ef.held_out.n + bound, all_held.held_out.n);
+  EXPECT_EQ(ef.held_out_at_measured_clock.n, all_held.held_out_at_measured_clock.n);
+  EXPECT_EQ(ef.held_out_no_power.n, all_held.held_out_no_power.n);
+  // With --clock report the power term is off: the row is a held-out check.
+  EXPECT_EQ(gemm_row(compare_with_report(m, pp, load_measured_report(path), {}, true)).role, "held-out");
   // The same measurements under another path, and an entry without fitted_on: held out.
   MeasuredReport other = load_measured_report(path);
   other.path = "elsewhere/report_run_power_copy.json";
   EXPECT_EQ(gemm_row(compare_with_report(m, pp, other, {}, false)).role, "held-out");
-  Profile unnamed = pp;
-  unnamed.power.at("gemm_fp8").fitted_on.clear();
-  const ReportComparison held = compare_with_report(m, unnamed, load_measured_report(path), {}, false);
+  const ReportComparison held = compare_with_report(m, unnamed_power(pp), load_measured_report(path), {}, false);
   EXPECT_EQ(gemm_row(held).role, "held-out");
-  EXPECT_EQ(report_errors(held.rows).held_out.n, ef.held_out.n + 1);
+  // The same report named another way (./ and a directory step) is the same file.
+  MeasuredReport dotted = load_measured_report(path);
+  dotted.path = (std::filesystem::path(path).parent_path() / "." / ".." / "model" / "report_run_power.json").string();
+  EXPECT_EQ(gemm_row(compare_with_report(m, pp, dotted, {}, false)).role, "fit") << dotted.path;
+  // Another axes value or another variant of the entry: held out.
+  Profile moved = pp;
+  moved.power.at("gemm_fp8").fitted_on[0].axes = {{"sq", 2048}};
+  EXPECT_EQ(gemm_row(compare_with_report(m, moved, load_measured_report(path), {}, false)).role, "held-out");
+  moved = pp;
+  moved.power.at("gemm_fp8").fitted_on[0].variant = "alone:rng";
+  EXPECT_EQ(gemm_row(compare_with_report(m, moved, load_measured_report(path), {}, false)).role, "held-out");
   // A malformed fitted_on is refused in one line naming it.
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(std::ifstream(kFix + "profile.json"));
   j["power"] = power_json(f);

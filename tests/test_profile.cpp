@@ -332,6 +332,10 @@ TEST(ProfileCli, PowerIntoTheMachineFile) {
   ASSERT_TRUE(after.contains("power"));
   EXPECT_EQ(after["power"].size(), 4u);
   EXPECT_DOUBLE_EQ(after["power"]["gemm_fp8"]["mean_w"].get<double>(), 300.0);
+  // Each entry names the measurement it is fitted on.
+  ASSERT_EQ(after["power"]["gemm_fp8"]["fitted_on"].size(), 1u);
+  EXPECT_EQ(after["power"]["gemm_fp8"]["fitted_on"][0]["variant"], "alone:gemm");
+  EXPECT_EQ(after["power"]["gemm_fp8"]["fitted_on"][0]["axes"], (nlohmann::json{{"sq", 1024}}));
   std::vector<std::string> kb, ka;
   for (const auto& [k, v] : before.items()) kb.push_back(k);
   for (const auto& [k, v] : after.items())

@@ -262,24 +262,35 @@ std::optional<Measured> measured(const std::string& command, const json& v, cons
   return out;
 }
 
-// Marks `row` as a fit point when the machine's calibration names it (last match wins); composed rows,
-// sums, pipelines and training steps are never fit points.
-// Marks `row` as a power fit row when the power that sets its prediction (row.power_bound; `power_key`, the
-// predicted kernel's key) is fitted on this very measurement (the entry's fitted_on names the report, the axes and
-// the variant): its time is then the fit's, not a held-out check of it.
+// The same report file: equal paths once normalised, or one ending in the other at a path boundary (a fit run
+// from the repository root names results/..., a comparison may be given ./results/... or an absolute path).
+bool same_report(const std::string& a, const std::string& b) {
+  const std::string x = std::filesystem::path(a).lexically_normal().generic_string();
+  const std::string y = std::filesystem::path(b).lexically_normal().generic_string();
+  return x == y || ends_with(x, "/" + y) || ends_with(y, "/" + x);
+}
+
+// Marks `row` as a power fit row when the power bound that sets its prediction (row.power_bound; `power_key`, the
+// predicted kernel's key) is fitted on a set of measurements that includes this one (the entry's fitted_on names
+// the report, the axes and the variant): its predicted time then comes from its own measurement, so it is no
+// held-out check of the power. The rows' predictions at the measured clock and without the power term do not use
+// the power: they stay in those statistics (row.power_fit, report_errors).
 void mark_power_fit(ReportRow& row, const Machine& m, const Profile& p, const std::string& report_path,
                     const std::string& power_key) {
-  if (!row.power_bound || power_key.empty() || row.role == "composed") return;
+  if (!row.power_bound || power_key.empty() || row.role != "held-out") return;
   const KernelPower* kp = kernel_power(m, p, power_key);
   if (!kp) return;
   for (const PowerMeasurement& x : kp->fitted_on)
-    if (x.variant == row.variant && ends_with(report_path, x.report) && x.axes == row.axes) {
+    if (x.variant == row.variant && x.axes == row.axes && same_report(report_path, x.report)) {
       row.role = "fit";
-      if (row.fit_unit.empty()) row.fit_unit = kPowerFitUnit;
+      row.fit_unit = kPowerFitUnit;
+      row.power_fit = true;
       return;
     }
 }
 
+// Marks `row` as a fit point when the machine's calibration names it (last match wins); composed rows,
+// sums, pipelines and training steps are never fit points.
 void mark_fit(ReportRow& row, const Machine& m, const Predictor& pred, const std::string& report_path,
               const std::string& command, const std::string& piece, const Workload& w, const Options& uncalibrated) {
   Options calibrated = uncalibrated;
@@ -475,7 +486,9 @@ ReportComparison compare_with_report(const Machine& m, const Profile& p, const M
           row.sustained = std::max(0.0, num(v.at("power"), "time_per_iter_s"));
         row.role = c.piece == "attention:fused-composed" ? "composed" : "held-out";
         mark_fit(row, m, pred, r.path, r.command, c.piece, w, ou);
-        if (c.strategy.empty() && !power_piece(r.command, c.variant, w).empty()) mark_power_fit(row, m, p, r.path, t.key);
+        // At the measured clock the power term is off: no prediction of the row uses the fitted power.
+        if (!at_measured_clock && c.strategy.empty() && c.piece == power_piece(r.command, c.variant, w))
+          mark_power_fit(row, m, p, r.path, t.key);
         out.rows.push_back(row);
       }
     }
@@ -605,6 +618,11 @@ ReportErrors report_errors(const std::vector<ReportRow>& rows) {
     all.push_back(row.err());
     if (row.role == "fit") {
       ++out.fitted;
+      // A power fit row's predictions at the measured clock and without the term do not use the power.
+      if (row.power_fit) {
+        held_clk.push_back(row.err_clk());
+        held_np.push_back(row.err_no_power());
+      }
       continue;
     }
     held.push_back(row.err());

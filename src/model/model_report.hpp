@@ -57,6 +57,7 @@ struct ReportRow {
   std::string fit_unit;
   bool strip_fit = false;  // a row the RNG per-strip cost is fitted on (an rng_strip fit point names it)
   bool tile_fit = false;   // a GEMM row the machine's tile model is fitted on (its fit_reports name the report)
+  bool power_fit = false;  // a row only the power term's fit takes (fit_unit power: mark_power_fit)
   double fit_unit_seconds_uncal = 0;  // the fitted unit's time at efficiency 1 (for --fit)
   double fit_fixed_s = 0;             // the prediction's fixed costs (RNG strips, wgmma CTAs), not the unit's
   bool efficiency_fit() const {
@@ -118,6 +119,8 @@ ErrStats err_stats(const std::vector<double>& e);
 std::string piece_kind(const std::string& piece);
 
 struct ReportErrors {
+  // held_out_at_measured_clock and held_out_no_power also take the power fit rows (ReportRow::power_fit): those
+  // predictions do not use the fitted power.
   ErrStats held_out, held_out_at_measured_clock, held_out_no_power, composed, all_including_fit;
   // Held-out rows with a sustained time: the prediction against it, and without the power term against the
   // sampled median (the pairing each regime predicts).
