@@ -311,11 +311,26 @@ void launch_attention_backward(const AttentionBwdParams& p, DropoutMode mode, cu
   if (!p.deterministic) fp32_to_dqkv(a.dq_acc, 1, 1, rows, o_width(f), p.dqkv, a.dqkv_stride, a.scale, s);
 }
 
+namespace {
+// The instance name's tiling: keys and queries per block and the wgmma kernel's ring stages, or the mma kernel's
+// warps, from the configurations the kernels are built with.
+template <int HD>
+std::string tile_tag(bool wgmma) {
+  if (wgmma) {
+    using C = attn_bwd_wg::Cfg<HD>;
+    return "k" + std::to_string(C::kBk) + "q" + std::to_string(C::kBq) + "s" + std::to_string(C::kStages);
+  }
+  using C = attn_bwd::Cfg<HD>;
+  return "k" + std::to_string(C::kBk) + "q" + std::to_string(C::kBq) + "w" + std::to_string(C::kWarps);
+}
+}  // namespace
+
 std::string attention_backward_kernel_name(const AttentionBwdParams& p, DropoutMode mode) {
   check_attention_backward_shape(p, mode);
   const AttentionParams& f = p.fwd;
-  std::string n = uses_wgmma(p) ? "attn_bwd_wgmma_hd" + std::to_string(f.head_dim) + "_k128q64s2_"
-                                : "attn_bwd_mma_hd" + std::to_string(f.head_dim) + "_k64q64w4_";
+  const bool wg = uses_wgmma(p);
+  std::string n = (wg ? "attn_bwd_wgmma_hd" : "attn_bwd_mma_hd") + std::to_string(f.head_dim) + "_" +
+                  (f.head_dim == 64 ? tile_tag<64>(wg) : tile_tag<128>(wg)) + "_";
   n += dropout_mode_name(mode);
   if (mode == DropoutMode::Fused) n += "_r" + std::to_string(f.rounds) + "_tw" + std::to_string(f.threshold_bits);
   if (f.causal) n += "_causal";
