@@ -561,7 +561,9 @@ TEST(ModelPower, RowsThePowerIsFittedOnAreFitRows) {
   const ReportErrors all_held = report_errors(compare_with_report(m, unnamed_power(pp), load_measured_report(path), {}, false).rows);
   EXPECT_EQ(ef.held_out.n + bound, all_held.held_out.n);
   EXPECT_EQ(ef.held_out_at_measured_clock.n, all_held.held_out_at_measured_clock.n);
+  EXPECT_DOUBLE_EQ(ef.held_out_at_measured_clock.mean, all_held.held_out_at_measured_clock.mean);
   EXPECT_EQ(ef.held_out_no_power.n, all_held.held_out_no_power.n);
+  EXPECT_DOUBLE_EQ(ef.held_out_no_power.mean, all_held.held_out_no_power.mean);
   // With --clock report the power term is off: the row is a held-out check.
   EXPECT_EQ(gemm_row(compare_with_report(m, pp, load_measured_report(path), {}, true)).role, "held-out");
   // The same measurements under another path, and an entry without fitted_on: held out.
@@ -574,6 +576,17 @@ TEST(ModelPower, RowsThePowerIsFittedOnAreFitRows) {
   MeasuredReport dotted = load_measured_report(path);
   dotted.path = (std::filesystem::path(path).parent_path() / "." / ".." / "model" / "report_run_power.json").string();
   EXPECT_EQ(gemm_row(compare_with_report(m, pp, dotted, {}, false)).role, "fit") << dotted.path;
+  // An entry naming the report by its tail (as a fit run from the repository root does) matches at a path
+  // boundary; a tail cut inside a directory name does not.
+  auto with_report = [&](const std::string& rep) {
+    Profile q = pp;
+    q.power.at("gemm_fp8").fitted_on[0].report = rep;
+    return gemm_row(compare_with_report(m, q, load_measured_report(path), {}, false)).role;
+  };
+  EXPECT_EQ(with_report("model/report_run_power.json"), "fit");
+  EXPECT_EQ(with_report("./model/../model/report_run_power.json"), "fit");
+  EXPECT_EQ(with_report("report_run_power.json"), "fit");
+  EXPECT_EQ(with_report("odel/report_run_power.json"), "held-out");
   // Another axes value or another variant of the entry: held out.
   Profile moved = pp;
   moved.power.at("gemm_fp8").fitted_on[0].axes = {{"sq", 2048}};

@@ -165,6 +165,7 @@ json report_summary_json(const ModelOpts& mo, const model::Machine& m, const mod
   // Rows the RNG's per-strip cost was fitted on (--fit-kernels): excluded from held_out like the fit points.
   summary["rng_strip_fit_rows"] = model::ReportRow::strip_fit_rows(c.rows);
   summary["gemm_tile_fit_rows"] = model::ReportRow::tile_fit_rows(c.rows);
+  summary["power_fit_rows"] = model::ReportRow::power_fit_rows(c.rows);
   return summary;
 }
 
@@ -176,11 +177,12 @@ void print_report_errors(const ModelOpts& mo, const model::Machine& m, const mod
   std::cout << fmt::format(
       "\nmodel error on {} ({}; machine {}, {}; clock: {}):\n"
       "  held out ({} comparisons): mean |err| {:.1f}%, stdev {:.1f}%, max {:.1f}%\n"
-      "  held out, each point at its measured SM clock: mean |err| {:.1f}%, stdev {:.1f}%, max {:.1f}%\n"
-      "  held out, without the power term: mean |err| {:.1f}%, stdev {:.1f}%, max {:.1f}%\n  {}\n",
+      "  held out, each point at its measured SM clock ({}): mean |err| {:.1f}%, stdev {:.1f}%, max {:.1f}%\n"
+      "  held out, without the power term ({}): mean |err| {:.1f}%, stdev {:.1f}%, max {:.1f}%\n  {}\n",
       mo.report, r.command, m.name, mo.uncalibrated ? "uncalibrated" : "calibrated", mo.clock, sh.n, 100 * sh.mean,
-      100 * sh.stdev, 100 * sh.max, 100 * sc.mean, 100 * sc.stdev, 100 * sc.max, 100 * e.held_out_no_power.mean,
-      100 * e.held_out_no_power.stdev, 100 * e.held_out_no_power.max, power_status(m, p));
+      100 * sh.stdev, 100 * sh.max, sc.n, 100 * sc.mean, 100 * sc.stdev, 100 * sc.max, e.held_out_no_power.n,
+      100 * e.held_out_no_power.mean, 100 * e.held_out_no_power.stdev, 100 * e.held_out_no_power.max,
+      power_status(m, p));
   if (e.held_out_sustained.n)
     std::cout << fmt::format(
         "  held out against sustained (power-pass) times, {} comparisons: mean |err| {:.1f}%, stdev {:.1f}%, max "
@@ -198,11 +200,18 @@ void print_report_errors(const ModelOpts& mo, const model::Machine& m, const mod
         "  fused attention composed as mask kernel + RNG demand (the paper's composition), {} comparisons: mean "
         "|err| {:.1f}%, stdev {:.1f}%\n",
         sp.n, 100 * sp.mean, 100 * sp.stdev);
-  if (e.fitted) {
-    std::cout << "  fit points (excluded above):";
+  // Power fit rows are left out of the held-out and sustained lines only: their predictions without the term and
+  // at the measured clock do not use the fitted power.
+  for (const bool power : {false, true}) {
+    std::string line;
     for (const model::ReportRow& row : c.rows)
-      if (row.role == "fit") std::cout << fmt::format(" {} {} {} err {}%;", row.fit_unit, row.axes.dump(), row.variant, pct(row.err()));
-    std::cout << "\n";
+      if (row.role == "fit" && row.power_fit == power)
+        line += fmt::format(" {} {} {} err {}%;", row.fit_unit, row.axes.dump(), row.variant, pct(row.err()));
+    if (!line.empty())
+      std::cout << (power ? "  power fit rows (excluded from the held-out and sustained lines, kept in the "
+                            "measured-clock and no-power ones):"
+                          : "  fit points (excluded above):")
+                << line << "\n";
   }
   if (c.skipped)
     std::cout << fmt::format("  {} variant(s) not modelled (peer, layout or mode without a profile)\n", c.skipped);

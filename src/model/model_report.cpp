@@ -262,22 +262,23 @@ std::optional<Measured> measured(const std::string& command, const json& v, cons
   return out;
 }
 
-// The same report file: equal paths once normalised, or one ending in the other at a path boundary (a fit run
-// from the repository root names results/..., a comparison may be given ./results/... or an absolute path).
+// The same report file: equal paths once normalised, or the shorter a tail of the other at a path boundary (a fit
+// run from the repository root names results/..., a comparison may be given ./results/... or an absolute path; a
+// bare file name, as test fixtures use, names every file of that name).
 bool same_report(const std::string& a, const std::string& b) {
   const std::string x = std::filesystem::path(a).lexically_normal().generic_string();
   const std::string y = std::filesystem::path(b).lexically_normal().generic_string();
   return x == y || ends_with(x, "/" + y) || ends_with(y, "/" + x);
 }
 
-// Marks `row` as a power fit row when the power bound that sets its prediction (row.power_bound; `power_key`, the
-// predicted kernel's key) is fitted on a set of measurements that includes this one (the entry's fitted_on names
+// Marks `row` as a power fit row when the power bound that sets its scored prediction (the caller checks the
+// limiter; `power_key`, the predicted kernel's key) is fitted on a set of measurements that includes this one (the entry's fitted_on names
 // the report, the axes and the variant): its predicted time then comes from its own measurement, so it is no
 // held-out check of the power. The rows' predictions at the measured clock and without the power term do not use
 // the power: they stay in those statistics (row.power_fit, report_errors).
 void mark_power_fit(ReportRow& row, const Machine& m, const Profile& p, const std::string& report_path,
                     const std::string& power_key) {
-  if (!row.power_bound || power_key.empty() || row.role != "held-out") return;
+  if (power_key.empty() || row.role != "held-out") return;
   const KernelPower* kp = kernel_power(m, p, power_key);
   if (!kp) return;
   for (const PowerMeasurement& x : kp->fitted_on)
@@ -301,14 +302,14 @@ void mark_fit(ReportRow& row, const Machine& m, const Predictor& pred, const std
   if (auto tm = m.gemm_tiles.find(w.dtype); command == "gemm" && piece == "gemm" && row.variant == "cublaslt" &&
                                              tm != m.gemm_tiles.end())
     for (const std::string& rep : tm->second.fit_reports)
-      if (ends_with(report_path, rep)) {
+      if (same_report(report_path, rep)) {
         row.role = "fit";
         row.tile_fit = true;
         row.fit_unit = kGemmTileUnit;
       }
   for (const FitPoint& fp : m.fit_points) {
     // A fit point names its report: the same axes in another report are held out.
-    if (!fp.report.empty() && !ends_with(report_path, fp.report)) continue;
+    if (!fp.report.empty() && !same_report(report_path, fp.report)) continue;
     if (fp.command == command && fp.variant == row.variant && axes_match(fp.axes, row.axes) &&
         !starts_with(piece, "sum:") && !starts_with(piece, "pipeline:") && !starts_with(piece, "train-") &&
         row.role != "composed") {
@@ -486,8 +487,10 @@ ReportComparison compare_with_report(const Machine& m, const Profile& p, const M
           row.sustained = std::max(0.0, num(v.at("power"), "time_per_iter_s"));
         row.role = c.piece == "attention:fused-composed" ? "composed" : "held-out";
         mark_fit(row, m, pred, r.path, r.command, c.piece, w, ou);
-        // At the measured clock the power term is off: no prediction of the row uses the fitted power.
-        if (!at_measured_clock && c.strategy.empty() && c.piece == power_piece(r.command, c.variant, w))
+        // Decided on the prediction scored: at a measured clock the power term is off (a row without one is
+        // scored at the model's clock, t).
+        const bool scored_power = (at_measured_clock && row.measured_clock > 0 ? tc : t).limiter == "power";
+        if (scored_power && c.strategy.empty() && c.piece == power_piece(r.command, c.variant, w))
           mark_power_fit(row, m, p, r.path, t.key);
         out.rows.push_back(row);
       }
@@ -618,9 +621,10 @@ ReportErrors report_errors(const std::vector<ReportRow>& rows) {
     all.push_back(row.err());
     if (row.role == "fit") {
       ++out.fitted;
-      // A power fit row's predictions at the measured clock and without the term do not use the power.
+      // A power fit row's prediction without the term, and at its measured clock where it has one, does not use
+      // the power.
       if (row.power_fit) {
-        held_clk.push_back(row.err_clk());
+        if (row.measured_clock > 0) held_clk.push_back(row.err_clk());
         held_np.push_back(row.err_no_power());
       }
       continue;

@@ -69,6 +69,12 @@ struct ReportRow {
     for (const ReportRow& r : rows) n += r.strip_fit ? 1 : 0;
     return n;
   }
+  // Rows only the power term's fit takes (power_fit).
+  static size_t power_fit_rows(const std::vector<ReportRow>& rows) {
+    size_t n = 0;
+    for (const ReportRow& r : rows) n += r.power_fit ? 1 : 0;
+    return n;
+  }
   // Rows the machine's GEMM tile model is fitted on (--fit-kernels), whether or not an efficiency is fitted there too.
   static size_t tile_fit_rows(const std::vector<ReportRow>& rows) {
     size_t n = 0;
@@ -119,8 +125,8 @@ ErrStats err_stats(const std::vector<double>& e);
 std::string piece_kind(const std::string& piece);
 
 struct ReportErrors {
-  // held_out_at_measured_clock and held_out_no_power also take the power fit rows (ReportRow::power_fit): those
-  // predictions do not use the fitted power.
+  // held_out_no_power also takes the power fit rows (ReportRow::power_fit), held_out_at_measured_clock those with a
+  // measured clock: those predictions do not use the fitted power.
   ErrStats held_out, held_out_at_measured_clock, held_out_no_power, composed, all_including_fit;
   // Held-out rows with a sustained time: the prediction against it, and without the power term against the
   // sampled median (the pairing each regime predicts).
