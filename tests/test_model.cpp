@@ -26,6 +26,7 @@
 #include "src/model/model.hpp"
 #include "src/model/model_report.hpp"
 #include "model_fixtures.hpp"
+#include "usage_error.hpp"
 
 using namespace dropbench;
 using namespace dropbench::model;
@@ -61,12 +62,7 @@ std::string fix_args() { return "--machine '" + kFix + "machine.json' --profile 
 
 // Expects machine_from_json(j) to throw a UsageError whose message names `field`.
 void expect_field_error(const json& j, const std::string& field) {
-  try {
-    machine_from_json(j, "fixture");
-    ADD_FAILURE() << "no error for " << field;
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
-  }
+  dropbench_test::expect_refused([&] { machine_from_json(j, "fixture"); }, field);
 }
 
 }  // namespace
@@ -410,12 +406,7 @@ TEST(Model, RngStripCostKnownAnswers) {
   // A negative cost is refused, naming the field.
   json j = read(kFix + "profile_ncu_strip.json");
   j["kernels"]["rng"]["strip_overhead_cycles"]["value"] = -1;
-  try {
-    profile_from_json(j, "fixture");
-    ADD_FAILURE() << "no error";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("strip_overhead_cycles"), std::string::npos) << e.what();
-  }
+  dropbench_test::expect_refused([&] { profile_from_json(j, "fixture"); }, "strip_overhead_cycles");
 }
 
 namespace {
@@ -531,12 +522,8 @@ TEST(Model, WgmmaBwdFitRecoversKnownEfficiencies) {
   EXPECT_EQ(ff.efficiency, ff0.efficiency);
   // Without the section: one line naming it.
   fwd_only.wgmma_bwd.reset();
-  try {
-    fit_family(m, fwd_only, "wgmma_bwd");
-    ADD_FAILURE() << "no error";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("kernels.attention_bwd_wgmma is missing"), std::string::npos) << e.what();
-  }
+  dropbench_test::expect_refused([&] { fit_family(m, fwd_only, "wgmma_bwd"); },
+                                 "kernels.attention_bwd_wgmma is missing");
 }
 
 // fit_family "wgmma_bwd" with report points (the harness's times of whole backward calls) fits on them and not on
@@ -563,12 +550,7 @@ TEST(Model, WgmmaBwdFitOnReportPointsRecoversKnownEfficiencies) {
   EXPECT_EQ(fit_family(m, p, "wgmma_bwd").fitted_on, "ncu durations");
   // A point without a clock: one line naming it.
   pts[0].clock_mhz = 0;
-  try {
-    fit_family(m, p, "wgmma_bwd", pts);
-    ADD_FAILURE() << "no error";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("has no time or clock"), std::string::npos) << e.what();
-  }
+  dropbench_test::expect_refused([&] { fit_family(m, p, "wgmma_bwd", pts); }, "has no time or clock");
 }
 
 // kernels.attention_bwd_wgmma.fit_reports: an array of report paths, each with timed wgmma backward rows at the
@@ -576,23 +558,14 @@ TEST(Model, WgmmaBwdFitOnReportPointsRecoversKnownEfficiencies) {
 TEST(Model, WgmmaBwdFitReportsAreChecked) {
   json bad = dropbench_test::bwd_profile_json();
   bad["kernels"]["attention_bwd_wgmma"]["fit_reports"] = 5;
-  try {
-    profile_from_json(bad, "bad");
-    ADD_FAILURE() << "no error";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("kernels.attention_bwd_wgmma.fit_reports"), std::string::npos) << e.what();
-  }
+  dropbench_test::expect_refused([&] { profile_from_json(bad, "bad"); }, "kernels.attention_bwd_wgmma.fit_reports");
   // A forward report has no backward rows.
   json fwd = dropbench_test::bwd_profile_json();
   fwd["kernels"]["attention_bwd_wgmma"]["fit_reports"] = json::array({"results/h200/attention/attention.json"});
   const Profile p = profile_from_json(fwd, "fwd-report");
   ASSERT_EQ(p.wgmma_bwd->fit_reports.size(), 1u);
-  try {
-    wgmma_bwd_report_points(p, std::string(DROPBENCH_SOURCE_DIR));
-    ADD_FAILURE() << "no error";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("has no timed wgmma backward row"), std::string::npos) << e.what();
-  }
+  dropbench_test::expect_refused([&] { wgmma_bwd_report_points(p, std::string(DROPBENCH_SOURCE_DIR)); },
+                                 "has no timed wgmma backward row");
   // The committed profile's reports: every row is a wgmma backward at dH 128 with a time and a clock.
   const Profile c = load_profile(std::string(DROPBENCH_SOURCE_DIR) + "/configs/profiles/h200.json");
   const std::vector<KernelPoint> pts = wgmma_bwd_report_points(c, std::string(DROPBENCH_SOURCE_DIR));
@@ -723,12 +696,8 @@ TEST(Model, GemmTileFitRecoversKnownValues) {
   const Machine mc = machine_from_json(j, "named clock");
   EXPECT_DOUBLE_EQ(kernel_clock(mc, "gemm_bf16", Options{}), 1700);
   EXPECT_DOUBLE_EQ(kernel_clock(mc, "sustained", Options{}), 1000);
-  try {
-    kernel_clock(m, "gemm_bf16", Options{});
-    ADD_FAILURE() << "no error";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("'gemm_bf16' is not a clock of machine"), std::string::npos) << e.what();
-  }
+  dropbench_test::expect_refused([&] { kernel_clock(m, "gemm_bf16", Options{}); },
+                                 "'gemm_bf16' is not a clock of machine");
 }
 
 // The overlap's co-resident and SM-partition candidates time the GEMM's demand again: with the tile model they keep
@@ -784,12 +753,8 @@ TEST(Model, GemmReportPoints) {
   EXPECT_TRUE(gemm_report_points(m, "bf16", kSrc).empty());  // no bf16 tile model here
   json none = tiled_machine_json();
   none["gemm_tile_model"]["fp8"]["fit_reports"] = json::array({"results/h200/attention/attention.json"});
-  try {
-    gemm_report_points(machine_from_json(none, "attention-report"), "fp8", kSrc);
-    ADD_FAILURE() << "no error";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("has no timed fp8 `dropbench gemm` row"), std::string::npos) << e.what();
-  }
+  dropbench_test::expect_refused([&] { gemm_report_points(machine_from_json(none, "attention-report"), "fp8", kSrc); },
+                                 "has no timed fp8 `dropbench gemm` row");
 }
 
 // fit_family recovers a known per-strip cost from RNG times the carried model itself gives at other strip

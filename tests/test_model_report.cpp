@@ -16,6 +16,7 @@
 #include "cli_runner.hpp"
 #include "kernels/common/check.hpp"
 #include "model_fixtures.hpp"
+#include "usage_error.hpp"
 #include "src/core/config.hpp"
 #include "src/model/model_report.hpp"
 
@@ -32,12 +33,7 @@ using dropbench_test::tiny_profile;
 
 // Expects load_measured_report(path) to throw a UsageError containing `what`.
 void expect_load_error(const std::string& path, const std::string& what) {
-  try {
-    load_measured_report(path);
-    ADD_FAILURE() << "no error for " << path;
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
+  dropbench_test::expect_refused([&] { load_measured_report(path); }, what);
 }
 
 }  // namespace
@@ -369,18 +365,9 @@ TEST(ModelMachine, UnknownKeyAndDirectoryAreErrors) {
   nlohmann::ordered_json m = nlohmann::ordered_json::parse(std::ifstream(kFix + "machine.json"));
   m["hbm_gbs_typo"] = 1;
   std::ofstream(dir / "m.json") << m.dump();
-  try {
-    load_machine((dir / "m.json").string());
-    ADD_FAILURE() << "unknown key accepted";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("hbm_gbs_typo is not a machine field"), std::string::npos) << e.what();
-  }
-  try {
-    load_machine(dir.string());
-    ADD_FAILURE() << "directory accepted";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
-  }
+  dropbench_test::expect_refused([&] { load_machine((dir / "m.json").string()); },
+                                 "hbm_gbs_typo is not a machine field");
+  dropbench_test::expect_refused([&] { load_machine(dir.string()); }, "is a directory");
   std::filesystem::remove_all(dir);
 }
 
@@ -598,12 +585,7 @@ TEST(ModelPower, RowsThePowerIsFittedOnAreFitRows) {
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(std::ifstream(kFix + "profile.json"));
   j["power"] = power_json(f);
   j["power"]["gemm_fp8"]["fitted_on"] = 3;
-  try {
-    profile_from_json(j, "bad");
-    ADD_FAILURE() << "a fitted_on that is not an array was accepted";
-  } catch (const UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("power.gemm_fp8.fitted_on"), std::string::npos) << e.what();
-  }
+  dropbench_test::expect_refused([&] { profile_from_json(j, "bad"); }, "power.gemm_fp8.fitted_on");
   j["power"] = power_json(f);
   j["power"]["gemm_fp8"]["fitted_on"][0].erase("axes");
   EXPECT_THROW(profile_from_json(j, "bad"), UsageError);
