@@ -163,9 +163,9 @@ json report_summary_json(const ModelOpts& mo, const model::Machine& m, const mod
   }
   summary["fit_points"] = fits;
   // Rows the RNG's per-strip cost was fitted on (--fit-kernels): excluded from held_out like the fit points.
-  summary["rng_strip_fit_rows"] = model::ReportRow::strip_fit_rows(c.rows);
-  summary["gemm_tile_fit_rows"] = model::ReportRow::tile_fit_rows(c.rows);
-  summary["power_fit_rows"] = model::ReportRow::power_fit_rows(c.rows);
+  summary["rng_strip_fit_rows"] = model::ReportRow::rows_with(c.rows, &model::ReportRow::strip_fit);
+  summary["gemm_tile_fit_rows"] = model::ReportRow::rows_with(c.rows, &model::ReportRow::tile_fit);
+  summary["power_fit_rows"] = model::ReportRow::rows_with(c.rows, &model::ReportRow::power_fit);
   return summary;
 }
 
@@ -227,10 +227,10 @@ void print_fit(const std::vector<model::ReportRow>& rows) {
                              row.fit_unit, row.fit_efficiency(), row.axes.dump(), row.variant, mcli::us(row.measured),
                              mcli::us(row.fit_fixed_s), mcli::us(row.fit_unit_seconds_uncal));
   }
-  if (const size_t strip_rows = model::ReportRow::strip_fit_rows(rows))
+  if (const size_t strip_rows = model::ReportRow::rows_with(rows, &model::ReportRow::strip_fit))
     std::cout << fmt::format("  ({} row(s) are the RNG per-strip cost's fit points: `dropbench model --fit-kernels`)\n",
                              strip_rows);
-  if (const size_t tile_rows = model::ReportRow::tile_fit_rows(rows))
+  if (const size_t tile_rows = model::ReportRow::rows_with(rows, &model::ReportRow::tile_fit))
     std::cout << fmt::format("  ({} row(s) are the GEMM tile model's fit points: `dropbench model --fit-kernels`)\n",
                              tile_rows);
 }

@@ -272,10 +272,10 @@ bool same_report(const std::string& a, const std::string& b) {
 }
 
 // Marks `row` as a power fit row when the power bound that sets its scored prediction (the caller checks the
-// limiter; `power_key`, the predicted kernel's key) is fitted on a set of measurements that includes this one (the entry's fitted_on names
-// the report, the axes and the variant): its predicted time then comes from its own measurement, so it is no
-// held-out check of the power. The rows' predictions at the measured clock and without the power term do not use
-// the power: they stay in those statistics (row.power_fit, report_errors).
+// limiter; `power_key`, the predicted kernel's key) is fitted on a set of measurements that includes this one (the
+// entry's fitted_on names the report, the axes and the variant): its predicted time then comes from its own
+// measurement, so it is no held-out check of the power. The row's predictions at the measured clock and without the
+// power term do not use the power: they stay in those statistics (row.power_fit, report_errors).
 void mark_power_fit(ReportRow& row, const Machine& m, const Profile& p, const std::string& report_path,
                     const std::string& power_key) {
   if (power_key.empty() || row.role != "held-out") return;

@@ -63,22 +63,11 @@ struct ReportRow {
   bool efficiency_fit() const {
     return role == "fit" && fit_unit != kRngStripUnit && fit_unit != kGemmTileUnit && fit_unit != kPowerFitUnit;
   }
-  // Rows the RNG per-strip cost is fitted on (--fit-kernels), whether or not an efficiency is fitted there too.
-  static size_t strip_fit_rows(const std::vector<ReportRow>& rows) {
+  // The rows one of the fit marks flags (strip_fit, tile_fit, power_fit), whether or not an efficiency is fitted on
+  // them too.
+  static size_t rows_with(const std::vector<ReportRow>& rows, bool ReportRow::*mark) {
     size_t n = 0;
-    for (const ReportRow& r : rows) n += r.strip_fit ? 1 : 0;
-    return n;
-  }
-  // Rows only the power term's fit takes (power_fit).
-  static size_t power_fit_rows(const std::vector<ReportRow>& rows) {
-    size_t n = 0;
-    for (const ReportRow& r : rows) n += r.power_fit ? 1 : 0;
-    return n;
-  }
-  // Rows the machine's GEMM tile model is fitted on (--fit-kernels), whether or not an efficiency is fitted there too.
-  static size_t tile_fit_rows(const std::vector<ReportRow>& rows) {
-    size_t n = 0;
-    for (const ReportRow& r : rows) n += r.tile_fit ? 1 : 0;
+    for (const ReportRow& r : rows) n += r.*mark ? 1 : 0;
     return n;
   }
   double err() const { return (predicted - measured) / measured; }
