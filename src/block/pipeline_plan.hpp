@@ -42,7 +42,7 @@ double hidden_fraction(double t_a, double t_b, double t_ab);
 int partition_rng_sms(int sms, double t_gemm, double t_rng, double scale = 1.0, int granularity = 2);
 
 // a * b * ... and a + b + ... of byte counts, or UsageError("<what> more than 2^64 bytes ...") when the result
-// does not fit 64 bits (2^62 elements of 4 bytes used to wrap to a mask of 0 bytes).
+// does not fit 64 bits (unchecked, 2^62 elements of 4 bytes wrap to a mask of 0 bytes).
 uint64_t checked_product(std::initializer_list<uint64_t> factors, const std::string& what);
 uint64_t checked_sum(std::initializer_list<uint64_t> terms, const std::string& what);
 

@@ -60,7 +60,7 @@ Workload parse_shape(const std::string& s) {
     auto it = keys.find(k);
     if (it == keys.end())
       throw UsageError(fmt::format("--shape: unknown key '{}' (allowed: b, sq, e, hq, hkv, dh, causal, dtype, tw, p, chunk, attn)", k));
-    // The last value used to win without a word.
+    // A key given twice is refused: silently keeping the last value would hide a typo.
     if (auto [prev, fresh] = seen.emplace(it->second, item); !fresh)
       throw UsageError(fmt::format("--shape: key '{}' given twice ('{}', '{}'; allowed: each key once, b = batch, "
                                    "e = embed)",
