@@ -18,7 +18,13 @@
 # Files: $OUT/checks/{summary.txt,bwd_logs.tar.gz}, $OUT/timing/{bwd_logs.tar.gz (its summary.txt inside),h2h_bwd.json,
 # h2h_bwd.md}, $OUT/train_step_gpu.txt and $OUT/ab.tgz (ab/: lib B's and lib C's build logs, swap_b.*, ab_b.* = the
 # combined lib A / lib B, c.*, swap_c.*, ab_c.*): eight with the caller's own log.
-# Usage: [SRC_C=DIR] bash scripts/bwd_device_ab.sh SRC_B [BUILD_DIR] [BUDGET_S]     (BUILD_DIR default build-dev, BUDGET_S 560)
+# AB_ONLY=1: the A/B alone, for a short device window (about 70 s on a warm H100 host at 4 rounds, 4 shapes): no
+# checks, no PyTorch peers; this tree's C ABI library (BUILD_DIR-a) and lib B's (and lib C's) build side by side,
+# then steps 4 and 5's swapped pairs (ab.tgz). Its timings are only a screen: a candidate lands after the full call.
+# H2H_ARGS: h2h_attention_bwd.py arguments added to every swapped pair (e.g. "--head-dim 128 --rounds 12
+# --variants bwd:wg:none,bwd:wg:mask,bwd:wgB:none,bwd:wgB:mask").
+# Usage: [SRC_C=DIR] [AB_ONLY=1] [H2H_ARGS=...] bash scripts/bwd_device_ab.sh SRC_B [BUILD_DIR] [BUDGET_S]
+#   (BUILD_DIR default build-dev, BUDGET_S 560)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 SRC_B="${1:?usage: bash scripts/bwd_device_ab.sh SRC_B [BUILD_DIR] [BUDGET_S]}"
@@ -45,21 +51,34 @@ build_lib() {
     echo "$4 build exit $? at $(($(date +%s) - T0)) s" >> "$2/$3"
   ) &
 }
+AB_ONLY="${AB_ONLY:-0}"
 build_lib "$SRC_B" "$B-b" ab_build.txt "lib B"
 BG=$!
 BGC=
 [ -n "${SRC_C:-}" ] && { build_lib "$SRC_C" "$B-c" ab_build_c.txt "lib C"; BGC=$!; }
-OUT="$OUT0/checks" BWD_PART=checks BWD_EXTRA_TARGETS="dropbench test_train_step_gpu" \
-  bash scripts/bwd_device.sh "$B" $((BUDGET * 6 / 10))
-timeout 90 "$B/tests/test_train_step_gpu" > "$OUT0/train_step_gpu.txt" 2>&1
-echo "exit $?" >> "$OUT0/train_step_gpu.txt"
-tail -n 3 "$OUT0/train_step_gpu.txt"
+LIB_A="$B/libdropbench_attention.so"
+if [ "$AB_ONLY" = 1 ]; then
+  # This tree's library alone, in a build dir of its own (its sources' mtimes are real: ninja rebuilds what changed).
+  LIB_A="$B-a/libdropbench_attention.so"
+  {
+    cmake -S . -B "$B-a" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
+      -DDROPBENCH_TESTS=OFF && timeout 300 cmake --build "$B-a" -j 8 --target dropbench_attention
+    echo "lib A build exit $? at $(($(date +%s) - T0)) s"
+  } > "$OUT0/ab_build_a.txt" 2>&1
+  tail -n 1 "$OUT0/ab_build_a.txt"
+else
+  OUT="$OUT0/checks" BWD_PART=checks BWD_EXTRA_TARGETS="dropbench test_train_step_gpu" \
+    bash scripts/bwd_device.sh "$B" $((BUDGET * 6 / 10))
+  timeout 90 "$B/tests/test_train_step_gpu" > "$OUT0/train_step_gpu.txt" 2>&1
+  echo "exit $?" >> "$OUT0/train_step_gpu.txt"
+  tail -n 3 "$OUT0/train_step_gpu.txt"
+fi
 wait $BG
 X="$OUT0/ab"  # what the A/B adds to bwd_device.sh's files, packed into ab.tgz at the end
 mkdir -p "$X"
 cp "$B-b/ab_build.txt" "$X/"
+[ "$AB_ONLY" = 1 ] && mv "$OUT0/ab_build_a.txt" "$X/"
 tail -n 1 "$X/ab_build.txt"
-LIB_A="$B/libdropbench_attention.so"
 LIB_B="$B-b/libdropbench_attention.so"
 [ -f "$LIB_B" ] || { echo "lib B not built: the timing runs without it"; LIB_B=; }
 SWAP="${SWAP:-1}"
@@ -69,17 +88,23 @@ RESERVE=0
 [ -n "$BGC" ] && RESERVE=$((RESERVE + 70 * (1 + SWAP)))
 T_LEFT=$((BUDGET - ($(date +%s) - T0) - RESERVE))
 [ "$T_LEFT" -lt 60 ] && T_LEFT=60
-OUT="$OUT0/timing" BWD_PART=timing BWD_MODES=0 BWD_LIB_B="$LIB_B" bash scripts/bwd_device.sh "$B" "$T_LEFT"
-# Its summary was printed and is inside timing/bwd_logs.tar.gz: the file itself would be a ninth file for the device
-# call's eight, and the machine drops one of them.
-rm -f "$OUT0/timing/summary.txt"
+FIRST="$OUT0/timing/h2h_bwd.json"  # the lib A / lib B run that the swapped one is combined with
+if [ "$AB_ONLY" = 1 ]; then
+  FIRST="$X/first_b.json"
+else
+  OUT="$OUT0/timing" BWD_PART=timing BWD_MODES=0 BWD_LIB_B="$LIB_B" bash scripts/bwd_device.sh "$B" "$T_LEFT"
+  # Its summary was printed and is inside timing/bwd_logs.tar.gz: the file itself would be a ninth file for the
+  # device call's eight, and the machine drops one of them.
+  rm -f "$OUT0/timing/summary.txt"
+fi
 # h2h_pair NAME LIB1 LIB2: h2h_attention_bwd.py with LIB1 as lib A and LIB2 as lib B, 4 rounds of the timing part's
 # shapes, into $X/NAME.{json,md,log}.
 h2h_pair() {
   local left=$((BUDGET - ($(date +%s) - T0) - 5))
   [ "$left" -gt 30 ] || { echo "$1: not run ($left s left)"; return 1; }
-  timeout "$left" python3 scripts/h2h_attention_bwd.py --lib "$2" --lib-b "$3" --rounds 4 -o "$X/$1.json" \
-    --md "$X/$1.md" > "$X/$1.log" 2>&1
+  # shellcheck disable=SC2086  # H2H_ARGS is a list of arguments
+  timeout "$left" python3 scripts/h2h_attention_bwd.py --lib "$2" --lib-b "$3" --rounds 4 ${H2H_ARGS:-} \
+    -o "$X/$1.json" --md "$X/$1.md" > "$X/$1.log" 2>&1
   local rc=$?
   echo "$1: exit $rc"
   return $rc
@@ -89,8 +114,9 @@ h2h_pair() {
 both() {
   python3 scripts/h2h_ab.py "$2" "$3" -o "$X/$1.json" --md "$X/$1.md"
 }
-if [ -n "$LIB_B" ] && [ "$SWAP" = 1 ] && h2h_pair swap_b "$LIB_B" "$LIB_A"; then
-  both ab_b "$OUT0/timing/h2h_bwd.json" "$X/swap_b.json"
+[ "$AB_ONLY" = 1 ] && [ -n "$LIB_B" ] && h2h_pair first_b "$LIB_A" "$LIB_B"
+if [ -n "$LIB_B" ] && [ "$SWAP" = 1 ] && [ -f "$FIRST" ] && h2h_pair swap_b "$LIB_B" "$LIB_A"; then
+  both ab_b "$FIRST" "$X/swap_b.json"
 fi
 if [ -n "$BGC" ]; then
   wait "$BGC"
