@@ -17,12 +17,14 @@
 # tree's in the same way (4 rounds, and with SWAP=1 swapped and combined too), so that one call A/Bs two changes.
 # Files: $OUT/checks/{summary.txt,bwd_logs.tar.gz}, $OUT/timing/{bwd_logs.tar.gz (its summary.txt inside),h2h_bwd.json,
 # h2h_bwd.md}, $OUT/train_step_gpu.txt and $OUT/ab.tgz (ab/: lib B's and lib C's build logs, swap_b.*, ab_b.* = the
-# combined lib A / lib B, c.*, swap_c.*, ab_c.*): eight with the caller's own log.
-# AB_ONLY=1: the A/B alone, for a short device window (about 70 s on a warm H100 host at 4 rounds, 4 shapes): no
-# checks, no PyTorch peers; this tree's C ABI library (BUILD_DIR-a) and lib B's (and lib C's) build side by side,
-# then steps 4 and 5's swapped pairs (ab.tgz). Its timings are only a screen: a candidate lands after the full call.
-# H2H_ARGS: h2h_attention_bwd.py arguments added to every swapped pair (e.g. "--head-dim 128 --rounds 12
-# --variants bwd:wg:none,bwd:wg:mask,bwd:wgB:none,bwd:wgB:mask").
+# combined lib A / lib B, c.*, swap_c.*, ab_c.*): eight with the caller's own log. H2H_ARGS is refused here.
+# AB_ONLY=1: the A/B alone, for a short device window (about 70 s on an H100 host for 4 rounds of the four dH 64
+# shapes, libraries built included): no checks, no PyTorch peers (the variants are ours and lib B's wgmma backward in the three modes). This
+# tree's C ABI library (BUILD_DIR-a) and lib B's (and lib C's) build side by side; then lib A / lib B (first_b) and,
+# with SWAP=1, swapped and combined (swap_b, ab_b); SRC_C likewise (c, swap_c, ab_c). ab.tgz is the only file (with
+# ab_build_a.txt and first_b.* in it). Its timings are a screen: a candidate lands after the full call.
+# H2H_ARGS (AB_ONLY=1 only): h2h_attention_bwd.py arguments added to every run of it, after the defaults, so that
+# they win (e.g. "--head-dim 128 --rounds 12 --variants bwd:wg:none,bwd:wg:mask,bwd:wgB:none,bwd:wgB:mask").
 # Usage: [SRC_C=DIR] [AB_ONLY=1] [H2H_ARGS=...] bash scripts/bwd_device_ab.sh SRC_B [BUILD_DIR] [BUDGET_S]
 #   (BUILD_DIR default build-dev, BUDGET_S 560)
 set -uo pipefail
@@ -52,6 +54,16 @@ build_lib() {
   ) &
 }
 AB_ONLY="${AB_ONLY:-0}"
+# The full call's first lib A / lib B run is bwd_device.sh's, which takes no extra arguments: both runs of a combined
+# pair must be made with the same ones.
+if [ -n "${H2H_ARGS:-}" ] && [ "$AB_ONLY" != 1 ]; then
+  echo "bwd_device_ab.sh: H2H_ARGS is for AB_ONLY=1 only (the full call's timing part takes no extra arguments)" >&2
+  exit 2
+fi
+EXTRA=()
+[ "$AB_ONLY" = 1 ] && EXTRA=(--variants "bwd:wg:none,bwd:wg:mask,bwd:wg:fused,bwd:wgB:none,bwd:wgB:mask,bwd:wgB:fused")
+read -ra H2H <<< "${H2H_ARGS:-}"
+EXTRA+=("${H2H[@]}")
 build_lib "$SRC_B" "$B-b" ab_build.txt "lib B"
 BG=$!
 BGC=
@@ -60,12 +72,14 @@ LIB_A="$B/libdropbench_attention.so"
 if [ "$AB_ONLY" = 1 ]; then
   # This tree's library alone, in a build dir of its own (its sources' mtimes are real: ninja rebuilds what changed).
   LIB_A="$B-a/libdropbench_attention.so"
+  rm -f "$LIB_A"  # a failed build must not leave an earlier call's library to be timed as this tree's
   {
     cmake -S . -B "$B-a" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
       -DDROPBENCH_TESTS=OFF && timeout 300 cmake --build "$B-a" -j 8 --target dropbench_attention
     echo "lib A build exit $? at $(($(date +%s) - T0)) s"
   } > "$OUT0/ab_build_a.txt" 2>&1
   tail -n 1 "$OUT0/ab_build_a.txt"
+  [ -f "$LIB_A" ] || { echo "lib A not built: no A/B"; LIB_A=; }
 else
   OUT="$OUT0/checks" BWD_PART=checks BWD_EXTRA_TARGETS="dropbench test_train_step_gpu" \
     bash scripts/bwd_device.sh "$B" $((BUDGET * 6 / 10))
@@ -89,21 +103,20 @@ RESERVE=0
 T_LEFT=$((BUDGET - ($(date +%s) - T0) - RESERVE))
 [ "$T_LEFT" -lt 60 ] && T_LEFT=60
 FIRST="$OUT0/timing/h2h_bwd.json"  # the lib A / lib B run that the swapped one is combined with
-if [ "$AB_ONLY" = 1 ]; then
-  FIRST="$X/first_b.json"
-else
+[ "$AB_ONLY" = 1 ] && FIRST="$X/first_b.json"
+rm -f "$FIRST"  # (OUT0 may hold an earlier call's)
+if [ "$AB_ONLY" != 1 ]; then
   OUT="$OUT0/timing" BWD_PART=timing BWD_MODES=0 BWD_LIB_B="$LIB_B" bash scripts/bwd_device.sh "$B" "$T_LEFT"
   # Its summary was printed and is inside timing/bwd_logs.tar.gz: the file itself would be a ninth file for the
   # device call's eight, and the machine drops one of them.
   rm -f "$OUT0/timing/summary.txt"
 fi
 # h2h_pair NAME LIB1 LIB2: h2h_attention_bwd.py with LIB1 as lib A and LIB2 as lib B, 4 rounds of the timing part's
-# shapes, into $X/NAME.{json,md,log}.
+# shapes (AB_ONLY=1: its variants and H2H_ARGS), into $X/NAME.{json,md,log}.
 h2h_pair() {
   local left=$((BUDGET - ($(date +%s) - T0) - 5))
   [ "$left" -gt 30 ] || { echo "$1: not run ($left s left)"; return 1; }
-  # shellcheck disable=SC2086  # H2H_ARGS is a list of arguments
-  timeout "$left" python3 scripts/h2h_attention_bwd.py --lib "$2" --lib-b "$3" --rounds 4 ${H2H_ARGS:-} \
+  timeout "$left" python3 scripts/h2h_attention_bwd.py --lib "$2" --lib-b "$3" --rounds 4 "${EXTRA[@]}" \
     -o "$X/$1.json" --md "$X/$1.md" > "$X/$1.log" 2>&1
   local rc=$?
   echo "$1: exit $rc"
@@ -114,15 +127,17 @@ h2h_pair() {
 both() {
   python3 scripts/h2h_ab.py "$2" "$3" -o "$X/$1.json" --md "$X/$1.md"
 }
-[ "$AB_ONLY" = 1 ] && [ -n "$LIB_B" ] && h2h_pair first_b "$LIB_A" "$LIB_B"
-if [ -n "$LIB_B" ] && [ "$SWAP" = 1 ] && [ -f "$FIRST" ] && h2h_pair swap_b "$LIB_B" "$LIB_A"; then
+if [ "$AB_ONLY" = 1 ] && [ -n "$LIB_A" ] && [ -n "$LIB_B" ] && h2h_pair first_b "$LIB_A" "$LIB_B"; then
+  grep -E "^### |lib A / lib B" "$X/first_b.md" 2> /dev/null | head -40
+fi
+if [ -n "$LIB_A" ] && [ -n "$LIB_B" ] && [ "$SWAP" = 1 ] && [ -f "$FIRST" ] && h2h_pair swap_b "$LIB_B" "$LIB_A"; then
   both ab_b "$FIRST" "$X/swap_b.json"
 fi
 if [ -n "$BGC" ]; then
   wait "$BGC"
   cp "$B-c/ab_build_c.txt" "$X/"
   LIB_C="$B-c/libdropbench_attention.so"
-  if [ -f "$LIB_C" ] && h2h_pair c "$LIB_A" "$LIB_C"; then
+  if [ -n "$LIB_A" ] && [ -f "$LIB_C" ] && h2h_pair c "$LIB_A" "$LIB_C"; then
     grep -E "^### |lib A / lib B" "$X/c.md" 2>/dev/null | head -40
     [ "$SWAP" = 1 ] && h2h_pair swap_c "$LIB_C" "$LIB_A" && both ab_c "$X/c.json" "$X/swap_c.json"
   else
