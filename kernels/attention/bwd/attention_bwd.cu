@@ -329,8 +329,9 @@ std::string attention_backward_kernel_name(const AttentionBwdParams& p, DropoutM
   check_attention_backward_shape(p, mode);
   const AttentionParams& f = p.fwd;
   const bool wg = uses_wgmma(p);
-  std::string n = (wg ? "attn_bwd_wgmma_hd" : "attn_bwd_mma_hd") + std::to_string(f.head_dim) + "_" +
-                  (f.head_dim == 64 ? tile_tag<64>(wg) : tile_tag<128>(wg)) + "_";
+  const std::string tiling =
+      with_head_dim(f.head_dim, "attention backward", [&](auto hd) { return tile_tag<decltype(hd)::value>(wg); });
+  std::string n = (wg ? "attn_bwd_wgmma_hd" : "attn_bwd_mma_hd") + std::to_string(f.head_dim) + "_" + tiling + "_";
   n += dropout_mode_name(mode);
   if (mode == DropoutMode::Fused) n += "_r" + std::to_string(f.rounds) + "_tw" + std::to_string(f.threshold_bits);
   if (f.causal) n += "_causal";
