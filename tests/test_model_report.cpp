@@ -491,9 +491,6 @@ TEST(ModelPower, ReportComparisonWithAndWithoutTheTerm) {
   EXPECT_EQ(e.held_out_no_power.n, e.held_out.n);
 }
 
-// A row whose measured power a kernel's power is fitted on (its fitted_on names the report, axes and variant), and
-// whose prediction that power sets, is a fit row, not a held-out check; the same measurement in another report, or
-// an entry that names no measurements, stays held out.
 namespace {
 // `p` with every power entry's fitted_on cleared (an older file's entries name no measurements).
 Profile unnamed_power(Profile p) {
@@ -502,10 +499,14 @@ Profile unnamed_power(Profile p) {
 }
 }  // namespace
 
+// A row whose measured power a kernel's power is fitted on (its fitted_on names the report, axes and variant), and
+// whose prediction that power sets, is a fit row, not a held-out check; the same measurement in another report, or
+// an entry that names no measurements, stays held out.
 TEST(ModelPower, RowsThePowerIsFittedOnAreFitRows) {
   const Machine m = tiny();
   const std::string path = kFix + "report_run_power.json";
-  const PowerFits f = fit_power(m, tiny_profile(), {load_measured_report(path)});
+  const MeasuredReport report = load_measured_report(path);
+  const PowerFits f = fit_power(m, tiny_profile(), {report});
   ASSERT_EQ(f.kernels.size(), 4u);
   for (const PowerFit& k : f.kernels) {
     ASSERT_EQ(k.fitted_on.size(), 1u) << k.key;
@@ -525,7 +526,11 @@ TEST(ModelPower, RowsThePowerIsFittedOnAreFitRows) {
       if (r.variant == "alone:gemm") return r;
     throw std::runtime_error("no alone:gemm row");
   };
-  const ReportComparison fit = compare_with_report(m, pp, load_measured_report(path), {}, false);
+  // The alone:gemm row's role with profile q against report r (clock_report: `--clock report`).
+  auto gemm_role = [&](const Profile& q, const MeasuredReport& r, bool clock_report = false) {
+    return gemm_row(compare_with_report(m, q, r, {}, clock_report)).role;
+  };
+  const ReportComparison fit = compare_with_report(m, pp, report, {}, false);
   const ReportRow g = gemm_row(fit);
   EXPECT_TRUE(g.power_bound);
   EXPECT_EQ(g.role, "fit");
@@ -545,30 +550,29 @@ TEST(ModelPower, RowsThePowerIsFittedOnAreFitRows) {
   const ReportErrors ef = report_errors(fit.rows);
   EXPECT_EQ(ef.fitted, bound);
   // Its predictions at the measured clock and without the term do not use the power: those statistics keep it.
-  const ReportErrors all_held = report_errors(compare_with_report(m, unnamed_power(pp), load_measured_report(path), {}, false).rows);
+  const ReportErrors all_held = report_errors(compare_with_report(m, unnamed_power(pp), report, {}, false).rows);
   EXPECT_EQ(ef.held_out.n + bound, all_held.held_out.n);
   EXPECT_EQ(ef.held_out_at_measured_clock.n, all_held.held_out_at_measured_clock.n);
   EXPECT_DOUBLE_EQ(ef.held_out_at_measured_clock.mean, all_held.held_out_at_measured_clock.mean);
   EXPECT_EQ(ef.held_out_no_power.n, all_held.held_out_no_power.n);
   EXPECT_DOUBLE_EQ(ef.held_out_no_power.mean, all_held.held_out_no_power.mean);
   // With --clock report the power term is off: the row is a held-out check.
-  EXPECT_EQ(gemm_row(compare_with_report(m, pp, load_measured_report(path), {}, true)).role, "held-out");
+  EXPECT_EQ(gemm_role(pp, report, true), "held-out");
   // The same measurements under another path, and an entry without fitted_on: held out.
-  MeasuredReport other = load_measured_report(path);
+  MeasuredReport other = report;
   other.path = "elsewhere/report_run_power_copy.json";
-  EXPECT_EQ(gemm_row(compare_with_report(m, pp, other, {}, false)).role, "held-out");
-  const ReportComparison held = compare_with_report(m, unnamed_power(pp), load_measured_report(path), {}, false);
-  EXPECT_EQ(gemm_row(held).role, "held-out");
+  EXPECT_EQ(gemm_role(pp, other), "held-out");
+  EXPECT_EQ(gemm_role(unnamed_power(pp), report), "held-out");
   // The same report named another way (./ and a directory step) is the same file.
-  MeasuredReport dotted = load_measured_report(path);
+  MeasuredReport dotted = report;
   dotted.path = (std::filesystem::path(path).parent_path() / "." / ".." / "model" / "report_run_power.json").string();
-  EXPECT_EQ(gemm_row(compare_with_report(m, pp, dotted, {}, false)).role, "fit") << dotted.path;
+  EXPECT_EQ(gemm_role(pp, dotted), "fit") << dotted.path;
   // An entry naming the report by its tail (as a fit run from the repository root does) matches at a path
   // boundary; a tail cut inside a directory name does not.
   auto with_report = [&](const std::string& rep) {
     Profile q = pp;
     q.power.at("gemm_fp8").fitted_on[0].report = rep;
-    return gemm_row(compare_with_report(m, q, load_measured_report(path), {}, false)).role;
+    return gemm_role(q, report);
   };
   EXPECT_EQ(with_report("model/report_run_power.json"), "fit");
   EXPECT_EQ(with_report("./model/../model/report_run_power.json"), "fit");
@@ -577,10 +581,10 @@ TEST(ModelPower, RowsThePowerIsFittedOnAreFitRows) {
   // Another axes value or another variant of the entry: held out.
   Profile moved = pp;
   moved.power.at("gemm_fp8").fitted_on[0].axes = {{"sq", 2048}};
-  EXPECT_EQ(gemm_row(compare_with_report(m, moved, load_measured_report(path), {}, false)).role, "held-out");
+  EXPECT_EQ(gemm_role(moved, report), "held-out");
   moved = pp;
   moved.power.at("gemm_fp8").fitted_on[0].variant = "alone:rng";
-  EXPECT_EQ(gemm_row(compare_with_report(m, moved, load_measured_report(path), {}, false)).role, "held-out");
+  EXPECT_EQ(gemm_role(moved, report), "held-out");
   // A malformed fitted_on is refused in one line naming it.
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(std::ifstream(kFix + "profile.json"));
   j["power"] = power_json(f);
