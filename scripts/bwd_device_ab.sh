@@ -36,6 +36,15 @@ OUT0="${OUT:-$B/bwd-ab-out}"
 mkdir -p "$OUT0"
 . scripts/env.sh
 T0=$(date +%s)
+# lib_build SRC DIR LOG NAME: configure SRC into DIR (tests off) and build its C ABI library, output and a last
+# line "NAME build exit RC at T s" into LOG.
+lib_build() {
+  {
+    cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
+      -DDROPBENCH_TESTS=OFF && timeout 300 cmake --build "$2" -j 8 --target dropbench_attention
+    echo "$4 build exit $? at $(($(date +%s) - T0)) s"
+  } > "$3" 2>&1
+}
 # build_lib SRC DIR LOG NAME: SRC's C ABI library into DIR in the background, its log in DIR/LOG. An export keeps
 # the commit's time as every file's mtime, so a DIR left by an earlier call with an older export looks newer than the
 # sources and ninja would keep its library: DIR is rebuilt from scratch whenever SRC's contents differ from the ones
@@ -46,12 +55,7 @@ build_lib() {
   [ "$(cat "$2/.src_sum" 2> /dev/null)" = "$sum" ] || rm -rf "$2"
   mkdir -p "$2"
   echo "$sum" > "$2/.src_sum"
-  (
-    cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
-      -DDROPBENCH_TESTS=OFF > "$2/$3" 2>&1 &&
-      timeout 300 cmake --build "$2" -j 8 --target dropbench_attention >> "$2/$3" 2>&1
-    echo "$4 build exit $? at $(($(date +%s) - T0)) s" >> "$2/$3"
-  ) &
+  lib_build "$1" "$2" "$2/$3" "$4" &
 }
 AB_ONLY="${AB_ONLY:-0}"
 # The full call's first lib A / lib B run is bwd_device.sh's, which takes no extra arguments: both runs of a combined
@@ -73,11 +77,7 @@ if [ "$AB_ONLY" = 1 ]; then
   # This tree's library alone, in a build dir of its own (its sources' mtimes are real: ninja rebuilds what changed).
   LIB_A="$B-a/libdropbench_attention.so"
   rm -f "$LIB_A"  # a failed build must not leave an earlier call's library to be timed as this tree's
-  {
-    cmake -S . -B "$B-a" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
-      -DDROPBENCH_TESTS=OFF && timeout 300 cmake --build "$B-a" -j 8 --target dropbench_attention
-    echo "lib A build exit $? at $(($(date +%s) - T0)) s"
-  } > "$OUT0/ab_build_a.txt" 2>&1
+  lib_build . "$B-a" "$OUT0/ab_build_a.txt" "lib A"
   tail -n 1 "$OUT0/ab_build_a.txt"
   [ -f "$LIB_A" ] || { echo "lib A not built: no A/B"; LIB_A=; }
 else
