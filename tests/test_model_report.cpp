@@ -497,11 +497,30 @@ Profile unnamed_power(Profile p) {
   for (auto& [k, e] : p.power) e.fitted_on.clear();
   return p;
 }
+
+// The tiny profile with fitted power (through power_json and the profile's parser) and the GEMM's power doubled: its
+// bound (2 x its measured time) sets the alone:gemm row's prediction.
+Profile gemm_bound_profile(const Machine& m) {
+  Profile pp = tiny_profile_with_power(m);
+  pp.power.at("gemm_fp8").dyn_j_per_work *= 2;
+  return pp;
+}
+
+ReportRow gemm_row(const ReportComparison& c) {
+  for (const ReportRow& r : c.rows)
+    if (r.variant == "alone:gemm") return r;
+  throw std::runtime_error("no alone:gemm row");
+}
+
+// The alone:gemm row's role with profile q against report r (clock_report: `--clock report`).
+std::string gemm_role(const Machine& m, const Profile& q, const MeasuredReport& r, bool clock_report = false) {
+  return gemm_row(compare_with_report(m, q, r, {}, clock_report)).role;
+}
 }  // namespace
 
 // A row whose measured power a kernel's power is fitted on (its fitted_on names the report, axes and variant), and
-// whose prediction that power sets, is a fit row, not a held-out check; the same measurement in another report, or
-// an entry that names no measurements, stays held out.
+// whose prediction that power sets, is a fit row, not a held-out check (which measurement that is:
+// PowerFitRowsAreTheNamedMeasurement).
 TEST(ModelPower, RowsThePowerIsFittedOnAreFitRows) {
   const Machine m = tiny();
   const std::string path = kFix + "report_run_power.json";
@@ -516,20 +535,9 @@ TEST(ModelPower, RowsThePowerIsFittedOnAreFitRows) {
   const auto gemm_fit = std::find_if(f.kernels.begin(), f.kernels.end(), [](const PowerFit& k) { return k.key == "gemm_fp8"; });
   ASSERT_NE(gemm_fit, f.kernels.end());
   EXPECT_EQ(gemm_fit->fitted_on[0].variant, "alone:gemm");
-  Profile pp = tiny_profile_with_power(m);  // through power_json and the profile's parser
+  const Profile pp = gemm_bound_profile(m);
   ASSERT_EQ(pp.power.at("gemm_fp8").fitted_on.size(), 1u);
   EXPECT_EQ(pp.power.at("gemm_fp8").fitted_on[0].variant, "alone:gemm");
-  // The GEMM's power doubled: its bound (2 x its measured time) sets the alone:gemm row's prediction.
-  pp.power.at("gemm_fp8").dyn_j_per_work *= 2;
-  auto gemm_row = [](const ReportComparison& c) {
-    for (const ReportRow& r : c.rows)
-      if (r.variant == "alone:gemm") return r;
-    throw std::runtime_error("no alone:gemm row");
-  };
-  // The alone:gemm row's role with profile q against report r (clock_report: `--clock report`).
-  auto gemm_role = [&](const Profile& q, const MeasuredReport& r, bool clock_report = false) {
-    return gemm_row(compare_with_report(m, q, r, {}, clock_report)).role;
-  };
   const ReportComparison fit = compare_with_report(m, pp, report, {}, false);
   const ReportRow g = gemm_row(fit);
   EXPECT_TRUE(g.power_bound);
@@ -557,34 +565,7 @@ TEST(ModelPower, RowsThePowerIsFittedOnAreFitRows) {
   EXPECT_EQ(ef.held_out_no_power.n, all_held.held_out_no_power.n);
   EXPECT_DOUBLE_EQ(ef.held_out_no_power.mean, all_held.held_out_no_power.mean);
   // With --clock report the power term is off: the row is a held-out check.
-  EXPECT_EQ(gemm_role(pp, report, true), "held-out");
-  // The same measurements under another path, and an entry without fitted_on: held out.
-  MeasuredReport other = report;
-  other.path = "elsewhere/report_run_power_copy.json";
-  EXPECT_EQ(gemm_role(pp, other), "held-out");
-  EXPECT_EQ(gemm_role(unnamed_power(pp), report), "held-out");
-  // The same report named another way (./ and a directory step) is the same file.
-  MeasuredReport dotted = report;
-  dotted.path = (std::filesystem::path(path).parent_path() / "." / ".." / "model" / "report_run_power.json").string();
-  EXPECT_EQ(gemm_role(pp, dotted), "fit") << dotted.path;
-  // An entry naming the report by its tail (as a fit run from the repository root does) matches at a path
-  // boundary; a tail cut inside a directory name does not.
-  auto with_report = [&](const std::string& rep) {
-    Profile q = pp;
-    q.power.at("gemm_fp8").fitted_on[0].report = rep;
-    return gemm_role(q, report);
-  };
-  EXPECT_EQ(with_report("model/report_run_power.json"), "fit");
-  EXPECT_EQ(with_report("./model/../model/report_run_power.json"), "fit");
-  EXPECT_EQ(with_report("report_run_power.json"), "fit");
-  EXPECT_EQ(with_report("odel/report_run_power.json"), "held-out");
-  // Another axes value or another variant of the entry: held out.
-  Profile moved = pp;
-  moved.power.at("gemm_fp8").fitted_on[0].axes = {{"sq", 2048}};
-  EXPECT_EQ(gemm_role(moved, report), "held-out");
-  moved = pp;
-  moved.power.at("gemm_fp8").fitted_on[0].variant = "alone:rng";
-  EXPECT_EQ(gemm_role(moved, report), "held-out");
+  EXPECT_EQ(gemm_role(m, pp, report, true), "held-out");
   // A malformed fitted_on is refused in one line naming it.
   nlohmann::ordered_json j = nlohmann::ordered_json::parse(std::ifstream(kFix + "profile.json"));
   j["power"] = power_json(f);
@@ -593,6 +574,41 @@ TEST(ModelPower, RowsThePowerIsFittedOnAreFitRows) {
   j["power"] = power_json(f);
   j["power"]["gemm_fp8"]["fitted_on"][0].erase("axes");
   EXPECT_THROW(profile_from_json(j, "bad"), UsageError);
+}
+
+// A power fit row is the measurement its entry names, and only that one: the same measurements under another path,
+// another axes value or variant, or an entry without fitted_on stay held out; the same file named another way (./,
+// a directory step, a tail at a path boundary) is the same report.
+TEST(ModelPower, PowerFitRowsAreTheNamedMeasurement) {
+  const Machine m = tiny();
+  const std::string path = kFix + "report_run_power.json";
+  const MeasuredReport report = load_measured_report(path);
+  const Profile pp = gemm_bound_profile(m);
+  ASSERT_EQ(gemm_role(m, pp, report), "fit");
+  MeasuredReport other = report;
+  other.path = "elsewhere/report_run_power_copy.json";
+  EXPECT_EQ(gemm_role(m, pp, other), "held-out");
+  EXPECT_EQ(gemm_role(m, unnamed_power(pp), report), "held-out");
+  MeasuredReport dotted = report;
+  dotted.path = (std::filesystem::path(path).parent_path() / "." / ".." / "model" / "report_run_power.json").string();
+  EXPECT_EQ(gemm_role(m, pp, dotted), "fit") << dotted.path;
+  // An entry naming the report by its tail (as a fit run from the repository root does) matches at a path
+  // boundary; a tail cut inside a directory name does not.
+  auto with_report = [&](const std::string& rep) {
+    Profile q = pp;
+    q.power.at("gemm_fp8").fitted_on[0].report = rep;
+    return gemm_role(m, q, report);
+  };
+  EXPECT_EQ(with_report("model/report_run_power.json"), "fit");
+  EXPECT_EQ(with_report("./model/../model/report_run_power.json"), "fit");
+  EXPECT_EQ(with_report("report_run_power.json"), "fit");
+  EXPECT_EQ(with_report("odel/report_run_power.json"), "held-out");
+  Profile moved = pp;
+  moved.power.at("gemm_fp8").fitted_on[0].axes = {{"sq", 2048}};
+  EXPECT_EQ(gemm_role(m, moved, report), "held-out");
+  moved = pp;
+  moved.power.at("gemm_fp8").fitted_on[0].variant = "alone:rng";
+  EXPECT_EQ(gemm_role(m, moved, report), "held-out");
 }
 
 // Sustained (power-pass) times: fit_power takes the static share over the power pass's own time per iteration,
