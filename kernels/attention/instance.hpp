@@ -1,6 +1,7 @@
 // The launch scaffolding both attention kernel families share (attention.cu: mma.sync; attention_wgmma.cu:
 // wgmma): one compiled instance as the launcher sees it, its shared-memory attribute set once per kernel, its
-// resource report, and the switch from the run-time (mode, causal) to template arguments. The head-dim switch is
+// resource report, and the switch from the run-time mode (and causality) to template arguments, which the backward's
+// launcher (bwd/attention_bwd.cu) uses too. The head-dim switch is
 // kernels/common/dispatch.cuh's with_head_dim. Host-only.
 #pragma once
 #include <mutex>
@@ -52,18 +53,23 @@ inline AttentionKernelInfo kernel_info(const Instance& in, bool max_carveout) {
   return info;
 }
 
+// f.template operator()<M>() for the run-time mode m.
+template <class F>
+decltype(auto) with_mode(DropoutMode m, F&& f) {
+  switch (m) {
+    case DropoutMode::None: return f.template operator()<DropoutMode::None>();
+    case DropoutMode::Mask: return f.template operator()<DropoutMode::Mask>();
+    case DropoutMode::Fused: return f.template operator()<DropoutMode::Fused>();
+  }
+  throw UsageError("attention: unknown dropout mode");
+}
+
 // f.template operator()<M, kCausal>() for the run-time mode m and causality.
 template <class F>
 decltype(auto) with_mode_causal(DropoutMode m, bool causal, F&& f) {
-  switch (m) {
-    case DropoutMode::None:
-      return causal ? f.template operator()<DropoutMode::None, true>() : f.template operator()<DropoutMode::None, false>();
-    case DropoutMode::Mask:
-      return causal ? f.template operator()<DropoutMode::Mask, true>() : f.template operator()<DropoutMode::Mask, false>();
-    case DropoutMode::Fused:
-      return causal ? f.template operator()<DropoutMode::Fused, true>() : f.template operator()<DropoutMode::Fused, false>();
-  }
-  throw UsageError("attention: unknown dropout mode");
+  return with_mode(m, [&]<DropoutMode M>() -> decltype(auto) {
+    return causal ? f.template operator()<M, true>() : f.template operator()<M, false>();
+  });
 }
 
 }  // namespace attn

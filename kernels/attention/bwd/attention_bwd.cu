@@ -11,6 +11,7 @@
 #include "kernels/attention/attention_wgmma.cuh"
 #include "kernels/attention/bwd/attention_bwd_args.cuh"
 #include "kernels/attention/bwd/wgmma/kernel_api.hpp"
+#include "kernels/attention/instance.hpp"
 #include "kernels/attention/tile_order.hpp"
 #include "kernels/common/check.hpp"
 #include "kernels/common/device.hpp"
@@ -164,35 +165,25 @@ attn_bwd::Args make_args(const AttentionBwdParams& p, bool wgmma) {
   return a;
 }
 
-template <class F>
-void dispatch(const AttentionBwdParams& p, DropoutMode mode, F&& f) {
-  const AttentionParams& fw = p.fwd;
-  auto by_mode = [&](auto hd) {
-    switch (mode) {
-      case DropoutMode::None: return f(hd, std::integral_constant<DropoutMode, DropoutMode::None>{}, Rounds<7>{}, ThresholdBits<8>{});
-      case DropoutMode::Mask: return f(hd, std::integral_constant<DropoutMode, DropoutMode::Mask>{}, Rounds<7>{}, ThresholdBits<8>{});
-      case DropoutMode::Fused:
-        return with_rounds_tw(fw.rounds, fw.threshold_bits, "attention backward", [&](auto r, auto tw) {
-          return f(hd, std::integral_constant<DropoutMode, DropoutMode::Fused>{}, r, tw);
-        });
-    }
-  };
-  if (fw.head_dim == 64) return by_mode(std::integral_constant<int, 64>{});
-  return by_mode(std::integral_constant<int, 128>{});
-}
-
 // The wgmma kernel's instances: (head_dim, mode); mode Fused chooses rounds and width inside the kernel.
 template <class F>
 void dispatch_wgmma(const AttentionBwdParams& p, DropoutMode mode, F&& f) {
-  auto by_mode = [&](auto hd) {
-    switch (mode) {
-      case DropoutMode::None: return f(hd, std::integral_constant<DropoutMode, DropoutMode::None>{});
-      case DropoutMode::Mask: return f(hd, std::integral_constant<DropoutMode, DropoutMode::Mask>{});
-      case DropoutMode::Fused: return f(hd, std::integral_constant<DropoutMode, DropoutMode::Fused>{});
-    }
-  };
-  if (p.fwd.head_dim == 64) return by_mode(std::integral_constant<int, 64>{});
-  return by_mode(std::integral_constant<int, 128>{});
+  with_head_dim(p.fwd.head_dim, "attention backward", [&](auto hd) {
+    attn::with_mode(mode, [&]<DropoutMode M>() { f(hd, std::integral_constant<DropoutMode, M>{}); });
+  });
+}
+
+// The mma kernels' instances: (head_dim, mode, rounds, threshold bits); rounds and width are template arguments of
+// mode Fused only (the other modes' one instance each takes Philox-7 / 8 bits, unused).
+template <class F>
+void dispatch(const AttentionBwdParams& p, DropoutMode mode, F&& f) {
+  const AttentionParams& fw = p.fwd;
+  dispatch_wgmma(p, mode, [&](auto hd, auto md) {
+    if constexpr (decltype(md)::value == DropoutMode::Fused)
+      with_rounds_tw(fw.rounds, fw.threshold_bits, "attention backward", [&](auto r, auto tw) { f(hd, md, r, tw); });
+    else
+      f(hd, md, Rounds<7>{}, ThresholdBits<8>{});
+  });
 }
 
 bool uses_wgmma(const AttentionBwdParams& p) { return attention_backward_kernel_resolved(p) == AttentionKernel::Wgmma; }
