@@ -2205,151 +2205,198 @@ double attention_bwd_around_seconds(const Machine& m, const Profile& p, const Wo
   return attention_bwd_aux_piece(m, p, w, o, "around", &gaps).t.seconds + gaps;
 }
 
-TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
-  TrainPrediction r;
-  r.w = w;
-  r.fwd = predict(m, p, w, o);
-  const double gap = m.launch_gap_us * 1e-6;
+namespace {
+
+// The training step's pieces besides the forward prediction's.
+struct TrainPieces {
+  // Forward Y = O W_o^T; backward dO = dY W_o, dW_o = dY^T O; dX = dQKV W_qkv, dW_qkv = dQKV^T X.
+  Piece g_out, g_out_dx, g_out_dw, g_dx, g_dw;
+  Piece rng;     // the RNG kernel writing the tile mask (regen-overlap's backward side)
+  Piece b_mask;  // the attention backward reading the mask
+  Piece fw;      // the fused forward also writing its keep words
+  Piece out_bwd_side;  // the output projection's dX, dW and their fp8 casts: the GEMM side of the backward's overlap
+  // The fp8 step's casts, in the measured step's order: O before the output projection; dY and W_out^T before its
+  // backward (inside the regen-overlap's GEMM side); dQKV, W_qkv^T and X^T before the QKV GEMM's backward.
+  std::vector<Piece> cast_fwd, cast_out_bwd, cast_qkv_bwd;
+};
+
+TrainPieces train_pieces(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
+  TrainPieces t;
   const double tokens = static_cast<double>(w.batch) * static_cast<double>(w.sq);
   const double e = static_cast<double>(w.embed), hd = static_cast<double>(w.q_heads) * w.head_dim;
   const GemmMnk qkv = gemm_mnk(w);
-  // Forward Y = O W_o^T; backward dO = dY W_o, dW_o = dY^T O; dX = dQKV W_qkv, dW_qkv = dQKV^T X.
-  const Piece g_out = gemm_piece(m, p, w, o, GemmMnk{tokens, e, hd}, "gemm-out");
-  const Piece g_out_dx = gemm_piece(m, p, w, o, GemmMnk{tokens, hd, e}, "gemm-out-dx");
-  const Piece g_out_dw = gemm_piece(m, p, w, o, GemmMnk{e, hd, tokens}, "gemm-out-dw");
-  const Piece g_dx = gemm_piece(m, p, w, o, GemmMnk{tokens, e, qkv.n}, "gemm-dx");
-  const Piece g_dw = gemm_piece(m, p, w, o, GemmMnk{qkv.n, e, tokens}, "gemm-dw");
-  const Piece rng = rng_piece(m, p, w, "tile", {}, o);
-  const Piece b_mask = attention_bwd_mask_piece(m, p, w, o);
-  const Piece fw = fused_write_piece(m, p, w, o);
-  r.gemm_out = g_out.t;
-  r.gemm_out_dx = g_out_dx.t;
-  r.gemm_out_dw = g_out_dw.t;
-  r.gemm_dx = g_dx.t;
-  r.gemm_dw = g_dw.t;
-  r.attn_bwd_mask = b_mask.t;
-  r.attn_bwd_regen = attention_bwd_regen_time(m, p, w, o, b_mask.t, r.fwd);
-  const KernelTime& b_regen = r.attn_bwd_regen;
-  r.attn_fused_write = fw.t;
-  // The fp8 step's casts, in the measured step's order: O before the output projection; dY and W_out^T before its
-  // backward (inside the regen-overlap's GEMM side); dQKV, W_qkv^T and X^T before the QKV GEMM's backward.
-  const bool fp8 = w.dtype == "fp8";
-  const double nq = qkv.n;
-  std::vector<Piece> cast_fwd, cast_out_bwd, cast_qkv_bwd;
-  if (fp8) {
-    cast_fwd = {cast_piece(m, p, o, "cast-o", tokens, hd, 2, 2)};
-    cast_out_bwd = {cast_piece(m, p, o, "cast-dy", tokens, e, 2, 2), cast_piece(m, p, o, "transpose-w-out", e, hd, 1, 1)};
-    cast_qkv_bwd = {cast_piece(m, p, o, "cast-dqkv", tokens, nq, 2, 2),
-                    cast_piece(m, p, o, "transpose-w-qkv", nq, e, 1, 1),
-                    cast_piece(m, p, o, "transpose-x", tokens, e, 1, 1)};
+  t.g_out = gemm_piece(m, p, w, o, GemmMnk{tokens, e, hd}, "gemm-out");
+  t.g_out_dx = gemm_piece(m, p, w, o, GemmMnk{tokens, hd, e}, "gemm-out-dx");
+  t.g_out_dw = gemm_piece(m, p, w, o, GemmMnk{e, hd, tokens}, "gemm-out-dw");
+  t.g_dx = gemm_piece(m, p, w, o, GemmMnk{tokens, e, qkv.n}, "gemm-dx");
+  t.g_dw = gemm_piece(m, p, w, o, GemmMnk{qkv.n, e, tokens}, "gemm-dw");
+  t.rng = rng_piece(m, p, w, "tile", {}, o);
+  t.b_mask = attention_bwd_mask_piece(m, p, w, o);
+  t.fw = fused_write_piece(m, p, w, o);
+  if (w.dtype == "fp8") {
+    const double nq = qkv.n;
+    t.cast_fwd = {cast_piece(m, p, o, "cast-o", tokens, hd, 2, 2)};
+    t.cast_out_bwd = {cast_piece(m, p, o, "cast-dy", tokens, e, 2, 2), cast_piece(m, p, o, "transpose-w-out", e, hd, 1, 1)};
+    t.cast_qkv_bwd = {cast_piece(m, p, o, "cast-dqkv", tokens, nq, 2, 2),
+                      cast_piece(m, p, o, "transpose-w-qkv", nq, e, 1, 1),
+                      cast_piece(m, p, o, "transpose-x", tokens, e, 1, 1)};
   }
   // The GEMMs stay the side's first piece: serial_pieces keeps the first one's clock and options, which the
   // overlap's co-resident and SM-partition timings of the side use.
-  Piece out_bwd_side = serial_pieces(m, g_out_dx, g_out_dw, "gemm-out-dx+dw");
-  for (const Piece& c : cast_out_bwd) out_bwd_side = serial_pieces(m, out_bwd_side, c, "gemm-out-dx+dw");
-  for (const std::vector<Piece>* v : {&cast_fwd, &cast_out_bwd, &cast_qkv_bwd})
-    for (const Piece& c : *v) r.casts.push_back(c.t);
-  r.bwd_overlap = concurrent(m, o, out_bwd_side, rng, r.fwd.rng_coresident_warps, /*allow_partition=*/true);
+  t.out_bwd_side = serial_pieces(m, t.g_out_dx, t.g_out_dw, "gemm-out-dx+dw");
+  for (const Piece& c : t.cast_out_bwd) t.out_bwd_side = serial_pieces(m, t.out_bwd_side, c, "gemm-out-dx+dw");
+  return t;
+}
 
-  const Prediction& f = r.fwd;
-  auto ph = [](const KernelTime& k) { return PhaseTime{k.name, k.seconds, k.limiter, k.clock_mhz, k.source}; };
-  // Energy of kernels, -1 when one lacks power data.
-  auto dyn = [&](std::initializer_list<const KernelTime*> ks) {
+PhaseTime phase(const KernelTime& k) { return PhaseTime{k.name, k.seconds, k.limiter, k.clock_mhz, k.source}; }
+
+// The strategies' phase lists, times and energies, from the forward prediction and the step's pieces.
+class StepComposer {
+ public:
+  StepComposer(const Machine& m, const TrainPrediction& r, const TrainPieces& t) : m_(m), r_(r), t_(t) {
+    for (const KernelTime& c : r.casts) cast_j_ += std::max(0.0, c.energy_j);
+    for (const Piece& c : t.cast_fwd) casts_fwd_.push_back(phase(c.t));
+    for (const Piece& c : t.cast_out_bwd) casts_out_bwd_.push_back(phase(c.t));
+    // The backward after the attention backward: the casts of its operands, the QKV GEMM's dX and dW.
+    for (const Piece& c : t.cast_qkv_bwd) tail_bwd_.push_back(phase(c.t));
+    tail_bwd_.push_back(phase(t.g_dx.t));
+    tail_bwd_.push_back(phase(t.g_dw.t));
+  }
+
+  // The pipeline table's train row id.
+  StepTime compose(Pipeline id) const {
+    const Prediction& f = r_.fwd;
+    const TrainPieces& t = t_;
+    StepTime st;
+    st.name = pipeline_name(id);
+    double dj = -1;
+    switch (id) {
+      case Pipeline::Fused:
+        st.fwd = fwd_phases(phase(f.gemm), phase(f.attn_fused));
+        st.bwd = bwd_phases(r_.attn_bwd_regen);
+        st.detail = "forward: GEMM, attention generating its keep bits (" + f.pipeline("fused")->how +
+                    "), output projection; backward: its dX, dW, attention backward regenerating the bits (Philox "
+                    "again), QKV dX, dW";
+        dj = dyn({&f.gemm, &f.attn_fused, &t.g_out.t, &t.g_out_dx.t, &t.g_out_dw.t, &r_.attn_bwd_regen, &t.g_dx.t,
+                  &t.g_dw.t});
+        break;
+      case Pipeline::Stored:
+      case Pipeline::RegenOverlap:
+        dj = compose_mask_strategy(id, st);
+        break;
+      case Pipeline::FusedWrite:
+        st.fwd = fwd_phases(phase(f.gemm), phase(t.fw.t));
+        st.bwd = bwd_phases(t.b_mask.t);
+        st.detail = "forward: GEMM, fused attention also writing its keep words, output projection; backward: its "
+                    "dX, dW, attention backward reading the written mask, QKV dX, dW";
+        dj = dyn({&f.gemm, &t.fw.t, &t.g_out.t, &t.g_out_dx.t, &t.g_out_dw.t, &t.b_mask.t, &t.g_dx.t, &t.g_dw.t});
+        break;
+      default:
+        throw UsageError(fmt::format("model: the pipeline table's train row '{}' has no composition", st.name));
+    }
+    st.bwd.insert(st.bwd.end(), tail_bwd_.begin(), tail_bwd_.end());
+    finish(st, dj);
+    return st;
+  }
+
+ private:
+  // Stored and regen-overlap: the forward's GEMM || RNG writes the mask; the backward reads the held one (stored) or
+  // one the RNG regenerates beside the output projection's backward GEMMs (regen-overlap). Returns the dynamic energy.
+  double compose_mask_strategy(Pipeline id, StepTime& st) const {
+    const Prediction& f = r_.fwd;
+    const TrainPieces& t = t_;
+    st.fwd = fwd_phases(PhaseTime{"gemm || rng", f.overlap.seconds, f.overlap.limiter, f.gemm.clock_mhz,
+                                  join_sources({f.gemm.source, f.rng.source})},
+                        phase(f.attn_mask));
+    st.hidden_fwd = f.overlap.hidden;
+    st.energy_bound_fwd_s = f.overlap.energy_bound_s;
+    if (id == Pipeline::Stored) {
+      st.bwd = bwd_phases(t.b_mask.t);
+      st.detail = "forward: GEMM || RNG (" + f.overlap.mechanism +
+                  ") writes the mask, attention(mask), output projection; backward: its dX, dW, attention "
+                  "backward reading the held mask, QKV dX, dW";
+      return dyn({&f.gemm, &f.rng, &f.attn_mask, &t.g_out.t, &t.g_out_dx.t, &t.g_out_dw.t, &t.b_mask.t, &t.g_dx.t,
+                  &t.g_dw.t});
+    }
+    const Concurrent& c = r_.bwd_overlap;
+    st.bwd = {PhaseTime{"gemm-out-dx+dw || rng", c.seconds, c.limiter, t.g_out_dx.t.clock_mhz,
+                        join_sources({t.out_bwd_side.t.source, t.rng.t.source})},
+              phase(t.b_mask.t)};
+    st.hidden_bwd = c.hidden;
+    st.energy_bound_bwd_s = c.energy_bound_s;
+    st.detail = "forward as stored, mask freed after it; backward: output projection dX, dW || RNG (" + c.mechanism +
+                ") regenerates the mask, attention backward reading it, QKV dX, dW";
+    return dyn({&f.gemm, &f.rng, &f.attn_mask, &t.g_out.t, &t.g_out_dx.t, &t.g_out_dw.t, &t.rng.t, &t.b_mask.t,
+                &t.g_dx.t, &t.g_dw.t});
+  }
+
+  // [first, attention, casts, output projection].
+  std::vector<PhaseTime> fwd_phases(PhaseTime first, PhaseTime attn) const {
+    std::vector<PhaseTime> v = {std::move(first), std::move(attn)};
+    v.insert(v.end(), casts_fwd_.begin(), casts_fwd_.end());
+    v.push_back(phase(t_.g_out.t));
+    return v;
+  }
+
+  // [casts, output projection dX, dW, attention backward].
+  std::vector<PhaseTime> bwd_phases(const KernelTime& attn_bwd) const {
+    std::vector<PhaseTime> v = casts_out_bwd_;
+    v.push_back(phase(t_.g_out_dx.t));
+    v.push_back(phase(t_.g_out_dw.t));
+    v.push_back(phase(attn_bwd));
+    return v;
+  }
+
+  // The kernels' dynamic energy, -1 when one lacks power data.
+  double dyn(std::initializer_list<const KernelTime*> ks) const {
     double s = 0;
     for (const KernelTime* k : ks) {
-      if (k->energy_j < 0 || !m.has_power()) return -1.0;
+      if (k->energy_j < 0 || !m_.has_power()) return -1.0;
       s += k->energy_j;
     }
     return s;
-  };
-  // The casts' dynamic energy where there is power for them (else only their static share, through the step's time).
-  double cast_j = 0;
-  for (const KernelTime& c : r.casts) cast_j += std::max(0.0, c.energy_j);
-  std::vector<PhaseTime> casts_fwd, casts_out_bwd, tail_bwd;
-  for (const Piece& c : cast_fwd) casts_fwd.push_back(ph(c.t));
-  for (const Piece& c : cast_out_bwd) casts_out_bwd.push_back(ph(c.t));
-  // The backward after the attention backward: the casts of its operands, the QKV GEMM's dX and dW.
-  for (const Piece& c : cast_qkv_bwd) tail_bwd.push_back(ph(c.t));
-  tail_bwd.push_back(ph(g_dx.t));
-  tail_bwd.push_back(ph(g_dw.t));
-  // Phase lists with the casts: [attention..., casts, output projection] and [casts, out dX, out dW, ...].
-  auto fwd_phases = [&](PhaseTime first, PhaseTime attn) {
-    std::vector<PhaseTime> v = {std::move(first), std::move(attn)};
-    v.insert(v.end(), casts_fwd.begin(), casts_fwd.end());
-    v.push_back(ph(g_out.t));
-    return v;
-  };
-  auto bwd_phases = [&](const KernelTime& attn_bwd) {
-    std::vector<PhaseTime> v = casts_out_bwd;
-    v.push_back(ph(g_out_dx.t));
-    v.push_back(ph(g_out_dw.t));
-    v.push_back(ph(attn_bwd));
-    return v;
-  };
-  auto finish = [&](StepTime& st, double dyn_j) {
+  }
+
+  // Sums the phases with the launch gaps between them; the casts' dynamic energy counts where there is power for
+  // them (else only their static share, through the step's time).
+  void finish(StepTime& st, double dyn_j) const {
+    const double gap = m_.launch_gap_us * 1e-6;
     for (const PhaseTime& x : st.fwd) st.fwd_seconds += x.seconds;
     for (const PhaseTime& x : st.bwd) st.bwd_seconds += x.seconds;
     st.fwd_seconds += gap * static_cast<double>(st.fwd.size() - 1);
     st.bwd_seconds += gap * static_cast<double>(st.bwd.size() - 1);
     st.seconds = st.fwd_seconds + gap + st.bwd_seconds;
     st.limiter = step_limiter(st);
-    st.energy_j = dyn_j >= 0 && m.has_power() ? dyn_j + cast_j + m.static_w * st.seconds : -1;
-  };
-  const PipelineTime& fused_fwd = *f.pipeline("fused");
-  for (Pipeline id : pass_pipelines(Pass::Train)) {
-    StepTime st;
-    st.name = pipeline_name(id);
-    double dj = -1;
-    switch (id) {
-      case Pipeline::Fused:
-        st.fwd = fwd_phases(ph(f.gemm), ph(f.attn_fused));
-        st.bwd = bwd_phases(b_regen);
-        st.detail = "forward: GEMM, attention generating its keep bits (" + fused_fwd.how +
-                    "), output projection; backward: its dX, dW, attention backward regenerating the bits (Philox "
-                    "again), QKV dX, dW";
-        dj = dyn({&f.gemm, &f.attn_fused, &g_out.t, &g_out_dx.t, &g_out_dw.t, &b_regen, &g_dx.t, &g_dw.t});
-        break;
-      case Pipeline::Stored:
-      case Pipeline::RegenOverlap: {
-        st.fwd = fwd_phases(PhaseTime{"gemm || rng", f.overlap.seconds, f.overlap.limiter, f.gemm.clock_mhz,
-                                      join_sources({f.gemm.source, f.rng.source})},
-                            ph(f.attn_mask));
-        st.hidden_fwd = f.overlap.hidden;
-        st.energy_bound_fwd_s = f.overlap.energy_bound_s;
-        if (id == Pipeline::Stored) {
-          st.bwd = bwd_phases(b_mask.t);
-          st.detail = "forward: GEMM || RNG (" + f.overlap.mechanism +
-                      ") writes the mask, attention(mask), output projection; backward: its dX, dW, attention "
-                      "backward reading the held mask, QKV dX, dW";
-          dj = dyn({&f.gemm, &f.rng, &f.attn_mask, &g_out.t, &g_out_dx.t, &g_out_dw.t, &b_mask.t, &g_dx.t, &g_dw.t});
-        } else {
-          const Concurrent& c = r.bwd_overlap;
-          st.bwd = {PhaseTime{"gemm-out-dx+dw || rng", c.seconds, c.limiter, g_out_dx.t.clock_mhz,
-                              join_sources({out_bwd_side.t.source, rng.t.source})},
-                    ph(b_mask.t)};
-          st.hidden_bwd = c.hidden;
-          st.energy_bound_bwd_s = c.energy_bound_s;
-          st.detail = "forward as stored, mask freed after it; backward: output projection dX, dW || RNG (" +
-                      c.mechanism + ") regenerates the mask, attention backward reading it, QKV dX, dW";
-          dj = dyn({&f.gemm, &f.rng, &f.attn_mask, &g_out.t, &g_out_dx.t, &g_out_dw.t, &rng.t, &b_mask.t, &g_dx.t,
-                    &g_dw.t});
-        }
-        break;
-      }
-      case Pipeline::FusedWrite:
-        st.fwd = fwd_phases(ph(f.gemm), ph(fw.t));
-        st.bwd = bwd_phases(b_mask.t);
-        st.detail = "forward: GEMM, fused attention also writing its keep words, output projection; backward: its "
-                    "dX, dW, attention backward reading the written mask, QKV dX, dW";
-        dj = dyn({&f.gemm, &fw.t, &g_out.t, &g_out_dx.t, &g_out_dw.t, &b_mask.t, &g_dx.t, &g_dw.t});
-        break;
-      default:
-        throw UsageError(fmt::format("model: the pipeline table's train row '{}' has no composition", st.name));
-    }
-    st.bwd.insert(st.bwd.end(), tail_bwd.begin(), tail_bwd.end());
-    finish(st, dj);
-    r.strategies.push_back(std::move(st));
+    st.energy_j = dyn_j >= 0 && m_.has_power() ? dyn_j + cast_j_ + m_.static_w * st.seconds : -1;
   }
+
+  const Machine& m_;
+  const TrainPrediction& r_;
+  const TrainPieces& t_;
+  double cast_j_ = 0;
+  std::vector<PhaseTime> casts_fwd_, casts_out_bwd_, tail_bwd_;
+};
+
+}  // namespace
+
+TrainPrediction predict_train(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
+  TrainPrediction r;
+  r.w = w;
+  r.fwd = predict(m, p, w, o);
+  const TrainPieces t = train_pieces(m, p, w, o);
+  r.gemm_out = t.g_out.t;
+  r.gemm_out_dx = t.g_out_dx.t;
+  r.gemm_out_dw = t.g_out_dw.t;
+  r.gemm_dx = t.g_dx.t;
+  r.gemm_dw = t.g_dw.t;
+  r.attn_bwd_mask = t.b_mask.t;
+  r.attn_bwd_regen = attention_bwd_regen_time(m, p, w, o, t.b_mask.t, r.fwd);
+  r.attn_fused_write = t.fw.t;
+  for (const std::vector<Piece>* v : {&t.cast_fwd, &t.cast_out_bwd, &t.cast_qkv_bwd})
+    for (const Piece& c : *v) r.casts.push_back(c.t);
+  r.bwd_overlap = concurrent(m, o, t.out_bwd_side, t.rng, r.fwd.rng_coresident_warps, /*allow_partition=*/true);
+  const StepComposer compose(m, r, t);
+  for (Pipeline id : pass_pipelines(Pass::Train)) r.strategies.push_back(compose.compose(id));
   set_no_power(r.strategies, without_power(m, p, [&](const Profile& pn) { return predict_train(m, pn, w, o); }));
   return r;
 }
