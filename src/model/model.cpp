@@ -1881,6 +1881,70 @@ auto without_power(const Machine& m, const Profile& p, F&& predict_with) -> std:
   return predict_with(pn);
 }
 
+// RNG warps per SM that fit beside the attention kernel of family fam (its registers, shared memory, threads and CTAs
+// per SM), with the RNG kernel's rng_regs registers per thread.
+double attention_rng_warps(const Machine& m, const Profile& p, const std::string& fam, int rng_regs, const Options& o) {
+  double attn_regs = 0, attn_smem = 0, attn_threads = 0, attn_blocks = 0;
+  if (fam == "wgmma") {
+    const WgmmaProfile& g = *p.wgmma;
+    attn_regs = static_cast<double>(g.registers) * g.threads * g.ctas_per_sm;
+    attn_smem = g.smem_per_cta * g.ctas_per_sm;
+    attn_threads = static_cast<double>(g.threads) * g.ctas_per_sm;
+    attn_blocks = g.ctas_per_sm;
+  } else {
+    attn_regs = std::ceil(p.attn_registers / 8.0) * 8.0 * p.attn_warps * 32 * p.attn_ctas_per_sm;
+    attn_smem = p.attn_smem_per_cta * p.attn_ctas_per_sm;
+    attn_threads = p.attn_warps * 32.0 * p.attn_ctas_per_sm;
+    attn_blocks = p.attn_ctas_per_sm;
+  }
+  return residency_warps(o.residency, coresident_warps(m, attn_regs, attn_smem, attn_threads, attn_blocks, rng_regs), m);
+}
+
+// Chunked: the GEMM, the RNG of chunk 0, then attention(chunk i) || RNG(chunk i+1).
+PipelineTime chunked_pipeline(const Machine& m, const Profile& p, const Workload& w, const Options& o, const Piece& gemm,
+                              const std::string& fam, int rng_regs) {
+  const double gap = m.launch_gap_us * 1e-6;
+  const int block_rows = fam == "wgmma" ? p.wgmma->block_rows : p.attn_block_rows;
+  const int64_t crow = chunk_rows_for(w, o, block_rows);
+  const double attn_warps_res = attention_rng_warps(m, p, fam, rng_regs, o);
+  double chunked = gemm.t.seconds + gap;
+  double chunk_dyn = gemm.t.energy_j;
+  Dominant dch;
+  dch.add(gemm.t.limiter, gemm.t.seconds);
+  std::vector<Window> wins;
+  for (int64_t r0 = 0; r0 < w.sq; r0 += crow) wins.push_back({r0, std::min(crow, w.sq - r0)});
+  const int nchunks = static_cast<int>(wins.size());
+  {
+    const Piece r0 = rng_piece(m, p, w, "tile", wins[0], o);
+    chunked += r0.t.seconds + gap;
+    chunk_dyn = chunk_dyn >= 0 && r0.t.energy_j >= 0 ? chunk_dyn + r0.t.energy_j : -1;
+    dch.add(r0.t.limiter, r0.t.seconds);
+    for (size_t i = 0; i < wins.size(); ++i) {
+      const Piece a = attention_piece(m, p, w, "mask", wins[i], o);
+      double t = a.t.seconds;
+      std::string lim = a.t.limiter;
+      chunk_dyn = chunk_dyn >= 0 && a.t.energy_j >= 0 ? chunk_dyn + a.t.energy_j : -1;
+      if (i + 1 < wins.size()) {
+        const Piece rn = rng_piece(m, p, w, "tile", wins[i + 1], o);
+        const Concurrent c = concurrent(m, o, a, rn, attn_warps_res, /*allow_partition=*/false);
+        t = c.seconds;
+        lim = c.limiter;
+        chunk_dyn = chunk_dyn >= 0 && rn.t.energy_j >= 0 ? chunk_dyn + rn.t.energy_j : -1;
+      }
+      chunked += t + gap;
+      dch.add(lim, t);
+    }
+  }
+  PipelineTime chk{"chunked", chunked, dch.unit(),
+                   fmt::format("{} chunks of {} rows: attention(chunk i) || RNG(chunk i+1): {}", nchunks, crow,
+                               attn_warps_res > 0 ? fmt::format("{:g} RNG warps/SM co-resident", attn_warps_res)
+                                                  : "no RNG warp fits beside attention (registers): serial"),
+                   fmt::format("{}x{} rows, {}", nchunks, crow,
+                               attn_warps_res > 0 ? fmt::format("{:g} RNG warps/SM", attn_warps_res) : "serial")};
+  chk.energy_j = chunk_dyn >= 0 && m.has_power() ? chunk_dyn + m.static_w * chunked : -1;
+  return chk;
+}
+
 }  // namespace
 
 Prediction predict(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
@@ -1949,59 +2013,7 @@ Prediction predict(const Machine& m, const Profile& p, const Workload& w, const 
   PipelineTime over{"overlap", ov.seconds + gap + mask.t.seconds, dov.unit(), ov_detail, ov.mechanism};
   over.energy_j = energy({&gemm.t, &rng.t, &mask.t}, over.seconds);
 
-  // Chunked: RNG of chunk 0, then attention(chunk i) || RNG(chunk i+1).
-  const int block_rows = fam == "wgmma" ? p.wgmma->block_rows : p.attn_block_rows;
-  const int64_t crow = chunk_rows_for(w, o, block_rows);
-  double attn_regs = 0, attn_smem = 0, attn_threads = 0, attn_blocks = 0;
-  if (fam == "wgmma") {
-    const WgmmaProfile& g = *p.wgmma;
-    attn_regs = static_cast<double>(g.registers) * g.threads * g.ctas_per_sm;
-    attn_smem = g.smem_per_cta * g.ctas_per_sm;
-    attn_threads = static_cast<double>(g.threads) * g.ctas_per_sm;
-    attn_blocks = g.ctas_per_sm;
-  } else {
-    attn_regs = std::ceil(p.attn_registers / 8.0) * 8.0 * p.attn_warps * 32 * p.attn_ctas_per_sm;
-    attn_smem = p.attn_smem_per_cta * p.attn_ctas_per_sm;
-    attn_threads = p.attn_warps * 32.0 * p.attn_ctas_per_sm;
-    attn_blocks = p.attn_ctas_per_sm;
-  }
-  const double attn_warps_res =
-      residency_warps(o.residency, coresident_warps(m, attn_regs, attn_smem, attn_threads, attn_blocks, rng_regs), m);
-  double chunked = gemm.t.seconds + gap;
-  double chunk_dyn = gemm.t.energy_j;
-  Dominant dch;
-  dch.add(gemm.t.limiter, gemm.t.seconds);
-  std::vector<Window> wins;
-  for (int64_t r0 = 0; r0 < w.sq; r0 += crow) wins.push_back({r0, std::min(crow, w.sq - r0)});
-  const int nchunks = static_cast<int>(wins.size());
-  {
-    const Piece r0 = rng_piece(m, p, w, "tile", wins[0], o);
-    chunked += r0.t.seconds + gap;
-    chunk_dyn = chunk_dyn >= 0 && r0.t.energy_j >= 0 ? chunk_dyn + r0.t.energy_j : -1;
-    dch.add(r0.t.limiter, r0.t.seconds);
-    for (size_t i = 0; i < wins.size(); ++i) {
-      const Piece a = attention_piece(m, p, w, "mask", wins[i], o);
-      double t = a.t.seconds;
-      std::string lim = a.t.limiter;
-      chunk_dyn = chunk_dyn >= 0 && a.t.energy_j >= 0 ? chunk_dyn + a.t.energy_j : -1;
-      if (i + 1 < wins.size()) {
-        const Piece rn = rng_piece(m, p, w, "tile", wins[i + 1], o);
-        const Concurrent c = concurrent(m, o, a, rn, attn_warps_res, /*allow_partition=*/false);
-        t = c.seconds;
-        lim = c.limiter;
-        chunk_dyn = chunk_dyn >= 0 && rn.t.energy_j >= 0 ? chunk_dyn + rn.t.energy_j : -1;
-      }
-      chunked += t + gap;
-      dch.add(lim, t);
-    }
-  }
-  PipelineTime chk{"chunked", chunked, dch.unit(),
-                   fmt::format("{} chunks of {} rows: attention(chunk i) || RNG(chunk i+1): {}", nchunks, crow,
-                               attn_warps_res > 0 ? fmt::format("{:g} RNG warps/SM co-resident", attn_warps_res)
-                                                  : "no RNG warp fits beside attention (registers): serial"),
-                   fmt::format("{}x{} rows, {}", nchunks, crow,
-                               attn_warps_res > 0 ? fmt::format("{:g} RNG warps/SM", attn_warps_res) : "serial")};
-  chk.energy_j = chunk_dyn >= 0 && m.has_power() ? chunk_dyn + m.static_w * chunked : -1;
+  const PipelineTime chk = chunked_pipeline(m, p, w, o, gemm, fam, rng_regs);
   r.pipelines = {base, fus, over, chk};
   // The same pipelines without the power term (what `model --report` shows beside).
   const std::optional<Prediction> np = without_power(m, p, [&](const Profile& pn) { return predict(m, pn, w, o); });
