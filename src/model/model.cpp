@@ -1594,6 +1594,80 @@ FamilyFit fit_gemm(const Machine& m, const Profile& p, const std::string& dtype,
   return best;
 }
 
+// One RNG fit point: the kernel's unit times at efficiency 1 (no fixed costs) at w and the clock, in cycles, and its
+// measured cycles.
+FitPt rng_fit_point(const Machine& m, const Profile& pu, const std::string& key, Workload w, double seconds,
+                    double clock_mhz) {
+  Options o;
+  o.calibrated = false;
+  o.clock_mhz = clock_mhz;
+  const double cyc = 1e6 * clock_mhz;
+  FitPt q;
+  q.key = key;
+  q.y = seconds * cyc;
+  w.layout = "tile";
+  const KernelTime t = rng_time(m, pu, w, "tile", {}, o);
+  for (const char* u : {"issue", "alu", "imad"}) q.unit[u] = t.unit_seconds(u) * cyc;
+  q.waves = rng_strips(w) / m.sm_count;  // strips per SM: the per-strip overhead's multiplier
+  return q;
+}
+
+// One wgmma fit point (forward, or backward with bwd): the kernel's unit times at w and the clock, and its measured
+// cycles; a whole backward call (the harness's report points, whole_call) less the model's launches around the
+// kernel, as attention_bwd_measured_piece composes a step's backward.
+FitPt wgmma_fit_point(const Machine& m, const Profile& pu, bool bwd, const std::string& key, Workload w,
+                      const std::string& mode, double seconds, double clock_mhz, bool whole_call) {
+  Options o;
+  o.calibrated = false;  // efficiency 1, no CTA overhead
+  o.clock_mhz = clock_mhz;
+  const double cyc = 1e6 * clock_mhz;
+  w.attention_kernel = "wgmma";
+  const WgmmaProfile& g = bwd ? *pu.wgmma_bwd : *pu.wgmma;
+  FitPt q;
+  q.key = key;
+  q.y = (seconds - (whole_call ? attention_bwd_around_seconds(m, pu, w, o) : 0.0)) * cyc;
+  const KernelTime t = bwd ? attention_bwd_kernel_time(m, pu, w, mode, o) : attention_time(m, pu, w, mode, {}, o);
+  for (const char* u : {"issue", "mma"}) q.unit[u] = t.unit_seconds(u) * cyc;
+  const double slots = m.sm_count * g.ctas_per_sm;
+  q.waves = (bwd ? wgmma_bwd_work(g, w, slots, nullptr) : wgmma_work(g, w, {})).ctas / slots;
+  return q;
+}
+
+// The fit points of family rng / wgmma / wgmma_bwd: wgmma_bwd's report points where extra has them, else the
+// profile's kernels of the family with a measured ncu duration and clock.
+std::vector<FitPt> family_fit_points(const Machine& m, const Profile& pu, const std::string& family,
+                                     const std::vector<KernelPoint>& extra) {
+  const bool bwd = family == "wgmma_bwd";
+  std::vector<FitPt> pts;
+  if (bwd && !extra.empty()) {
+    for (const KernelPoint& k : extra) {
+      if (!(k.seconds > 0) || !(k.clock_mhz > 0))
+        throw UsageError(fmt::format("--fit-kernels: report point {} has no time or clock", k.key));
+      pts.push_back(wgmma_fit_point(m, pu, bwd, k.key, k.w, k.mode, k.seconds, k.clock_mhz, true));
+    }
+    return pts;
+  }
+  for (const auto& [key, k] : pu.sass) {
+    if (!k.ncu || !(k.ncu->duration_s > 0) || !(k.ncu->clock_mhz > 0)) continue;
+    if (family == "rng") {
+      if (key.rfind("rng_tile_", 0) == 0) pts.push_back(rng_fit_point(m, pu, key, k.ncu->w, k.ncu->duration_s, k.ncu->clock_mhz));
+      continue;
+    }
+    const WgmmaProfile& g = bwd ? *pu.wgmma_bwd : *pu.wgmma;
+    // The family's keys: its none key's prefix ("wgmma_", "wgmma_bwd_") and then a mode.
+    const std::string& none = g.sass_key.at("none");
+    const std::string prefix = none.substr(0, none.rfind('_') + 1);
+    if (key.rfind(prefix, 0) != 0 || key.find("_rngwarps") != std::string::npos) continue;  // design (b) apart
+    const std::string rest = key.substr(prefix.size());
+    std::string mode;
+    for (const char* md : {"none", "mask", "fused"})
+      if (rest.rfind(md, 0) == 0) mode = md;
+    if (mode.empty()) continue;  // another family's key ("wgmma_bwd_..." under "wgmma_")
+    pts.push_back(wgmma_fit_point(m, pu, bwd, key, k.ncu->w, mode, k.ncu->duration_s, k.ncu->clock_mhz, false));
+  }
+  return pts;
+}
+
 }  // namespace
 
 FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& family,
@@ -1609,68 +1683,8 @@ FamilyFit fit_family(const Machine& m, const Profile& p, const std::string& fami
   Profile pu = p;
   pu.use_ncu = true;
   pu.use_power = false;
-  std::vector<FitPt> pts;
-  // One point: unit times (cycles at efficiency 1, no fixed costs) and the measured cycles.
-  auto rng_point = [&](const std::string& key, Workload w, double seconds, double clock_mhz) {
-    Options o;
-    o.calibrated = false;
-    o.clock_mhz = clock_mhz;
-    const double cyc = 1e6 * clock_mhz;
-    FitPt q;
-    q.key = key;
-    q.y = seconds * cyc;
-    w.layout = "tile";
-    const KernelTime t = rng_time(m, pu, w, "tile", {}, o);
-    for (const char* u : {"issue", "alu", "imad"}) q.unit[u] = t.unit_seconds(u) * cyc;
-    q.waves = rng_strips(w) / m.sm_count;  // strips per SM: the per-strip overhead's multiplier
-    pts.push_back(q);
-  };
-  // One wgmma point: the kernel's unit times at w and the clock, and its measured cycles; a whole backward call (the
-  // harness's report points) less the model's launches around the kernel, as attention_bwd_measured_piece composes a
-  // step's backward.
-  auto wgmma_point = [&](const std::string& key, Workload w, const std::string& mode, double seconds, double clock_mhz,
-                         bool whole_call) {
-    Options o;
-    o.calibrated = false;  // efficiency 1, no CTA overhead
-    o.clock_mhz = clock_mhz;
-    const double cyc = 1e6 * clock_mhz;
-    w.attention_kernel = "wgmma";
-    const WgmmaProfile& g = bwd ? *p.wgmma_bwd : *p.wgmma;
-    FitPt q;
-    q.key = key;
-    q.y = (seconds - (whole_call ? attention_bwd_around_seconds(m, pu, w, o) : 0.0)) * cyc;
-    const KernelTime t = bwd ? attention_bwd_kernel_time(m, pu, w, mode, o) : attention_time(m, pu, w, mode, {}, o);
-    for (const char* u : {"issue", "mma"}) q.unit[u] = t.unit_seconds(u) * cyc;
-    const double slots = m.sm_count * g.ctas_per_sm;
-    q.waves = (bwd ? wgmma_bwd_work(g, w, slots, nullptr) : wgmma_work(g, w, {})).ctas / slots;
-    pts.push_back(q);
-  };
   const bool on_reports = bwd && !extra.empty();
-  if (on_reports)
-    for (const KernelPoint& k : extra) {
-      if (!(k.seconds > 0) || !(k.clock_mhz > 0))
-        throw UsageError(fmt::format("--fit-kernels: report point {} has no time or clock", k.key));
-      wgmma_point(k.key, k.w, k.mode, k.seconds, k.clock_mhz, true);
-    }
-  else
-    for (const auto& [key, k] : p.sass) {
-      if (!k.ncu || !(k.ncu->duration_s > 0) || !(k.ncu->clock_mhz > 0)) continue;
-      if (family == "rng") {
-        if (key.rfind("rng_tile_", 0) == 0) rng_point(key, k.ncu->w, k.ncu->duration_s, k.ncu->clock_mhz);
-        continue;
-      }
-      const WgmmaProfile& g = bwd ? *p.wgmma_bwd : *p.wgmma;
-      // The family's keys: its none key's prefix ("wgmma_", "wgmma_bwd_") and then a mode.
-      const std::string& none = g.sass_key.at("none");
-      const std::string prefix = none.substr(0, none.rfind('_') + 1);
-      if (key.rfind(prefix, 0) != 0 || key.find("_rngwarps") != std::string::npos) continue;  // design (b) apart
-      const std::string rest = key.substr(prefix.size());
-      std::string mode;
-      for (const char* md : {"none", "mask", "fused"})
-        if (rest.rfind(md, 0) == 0) mode = md;
-      if (mode.empty()) continue;  // another family's key ("wgmma_bwd_..." under "wgmma_")
-      wgmma_point(key, k.ncu->w, mode, k.ncu->duration_s, k.ncu->clock_mhz, false);
-    }
+  const std::vector<FitPt> pts = family_fit_points(m, pu, family, extra);
   if (pts.size() < 3)
     throw UsageError(fmt::format("profile {}: fewer than three {} kernels with a measured ncu duration and clock (the fit "
                                  "needs them: `dropbench profile`)",
