@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "kernels/attention/tile_order.hpp"
 #include "kernels/common/check.hpp"
@@ -96,6 +97,13 @@ struct Fields {
       if (!v.is_number_integer()) fail(path, fmt::format("must be an integer (got {})", v.dump()));
     }
     return v.get<T>();
+  }
+  // Fails on a key of j that allowed does not name: a misspelt key would otherwise be ignored and its default used.
+  void only(const json& j, const std::vector<std::string>& allowed, const std::string& prefix,
+            const std::string& kind) const {
+    for (const auto& [key, value] : j.items())
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+        fail(prefix + key, fmt::format("is not a {} field (allowed: {})", kind, fmt::join(allowed, ", ")));
   }
   // {"value": x, "source": "..."}: every machine number carries its source.
   double sourced(const json& j, const std::string& key, bool positive = true) const {
@@ -211,9 +219,7 @@ std::map<std::string, GemmTileModel> gemm_tiles_from_json(const json& gt, const 
     const std::string q = "gemm_tile_model." + dt + ".";
     if (dt != "fp8" && dt != "bf16") f.fail("gemm_tile_model." + dt, "is not a GEMM dtype (allowed: fp8, bf16)");
     if (!g.is_object()) f.fail("gemm_tile_model." + dt, "must be an object {mma_efficiency, tile_overhead_cycles, fit_reports}");
-    for (const auto& [k, v] : g.items())
-      if (k != "mma_efficiency" && k != "tile_overhead_cycles" && k != "fit_reports")
-        f.fail(q + k, "is not a tile-model field (allowed: mma_efficiency, tile_overhead_cycles, fit_reports)");
+    f.only(g, {"mma_efficiency", "tile_overhead_cycles", "fit_reports"}, q, "tile-model");
     GemmTileModel t;
     t.mma_efficiency = sourced_number(g, f, q, "mma_efficiency", true);
     if (t.mma_efficiency > 1) f.fail(q + "mma_efficiency.value", "must be in (0, 1]");
@@ -253,23 +259,70 @@ std::map<std::string, KernelPower> power_from_json(const json& j, const Fields& 
   return out;
 }
 
+// The machine's units (name -> efficiency) and op classes (name -> the units they load, at which rates).
+void machine_units_ops(const json& j, const Fields& f, Machine& m) {
+  const json& units = f.get(j, "units", "units");
+  if (!units.is_object() || units.empty()) f.fail("units", "must be a non-empty object");
+  for (const auto& [name, u] : units.items()) {
+    const std::string p = "units." + name;
+    Unit un;
+    un.name = name;
+    un.description = f.string(u, "description", p + ".description");
+    const json& e = f.get(u, "efficiency", p + ".efficiency");
+    un.efficiency = f.number(e, "value", p + ".efficiency.value");
+    un.efficiency_source = f.string(e, "source", p + ".efficiency.source");
+    m.units.push_back(un);
+  }
+  const json& ops = f.get(j, "ops", "ops");
+  if (!ops.is_object() || ops.empty()) f.fail("ops", "must be a non-empty object");
+  for (const auto& [name, o] : ops.items()) {
+    const std::string p = "ops." + name;
+    OpClass oc;
+    oc.name = name;
+    oc.demand = f.string(o, "demand", p + ".demand");
+    oc.source = f.string(o, "source", p + ".source");
+    oc.per_second = f.optional(o, "per_second", p + ".per_second", false);
+    const json& loads = f.get(o, "loads", p + ".loads");
+    if (!loads.is_object() || loads.empty()) f.fail(p + ".loads", "must be a non-empty object of unit -> rate");
+    for (const auto& [un, rate] : loads.items()) {
+      if (!m.unit(un)) f.fail(p + ".loads." + un, "names a unit that is not in units");
+      oc.loads.emplace_back(un, f.number(loads, un, p + ".loads." + un));
+    }
+    m.ops.push_back(oc);
+  }
+}
+
+// calibration.fit_points: the report rows each unit's efficiency is fitted on.
+void machine_fit_points(const json& j, const Fields& f, Machine& m) {
+  if (j.contains("calibration") && !j.at("calibration").is_object())
+    f.fail("calibration", "must be an object {\"fit_points\": [...]}");
+  if (j.contains("calibration") && j.at("calibration").contains("fit_points")) {
+    if (!j.at("calibration").at("fit_points").is_array()) f.fail("calibration.fit_points", "must be an array");
+    for (const json& fp : j.at("calibration").at("fit_points")) {
+      FitPoint p;
+      p.unit = f.string(fp, "unit", "calibration.fit_points[].unit");
+      if (!m.unit(p.unit) && p.unit != kRngStripUnit)
+        f.fail("calibration.fit_points[].unit", fmt::format("'{}' is not in units (nor {})", p.unit, kRngStripUnit));
+      p.command = f.string(fp, "command", "calibration.fit_points[].command");
+      p.variant = f.string(fp, "variant", "calibration.fit_points[].variant");
+      p.axes = f.get(fp, "axes", "calibration.fit_points[].axes");
+      p.report = f.optional(fp, "report", "calibration.fit_points[].report", std::string());
+      m.fit_points.push_back(p);
+    }
+  }
+}
+
 }  // namespace
 
 Machine machine_from_json(const json& j, const std::string& where) {
   const Fields f{"machine", where};
   check_schema(j, "dropbench.machine", f);
-  // A misspelt key would otherwise be ignored and its default silently used.
-  static const std::set<std::string> known = {
-      "schema",   "schema_version",   "name",      "description",        "sm_count",          "clock_mhz",
-      "hbm_gbs",  "l2_gbs",           "l2_bytes",  "registers_per_sm",   "smem_per_sm_bytes", "max_threads_per_sm",
-      "max_blocks_per_sm", "launch_gap_us", "rng_saturation_warps", "units", "ops", "calibration", "cap_w",
-      "static_w", "power", "memory_gib", "gemm_tile_model"};
-  for (const auto& [key, value] : j.items())
-    if (!known.count(key))
-      f.fail(key, "is not a machine field (allowed: schema, schema_version, name, description, sm_count, clock_mhz, "
-                  "hbm_gbs, l2_gbs, l2_bytes, registers_per_sm, smem_per_sm_bytes, max_threads_per_sm, "
-                  "max_blocks_per_sm, launch_gap_us, rng_saturation_warps, units, ops, calibration, cap_w, static_w, "
-                  "power, memory_gib, gemm_tile_model)");
+  f.only(j,
+         {"schema", "schema_version", "name", "description", "sm_count", "clock_mhz", "hbm_gbs", "l2_gbs", "l2_bytes",
+          "registers_per_sm", "smem_per_sm_bytes", "max_threads_per_sm", "max_blocks_per_sm", "launch_gap_us",
+          "rng_saturation_warps", "units", "ops", "calibration", "cap_w", "static_w", "power", "memory_gib",
+          "gemm_tile_model"},
+         "", "machine");
   Machine m;
   m.path = where;
   m.name = f.string(j, "name", "name");
@@ -307,51 +360,8 @@ Machine machine_from_json(const json& j, const std::string& where) {
   m.power = power_from_json(j, f);
   if (!m.power.empty() && !m.has_power()) f.fail("power", "needs cap_w and static_w (the power term divides by cap_w - static_w)");
 
-  const json& units = f.get(j, "units", "units");
-  if (!units.is_object() || units.empty()) f.fail("units", "must be a non-empty object");
-  for (const auto& [name, u] : units.items()) {
-    const std::string p = "units." + name;
-    Unit un;
-    un.name = name;
-    un.description = f.string(u, "description", p + ".description");
-    const json& e = f.get(u, "efficiency", p + ".efficiency");
-    un.efficiency = f.number(e, "value", p + ".efficiency.value");
-    un.efficiency_source = f.string(e, "source", p + ".efficiency.source");
-    m.units.push_back(un);
-  }
-  const json& ops = f.get(j, "ops", "ops");
-  if (!ops.is_object() || ops.empty()) f.fail("ops", "must be a non-empty object");
-  for (const auto& [name, o] : ops.items()) {
-    const std::string p = "ops." + name;
-    OpClass oc;
-    oc.name = name;
-    oc.demand = f.string(o, "demand", p + ".demand");
-    oc.source = f.string(o, "source", p + ".source");
-    oc.per_second = f.optional(o, "per_second", p + ".per_second", false);
-    const json& loads = f.get(o, "loads", p + ".loads");
-    if (!loads.is_object() || loads.empty()) f.fail(p + ".loads", "must be a non-empty object of unit -> rate");
-    for (const auto& [un, rate] : loads.items()) {
-      if (!m.unit(un)) f.fail(p + ".loads." + un, "names a unit that is not in units");
-      oc.loads.emplace_back(un, f.number(loads, un, p + ".loads." + un));
-    }
-    m.ops.push_back(oc);
-  }
-  if (j.contains("calibration") && !j.at("calibration").is_object())
-    f.fail("calibration", "must be an object {\"fit_points\": [...]}");
-  if (j.contains("calibration") && j.at("calibration").contains("fit_points")) {
-    if (!j.at("calibration").at("fit_points").is_array()) f.fail("calibration.fit_points", "must be an array");
-    for (const json& fp : j.at("calibration").at("fit_points")) {
-      FitPoint p;
-      p.unit = f.string(fp, "unit", "calibration.fit_points[].unit");
-      if (!m.unit(p.unit) && p.unit != kRngStripUnit)
-        f.fail("calibration.fit_points[].unit", fmt::format("'{}' is not in units (nor {})", p.unit, kRngStripUnit));
-      p.command = f.string(fp, "command", "calibration.fit_points[].command");
-      p.variant = f.string(fp, "variant", "calibration.fit_points[].variant");
-      p.axes = f.get(fp, "axes", "calibration.fit_points[].axes");
-      p.report = f.optional(fp, "report", "calibration.fit_points[].report", std::string());
-      m.fit_points.push_back(p);
-    }
-  }
+  machine_units_ops(j, f, m);
+  machine_fit_points(j, f, m);
   return m;
 }
 
