@@ -404,6 +404,87 @@ WgmmaProfile wgmma_profile_from_json(const json& a, const Fields& f, const std::
   return wp;
 }
 
+// One sass.<key> entry: the kernel's demand per iteration (and on edge / rescale iterations), its registers, wide
+// IMADs and its Nsight Compute counts.
+SassKernel sass_kernel_from_json(const std::string& key, const json& e, const Fields& f) {
+  const std::string path = "sass." + key;
+  SassKernel k;
+  k.key = key;
+  k.elements_per_iteration = f.number(e, "elements_per_iteration", path + ".elements_per_iteration");
+  k.per_iteration = demand_from_json(f.get(e, "per_iteration", path + ".per_iteration"), f, path + ".per_iteration");
+  if (e.contains("edge_extra_per_iteration"))
+    k.edge_extra = demand_from_json(e.at("edge_extra_per_iteration"), f, path + ".edge_extra_per_iteration");
+  if (e.contains("rescale_extra_per_iteration"))
+    k.rescale_extra = demand_from_json(e.at("rescale_extra_per_iteration"), f, path + ".rescale_extra_per_iteration");
+  if (e.is_object() && e.contains("resources"))
+    k.registers = f.optional(e.at("resources"), "registers", path + ".resources.registers", k.registers);
+  if (e.contains("opcodes_per_iteration") && e.at("opcodes_per_iteration").is_object())
+    for (const auto& [op, n] : e.at("opcodes_per_iteration").items())
+      if ((op.rfind("IMAD.WIDE", 0) == 0 || op.rfind("IMAD.HI", 0) == 0) && n.is_number())
+        k.imad_wide_per_iteration += n.get<double>();
+  k.ncu = ncu_from_json(e, f, path);
+  return k;
+}
+
+// kernels.rng: the RNG kernel's clock, SASS key, block, bytes per element, fitted efficiencies and strip cost.
+void profile_rng_from_json(const json& ks, const Fields& f, Profile& p) {
+  const json& r = f.get(ks, "rng", "kernels.rng");
+  p.rng_clock = f.string(r, "clock", "kernels.rng.clock");
+  p.rng_sass_key = f.string(r, "sass_key", "kernels.rng.sass_key");
+  p.rng_block_threads = static_cast<int>(f.number(r, "block_threads", "kernels.rng.block_threads"));
+  p.rng_hbm_bytes_per_element = f.number(f.get(r, "hbm_bytes_per_element", "kernels.rng.hbm_bytes_per_element"),
+                                         "value", "kernels.rng.hbm_bytes_per_element.value", false);
+  if (r.contains("efficiency") && r.at("efficiency").is_object())
+    for (const auto& [u, e] : r.at("efficiency").items()) {
+      const std::string q = "kernels.rng.efficiency." + u;
+      f.string(e, "source", q + ".source");
+      p.rng_efficiency[u] = f.number(e, "value", q + ".value");
+    }
+  if (r.contains("strip_overhead_cycles")) {
+    const json& so = r.at("strip_overhead_cycles");
+    f.string(so, "source", "kernels.rng.strip_overhead_cycles.source");
+    p.rng_strip_cycles = f.number(so, "value", "kernels.rng.strip_overhead_cycles.value", false);
+  }
+}
+
+// kernels.attention: the mma.sync attention kernel's clock, tiling, residency and SASS keys.
+void profile_attention_from_json(const json& ks, const Fields& f, Profile& p) {
+  const json& a = f.get(ks, "attention", "kernels.attention");
+  const std::string q = "kernels.attention.";
+  p.attn_clock = f.string(a, "clock", q + "clock");
+  p.attn_head_dim = static_cast<int>(f.number(a, "head_dim", q + "head_dim"));
+  p.attn_block_rows = static_cast<int>(f.number(a, "block_rows", q + "block_rows"));
+  p.attn_block_keys = static_cast<int>(f.number(a, "block_keys", q + "block_keys"));
+  p.attn_warps = static_cast<int>(f.number(a, "warps", q + "warps"));
+  p.attn_rows_per_warp = static_cast<int>(f.number(a, "rows_per_warp", q + "rows_per_warp"));
+  p.attn_ctas_per_sm = static_cast<int>(f.number(a, "ctas_per_sm", q + "ctas_per_sm"));
+  p.attn_registers = static_cast<int>(f.number(a, "registers", q + "registers"));
+  p.attn_smem_per_cta = f.number(a, "smem_per_cta_bytes", q + "smem_per_cta_bytes");
+  if (p.attn_warps * p.attn_rows_per_warp != p.attn_block_rows)
+    f.fail(q + "warps", "x rows_per_warp must equal block_rows");
+  p.attn_sass_key = sass_keys_from_json(a, f, q);
+}
+
+// kernels.gemm_<dtype>: the GEMM's clock, demand per FLOP, bytes, tile, residency and Nsight Compute counts.
+GemmProfile gemm_profile_from_json(const json& g, const Fields& f, const std::string& key, const std::string& q) {
+  GemmProfile gp;
+  const json& clk = f.get(g, "clock", q + "clock");  // sustained | max | a measured clock in MHz
+  gp.clock = clk.is_number() ? fmt::format("{}", f.number(g, "clock", q + "clock")) : f.string(g, "clock", q + "clock");
+  gp.per_flop = demand_from_json(f.get(g, "per_flop", q + "per_flop"), f, q + "per_flop");
+  gp.input_bytes = f.number(g, "input_bytes", q + "input_bytes");
+  gp.output_bytes = f.number(g, "output_bytes", q + "output_bytes");
+  gp.tile_m = f.number(g, "tile_m", q + "tile_m");
+  gp.tile_n = f.number(g, "tile_n", q + "tile_n");
+  if (g.contains("cluster_multicast")) gp.cluster_multicast = f.number(g, "cluster_multicast", q + "cluster_multicast");
+  const json& r = f.get(g, "residency", q + "residency");
+  gp.registers_per_sm = f.number(r, "registers_per_sm", q + "residency.registers_per_sm", false);
+  gp.smem_per_sm_bytes = f.number(r, "smem_per_sm_bytes", q + "residency.smem_per_sm_bytes", false);
+  gp.threads_per_sm = f.number(r, "threads_per_sm", q + "residency.threads_per_sm", false);
+  gp.blocks_per_sm = f.number(r, "blocks_per_sm", q + "residency.blocks_per_sm", false);
+  gp.ncu = ncu_from_json(g, f, "kernels." + key);
+  return gp;
+}
+
 }  // namespace
 
 Profile profile_from_json(const json& j, const std::string& where) {
@@ -413,81 +494,14 @@ Profile profile_from_json(const json& j, const std::string& where) {
   p.path = where;
   p.name = f.string(j, "name", "name");
   const json& sass = f.get(j, "sass", "sass");
-  for (const auto& [key, e] : sass.items()) {
-    const std::string path = "sass." + key;
-    SassKernel k;
-    k.key = key;
-    k.elements_per_iteration = f.number(e, "elements_per_iteration", path + ".elements_per_iteration");
-    k.per_iteration = demand_from_json(f.get(e, "per_iteration", path + ".per_iteration"), f, path + ".per_iteration");
-    if (e.contains("edge_extra_per_iteration"))
-      k.edge_extra = demand_from_json(e.at("edge_extra_per_iteration"), f, path + ".edge_extra_per_iteration");
-    if (e.contains("rescale_extra_per_iteration"))
-      k.rescale_extra = demand_from_json(e.at("rescale_extra_per_iteration"), f, path + ".rescale_extra_per_iteration");
-    if (e.is_object() && e.contains("resources"))
-      k.registers = f.optional(e.at("resources"), "registers", path + ".resources.registers", k.registers);
-    if (e.contains("opcodes_per_iteration") && e.at("opcodes_per_iteration").is_object())
-      for (const auto& [op, n] : e.at("opcodes_per_iteration").items())
-        if ((op.rfind("IMAD.WIDE", 0) == 0 || op.rfind("IMAD.HI", 0) == 0) && n.is_number())
-          k.imad_wide_per_iteration += n.get<double>();
-    k.ncu = ncu_from_json(e, f, path);
-    p.sass[key] = k;
-  }
+  for (const auto& [key, e] : sass.items()) p.sass[key] = sass_kernel_from_json(key, e, f);
   const json& ks = f.get(j, "kernels", "kernels");
-  {
-    const json& r = f.get(ks, "rng", "kernels.rng");
-    p.rng_clock = f.string(r, "clock", "kernels.rng.clock");
-    p.rng_sass_key = f.string(r, "sass_key", "kernels.rng.sass_key");
-    p.rng_block_threads = static_cast<int>(f.number(r, "block_threads", "kernels.rng.block_threads"));
-    p.rng_hbm_bytes_per_element = f.number(f.get(r, "hbm_bytes_per_element", "kernels.rng.hbm_bytes_per_element"),
-                                           "value", "kernels.rng.hbm_bytes_per_element.value", false);
-    if (r.contains("efficiency") && r.at("efficiency").is_object())
-      for (const auto& [u, e] : r.at("efficiency").items()) {
-        const std::string q = "kernels.rng.efficiency." + u;
-        f.string(e, "source", q + ".source");
-        p.rng_efficiency[u] = f.number(e, "value", q + ".value");
-      }
-    if (r.contains("strip_overhead_cycles")) {
-      const json& so = r.at("strip_overhead_cycles");
-      f.string(so, "source", "kernels.rng.strip_overhead_cycles.source");
-      p.rng_strip_cycles = f.number(so, "value", "kernels.rng.strip_overhead_cycles.value", false);
-    }
-  }
-  {
-    const json& a = f.get(ks, "attention", "kernels.attention");
-    const std::string q = "kernels.attention.";
-    p.attn_clock = f.string(a, "clock", q + "clock");
-    p.attn_head_dim = static_cast<int>(f.number(a, "head_dim", q + "head_dim"));
-    p.attn_block_rows = static_cast<int>(f.number(a, "block_rows", q + "block_rows"));
-    p.attn_block_keys = static_cast<int>(f.number(a, "block_keys", q + "block_keys"));
-    p.attn_warps = static_cast<int>(f.number(a, "warps", q + "warps"));
-    p.attn_rows_per_warp = static_cast<int>(f.number(a, "rows_per_warp", q + "rows_per_warp"));
-    p.attn_ctas_per_sm = static_cast<int>(f.number(a, "ctas_per_sm", q + "ctas_per_sm"));
-    p.attn_registers = static_cast<int>(f.number(a, "registers", q + "registers"));
-    p.attn_smem_per_cta = f.number(a, "smem_per_cta_bytes", q + "smem_per_cta_bytes");
-    if (p.attn_warps * p.attn_rows_per_warp != p.attn_block_rows)
-      f.fail(q + "warps", "x rows_per_warp must equal block_rows");
-    p.attn_sass_key = sass_keys_from_json(a, f, q);
-  }
+  profile_rng_from_json(ks, f, p);
+  profile_attention_from_json(ks, f, p);
   for (const char* dt : {"fp8", "bf16"}) {
     const std::string key = std::string("gemm_") + dt, q = "kernels." + key + ".";
     if (!ks.contains(key)) continue;
-    const json& g = ks.at(key);
-    GemmProfile gp;
-    const json& clk = f.get(g, "clock", q + "clock");  // sustained | max | a measured clock in MHz
-    gp.clock = clk.is_number() ? fmt::format("{}", f.number(g, "clock", q + "clock")) : f.string(g, "clock", q + "clock");
-    gp.per_flop = demand_from_json(f.get(g, "per_flop", q + "per_flop"), f, q + "per_flop");
-    gp.input_bytes = f.number(g, "input_bytes", q + "input_bytes");
-    gp.output_bytes = f.number(g, "output_bytes", q + "output_bytes");
-    gp.tile_m = f.number(g, "tile_m", q + "tile_m");
-    gp.tile_n = f.number(g, "tile_n", q + "tile_n");
-    if (g.contains("cluster_multicast")) gp.cluster_multicast = f.number(g, "cluster_multicast", q + "cluster_multicast");
-    const json& r = f.get(g, "residency", q + "residency");
-    gp.registers_per_sm = f.number(r, "registers_per_sm", q + "residency.registers_per_sm", false);
-    gp.smem_per_sm_bytes = f.number(r, "smem_per_sm_bytes", q + "residency.smem_per_sm_bytes", false);
-    gp.threads_per_sm = f.number(r, "threads_per_sm", q + "residency.threads_per_sm", false);
-    gp.blocks_per_sm = f.number(r, "blocks_per_sm", q + "residency.blocks_per_sm", false);
-    gp.ncu = ncu_from_json(g, f, "kernels." + key);
-    p.gemm[dt] = gp;
+    p.gemm[dt] = gemm_profile_from_json(ks.at(key), f, key, q);
   }
   if (ks.contains("attention_wgmma")) p.wgmma = wgmma_profile_from_json(ks.at("attention_wgmma"), f, "kernels.attention_wgmma.");
   if (ks.contains("attention_bwd_wgmma"))
