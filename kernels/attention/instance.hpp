@@ -1,8 +1,8 @@
 // The launch scaffolding both attention kernel families share (attention.cu: mma.sync; attention_wgmma.cu:
 // wgmma): one compiled instance as the launcher sees it, its shared-memory attribute set once per kernel, its
 // resource report, and the switch from the run-time mode (and causality) to template arguments, which the backward's
-// launcher (bwd/attention_bwd.cu) uses too. The head-dim switch is
-// kernels/common/dispatch.cuh's with_head_dim. Host-only.
+// launcher (bwd/attention_bwd.cu) uses too. The head-dim switch is kernels/common/dispatch.cuh's with_head_dim.
+// Host-only.
 #pragma once
 #include <mutex>
 #include <string>

@@ -466,7 +466,8 @@ void profile_attention_from_json(const json& ks, const Fields& f, Profile& p) {
 }
 
 // kernels.gemm_<dtype>: the GEMM's clock, demand per FLOP, bytes, tile, residency and Nsight Compute counts.
-GemmProfile gemm_profile_from_json(const json& g, const Fields& f, const std::string& key, const std::string& q) {
+GemmProfile gemm_profile_from_json(const json& g, const Fields& f, const std::string& key) {
+  const std::string q = "kernels." + key + ".";
   GemmProfile gp;
   const json& clk = f.get(g, "clock", q + "clock");  // sustained | max | a measured clock in MHz
   gp.clock = clk.is_number() ? fmt::format("{}", f.number(g, "clock", q + "clock")) : f.string(g, "clock", q + "clock");
@@ -499,9 +500,8 @@ Profile profile_from_json(const json& j, const std::string& where) {
   profile_rng_from_json(ks, f, p);
   profile_attention_from_json(ks, f, p);
   for (const char* dt : {"fp8", "bf16"}) {
-    const std::string key = std::string("gemm_") + dt, q = "kernels." + key + ".";
-    if (!ks.contains(key)) continue;
-    p.gemm[dt] = gemm_profile_from_json(ks.at(key), f, key, q);
+    const std::string key = std::string("gemm_") + dt;
+    if (ks.contains(key)) p.gemm[dt] = gemm_profile_from_json(ks.at(key), f, key);
   }
   if (ks.contains("attention_wgmma")) p.wgmma = wgmma_profile_from_json(ks.at("attention_wgmma"), f, "kernels.attention_wgmma.");
   if (ks.contains("attention_bwd_wgmma"))
@@ -1952,26 +1952,24 @@ PipelineTime chunked_pipeline(const Machine& m, const Profile& p, const Workload
   std::vector<Window> wins;
   for (int64_t r0 = 0; r0 < w.sq; r0 += crow) wins.push_back({r0, std::min(crow, w.sq - r0)});
   const int nchunks = static_cast<int>(wins.size());
-  {
-    const Piece r0 = rng_piece(m, p, w, "tile", wins[0], o);
-    chunked += r0.t.seconds + gap;
-    chunk_dyn = chunk_dyn >= 0 && r0.t.energy_j >= 0 ? chunk_dyn + r0.t.energy_j : -1;
-    dch.add(r0.t.limiter, r0.t.seconds);
-    for (size_t i = 0; i < wins.size(); ++i) {
-      const Piece a = attention_piece(m, p, w, "mask", wins[i], o);
-      double t = a.t.seconds;
-      std::string lim = a.t.limiter;
-      chunk_dyn = chunk_dyn >= 0 && a.t.energy_j >= 0 ? chunk_dyn + a.t.energy_j : -1;
-      if (i + 1 < wins.size()) {
-        const Piece rn = rng_piece(m, p, w, "tile", wins[i + 1], o);
-        const Concurrent c = concurrent(m, o, a, rn, attn_warps_res, /*allow_partition=*/false);
-        t = c.seconds;
-        lim = c.limiter;
-        chunk_dyn = chunk_dyn >= 0 && rn.t.energy_j >= 0 ? chunk_dyn + rn.t.energy_j : -1;
-      }
-      chunked += t + gap;
-      dch.add(lim, t);
+  const Piece r0 = rng_piece(m, p, w, "tile", wins[0], o);
+  chunked += r0.t.seconds + gap;
+  chunk_dyn = chunk_dyn >= 0 && r0.t.energy_j >= 0 ? chunk_dyn + r0.t.energy_j : -1;
+  dch.add(r0.t.limiter, r0.t.seconds);
+  for (size_t i = 0; i < wins.size(); ++i) {
+    const Piece a = attention_piece(m, p, w, "mask", wins[i], o);
+    double t = a.t.seconds;
+    std::string lim = a.t.limiter;
+    chunk_dyn = chunk_dyn >= 0 && a.t.energy_j >= 0 ? chunk_dyn + a.t.energy_j : -1;
+    if (i + 1 < wins.size()) {
+      const Piece rn = rng_piece(m, p, w, "tile", wins[i + 1], o);
+      const Concurrent c = concurrent(m, o, a, rn, attn_warps_res, /*allow_partition=*/false);
+      t = c.seconds;
+      lim = c.limiter;
+      chunk_dyn = chunk_dyn >= 0 && rn.t.energy_j >= 0 ? chunk_dyn + rn.t.energy_j : -1;
     }
+    chunked += t + gap;
+    dch.add(lim, t);
   }
   PipelineTime chk{"chunked", chunked, dch.unit(),
                    fmt::format("{} chunks of {} rows: attention(chunk i) || RNG(chunk i+1): {}", nchunks, crow,
@@ -2313,7 +2311,7 @@ class StepComposer {
     tail_bwd_.push_back(phase(t.g_dw.t));
   }
 
-  // The pipeline table's train row id.
+  // The strategy of the pipeline table's train row id.
   StepTime compose(Pipeline id) const {
     const Prediction& f = r_.fwd;
     const TrainPieces& t = t_;

@@ -165,9 +165,10 @@ attn_bwd::Args make_args(const AttentionBwdParams& p, bool wgmma) {
   return a;
 }
 
-// The wgmma kernel's instances: (head_dim, mode); mode Fused chooses rounds and width inside the kernel.
+// f(head_dim, mode) as template arguments: the wgmma kernel's instances (its mode Fused chooses rounds and width
+// inside the kernel), and the head dim and mode of the mma kernels' instances.
 template <class F>
-void dispatch_wgmma(const AttentionBwdParams& p, DropoutMode mode, F&& f) {
+void dispatch_hd_mode(const AttentionBwdParams& p, DropoutMode mode, F&& f) {
   with_head_dim(p.fwd.head_dim, "attention backward", [&](auto hd) {
     attn::with_mode(mode, [&]<DropoutMode M>() { f(hd, std::integral_constant<DropoutMode, M>{}); });
   });
@@ -178,7 +179,7 @@ void dispatch_wgmma(const AttentionBwdParams& p, DropoutMode mode, F&& f) {
 template <class F>
 void dispatch(const AttentionBwdParams& p, DropoutMode mode, F&& f) {
   const AttentionParams& fw = p.fwd;
-  dispatch_wgmma(p, mode, [&](auto hd, auto md) {
+  dispatch_hd_mode(p, mode, [&](auto hd, auto md) {
     if constexpr (decltype(md)::value == DropoutMode::Fused)
       with_rounds_tw(fw.rounds, fw.threshold_bits, "attention backward", [&](auto r, auto tw) { f(hd, md, r, tw); });
     else
@@ -287,7 +288,7 @@ void launch_attention_backward(const AttentionBwdParams& p, DropoutMode mode, cu
     m.kv = encode_rows_map(f.qkv, qkv_width(f), a.qkv_stride, f.sq, f.batch, 128, what);
     m.dout = encode_rows_map(p.dout, o_width(f), a.dout_stride, f.sq, f.batch, 64, what);
     if (!p.deterministic) m.dq = encode_rows_map(a.dq_acc, o_width(f), o_width(f), f.sq, f.batch, 64, what, RowsMapType::Fp32);
-    dispatch_wgmma(p, mode, [&](auto hd, auto md) { attn_bwd_wg::launch<hd(), md()>(a, m, f.batch, s); });
+    dispatch_hd_mode(p, mode, [&](auto hd, auto md) { attn_bwd_wg::launch<hd(), md()>(a, m, f.batch, s); });
     if (a.subgroups > 1)  // dK and dV: the subgroups' partials summed
       fp32_to_dqkv(a.dkv_part, 2, a.subgroups, rows, static_cast<int64_t>(f.kv_heads) * f.head_dim,
                    p.dqkv + static_cast<int64_t>(f.q_heads) * f.head_dim, a.dqkv_stride, a.scale, s);
@@ -343,7 +344,7 @@ AttentionBwdKernelInfo attention_backward_kernel_info(const AttentionBwdParams& 
     info.dq_smem_dynamic = attn_bwd::Cfg<hd()>::kSmemDq;
   });
   if (uses_wgmma(p)) {  // the main kernel is the wgmma one; the deterministic dQ kernel stays the mma one
-    dispatch_wgmma(p, mode, [&](auto hd, auto md) {
+    dispatch_hd_mode(p, mode, [&](auto hd, auto md) {
       attn_bwd_wg::attributes<hd(), md()>(&m);
       info.threads = attn_bwd_wg::Cfg<hd()>::kThreads;
       info.block_keys = attn_bwd_wg::Cfg<hd()>::kBk;
