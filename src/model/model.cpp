@@ -1919,6 +1919,16 @@ auto without_power(const Machine& m, const Profile& p, F&& predict_with) -> std:
   return predict_with(pn);
 }
 
+// The kernels' dynamic energy, -1 when one lacks power data (or the machine has no power figures).
+double dynamic_energy(const Machine& m, std::initializer_list<const KernelTime*> ks) {
+  double e = 0;
+  for (const KernelTime* k : ks) {
+    if (k->energy_j < 0 || !m.has_power()) return -1.0;
+    e += k->energy_j;
+  }
+  return e;
+}
+
 // RNG warps per SM that fit beside the attention kernel of family fam (its registers, shared memory, threads and CTAs
 // per SM), with the RNG kernel's rng_regs registers per thread.
 double attention_rng_warps(const Machine& m, const Profile& p, const std::string& fam, int rng_regs, const Options& o) {
@@ -2013,12 +2023,8 @@ Prediction predict(const Machine& m, const Profile& p, const Workload& w, const 
   // Total energy of a pipeline: its kernels' dynamic energy plus the static power over its time; -1 when a
   // kernel has no power data.
   auto energy = [&](std::initializer_list<const KernelTime*> ks, double seconds) {
-    double e = 0;
-    for (const KernelTime* k : ks) {
-      if (k->energy_j < 0 || !m.has_power()) return -1.0;
-      e += k->energy_j;
-    }
-    return e + m.static_w * seconds;
+    const double e = dynamic_energy(m, ks);
+    return e < 0 ? -1.0 : e + m.static_w * seconds;
   };
   Dominant db, df;
   for (const KernelTime* k : std::initializer_list<const KernelTime*>{&gemm.t, &rng.t, &mask.t}) db.add(k->limiter, k->seconds);
@@ -2395,15 +2401,7 @@ class StepComposer {
     return v;
   }
 
-  // The kernels' dynamic energy, -1 when one lacks power data.
-  double dyn(std::initializer_list<const KernelTime*> ks) const {
-    double s = 0;
-    for (const KernelTime* k : ks) {
-      if (k->energy_j < 0 || !m_.has_power()) return -1.0;
-      s += k->energy_j;
-    }
-    return s;
-  }
+  double dyn(std::initializer_list<const KernelTime*> ks) const { return dynamic_energy(m_, ks); }
 
   // Sums the phases with the launch gaps between them; the casts' dynamic energy counts where there is power for
   // them (else only their static share, through the step's time).
