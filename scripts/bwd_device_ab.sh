@@ -45,11 +45,11 @@ lib_build() {
     echo "$4 build exit $? at $(($(date +%s) - T0)) s"
   } > "$3" 2>&1
 }
-# build_lib SRC DIR LOG NAME: SRC's C ABI library into DIR in the background, its log in DIR/LOG. An export keeps
-# the commit's time as every file's mtime, so a DIR left by an earlier call with an older export looks newer than the
-# sources and ninja would keep its library: DIR is rebuilt from scratch whenever SRC's contents differ from the ones
-# it was built from.
-build_lib() {
+# export_lib_build_bg SRC DIR LOG NAME: lib_build of the export SRC into DIR in the background, its log in DIR/LOG.
+# An export keeps the commit's time as every file's mtime, so a DIR left by an earlier call with an older export
+# looks newer than the sources and ninja would keep its library: DIR is rebuilt from scratch whenever SRC's contents
+# differ from the ones it was built from.
+export_lib_build_bg() {
   local sum
   sum=$(cd "$1" && find . -type f -print0 | sort -z | xargs -0 md5sum | md5sum | cut -d' ' -f1)
   [ "$(cat "$2/.src_sum" 2> /dev/null)" = "$sum" ] || rm -rf "$2"
@@ -68,10 +68,10 @@ EXTRA=()
 [ "$AB_ONLY" = 1 ] && EXTRA=(--variants "bwd:wg:none,bwd:wg:mask,bwd:wg:fused,bwd:wgB:none,bwd:wgB:mask,bwd:wgB:fused")
 read -ra H2H <<< "${H2H_ARGS:-}"
 EXTRA+=("${H2H[@]}")
-build_lib "$SRC_B" "$B-b" ab_build.txt "lib B"
+export_lib_build_bg "$SRC_B" "$B-b" ab_build.txt "lib B"
 BG=$!
 BGC=
-[ -n "${SRC_C:-}" ] && { build_lib "$SRC_C" "$B-c" ab_build_c.txt "lib C"; BGC=$!; }
+[ -n "${SRC_C:-}" ] && { export_lib_build_bg "$SRC_C" "$B-c" ab_build_c.txt "lib C"; BGC=$!; }
 LIB_A="$B/libdropbench_attention.so"
 if [ "$AB_ONLY" = 1 ]; then
   # This tree's library alone, in a build dir of its own (its sources' mtimes are real: ninja rebuilds what changed).

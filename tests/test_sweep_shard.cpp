@@ -338,8 +338,8 @@ TEST_F(Sweep, MergeRecomputesRunsSummary) {
 // A real SIGINT to the --devices parent: forwarded once to both children, which stop after their current point
 // and write incomplete shard reports; the parent merges them (incomplete) and exits 130. A dry run of 8000
 // points rewrites (and fsyncs) its report after every point, so it runs long enough to be interrupted (about 1.7 s
-// on the 2-core CI machine; 2000 points, 0.5 s, sometimes finished first under the load of the whole suite); where
-// it finishes first anyway the test skips rather than guess.
+// on the 2-core CI machine; a quarter of that can finish before the signal under the load of the whole suite);
+// where it finishes first anyway the test skips rather than guess.
 TEST_F(Sweep, DevicesForwardSigintToTheChildren) {
   const std::string out = path("sig.json");
   std::vector<std::string> args = {DROPBENCH_BINARY, "rng", "--dry-run", "-q", "--set", "sweep.sq=range:64:128000:64",
