@@ -213,6 +213,10 @@ void check_attention_backward_shape(const AttentionBwdParams& p, DropoutMode mod
   // The wgmma kernel decodes its launch index in 32 bits: its CTAs (at most batch x q_heads x its key blocks).
   if (const int64_t ctas = static_cast<int64_t>(f.batch) * f.q_heads * wgmma_key_blocks(f); ctas >= (int64_t{1} << 32))
     bad("batch * q_heads * ceil(sq / 128) must be < 2^32 (got " + std::to_string(ctas) + ")");
+  // Checked here, before launch_attention_backward queues its preprocessing kernel, so an unknown mode from the C++
+  // API queues nothing.
+  if (mode != DropoutMode::None && mode != DropoutMode::Mask && mode != DropoutMode::Fused)
+    bad("mode must be none, mask or fused (got " + std::to_string(static_cast<int>(mode)) + ")");
   if (mode != DropoutMode::None) {
     if (!(f.keep_scale >= 1.f) || !std::isfinite(f.keep_scale)) bad("keep_scale must be finite and >= 1");
   }
