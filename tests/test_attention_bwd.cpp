@@ -10,6 +10,7 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -111,6 +112,7 @@ TEST(AttentionBwdHost, BadInputNamesTheField) {
       {"rounds", [](AttentionBwdParams& p) { p.fwd.rounds = 4; }, DropoutMode::Fused},
       {"threshold_bits", [](AttentionBwdParams& p) { p.fwd.threshold_bits = 12; }, DropoutMode::Fused},
       {"keep_scale", [](AttentionBwdParams& p) { p.fwd.keep_scale = 0.5f; }, DropoutMode::Fused},
+      {"mode must be none, mask or fused", [](AttentionBwdParams&) {}, static_cast<DropoutMode>(7)},
   };
   for (const Bad& c : cases) {
     AttentionBwdParams p = valid();
@@ -382,10 +384,7 @@ TEST(AttentionPassAxis, DryRunPlansTheBackwardsBuffers) {
       EXPECT_EQ(buf["dqkv"].get<uint64_t>(), qkv) << pass;
       EXPECT_EQ(buf["bwd_workspace"].get<uint64_t>(), ws) << pass;
       EXPECT_EQ(pt["variants"].size(), pass == "bwd" ? 3u : 4u) << pass;  // the backward alone has no rng+mask
-      for (const auto& v : pt["variants"]) {
-        EXPECT_EQ(v["extra"]["pass"], pass);
-        EXPECT_NE(v["extra"]["model_note"].get<std::string>().find("not modelled"), std::string::npos);
-      }
+      for (const auto& v : pt["variants"]) EXPECT_EQ(v["extra"]["pass"], pass);
     }
   }
   ASSERT_GT(fwd_flops, 0);
@@ -393,6 +392,41 @@ TEST(AttentionPassAxis, DryRunPlansTheBackwardsBuffers) {
     const std::string pass = pt["axes"]["pass"];
     const double want = fwd_flops * (pass == "fwd" ? 1.0 : pass == "bwd" ? 2.5 : 3.5);
     for (const auto& v : pt["variants"]) EXPECT_DOUBLE_EQ(v["extra"]["flops"].get<double>(), want) << pass;
+  }
+}
+
+// The dry run's model times for the backward: each variant's backward call where the profile has the wgmma
+// backward (dH 128: none, mask, fused at R 7 / TW 8); fwd+bwd is the forward's time plus the backward call's, the
+// backward of rng+mask being mask's; a head dim the backward is not profiled at says why instead.
+TEST(AttentionPassAxis, DryRunModelsTheBackwardCall) {
+  const std::string base = "attention --set workload.q_heads=32 --set workload.kv_heads=8 --set workload.batch=1 "
+                           "--set sweep.sq=[8192] --set sweep.causal=[true] --set sweep.rounds=[7] "
+                           "--set sweep.threshold_bits=[8] --set sweep.attention_kernel=[wgmma] ";
+  const nlohmann::json f = dry_report(base + "--set workload.head_dim=128 --set sweep.pass=[fwd,bwd,fwd+bwd]");
+  ASSERT_EQ(f["points"].size(), 3u);
+  std::map<std::string, std::map<std::string, double>> us;  // pass -> variant -> model_us
+  for (const auto& pt : f["points"])
+    for (const auto& v : pt["variants"]) {
+      const std::string pass = pt["axes"]["pass"], name = v["name"];
+      ASSERT_TRUE(v["derived"].contains("model_us")) << pass << " " << name << ": " << v["extra"].dump();
+      us[pass][name] = v["derived"]["model_us"].get<double>();
+      EXPECT_GT(us[pass][name], 0) << pass << " " << name;
+    }
+  ASSERT_EQ(us["bwd"].size(), 3u);
+  for (const auto& [name, fwd_us] : us["fwd"]) {
+    const double bwd_us = us["bwd"][name == "rng+mask" ? "mask" : name];
+    EXPECT_NEAR(us["fwd+bwd"][name], fwd_us + bwd_us, 1e-9 * (fwd_us + bwd_us)) << name;
+  }
+  // The backward does 2.5x the forward's FLOPs: its call takes longer than the forward kernel.
+  EXPECT_GT(us["bwd"]["none"], us["fwd"]["none"]);
+
+  const nlohmann::json h = dry_report(base + "--set workload.head_dim=64 --set sweep.pass=[bwd]");
+  ASSERT_EQ(h["points"].size(), 1u);
+  for (const auto& v : h["points"][0]["variants"]) {
+    EXPECT_FALSE(v["derived"].contains("model_us")) << v["name"];
+    const std::string note = v["extra"].value("model_note", "");
+    EXPECT_NE(note.find("not modelled"), std::string::npos) << note;
+    EXPECT_NE(note.find("head_dim"), std::string::npos) << note;
   }
 }
 

@@ -675,3 +675,55 @@ TEST(ModelReport, RngCeilingVariantIsNotComparedOrFitted) {
   for (const ReportRow& row : c.rows) EXPECT_NE(row.variant, "ceiling");
   EXPECT_EQ(fit_power(tiny(), tiny_profile(), {r}).variants_with_power, 0u);
 }
+
+// An attention report of pass bwd / fwd+bwd against the committed machine and profile: each variant's backward phase
+// is compared with the whole backward call (attention-bwd-call, rng+mask's being mask's), the same prediction in
+// both passes; fwd+bwd has no RNG + forward sum row (its variant also holds the backward) and no sustained time on its
+// phase rows (its power pass covers two kernels); a report in the backward's fit_reports gives fit rows of unit
+// attention_bwd, which no efficiency fit takes.
+TEST(ModelReport, AttentionBackwardRowsAreTheWholeCall) {
+  const std::string src = DROPBENCH_SOURCE_DIR;
+  const Machine m = load_machine(src + "/configs/machines/h100-sxm.json");
+  const Profile p = load_profile(src + "/configs/profiles/h200.json");
+  const ReportComparison c = compare_with_report(
+      m, p, load_measured_report(src + "/results/h100/attention/backward/cli_pass.json"), {}, false);
+  std::map<std::string, const ReportRow*> bwd;  // "sq causal variant" of pass bwd -> its backward row
+  size_t n_bwd = 0, n_both = 0;
+  for (const ReportRow& row : c.rows) {
+    const std::string pass = row.axes.at("pass");
+    if (pass == "fwd") continue;
+    EXPECT_NE(row.piece.rfind("sum:", 0), 0u) << pass << " " << row.variant << ": " << row.piece;
+    if (row.piece.find("backward = ") != 0) continue;
+    const std::string mode = row.variant == "rng+mask" ? "mask" : row.variant;
+    EXPECT_EQ(row.piece, "backward = attention-bwd-call:" + mode);
+    EXPECT_EQ(row.source, "ncu(bwd)");
+    EXPECT_EQ(row.role, "held-out");
+    EXPECT_GT(row.predicted, 0);
+    const std::string key = row.axes.at("sq").dump() + " " + row.axes.at("causal").dump() + " " + mode;
+    if (pass == "bwd") {
+      EXPECT_GT(row.sustained, 0) << key;
+      EXPECT_TRUE(bwd.emplace(key, &row).second) << key;
+      ++n_bwd;
+    } else {
+      EXPECT_EQ(row.sustained, 0) << key;
+      ASSERT_TRUE(bwd.count(key)) << key;  // the report lists pass bwd first
+      EXPECT_DOUBLE_EQ(row.predicted, bwd.at(key)->predicted) << key;
+      ++n_both;
+    }
+  }
+  EXPECT_GE(n_bwd, 3u);
+  EXPECT_EQ(n_both, n_bwd + n_bwd / 3);  // fwd+bwd adds rng+mask's backward
+
+  const std::string fit_report = "results/h100/attention/backward/gqa/attn_bwd_hq32.json";
+  ASSERT_NE(std::find(p.wgmma_bwd->fit_reports.begin(), p.wgmma_bwd->fit_reports.end(), fit_report),
+            p.wgmma_bwd->fit_reports.end());
+  const ReportComparison f = compare_with_report(m, p, load_measured_report(src + "/" + fit_report), {}, false);
+  ASSERT_EQ(f.rows.size(), 3u);  // none, mask, fused
+  for (const ReportRow& row : f.rows) {
+    EXPECT_EQ(row.role, "fit") << row.variant;
+    EXPECT_EQ(row.fit_unit, kAttentionBwdUnit);
+    EXPECT_TRUE(row.bwd_fit);
+    EXPECT_FALSE(row.efficiency_fit());
+  }
+  EXPECT_EQ(report_errors(f.rows).held_out.n, 0u);
+}

@@ -51,8 +51,7 @@ VariantResult attention_variant(const VariantContext& c, const char* name, Dropo
   v.extra["keep_effective"] = c.thr.keep_effective;
   v.extra["inputs"] = "bf16 N(0,1)";
   v.extra["pass"] = c.w.pass;
-  if (c.dry && c.has_bwd) v.extra["model_note"] = "not modelled: the model has no attention backward (docs/model.md)";
-  if (c.dry && !c.has_bwd) put_estimate(v.derived, v.extra, c.model->attention(c.w, name));
+  if (c.dry) put_estimate(v.derived, v.extra, c.model->attention(c.w, name));
   for (auto it = checks.begin(); it != checks.end(); ++it) v.extra[it.key()] = it.value();
   if (!c.dry) {
     const AttentionKernelInfo ki = attention_kernel_info(c.ap, mode);

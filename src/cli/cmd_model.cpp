@@ -166,6 +166,7 @@ json report_summary_json(const ModelOpts& mo, const model::Machine& m, const mod
   summary["rng_strip_fit_rows"] = model::ReportRow::rows_with(c.rows, &model::ReportRow::strip_fit);
   summary["gemm_tile_fit_rows"] = model::ReportRow::rows_with(c.rows, &model::ReportRow::tile_fit);
   summary["power_fit_rows"] = model::ReportRow::rows_with(c.rows, &model::ReportRow::power_fit);
+  summary["attention_bwd_fit_rows"] = model::ReportRow::rows_with(c.rows, &model::ReportRow::bwd_fit);
   return summary;
 }
 
@@ -233,6 +234,9 @@ void print_fit(const std::vector<model::ReportRow>& rows) {
   if (const size_t tile_rows = model::ReportRow::rows_with(rows, &model::ReportRow::tile_fit))
     std::cout << fmt::format("  ({} row(s) are the GEMM tile model's fit points: `dropbench model --fit-kernels`)\n",
                              tile_rows);
+  if (const size_t bwd_rows = model::ReportRow::rows_with(rows, &model::ReportRow::bwd_fit))
+    std::cout << fmt::format(
+        "  ({} row(s) are the wgmma attention backward's fit points: `dropbench model --fit-kernels`)\n", bwd_rows);
 }
 
 int run_report(const ModelOpts& mo, const model::Machine& m, const model::Profile& p) {

@@ -263,10 +263,16 @@ Estimator::Estimate Estimator::attention(const Workload& w, const std::string& v
   return impl_->guarded([&] {
     const model::Machine& m = *impl_->machine;
     const model::Profile& p = *impl_->profile;
-    if (variant == "rng+mask")
-      return model::rng_time(m, p, w, "tile", {}, impl_->opts).seconds +
-             model::attention_time(m, p, w, "mask", {}, impl_->opts).seconds;
-    return model::attention_time(m, p, w, variant, {}, impl_->opts).seconds;
+    const model::Options& o = impl_->opts;
+    const std::string mode = variant == "rng+mask" ? "mask" : variant;
+    double s = 0;
+    if (w.pass != "bwd") {
+      if (variant == "rng+mask") s += model::rng_time(m, p, w, "tile", {}, o).seconds;
+      s += model::attention_time(m, p, w, mode, {}, o).seconds;
+    }
+    // The backward call (passes bwd and fwd+bwd): rng+mask's reads the mask, as mask's does.
+    if (w.pass != "fwd") s += model::attention_bwd_call_time(m, p, w, mode, o).seconds;
+    return s;
   });
 }
 

@@ -79,7 +79,8 @@ class Estimator {
   };
   Estimate rng(const Workload& w, const std::string& layout) const;
   Estimate gemm(const Workload& w) const;
-  Estimate attention(const Workload& w, const std::string& variant) const;  // none | mask | rng+mask | fused
+  // none | mask | rng+mask | fused, in w's pass (fwd, bwd: the backward call, fwd+bwd: both)
+  Estimate attention(const Workload& w, const std::string& variant) const;
   Estimate pipeline(const Workload& w, const std::string& pipeline) const;  // baseline | fused | overlap | chunked
   // The training step's prediction (every pass-train strategy), or nullopt and `note` saying why not. clock_mhz > 0:
   // every kernel at that SM clock instead of the estimator's (a measured step's clock).

@@ -2259,6 +2259,17 @@ double attention_bwd_around_seconds(const Machine& m, const Profile& p, const Wo
   return attention_bwd_aux_piece(m, p, w, o, "around", &gaps).t.seconds + gaps;
 }
 
+KernelTime attention_bwd_call_time(const Machine& m, const Profile& p, const Workload& w, const std::string& mode,
+                                   const Options& o) {
+  if (!wgmma_bwd_measured(p, w, mode))
+    throw UsageError(fmt::format("profile {}: the attention backward is modelled for the wgmma kernel at head_dim {} with "
+                                 "an ncu block for sass.{} (workload: kernel {}, head_dim {})",
+                                 p.path, p.wgmma_bwd ? p.wgmma_bwd->head_dim : 0,
+                                 p.wgmma_bwd ? wgmma_key(*p.wgmma_bwd, w, mode, w.causal) : std::string("?"),
+                                 attention_family(p, w), w.head_dim));
+  return attention_bwd_measured_piece(m, p, w, mode, o, "attention-bwd-call(" + mode + ")").t;
+}
+
 namespace {
 
 // The training step's pieces besides the forward prediction's.

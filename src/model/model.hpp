@@ -47,6 +47,9 @@ inline constexpr const char* kGemmTileUnit = "gemm_tile";
 // The fit-row mark of a single-kernel row whose measured power a machine's or profile's power.<key> is fitted on
 // (its fitted_on names the row) and whose prediction that power bounds.
 inline constexpr const char* kPowerFitUnit = "power";
+// The fit-row mark of a whole attention backward call the wgmma backward's efficiencies are fitted on (the profile's
+// kernels.attention_bwd_wgmma.fit_reports name the report).
+inline constexpr const char* kAttentionBwdUnit = "attention_bwd";
 
 // A GEMM's tile model on one machine (machine file "gemm_tile_model".<dtype>; fitted by fit_family("gemm_<dtype>")
 // on the harness rows of fit_reports): the GEMM's output tiles (the profile's tile_m x tile_n) run in waves of SMs x
@@ -295,6 +298,11 @@ KernelTime attention_bwd_kernel_time(const Machine& m, const Profile& p, const W
 // The wgmma backward's memory-bound launches around its kernel (preprocess, dQ accumulator memset, dQ convert, a split
 // group's dK / dV sum) and their launch gaps, in seconds at o's clock: what a backward call adds to the kernel.
 double attention_bwd_around_seconds(const Machine& m, const Profile& p, const Workload& w, const Options& o);
+// A whole attention backward call in mode none / mask / fused (the kernel, its launches around it and their gaps; the
+// power bound holding the call), as `dropbench attention --pass bwd` times it; UsageError where the profile has no
+// measured demand for it (another kernel family or head dim, or an unprofiled R / TW).
+KernelTime attention_bwd_call_time(const Machine& m, const Profile& p, const Workload& w, const std::string& mode,
+                                   const Options& o);
 KernelTime rng_time(const Machine& m, const Profile& p, const Workload& w, const std::string& layout, Window win,
                     const Options& o);
 KernelTime gemm_time(const Machine& m, const Profile& p, const Workload& w, const Options& o);

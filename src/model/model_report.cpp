@@ -97,7 +97,8 @@ KernelTime train_time(const TrainPrediction& tp, const std::string& strategy, co
 }
 
 // Predicted kernel / pipeline time of `piece` for workload w at options o; .source: where the demand came from.
-// Pieces: gemm, rng:LAYOUT, attention:MODE, attention-bwd:MODE, pipeline:NAME, sum:A+B (two kernels back to back).
+// Pieces: gemm, rng:LAYOUT, attention:MODE, attention-bwd:MODE (the kernel), attention-bwd-call:MODE (the whole
+// backward call), pipeline:NAME, sum:A+B (two kernels back to back).
 struct Predictor {
   const Machine& m;
   const Profile& p;
@@ -106,6 +107,7 @@ struct Predictor {
     if (starts_with(piece, "rng:")) return rng_time(m, p, w, piece.substr(4), {}, o);
     if (starts_with(piece, "attention:")) return attention_time(m, p, w, piece.substr(10), {}, o);
     if (starts_with(piece, "attention-bwd:")) return attention_bwd_kernel_time(m, p, w, piece.substr(14), o);
+    if (starts_with(piece, "attention-bwd-call:")) return attention_bwd_call_time(m, p, w, piece.substr(19), o);
     throw UsageError("model: unknown piece " + piece);
   }
   KernelTime pipeline(const std::string& name, const Workload& w, const Options& o) const {
@@ -182,8 +184,11 @@ std::vector<Comparand> comparands(const std::string& command, const json& v, con
     if (name == "rng+mask") {
       add("gen", "rng:tile");
       add("attention", "attention:mask");
-      add("", "sum:rng:tile+attention:mask");
+      if (w.pass == "fwd") add("", "sum:rng:tile+attention:mask");
     }
+    // The backward phase (passes bwd and fwd+bwd): rng+mask's backward reads the mask, as mask's does.
+    if (w.pass != "fwd" && (name == "none" || name == "mask" || name == "fused" || name == "rng+mask"))
+      add("backward", "attention-bwd-call:" + std::string(name == "rng+mask" ? "mask" : name));
   } else if (command == "gemm") {
     add("gemm", "gemm");
   } else if (command == "run") {
@@ -290,6 +295,19 @@ void mark_power_fit(ReportRow& row, const Machine& m, const Profile& p, const st
     }
 }
 
+// Marks `row` as a fit row of the wgmma backward when it compares a whole backward call from a report the profile's
+// kernels.attention_bwd_wgmma.fit_reports name (`--fit-kernels` fits its efficiencies on those calls).
+void mark_bwd_fit(ReportRow& row, const Profile& p, const std::string& report_path, const std::string& piece) {
+  if (!p.wgmma_bwd || !starts_with(piece, "attention-bwd-call:") || row.role != "held-out") return;
+  for (const std::string& rep : p.wgmma_bwd->fit_reports)
+    if (same_report(report_path, rep)) {
+      row.role = "fit";
+      row.fit_unit = kAttentionBwdUnit;
+      row.bwd_fit = true;
+      return;
+    }
+}
+
 // Marks `row` as a fit point when the machine's calibration names it (last match wins); composed rows,
 // sums, pipelines and training steps are never fit points.
 void mark_fit(ReportRow& row, const Machine& m, const Predictor& pred, const std::string& report_path,
@@ -345,7 +363,12 @@ std::string power_piece(const std::string& command, const std::string& variant, 
   }
   if (command == "rng") return variant == "rng" && (w.layout == "tile" || w.layout == "bits") ? "rng:" + w.layout : "";
   if (command == "gemm") return "gemm";
-  if (command == "attention" && (variant == "none" || variant == "mask" || variant == "fused")) return "attention:" + variant;
+  // An attention variant's power pass times its whole pass: one kernel's in passes fwd and bwd (a backward call),
+  // two in fwd+bwd.
+  if (command == "attention" && (variant == "none" || variant == "mask" || variant == "fused")) {
+    if (w.pass == "fwd") return "attention:" + variant;
+    if (w.pass == "bwd") return "attention-bwd-call:" + variant;
+  }
   return "";
 }
 
@@ -487,6 +510,7 @@ ReportComparison compare_with_report(const Machine& m, const Profile& p, const M
           row.sustained = std::max(0.0, num(v.at("power"), "time_per_iter_s"));
         row.role = c.piece == "attention:fused-composed" ? "composed" : "held-out";
         mark_fit(row, m, pred, r.path, r.command, c.piece, w, ou);
+        mark_bwd_fit(row, p, r.path, c.piece);
         // Decided on the prediction scored: at a measured clock the power term is off (a row without one is
         // scored at the model's clock, t).
         const bool scored_power = (at_measured_clock && row.measured_clock > 0 ? tc : t).limiter == "power";

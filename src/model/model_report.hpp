@@ -58,12 +58,14 @@ struct ReportRow {
   bool strip_fit = false;  // a row the RNG per-strip cost is fitted on (an rng_strip fit point names it)
   bool tile_fit = false;   // a GEMM row the machine's tile model is fitted on (its fit_reports name the report)
   bool power_fit = false;  // a row only the power term's fit takes (fit_unit power: mark_power_fit)
+  bool bwd_fit = false;    // a backward call the wgmma backward's efficiencies are fitted on (its fit_reports)
   double fit_unit_seconds_uncal = 0;  // the fitted unit's time at efficiency 1 (for --fit)
   double fit_fixed_s = 0;             // the prediction's fixed costs (RNG strips, wgmma CTAs), not the unit's
   bool efficiency_fit() const {
-    return role == "fit" && fit_unit != kRngStripUnit && fit_unit != kGemmTileUnit && fit_unit != kPowerFitUnit;
+    return role == "fit" && fit_unit != kRngStripUnit && fit_unit != kGemmTileUnit && fit_unit != kPowerFitUnit &&
+           fit_unit != kAttentionBwdUnit;
   }
-  // The rows one of the fit marks flags (strip_fit, tile_fit, power_fit), whether or not an efficiency is fitted on
+  // The rows one of the fit marks flags (strip_fit, tile_fit, power_fit, bwd_fit), whether or not an efficiency is fitted on
   // them too.
   static size_t rows_with(const std::vector<ReportRow>& rows, bool ReportRow::*mark) {
     size_t n = 0;
