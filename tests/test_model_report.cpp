@@ -714,6 +714,33 @@ TEST(ModelReport, AttentionBackwardRowsAreTheWholeCall) {
   EXPECT_GE(n_bwd, 3u);
   EXPECT_EQ(n_both, n_bwd + n_bwd / 3);  // fwd+bwd adds rng+mask's backward
 
+  // The call is the kernel, the launches around it and their gaps (without the power term, which bounds the whole).
+  Profile pn = p;
+  pn.use_power = false;
+  const MeasuredReport rep = load_measured_report(src + "/results/h100/attention/backward/cli_pass.json");
+  const ReportComparison cn = compare_with_report(m, pn, rep, {}, false);
+  size_t n_call = 0;
+  for (const json& pt : rep.doc.at("points")) {
+    const Workload w = config_from_json({{"name", "point"}, {"workload", pt.at("workload")}}, "test").workload;
+    if (w.pass != "bwd") continue;
+    for (const ReportRow& row : cn.rows) {
+      if (row.axes != pt.at("axes") || row.piece.find("backward = ") != 0) continue;
+      const double want = attention_bwd_kernel_time(m, pn, w, row.variant, {}).seconds +
+                          attention_bwd_around_seconds(m, pn, w, {});
+      EXPECT_NEAR(row.predicted, want, 1e-9 * want) << row.variant;
+      EXPECT_GT(want, attention_bwd_kernel_time(m, pn, w, row.variant, {}).seconds * 1.001) << row.variant;
+      ++n_call;
+    }
+  }
+  EXPECT_EQ(n_call, n_bwd);
+  // A bwd report's power goes to the backward's keys; fwd+bwd's, which covers two calls, to none.
+  for (const PowerFit& f : fit_power(m, pn, {rep}).kernels)
+    for (const PowerMeasurement& x : f.fitted_on) {
+      const std::string pass = x.axes.at("pass");
+      EXPECT_NE(pass, "fwd+bwd") << f.key;
+      EXPECT_EQ(f.key.rfind("wgmma_bwd_", 0) == 0, pass == "bwd") << f.key << " " << pass << " " << x.variant;
+    }
+
   const std::string fit_report = "results/h100/attention/backward/gqa/attn_bwd_hq32.json";
   ASSERT_NE(std::find(p.wgmma_bwd->fit_reports.begin(), p.wgmma_bwd->fit_reports.end(), fit_report),
             p.wgmma_bwd->fit_reports.end());
@@ -726,4 +753,23 @@ TEST(ModelReport, AttentionBackwardRowsAreTheWholeCall) {
     EXPECT_FALSE(row.efficiency_fit());
   }
   EXPECT_EQ(report_errors(f.rows).held_out.n, 0u);
+  // A report given by its bare name from its own folder: the H100's cli_wgmma.json (a fit report) gives fit rows, the
+  // H200's file of the same name held-out ones.
+  ASSERT_NE(std::find(p.wgmma_bwd->fit_reports.begin(), p.wgmma_bwd->fit_reports.end(),
+                      "results/h100/attention/backward/cli_wgmma.json"),
+            p.wgmma_bwd->fit_reports.end());
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  for (const std::string gpu : {"h100", "h200"}) {
+    std::filesystem::current_path(src + "/results/" + gpu + "/attention/backward");
+    const ReportComparison h = compare_with_report(m, p, load_measured_report("cli_wgmma.json"), {}, false);
+    std::filesystem::current_path(cwd);
+    size_t n_h = 0;
+    for (const ReportRow& row : h.rows)
+      if (row.piece.find("backward = attention-bwd-call:") == 0 && row.axes.at("attention_kernel") == "wgmma" &&
+          row.axes.at("head_dim") == 128) {
+        EXPECT_EQ(row.role, gpu == "h100" ? "fit" : "held-out") << gpu << " " << row.axes.dump() << " " << row.variant;
+        ++n_h;
+      }
+    EXPECT_GE(n_h, 6u) << gpu;
+  }
 }

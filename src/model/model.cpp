@@ -2181,7 +2181,9 @@ Piece attention_bwd_measured_piece(const Machine& m, const Profile& p, const Wor
   // The backward's power is fitted on whole calls (the kernel and its launches around it), so its bound holds the
   // call: the launches' time is inside the bound, not added to it.
   wgmma_bwd_power(m, p, w, o, pc.t);
-  if (pc.t.energy_j >= 0) pc.t.energy_j += std::max(0.0, aux.t.energy_j);
+  // Power of the backward's own key is fitted on whole calls and holds the launches' energy already; the forward's
+  // power it falls back to does not.
+  if (pc.t.energy_j >= 0 && !kernel_power(m, p, pc.t.key)) pc.t.energy_j += std::max(0.0, aux.t.energy_j);
   return pc;
 }
 
@@ -2261,11 +2263,14 @@ double attention_bwd_around_seconds(const Machine& m, const Profile& p, const Wo
 
 KernelTime attention_bwd_call_time(const Machine& m, const Profile& p, const Workload& w, const std::string& mode,
                                    const Options& o) {
+  if (!p.wgmma_bwd) throw UsageError(fmt::format("profile {}: kernels.attention_bwd_wgmma is missing", p.path));
+  if (!p.use_ncu)
+    throw UsageError("the attention backward is modelled from its measured (ncu) demand only, which --demand sass "
+                     "leaves out");
   if (!wgmma_bwd_measured(p, w, mode))
-    throw UsageError(fmt::format("profile {}: the attention backward is modelled for the wgmma kernel at head_dim {} with "
-                                 "an ncu block for sass.{} (workload: kernel {}, head_dim {})",
-                                 p.path, p.wgmma_bwd ? p.wgmma_bwd->head_dim : 0,
-                                 p.wgmma_bwd ? wgmma_key(*p.wgmma_bwd, w, mode, w.causal) : std::string("?"),
+    throw UsageError(fmt::format("profile {}: the attention backward is modelled for the wgmma kernel at head_dim {} "
+                                 "where sass.{} has an ncu block (workload: kernel {}, head_dim {})",
+                                 p.path, p.wgmma_bwd->head_dim, wgmma_key(*p.wgmma_bwd, w, mode, w.causal),
                                  attention_family(p, w), w.head_dim));
   return attention_bwd_measured_piece(m, p, w, mode, o, "attention-bwd-call(" + mode + ")").t;
 }

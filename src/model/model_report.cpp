@@ -267,13 +267,24 @@ std::optional<Measured> measured(const std::string& command, const json& v, cons
   return out;
 }
 
-// The same report file: equal paths once normalised, or the shorter a tail of the other at a path boundary (a fit
-// run from the repository root names results/..., a comparison may be given ./results/... or an absolute path; a
-// bare file name, as test fixtures use, names every file of that name).
+// A row the wgmma backward's efficiencies are fitted on, in a report its fit_reports name: an attention report's
+// backward alone (pass bwd) of the wgmma kernel named as such, at the section's head dim, in mode none / mask / fused.
+bool wgmma_bwd_fit_row(const Profile& p, const std::string& command, const Workload& w, const std::string& variant) {
+  return p.wgmma_bwd && command == "attention" && w.pass == "bwd" && w.attention_kernel == "wgmma" &&
+         w.head_dim == p.wgmma_bwd->head_dim && (variant == "none" || variant == "mask" || variant == "fused");
+}
+
+// Whether report `a` (a path as given, relative to the working directory) is the file `b` a data file names (a path
+// from the repository root, or a bare file name as test fixtures use): `a` made absolute ends with `b` at a path
+// boundary. A report given by a bare name from its own folder then matches its entry, and not another GPU's file of
+// the same name.
 bool same_report(const std::string& a, const std::string& b) {
-  const std::string x = std::filesystem::path(a).lexically_normal().generic_string();
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(a, ec);
+  if (ec) abs = a;
+  const std::string x = abs.lexically_normal().generic_string();
   const std::string y = std::filesystem::path(b).lexically_normal().generic_string();
-  return x == y || ends_with(x, "/" + y) || ends_with(y, "/" + x);
+  return x == y || ends_with(x, "/" + y);
 }
 
 // Marks `row` as a power fit row when the power bound that sets its scored prediction (the caller checks the
@@ -297,8 +308,11 @@ void mark_power_fit(ReportRow& row, const Machine& m, const Profile& p, const st
 
 // Marks `row` as a fit row of the wgmma backward when it compares a whole backward call from a report the profile's
 // kernels.attention_bwd_wgmma.fit_reports name (`--fit-kernels` fits its efficiencies on those calls).
-void mark_bwd_fit(ReportRow& row, const Profile& p, const std::string& report_path, const std::string& piece) {
-  if (!p.wgmma_bwd || !starts_with(piece, "attention-bwd-call:") || row.role != "held-out") return;
+void mark_bwd_fit(ReportRow& row, const Profile& p, const std::string& report_path, const std::string& command,
+                  const Workload& w, const std::string& piece) {
+  if (!p.wgmma_bwd || !starts_with(piece, "attention-bwd-call:") || row.role != "held-out" ||
+      !wgmma_bwd_fit_row(p, command, w, row.variant))
+    return;
   for (const std::string& rep : p.wgmma_bwd->fit_reports)
     if (same_report(report_path, rep)) {
       row.role = "fit";
@@ -330,7 +344,7 @@ void mark_fit(ReportRow& row, const Machine& m, const Predictor& pred, const std
     if (!fp.report.empty() && !same_report(report_path, fp.report)) continue;
     if (fp.command == command && fp.variant == row.variant && axes_match(fp.axes, row.axes) &&
         !starts_with(piece, "sum:") && !starts_with(piece, "pipeline:") && !starts_with(piece, "train-") &&
-        row.role != "composed") {
+        !starts_with(piece, "attention-bwd-call:") && row.role != "composed") {
       row.role = "fit";
       if (fp.unit == kRngStripUnit) {  // fitted by --fit-kernels; an efficiency fit point on the row names its unit
         row.strip_fit = true;
@@ -363,8 +377,8 @@ std::string power_piece(const std::string& command, const std::string& variant, 
   }
   if (command == "rng") return variant == "rng" && (w.layout == "tile" || w.layout == "bits") ? "rng:" + w.layout : "";
   if (command == "gemm") return "gemm";
-  // An attention variant's power pass times its whole pass: one kernel's in passes fwd and bwd (a backward call),
-  // two in fwd+bwd.
+  // An attention variant's power pass times its whole pass: the forward kernel (pass fwd) or the backward call
+  // (pass bwd) under one key; fwd+bwd holds both, which no one key does.
   if (command == "attention" && (variant == "none" || variant == "mask" || variant == "fused")) {
     if (w.pass == "fwd") return "attention:" + variant;
     if (w.pass == "bwd") return "attention-bwd-call:" + variant;
@@ -510,7 +524,7 @@ ReportComparison compare_with_report(const Machine& m, const Profile& p, const M
           row.sustained = std::max(0.0, num(v.at("power"), "time_per_iter_s"));
         row.role = c.piece == "attention:fused-composed" ? "composed" : "held-out";
         mark_fit(row, m, pred, r.path, r.command, c.piece, w, ou);
-        mark_bwd_fit(row, p, r.path, c.piece);
+        mark_bwd_fit(row, p, r.path, r.command, w, c.piece);
         // Decided on the prediction scored: at a measured clock the power term is off (a row without one is
         // scored at the model's clock, t).
         const bool scored_power = (at_measured_clock && row.measured_clock > 0 ? tc : t).limiter == "power";
@@ -562,11 +576,9 @@ std::vector<KernelPoint> wgmma_bwd_report_points(const Profile& p, const std::st
     size_t n = 0;
     for (const json& pt : r.doc.at("points")) {
       const Workload w = workload_of(pt.at("workload"), r.path);
-      if (r.command != "attention" || w.pass != "bwd" || w.attention_kernel != "wgmma" || w.head_dim != p.wgmma_bwd->head_dim)
-        continue;
       for (const json& v : pt.at("variants")) {
         const std::string mode = v.value("name", "");
-        if (v.value("peer", false) || (mode != "none" && mode != "mask" && mode != "fused")) continue;
+        if (v.value("peer", false) || !wgmma_bwd_fit_row(p, r.command, w, mode)) continue;
         const json& st = v.at("stats");
         if (!(median_of(st) > 0) || !(clock_of(st) > 0)) continue;
         out.push_back({rep + " " + pt.value("axes", json::object()).dump() + " " + mode, w, median_of(st), clock_of(st), mode});

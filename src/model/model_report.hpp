@@ -65,8 +65,8 @@ struct ReportRow {
     return role == "fit" && fit_unit != kRngStripUnit && fit_unit != kGemmTileUnit && fit_unit != kPowerFitUnit &&
            fit_unit != kAttentionBwdUnit;
   }
-  // The rows one of the fit marks flags (strip_fit, tile_fit, power_fit, bwd_fit), whether or not an efficiency is fitted on
-  // them too.
+  // The rows one of the fit marks flags (strip_fit, tile_fit, power_fit, bwd_fit), whether or not an efficiency is
+  // fitted on them too.
   static size_t rows_with(const std::vector<ReportRow>& rows, bool ReportRow::*mark) {
     size_t n = 0;
     for (const ReportRow& r : rows) n += r.*mark ? 1 : 0;
