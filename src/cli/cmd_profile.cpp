@@ -372,6 +372,79 @@ std::string collect_sass(const profile::Selection& sel, json& prof, std::vector<
   return "";
 }
 
+// How the counts were collected: path "ncu" or "sass" ("" when neither worked, said on stderr), the ncu binary
+// found and why Nsight Compute was not used.
+struct Collected {
+  std::string path, ncu, ncu_why;
+};
+
+// The counts into prof: Nsight Compute where it is on PATH with a GPU (and not --no-ncu), else the SASS path.
+Collected collect_counts(const ProfileOptions& o, const profile::Selection& sel, const Workload& w, json& prof,
+                         std::vector<std::string>& notes) {
+  Collected c;
+  c.ncu = find_on_path("ncu");
+  if (o.no_ncu) c.ncu_why = "--no-ncu";
+  else if (c.ncu.empty()) c.ncu_why = "ncu not on PATH";
+  else if (device_count() == 0) c.ncu_why = "no CUDA device";
+  else {
+    require_gpu(o.device);
+    if (!o.ncu_csv.empty()) fs::create_directories(o.ncu_csv);
+    c.ncu_why = collect_ncu(c.ncu, sel, w, o.device, o.ncu_csv, prof, notes);
+    if (c.ncu_why.empty()) c.path = "ncu";
+  }
+  if (!c.path.empty()) return c;
+  std::fprintf(stderr, "profile: not using Nsight Compute: %s; SASS path\n", c.ncu_why.c_str());
+  const std::string sass_why = collect_sass(sel, prof, notes);
+  if (!sass_why.empty()) {
+    std::fprintf(stderr, "dropbench: profile: no way to collect counts: Nsight Compute: %s; SASS: %s\n",
+                 c.ncu_why.c_str(), sass_why.c_str());
+    return c;
+  }
+  c.path = "sass";
+  return c;
+}
+
+// The profile's name (the --out file's stem) and its "collected" object: path, kernels, base, date, ncu, notes.
+void stamp_collected(json& prof, const ProfileOptions& o, const std::string& base, const Collected& got,
+                     const std::vector<std::string>& notes) {
+  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  prof["name"] = fs::path(o.out).stem().string();
+  prof["collected"] = {{"path", got.path},
+                       {"kernels", o.kernels},
+                       {"base", base},
+                       {"date", date},
+                       {"ncu", got.ncu.empty() ? json(nullptr) : json(got.ncu)},
+                       {"why_not_ncu", got.path == "ncu" ? json(nullptr) : json(got.ncu_why)},
+                       {"notes", notes}};
+  if (got.path == "ncu") prof["collected"]["device"] = device_json(o.device);
+}
+
+// The table printed after writing: kernel x demand per unit of work (element; FLOP for the GEMM), and its source.
+Table demand_table(const json& prof, const profile::Selection& sel, const Workload& w) {
+  Table t;
+  std::vector<std::pair<std::string, std::map<std::string, double>>> rows;
+  std::set<std::string> cols;
+  for (const std::string& k : profile::kernel_keys(sel, static_cast<int>(w.threshold_bits))) {
+    if (!prof["sass"].contains(k) && !prof["kernels"].contains(k)) continue;  // not collected (backward, SASS path)
+    auto d = profile::table_demand(prof, k);
+    for (const auto& [u, v] : d) cols.insert(u);
+    rows.emplace_back(k, d);
+  }
+  t.columns = {"kernel", "source", "per"};
+  t.columns.insert(t.columns.end(), cols.begin(), cols.end());
+  for (const auto& [k, d] : rows) {
+    const json& e = prof["sass"].contains(k) ? prof["sass"][k] : prof["kernels"][k];
+    const bool measured = e.contains("ncu") && e["ncu"].is_object();
+    std::vector<std::string> r = {k, measured ? "ncu" : (k.rfind("gemm", 0) == 0 ? "hand" : "sass"),
+                                  k.rfind("gemm", 0) == 0 ? "FLOP" : "element"};
+    for (const std::string& u : cols) r.push_back(d.count(u) ? fmt_num(d.at(u)) : "");
+    t.rows.push_back(r);
+  }
+  return t;
+}
+
 }  // namespace
 
 Command make_profile_command() {
@@ -437,66 +510,16 @@ Command make_profile_command() {
       throw UsageError("--into-machine: needs --power-from and an explicit --machine, and takes no --out (allowed: "
                        "--power-from REPORT... --machine FILE --into-machine)");
     if (!o->power_from.empty()) return run_power_fit(*o, prof, base);
-    Workload w = builtin_config().workload;
-
+    const Workload w = builtin_config().workload;
     std::vector<std::string> notes;
-    std::string path, ncu_why;
-    const std::string ncu = find_on_path("ncu");
-    if (o->no_ncu) ncu_why = "--no-ncu";
-    else if (ncu.empty()) ncu_why = "ncu not on PATH";
-    else if (device_count() == 0) ncu_why = "no CUDA device";
-    else {
-      require_gpu(o->device);
-      if (!o->ncu_csv.empty()) fs::create_directories(o->ncu_csv);
-      ncu_why = collect_ncu(ncu, sel, w, o->device, o->ncu_csv, prof, notes);
-      if (ncu_why.empty()) path = "ncu";
-    }
-    if (path.empty()) {
-      std::fprintf(stderr, "profile: not using Nsight Compute: %s; SASS path\n", ncu_why.c_str());
-      const std::string sass_why = collect_sass(sel, prof, notes);
-      if (!sass_why.empty()) {
-        std::fprintf(stderr, "dropbench: profile: no way to collect counts: Nsight Compute: %s; SASS: %s\n",
-                     ncu_why.c_str(), sass_why.c_str());
-        return 2;
-      }
-      path = "sass";
-    }
-    const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-    char date[32];
-    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    prof["name"] = fs::path(o->out).stem().string();
-    prof["collected"] = {{"path", path},
-                         {"kernels", o->kernels},
-                         {"base", base},
-                         {"date", date},
-                         {"ncu", ncu.empty() ? json(nullptr) : json(ncu)},
-                         {"why_not_ncu", path == "ncu" ? json(nullptr) : json(ncu_why)},
-                         {"notes", notes}};
-    if (path == "ncu") prof["collected"]["device"] = device_json(o->device);
+    const Collected got = collect_counts(*o, sel, w, prof, notes);
+    if (got.path.empty()) return 2;
+    stamp_collected(prof, *o, base, got, notes);
     model::profile_from_json(prof, o->out);  // what we write must load in the model
     write_text_atomically(o->out, prof.dump(2) + "\n", "--out");
-
-    Table t;
-    std::vector<std::pair<std::string, std::map<std::string, double>>> rows;
-    std::set<std::string> cols;
-    for (const std::string& k : profile::kernel_keys(sel, static_cast<int>(w.threshold_bits))) {
-      if (!prof["sass"].contains(k) && !prof["kernels"].contains(k)) continue;  // not collected (backward, SASS path)
-      auto d = profile::table_demand(prof, k);
-      for (const auto& [u, v] : d) cols.insert(u);
-      rows.emplace_back(k, d);
-    }
-    t.columns = {"kernel", "source", "per"};
-    t.columns.insert(t.columns.end(), cols.begin(), cols.end());
-    for (const auto& [k, d] : rows) {
-      const json& e = prof["sass"].contains(k) ? prof["sass"][k] : prof["kernels"][k];
-      const bool measured = e.contains("ncu") && e["ncu"].is_object();
-      std::vector<std::string> r = {k, measured ? "ncu" : (k.rfind("gemm", 0) == 0 ? "hand" : "sass"),
-                                    k.rfind("gemm", 0) == 0 ? "FLOP" : "element"};
-      for (const std::string& u : cols) r.push_back(d.count(u) ? fmt_num(d.at(u)) : "");
-      t.rows.push_back(r);
-    }
-    std::cout << render(t, "md");
-    std::cout << fmt::format("\npath: {}{}; wrote {}\n", path, path == "ncu" ? "" : " (" + ncu_why + ")", o->out);
+    std::cout << render(demand_table(prof, sel, w), "md");
+    std::cout << fmt::format("\npath: {}{}; wrote {}\n", got.path, got.path == "ncu" ? "" : " (" + got.ncu_why + ")",
+                             o->out);
     for (const std::string& n : notes) std::cout << "note: " << n << "\n";
     return 0;
   };
