@@ -376,6 +376,40 @@ int run_sweep(const ModelOpts& mo, const model::Machine& m, const model::Profile
   return 0;
 }
 
+// The options of `dropbench model`.
+void add_model_options(CLI::App& app, ModelOpts& mo) {
+  app.add_option("--machine", mo.machine, "Machine description (configs/machines/*.json)");
+  app.add_option("--profile", mo.profile, "Kernel demand profile (configs/profiles/*.json)");
+  app.add_option("--config", mo.config, "Config whose sweep points to predict (default: the built-in quick config)");
+  app.add_option("--set", mo.sets, "Override a config field (as for the measuring commands; repeatable)")
+      ->take_all()
+      ->allow_extra_args(false);
+  app.add_option("--report", mo.report, "Compare with this measured report (rng, attention, gemm or run)");
+  app.add_option("--clock", mo.clock,
+                 "SM clock of each kernel: model (the profile's max/sustained per kernel), max, sustained, or report "
+                 "(each point's measured mean clock; --report only)")
+      ->check(CLI::IsMember({"model", "max", "sustained", "report"}));
+  app.add_option("--residency", mo.residency,
+                 "RNG beside the GEMM (overlap) / attention (chunked): auto (from registers), serial, coresident, "
+                 "coresident:WARPS");
+  app.add_flag("--uncalibrated", mo.uncalibrated, "Every unit efficiency = 1 (the rates as sourced)");
+  app.add_flag("--fit", mo.fit, "With --report: print the efficiency each fit point implies for its unit");
+  app.add_flag("--fit-kernels", mo.fit_kernels,
+               "Fit the RNG and wgmma attention kernels' own efficiencies (and the wgmma CTA overhead) on the "
+               "profile's ncu durations (kernels.rng.efficiency, kernels.attention_wgmma, "
+               "kernels.attention_bwd_wgmma), and the RNG's per-strip "
+               "cost on the machine's rng_strip fit points (kernels.rng.strip_overhead_cycles)");
+  app.add_option("--power", mo.power,
+                 "on: the power term where the profile has per-kernel power and the machine a cap (a kernel cannot "
+                 "finish faster than its dynamic energy / (cap - static)); off: times only")
+      ->check(CLI::IsMember({"on", "off"}));
+  app.add_option("--demand", mo.demand,
+                 "Kernel demand: ncu (measured Nsight Compute counts where the profile holds them, static counts "
+                 "otherwise) or sass (static SASS / hand-written counts only)")
+      ->check(CLI::IsMember({"ncu", "sass"}));
+  app.add_option("--format", mo.format, "md | csv | json")->check(CLI::IsMember({"md", "json", "csv"}));
+}
+
 }  // namespace
 
 Command make_model_command() {
@@ -393,7 +427,8 @@ Command make_model_command() {
       "With --report FILE (a dropbench rng, attention, gemm or run report): predicted vs measured per point and\n"
       "variant, err = (pred - meas) / meas, and the mean / stdev of |err| over the points not used for the\n"
       "efficiency fit (the machine file's calibration.fit_points). A run report of the training step\n"
-      "(workload.pass train): each strategy's step and phases against the model's step (docs/model.md).\n"
+      "(workload.pass train): each strategy's step and phases against the model's step; an attention report of\n"
+      "pass bwd / fwd+bwd: each variant's backward call (docs/model.md).\n"
       "Demand: --demand ncu (default) takes each kernel's demand from its Nsight Compute counts where the profile\n"
       "holds them (`dropbench profile`), carried to the shape by the static structure, with the profile's\n"
       "ncu_calibration efficiencies; other kernels use their static (SASS / hand-written) counts. --demand sass:\n"
@@ -416,38 +451,7 @@ Command make_model_command() {
       "and the fit points' efficiencies, into the data files).\n"
       "Needs no GPU.";
   c.sweeps = false;
-  c.add_options = [mo](CLI::App& app) {
-    app.add_option("--machine", mo->machine, "Machine description (configs/machines/*.json)");
-    app.add_option("--profile", mo->profile, "Kernel demand profile (configs/profiles/*.json)");
-    app.add_option("--config", mo->config, "Config whose sweep points to predict (default: the built-in quick config)");
-    app.add_option("--set", mo->sets, "Override a config field (as for the measuring commands; repeatable)")
-        ->take_all()
-        ->allow_extra_args(false);
-    app.add_option("--report", mo->report, "Compare with this measured report (rng, attention, gemm or run)");
-    app.add_option("--clock", mo->clock,
-                   "SM clock of each kernel: model (the profile's max/sustained per kernel), max, sustained, or report "
-                   "(each point's measured mean clock; --report only)")
-        ->check(CLI::IsMember({"model", "max", "sustained", "report"}));
-    app.add_option("--residency", mo->residency,
-                   "RNG beside the GEMM (overlap) / attention (chunked): auto (from registers), serial, coresident, "
-                   "coresident:WARPS");
-    app.add_flag("--uncalibrated", mo->uncalibrated, "Every unit efficiency = 1 (the rates as sourced)");
-    app.add_flag("--fit", mo->fit, "With --report: print the efficiency each fit point implies for its unit");
-    app.add_flag("--fit-kernels", mo->fit_kernels,
-                 "Fit the RNG and wgmma attention kernels' own efficiencies (and the wgmma CTA overhead) on the "
-                 "profile's ncu durations (kernels.rng.efficiency, kernels.attention_wgmma, "
-                 "kernels.attention_bwd_wgmma), and the RNG's per-strip "
-                 "cost on the machine's rng_strip fit points (kernels.rng.strip_overhead_cycles)");
-    app.add_option("--power", mo->power,
-                   "on: the power term where the profile has per-kernel power and the machine a cap (a kernel cannot "
-                   "finish faster than its dynamic energy / (cap - static)); off: times only")
-        ->check(CLI::IsMember({"on", "off"}));
-    app.add_option("--demand", mo->demand,
-                   "Kernel demand: ncu (measured Nsight Compute counts where the profile holds them, static counts "
-                   "otherwise) or sass (static SASS / hand-written counts only)")
-        ->check(CLI::IsMember({"ncu", "sass"}));
-    app.add_option("--format", mo->format, "md | csv | json")->check(CLI::IsMember({"md", "json", "csv"}));
-  };
+  c.add_options = [mo](CLI::App& app) { add_model_options(app, *mo); };
   c.run = [mo](RunContext&) {
     const model::Machine m = model::load_machine(mcli::default_path(mo->machine));
     model::Profile p = model::load_profile(mcli::default_path(mo->profile));
