@@ -511,6 +511,84 @@ void require_gpu(int device) {
   DB_CUDA(cudaSetDevice(device));
 }
 
+namespace {
+
+// A sweep command's context: config, device and shard, output and resume checks, the GPU. A run over several
+// devices is started here and its exit code returned; otherwise nullopt, with ctx and opts ready for the command.
+std::optional<int> prepare_sweep(RunContext& ctx, CommonOptions& opts, const RawNumbers& raw, const Command& cmd,
+                                 const CLI::App& sub, const std::set<const CLI::Option*>& common,
+                                 const std::vector<std::string>& args) {
+  if (raw.device) opts.device = parse_device(*raw.device);
+  if (raw.shard) opts.shard = parse_shard(*raw.shard);
+  ctx.cfg = resolve_config(opts, raw);  // also fills opts.seed, opts.offset, ... from the checked values
+  const bool output_given = sub.get_option("--output")->count() > 0;
+  if (!opts.devices.empty()) {
+    if (!opts.resume.empty() && opts.output.empty()) opts.output = opts.resume;
+    if (output_given || !opts.output.empty()) check_output_path(opts.output);
+    // The children would each refuse a report of another run: refused here, once, before any child.
+    if (!opts.resume.empty()) {
+      RunContext probe;
+      probe.argv = args;
+      probe.cfg = ctx.cfg;
+      probe.opts = opts;
+      probe.opts.shard.reset();
+      probe.context = make_context(args, -1);
+      probe.context["dry_run"] = opts.dry_run;
+      probe.context["options"] = command_options(sub, common);
+      if (!opts.dry_run) probe.context.erase("device");  // the children's device is compared by them
+      check_resume_report(probe, cmd.name, /*devices=*/true);
+    }
+    return run_on_devices(opts, args);
+  }
+  if (output_given || !opts.output.empty()) check_output_path(opts.output);
+  check_plan_options(opts);
+  if (cmd.check) cmd.check(ctx.cfg, opts);
+  if (!opts.dry_run) require_gpu(opts.device);
+  ctx.context = make_context(args, opts.dry_run ? -1 : opts.device);
+  ctx.context["dry_run"] = opts.dry_run;
+  ctx.context["options"] = command_options(sub, common);
+  ctx.opts = opts;
+  if (!ctx.opts.resume.empty()) {
+    load_resume(ctx, cmd.name);
+    check_output_path(ctx.opts.output);
+  }
+  opts = ctx.opts;
+  return std::nullopt;
+}
+
+// The exit code of a command's failure, after its one line on stderr: 128 + the signal for an interrupt, 2 for bad
+// input or no GPU, 1 for a CUDA or runtime failure (a broken stdout pipe: 128 + SIGPIPE). Anything else is rethrown.
+int failure_exit(std::exception_ptr failure, const CommonOptions& opts, const std::vector<std::string>& args) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const Interrupted& e) {
+    print_interrupted(e, opts, args);
+    return 128 + e.signal;
+  } catch (const NoDeviceError& e) {
+    std::fprintf(stderr, "dropbench: %s\n", one_line(e.what()).c_str());
+    return 2;
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "dropbench: error: %s\n", one_line(e.what()).c_str());
+    return 2;
+  } catch (const OutputError& e) {
+    std::fprintf(stderr, "dropbench: error: %s\n", one_line(e.what()).c_str());
+    return interrupt_signal() == SIGPIPE ? 128 + SIGPIPE : 1;
+  } catch (const CudaError& e) {
+    std::fprintf(stderr, "dropbench: CUDA failure: %s\n", one_line(e.what()).c_str());
+    return 1;
+  } catch (const json::exception& e) {
+    // Every JSON input is checked where it is read, naming its file and field; this is the net under those checks.
+    std::fprintf(stderr, "dropbench: error: a JSON input has a field of an unexpected type: %s (allowed: the files as "
+                 "dropbench writes them)\n", one_line(json_error_text(e)).c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dropbench: failure: %s\n", one_line(e.what()).c_str());
+    return 1;
+  }
+}
+
+}  // namespace
+
 int run_cli(int argc, char** argv) {
   CLI::App app{
       "dropbench: measure what attention dropout costs on Hopper GPUs, and how to hide it.\n"
@@ -563,68 +641,13 @@ int run_cli(int argc, char** argv) {
       RunContext ctx;
       ctx.argv = args;
       if (cmds[i].sweeps) {
-        if (raw.device) opts.device = parse_device(*raw.device);
-        if (raw.shard) opts.shard = parse_shard(*raw.shard);
-        ctx.cfg = resolve_config(opts, raw);  // also fills opts.seed, opts.offset, ... from the checked values
-        const bool output_given = subs[i]->get_option("--output")->count() > 0;
-        if (!opts.devices.empty()) {
-          if (!opts.resume.empty() && opts.output.empty()) opts.output = opts.resume;
-          if (output_given || !opts.output.empty()) check_output_path(opts.output);
-          // The children would each refuse a report of another run: refused here, once, before any child.
-          if (!opts.resume.empty()) {
-            RunContext probe;
-            probe.argv = args;
-            probe.cfg = ctx.cfg;
-            probe.opts = opts;
-            probe.opts.shard.reset();
-            probe.context = make_context(args, -1);
-            probe.context["dry_run"] = opts.dry_run;
-            probe.context["options"] = command_options(*subs[i], common);
-            if (!opts.dry_run) probe.context.erase("device");  // the children's device is compared by them
-            check_resume_report(probe, cmds[i].name, /*devices=*/true);
-          }
-          return run_on_devices(opts, args);
-        }
-        if (output_given || !opts.output.empty()) check_output_path(opts.output);
-        check_plan_options(opts);
-        if (cmds[i].check) cmds[i].check(ctx.cfg, opts);
-        if (!opts.dry_run) require_gpu(opts.device);
-        ctx.context = make_context(args, opts.dry_run ? -1 : opts.device);
-        ctx.context["dry_run"] = opts.dry_run;
-        ctx.context["options"] = command_options(*subs[i], common);
-        ctx.opts = opts;
-        if (!ctx.opts.resume.empty()) {
-          load_resume(ctx, cmds[i].name);
-          check_output_path(ctx.opts.output);
-        }
-        opts = ctx.opts;
+        if (const std::optional<int> code = prepare_sweep(ctx, opts, raw, cmds[i], *subs[i], common, args)) return *code;
       }
       ctx.opts = opts;
       return stdout_checked(cmds[i].run(ctx));
     }
-  } catch (const Interrupted& e) {
-    print_interrupted(e, opts, args);
-    return 128 + e.signal;
-  } catch (const NoDeviceError& e) {
-    std::fprintf(stderr, "dropbench: %s\n", one_line(e.what()).c_str());
-    return 2;
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "dropbench: error: %s\n", one_line(e.what()).c_str());
-    return 2;
-  } catch (const OutputError& e) {
-    std::fprintf(stderr, "dropbench: error: %s\n", one_line(e.what()).c_str());
-    return interrupt_signal() == SIGPIPE ? 128 + SIGPIPE : 1;
-  } catch (const CudaError& e) {
-    std::fprintf(stderr, "dropbench: CUDA failure: %s\n", one_line(e.what()).c_str());
-    return 1;
-  } catch (const json::exception& e) {
-    // Every JSON input is checked where it is read, naming its file and field; this is the net under those checks.
-    std::fprintf(stderr, "dropbench: error: a JSON input has a field of an unexpected type: %s (allowed: the files as "
-                 "dropbench writes them)\n", one_line(json_error_text(e)).c_str());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dropbench: failure: %s\n", one_line(e.what()).c_str());
-    return 1;
+  } catch (...) {
+    return failure_exit(std::current_exception(), opts, args);
   }
   return 2;
 }
