@@ -427,7 +427,8 @@ Table demand_table(const json& prof, const profile::Selection& sel, const Worklo
   std::vector<std::pair<std::string, std::map<std::string, double>>> rows;
   std::set<std::string> cols;
   for (const std::string& k : profile::kernel_keys(sel, static_cast<int>(w.threshold_bits))) {
-    if (!prof["sass"].contains(k) && !prof["kernels"].contains(k)) continue;  // not collected (backward, SASS path)
+    // Not collected: the backward on the SASS path.
+    if (!prof.at("sass").contains(k) && !prof.at("kernels").contains(k)) continue;
     auto d = profile::table_demand(prof, k);
     for (const auto& [u, v] : d) cols.insert(u);
     rows.emplace_back(k, d);
@@ -435,8 +436,8 @@ Table demand_table(const json& prof, const profile::Selection& sel, const Worklo
   t.columns = {"kernel", "source", "per"};
   t.columns.insert(t.columns.end(), cols.begin(), cols.end());
   for (const auto& [k, d] : rows) {
-    const json& e = prof["sass"].contains(k) ? prof["sass"][k] : prof["kernels"][k];
-    const bool measured = e.contains("ncu") && e["ncu"].is_object();
+    const json& e = prof.at("sass").contains(k) ? prof.at("sass").at(k) : prof.at("kernels").at(k);
+    const bool measured = e.contains("ncu") && e.at("ncu").is_object();
     std::vector<std::string> r = {k, measured ? "ncu" : (k.rfind("gemm", 0) == 0 ? "hand" : "sass"),
                                   k.rfind("gemm", 0) == 0 ? "FLOP" : "element"};
     for (const std::string& u : cols) r.push_back(d.count(u) ? fmt_num(d.at(u)) : "");
