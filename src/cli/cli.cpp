@@ -13,9 +13,11 @@
 #include <cstdio>
 #include <cstring>
 #include <csignal>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <utility>
 

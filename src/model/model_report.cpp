@@ -310,7 +310,8 @@ void mark_power_fit(ReportRow& row, const Machine& m, const Profile& p, const st
 // kernels.attention_bwd_wgmma.fit_reports name (`--fit-kernels` fits its efficiencies on those calls).
 void mark_bwd_fit(ReportRow& row, const Profile& p, const std::string& report_path, const std::string& command,
                   const Workload& w, const std::string& piece) {
-  if (!p.wgmma_bwd || !starts_with(piece, "attention-bwd-call:") || row.role != "held-out" ||
+  // wgmma_bwd_fit_row is false without the backward's section, so fit_reports below exists.
+  if (!starts_with(piece, "attention-bwd-call:") || row.role != "held-out" ||
       !wgmma_bwd_fit_row(p, command, w, row.variant))
     return;
   for (const std::string& rep : p.wgmma_bwd->fit_reports)
