@@ -102,6 +102,112 @@ const std::vector<std::string> kAxes = {"batch",     "sq",        "q_heads", "kv
                                         "pass"};
 const std::map<std::string, std::vector<json>> kDefaults = {{"sq", {4096, 8192, 16384}}, {"causal", {false, true}}};
 
+// The device buffers, kept across points (reserve only grows them).
+struct AttentionBuffers {
+  DeviceBuffer qkv, o, o_ref, lse, mask, dout, dqkv, bwd_ws;
+  size_t held() const {
+    return qkv.size() + o.size() + o_ref.size() + lse.size() + mask.size() + dout.size() + dqkv.size() +
+           bwd_ws.size();
+  }
+};
+
+// One point's sizes and launches over the buffers: the timed forward (ap) and backward (bp, atomic dQ), the RNG
+// kernel (rp), and the checks' backward (bp_check: deterministic dQ from the fused forward's O in o_ref).
+struct PointLaunches {
+  AttentionParams ap;
+  AttentionBwdParams bp, bp_check;
+  RngMaskParams rp;
+  MaskGeometry geo;
+  size_t qkv_bytes = 0, o_bytes = 0, lse_bytes = 0;
+};
+
+PointLaunches point_sizes(const Workload& w, const Threshold& thr) {
+  PointLaunches pl;
+  pl.ap = attention_params(w, thr);
+  pl.geo = attention_mask_geometry(pl.ap);
+  const uint64_t rows = static_cast<uint64_t>(w.batch) * w.sq;
+  pl.qkv_bytes = qkv_dims(w.batch, w.sq, w.embed, w.q_heads, w.kv_heads, w.head_dim).qkv_bytes();
+  pl.o_bytes = rows * w.q_heads * w.head_dim * 2;
+  pl.lse_bytes = static_cast<size_t>(w.batch) * w.q_heads * w.sq * 4;
+  return pl;
+}
+
+// Grows the buffers to the point's sizes and fills QKV (and dO for a backward) with N(0, 1), as scripts/peers.py
+// (torch.randn) and bench_attention draw theirs: the wgmma kernel's rescale skipping makes its time depend on how
+// often a row's running max moves, so peers compare on equal inputs.
+void fill_buffers(AttentionBuffers& b, const PointLaunches& pl, const MemoryPlan& mem, const Workload& w,
+                  size_t point_index, bool has_bwd, cudaStream_t st) {
+  b.qkv.reserve(pl.qkv_bytes);
+  b.o.reserve(pl.o_bytes);
+  b.o_ref.reserve(pl.o_bytes);
+  b.lse.reserve(pl.lse_bytes);
+  b.mask.reserve(pl.geo.bytes());
+  launch_fill_normal(b.qkv.get(), pl.qkv_bytes / 2, true, w.seed ^ (0x51ull * (point_index + 1)), st);
+  if (!has_bwd) return;
+  b.dout.reserve(mem.bytes("dout"));
+  b.dqkv.reserve(mem.bytes("dqkv"));
+  b.bwd_ws.reserve(mem.bytes("bwd_workspace"));
+  launch_fill_normal(b.dout.get(), mem.bytes("dout") / 2, true, w.seed ^ (0x5Dull * (point_index + 1)), st);
+}
+
+// Points the launches at the buffers (null in a dry run).
+void bind_buffers(PointLaunches& pl, AttentionBuffers& b, const Workload& w, const Threshold& thr) {
+  pl.ap.qkv = b.qkv.get<__nv_bfloat16>();
+  pl.ap.o = b.o.get<__nv_bfloat16>();
+  pl.ap.lse = b.lse.get<float>();
+  pl.ap.mask = b.mask.get<uint32_t>();
+  pl.bp.fwd = pl.ap;
+  pl.bp.dout = b.dout.get<__nv_bfloat16>();
+  pl.bp.dqkv = b.dqkv.get<__nv_bfloat16>();
+  pl.bp.workspace = b.bwd_ws.get();
+  pl.bp.deterministic = false;
+  pl.rp = rng_mask_params(w, thr, MaskLayout::Tile);
+  pl.rp.geo = pl.geo;
+  pl.rp.out = b.mask.get();
+  // The backward's reference: fused mode, deterministic dQ, from the fused forward's O and LSE (in o_ref).
+  pl.bp_check = pl.bp;
+  pl.bp_check.fwd.o = b.o_ref.get<__nv_bfloat16>();
+  pl.bp_check.deterministic = true;
+}
+
+struct AttentionVariant {
+  const char* name;
+  DropoutMode mode;
+  bool gen;  // the RNG kernel first (rng+mask)
+};
+
+// One variant's checks against fused's outputs (h_ref, h_dref): its forward once on a poisoned O, and with a
+// backward its deterministic backward from the fused forward's O and LSE (the same keep bits give the same dQKV,
+// bit for bit).
+json check_variant(const AttentionVariant& vd, const PointLaunches& pl, AttentionBuffers& b, size_t dqkv_bytes,
+                   bool has_bwd, const std::vector<uint8_t>& h_ref, const std::vector<uint8_t>& h_dref,
+                   const std::string& label, cudaStream_t st) {
+  json checks = json::object();
+  std::vector<uint8_t> h_out(pl.o_bytes);
+  launch_poison(b.o.get(), pl.o_bytes, 0xFFFFFFFFu, st);
+  if (vd.gen) launch_rng_mask(pl.rp, st);
+  launch_attention(pl.ap, vd.mode, st);
+  DB_CUDA(cudaStreamSynchronize(st));
+  DB_CUDA(cudaMemcpy(h_out.data(), b.o.get(), pl.o_bytes, cudaMemcpyDeviceToHost));
+  const bool same = h_out == h_ref;
+  checks["bitwise_equal_fused"] = same;
+  if (!same) print_stderr("dropbench: WARNING: {} output differs from fused at {}\n", vd.name, label);
+  if (!has_bwd) return checks;
+  // The forward above rewrote LSE: the fused forward again.
+  AttentionParams fp = pl.ap;
+  fp.o = b.o_ref.get<__nv_bfloat16>();
+  launch_attention(fp, DropoutMode::Fused, st);
+  launch_poison(b.dqkv.get(), dqkv_bytes, 0xFFFFFFFFu, st);
+  launch_attention_backward(pl.bp_check, vd.mode, st);
+  DB_CUDA(cudaStreamSynchronize(st));
+  h_out.resize(dqkv_bytes);
+  DB_CUDA(cudaMemcpy(h_out.data(), b.dqkv.get(), dqkv_bytes, cudaMemcpyDeviceToHost));
+  const bool bsame = h_out == h_dref;
+  checks["bwd_bitwise_equal_fused"] = bsame;
+  if (!bsame) print_stderr("dropbench: WARNING: {} backward differs from fused at {}\n", vd.name, label);
+  return checks;
+}
+
 int run_attention(RunContext& ctx) {
   const std::vector<std::string>& axes = kAxes;
   const auto points = expand_sweep(ctx.cfg, axes, kDefaults);
@@ -110,7 +216,8 @@ int run_attention(RunContext& ctx) {
   const PlanDevice dev = dry ? plan_device(ctx.opts) : PlanDevice{};
   const std::optional<Estimator> model = dry ? std::make_optional<Estimator>(ctx.opts) : std::nullopt;
   SweepSession session(ctx, "attention", points);
-  DeviceBuffer qkv, o, o_ref, lse, mask, dout, dqkv, bwd_ws;
+  const cudaStream_t st = session.harness.stream();
+  AttentionBuffers bufs;
 
   for (const SweepPoint& pt : points) {
     const std::string label = axes_label(pt.axes);
@@ -118,127 +225,58 @@ int run_attention(RunContext& ctx) {
     NvtxRange point_range("point " + label);
     const Workload& w = pt.workload;
     const Threshold thr = make_threshold(w.dropout_p, static_cast<int>(w.threshold_bits));
-
-    AttentionParams ap = attention_params(w, thr);
-    const MaskGeometry geo = attention_mask_geometry(ap);
-    const uint64_t rows = static_cast<uint64_t>(w.batch) * w.sq;
-    const size_t qkv_bytes = qkv_dims(w.batch, w.sq, w.embed, w.q_heads, w.kv_heads, w.head_dim).qkv_bytes();
-    const size_t o_bytes = rows * w.q_heads * w.head_dim * 2;
-    const size_t lse_bytes = static_cast<size_t>(w.batch) * w.q_heads * w.sq * 4;
+    PointLaunches pl = point_sizes(w, thr);
 
     PointResult pr;
     pr.index = pt.index;
     pr.axes = pt.axes;
     pr.workload = to_json(w);
     const MemoryPlan mem = attention_memory(w);  // the same five buffers, checked
-    const size_t need = mem.buffers_total();
     // The pass: fwd times the forward; bwd the backward alone (reading the O and LSE the checks' forwards left, whose
     // values do not change its work); fwd+bwd both, back to back. The backward runs in its fast mode (atomic dQ).
     const bool has_bwd = w.pass != "fwd", has_fwd = w.pass != "bwd";
-    if (mem.need() > (dry ? dev.bytes
-                          : device_free_bytes() + qkv.size() + o.size() + o_ref.size() + lse.size() + mask.size() +
-                                dout.size() + dqkv.size() + bwd_ws.size())) {
+    if (mem.need() > (dry ? dev.bytes : device_free_bytes() + bufs.held())) {
       const std::string why = fmt::format("{} need {:.1f} GiB, more than the free device memory",
                                           has_bwd ? "QKV, O, LSE, the mask, dO, dQKV and the backward's workspace"
                                                   : "QKV, O, LSE and the mask",
-                                          need / double(1ull << 30));
+                                          mem.buffers_total() / double(1ull << 30));
       session.report.add_skipped({pt.axes, why, kNoIndex, dry ? plan_json(mem, dev, false, why) : json()});
       continue;
     }
     if (dry) pr.derived["plan"] = plan_json(mem, dev, true);
-    if (!dry) {
-      qkv.reserve(qkv_bytes);
-      o.reserve(o_bytes);
-      o_ref.reserve(o_bytes);
-      lse.reserve(lse_bytes);
-      mask.reserve(geo.bytes());
-      // N(0, 1), as scripts/peers.py (torch.randn) and bench_attention draw theirs: the wgmma kernel's rescale
-      // skipping makes its time depend on how often a row's running max moves, so peers compare on equal inputs.
-      launch_fill_normal(qkv.get(), qkv_bytes / 2, true, w.seed ^ (0x51ull * (pt.index + 1)), session.harness.stream());
-      if (has_bwd) {
-        dout.reserve(mem.bytes("dout"));
-        dqkv.reserve(mem.bytes("dqkv"));
-        bwd_ws.reserve(mem.bytes("bwd_workspace"));
-        launch_fill_normal(dout.get(), mem.bytes("dout") / 2, true, w.seed ^ (0x5Dull * (pt.index + 1)),
-                           session.harness.stream());
-      }
-    }
-    ap.qkv = qkv.get<__nv_bfloat16>();
-    ap.o = o.get<__nv_bfloat16>();
-    ap.lse = lse.get<float>();
-    ap.mask = mask.get<uint32_t>();
-    AttentionBwdParams bp;
-    bp.fwd = ap;
-    bp.dout = dout.get<__nv_bfloat16>();
-    bp.dqkv = dqkv.get<__nv_bfloat16>();
-    bp.workspace = bwd_ws.get();
-    bp.deterministic = false;
-    RngMaskParams rp = rng_mask_params(w, thr, MaskLayout::Tile);
-    rp.geo = geo;
-    rp.out = mask.get();
+    if (!dry) fill_buffers(bufs, pl, mem, w, pt.index, has_bwd, st);
+    bind_buffers(pl, bufs, w, thr);
 
-    // The backward's reference: fused mode, deterministic dQ, from the fused forward's O and LSE (in o_ref).
-    AttentionBwdParams bp_check = bp;
-    bp_check.fwd.o = o_ref.get<__nv_bfloat16>();
-    bp_check.deterministic = true;
     const size_t dqkv_bytes = mem.bytes("dqkv");
-    std::vector<uint8_t> h_ref, h_dref, h_out;
-    if (!dry) fused_references(ap, bp_check, rp, o_bytes, dqkv, dqkv_bytes, has_bwd, session.harness.stream(), h_ref, h_dref);
+    std::vector<uint8_t> h_ref, h_dref;
+    if (!dry)
+      fused_references(pl.ap, pl.bp_check, pl.rp, pl.o_bytes, bufs.dqkv, dqkv_bytes, has_bwd, st, h_ref, h_dref);
 
     // Backward FLOPs: 2.5x the forward's (the usual convention).
-    const double flops =
-        attention_flops(ap) * ((has_fwd ? 1.0 : 0.0) + (has_bwd ? 2.5 : 0.0));
-    struct V {
-      const char* name;
-      DropoutMode mode;
-      bool gen;
-    };
-    std::vector<V> vds = {V{"none", DropoutMode::None, false}, V{"mask", DropoutMode::Mask, false},
-                          V{"rng+mask", DropoutMode::Mask, true}, V{"fused", DropoutMode::Fused, false}};
+    const double flops = attention_flops(pl.ap) * ((has_fwd ? 1.0 : 0.0) + (has_bwd ? 2.5 : 0.0));
+    std::vector<AttentionVariant> vds = {{"none", DropoutMode::None, false},
+                                         {"mask", DropoutMode::Mask, false},
+                                         {"rng+mask", DropoutMode::Mask, true},
+                                         {"fused", DropoutMode::Fused, false}};
     // The backward alone reads a mask generated for the forward: the RNG kernel is not part of it.
     if (!has_fwd) vds.erase(vds.begin() + 2);
-    // Checks first (each variant once on a poisoned O, compared with fused's), then all four measured as one
-    // interleaved group, so x_none is a paired figure.
+    // Checks first (each variant once, compared with fused's), then all four measured as one interleaved group, so
+    // x_none is a paired figure.
     std::vector<json> checks(vds.size(), json::object());
     std::vector<Candidate> group;
     for (size_t i = 0; i < vds.size(); ++i) {
-      const V vd = vds[i];
-      if (!dry && vd.mode != DropoutMode::None) {
-        launch_poison(o.get(), o_bytes, 0xFFFFFFFFu, session.harness.stream());
-        if (vd.gen) launch_rng_mask(rp, session.harness.stream());
-        launch_attention(ap, vd.mode, session.harness.stream());
-        DB_CUDA(cudaStreamSynchronize(session.harness.stream()));
-        h_out.resize(o_bytes);
-        DB_CUDA(cudaMemcpy(h_out.data(), o.get(), o_bytes, cudaMemcpyDeviceToHost));
-        const bool same = h_out == h_ref;
-        checks[i]["bitwise_equal_fused"] = same;
-        if (!same) print_stderr("dropbench: WARNING: {} output differs from fused at {}\n", vd.name, label);
-        if (has_bwd) {
-          // The deterministic backward of this mode from the fused forward's O and LSE, against fused's: the same
-          // keep bits give the same dQKV, bit for bit. (The forward above rewrote LSE: the fused forward again.)
-          AttentionParams fp = ap;
-          fp.o = o_ref.get<__nv_bfloat16>();
-          launch_attention(fp, DropoutMode::Fused, session.harness.stream());
-          launch_poison(dqkv.get(), dqkv_bytes, 0xFFFFFFFFu, session.harness.stream());
-          launch_attention_backward(bp_check, vd.mode, session.harness.stream());
-          DB_CUDA(cudaStreamSynchronize(session.harness.stream()));
-          h_out.resize(dqkv_bytes);
-          DB_CUDA(cudaMemcpy(h_out.data(), dqkv.get(), dqkv_bytes, cudaMemcpyDeviceToHost));
-          const bool bsame = h_out == h_dref;
-          checks[i]["bwd_bitwise_equal_fused"] = bsame;
-          if (!bsame)
-            print_stderr("dropbench: WARNING: {} backward differs from fused at {}\n", vd.name, label);
-        }
-      }
-      group.push_back({vd.name, [&ap, &bp, &rp, vd, has_fwd, has_bwd](Sample& s) {
+      const AttentionVariant vd = vds[i];
+      if (!dry && vd.mode != DropoutMode::None)
+        checks[i] = check_variant(vd, pl, bufs, dqkv_bytes, has_bwd, h_ref, h_dref, label, st);
+      group.push_back({vd.name, [&pl, vd, has_fwd, has_bwd](Sample& s) {
                          NvtxRange vr(std::string("variant ") + vd.name);
-                         if (vd.gen) s.phase("gen", [&] { launch_rng_mask(rp, s.stream); });
-                         if (has_fwd) s.phase("attention", [&] { launch_attention(ap, vd.mode, s.stream); });
-                         if (has_bwd) s.phase("backward", [&] { launch_attention_backward(bp, vd.mode, s.stream); });
+                         if (vd.gen) s.phase("gen", [&] { launch_rng_mask(pl.rp, s.stream); });
+                         if (has_fwd) s.phase("attention", [&] { launch_attention(pl.ap, vd.mode, s.stream); });
+                         if (has_bwd) s.phase("backward", [&] { launch_attention_backward(pl.bp, vd.mode, s.stream); });
                        }});
     }
     const std::vector<Measurement> ms = session.harness.measure_group(group);
-    const VariantContext vc{w, ap, bp, geo, thr, flops, dry, has_bwd, model ? &*model : nullptr, ms[0]};
+    const VariantContext vc{w, pl.ap, pl.bp, pl.geo, thr, flops, dry, has_bwd, model ? &*model : nullptr, ms[0]};
     for (size_t i = 0; i < vds.size(); ++i)
       pr.variants.push_back(attention_variant(vc, vds[i].name, vds[i].mode, ms[i], checks[i]));
     session.report.add_point(pr);
