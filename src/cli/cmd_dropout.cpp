@@ -3,6 +3,7 @@
 // against seeded dropout (keep bits regenerated in-kernel), beside a device-to-device copy of the same
 // tensor: the bandwidth ceiling measured in the same run.
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "src/cli/dry_plan.hpp"
 #include "src/core/device_buffer.hpp"
 #include "kernels/dropout/dropout.cuh"
+#include "src/core/bootstrap.hpp"
 #include "src/core/harness.hpp"
 #include "src/core/nvtx.hpp"
 #include "src/core/sweep_session.hpp"
@@ -35,6 +37,131 @@ constexpr VariantDef kVariants[] = {
     {"mask-bits", true, MaskLayout::Bits},  {"seeded", false, MaskLayout::Tile},
 };
 
+// One point's buffers (kept across points: reserve only grows them) and launches.
+struct DropoutBuffers {
+  DeviceBuffer x, y, y_ref, mask;
+  size_t held() const { return x.size() + y.size() + y_ref.size() + mask.size(); }
+};
+
+struct DropoutPoint {
+  const Workload& w;
+  Threshold thr;
+  DropoutApplyParams ap;  // x -> y
+  size_t data_bytes;
+  void* mask;
+  RngMaskParams mask_params(const VariantDef& vd) const {
+    RngMaskParams mp = rng_mask_params(w, thr, vd.layout);
+    mp.elements = ap.n;
+    mp.out = mask;
+    return mp;
+  }
+  void seeded(const DropoutApplyParams& p, cudaStream_t st) const {
+    launch_dropout_seeded(p, w.seed, w.offset, static_cast<int>(w.rounds), static_cast<int>(w.threshold_bits),
+                          thr.drop, st);
+  }
+  void copy(cudaStream_t st) const {
+    DB_CUDA(cudaMemcpyAsync(ap.y, ap.x, data_bytes, cudaMemcpyDeviceToDevice, st));
+  }
+};
+
+// The variant as one sample's phases: copy; gen then apply (a mask variant); dropout (seeded).
+void variant_body(const VariantDef& vd, const DropoutPoint& p, Sample& s) {
+  NvtxRange vr(std::string("variant ") + vd.name);
+  if (std::string(vd.name) == "copy") {
+    s.phase("copy", [&] { p.copy(s.stream); });
+  } else if (vd.mask) {
+    const RngMaskParams mp = p.mask_params(vd);
+    s.phase("gen", [&] { launch_rng_mask(mp, s.stream); });
+    s.phase("apply", [&] { launch_dropout_apply(p.ap, vd.layout, p.mask, s.stream); });
+  } else {
+    s.phase("dropout", [&] { p.seeded(p.ap, s.stream); });
+  }
+}
+
+// Seeded dropout's output (into y_ref), on the host.
+std::vector<uint8_t> seeded_reference(const DropoutPoint& p, void* y_ref, cudaStream_t st) {
+  DropoutApplyParams rp = p.ap;
+  rp.y = y_ref;
+  p.seeded(rp, st);
+  std::vector<uint8_t> h_ref(p.data_bytes);
+  DB_CUDA(cudaMemcpyAsync(h_ref.data(), y_ref, p.data_bytes, cudaMemcpyDeviceToHost, st));
+  DB_CUDA(cudaStreamSynchronize(st));
+  return h_ref;
+}
+
+// A dropout variant's y, computed once on a poisoned output (unwritten elements show as NaN), equals seeded
+// dropout's (h_ref) bit for bit.
+bool check_variant(const VariantDef& vd, const DropoutPoint& p, const std::vector<uint8_t>& h_ref,
+                   const std::string& label, cudaStream_t st) {
+  launch_poison(p.ap.y, p.data_bytes, 0xFFFFFFFFu, st);
+  if (vd.mask) {
+    launch_rng_mask(p.mask_params(vd), st);
+    launch_dropout_apply(p.ap, vd.layout, p.mask, st);
+  } else {
+    p.seeded(p.ap, st);
+  }
+  std::vector<uint8_t> h_out(p.data_bytes);
+  DB_CUDA(cudaMemcpyAsync(h_out.data(), p.ap.y, p.data_bytes, cudaMemcpyDeviceToHost, st));
+  DB_CUDA(cudaStreamSynchronize(st));
+  const bool same = std::memcmp(h_out.data(), h_ref.data(), p.data_bytes) == 0;
+  if (!same) print_stderr("dropbench: WARNING: {} output differs from seeded dropout at {}\n", vd.name, label);
+  return same;
+}
+
+// One variant's result and table row. Bytes that must move: x read + y written, plus the mask written and read
+// back; GB/s over them, and the share of the copy's GB/s measured in the same interleaved group (paired).
+VariantResult dropout_variant(const VariantDef& vd, const DropoutPoint& p, const Measurement& m,
+                              const Measurement& copy, const json& checks, std::vector<std::string>& row,
+                              bool dry) {
+  VariantResult v;
+  v.name = vd.name;
+  v.stats = m.total;
+  v.phases = m.phases;
+  v.power = m.power;
+  const size_t mbytes = vd.mask ? mask_bytes(p.mask_params(vd)) : 0;
+  v.extra["extra_memory_bytes"] = mbytes;
+  v.extra["data_bytes"] = p.data_bytes;
+  v.extra["keep_effective"] = p.thr.keep_effective;
+  v.extra["scale"] = p.thr.scale;
+  for (auto it = checks.begin(); it != checks.end(); ++it) v.extra[it.key()] = it.value();
+  row.push_back(vd.name);
+  if (dry) {
+    v.extra["model_note"] = "not modelled: the model has no standalone dropout kernels (docs/model.md)";
+    row.insert(row.end(), 9, "-");
+    return v;
+  }
+  const double bytes = 2.0 * p.data_bytes + 2.0 * mbytes;
+  const double gbs = bytes / m.total.median / 1e9;
+  v.derived["gb_s"] = gbs;
+  // (bytes / t) / (copy bytes / t_copy): the bytes' ratio over the paired time ratio t / t_copy.
+  const double k = 100.0 * bytes / (2.0 * p.data_bytes);
+  const double pct = copy.total.median > 0 ? k * copy.total.median / m.total.median : 0.0;
+  v.derived["pct_of_copy"] = pct;
+  std::string pct_cell = fmt_num(pct);
+  if (vd.name != std::string("copy")) {
+    const Interval x = bootstrap_ratio(m.series, copy.series);
+    v.derived["x_copy"] = x.value;
+    x.write(v.derived, "x_copy");
+    if (x.valid) {
+      v.derived["pct_of_copy_ci"] = json::array({k / x.high, k / x.low});
+      pct_cell += fmt::format(" [{}, {}]", fmt_num(k / x.high), fmt_num(k / x.low));
+    }
+  }
+  double gen = 0, apply = 0;
+  for (const auto& [pn, ps] : m.phases) {
+    if (pn == "gen") gen = ps.median;
+    if (pn == "apply" || pn == "dropout") apply = ps.median;
+  }
+  if (vd.mask) v.derived["apply_gb_s"] = (2.0 * p.data_bytes + mbytes) / apply / 1e9;
+  const auto same = checks.find("bitwise_equal_seeded");
+  row.insert(row.end(), {fmt_num(m.total.median * 1e6), fmt_num(m.total.rel_stdev * 100),
+                         std::to_string(m.total.samples), gen > 0 ? fmt_num(gen * 1e6) : "",
+                         apply > 0 ? fmt_num(apply * 1e6) : "", fmt_num(gbs), pct_cell,
+                         fmt_num(mbytes / double(1 << 20)),
+                         same == checks.end() ? "" : (same->get<bool>() ? "yes" : "NO")});
+  return v;
+}
+
 int run_dropout(RunContext& ctx) {
   const std::vector<std::string> axes = {"elements", "dropout_dtype", "rounds", "threshold_bits", "dropout_p"};
   const std::map<std::string, std::vector<json>> defaults = {{"dropout_dtype", {"bf16", "fp32"}}};
@@ -44,11 +171,12 @@ int run_dropout(RunContext& ctx) {
   for (const SweepPoint& pt : points) dropout_memory(pt.workload, "sweep point " + pt.axes.dump() + ": ");
   const PlanDevice dev = dry ? plan_device(ctx.opts) : PlanDevice{};
   SweepSession session(ctx, "dropout", points);
-  DeviceBuffer x, y, y_ref, mask;
+  const cudaStream_t st = session.harness.stream();
+  DropoutBuffers bufs;
   Table table;
   if (!points.empty()) table.columns = axis_columns(points[0].axes);
-  for (const char* c : {"variant", "median_us", "rel_stdev_%", "samples", "gen_us", "apply_us", "GB/s", "%copy",
-                        "extra_MiB", "bitwise=seeded"})
+  for (const char* c : {"variant", "median_us", "rel_stdev_%", "samples", "gen_us", "apply_us", "GB/s",
+                        "%copy [95% CI]", "extra_MiB", "bitwise=seeded"})
     table.columns.push_back(c);
 
   for (const SweepPoint& pt : points) {
@@ -58,116 +186,50 @@ int run_dropout(RunContext& ctx) {
     const Workload& w = pt.workload;
     const ElemType et = parse_elem_type(w.dropout_dtype);
     const uint64_t n = static_cast<uint64_t>(w.elements);
-    const size_t es = elem_size(et), data_bytes = n * es;
-    const Threshold thr = make_threshold(w.dropout_p, static_cast<int>(w.threshold_bits));
-    const size_t max_mask = n * 4;
+    const size_t data_bytes = n * elem_size(et);
     const MemoryPlan mem = dropout_memory(w);  // x, y, y_ref, the int32-sized mask; checked
-    if (mem.need() > (dry ? dev.bytes : device_free_bytes() + x.size() + y.size() + y_ref.size() + mask.size())) {
+    if (mem.need() > (dry ? dev.bytes : device_free_bytes() + bufs.held())) {
       const std::string why = "x, y, a reference y and an int32 mask do not fit the free device memory";
       session.report.add_skipped({pt.axes, why, kNoIndex, dry ? plan_json(mem, dev, false, why) : json()});
       continue;
     }
     if (!dry) {
-      x.reserve(data_bytes);
-      y.reserve(data_bytes);
-      y_ref.reserve(data_bytes);
-      mask.reserve(max_mask);
-      launch_fill_uniform(x.get(), n, et == ElemType::BF16, w.seed ^ 0xABCDull, session.harness.stream());
+      bufs.x.reserve(data_bytes);
+      bufs.y.reserve(data_bytes);
+      bufs.y_ref.reserve(data_bytes);
+      bufs.mask.reserve(n * 4);
+      launch_fill_uniform(bufs.x.get(), n, et == ElemType::BF16, w.seed ^ 0xABCDull, st);
     }
-    DropoutApplyParams ap;
-    ap.type = et;
-    ap.x = x.get();
-    ap.y = y.get();
-    ap.n = n;
-    ap.scale = thr.scale;
+    DropoutPoint p{w, make_threshold(w.dropout_p, static_cast<int>(w.threshold_bits)), {}, data_bytes,
+                   bufs.mask.get()};
+    p.ap.type = et;
+    p.ap.x = bufs.x.get();
+    p.ap.y = bufs.y.get();
+    p.ap.n = n;
+    p.ap.scale = p.thr.scale;
 
     PointResult pr;
     pr.index = pt.index;
     pr.axes = pt.axes;
     pr.workload = to_json(w);
     if (dry) pr.derived["plan"] = plan_json(mem, dev, true);
-    double copy_gbs = 0;
-    // Seeded output first, as the reference the mask variants must equal bit for bit.
-    if (!dry) {
-      DropoutApplyParams rp = ap;
-      rp.y = y_ref.get();
-      launch_dropout_seeded(rp, w.seed, w.offset, static_cast<int>(w.rounds), static_cast<int>(w.threshold_bits), thr.drop,
-                            session.harness.stream());
+    // Seeded dropout's output is the reference every other variant must equal bit for bit; the checks run before
+    // the five variants are measured as one interleaved group, so each figure against the copy is paired.
+    const std::vector<uint8_t> h_ref = dry ? std::vector<uint8_t>() : seeded_reference(p, bufs.y_ref.get(), st);
+    std::vector<json> checks(std::size(kVariants), json::object());
+    std::vector<Candidate> group;
+    for (size_t i = 0; i < std::size(kVariants); ++i) {
+      const VariantDef& vd = kVariants[i];
+      if (!dry && vd.name != std::string("copy"))
+        checks[i]["bitwise_equal_seeded"] = check_variant(vd, p, h_ref, label, st);
+      group.push_back({vd.name, [&p, &vd](Sample& s) { variant_body(vd, p, s); }});
     }
-    std::vector<uint8_t> h_ref, h_out;
-    if (!dry) {
-      h_ref.resize(data_bytes);
-      DB_CUDA(cudaMemcpyAsync(h_ref.data(), y_ref.get(), data_bytes, cudaMemcpyDeviceToHost, session.harness.stream()));
-      DB_CUDA(cudaStreamSynchronize(session.harness.stream()));
-    }
-    for (const VariantDef& vd : kVariants) {
-      RngMaskParams mp = rng_mask_params(w, thr, vd.layout);
-      mp.elements = n;
-      mp.out = mask.get();
-      const std::string vname = vd.name;
-      if (!dry) launch_poison(y.get(), data_bytes, 0xFFFFFFFFu, session.harness.stream());  // unwritten output shows as NaN
-      Measurement m;
-      {
-        NvtxRange vr("variant " + vname);
-        m = session.harness.measure([&](Sample& s) {
-          if (vname == "copy") {
-            s.phase("copy", [&] { DB_CUDA(cudaMemcpyAsync(y.get(), x.get(), data_bytes, cudaMemcpyDeviceToDevice, s.stream)); });
-          } else if (vd.mask) {
-            s.phase("gen", [&] { launch_rng_mask(mp, s.stream); });
-            s.phase("apply", [&] { launch_dropout_apply(ap, vd.layout, mask.get(), s.stream); });
-          } else {
-            s.phase("dropout", [&] {
-              launch_dropout_seeded(ap, w.seed, w.offset, static_cast<int>(w.rounds), static_cast<int>(w.threshold_bits),
-                                    thr.drop, s.stream);
-            });
-          }
-        });
-      }
-      VariantResult v;
-      v.name = vname;
-      v.stats = m.total;
-      v.phases = m.phases;
-      v.power = m.power;
-      const size_t mbytes = vd.mask ? mask_bytes(mp) : 0;
-      v.extra["extra_memory_bytes"] = mbytes;
-      v.extra["data_bytes"] = data_bytes;
-      v.extra["keep_effective"] = thr.keep_effective;
-      v.extra["scale"] = thr.scale;
-      if (dry) v.extra["model_note"] = "not modelled: the model has no standalone dropout kernels (docs/model.md)";
+    const std::vector<Measurement> ms = session.harness.measure_group(group);
+    for (size_t i = 0; i < std::size(kVariants); ++i) {
       std::vector<std::string> row;
       for (auto it = pt.axes.begin(); it != pt.axes.end(); ++it) row.push_back(axis_value_str(it.value()));
-      row.push_back(vname);
-      if (!dry) {
-        // Bytes that must move: x read + y written, plus the mask written and read back.
-        const double bytes = 2.0 * data_bytes + 2.0 * mbytes;
-        const double gbs = bytes / m.total.median / 1e9;
-        if (vname == "copy") copy_gbs = gbs;
-        v.derived["gb_s"] = gbs;
-        v.derived["pct_of_copy"] = copy_gbs > 0 ? 100.0 * gbs / copy_gbs : 0.0;
-        double gen = 0, apply = 0;
-        for (const auto& [pn, ps] : m.phases) {
-          if (pn == "gen") gen = ps.median;
-          if (pn == "apply" || pn == "dropout") apply = ps.median;
-        }
-        if (vd.mask) v.derived["apply_gb_s"] = (2.0 * data_bytes + mbytes) / apply / 1e9;
-        bool same = true;
-        if (vname != "copy") {
-          h_out.resize(data_bytes);
-          DB_CUDA(cudaMemcpyAsync(h_out.data(), y.get(), data_bytes, cudaMemcpyDeviceToHost, session.harness.stream()));
-          DB_CUDA(cudaStreamSynchronize(session.harness.stream()));
-          same = std::memcmp(h_out.data(), h_ref.data(), data_bytes) == 0;
-          v.extra["bitwise_equal_seeded"] = same;
-          if (!same) print_stderr("dropbench: WARNING: {} output differs from seeded dropout at {}\n", vname, label);
-        }
-        row.insert(row.end(), {fmt_num(m.total.median * 1e6), fmt_num(m.total.rel_stdev * 100), std::to_string(m.total.samples),
-                               gen > 0 ? fmt_num(gen * 1e6) : "", apply > 0 ? fmt_num(apply * 1e6) : "", fmt_num(gbs),
-                               fmt_num(v.derived["pct_of_copy"].get<double>()), fmt_num(mbytes / double(1 << 20)),
-                               vname == "copy" ? "" : (same ? "yes" : "NO")});
-      } else {
-        row.insert(row.end(), 9, "-");
-      }
+      pr.variants.push_back(dropout_variant(kVariants[i], p, ms[i], ms[0], checks[i], row, dry));
       table.rows.push_back(row);
-      pr.variants.push_back(v);
     }
     session.report.add_point(pr);
   }
@@ -188,8 +250,9 @@ Command make_dropout_command() {
       "  mask-u8    the same with a uint8 mask (1 B/elem)\n"
       "  mask-bits  the same with a 1-bit packed mask (1/8 B/elem)\n"
       "  seeded     keep bits regenerated in-kernel from (seed, offset, index): no mask memory\n"
-      "GB/s counts x read + y written (+ mask written and read); %copy compares with the copy. Every mask\n"
-      "variant's y is checked bit for bit against seeded's (column bitwise=seeded).\n"
+      "GB/s counts x read + y written (+ mask written and read); %copy compares it with the copy's, the five\n"
+      "variants measured as one interleaved group (x_copy: the time over the copy's, paired, with its 95% CI).\n"
+      "Every variant's y is checked bit for bit against seeded's (column bitwise=seeded).\n"
       "Default sweep: dropout_dtype bf16,fp32 at workload.elements.\n"
       "Example: dropbench dropout --set sweep.elements=pow2:64M:1G --set sweep.dropout_dtype=[bf16]";
   c.run = run_dropout;
