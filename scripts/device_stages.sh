@@ -121,7 +121,7 @@ train_memcheck() {
 }
 # `dropbench dropout` at 2^29 elements (the copy variant: the GPU's device-to-device rate) into $O/dropout.json.
 dropout_report() {
-  timeout 30 "$B/dropbench" dropout --config configs/quick.json --set workload.sq=8192 --set measure.min_time=0.2 \
+  timeout 60 "$B/dropbench" dropout --config configs/quick.json --set workload.sq=8192 --set measure.min_time=0.2 \
     --set measure.timeout=5 --set 'sweep.elements=[536870912]' -o "$O/dropout.json" > "$O/dropout.md" 2>> "$O/err.log"
   echo "dropout: exit $?"
 }
