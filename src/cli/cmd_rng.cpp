@@ -92,6 +92,85 @@ Table rng_table(const std::vector<PointResult>& pts, const json& first_axes, boo
   return table;
 }
 
+// The mask of the batch's B x Hq attention matrices, SQ x SQ each, in the workload's layout.
+RngMaskParams attention_matrix_mask(const Workload& w, const Threshold& thr) {
+  RngMaskParams rp = rng_mask_params(w, thr, parse_mask_layout(w.layout));
+  rp.geo = MaskGeometry{static_cast<uint32_t>(w.batch * w.q_heads), static_cast<uint32_t>(w.sq),
+                        static_cast<uint32_t>(w.sq), w.causal};
+  rp.elements = static_cast<uint64_t>(w.batch * w.q_heads) * w.sq * w.sq;
+  return rp;
+}
+
+VariantResult rng_variant(const RngMaskParams& rp, const Threshold& thr, const Measurement& m, double generated,
+                          size_t bytes) {
+  VariantResult v;
+  v.name = "rng";
+  v.stats = m.total;
+  v.phases = m.phases;
+  v.power = m.power;
+  v.extra["elements"] = rp.elements;
+  v.extra["elements_generated"] = generated;
+  v.extra["mask_bytes"] = bytes;
+  v.extra["drop_threshold"] = thr.drop;
+  v.extra["p_requested"] = thr.p_requested;
+  v.extra["keep_effective"] = thr.keep_effective;
+  v.extra["p_error"] = thr.p_error;
+  v.extra["scale"] = thr.scale;
+  return v;
+}
+
+// The keep rate actually sampled: zero the mask (causal tiles stay zero), generate once, count.
+double sample_keep_rate(const RngMaskParams& rp, DeviceBuffer& mask, DeviceBuffer& counter, size_t bytes,
+                        cudaStream_t st) {
+  DB_CUDA(cudaMemsetAsync(mask.get(), 0, bytes, st));
+  DB_CUDA(cudaMemsetAsync(counter.get(), 0, sizeof(unsigned long long), st));
+  launch_rng_mask(rp, st);
+  launch_count_keep(mask.get(), count_items(rp), count_kind(rp.layout), counter.get<unsigned long long>(), st);
+  unsigned long long kept = 0;
+  DB_CUDA(cudaMemcpyAsync(&kept, counter.get(), sizeof kept, cudaMemcpyDeviceToHost, st));
+  DB_CUDA(cudaStreamSynchronize(st));
+  return kept / counted_elements(rp);
+}
+
+// The ceiling kernel making at least `calls` Philox calls (none in a dry run), its output in `out`.
+PhiloxCeilingParams ceiling_params(const Workload& w, double calls, DeviceBuffer& out, bool dry) {
+  PhiloxCeilingParams cp;
+  cp.rounds = static_cast<int>(w.rounds);
+  cp.seed = w.seed;
+  if (dry) return cp;
+  cp.calls_per_thread = philox_ceiling_calls_per_thread(cp, static_cast<uint64_t>(calls));
+  out.reserve(philox_ceiling_threads(cp) * sizeof(uint32_t));
+  cp.out = out.get<uint32_t>();
+  return cp;
+}
+
+// The Philox ceiling's result (mc: its measurement), and the RNG variant's fraction of it (rng: the RNG kernel's
+// result; m: its measurement, paired with mc in one group).
+VariantResult ceiling_variant(const PhiloxCeilingParams& cp, uint64_t ceiling_calls, double per_call,
+                              double generated, const Measurement& mc, const Measurement& m, VariantResult& rng,
+                              bool dry) {
+  VariantResult vc;
+  vc.name = "ceiling";
+  vc.stats = mc.total;
+  vc.phases = mc.phases;
+  vc.power = mc.power;
+  vc.extra["calls"] = ceiling_calls;
+  vc.extra["elements_per_call"] = per_call;
+  if (dry) return vc;
+  vc.extra["grid"] = philox_ceiling_grid(cp);
+  vc.extra["block"] = cp.block;
+  vc.extra["calls_per_thread"] = cp.calls_per_thread;
+  const double ceiling_gelem = ceiling_calls * per_call / mc.total.median / 1e9;
+  vc.derived["gcalls_s"] = ceiling_calls / mc.total.median / 1e9;
+  vc.derived["gelem_s"] = ceiling_gelem;
+  rng.derived["ceiling_fraction"] = rng.derived["gelem_s"].get<double>() / ceiling_gelem;
+  // elements/s over elements/s = (generated / ceiling elements) x (ceiling time / layout time)
+  const Interval ci = bootstrap_ratio(mc.series, m.series);
+  const double k = generated / (ceiling_calls * per_call);
+  if (ci.valid) rng.derived["ceiling_fraction_ci"] = json::array({ci.low * k, ci.high * k});
+  return vc;
+}
+
 int run_rng(RunContext& ctx) {
   const std::vector<std::string> axes = {"sq", "causal", "rounds", "threshold_bits", "layout"};
   const std::map<std::string, std::vector<json>> defaults = {
@@ -113,10 +192,7 @@ int run_rng(RunContext& ctx) {
     NvtxRange point_range("point " + label);
     const Workload& w = pt.workload;
     const Threshold thr = make_threshold(w.dropout_p, static_cast<int>(w.threshold_bits));
-    RngMaskParams rp = rng_mask_params(w, thr, parse_mask_layout(w.layout));
-    rp.geo = MaskGeometry{static_cast<uint32_t>(w.batch * w.q_heads), static_cast<uint32_t>(w.sq),
-                          static_cast<uint32_t>(w.sq), w.causal};
-    rp.elements = static_cast<uint64_t>(w.batch * w.q_heads) * w.sq * w.sq;
+    RngMaskParams rp = attention_matrix_mask(w, thr);
     const MemoryPlan mem = rng_memory(w);
     const size_t bytes = mem.bytes("mask");
     const double generated = static_cast<double>(mask_elements_generated(rp));
@@ -137,16 +213,8 @@ int run_rng(RunContext& ctx) {
 
     // The ceiling: as many Philox calls as the mask needs, nothing else (E elements per call).
     const double per_call = 128.0 / static_cast<double>(w.threshold_bits);
-    PhiloxCeilingParams cp;
-    cp.rounds = static_cast<int>(w.rounds);
-    cp.seed = w.seed;
-    uint64_t ceiling_calls = 0;
-    if (!dry) {
-      cp.calls_per_thread = philox_ceiling_calls_per_thread(cp, static_cast<uint64_t>(generated / per_call));
-      ceiling_calls = philox_ceiling_calls(cp);
-      ceiling_out.reserve(philox_ceiling_threads(cp) * sizeof(uint32_t));
-      cp.out = ceiling_out.get<uint32_t>();
-    }
+    const PhiloxCeilingParams cp = ceiling_params(w, generated / per_call, ceiling_out, dry);
+    const uint64_t ceiling_calls = dry ? 0 : philox_ceiling_calls(cp);
     const std::vector<Measurement> ms = session.harness.measure_group(
         {{"rng", [&](Sample& s) {
             NvtxRange vr("variant rng");
@@ -157,57 +225,17 @@ int run_rng(RunContext& ctx) {
             s.phase("ceiling", [&] { launch_philox_ceiling(cp, s.stream); });
           }}});
     const Measurement& m = ms[0];
-    VariantResult v;
-    v.name = "rng";
-    v.stats = m.total;
-    v.phases = m.phases;
-    v.power = m.power;
-    v.extra["elements"] = rp.elements;
-    v.extra["elements_generated"] = generated;
-    v.extra["mask_bytes"] = bytes;
-    v.extra["drop_threshold"] = thr.drop;
-    v.extra["p_requested"] = thr.p_requested;
-    v.extra["keep_effective"] = thr.keep_effective;
-    v.extra["p_error"] = thr.p_error;
-    v.extra["scale"] = thr.scale;
+    VariantResult v = rng_variant(rp, thr, m, generated, bytes);
     if (dry) put_estimate(v.derived, v.extra, model->rng(w, w.layout));
     if (!dry) {
-      // The keep rate actually sampled: zero the mask (causal tiles stay zero), generate once, count.
-      DB_CUDA(cudaMemsetAsync(mask.get(), 0, bytes, session.harness.stream()));
-      DB_CUDA(cudaMemsetAsync(counter.get(), 0, sizeof(unsigned long long), session.harness.stream()));
-      launch_rng_mask(rp, session.harness.stream());
-      launch_count_keep(mask.get(), count_items(rp), count_kind(rp.layout), counter.get<unsigned long long>(), session.harness.stream());
-      unsigned long long kept = 0;
-      DB_CUDA(cudaMemcpyAsync(&kept, counter.get(), sizeof kept, cudaMemcpyDeviceToHost, session.harness.stream()));
-      DB_CUDA(cudaStreamSynchronize(session.harness.stream()));
-      const double n = counted_elements(rp);
-      v.extra["keep_sampled"] = kept / n;
-      v.extra["keep_z"] = binomial_z(kept / n, thr.keep_effective, n);
+      const double kept = sample_keep_rate(rp, mask, counter, bytes, session.harness.stream());
+      v.extra["keep_sampled"] = kept;
+      v.extra["keep_z"] = binomial_z(kept, thr.keep_effective, counted_elements(rp));
       v.derived["gelem_s"] = generated / m.total.median / 1e9;
       v.derived["gb_s"] = bytes / m.total.median / 1e9;
     }
-    VariantResult vc;
-    vc.name = "ceiling";
-    vc.stats = ms[1].total;
-    vc.phases = ms[1].phases;
-    vc.power = ms[1].power;
-    vc.extra["calls"] = ceiling_calls;
-    vc.extra["elements_per_call"] = per_call;
-    if (!dry) {
-      vc.extra["grid"] = philox_ceiling_grid(cp);
-      vc.extra["block"] = cp.block;
-      vc.extra["calls_per_thread"] = cp.calls_per_thread;
-      const double ceiling_gelem = ceiling_calls * per_call / ms[1].total.median / 1e9;
-      vc.derived["gcalls_s"] = ceiling_calls / ms[1].total.median / 1e9;
-      vc.derived["gelem_s"] = ceiling_gelem;
-      v.derived["ceiling_fraction"] = v.derived["gelem_s"].get<double>() / ceiling_gelem;
-      // elements/s over elements/s = (generated / ceiling elements) x (ceiling time / layout time)
-      Interval ci = bootstrap_ratio(ms[1].series, m.series);
-      const double k = generated / (ceiling_calls * per_call);
-      if (ci.valid) v.derived["ceiling_fraction_ci"] = json::array({ci.low * k, ci.high * k});
-    }
     pr.variants.push_back(v);
-    pr.variants.push_back(vc);
+    pr.variants.push_back(ceiling_variant(cp, ceiling_calls, per_call, generated, ms[1], m, v, dry));
     session.report.add_point(pr);
   }
 
