@@ -47,23 +47,16 @@ json algo_json(const GemmAlgoInfo& a) {
   return j;
 }
 
-int run_gemm(RunContext& ctx, const GemmCmdOptions& o) {
-  const std::vector<std::string> axes = {"sq", "embed", "dtype"};
-  const std::map<std::string, std::vector<json>> defaults = {
-      {"sq", {4096, 8192, 16384}}, {"embed", {4096, 8192, 16384}}, {"dtype", {"fp8", "bf16"}}};
-  const auto points = expand_sweep(ctx.cfg, axes, defaults);
-  const bool dry = ctx.opts.dry_run;
-
-  if (!dry && o.sm_count > 0) {
+// --sm-count within the device's SMs, and every point's shape and sizes, checked before the first point is
+// measured (a refused sweep measures nothing and leaves -o as it was).
+void check_gemm_sweep(const RunContext& ctx, const GemmCmdOptions& o, const std::vector<SweepPoint>& points) {
+  if (!ctx.opts.dry_run && o.sm_count > 0) {
     int sms = 0;
     DB_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx.opts.device));
     if (o.sm_count > sms)
       throw UsageError(fmt::format("--sm-count: {} is more than the device's {} SMs", o.sm_count, sms));
   }
-
   const size_t workspace = GemmOptions{}.workspace_bytes;
-  // Every point's shape and sizes are checked before the first one is measured (a refused sweep measures nothing
-  // and leaves -o as it was).
   for (const SweepPoint& pt : points) {
     gemm_memory(pt.workload, workspace, "sweep point " + pt.axes.dump() + ": ");
     try {
@@ -72,6 +65,51 @@ int run_gemm(RunContext& ctx, const GemmCmdOptions& o) {
       throw UsageError(fmt::format("sweep point {}: {}", pt.axes.dump(), e.what()));
     }
   }
+}
+
+// The GEMM's result: its shape and options, and on a real run (gemm not null) the algorithm cuBLASLt ran, the
+// candidates tuned over, and TFLOP/s.
+VariantResult gemm_variant(const GemmShape& shape, const GemmOptions& go, const Measurement& m, const QkvGemm* gemm) {
+  VariantResult v;
+  v.name = "cublaslt";
+  v.stats = m.total;
+  v.phases = m.phases;
+  v.power = m.power;
+  v.extra["m"] = shape.m;
+  v.extra["n"] = shape.n;
+  v.extra["k"] = shape.k;
+  v.extra["flops"] = shape.flops();
+  v.extra["dtype"] = gemm_dtype_name(go.dtype);
+  v.extra["fast_accum"] = go.fast_accum;
+  v.extra["top_k"] = go.top_k;
+  v.extra["sm_count_target"] = go.sm_count_target;
+  v.extra["workspace_bytes"] = go.workspace_bytes;
+  v.extra["cublaslt_version"] = QkvGemm::cublaslt_version_string();
+  if (!gemm) return v;
+  v.extra["algo"] = algo_json(gemm->algo());
+  v.extra["tuned"] = gemm->tuned();
+  if (gemm->candidates().size() > 1 || go.top_k > 1) {
+    json cands = json::array();
+    for (const GemmCandidate& c : gemm->candidates()) {
+      json cj = algo_json(c.info);
+      cj["tune_ms"] = c.ms;
+      cj["failed"] = c.failed;
+      cands.push_back(cj);
+    }
+    v.extra["candidates"] = cands;
+  }
+  if (m.total.median > 0) v.derived["tflops"] = shape.flops() / m.total.median / 1e12;
+  return v;
+}
+
+int run_gemm(RunContext& ctx, const GemmCmdOptions& o) {
+  const std::vector<std::string> axes = {"sq", "embed", "dtype"};
+  const std::map<std::string, std::vector<json>> defaults = {
+      {"sq", {4096, 8192, 16384}}, {"embed", {4096, 8192, 16384}}, {"dtype", {"fp8", "bf16"}}};
+  const auto points = expand_sweep(ctx.cfg, axes, defaults);
+  const bool dry = ctx.opts.dry_run;
+
+  check_gemm_sweep(ctx, o, points);
   const PlanDevice dev = dry ? plan_device(ctx.opts) : PlanDevice{};
   const std::optional<Estimator> model = dry ? std::make_optional<Estimator>(ctx.opts) : std::nullopt;
 
@@ -121,37 +159,8 @@ int run_gemm(RunContext& ctx, const GemmCmdOptions& o) {
       NvtxRange vr("variant cublaslt");
       m = session.harness.measure([&](Sample& s) { s.phase("gemm", [&] { gemm->run(s.stream); }); });
     }
-    VariantResult v;
-    v.name = "cublaslt";
-    v.stats = m.total;
-    v.phases = m.phases;
-    v.power = m.power;
-    v.extra["m"] = shape.m;
-    v.extra["n"] = shape.n;
-    v.extra["k"] = shape.k;
-    v.extra["flops"] = shape.flops();
-    v.extra["dtype"] = gemm_dtype_name(dtype);
-    v.extra["fast_accum"] = go.fast_accum;
-    v.extra["top_k"] = go.top_k;
-    v.extra["sm_count_target"] = go.sm_count_target;
-    v.extra["workspace_bytes"] = go.workspace_bytes;
-    v.extra["cublaslt_version"] = QkvGemm::cublaslt_version_string();
+    VariantResult v = gemm_variant(shape, go, m, gemm.get());
     if (dry) put_estimate(v.derived, v.extra, model->gemm(w));
-    if (!dry) {
-      v.extra["algo"] = algo_json(gemm->algo());
-      v.extra["tuned"] = gemm->tuned();
-      if (gemm->candidates().size() > 1 || go.top_k > 1) {
-        json cands = json::array();
-        for (const GemmCandidate& c : gemm->candidates()) {
-          json cj = algo_json(c.info);
-          cj["tune_ms"] = c.ms;
-          cj["failed"] = c.failed;
-          cands.push_back(cj);
-        }
-        v.extra["candidates"] = cands;
-      }
-      if (m.total.median > 0) v.derived["tflops"] = shape.flops() / m.total.median / 1e12;
-    }
     pr.variants.push_back(v);
     session.report.add_point(pr);
   }
