@@ -301,6 +301,66 @@ std::string file_identity(const std::string& path) {
                      static_cast<long>(st.st_mtim.tv_nsec));
 }
 
+// Starts this program again with arguments `args` (argv[0] included), its stdout into `out`, in a process group of
+// its own: a terminal's Ctrl-C reaches only the parent, which forwards it once (a second signal would make the
+// child quit at once, without its report). posix_spawn's status (0: started, pid set).
+int spawn_self(std::vector<std::string> args, const std::string& out, pid_t& pid) {
+  std::vector<char*> cargv;
+  for (std::string& w : args) cargv.push_back(w.data());
+  cargv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  const int rc = posix_spawn(&pid, "/proc/self/exe", &fa, &attr, cargv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  return rc;
+}
+
+// Waits for every started child (pid >= 0), its exit code into codes (128 + signal when killed); an interrupt
+// is forwarded to the children once. Whether it was.
+bool wait_children(std::vector<pid_t>& pids, std::vector<int>& codes) {
+  bool forwarded = false;
+  for (;;) {
+    bool live = false;
+    for (size_t k = 0; k < pids.size(); ++k) {
+      if (pids[k] < 0) continue;
+      int st = 0;
+      const pid_t r = ::waitpid(pids[k], &st, WNOHANG);
+      if (r == 0) {
+        live = true;
+        continue;
+      }
+      codes[k] = r < 0 ? 1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      pids[k] = -1;
+    }
+    if (!live) return forwarded;
+    if (interrupt_requested() && !forwarded) {
+      for (pid_t p : pids)
+        if (p > 0) ::kill(p, interrupt_signal());
+      forwarded = true;
+    }
+    ::usleep(20000);
+  }
+}
+
+// The shard reports this run's children wrote, merged into `output` (incomplete when fewer than n were written).
+Report merge_shards(const std::vector<std::string>& present, size_t n, const std::string& output) {
+  Report merged = merge_report_files(present);
+  merged.set_output(output);
+  if (present.size() < n) {
+    merged.sweep().complete = false;
+    merged.sweep().incomplete_reason = {{"kind", "merge"},
+                                        {"message", fmt::format("{} of {} shard reports were written", present.size(), n)}};
+  }
+  merged.write();
+  return merged;
+}
+
 // --devices: one child per device, the same command line with --device d --shard k/N -o <out>.shards/...;
 // SIGINT/SIGTERM are forwarded; the shard reports are merged into -o (incomplete when a child failed).
 int run_on_devices(const CommonOptions& o, const std::vector<std::string>& args) {
@@ -336,49 +396,14 @@ int run_on_devices(const CommonOptions& o, const std::vector<std::string>& args)
     for (const std::string& w : {std::string("--device"), std::to_string(devs[k]), std::string("--shard"),
                                  fmt::format("{}/{}", k, n), std::string("-o"), reports[k]})
       a.push_back(w);
-    std::vector<char*> cargv;
-    for (std::string& w : a) cargv.push_back(w.data());
-    cargv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, outs[k].c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    // Its own process group: a terminal's Ctrl-C reaches only the parent, which forwards it once (a second
-    // signal would make the child quit at once, without its report).
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);
-    const int rc = posix_spawn(&pids[k], "/proc/self/exe", &fa, &attr, cargv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
+    const int rc = spawn_self(a, outs[k], pids[k]);
     if (rc != 0) {
       pids[k] = -1;
       codes[k] = 1;
       std::fprintf(stderr, "dropbench: --devices: cannot start the child for device %d: %s\n", devs[k], std::strerror(rc));
     }
   }
-  bool forwarded = false;
-  for (;;) {
-    bool live = false;
-    for (size_t k = 0; k < n; ++k) {
-      if (pids[k] < 0) continue;
-      int st = 0;
-      const pid_t r = ::waitpid(pids[k], &st, WNOHANG);
-      if (r == 0) {
-        live = true;
-        continue;
-      }
-      codes[k] = r < 0 ? 1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      pids[k] = -1;
-    }
-    if (!live) break;
-    if (interrupt_requested() && !forwarded) {
-      for (pid_t p : pids)
-        if (p > 0) ::kill(p, interrupt_signal());
-      forwarded = true;
-    }
-    ::usleep(20000);
-  }
+  const bool forwarded = wait_children(pids, codes);
   // The shards' tables, in shard order.
   for (const std::string& f : outs) {
     std::ifstream in(f, std::ios::binary);
@@ -400,23 +425,17 @@ int run_on_devices(const CommonOptions& o, const std::vector<std::string>& args)
     const std::string now = file_identity(reports[k]);
     if (!now.empty() && now != before[k]) present.push_back(reports[k]);  // written by this run's child
   }
+  const std::string why = failed.empty() ? "interrupted" : failed;
   if (present.empty()) {
-    std::fprintf(stderr, "dropbench: --devices: %s; no shard wrote a report, so %s was not written\n",
-                 failed.empty() ? "interrupted" : failed.c_str(), o.output.c_str());
+    std::fprintf(stderr, "dropbench: --devices: %s; no shard wrote a report, so %s was not written\n", why.c_str(),
+                 o.output.c_str());
     return code != 0 ? code : 1;
   }
-  Report merged = merge_report_files(present);
-  merged.set_output(o.output);
-  if (present.size() < n) {
-    merged.sweep().complete = false;
-    merged.sweep().incomplete_reason = {{"kind", "merge"},
-                                        {"message", fmt::format("{} of {} shard reports were written", present.size(), n)}};
-  }
-  merged.write();
+  const Report merged = merge_shards(present, n, o.output);
   const size_t have = merged.points().size() + merged.skipped().size();
   if (code != 0)
     std::fprintf(stderr, "dropbench: --devices: %s; %s holds %zu of %zu points (\"complete\": %s), shard reports in %s\n",
-                 failed.empty() ? "interrupted" : failed.c_str(), o.output.c_str(), have, merged.sweep().total_points,
+                 why.c_str(), o.output.c_str(), have, merged.sweep().total_points,
                  merged.sweep().complete ? "true" : "false", dir.c_str());
   return code;
 }
