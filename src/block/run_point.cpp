@@ -63,20 +63,6 @@ PhaseFn hook(Sample& s) {
   return [&s](const std::string& n, const std::function<void()>& fn, cudaStream_t on) { s.phase(n, fn, on); };
 }
 
-VariantResult variant_of(const std::string& name, const Measurement& m) {
-  VariantResult v;
-  v.name = name;
-  v.stats = m.total;
-  v.phases = m.phases;
-  v.power = m.power;
-  return v;
-}
-
-void set_figure(json& derived, const std::string& key, const Interval& iv) {
-  derived[key] = iv.value;
-  iv.write(derived, key);
-}
-
 json algo_brief(const GemmAlgoInfo& a) {
   json j;
   j["id"] = a.algo_id;

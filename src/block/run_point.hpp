@@ -20,6 +20,7 @@
 #include "src/core/bootstrap.hpp"
 #include "src/core/harness.hpp"
 #include "src/core/report.hpp"
+#include "src/core/sweep_session.hpp"
 
 namespace dropbench {
 
@@ -65,10 +66,6 @@ struct PointScope {
 double power_figure(const json& power, const char* key);
 // A Sample's phase() as the runner's phase hook.
 PhaseFn hook(Sample& s);
-VariantResult variant_of(const std::string& name, const Measurement& m);
-// derived[key] = the figure's value, then Interval::write: key_ci (null when it has none), with repeats key_ci_within
-// and key_repeats.
-void set_figure(json& derived, const std::string& key, const Interval& iv);
 json algo_brief(const GemmAlgoInfo& a);
 
 // The pieces alone (variants alone:*): median seconds by piece name ("gemm", "rng", "attention-mask", ...).

@@ -41,11 +41,7 @@ struct VariantContext {
 };
 VariantResult attention_variant(const VariantContext& c, const char* name, DropoutMode mode, const Measurement& m,
                                 const json& checks) {
-  VariantResult v;
-  v.name = name;
-  v.stats = m.total;
-  v.phases = m.phases;
-  v.power = m.power;
+  VariantResult v = variant_of(name, m);
   v.extra["flops"] = c.flops;
   v.extra["mask_bytes"] = mode == DropoutMode::Mask ? c.geo.bytes() : 0;
   v.extra["keep_effective"] = c.thr.keep_effective;

@@ -113,11 +113,7 @@ bool check_variant(const VariantDef& vd, const DropoutPoint& p, const std::vecto
 VariantResult dropout_variant(const VariantDef& vd, const DropoutPoint& p, const Measurement& m,
                               const Measurement& copy, const json& checks, std::vector<std::string>& row,
                               bool dry) {
-  VariantResult v;
-  v.name = vd.name;
-  v.stats = m.total;
-  v.phases = m.phases;
-  v.power = m.power;
+  VariantResult v = variant_of(vd.name, m);
   const size_t mbytes = vd.mask ? mask_bytes(p.mask_params(vd)) : 0;
   v.extra["extra_memory_bytes"] = mbytes;
   v.extra["data_bytes"] = p.data_bytes;
@@ -140,8 +136,7 @@ VariantResult dropout_variant(const VariantDef& vd, const DropoutPoint& p, const
   std::string pct_cell = fmt_num(pct);
   if (vd.name != std::string("copy")) {
     const Interval x = bootstrap_ratio(m.series, copy.series);
-    v.derived["x_copy"] = x.value;
-    x.write(v.derived, "x_copy");
+    set_figure(v.derived, "x_copy", x);
     if (x.valid) {
       v.derived["pct_of_copy_ci"] = json::array({k / x.high, k / x.low});
       pct_cell += fmt::format(" [{}, {}]", fmt_num(k / x.high), fmt_num(k / x.low));

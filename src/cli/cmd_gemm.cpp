@@ -70,11 +70,7 @@ void check_gemm_sweep(const RunContext& ctx, const GemmCmdOptions& o, const std:
 // The GEMM's result: its shape and options, and on a real run (gemm not null) the algorithm cuBLASLt ran, the
 // candidates tuned over, and TFLOP/s.
 VariantResult gemm_variant(const GemmShape& shape, const GemmOptions& go, const Measurement& m, const QkvGemm* gemm) {
-  VariantResult v;
-  v.name = "cublaslt";
-  v.stats = m.total;
-  v.phases = m.phases;
-  v.power = m.power;
+  VariantResult v = variant_of("cublaslt", m);
   v.extra["m"] = shape.m;
   v.extra["n"] = shape.n;
   v.extra["k"] = shape.k;

@@ -103,11 +103,7 @@ RngMaskParams attention_matrix_mask(const Workload& w, const Threshold& thr) {
 
 VariantResult rng_variant(const RngMaskParams& rp, const Threshold& thr, const Measurement& m, double generated,
                           size_t bytes) {
-  VariantResult v;
-  v.name = "rng";
-  v.stats = m.total;
-  v.phases = m.phases;
-  v.power = m.power;
+  VariantResult v = variant_of("rng", m);
   v.extra["elements"] = rp.elements;
   v.extra["elements_generated"] = generated;
   v.extra["mask_bytes"] = bytes;
@@ -149,11 +145,7 @@ PhiloxCeilingParams ceiling_params(const Workload& w, double calls, DeviceBuffer
 VariantResult ceiling_variant(const PhiloxCeilingParams& cp, uint64_t ceiling_calls, double per_call,
                               double generated, const Measurement& mc, const Measurement& m, VariantResult& rng,
                               bool dry) {
-  VariantResult vc;
-  vc.name = "ceiling";
-  vc.stats = mc.total;
-  vc.phases = mc.phases;
-  vc.power = mc.power;
+  VariantResult vc = variant_of("ceiling", mc);
   vc.extra["calls"] = ceiling_calls;
   vc.extra["elements_per_call"] = per_call;
   if (dry) return vc;

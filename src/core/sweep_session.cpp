@@ -205,4 +205,18 @@ SweepSession::~SweepSession() {
   }
 }
 
+VariantResult variant_of(const std::string& name, const Measurement& m) {
+  VariantResult v;
+  v.name = name;
+  v.stats = m.total;
+  v.phases = m.phases;
+  v.power = m.power;
+  return v;
+}
+
+void set_figure(json& derived, const std::string& key, const Interval& iv) {
+  derived[key] = iv.value;
+  iv.write(derived, key);
+}
+
 }  // namespace dropbench

@@ -65,4 +65,10 @@ class SweepSession {
   std::unique_ptr<Progress> progress_;
 };
 
+// A variant's result with its measurement: the whole variant's and each phase's statistics, and the power pass.
+VariantResult variant_of(const std::string& name, const Measurement& m);
+// derived[key] = the figure's value, then Interval::write: key_ci (null when it has none), with repeats key_ci_within
+// and key_repeats.
+void set_figure(json& derived, const std::string& key, const Interval& iv);
+
 }  // namespace dropbench
