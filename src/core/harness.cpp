@@ -247,6 +247,149 @@ void Harness::settle(const std::vector<Candidate>& group) {
   }
 }
 
+// One measure_group call: its variants' samples, the rounds that take them, and the stopping rules.
+class GroupRun {
+ public:
+  GroupRun(Harness& h, const std::vector<Candidate>& group) : h_(h), m_(h.m_), group_(group), col_(group.size()) {}
+
+  // measure.repeats: the whole measurement K times, each repeat with its own warm-up and stopping rule, so what
+  // differs between repeats (the state each starts in) is sampled too; repeat_gap idles the GPU between.
+  void run() {
+    const size_t k = group_.size();
+    for (int64_t rep = 0; rep < m_.repeats; ++rep) {
+      if (rep > 0 && m_.repeat_gap > 0) idle_gap();
+      std::vector<size_t> start(k);
+      for (size_t i = 0; i < k; ++i) {
+        start[i] = col_[i].totals.size();
+        col_[i].run = Running{};
+      }
+      if (m_.interleave) {
+        for (size_t i = 0; i < k; ++i) warm_up(i);
+        DB_CUDA(cudaStreamSynchronize(h_.stream_));
+        std::vector<size_t> all(k);
+        for (size_t i = 0; i < k; ++i) all[i] = i;
+        measure_rounds(all, now_s());
+      } else {
+        // One after another, each with its own warm-up and budget (the older sequential measurement).
+        for (size_t i = 0; i < k; ++i) {
+          warm_up(i);
+          DB_CUDA(cudaStreamSynchronize(h_.stream_));
+          measure_rounds({i}, now_s());
+        }
+      }
+      for (size_t i = 0; i < k; ++i) col_[i].repeat_rounds.push_back(col_[i].totals.size() - start[i]);
+    }
+  }
+  Collect& collected(size_t i) { return col_[i]; }
+
+ private:
+  struct Timed {
+    float total_ms = 0;
+    std::vector<std::pair<std::string, float>> phases;
+  };
+
+  // One run of the body on the main stream, after the cold-cache flush (measure.cold); timed into *t when given.
+  void run_once(const Candidate& c, Timed* t) {
+    Sample s = h_.start_sample();
+    if (m_.cold)
+      DB_CUDA(cudaMemsetAsync(h_.flush_buf_, static_cast<int>(h_.pool_.size() & 0xFF), h_.flush_bytes_, h_.stream_));
+    cudaEvent_t start = h_.event(), stop = h_.event();
+    DB_CUDA(cudaEventRecord(start, h_.stream_));
+    c.body(s);
+    DB_CUDA(cudaEventRecord(stop, h_.stream_));
+    if (!t) return;
+    DB_CUDA(cudaEventSynchronize(stop));
+    DB_CUDA(cudaEventElapsedTime(&t->total_ms, start, stop));
+    for (const auto& r : s.recs_) {
+      float ms = 0;
+      DB_CUDA(cudaEventElapsedTime(&ms, r.start, r.stop));
+      t->phases.emplace_back(r.name, ms);
+    }
+  }
+
+  void warm_up(size_t i) {
+    for (int64_t w = 0; w < m_.warmup; ++w) run_once(group_[i], nullptr);
+  }
+
+  void idle_gap() {
+    DB_CUDA(cudaStreamSynchronize(h_.stream_));
+    const double t_gap = now_s();
+    while (now_s() - t_gap < m_.repeat_gap) {
+      throw_if_interrupted();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+  // One sample of variant i; its clock is the mean of the probes just before and just after it. A sample below
+  // measure.throttle of the maximum clock is discarded (NaN in its round).
+  void sample(size_t i) {
+    Timed t;
+    run_once(group_[i], &t);
+    const double clock_after = h_.probe_clock_mhz();
+    const double clock = 0.5 * (clock_before_ + clock_after);
+    clock_before_ = clock_after;
+    Collect& c = col_[i];
+    c.round_clocks.push_back(clock);
+    if (clock < m_.throttle * h_.max_clock_mhz_) {
+      ++c.discarded;
+      c.totals.push_back(std::numeric_limits<double>::quiet_NaN());
+      return;
+    }
+    const double total = t.total_ms * 1e-3;
+    c.totals.push_back(total);
+    c.kept.push_back(total);
+    c.run.add(total);
+    c.clocks.push_back(clock);
+    for (size_t p = 0; p < t.phases.size(); ++p) {
+      if (p == c.phase_times.size()) {
+        c.phase_names.push_back(t.phases[p].first);
+        c.phase_times.emplace_back();
+      }
+      c.phase_times[p].push_back(t.phases[p].second * 1e-3);
+    }
+  }
+
+  // Done when it has min_samples, min_time of samples and the noise rule met.
+  bool settled(const Collect& c) const {
+    return static_cast<int64_t>(c.run.n) >= m_.min_samples && c.run.sum >= m_.min_time &&
+           c.run.rel_stdev() <= m_.max_noise;
+  }
+  bool enough_for_timeout(const Collect& c) const {
+    return static_cast<int64_t>(c.run.n) >= std::min<int64_t>(m_.min_samples, 3);
+  }
+
+  // Rounds over the members (in a shuffled order each round) until every one is settled, or the group's time
+  // budget (what its variants measured one after another would have had) is spent.
+  void measure_rounds(const std::vector<size_t>& members, double t0) {
+    const double timeout = m_.timeout * static_cast<double>(m_.interleave ? group_.size() : 1);
+    clock_before_ = h_.probe_clock_mhz();
+    for (int64_t r = 0;; ++r) {
+      throw_if_interrupted();
+      if (members.size() == 1) {
+        sample(members[0]);
+      } else {
+        for (size_t j : round_order(members.size(), static_cast<uint64_t>(r))) sample(members[j]);
+      }
+      if (r + 1 >= m_.max_samples) break;
+      bool all = true, min_ok = true;
+      for (size_t i : members) {
+        all = all && settled(col_[i]);
+        min_ok = min_ok && enough_for_timeout(col_[i]);
+      }
+      if (all) break;
+      const double wall = now_s() - t0;
+      if (wall >= timeout && min_ok) break;
+      if (wall >= 4 * timeout) break;  // clocks never recovered: report what there is
+    }
+  }
+
+  Harness& h_;
+  const MeasureSettings& m_;
+  const std::vector<Candidate>& group_;
+  std::vector<Collect> col_;
+  double clock_before_ = 0;
+};
+
 std::vector<Measurement> Harness::measure_group(const std::vector<Candidate>& group) {
   std::vector<Measurement> out(group.size());
   const double t_begin = now_s();
@@ -258,126 +401,13 @@ std::vector<Measurement> Harness::measure_group(const std::vector<Candidate>& gr
     }
     return out;
   }
-  auto run_once = [&](const Candidate& c, bool timed, std::vector<std::pair<std::string, float>>* phase_ms,
-                      float* total_ms) {
-    Sample s = start_sample();
-    if (m_.cold) DB_CUDA(cudaMemsetAsync(flush_buf_, static_cast<int>(pool_.size() & 0xFF), flush_bytes_, stream_));
-    cudaEvent_t start = event(), stop = event();
-    DB_CUDA(cudaEventRecord(start, stream_));
-    c.body(s);
-    DB_CUDA(cudaEventRecord(stop, stream_));
-    if (!timed) return;
-    DB_CUDA(cudaEventSynchronize(stop));
-    DB_CUDA(cudaEventElapsedTime(total_ms, start, stop));
-    for (const auto& r : s.recs_) {
-      float ms = 0;
-      DB_CUDA(cudaEventElapsedTime(&ms, r.start, r.stop));
-      phase_ms->emplace_back(r.name, ms);
-    }
-  };
   if (!settled_) settle(group);
-
+  GroupRun g(*this, group);
+  g.run();
   const size_t k = group.size();
-  std::vector<Collect> col(k);
-  // One sample of variant i; its clock is the mean of the probes just before and just after it.
-  double clock_before = 0;
-  auto sample = [&](size_t i) {
-    std::vector<std::pair<std::string, float>> ph;
-    float total_ms = 0;
-    run_once(group[i], true, &ph, &total_ms);
-    const double clock_after = probe_clock_mhz();
-    const double clock = 0.5 * (clock_before + clock_after);
-    clock_before = clock_after;
-    Collect& c = col[i];
-    c.round_clocks.push_back(clock);
-    if (clock < m_.throttle * max_clock_mhz_) {
-      ++c.discarded;
-      c.totals.push_back(std::numeric_limits<double>::quiet_NaN());
-      return;
-    }
-    const double t = total_ms * 1e-3;
-    c.totals.push_back(t);
-    c.kept.push_back(t);
-    c.run.add(t);
-    c.clocks.push_back(clock);
-    for (size_t p = 0; p < ph.size(); ++p) {
-      if (p == c.phase_times.size()) {
-        c.phase_names.push_back(ph[p].first);
-        c.phase_times.emplace_back();
-      }
-      c.phase_times[p].push_back(ph[p].second * 1e-3);
-    }
-  };
-  // Done when it has min_samples, min_time of samples and the noise rule met.
-  auto settled = [&](const Collect& c) {
-    return static_cast<int64_t>(c.run.n) >= m_.min_samples && c.run.sum >= m_.min_time &&
-           c.run.rel_stdev() <= m_.max_noise;
-  };
-  auto enough_for_timeout = [&](const Collect& c) {
-    return static_cast<int64_t>(c.run.n) >= std::min<int64_t>(m_.min_samples, 3);
-  };
-  // The group's time budget is what its variants measured one after another would have had.
-  const double timeout = m_.timeout * static_cast<double>(m_.interleave ? k : 1);
-
-  auto measure_rounds = [&](const std::vector<size_t>& members, double t0) {
-    clock_before = probe_clock_mhz();
-    for (int64_t r = 0;; ++r) {
-      throw_if_interrupted();
-      if (members.size() == 1) {
-        sample(members[0]);
-      } else {
-        for (size_t j : round_order(members.size(), static_cast<uint64_t>(r))) sample(members[j]);
-      }
-      if (r + 1 >= m_.max_samples) break;
-      bool all = true, min_ok = true;
-      for (size_t i : members) {
-        all = all && settled(col[i]);
-        min_ok = min_ok && enough_for_timeout(col[i]);
-      }
-      if (all) break;
-      const double wall = now_s() - t0;
-      if (wall >= timeout && min_ok) break;
-      if (wall >= 4 * timeout) break;  // clocks never recovered: report what there is
-    }
-  };
-
-  // measure.repeats: the whole measurement K times, each repeat with its own warm-up and stopping rule, so
-  // what differs between repeats (the state each starts in) is sampled too; repeat_gap idles the GPU between.
-  for (int64_t rep = 0; rep < m_.repeats; ++rep) {
-    if (rep > 0 && m_.repeat_gap > 0) {
-      DB_CUDA(cudaStreamSynchronize(stream_));
-      const double t_gap = now_s();
-      while (now_s() - t_gap < m_.repeat_gap) {
-        throw_if_interrupted();
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
-    }
-    std::vector<size_t> start(k);
-    for (size_t i = 0; i < k; ++i) {
-      start[i] = col[i].totals.size();
-      col[i].run = Running{};
-    }
-    if (m_.interleave) {
-      for (size_t i = 0; i < k; ++i)
-        for (int64_t w = 0; w < m_.warmup; ++w) run_once(group[i], false, nullptr, nullptr);
-      DB_CUDA(cudaStreamSynchronize(stream_));
-      std::vector<size_t> all(k);
-      for (size_t i = 0; i < k; ++i) all[i] = i;
-      measure_rounds(all, now_s());
-    } else {
-      // One after another, each with its own warm-up and budget (the older sequential measurement).
-      for (size_t i = 0; i < k; ++i) {
-        for (int64_t w = 0; w < m_.warmup; ++w) run_once(group[i], false, nullptr, nullptr);
-        DB_CUDA(cudaStreamSynchronize(stream_));
-        measure_rounds({i}, now_s());
-      }
-    }
-    for (size_t i = 0; i < k; ++i) col[i].repeat_rounds.push_back(col[i].totals.size() - start[i]);
-  }
-
   for (size_t i = 0; i < k; ++i) {
     // Sequential mode: nothing pairs the variants, each is its own group.
-    out[i] = finish_measurement(col[i], m_, m_.interleave ? groups_ : groups_ + static_cast<int>(i) + 1);
+    out[i] = finish_measurement(g.collected(i), m_, m_.interleave ? groups_ : groups_ + static_cast<int>(i) + 1);
     out[i].seconds_spent = now_s() - t_begin;
   }
   if (sampler_)

@@ -42,6 +42,7 @@ class Sample {
 
  private:
   friend class Harness;
+  friend class GroupRun;
   struct Rec {
     std::string name;
     cudaEvent_t start, stop;
@@ -96,6 +97,7 @@ class Harness {
 
  private:
   friend class Sample;
+  friend class GroupRun;  // one measure_group call's rounds (harness.cpp)
   cudaEvent_t event();  // from a pool, reused across samples
   Sample start_sample();  // a sample on the main stream, the event pool rewound
   void settle(const std::vector<Candidate>& group);
