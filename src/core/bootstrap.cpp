@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <optional>
 
 namespace dropbench {
 namespace {
@@ -186,9 +188,86 @@ int block_length(const SampleSeries& s) {
   return std::clamp(static_cast<int>(std::lround(b)), 1, std::max(1, bmax));
 }
 
-Interval bootstrap_figure(const std::vector<const SampleSeries*>& series,
-                          const std::function<double(const std::vector<double>&)>& f, int replicates, uint64_t seed,
-                          int block) {
+namespace {
+
+using Figure = std::function<double(const std::vector<double>&)>;
+
+// The series' groups, each with its first series (the round layout), when every series has at least 3 finite
+// samples and its repeats cover it, and the series of one group share one layout (one sample per round); nullopt
+// (unpaired or too little data) otherwise.
+std::optional<std::map<int, const SampleSeries*>> paired_groups(const std::vector<const SampleSeries*>& series) {
+  std::map<int, const SampleSeries*> groups;
+  for (const SampleSeries* s : series) {
+    size_t finite = 0, rounds = 0;
+    for (double d : s->x) finite += std::isfinite(d) ? 1 : 0;
+    for (size_t r : s->repeat_rounds) rounds += r;
+    if (finite < 3 || (!s->repeat_rounds.empty() && rounds != s->x.size())) return std::nullopt;
+    auto [it, fresh] = groups.emplace(s->group, s);
+    if (!fresh && (it->second->x.size() != s->x.size() || it->second->repeats() != s->repeats() ||
+                   repeat_ranges(*it->second) != repeat_ranges(*s)))
+      return std::nullopt;
+  }
+  return groups;
+}
+
+// One replicate's rounds of each group: circular blocks of L rounds, drawn inside each repeat (a repeat is its own
+// stretch of time).
+void draw_rounds(const std::map<int, const SampleSeries*>& groups, int L, SplitMix& rng,
+                 std::map<int, std::vector<size_t>>& idx) {
+  for (const auto& [g, first] : groups) {
+    auto& v = idx[g];
+    v.clear();
+    for (const auto& [o, n] : repeat_ranges(*first)) {
+      if (n == 0) continue;
+      const size_t l = std::min(static_cast<size_t>(L), n);
+      while (v.size() < o + n) {
+        const size_t start = rng.below(n);
+        for (size_t k = 0; k < l && v.size() < o + n; ++k) v.push_back(o + (start + k) % n);
+      }
+    }
+  }
+}
+
+// Repeats: the figure of each repeat from its own medians, and the t-interval of the figure from their spread;
+// out's interval becomes the hull of the within-run one and the t-interval.
+void add_repeat_interval(const std::vector<const SampleSeries*>& series, const Figure& f, Interval& out) {
+  const size_t K = series.front()->repeats();
+  if (K < 2) return;
+  for (const SampleSeries* s : series)
+    if (s->repeats() != K) return;  // nothing to pair repeat k of one series with
+  std::vector<double> med(series.size()), buf, finite_vals;
+  for (size_t k = 0; k < K; ++k) {
+    for (size_t i = 0; i < series.size(); ++i) {
+      const auto [o, n] = repeat_ranges(*series[i])[k];
+      buf.assign(series[i]->x.begin() + static_cast<std::ptrdiff_t>(o),
+                 series[i]->x.begin() + static_cast<std::ptrdiff_t>(o + n));
+      med[i] = finite_median(buf);
+    }
+    const double v = f(med);
+    out.repeat_values.push_back(v);
+    if (std::isfinite(v)) finite_vals.push_back(v);
+  }
+  if (finite_vals.size() < 2) {
+    out.repeat_values.clear();
+    return;
+  }
+  double mean = 0, ss = 0;
+  for (double v : finite_vals) mean += v;
+  mean /= static_cast<double>(finite_vals.size());
+  for (double v : finite_vals) ss += (v - mean) * (v - mean);
+  out.repeat_sd = std::sqrt(ss / static_cast<double>(finite_vals.size() - 1));
+  const double h = t_quantile_975(static_cast<int>(finite_vals.size()) - 1) * out.repeat_sd /
+                   std::sqrt(static_cast<double>(finite_vals.size()));
+  out.t_low = out.value - h;
+  out.t_high = out.value + h;
+  out.low = std::min(out.within_low, out.t_low);
+  out.high = std::max(out.within_high, out.t_high);
+}
+
+}  // namespace
+
+Interval bootstrap_figure(const std::vector<const SampleSeries*>& series, const Figure& f, int replicates,
+                          uint64_t seed, int block) {
   Interval out;
   std::vector<double> med(series.size());
   for (size_t i = 0; i < series.size(); ++i) {
@@ -196,19 +275,10 @@ Interval bootstrap_figure(const std::vector<const SampleSeries*>& series,
     med[i] = finite_median(series[i]->x);
   }
   out.value = f(med);
+  if (!std::isfinite(out.value)) return out;
   // Each group's rounds are drawn once per replicate, for all of its series (the pairing).
-  std::map<int, const SampleSeries*> groups;  // group -> its first series (the round layout)
-  for (const SampleSeries* s : series) {
-    size_t finite = 0, rounds = 0;
-    for (double d : s->x) finite += std::isfinite(d) ? 1 : 0;
-    for (size_t r : s->repeat_rounds) rounds += r;
-    if (finite < 3 || !std::isfinite(out.value) || (!s->repeat_rounds.empty() && rounds != s->x.size())) return out;
-    auto [it, fresh] = groups.emplace(s->group, s);
-    // Series of one group have one sample per round; a different layout means unpaired data: refuse.
-    if (!fresh && (it->second->x.size() != s->x.size() || it->second->repeats() != s->repeats() ||
-                   repeat_ranges(*it->second) != repeat_ranges(*s)))
-      return out;
-  }
+  const auto groups = paired_groups(series);
+  if (!groups) return out;
   int L = block;
   if (L < 1) {
     L = 1;
@@ -220,19 +290,7 @@ Interval bootstrap_figure(const std::vector<const SampleSeries*>& series,
   std::vector<double> reps, buf;
   reps.reserve(static_cast<size_t>(replicates));
   for (int b = 0; b < replicates; ++b) {
-    // Circular blocks of L rounds, drawn inside each repeat (a repeat is its own stretch of time).
-    for (const auto& [g, first] : groups) {
-      auto& v = idx[g];
-      v.clear();
-      for (const auto& [o, n] : repeat_ranges(*first)) {
-        if (n == 0) continue;
-        const size_t l = std::min(static_cast<size_t>(L), n);
-        while (v.size() < o + n) {
-          const size_t start = rng.below(n);
-          for (size_t k = 0; k < l && v.size() < o + n; ++k) v.push_back(o + (start + k) % n);
-        }
-      }
-    }
+    draw_rounds(*groups, L, rng, idx);
     for (size_t i = 0; i < series.size(); ++i) {
       const auto& v = idx[series[i]->group];
       buf.clear();
@@ -252,39 +310,7 @@ Interval bootstrap_figure(const std::vector<const SampleSeries*>& series,
   out.within_low = out.low = quantile_sorted(reps, a);
   out.within_high = out.high = quantile_sorted(reps, 1 - a);
   out.valid = true;
-
-  // Repeats: the figure of each repeat from its own medians, and the t-interval of the figure from their spread.
-  const size_t K = series.front()->repeats();
-  if (K < 2) return out;
-  for (const SampleSeries* s : series)
-    if (s->repeats() != K) return out;  // nothing to pair repeat k of one series with
-  std::vector<double> finite_vals;
-  for (size_t k = 0; k < K; ++k) {
-    for (size_t i = 0; i < series.size(); ++i) {
-      const auto [o, n] = repeat_ranges(*series[i])[k];
-      buf.assign(series[i]->x.begin() + static_cast<std::ptrdiff_t>(o),
-                 series[i]->x.begin() + static_cast<std::ptrdiff_t>(o + n));
-      med[i] = finite_median(buf);
-    }
-    const double v = f(med);
-    out.repeat_values.push_back(v);
-    if (std::isfinite(v)) finite_vals.push_back(v);
-  }
-  if (finite_vals.size() < 2) {
-    out.repeat_values.clear();
-    return out;
-  }
-  double mean = 0, ss = 0;
-  for (double v : finite_vals) mean += v;
-  mean /= static_cast<double>(finite_vals.size());
-  for (double v : finite_vals) ss += (v - mean) * (v - mean);
-  out.repeat_sd = std::sqrt(ss / static_cast<double>(finite_vals.size() - 1));
-  const double h = t_quantile_975(static_cast<int>(finite_vals.size()) - 1) * out.repeat_sd /
-                   std::sqrt(static_cast<double>(finite_vals.size()));
-  out.t_low = out.value - h;
-  out.t_high = out.value + h;
-  out.low = std::min(out.within_low, out.t_low);
-  out.high = std::max(out.within_high, out.t_high);
+  add_repeat_interval(series, f, out);
   return out;
 }
 
