@@ -281,15 +281,12 @@ std::optional<size_t> report_total_points(const json& doc) {
   return t.get<size_t>();
 }
 
-Report merge_reports(const std::vector<ReportFile>& inputs, const SummaryRecompute& recompute) {
-  if (inputs.empty()) throw UsageError("merge: no reports given (allowed: one or more report files)");
-  const ReportFile& first = inputs.front();
-  const json id0 = report_identity(first.doc, "merge", first.path);
-  const Shard sh0 = report_shard(first.doc);
-  const std::optional<size_t> total = report_total_points(first.doc);
-  if (!total)
-    bad("merge", first.path, "has no \"total_points\" (written by a dropbench that predates sharding; rerun it)");
+namespace {
 
+// Every input is a shard of one sweep of the first's command, config, tool version and device (identity id0,
+// shard split sh0, total points), each shard once.
+void check_belong_together(const std::vector<ReportFile>& inputs, const json& id0, const Shard& sh0, size_t total) {
+  const ReportFile& first = inputs.front();
   std::map<size_t, std::string> shard_owner;  // shard index -> path
   for (const ReportFile& f : inputs) {
     const std::vector<std::string> diffs = identity_differences(id0, report_identity(f.doc, "merge", f.path));
@@ -301,9 +298,9 @@ Report merge_reports(const std::vector<ReportFile>& inputs, const SummaryRecompu
     if (sh.count != sh0.count)
       throw UsageError(fmt::format("merge: {} is shard {}/{}, {} is shard {}/{} (allowed: shards of one --shard i/N split)",
                                    f.path, sh.index, sh.count, first.path, sh0.index, sh0.count));
-    if (report_total_points(f.doc) != total)
+    if (report_total_points(f.doc) != std::optional<size_t>(total))
       throw UsageError(fmt::format("merge: {} has total_points {}, {} has {} (allowed: reports of one sweep)", f.path,
-                                   text(member(f.doc, "total_points")), first.path, *total));
+                                   text(member(f.doc, "total_points")), first.path, total));
     if (sh.count > 1) {
       const auto [it, fresh] = shard_owner.emplace(sh.index, f.path);
       if (!fresh)
@@ -311,6 +308,37 @@ Report merge_reports(const std::vector<ReportFile>& inputs, const SummaryRecompu
                                      sh.count, it->second, f.path));
     }
   }
+}
+
+// What merged_from says of one input: its path, shard, completeness, counts, and where and when it ran.
+json merged_input(const ReportFile& f) {
+  const Shard sh = report_shard(f.doc);
+  const json ctx = member(f.doc, "context");
+  json in = json::object();
+  in["path"] = f.path;
+  in["shard"] = {{"index", sh.index}, {"count", sh.count}};
+  in["complete"] = member(f.doc, "complete") == true;
+  in["points"] = f.doc.at("points").size();
+  in["skipped"] = f.doc.at("skipped").size();
+  in["date_utc"] = member(ctx, "date_utc");
+  in["hostname"] = member(ctx, "hostname");
+  in["device_index"] = member(member(ctx, "device"), "index");
+  in["sm_mhz_at_end"] = member(member(f.doc, "summary"), "sm_mhz_at_end");
+  return in;
+}
+
+}  // namespace
+
+Report merge_reports(const std::vector<ReportFile>& inputs, const SummaryRecompute& recompute) {
+  if (inputs.empty()) throw UsageError("merge: no reports given (allowed: one or more report files)");
+  const ReportFile& first = inputs.front();
+  const json id0 = report_identity(first.doc, "merge", first.path);
+  const Shard sh0 = report_shard(first.doc);
+  const std::optional<size_t> total = report_total_points(first.doc);
+  if (!total)
+    bad("merge", first.path, "has no \"total_points\" (written by a dropbench that predates sharding; rerun it)");
+
+  check_belong_together(inputs, id0, sh0, *total);
 
   Report out(member(first.doc, "command").get<std::string>(), member(first.doc, "context"), member(first.doc, "config"));
   out.set_sweep(*total, std::nullopt);
@@ -343,21 +371,8 @@ Report merge_reports(const std::vector<ReportFile>& inputs, const SummaryRecompu
       claim(s.at("index").get<size_t>(), member(s, "axes"), f.path);
       out.adopt_skipped(s);
     }
-    const bool complete = member(f.doc, "complete") == true;
-    all_complete = all_complete && complete;
-    const Shard sh = report_shard(f.doc);
-    const json ctx = member(f.doc, "context");
-    json in = json::object();
-    in["path"] = f.path;
-    in["shard"] = {{"index", sh.index}, {"count", sh.count}};
-    in["complete"] = complete;
-    in["points"] = f.doc.at("points").size();
-    in["skipped"] = f.doc.at("skipped").size();
-    in["date_utc"] = member(ctx, "date_utc");
-    in["hostname"] = member(ctx, "hostname");
-    in["device_index"] = member(member(ctx, "device"), "index");
-    in["sm_mhz_at_end"] = member(member(f.doc, "summary"), "sm_mhz_at_end");
-    merged_from.push_back(std::move(in));
+    all_complete = all_complete && member(f.doc, "complete") == true;
+    merged_from.push_back(merged_input(f));
     summaries.push_back(member(f.doc, "summary").is_object() ? member(f.doc, "summary") : json::object());
   }
 
