@@ -640,6 +640,71 @@ void validate_workload(const Workload& w, const std::string& where) {
   }
 }
 
+namespace {
+
+// The integer values of a pow2 ([lo, hi]) or range ([lo, hi, step]) axis spec, each with the path it is reported
+// under; form errors name fpath and the allowed forms.
+void generate_ints(const WorkloadField& field, const std::string& axis, const json& spec, bool pow2,
+                   const std::string& fpath, const std::string& forms, std::vector<std::pair<json, std::string>>& raw) {
+  const std::string form = pow2 ? "pow2" : "range";
+  const json& args = spec.at(form);
+  const size_t nargs = pow2 ? 2 : 3;
+  if (field.kind != Kind::Int)
+    fail(fpath, show(spec) + ": " + form + " needs an integer axis (allowed: a list of " + axis + " values)");
+  int64_t b[3] = {0, 0, 0};
+  for (size_t i = 0; i < nargs; ++i) {
+    const auto v = as_int(args[i]);
+    if (!v) fail(fpath, show(args[i]) + " must be an integer (allowed: " + forms + ")");
+    b[i] = *v;
+  }
+  if (pow2) {
+    for (int i = 0; i < 2; ++i)
+      if (!is_pow2(b[i])) fail(fpath, show(args[i]) + " is not a power of two (allowed: " + forms + ")");
+    if (b[0] > b[1]) fail(fpath, show(args) + " has lo > hi (allowed: " + forms + ")");
+    for (int64_t v = b[0];; v *= 2) {
+      raw.emplace_back(json(v), fpath);
+      if (v == b[1]) break;
+    }
+  } else {
+    if (b[2] <= 0) fail(fpath, show(args) + " has step <= 0 (allowed: " + forms + ")");
+    if (b[0] > b[1]) fail(fpath, show(args) + " has lo > hi (allowed: " + forms + ")");
+    // lo <= hi, so hi - lo is exact in uint64; every generated value lies in [lo, hi].
+    const uint64_t steps =
+        (static_cast<uint64_t>(b[1]) - static_cast<uint64_t>(b[0])) / static_cast<uint64_t>(b[2]);
+    if (steps >= kMaxAxisValues)
+      fail(fpath, show(args) + " gives " +
+                      (steps == std::numeric_limits<uint64_t>::max() ? std::to_string(steps) + "+"
+                                                                     : std::to_string(steps + 1)) +
+                      " values (allowed: at most " + std::to_string(kMaxAxisValues) + ")");
+    for (uint64_t i = 0; i <= steps; ++i)
+      raw.emplace_back(
+          json(static_cast<int64_t>(static_cast<uint64_t>(b[0]) + i * static_cast<uint64_t>(b[2]))), fpath);
+  }
+}
+
+// The values of a range ([lo, hi, step]) spec of a real-valued axis, snapped to 1e-12.
+void generate_doubles(const json& args, const std::string& fpath, const std::string& forms,
+                      std::vector<std::pair<json, std::string>>& raw) {
+  double b[3];
+  for (size_t i = 0; i < 3; ++i) {
+    if (!args[i].is_number()) fail(fpath, show(args[i]) + " must be a number (allowed: " + forms + ")");
+    b[i] = args[i].get<double>();
+  }
+  if (!(b[2] > 0)) fail(fpath, show(args) + " has step <= 0 (allowed: " + forms + ")");
+  if (b[0] > b[1]) fail(fpath, show(args) + " has lo > hi (allowed: " + forms + ")");
+  const double n = std::floor((b[1] - b[0]) / b[2] + 1e-9) + 1;
+  if (n > static_cast<double>(kMaxAxisValues))
+    fail(fpath,
+         show(args) + " gives too many values (allowed: at most " + std::to_string(kMaxAxisValues) + ")");
+  for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) {
+    // Snap to 1e-12 so that 0 + 3 * 0.1 is 0.3, not 0.30000000000000004.
+    const double v = std::round((b[0] + static_cast<double>(i) * b[2]) * 1e12) / 1e12;
+    raw.emplace_back(json(std::min(v, b[1])), fpath);
+  }
+}
+
+}  // namespace
+
 std::vector<json> expand_axis(const std::string& axis, const json& spec) {
   if (!is_axis(axis)) unknown_axis(axis);
   const WorkloadField& field = *find_workload_field(axis);
@@ -671,54 +736,9 @@ std::vector<json> expand_axis(const std::string& axis, const json& spec) {
     if (!args.is_array() || args.size() != nargs)
       fail(fpath, show(args) + " is malformed (allowed: " + forms + ")");
     if (pow2 || field.kind == Kind::Int) {
-      if (field.kind != Kind::Int)
-        fail(fpath, show(spec) + ": " + form + " needs an integer axis (allowed: a list of " + axis + " values)");
-      int64_t b[3] = {0, 0, 0};
-      for (size_t i = 0; i < nargs; ++i) {
-        const auto v = as_int(args[i]);
-        if (!v) fail(fpath, show(args[i]) + " must be an integer (allowed: " + forms + ")");
-        b[i] = *v;
-      }
-      if (pow2) {
-        for (int i = 0; i < 2; ++i)
-          if (!is_pow2(b[i])) fail(fpath, show(args[i]) + " is not a power of two (allowed: " + forms + ")");
-        if (b[0] > b[1]) fail(fpath, show(args) + " has lo > hi (allowed: " + forms + ")");
-        for (int64_t v = b[0];; v *= 2) {
-          raw.emplace_back(json(v), fpath);
-          if (v == b[1]) break;
-        }
-      } else {
-        if (b[2] <= 0) fail(fpath, show(args) + " has step <= 0 (allowed: " + forms + ")");
-        if (b[0] > b[1]) fail(fpath, show(args) + " has lo > hi (allowed: " + forms + ")");
-        // lo <= hi, so hi - lo is exact in uint64; every generated value lies in [lo, hi].
-        const uint64_t steps =
-            (static_cast<uint64_t>(b[1]) - static_cast<uint64_t>(b[0])) / static_cast<uint64_t>(b[2]);
-        if (steps >= kMaxAxisValues)
-          fail(fpath, show(args) + " gives " +
-                          (steps == std::numeric_limits<uint64_t>::max() ? std::to_string(steps) + "+"
-                                                                         : std::to_string(steps + 1)) +
-                          " values (allowed: at most " + std::to_string(kMaxAxisValues) + ")");
-        for (uint64_t i = 0; i <= steps; ++i)
-          raw.emplace_back(
-              json(static_cast<int64_t>(static_cast<uint64_t>(b[0]) + i * static_cast<uint64_t>(b[2]))), fpath);
-      }
+      generate_ints(field, axis, spec, pow2, fpath, forms, raw);
     } else if (field.kind == Kind::Double) {
-      double b[3];
-      for (size_t i = 0; i < 3; ++i) {
-        if (!args[i].is_number()) fail(fpath, show(args[i]) + " must be a number (allowed: " + forms + ")");
-        b[i] = args[i].get<double>();
-      }
-      if (!(b[2] > 0)) fail(fpath, show(args) + " has step <= 0 (allowed: " + forms + ")");
-      if (b[0] > b[1]) fail(fpath, show(args) + " has lo > hi (allowed: " + forms + ")");
-      const double n = std::floor((b[1] - b[0]) / b[2] + 1e-9) + 1;
-      if (n > static_cast<double>(kMaxAxisValues))
-        fail(fpath,
-             show(args) + " gives too many values (allowed: at most " + std::to_string(kMaxAxisValues) + ")");
-      for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) {
-        // Snap to 1e-12 so that 0 + 3 * 0.1 is 0.3, not 0.30000000000000004.
-        const double v = std::round((b[0] + static_cast<double>(i) * b[2]) * 1e12) / 1e12;
-        raw.emplace_back(json(std::min(v, b[1])), fpath);
-      }
+      generate_doubles(args, fpath, forms, raw);
     } else {
       fail(fpath, show(spec) + ": range needs a numeric axis (allowed: a list of " + axis + " values)");
     }
