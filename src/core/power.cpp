@@ -558,21 +558,11 @@ ojson power_context(const PowerSampler* sampler, const std::string& why_not) {
 
 // ---------------------------------------------------------------------------------------------------------------
 
-PowerWindow power_window(const std::deque<PowerReading>& readings, const std::deque<CounterChange>& changes,
-                         double t0, double t1) {
-  PowerWindow w;
-  w.seconds = t1 - t0;
-  if (!(std::isfinite(t0) && std::isfinite(t1) && t1 > t0)) {
-    w.note = "empty window";
-    return w;
-  }
-  auto in = [&](double t) { return t >= t0 && t <= t1; };
-  auto first = std::lower_bound(readings.begin(), readings.end(), t0,
-                                [](const PowerReading& r, double t) { return r.t < t; });
-  std::vector<const PowerReading*> sel;
-  for (auto it = first; it != readings.end() && it->t <= t1; ++it) sel.push_back(&*it);
-  w.readings = sel.size();
+namespace {
 
+// The readings' means and maxima (power, clocks, temperature) and the shares of them whose throttle reasons say
+// power cap, thermal or hardware slowdown.
+void summarise_readings(const std::vector<const PowerReading*>& sel, PowerWindow& w) {
   double sw = 0, ssm = 0, smem = 0;
   size_t nw = 0, nsm = 0, nmem = 0, nreasons = 0, ncap = 0, ntherm = 0, nslow = 0;
   for (const PowerReading* r : sel) {
@@ -599,7 +589,12 @@ PowerWindow power_window(const std::deque<PowerReading>& readings, const std::de
     w.thermal_share = static_cast<double>(ntherm) / nreasons;
     w.hw_slowdown_share = static_cast<double>(nslow) / nreasons;
   }
+}
 
+// The window's mean power: from the energy counter's first and last change inside it, else from the
+// instantaneous readings (w.mean_instant_w, when there are any). Why the counter was not used ("" when it was).
+std::string window_energy(const std::deque<CounterChange>& changes, double t0, double t1, PowerWindow& w) {
+  auto in = [&](double t) { return t >= t0 && t <= t1; };
   const CounterChange* c0 = nullptr;
   const CounterChange* c1 = nullptr;
   for (const CounterChange& c : changes) {
@@ -617,21 +612,16 @@ PowerWindow power_window(const std::deque<PowerReading>& readings, const std::de
       why_instant = "the energy counter went backwards (driver reloaded?)";
     else if (!changes.empty())
       why_instant = fmt::format("{} energy-counter change(s) in the {:.3f} s window", w.counter_changes, w.seconds);
-    if (nw) {
+    if (std::isfinite(w.mean_instant_w)) {
       w.mean_w = w.mean_instant_w;
       w.energy_source = "instant";
     }
   }
-  if (w.energy_source.empty()) {
-    w.note = sel.empty() ? fmt::format("no readings in the {:.3f} s window", w.seconds)
-                         : "no power readings in the window";
-    return w;
-  }
-  w.measured = true;
-  w.energy_j = w.mean_w * w.seconds;
-  if (!why_instant.empty()) w.note = why_instant + ": energy from the instantaneous power readings";
+  return why_instant;
+}
 
-  // Timeline: at most kPowerTimelinePoints buckets of consecutive readings, each averaged.
+// At most kPowerTimelinePoints buckets of consecutive readings, each averaged, times from the window's start.
+void add_timeline(const std::vector<const PowerReading*>& sel, double t0, PowerWindow& w) {
   const size_t n = sel.size();
   const size_t buckets = std::min(n, kPowerTimelinePoints);
   for (size_t b = 0; b < buckets; ++b) {
@@ -647,6 +637,36 @@ PowerWindow power_window(const std::deque<PowerReading>& readings, const std::de
     w.timeline.w.push_back(kp ? sp / kp : PowerWindow::nan);
     w.timeline.sm_mhz.push_back(ks ? ss / ks : PowerWindow::nan);
   }
+}
+
+}  // namespace
+
+PowerWindow power_window(const std::deque<PowerReading>& readings, const std::deque<CounterChange>& changes,
+                         double t0, double t1) {
+  PowerWindow w;
+  w.seconds = t1 - t0;
+  if (!(std::isfinite(t0) && std::isfinite(t1) && t1 > t0)) {
+    w.note = "empty window";
+    return w;
+  }
+  auto first = std::lower_bound(readings.begin(), readings.end(), t0,
+                                [](const PowerReading& r, double t) { return r.t < t; });
+  std::vector<const PowerReading*> sel;
+  for (auto it = first; it != readings.end() && it->t <= t1; ++it) sel.push_back(&*it);
+  w.readings = sel.size();
+
+  summarise_readings(sel, w);
+  const std::string why_instant = window_energy(changes, t0, t1, w);
+  if (w.energy_source.empty()) {
+    w.note = sel.empty() ? fmt::format("no readings in the {:.3f} s window", w.seconds)
+                         : "no power readings in the window";
+    return w;
+  }
+  w.measured = true;
+  w.energy_j = w.mean_w * w.seconds;
+  if (!why_instant.empty()) w.note = why_instant + ": energy from the instantaneous power readings";
+
+  add_timeline(sel, t0, w);
   return w;
 }
 
