@@ -159,7 +159,7 @@ VariantResult ceiling_variant(const PhiloxCeilingParams& cp, uint64_t ceiling_ca
   // elements/s over elements/s = (generated / ceiling elements) x (ceiling time / layout time)
   const Interval ci = bootstrap_ratio(mc.series, m.series);
   const double k = generated / (ceiling_calls * per_call);
-  if (ci.valid) rng.derived["ceiling_fraction_ci"] = json::array({ci.low * k, ci.high * k});
+  rng.derived["ceiling_fraction_ci"] = ci.valid ? json::array({ci.low * k, ci.high * k}) : json();
   return vc;
 }
 
