@@ -265,23 +265,15 @@ Estimator::Estimate Estimator::attention(const Workload& w, const std::string& v
     const model::Profile& p = *impl_->profile;
     const model::Options& o = impl_->opts;
     const std::string mode = variant == "rng+mask" ? "mask" : variant;
-    // Serial launches, a launch gap between each two (as `model --report` composes a sum).
-    double s = 0;
-    int launches = 0;
+    // Serial launches, as `model --report` composes a sum.
+    std::vector<double> launches;
     if (w.pass != "bwd") {
-      if (variant == "rng+mask") {
-        s += model::rng_time(m, p, w, "tile", {}, o).seconds;
-        ++launches;
-      }
-      s += model::attention_time(m, p, w, mode, {}, o).seconds;
-      ++launches;
+      if (variant == "rng+mask") launches.push_back(model::rng_time(m, p, w, "tile", {}, o).seconds);
+      launches.push_back(model::attention_time(m, p, w, mode, {}, o).seconds);
     }
     // The backward call (passes bwd and fwd+bwd): rng+mask's reads the mask, as mask's does.
-    if (w.pass != "fwd") {
-      s += model::attention_bwd_call_time(m, p, w, mode, o).seconds;
-      ++launches;
-    }
-    return s + (launches - 1) * m.launch_gap_us * 1e-6;
+    if (w.pass != "fwd") launches.push_back(model::attention_bwd_call_time(m, p, w, mode, o).seconds);
+    return model::serial_seconds(m, launches);
   });
 }
 

@@ -2261,6 +2261,12 @@ double attention_bwd_around_seconds(const Machine& m, const Profile& p, const Wo
   return attention_bwd_aux_piece(m, p, w, o, "around", &gaps).t.seconds + gaps;
 }
 
+double serial_seconds(const Machine& m, const std::vector<double>& launches) {
+  double s = 0;
+  for (double t : launches) s += t;
+  return launches.empty() ? 0.0 : s + static_cast<double>(launches.size() - 1) * m.launch_gap_us * 1e-6;
+}
+
 KernelTime attention_bwd_call_time(const Machine& m, const Profile& p, const Workload& w, const std::string& mode,
                                    const Options& o) {
   if (!p.wgmma_bwd) throw UsageError(fmt::format("profile {}: kernels.attention_bwd_wgmma is missing", p.path));

@@ -305,6 +305,9 @@ KernelTime attention_bwd_call_time(const Machine& m, const Profile& p, const Wor
                                    const Options& o);
 KernelTime rng_time(const Machine& m, const Profile& p, const Workload& w, const std::string& layout, Window win,
                     const Options& o);
+// Kernels launched one after another on one stream: their times in order, and the machine's launch gap between
+// each two.
+double serial_seconds(const Machine& m, const std::vector<double>& launches);
 KernelTime gemm_time(const Machine& m, const Profile& p, const Workload& w, const Options& o);
 
 // The power term on t (in place): with power data for t.key and a machine cap, energy_j = work x dyn_j_per_work,

@@ -135,8 +135,8 @@ struct Predictor {
       const KernelTime a = kernel(rest.substr(0, plus), w, o), b = kernel(rest.substr(plus + 1), w, o);
       KernelTime t;
       t.name = piece;
-      t.seconds = a.seconds + b.seconds + m.launch_gap_us * 1e-6;
-      t.seconds_no_power = a.seconds_no_power + b.seconds_no_power + m.launch_gap_us * 1e-6;
+      t.seconds = serial_seconds(m, {a.seconds, b.seconds});
+      t.seconds_no_power = serial_seconds(m, {a.seconds_no_power, b.seconds_no_power});
       t.limiter = a.seconds >= b.seconds ? a.limiter : b.limiter;
       t.source = join_sources({a.source, b.source});
       return t;
