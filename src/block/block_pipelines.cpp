@@ -65,10 +65,6 @@ RngConfig rng_priority() {
   return c;
 }
 
-PhaseFn no_phases() {
-  return [](const std::string&, const std::function<void()>& fn, cudaStream_t) { fn(); };
-}
-
 void validate_block_workload(const Workload& w) {
   const GemmDtype dt = parse_gemm_dtype(w.dtype);
   validate_gemm_shape(qkv_gemm_shape(w), dt);

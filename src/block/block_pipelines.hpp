@@ -14,6 +14,7 @@
 #include "kernels/attention/attention.cuh"
 #include "src/core/config.hpp"
 #include "src/core/device_buffer.hpp"
+#include "src/core/harness.hpp"
 #include "kernels/gemm/gemm.cuh"
 #include "src/block/pipeline_plan.hpp"
 #include "kernels/rng/rng_mask.cuh"
@@ -42,11 +43,6 @@ RngConfig rng_coresident(int warps);
 RngConfig rng_partition(int sms);
 // (d) Static kernel on the highest-priority stream, enqueued after the GEMM.
 RngConfig rng_priority();
-
-// A phase hook: run fn (which enqueues work on `on`) as the named phase. Sample::phase fits; no_phases() just
-// calls fn.
-using PhaseFn = std::function<void(const std::string& name, const std::function<void()>& fn, cudaStream_t on)>;
-PhaseFn no_phases();
 
 class BlockRunner {
  public:

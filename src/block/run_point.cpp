@@ -59,10 +59,6 @@ std::map<std::string, Measurement> PointScope::measure_group(const std::vector<C
   return out;
 }
 
-PhaseFn hook(Sample& s) {
-  return [&s](const std::string& n, const std::function<void()>& fn, cudaStream_t on) { s.phase(n, fn, on); };
-}
-
 json algo_brief(const GemmAlgoInfo& a) {
   json j;
   j["id"] = a.algo_id;

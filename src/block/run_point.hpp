@@ -64,8 +64,6 @@ struct PointScope {
 
 // A number of a variant's power pass (Measurement::power / VariantResult::power), NaN when absent or null.
 double power_figure(const json& power, const char* key);
-// A Sample's phase() as the runner's phase hook.
-PhaseFn hook(Sample& s);
 json algo_brief(const GemmAlgoInfo& a);
 
 // The pieces alone (variants alone:*): median seconds by piece name ("gemm", "rng", "attention-mask", ...).

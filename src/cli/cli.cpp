@@ -534,6 +534,15 @@ void require_gpu(int device) {
 
 namespace {
 
+// The report context of a sweep on `device` (-1: none): the machine, whether it is a dry run, the options given.
+json sweep_context(const std::vector<std::string>& args, int device, const CommonOptions& opts, const CLI::App& sub,
+                   const std::set<const CLI::Option*>& common) {
+  json c = make_context(args, device);
+  c["dry_run"] = opts.dry_run;
+  c["options"] = command_options(sub, common);
+  return c;
+}
+
 // A sweep command's context: config, device and shard, output and resume checks, the GPU. A run over several
 // devices is started here and its exit code returned; otherwise nullopt, with ctx and opts ready for the command.
 std::optional<int> prepare_sweep(RunContext& ctx, CommonOptions& opts, const RawNumbers& raw, const Command& cmd,
@@ -553,9 +562,7 @@ std::optional<int> prepare_sweep(RunContext& ctx, CommonOptions& opts, const Raw
       probe.cfg = ctx.cfg;
       probe.opts = opts;
       probe.opts.shard.reset();
-      probe.context = make_context(args, -1);
-      probe.context["dry_run"] = opts.dry_run;
-      probe.context["options"] = command_options(sub, common);
+      probe.context = sweep_context(args, -1, opts, sub, common);
       if (!opts.dry_run) probe.context.erase("device");  // the children's device is compared by them
       check_resume_report(probe, cmd.name, /*devices=*/true);
     }
@@ -565,9 +572,7 @@ std::optional<int> prepare_sweep(RunContext& ctx, CommonOptions& opts, const Raw
   check_plan_options(opts);
   if (cmd.check) cmd.check(ctx.cfg, opts);
   if (!opts.dry_run) require_gpu(opts.device);
-  ctx.context = make_context(args, opts.dry_run ? -1 : opts.device);
-  ctx.context["dry_run"] = opts.dry_run;
-  ctx.context["options"] = command_options(sub, common);
+  ctx.context = sweep_context(args, opts.dry_run ? -1 : opts.device, opts, sub, common);
   ctx.opts = opts;
   if (!ctx.opts.resume.empty()) {
     load_resume(ctx, cmd.name);

@@ -174,12 +174,12 @@ struct AttentionVariant {
 
 // One variant's checks against fused's outputs (h_ref, h_dref): its forward once on a poisoned O, and with a
 // backward its deterministic backward from the fused forward's O and LSE (the same keep bits give the same dQKV,
-// bit for bit).
+// bit for bit). h_out: the host buffer the outputs are read into, shared by the variants.
 json check_variant(const AttentionVariant& vd, const PointLaunches& pl, AttentionBuffers& b, size_t dqkv_bytes,
                    bool has_bwd, const std::vector<uint8_t>& h_ref, const std::vector<uint8_t>& h_dref,
-                   const std::string& label, cudaStream_t st) {
+                   std::vector<uint8_t>& h_out, const std::string& label, cudaStream_t st) {
   json checks = json::object();
-  std::vector<uint8_t> h_out(pl.o_bytes);
+  h_out.resize(pl.o_bytes);
   launch_poison(b.o.get(), pl.o_bytes, 0xFFFFFFFFu, st);
   if (vd.gen) launch_rng_mask(pl.rp, st);
   launch_attention(pl.ap, vd.mode, st);
@@ -244,7 +244,7 @@ int run_attention(RunContext& ctx) {
     bind_buffers(pl, bufs, w, thr);
 
     const size_t dqkv_bytes = mem.bytes("dqkv");
-    std::vector<uint8_t> h_ref, h_dref;
+    std::vector<uint8_t> h_ref, h_dref, h_out;
     if (!dry)
       fused_references(pl.ap, pl.bp_check, pl.rp, pl.o_bytes, bufs.dqkv, dqkv_bytes, has_bwd, st, h_ref, h_dref);
 
@@ -263,7 +263,7 @@ int run_attention(RunContext& ctx) {
     for (size_t i = 0; i < vds.size(); ++i) {
       const AttentionVariant vd = vds[i];
       if (!dry && vd.mode != DropoutMode::None)
-        checks[i] = check_variant(vd, pl, bufs, dqkv_bytes, has_bwd, h_ref, h_dref, label, st);
+        checks[i] = check_variant(vd, pl, bufs, dqkv_bytes, has_bwd, h_ref, h_dref, h_out, label, st);
       group.push_back({vd.name, [&pl, vd, has_fwd, has_bwd](Sample& s) {
                          NvtxRange vr(std::string("variant ") + vd.name);
                          if (vd.gen) s.phase("gen", [&] { launch_rng_mask(pl.rp, s.stream); });

@@ -27,14 +27,18 @@ namespace dropbench {
 
 namespace {
 
+// copy: the device-to-device copy of x; mask: the RNG kernel writes a mask in `layout`, then y is applied from it;
+// seeded: the keep bits regenerated in the dropout kernel.
+enum class Kind { Copy, Mask, Seeded };
 struct VariantDef {
   const char* name;
-  bool mask;
+  Kind kind;
   MaskLayout layout;
 };
 constexpr VariantDef kVariants[] = {
-    {"copy", false, MaskLayout::Tile},      {"mask-i32", true, MaskLayout::I32}, {"mask-u8", true, MaskLayout::U8},
-    {"mask-bits", true, MaskLayout::Bits},  {"seeded", false, MaskLayout::Tile},
+    {"copy", Kind::Copy, MaskLayout::Tile},      {"mask-i32", Kind::Mask, MaskLayout::I32},
+    {"mask-u8", Kind::Mask, MaskLayout::U8},     {"mask-bits", Kind::Mask, MaskLayout::Bits},
+    {"seeded", Kind::Seeded, MaskLayout::Tile},
 };
 
 // The device buffers, kept across points (reserve only grows them).
@@ -60,22 +64,24 @@ struct DropoutPoint {
     launch_dropout_seeded(p, w.seed, w.offset, static_cast<int>(w.rounds), static_cast<int>(w.threshold_bits),
                           thr.drop, st);
   }
-  void copy(cudaStream_t st) const {
-    DB_CUDA(cudaMemcpyAsync(ap.y, ap.x, data_bytes, cudaMemcpyDeviceToDevice, st));
-  }
 };
 
-// The variant as one sample's phases: copy; gen then apply (a mask variant); dropout (seeded).
-void variant_body(const VariantDef& vd, const DropoutPoint& p, const std::string& range, Sample& s) {
-  NvtxRange vr(range);
-  if (std::string(vd.name) == "copy") {
-    s.phase("copy", [&] { p.copy(s.stream); });
-  } else if (vd.mask) {
-    const RngMaskParams mp = p.mask_params(vd);
-    s.phase("gen", [&] { launch_rng_mask(mp, s.stream); });
-    s.phase("apply", [&] { launch_dropout_apply(p.ap, vd.layout, p.mask, s.stream); });
-  } else {
-    s.phase("dropout", [&] { p.seeded(p.ap, s.stream); });
+// The variant's launches into y, as phases: copy; gen then apply (a mask variant); dropout (seeded).
+void launch_variant(const VariantDef& vd, const DropoutPoint& p, cudaStream_t st, const PhaseFn& phase) {
+  switch (vd.kind) {
+    case Kind::Copy:
+      phase("copy", [&] { DB_CUDA(cudaMemcpyAsync(p.ap.y, p.ap.x, p.data_bytes, cudaMemcpyDeviceToDevice, st)); },
+            nullptr);
+      break;
+    case Kind::Mask: {
+      const RngMaskParams mp = p.mask_params(vd);
+      phase("gen", [&] { launch_rng_mask(mp, st); }, nullptr);
+      phase("apply", [&] { launch_dropout_apply(p.ap, vd.layout, p.mask, st); }, nullptr);
+      break;
+    }
+    case Kind::Seeded:
+      phase("dropout", [&] { p.seeded(p.ap, st); }, nullptr);
+      break;
   }
 }
 
@@ -95,12 +101,7 @@ std::vector<uint8_t> seeded_reference(const DropoutPoint& p, void* y_ref, cudaSt
 bool check_variant(const VariantDef& vd, const DropoutPoint& p, const std::vector<uint8_t>& h_ref,
                    std::vector<uint8_t>& h_out, const std::string& label, cudaStream_t st) {
   launch_poison(p.ap.y, p.data_bytes, 0xFFFFFFFFu, st);
-  if (vd.mask) {
-    launch_rng_mask(p.mask_params(vd), st);
-    launch_dropout_apply(p.ap, vd.layout, p.mask, st);
-  } else {
-    p.seeded(p.ap, st);
-  }
+  launch_variant(vd, p, st, no_phases());
   h_out.resize(p.data_bytes);
   DB_CUDA(cudaMemcpyAsync(h_out.data(), p.ap.y, p.data_bytes, cudaMemcpyDeviceToHost, st));
   DB_CUDA(cudaStreamSynchronize(st));
@@ -115,7 +116,7 @@ VariantResult dropout_variant(const VariantDef& vd, const DropoutPoint& p, const
                               const Measurement& copy, const json& checks, std::vector<std::string>& row,
                               bool dry) {
   VariantResult v = variant_of(vd.name, m);
-  const size_t mbytes = vd.mask ? mask_bytes(p.mask_params(vd)) : 0;
+  const size_t mbytes = vd.kind == Kind::Mask ? mask_bytes(p.mask_params(vd)) : 0;
   v.extra["extra_memory_bytes"] = mbytes;
   v.extra["data_bytes"] = p.data_bytes;
   v.extra["keep_effective"] = p.thr.keep_effective;
@@ -135,7 +136,7 @@ VariantResult dropout_variant(const VariantDef& vd, const DropoutPoint& p, const
   const double pct = copy.total.median > 0 ? k * copy.total.median / m.total.median : 0.0;
   v.derived["pct_of_copy"] = pct;
   std::string pct_cell = fmt_num(pct);
-  if (vd.name != std::string("copy")) {
+  if (vd.kind != Kind::Copy) {
     const Interval x = bootstrap_ratio(m.series, copy.series);
     set_figure(v.derived, "x_copy", x);
     v.derived["pct_of_copy_ci"] = x.valid ? json::array({k / x.high, k / x.low}) : json();
@@ -146,7 +147,7 @@ VariantResult dropout_variant(const VariantDef& vd, const DropoutPoint& p, const
     if (pn == "gen") gen = ps.median;
     if (pn == "apply" || pn == "dropout") apply = ps.median;
   }
-  if (vd.mask) v.derived["apply_gb_s"] = (2.0 * p.data_bytes + mbytes) / apply / 1e9;
+  if (vd.kind == Kind::Mask) v.derived["apply_gb_s"] = (2.0 * p.data_bytes + mbytes) / apply / 1e9;
   const auto same = checks.find("bitwise_equal_seeded");
   row.insert(row.end(), {fmt_num(m.total.median * 1e6), fmt_num(m.total.rel_stdev * 100),
                          std::to_string(m.total.samples), gen > 0 ? fmt_num(gen * 1e6) : "",
@@ -216,10 +217,11 @@ int run_dropout(RunContext& ctx) {
     std::vector<Candidate> group;
     for (size_t i = 0; i < std::size(kVariants); ++i) {
       const VariantDef& vd = kVariants[i];
-      if (!dry && vd.name != std::string("copy"))
+      if (!dry && vd.kind != Kind::Copy)
         checks[i]["bitwise_equal_seeded"] = check_variant(vd, p, h_ref, h_out, label, st);
       group.push_back({vd.name, [&p, vd, range = std::string("variant ") + vd.name](Sample& s) {
-                         variant_body(vd, p, range, s);
+                         NvtxRange vr(range);
+                         launch_variant(vd, p, s.stream, hook(s));
                        }});
     }
     const std::vector<Measurement> ms = session.harness.measure_group(group);

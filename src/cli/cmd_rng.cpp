@@ -140,11 +140,9 @@ PhiloxCeilingParams ceiling_params(const Workload& w, double calls, DeviceBuffer
   return cp;
 }
 
-// The Philox ceiling's result (mc: its measurement), and the RNG variant's fraction of it (rng: the RNG kernel's
-// result; m: its measurement, paired with mc in one group).
+// The Philox ceiling's result (mc: its measurement).
 VariantResult ceiling_variant(const PhiloxCeilingParams& cp, uint64_t ceiling_calls, double per_call,
-                              double generated, const Measurement& mc, const Measurement& m, VariantResult& rng,
-                              bool dry) {
+                              const Measurement& mc, bool dry) {
   VariantResult vc = variant_of("ceiling", mc);
   vc.extra["calls"] = ceiling_calls;
   vc.extra["elements_per_call"] = per_call;
@@ -152,15 +150,20 @@ VariantResult ceiling_variant(const PhiloxCeilingParams& cp, uint64_t ceiling_ca
   vc.extra["grid"] = philox_ceiling_grid(cp);
   vc.extra["block"] = cp.block;
   vc.extra["calls_per_thread"] = cp.calls_per_thread;
-  const double ceiling_gelem = ceiling_calls * per_call / mc.total.median / 1e9;
   vc.derived["gcalls_s"] = ceiling_calls / mc.total.median / 1e9;
-  vc.derived["gelem_s"] = ceiling_gelem;
-  rng.derived["ceiling_fraction"] = rng.derived["gelem_s"].get<double>() / ceiling_gelem;
-  // elements/s over elements/s = (generated / ceiling elements) x (ceiling time / layout time)
-  const Interval ci = bootstrap_ratio(mc.series, m.series);
-  const double k = generated / (ceiling_calls * per_call);
-  rng.derived["ceiling_fraction_ci"] = ci.valid ? json::array({ci.low * k, ci.high * k}) : json();
+  vc.derived["gelem_s"] = ceiling_calls * per_call / mc.total.median / 1e9;
   return vc;
+}
+
+// The RNG kernel's fraction of the ceiling's elements/s, with its paired interval: elements/s over elements/s =
+// k x (ceiling time / RNG time), k = generated / ceiling elements. rng, m: the RNG kernel's result and measurement;
+// ceiling, mc: the ceiling's, measured in the same group.
+void add_ceiling_fraction(VariantResult& rng, const Measurement& m, const VariantResult& ceiling,
+                          const Measurement& mc, double k) {
+  rng.derived["ceiling_fraction"] =
+      rng.derived["gelem_s"].get<double>() / ceiling.derived.at("gelem_s").get<double>();
+  const Interval ci = bootstrap_ratio(mc.series, m.series);
+  rng.derived["ceiling_fraction_ci"] = ci.valid ? json::array({ci.low * k, ci.high * k}) : json();
 }
 
 int run_rng(RunContext& ctx) {
@@ -226,8 +229,8 @@ int run_rng(RunContext& ctx) {
       v.derived["gelem_s"] = generated / m.total.median / 1e9;
       v.derived["gb_s"] = bytes / m.total.median / 1e9;
     }
-    // The ceiling's result writes the RNG's fraction of it into v: v is added after.
-    const VariantResult vc = ceiling_variant(cp, ceiling_calls, per_call, generated, ms[1], m, v, dry);
+    const VariantResult vc = ceiling_variant(cp, ceiling_calls, per_call, ms[1], dry);
+    if (!dry) add_ceiling_fraction(v, m, vc, ms[1], generated / (ceiling_calls * per_call));
     pr.variants.push_back(v);
     pr.variants.push_back(vc);
     session.report.add_point(pr);

@@ -644,11 +644,11 @@ namespace {
 
 // The integer values of a pow2 ([lo, hi]) or range ([lo, hi, step]) axis spec, each with the path it is reported
 // under; form errors name fpath and the allowed forms.
-void generate_ints(const WorkloadField& field, const std::string& axis, const json& spec, bool pow2,
-                   const std::string& fpath, const std::string& forms, std::vector<std::pair<json, std::string>>& raw) {
-  const std::string form = pow2 ? "pow2" : "range";
-  const json& args = spec.at(form);
-  const size_t nargs = pow2 ? 2 : 3;
+void generate_ints(const WorkloadField& field, const std::string& axis, const json& spec, const std::string& form,
+                   const json& args, const std::string& fpath, const std::string& forms,
+                   std::vector<std::pair<json, std::string>>& raw) {
+  const bool pow2 = form == "pow2";
+  const size_t nargs = args.size();  // checked: 2 for pow2, 3 for range
   if (field.kind != Kind::Int)
     fail(fpath, show(spec) + ": " + form + " needs an integer axis (allowed: a list of " + axis + " values)");
   int64_t b[3] = {0, 0, 0};
@@ -736,7 +736,7 @@ std::vector<json> expand_axis(const std::string& axis, const json& spec) {
     if (!args.is_array() || args.size() != nargs)
       fail(fpath, show(args) + " is malformed (allowed: " + forms + ")");
     if (pow2 || field.kind == Kind::Int) {
-      generate_ints(field, axis, spec, pow2, fpath, forms, raw);
+      generate_ints(field, axis, spec, form, args, fpath, forms, raw);
     } else if (field.kind == Kind::Double) {
       generate_doubles(args, fpath, forms, raw);
     } else {

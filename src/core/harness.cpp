@@ -159,6 +159,14 @@ double Harness::probe_clock_mhz() {
   return probe_mhz(h);
 }
 
+PhaseFn no_phases() {
+  return [](const std::string&, const std::function<void()>& fn, cudaStream_t) { fn(); };
+}
+
+PhaseFn hook(Sample& s) {
+  return [&s](const std::string& n, const std::function<void()>& fn, cudaStream_t on) { s.phase(n, fn, on); };
+}
+
 Measurement Harness::measure(const std::function<void(Sample&)>& body) { return measure_group({{"", body}})[0]; }
 
 namespace {

@@ -53,6 +53,12 @@ class Sample {
   size_t next_ = 0;
 };
 
+// A phase hook: run fn (which enqueues work on `on`) as the named phase, so one launch sequence serves a timed
+// sample (hook(s): Sample::phase) and an untimed run such as a check (no_phases(): fn alone).
+using PhaseFn = std::function<void(const std::string& name, const std::function<void()>& fn, cudaStream_t on)>;
+PhaseFn no_phases();
+PhaseFn hook(Sample& s);
+
 struct Measurement {
   Stats total;                // with the bootstrap interval of the median
   std::vector<std::pair<std::string, Stats>> phases;
