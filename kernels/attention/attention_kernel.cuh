@@ -225,61 +225,16 @@ __device__ __forceinline__ void begin_keep_words(uint32_t (&kw)[WM][NT], const M
   }
 }
 
-template <class C, DropoutMode kMode, int R, int TW, bool kCausal>
-__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(const KernelArgs a) {
-  constexpr int HD = C::kHeadDim, WM = C::kWM, BC = C::kBc, RB = C::kRowBytes;
-  constexpr int KS = HD / 16;      // k-steps of S = Q K^T
-  constexpr int DB = HD / 8;       // n8-blocks of O
-  constexpr int PK = BC / 16;      // k-steps of O += P V
-  constexpr int NT = C::kTiles;    // 64-key mask tiles per block
-  constexpr bool kDrop = kMode != DropoutMode::None;
+// Address of the chunk pair kk (compile-time) of an ldmatrix A / B-pattern base (the kernel's addressing comment).
+__device__ __forceinline__ uint32_t chunk_pair(uint32_t base, int kk) {
+  return (base ^ static_cast<uint32_t>((kk & 3) * 32)) + (kk >> 2) * 128;
+}
 
-  extern __shared__ __align__(128) unsigned char smem[];
-  const uint32_t sQ = smem_addr(smem);
-  const uint32_t sK = sQ + C::kSmemQ;
-  const uint32_t sV = sK + 2 * C::kSmemKV;
-
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int qb = query_block_in_order<int>(gridDim.x, blockIdx.x, kCausal);
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int hk = h / a.group;
-  const int sq = a.sq, sk = a.sq;
-  const int q0 = a.row0 + qb * C::kBr;
-  const int wrow = q0 + warp * WM * 16;  // first query row of this warp
-  const int n_kv = key_blocks_visited<int>(sk, q0, C::kBr, BC, kCausal);
-
-  const __nv_bfloat16* gQ = a.qkv + static_cast<int64_t>(b) * sq * a.qkv_stride + h * HD;
-  const __nv_bfloat16* gK = a.qkv + static_cast<int64_t>(b) * sq * a.qkv_stride + (a.hq + hk) * HD;
-  const __nv_bfloat16* gV = gK + a.hkv * HD;
-
-  // Prologue: Q, K_0, V_0 in one group.
-  using QLoad = TileLoader<C::kBr, HD, C::kThreads>;
-  using KVLoad = TileLoader<BC, HD, C::kThreads>;
-  QLoad::load(sQ, gQ + static_cast<int64_t>(q0) * a.qkv_stride, a.qkv_stride, q0, sq);
-  KVLoad::load(sK, gK, a.qkv_stride, 0, sk);
-  KVLoad::load(sV, gV, a.qkv_stride, 0, sk);
-  cp_async_commit();
-
-  // Per-lane ldmatrix addressing. Lane l supplies the row address of 8x8 matrix l/8. "A" pattern (Q, and V
-  // read transposed): row (l%8) + 8*((l/8)%2), chunk 2*kk + l/16; "B" pattern (K): row (l%8) + 8*(l/16), chunk
-  // 2*kk + (l/8)%2. With the swizzle, chunk 2*kk + bit of row r sits at ((2*kk) ^ (bit ^ (r%8))) -- bit 3 of
-  // the chunk is untouched (+128 bytes for kk >= 4) and bits 1..2 are an XOR of (kk%4)*32 into the byte
-  // offset, which never carries into the row part since every tile base is 128-byte aligned.
-  uint32_t offA, offB;
-  {
-    const int x = lane & 7;
-    offA = (x + (((lane >> 3) & 1) << 3)) * RB + (((lane >> 4) ^ x) << 4);
-    offB = (x + ((lane >> 4) << 3)) * RB + ((((lane >> 3) & 1) ^ x) << 4);
-  }
-  const uint32_t aQ = sQ + warp * WM * 16 * RB + offA;
-  // Address of the chunk pair kk (compile-time) of an A/B-pattern base.
-  auto at = [](uint32_t base, int kk) -> uint32_t { return (base ^ static_cast<uint32_t>((kk & 3) * 32)) + (kk >> 2) * 128; };
-
-  // Dropout state.
-  [[maybe_unused]] MaskStrip mstrip[WM];
-  [[maybe_unused]] FusedStream fstream;
-  [[maybe_unused]] uint32_t tile_row[WM];  // r16 * cols64
-  const uint32_t bh = static_cast<uint32_t>(b * a.hq + h);
+// The warp's dropout state for the whole CTA: mode Mask its strips' mask pointers, mode Fused the Philox stream and
+// its strips' first tile index (r16 * cols64).
+template <DropoutMode kMode, int WM>
+__device__ __forceinline__ void init_keep_state(MaskStrip (&mstrip)[WM], FusedStream& fstream, uint32_t (&tile_row)[WM],
+                                                const KernelArgs& a, uint32_t bh, int wrow, int lane) {
   if constexpr (kMode == DropoutMode::Mask) {
 #pragma unroll
     for (int mi = 0; mi < WM; ++mi)
@@ -290,13 +245,233 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(co
 #pragma unroll
     for (int mi = 0; mi < WM; ++mi) tile_row[mi] = static_cast<uint32_t>(wrow / 16 + mi) * a.cols64;
   }
+}
+
+// Per-lane ldmatrix offsets. Lane l supplies the row address of 8x8 matrix l/8. "A" pattern (Q, and V read
+// transposed): row (l%8) + 8*((l/8)%2), chunk 2*kk + l/16; "B" pattern (K): row (l%8) + 8*(l/16), chunk 2*kk + (l/8)%2.
+// With the swizzle, chunk 2*kk + bit of row r sits at ((2*kk) ^ (bit ^ (r%8))) -- bit 3 of the chunk is untouched
+// (+128 bytes for kk >= 4) and bits 1..2 are an XOR of (kk%4)*32 into the byte offset (chunk_pair), which never
+// carries into the row part since every tile base is 128-byte aligned.
+template <int RB>
+__device__ __forceinline__ uint32_t ldsm_offset_a(int lane) {
+  const int x = lane & 7;
+  return (x + (((lane >> 3) & 1) << 3)) * RB + (((lane >> 4) ^ x) << 4);
+}
+template <int RB>
+__device__ __forceinline__ uint32_t ldsm_offset_b(int lane) {
+  const int x = lane & 7;
+  return (x + ((lane >> 4) << 3)) * RB + ((((lane >> 3) & 1) ^ x) << 4);
+}
+
+// K and V tiles from gK / gV (rows first_row ..; rows at or past sk zero-filled) into the stage at sK / sV.
+template <class C>
+__device__ __forceinline__ void load_kv(uint32_t sK, uint32_t sV, const __nv_bfloat16* gK, const __nv_bfloat16* gV,
+                                        int64_t stride, int first_row, int sk) {
+  using KVLoad = TileLoader<C::kBc, C::kHeadDim, C::kThreads>;
+  KVLoad::load(sK, gK, stride, first_row, sk);
+  KVLoad::load(sV, gV, stride, first_row, sk);
+}
+
+// Mode Fused with a mask output: the keep words key block j generated, written as the RNG kernel writes its mask.
+template <class C, bool kCausal>
+__device__ __forceinline__ void store_block_keep_words(const KernelArgs& a, const uint32_t (&kw)[C::kWM][C::kTiles],
+                                                       uint32_t bh, int wrow, int lane, int j) {
+  if (a.mask_out == nullptr) return;
+#pragma unroll
+  for (int mi = 0; mi < C::kWM; ++mi)
+    store_mask_words<kCausal, C::kTiles>(a.mask_out, bh, a.rows16, a.mask_rows16, a.cols64,
+                                         static_cast<uint32_t>(wrow / 16 + mi), lane, static_cast<uint32_t>(j * C::kTiles),
+                                         [&](int t) { return kw[mi][t]; });
+}
+
+// Q's A fragments of every k-step, into registers (the configurations that keep Q there).
+template <int KS>
+__device__ __forceinline__ void load_q_frags(uint32_t (&qf)[KS][4], uint32_t aQ) {
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk) ldsm_x4(qf[kk], chunk_pair(aQ, kk));
+}
+
+// S = Q K^T of key block j (s zeroed here). A = Q from the registers qf (C::kQInRegs) or from shared memory at aQ,
+// B = K at aK. Mode Fused spreads the block's Philox calls over the k-steps, ORing their parts into kw.
+template <class C, DropoutMode kMode, int R, int TW, int QN>
+__device__ __forceinline__ void qk_product(float (&s)[C::kWM][C::kTiles][8][4], uint32_t (&kw)[C::kWM][C::kTiles],
+                                           const uint32_t (&qf)[QN][4], uint32_t aQ, uint32_t aK, const FusedStream& fstream,
+                                           const uint32_t (&tile_row)[C::kWM], int j, int lane) {
+  constexpr int WM = C::kWM, BC = C::kBc, RB = C::kRowBytes, NT = C::kTiles, KS = C::kHeadDim / 16;
+#pragma unroll
+  for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+#pragma unroll
+      for (int nb = 0; nb < 8; ++nb) s[mi][t][nb][0] = s[mi][t][nb][1] = s[mi][t][nb][2] = s[mi][t][nb][3] = 0.f;
+
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk) {
+    uint32_t qa[WM][4];
+#pragma unroll
+    for (int mi = 0; mi < WM; ++mi) {
+      if constexpr (C::kQInRegs) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) qa[mi][i] = qf[kk][i];
+      } else {
+        ldsm_x4(qa[mi], chunk_pair(aQ, kk) + mi * 16 * RB);
+      }
+    }
+#pragma unroll
+    for (int n2 = 0; n2 < BC / 16; ++n2) {
+      uint32_t kb[4];
+      ldsm_x4(kb, chunk_pair(aK, kk) + n2 * 16 * RB);
+#pragma unroll
+      for (int mi = 0; mi < WM; ++mi) {
+        mma_bf16(s[mi][n2 / 4][(2 * n2) % 8], qa[mi], kb[0], kb[1]);
+        mma_bf16(s[mi][n2 / 4][(2 * n2 + 1) % 8], qa[mi], kb[2], kb[3]);
+      }
+    }
+    if constexpr (kMode == DropoutMode::Fused) {
+      constexpr int kCalls = WM * NT * kCallsPerWord<TW>;
+      // Calls [kk*kCalls/KS, (kk+1)*kCalls/KS) happen in this k-step.
+#pragma unroll
+      for (int ci = kk * kCalls / KS; ci < (kk + 1) * kCalls / KS; ++ci) {
+        const int k = ci % kCallsPerWord<TW>;
+        const int t = (ci / kCallsPerWord<TW>) % NT;
+        const int mi = ci / (kCallsPerWord<TW> * NT);
+        kw[mi][t] |= fused_word_part<R, TW>(fstream, tile_row[mi] + static_cast<uint32_t>(j * NT + t),
+                                            static_cast<uint32_t>(lane), k);
+      }
+    }
+  }
+}
+
+// Online softmax of one key block (log2 domain): the running max, P = exp2(S*c - m*c) in place, the row sums (of the
+// undropped P), and O rescaled by the max's change (skipped when no row's max moved, C::kSkipRescale: exact).
+template <class C>
+__device__ __forceinline__ void softmax_block(float (&s)[C::kWM][C::kTiles][8][4], float (&o)[C::kWM][C::kHeadDim / 8][4],
+                                              float (&row_max)[C::kWM][2], float (&row_sum)[C::kWM][2], float sl2) {
+  constexpr int WM = C::kWM, NT = C::kTiles, DB = C::kHeadDim / 8;
+  float alphas[WM][2];
+#pragma unroll
+  for (int mi = 0; mi < WM; ++mi) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      float mx = row_max[mi][hh];
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int nb = 0; nb < 8; ++nb) mx = fmaxf(mx, fmaxf(s[mi][t][nb][2 * hh], s[mi][t][nb][2 * hh + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float ms = (mx == -INFINITY) ? 0.f : mx * sl2;
+      const float alpha = fast_exp2(row_max[mi][hh] * sl2 - ms);
+      row_max[mi][hh] = mx;
+      float sum = 0.f;
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+#pragma unroll
+        for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float p = fast_exp2(__fmaf_rn(s[mi][t][nb][2 * hh + e], sl2, -ms));
+            s[mi][t][nb][2 * hh + e] = p;
+            sum += p;
+          }
+      row_sum[mi][hh] = __fmaf_rn(row_sum[mi][hh], alpha, sum);
+      alphas[mi][hh] = alpha;
+    }
+  }
+  bool rescale = true;
+  if constexpr (C::kSkipRescale) {
+    bool any = false;
+#pragma unroll
+    for (int mi = 0; mi < WM; ++mi) any |= (alphas[mi][0] != 1.f) | (alphas[mi][1] != 1.f);
+    rescale = __any_sync(0xffffffffu, any);
+  }
+  if (rescale) {
+#pragma unroll
+    for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+      for (int d = 0; d < DB; ++d) {
+        o[mi][d][0] *= alphas[mi][0];
+        o[mi][d][1] *= alphas[mi][0];
+        o[mi][d][2] *= alphas[mi][1];
+        o[mi][d][3] *= alphas[mi][1];
+      }
+  }
+}
+
+// O += P V: P converted to bf16 in registers as the A operand, B = V at aV read transposed by ldmatrix.
+template <class C>
+__device__ __forceinline__ void pv_product(float (&o)[C::kWM][C::kHeadDim / 8][4], const float (&s)[C::kWM][C::kTiles][8][4],
+                                           uint32_t aV) {
+  constexpr int WM = C::kWM, DB = C::kHeadDim / 8, PK = C::kBc / 16, RB = C::kRowBytes;
+  uint32_t pa[WM][PK][4];
+#pragma unroll
+  for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+    for (int kk = 0; kk < PK; ++kk) {
+      const int t = kk / 4, nb = (2 * kk) % 8;
+      pa[mi][kk][0] = pack_bf16(s[mi][t][nb][0], s[mi][t][nb][1]);
+      pa[mi][kk][1] = pack_bf16(s[mi][t][nb][2], s[mi][t][nb][3]);
+      pa[mi][kk][2] = pack_bf16(s[mi][t][nb + 1][0], s[mi][t][nb + 1][1]);
+      pa[mi][kk][3] = pack_bf16(s[mi][t][nb + 1][2], s[mi][t][nb + 1][3]);
+    }
+#pragma unroll
+  for (int kk = 0; kk < PK; ++kk) {
+#pragma unroll
+    for (int d2 = 0; d2 < DB / 2; ++d2) {
+      uint32_t vb[4];
+      ldsm_x4_trans(vb, chunk_pair(aV, d2) + kk * 16 * RB);
+#pragma unroll
+      for (int mi = 0; mi < WM; ++mi) {
+        mma_bf16(o[mi][2 * d2], pa[mi][kk], vb[0], vb[1]);
+        mma_bf16(o[mi][2 * d2 + 1], pa[mi][kk], vb[2], vb[3]);
+      }
+    }
+  }
+}
+
+template <class C, DropoutMode kMode, int R, int TW, bool kCausal>
+__global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(const KernelArgs a) {
+  constexpr int HD = C::kHeadDim, WM = C::kWM, BC = C::kBc, RB = C::kRowBytes;
+  constexpr int KS = HD / 16;      // k-steps of S = Q K^T
+  constexpr int DB = HD / 8;       // n8-blocks of O
+  constexpr int NT = C::kTiles;    // 64-key mask tiles per block
+  constexpr bool kDrop = kMode != DropoutMode::None;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t sQ = smem_addr(smem), sK = sQ + C::kSmemQ, sV = sK + 2 * C::kSmemKV;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int qb = query_block_in_order<int>(gridDim.x, blockIdx.x, kCausal);
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int hk = h / a.group, sq = a.sq, sk = a.sq;
+  const int q0 = a.row0 + qb * C::kBr;
+  const int wrow = q0 + warp * WM * 16;  // first query row of this warp
+  const int n_kv = key_blocks_visited<int>(sk, q0, C::kBr, BC, kCausal);
+
+  const __nv_bfloat16* gQ = a.qkv + static_cast<int64_t>(b) * sq * a.qkv_stride + h * HD;
+  const __nv_bfloat16* gK = a.qkv + static_cast<int64_t>(b) * sq * a.qkv_stride + (a.hq + hk) * HD;
+  const __nv_bfloat16* gV = gK + a.hkv * HD;
+
+  // Prologue: Q, K_0, V_0 in one group.
+  TileLoader<C::kBr, HD, C::kThreads>::load(sQ, gQ + static_cast<int64_t>(q0) * a.qkv_stride, a.qkv_stride, q0, sq);
+  load_kv<C>(sK, sV, gK, gV, a.qkv_stride, 0, sk);
+  cp_async_commit();
+
+  const uint32_t offA = ldsm_offset_a<RB>(lane), offB = ldsm_offset_b<RB>(lane);
+  const uint32_t aQ = sQ + warp * WM * 16 * RB + offA;
+
+  // Dropout state.
+  [[maybe_unused]] MaskStrip mstrip[WM];
+  [[maybe_unused]] FusedStream fstream;
+  [[maybe_unused]] uint32_t tile_row[WM];  // r16 * cols64
+  const uint32_t bh = static_cast<uint32_t>(b * a.hq + h);
+  init_keep_state<kMode>(mstrip, fstream, tile_row, a, bh, wrow, lane);
 
   float o[WM][DB][4];
   float row_max[WM][2], row_sum[WM][2];
   init_softmax_state(o, row_max, row_sum);
   const float sl2 = a.scale_log2;
-
-  [[maybe_unused]] uint32_t qf[C::kQInRegs ? KS : 1][4];
+  [[maybe_unused]] uint32_t qf[C::kQInRegs ? KS : 1][4];  // Q's fragments (C::kQInRegs)
 
   for (int j = 0; j < n_kv; ++j) {
     const int st = j & 1;
@@ -305,161 +480,29 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(co
     __syncthreads();  // block j visible to all; every warp is done with block j-1 (the other stage)
     if (j + 1 < n_kv) {
       const int64_t off = static_cast<int64_t>((j + 1) * BC) * a.qkv_stride;
-      KVLoad::load(sK + (st ^ 1) * C::kSmemKV, gK + off, a.qkv_stride, (j + 1) * BC, sk);
-      KVLoad::load(sV + (st ^ 1) * C::kSmemKV, gV + off, a.qkv_stride, (j + 1) * BC, sk);
+      load_kv<C>(sK + (st ^ 1) * C::kSmemKV, sV + (st ^ 1) * C::kSmemKV, gK + off, gV + off, a.qkv_stride, (j + 1) * BC,
+                 sk);
     }
     cp_async_commit();
     if constexpr (C::kQInRegs) {
-      if (j == 0) {
-#pragma unroll
-        for (int kk = 0; kk < KS; ++kk) ldsm_x4(qf[kk], at(aQ, kk));
-      }
+      if (j == 0) load_q_frags(qf, aQ);
     }
 
     const int kv0 = j * BC;
-    // Causal: a warp whose rows all precede this key block has nothing to do here.
-    const bool active = !kCausal || kv0 <= wrow + WM * 16 - 1;
+    const bool active = !kCausal || kv0 <= wrow + WM * 16 - 1;  // causal: not when the warp's rows all precede it
     if (!active) continue;
 
+    // S = Q K^T (mode Fused: with the block's Philox calls), the edge mask (keys past the end, causal keys after the
+    // row), the online softmax (the row sums are of the undropped P), dropout on P, O += P V.
     [[maybe_unused]] uint32_t kw[WM][NT];
     begin_keep_words<kMode, kCausal>(kw, mstrip, j);
-
-    // ---- S = Q K^T (fused mode: Philox calls interleaved across the k-steps) ----
     float s[WM][NT][8][4];
-#pragma unroll
-    for (int mi = 0; mi < WM; ++mi)
-#pragma unroll
-      for (int t = 0; t < NT; ++t)
-#pragma unroll
-        for (int nb = 0; nb < 8; ++nb) s[mi][t][nb][0] = s[mi][t][nb][1] = s[mi][t][nb][2] = s[mi][t][nb][3] = 0.f;
-
-#pragma unroll
-    for (int kk = 0; kk < KS; ++kk) {
-      uint32_t qa[WM][4];
-#pragma unroll
-      for (int mi = 0; mi < WM; ++mi) {
-        if constexpr (C::kQInRegs) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) qa[mi][i] = qf[kk][i];
-        } else {
-          ldsm_x4(qa[mi], at(aQ, kk) + mi * 16 * RB);
-        }
-      }
-#pragma unroll
-      for (int n2 = 0; n2 < BC / 16; ++n2) {
-        uint32_t kb[4];
-        ldsm_x4(kb, at(aK, kk) + n2 * 16 * RB);
-#pragma unroll
-        for (int mi = 0; mi < WM; ++mi) {
-          mma_bf16(s[mi][n2 / 4][(2 * n2) % 8], qa[mi], kb[0], kb[1]);
-          mma_bf16(s[mi][n2 / 4][(2 * n2 + 1) % 8], qa[mi], kb[2], kb[3]);
-        }
-      }
-      if constexpr (kMode == DropoutMode::Fused) {
-        constexpr int kCalls = WM * NT * kCallsPerWord<TW>;
-        // Calls [kk*kCalls/KS, (kk+1)*kCalls/KS) happen in this k-step.
-#pragma unroll
-        for (int ci = kk * kCalls / KS; ci < (kk + 1) * kCalls / KS; ++ci) {
-          const int k = ci % kCallsPerWord<TW>;
-          const int t = (ci / kCallsPerWord<TW>) % NT;
-          const int mi = ci / (kCallsPerWord<TW> * NT);
-          kw[mi][t] |= fused_word_part<R, TW>(fstream, tile_row[mi] + static_cast<uint32_t>(j * NT + t),
-                                              static_cast<uint32_t>(lane), k);
-        }
-      }
-    }
-
-    if constexpr (kMode == DropoutMode::Fused) {
-      if (a.mask_out != nullptr) {
-#pragma unroll
-        for (int mi = 0; mi < WM; ++mi)
-          store_mask_words<kCausal, NT>(a.mask_out, bh, a.rows16, a.mask_rows16, a.cols64,
-                                        static_cast<uint32_t>(wrow / 16 + mi), lane, static_cast<uint32_t>(j * NT),
-                                        [&](int t) { return kw[mi][t]; });
-      }
-    }
-
-    // ---- mask: keys past the end, and (causal) keys after the query row ----
+    qk_product<C, kMode, R, TW>(s, kw, qf, aQ, aK, fstream, tile_row, j, lane);
+    if constexpr (kMode == DropoutMode::Fused) store_block_keep_words<C, kCausal>(a, kw, bh, wrow, lane, j);
     mask_edge<C, kCausal>(s, kv0, sk, wrow, lane);
-
-    // ---- online softmax (log2 domain): running max, rescale O and the row sum, P = exp2(S*c - m*c) ----
-    float alphas[WM][2];
-#pragma unroll
-    for (int mi = 0; mi < WM; ++mi) {
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        float mx = row_max[mi][hh];
-#pragma unroll
-        for (int t = 0; t < NT; ++t)
-#pragma unroll
-          for (int nb = 0; nb < 8; ++nb) mx = fmaxf(mx, fmaxf(s[mi][t][nb][2 * hh], s[mi][t][nb][2 * hh + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float ms = (mx == -INFINITY) ? 0.f : mx * sl2;
-        const float alpha = fast_exp2(row_max[mi][hh] * sl2 - ms);
-        row_max[mi][hh] = mx;
-        float sum = 0.f;
-#pragma unroll
-        for (int t = 0; t < NT; ++t)
-#pragma unroll
-          for (int nb = 0; nb < 8; ++nb)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const float p = fast_exp2(__fmaf_rn(s[mi][t][nb][2 * hh + e], sl2, -ms));
-              s[mi][t][nb][2 * hh + e] = p;
-              sum += p;
-            }
-        row_sum[mi][hh] = __fmaf_rn(row_sum[mi][hh], alpha, sum);
-        alphas[mi][hh] = alpha;
-      }
-    }
-    bool rescale = true;
-    if constexpr (C::kSkipRescale) {
-      bool any = false;
-#pragma unroll
-      for (int mi = 0; mi < WM; ++mi) any |= (alphas[mi][0] != 1.f) | (alphas[mi][1] != 1.f);
-      rescale = __any_sync(0xffffffffu, any);
-    }
-    if (rescale) {
-#pragma unroll
-      for (int mi = 0; mi < WM; ++mi)
-#pragma unroll
-        for (int d = 0; d < DB; ++d) {
-          o[mi][d][0] *= alphas[mi][0];
-          o[mi][d][1] *= alphas[mi][0];
-          o[mi][d][2] *= alphas[mi][1];
-          o[mi][d][3] *= alphas[mi][1];
-        }
-    }
-
-    // ---- dropout on P (the row sums above are of the undropped P) ----
+    softmax_block<C>(s, o, row_max, row_sum, sl2);
     if constexpr (kDrop) apply_keep_words<C>(s, kw);
-
-    // ---- P (bf16, registers) as the A operand: O += P V ----
-    uint32_t pa[WM][PK][4];
-#pragma unroll
-    for (int mi = 0; mi < WM; ++mi)
-#pragma unroll
-      for (int kk = 0; kk < PK; ++kk) {
-        const int t = kk / 4, nb = (2 * kk) % 8;
-        pa[mi][kk][0] = pack_bf16(s[mi][t][nb][0], s[mi][t][nb][1]);
-        pa[mi][kk][1] = pack_bf16(s[mi][t][nb][2], s[mi][t][nb][3]);
-        pa[mi][kk][2] = pack_bf16(s[mi][t][nb + 1][0], s[mi][t][nb + 1][1]);
-        pa[mi][kk][3] = pack_bf16(s[mi][t][nb + 1][2], s[mi][t][nb + 1][3]);
-      }
-#pragma unroll
-    for (int kk = 0; kk < PK; ++kk) {
-#pragma unroll
-      for (int d2 = 0; d2 < DB / 2; ++d2) {
-        uint32_t vb[4];
-        ldsm_x4_trans(vb, at(aV, d2) + kk * 16 * RB);
-#pragma unroll
-        for (int mi = 0; mi < WM; ++mi) {
-          mma_bf16(o[mi][2 * d2], pa[mi][kk], vb[0], vb[1]);
-          mma_bf16(o[mi][2 * d2 + 1], pa[mi][kk], vb[2], vb[3]);
-        }
-      }
-    }
+    pv_product<C>(o, s, aV);
   }
   cp_async_wait<0>();  // nothing outstanding at exit
 

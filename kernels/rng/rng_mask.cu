@@ -105,12 +105,11 @@ __device__ __forceinline__ void tile8_ranges(uint32_t* __restrict__ out, const M
     y2k[j] = (kPhiloxM1 * z1) ^ keys.k0[2];
   }
   const uint32_t cols64 = geo.cols64(), wrows16 = win.rows16;
-  // Ranges per WARP (uniform): its two half-warps take tiles c and c + 1 of each step, so they stay converged
-  // (ranges per half-warp crossed strips at different steps and the warp ran both halves' paths one after the other).
-  // The ranges split the GENERATED tiles evenly: with causal masks a strip of the top rows has one tile and one of
-  // the bottom rows cols64, so equal ranges of all tiles gave the bottom strips' warps about twice the mean work
-  // (R 7 causal at 58 % of the ceiling against 89 % non-causal, 2026-12-01). Window strips before r are
-  // gen_before(r) tiles (closed form, MaskGeometry::tiles_before); a warp finds its first strip by bisection, once.
+  // Ranges per WARP (uniform): its two half-warps take tiles c and c + 1 of each step, so they stay converged (ranges
+  // per half-warp cross strips at different steps, and the warp runs both halves' paths one after the other). The
+  // ranges split the GENERATED tiles evenly: with causal masks a strip of the top rows has one tile and one of the
+  // bottom rows cols64, so equal ranges of all tiles give the bottom strips' warps about twice the mean work. Window
+  // strips before r are gen_before(r) tiles (MaskGeometry::tiles_before); a warp finds its first strip by bisection.
   const uint32_t p0 = static_cast<uint32_t>(geo.tiles_before(win.r16_begin));
   auto gen_before = [&](uint32_t r) { return static_cast<uint32_t>(geo.tiles_before(win.r16_begin + r)) - p0; };
   const uint64_t per_bh = gen_before(wrows16), tiles = static_cast<uint64_t>(geo.bh) * per_bh;

@@ -58,8 +58,19 @@ TrainRunner::TrainRunner(const Workload& w, const Options& o, cudaStream_t setup
   for (const auto& [buf, bytes] : sized) buf->resize(bytes);
   scratch_.resize(8 * sizeof(unsigned long long));
 
+  fill_inputs(setup);
+  make_gemms();
+  if (bwd_ws_.size() < attention_backward_workspace_bytes(backward_params(DropoutMode::None, false)))
+    throw std::logic_error("TrainRunner: train_memory's bwd_workspace is smaller than the attention backward's");
+  DB_CUDA(cudaStreamSynchronize(setup));
+}
+
+TrainRunner::~TrainRunner() = default;
+
+void TrainRunner::fill_inputs(cudaStream_t setup) {
   // Inputs: the gradient from the layer above, and W_o (uniform in [-1, 1); fp8: stored x 200 in e4m3, with the
   // dequantisation scale (1/200) x 3/sqrt(Hq*dH) that gives Y unit variance, as BlockRunner scales W_qkv).
+  const Workload& w = w_;
   const uint64_t seed = w.seed ^ 0x6a09e667f3bcc908ull;
   launch_fill_uniform(dy_.get(), static_cast<uint64_t>(tokens_) * w.embed, true, seed, setup);
   const uint64_t wo_elems = static_cast<uint64_t>(w.embed) * hd_;
@@ -83,10 +94,12 @@ TrainRunner::TrainRunner(const Workload& w, const Options& o, cudaStream_t setup
   } else {
     launch_fill_uniform(w_out_.get(), wo_elems, true, seed + 1, setup);
   }
+}
 
-  // The five GEMMs beside the forward's QKV GEMM (shapes and operands: train_step.hpp).
+// The five GEMMs beside the forward's QKV GEMM (shapes and operands: train_step.hpp), bound to their buffers.
+void TrainRunner::make_gemms() {
   const QkvBuffers& qb = block_->qkv_buffers();
-  const int64_t M = tokens_, E = w.embed, HD = hd_, NQ = block_->gemm_shape().n;
+  const int64_t M = tokens_, E = w_.embed, HD = hd_, NQ = block_->gemm_shape().n;
   const GemmOptions base = block_->gemm_options();
   auto make = [&](GemmShape s, bool fwd, bool xt, bool wt, const void* x, const void* wp, void* y, const float* sx,
                   const float* sw) {
@@ -115,12 +128,7 @@ TrainRunner::TrainRunner(const Workload& w, const Options& o, cudaStream_t setup
               dx_.get(), unit, qb.scale_w());
   g.dw = make({NQ, E, M}, false, true, true, fp8_ ? dqkv_t_.get() : dqkv_.get(), fp8_ ? x_t_.get() : qb.x, dw_.get(),
               unit, qb.scale_x());
-  if (bwd_ws_.size() < attention_backward_workspace_bytes(backward_params(DropoutMode::None, false)))
-    throw std::logic_error("TrainRunner: train_memory's bwd_workspace is smaller than the attention backward's");
-  DB_CUDA(cudaStreamSynchronize(setup));
 }
-
-TrainRunner::~TrainRunner() = default;
 
 float* TrainRunner::scale_slot(int i) const {
   return reinterpret_cast<float*>(scales_.get<unsigned char>() + static_cast<size_t>(i) * kTrainScaleSlotBytes);

@@ -118,6 +118,8 @@ class TrainRunner {
   void cast(const char* phase, const void* in, bool in_e4m3, int64_t rows, int64_t cols, bool e5m2, void* out,
             void* out_t, int amax_slot, cudaStream_t main, const PhaseFn& ph);
   float* scale_slot(int i) const;
+  void fill_inputs(cudaStream_t setup);  // the constructor's parts
+  void make_gemms();
 
   Workload w_;
   Options opt_;

@@ -951,6 +951,28 @@ std::optional<Config> as_loaded(const Config& cfg) {
   }
 }
 
+// An axis the command does not sweep: a preset sweeps axes for several commands, so its own are ignored; one that
+// --set added or changed is an error naming it and the command's axes (scripts/peers.py passes each command only its
+// own axes).
+void check_unswept_axes(const Config& cfg, const std::vector<std::string>& axes) {
+  std::vector<std::string> ignored;
+  std::optional<std::optional<Config>> loaded;  // read only when needed
+  for (const auto& [name, values] : cfg.sweep) {
+    if (values.empty() || std::find(axes.begin(), axes.end(), name) != axes.end()) continue;
+    if (!loaded) loaded = as_loaded(cfg);
+    const std::optional<Config>& file = *loaded;
+    // A config that cannot be read again (made from JSON text): its sweep is taken as its own, not --set.
+    const bool from_file = !file || std::any_of(file->sweep.begin(), file->sweep.end(), [&](const auto& a) {
+                             return a.first == name && a.second == values;
+                           });
+    if (!from_file) ignored.push_back("sweep." + name);
+  }
+  if (!ignored.empty())
+    throw UsageError("--set " + join(ignored) + ": this command does not sweep " +
+                     (ignored.size() == 1 ? "it" : "them") + " (allowed axes: " + (axes.empty() ? "none" : join(axes)) +
+                     ")");
+}
+
 }  // namespace
 
 std::vector<SweepPoint> expand_sweep(const Config& cfg, const std::vector<std::string>& axes,
@@ -985,25 +1007,7 @@ std::vector<SweepPoint> expand_sweep(const Config& cfg, const std::vector<std::s
     }
   }
 
-  // An axis the command does not sweep: a preset sweeps axes for several commands, so its own are ignored; one
-  // that --set added or changed is an error naming it and the command's axes (scripts/peers.py passes each
-  // command only its own axes).
-  std::vector<std::string> ignored;
-  std::optional<std::optional<Config>> loaded;  // read only when needed
-  for (const auto& [name, values] : cfg.sweep) {
-    if (values.empty() || std::find(axes.begin(), axes.end(), name) != axes.end()) continue;
-    if (!loaded) loaded = as_loaded(cfg);
-    const std::optional<Config>& file = *loaded;
-    // A config that cannot be read again (made from JSON text): its sweep is taken as its own, not --set.
-    const bool from_file = !file || std::any_of(file->sweep.begin(), file->sweep.end(), [&](const auto& a) {
-                             return a.first == name && a.second == values;
-                           });
-    if (!from_file) ignored.push_back("sweep." + name);
-  }
-  if (!ignored.empty())
-    throw UsageError("--set " + join(ignored) + ": this command does not sweep " +
-                     (ignored.size() == 1 ? "it" : "them") + " (allowed axes: " + (axes.empty() ? "none" : join(axes)) +
-                     ")");
+  check_unswept_axes(cfg, axes);
 
   size_t total = 1;
   for (const auto& d : dims) {

@@ -89,6 +89,113 @@ __device__ __forceinline__ void two_products(float (&x)[8][4], float (&y)[8][4],
   }
 }
 
+// x = 0 (accumulator fragments before a loop).
+template <int N>
+__device__ __forceinline__ void zero_frags(float (&x)[N][4]) {
+#pragma unroll
+  for (int d = 0; d < N; ++d) x[d][0] = x[d][1] = x[d][2] = x[d][3] = 0.f;
+}
+
+// The main kernel's stage loads. Iteration it: query head hk * group + it / nq, query block qb0 + it % nq.
+template <int HD, DropoutMode kMode, int R, int TW>
+struct MainStages {
+  using C = Cfg<HD>;
+  const Args& a;
+  uint32_t sQ, sDo;
+  float* sLse;     // [2][64]
+  float* sD;       // [2][64]
+  uint32_t* sM;    // [2][4 tiles][32 words]
+  int sq, hk, b, kb, qb0, nq, tid, lane;
+  int64_t tok0;
+
+  __device__ __forceinline__ int head(int it) const { return hk * a.group + it / nq; }
+  __device__ __forceinline__ int q0(int it) const { return (qb0 + it % nq) * 64; }
+  // Q and dO of iteration it into stage st.
+  __device__ __forceinline__ void load_tiles(int it, int st) const {
+    const int h = head(it), q = q0(it);
+    Loader<HD>::load(sQ + st * C::kTile, a.qkv + (tok0 + q) * a.qkv_stride + h * HD, a.qkv_stride, q, sq);
+    Loader<HD>::load(sDo + st * C::kTile, a.dout + (tok0 + q) * a.dout_stride + h * HD, a.dout_stride, q, sq);
+  }
+  // Thread t < 64 copies the LSE of row t, the others D of row t - 64 (cp.async, zero past SQ); mode Mask: every
+  // thread keep word t of the block's 4 tiles (cp.async, zero for tiles not read). Nothing is held in registers
+  // across the stage's compute.
+  __device__ __forceinline__ void load_scalars(int it, int st) const {
+    const int h = head(it), q0i = q0(it);
+    const uint32_t bh = static_cast<uint32_t>(b * a.hq + h);
+    const int q = q0i + (tid & 63);
+    const float* src = tid < 64 ? a.lse + static_cast<int64_t>(bh) * sq + (q < sq ? q : 0)
+                                : a.dsum + static_cast<int64_t>(bh) * a.sq_pad + q;
+    cp_async4(attn::smem_addr(tid < 64 ? sLse + st * 64 + tid : sD + st * 64 + tid - 64), src, q < sq);
+    if constexpr (kMode == DropoutMode::Mask) {
+      const uint32_t r16 = static_cast<uint32_t>(q0i / 16 + (tid >> 5));
+      const bool valid = tile_read(a, r16, static_cast<uint32_t>(kb));
+      const uint32_t* wsrc = a.mask + (valid ? a.geo.word_index(bh, r16, static_cast<uint32_t>(kb), static_cast<uint32_t>(lane)) : 0);
+      cp_async4(attn::smem_addr(sM + st * 128 + tid), wsrc, valid);
+    }
+  }
+  // Mode Fused: the keep words of iteration it, generated at the end of the previous iteration, where the block's
+  // S^T / dP^T registers are dead.
+  __device__ __forceinline__ void gen_words(int it, int st) const {
+    if constexpr (kMode == DropoutMode::Fused) {
+      const uint32_t bh = static_cast<uint32_t>(b * a.hq + head(it));
+      const uint32_t r16 = static_cast<uint32_t>(q0(it) / 16 + (tid >> 5));
+      sM[st * 128 + tid] = keep_word<kMode, R, TW>(a, bh, r16, static_cast<uint32_t>(kb), static_cast<uint32_t>(lane));
+    }
+  }
+};
+
+// The fast mode's dQ += dS K of one block: the warp's dS^T (pa, its rows kl0 and kl0 + 8) into shared memory at sDs
+// ([key][query], 16-byte chunks XOR-swizzled by row), a barrier, then per 16 columns of dQ the A fragments of dS as
+// transposed reads of it, B = K (at aK0 = sK + oA) read transposed, and fp32 atomics into dq_acc.
+template <int HD>
+__device__ __forceinline__ void dq_atomic(float* dq_acc, int hq, int sq, const uint32_t (&pa)[4][4], uint32_t sDs,
+                                          uint32_t aK0, int64_t tok0, int h, int q0, int kl0, int warp, int lane) {
+  constexpr int RB = Cfg<HD>::kRowBytes;
+#pragma unroll
+  for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int kl = kl0 + 8 * hh;
+      const uint32_t addr = sDs + kl * 128 + ((nb ^ (kl & 7)) << 4) + (lane & 3) * 4;
+      asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(pa[nb >> 1][2 * (nb & 1) + hh]) : "memory");
+    }
+  __syncthreads();
+  // Re-read per 16 columns of dQ (16 registers fewer held across the loop, which keeps the dH 128 kernel from
+  // spilling).
+  const int ds_row = (lane & 7) + 8 * (lane >> 4);
+  const uint32_t ds_a = sDs + ds_row * 128 + (((2 * warp + ((lane >> 3) & 1)) ^ (lane & 7)) << 4);
+  const int qr = q0 + warp * 16 + (lane >> 2);
+  const int64_t ld = static_cast<int64_t>(hq) * HD;
+  float* dst = dq_acc + (tok0 + qr) * ld + h * HD + 2 * (lane & 3);
+  const bool ok0 = qr < sq, ok1 = qr + 8 < sq;
+#pragma unroll
+  for (int d2 = 0; d2 < HD / 16; ++d2) {
+    float acc[2][4];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      uint32_t dsa[4], kb4[4];
+      ldsm_x4_trans(dsa, ds_a + kk * 16 * 128);  // rows kk*16 + ds_row: (row & 7) == (lane & 7), same swizzle
+      ldsm_x4_trans(kb4, at(aK0, d2) + kk * 16 * RB);
+      mma_bf16(acc[0], dsa, kb4[0], kb4[1]);
+      mma_bf16(acc[1], dsa, kb4[2], kb4[3]);
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int d = (2 * d2 + j) * 8;
+      if (ok0) {
+        atomicAdd(dst + d, acc[j][0]);
+        atomicAdd(dst + d + 1, acc[j][1]);
+      }
+      if (ok1) {
+        atomicAdd(dst + 8 * ld + d, acc[j][2]);
+        atomicAdd(dst + 8 * ld + d + 1, acc[j][3]);
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Main kernel: dK, dV (and atomic dQ).
 // ---------------------------------------------------------------------------------------------------------
@@ -97,14 +204,9 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
   using C = Cfg<HD>;
   constexpr int RB = C::kRowBytes, DB = C::kDB;
   constexpr bool kDrop = kMode != DropoutMode::None;
-  using L = Loader<HD>;
   unsigned char* smem = dynamic_smem();
   const uint32_t s0 = attn::smem_addr(smem);
   const uint32_t sK = s0 + C::kOffK, sV = s0 + C::kOffV, sQ = s0 + C::kOffQ, sDo = s0 + C::kOffDo, sDs = s0 + C::kOffDs;
-  float* sLse = reinterpret_cast<float*>(smem + C::kOffLse);  // [2][64]
-  float* sD = reinterpret_cast<float*>(smem + C::kOffD);      // [2][64]
-  uint32_t* sM = reinterpret_cast<uint32_t*>(smem + C::kOffM);  // [2][4 tiles][32 words]
-
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const auto cta = attn::bwd_cta_in_order<int>(blockIdx.x, blockIdx.y, gridDim.y, a.hkv, false);
   const int kb = cta.block, hk = cta.head, b = cta.batch;
@@ -117,50 +219,16 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
   const __nv_bfloat16* gK = a.qkv + tok0 * a.qkv_stride + (a.hq + hk) * HD;
   const __nv_bfloat16* gV = gK + a.hkv * HD;
 
-  L::load(sK, gK + static_cast<int64_t>(k0) * a.qkv_stride, a.qkv_stride, k0, sq);
-  L::load(sV, gV + static_cast<int64_t>(k0) * a.qkv_stride, a.qkv_stride, k0, sq);
+  Loader<HD>::load(sK, gK + static_cast<int64_t>(k0) * a.qkv_stride, a.qkv_stride, k0, sq);
+  Loader<HD>::load(sV, gV + static_cast<int64_t>(k0) * a.qkv_stride, a.qkv_stride, k0, sq);
 
-  // Iteration it: query head hk*group + it / nq, query block qb0 + it % nq.
-  auto head_of = [&](int it) { return hk * a.group + it / nq; };
-  auto q0_of = [&](int it) { return (qb0 + it % nq) * 64; };
-  auto load_tiles = [&](int it, int st) {
-    const int h = head_of(it), q0 = q0_of(it);
-    L::load(sQ + st * C::kTile, a.qkv + (tok0 + q0) * a.qkv_stride + h * HD, a.qkv_stride, q0, sq);
-    L::load(sDo + st * C::kTile, a.dout + (tok0 + q0) * a.dout_stride + h * HD, a.dout_stride, q0, sq);
-  };
-  // Per stage: thread t < 64 copies the LSE of row t, the others D of row t - 64 (cp.async, zero past SQ); mode Mask:
-  // every thread keep word t of the block's 4 tiles (cp.async, zero for tiles not read). Nothing is held in
-  // registers across the stage's compute.
-  auto load_scalars = [&](int it, int st) {
-    const int h = head_of(it), q0 = q0_of(it);
-    const uint32_t bh = static_cast<uint32_t>(b * a.hq + h);
-    const int q = q0 + (tid & 63);
-    const float* src = tid < 64 ? a.lse + static_cast<int64_t>(bh) * sq + (q < sq ? q : 0)
-                                : a.dsum + static_cast<int64_t>(bh) * a.sq_pad + q;
-    cp_async4(attn::smem_addr(tid < 64 ? sLse + st * 64 + tid : sD + st * 64 + tid - 64), src, q < sq);
-    if constexpr (kDrop) {
-      const uint32_t r16 = static_cast<uint32_t>(q0 / 16 + (tid >> 5));
-      if constexpr (kMode == DropoutMode::Mask) {
-        const bool valid = tile_read(a, r16, static_cast<uint32_t>(kb));
-        const uint32_t* wsrc = a.mask + (valid ? a.geo.word_index(bh, r16, static_cast<uint32_t>(kb), static_cast<uint32_t>(lane)) : 0);
-        cp_async4(attn::smem_addr(sM + st * 128 + tid), wsrc, valid);
-      }
-    }
-  };
-  // Mode Fused: the keep words of iteration it, generated at the end of the previous iteration, where the block's
-  // S^T / dP^T registers are dead.
-  auto gen_words = [&](int it, int st) {
-    if constexpr (kMode == DropoutMode::Fused) {
-      const uint32_t bh = static_cast<uint32_t>(b * a.hq + head_of(it));
-      const uint32_t r16 = static_cast<uint32_t>(q0_of(it) / 16 + (tid >> 5));
-      sM[st * 128 + tid] = keep_word<kMode, R, TW>(a, bh, r16, static_cast<uint32_t>(kb), static_cast<uint32_t>(lane));
-    }
-  };
-
+  const MainStages<HD, kMode, R, TW> ld{a, sQ, sDo, reinterpret_cast<float*>(smem + C::kOffLse),
+                                        reinterpret_cast<float*>(smem + C::kOffD), reinterpret_cast<uint32_t*>(smem + C::kOffM),
+                                        sq, hk, b, kb, qb0, nq, tid, lane, tok0};
   if (n_it > 0) {
-    load_tiles(0, 0);
-    load_scalars(0, 0);
-    gen_words(0, 0);
+    ld.load_tiles(0, 0);
+    ld.load_scalars(0, 0);
+    ld.gen_words(0, 0);
   }
   cp_async_commit();
 
@@ -171,95 +239,84 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
   const int kl0 = warp * 16 + (lane >> 2);
 
   float dk[DB][4], dv[DB][4];
-#pragma unroll
-  for (int d = 0; d < DB; ++d)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) dk[d][i] = dv[d][i] = 0.f;
+  zero_frags(dk);
+  zero_frags(dv);
 
   for (int it = 0; it < n_it; ++it) {
     const int st = it & 1;
     cp_async_wait<0>();
     __syncthreads();  // stage st (and K, V) visible; every warp is done with stage st^1 and with sDs
     if (it + 1 < n_it) {
-      load_tiles(it + 1, st ^ 1);
-      load_scalars(it + 1, st ^ 1);
+      ld.load_tiles(it + 1, st ^ 1);
+      ld.load_scalars(it + 1, st ^ 1);
     }
     cp_async_commit();
-
-    const int h = head_of(it), q0 = q0_of(it);
+    const int h = ld.head(it), q0 = ld.q0(it);
     const uint32_t cQ = sQ + st * C::kTile, cDo = sDo + st * C::kTile;
-    const float* lse = sLse + st * 64;
-    const float* dD = sD + st * 64;
+    const float* lse = ld.sLse + st * 64;
+    const float* dD = ld.sD + st * 64;
 
     // ---- S^T = K Q^T, dP^T = V dO^T (rows: this warp's 16 keys; columns: the block's 64 queries) ----
     float s[8][4], dp[8][4];
     two_products<HD>(s, dp, aK, cQ + oB, aV, cDo + oB);
-
     // ---- masking, P^T, keep bits, dS^T; dV += (P o Z)^T dO ----
     const bool edge = (k0 + 63 >= sq) || (q0 + 63 >= sq) || (a.causal && k0 + 63 > q0);
     [[maybe_unused]] uint32_t kw[4][2];  // words of strip nb/2, element parity i%2
-    if constexpr (kDrop) read_keep_words<32>(sM + st * 128, lane, kw);
+    if constexpr (kDrop) read_keep_words<32>(ld.sM + st * 128, lane, kw);
     probs_and_dst<kDrop>(s, dp, a, sl2, kl0, lane, k0, q0, edge, lse, dD, kw);
     uint32_t pa[4][4];
     pack_a(s, pa);
     mma_a_tileT<HD>(dv, pa, cDo + oA);
-
     // ---- dK += dS^T Q ----
     pack_a(dp, pa);
     mma_a_tileT<HD>(dk, pa, cQ + oA);
-
-    // ---- fast mode: dQ += dS K through shared memory (dS^T [key][query], 16-byte chunks XOR-swizzled by row) ----
-    if (a.dq_fast) {
-#pragma unroll
-      for (int nb = 0; nb < 8; ++nb)
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int kl = kl0 + 8 * hh;
-          const uint32_t addr = sDs + kl * 128 + ((nb ^ (kl & 7)) << 4) + (lane & 3) * 4;
-          asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(pa[nb >> 1][2 * (nb & 1) + hh]) : "memory");
-        }
-      __syncthreads();
-      // A fragments of dS (rows: this warp's 16 queries; k: the 64 keys) are transposed reads of dS^T, re-read
-      // per 16 columns of dQ (16 registers fewer held across the loop, which keeps the dH 128 kernel from spilling).
-      const int ds_row = (lane & 7) + 8 * (lane >> 4);
-      const uint32_t ds_a = sDs + ds_row * 128 + (((2 * warp + ((lane >> 3) & 1)) ^ (lane & 7)) << 4);
-      const int qr = q0 + warp * 16 + (lane >> 2);
-      const int64_t ld = static_cast<int64_t>(a.hq) * HD;
-      float* dst = a.dq_acc + (tok0 + qr) * ld + h * HD + 2 * (lane & 3);
-      const bool ok0 = qr < sq, ok1 = qr + 8 < sq;
-#pragma unroll
-      for (int d2 = 0; d2 < HD / 16; ++d2) {
-        float acc[2][4];
-#pragma unroll
-        for (int j = 0; j < 2; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          uint32_t dsa[4], kb4[4];
-          ldsm_x4_trans(dsa, ds_a + kk * 16 * 128);  // rows kk*16 + ds_row: (row & 7) == (lane & 7), same swizzle
-          ldsm_x4_trans(kb4, at(sK + oA, d2) + kk * 16 * RB);
-          mma_bf16(acc[0], dsa, kb4[0], kb4[1]);
-          mma_bf16(acc[1], dsa, kb4[2], kb4[3]);
-        }
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const int d = (2 * d2 + j) * 8;
-          if (ok0) {
-            atomicAdd(dst + d, acc[j][0]);
-            atomicAdd(dst + d + 1, acc[j][1]);
-          }
-          if (ok1) {
-            atomicAdd(dst + 8 * ld + d, acc[j][2]);
-            atomicAdd(dst + 8 * ld + d + 1, acc[j][3]);
-          }
-        }
-      }
-    }
-    if (it + 1 < n_it) gen_words(it + 1, st ^ 1);  // stage st^1 is read after the next barrier
+    // ---- fast mode: dQ += dS K through shared memory, fp32 atomics ----
+    if (a.dq_fast) dq_atomic<HD>(a.dq_acc, a.hq, sq, pa, sDs, sK + oA, tok0, h, q0, kl0, warp, lane);
+    if (it + 1 < n_it) ld.gen_words(it + 1, st ^ 1);  // stage st^1 is read after the next barrier
   }
   cp_async_wait<0>();
 
   // ---- epilogue: dK * scale, dV into dQKV's key / value head columns ----
   store_dk_dv<HD>(a, dk, dv, tok0, k0 + kl0, hk, lane);
+}
+
+// The deterministic dQ kernel's dS of one key block from kv0, in place of s (rows: the warp's 16 queries from wrow):
+// the edge mask, P = exp2(S * c - LSE), its keep bit (word kw, the forward's layout), dS = P o (dP o Z - D).
+template <bool kDrop>
+__device__ __forceinline__ void ds_rows(float (&s)[8][4], const float (&dp)[8][4], uint32_t kw, float keep_scale, float sl2,
+                                        const float (&lse2)[2], const float (&dd)[2], bool causal, bool edge, int sq,
+                                        int kv0, int wrow, int lane) {
+#pragma unroll
+  for (int nb = 0; nb < 8; ++nb)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float x = s[nb][i];
+      if (edge) {
+        const int col = kv0 + 8 * nb + 2 * (lane & 3) + (i & 1);
+        const int row = wrow + (lane >> 2) + 8 * (i >> 1);
+        if (col >= sq || row >= sq || (causal && col > row)) x = -INFINITY;
+      }
+      const float p = fast_exp2(__fmaf_rn(x, sl2, -lse2[i >> 1]));
+      float zf = 1.f;
+      if constexpr (kDrop) zf = ((kw >> (4 * nb + i)) & 1u) ? keep_scale : 0.f;
+      s[nb][i] = dst_el(p, dp[nb][i], zf, dd[i >> 1]);  // dS
+    }
+}
+
+// dQ * scale (bf16) of the warp's rows into dQKV's query head h columns.
+template <int HD>
+__device__ __forceinline__ void store_dq(const Args& a, const float (&dq)[HD / 8][4], int64_t tok0, int h, int wrow,
+                                         int lane) {
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = wrow + (lane >> 2) + 8 * hh;
+    if (r < a.sq) {
+      __nv_bfloat16* dst = a.dqkv + (tok0 + r) * a.dqkv_stride + h * HD + 2 * (lane & 3);
+#pragma unroll
+      for (int nb = 0; nb < HD / 8; ++nb)
+        *reinterpret_cast<uint32_t*>(dst + 8 * nb) = pack_bf16(dq[nb][2 * hh] * a.scale, dq[nb][2 * hh + 1] * a.scale);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -304,10 +361,7 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_dq_kernel(const Args a) {
   const float sl2 = a.scale_log2;
 
   float dq[DB][4];
-#pragma unroll
-  for (int d = 0; d < DB; ++d)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) dq[d][i] = 0.f;
+  zero_frags(dq);
 
   for (int j = 0; j < n_kv; ++j) {
     const int st = j & 1;
@@ -330,37 +384,13 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_dq_kernel(const Args a) {
     two_products<HD>(s, dp, sQ + warp * 16 * RB + oA, cK + oB, sDo + warp * 16 * RB + oA, cV + oB);
 
     const bool edge = (kv0 + 63 >= sq) || (wrow + 15 >= sq) || (a.causal && kv0 + 63 > wrow);
-#pragma unroll
-    for (int nb = 0; nb < 8; ++nb)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float x = s[nb][i];
-        if (edge) {
-          const int col = kv0 + 8 * nb + 2 * (lane & 3) + (i & 1);
-          const int row = wrow + (lane >> 2) + 8 * (i >> 1);
-          if (col >= sq || row >= sq || (a.causal && col > row)) x = -INFINITY;
-        }
-        const float p = fast_exp2(__fmaf_rn(x, sl2, -lse2[i >> 1]));
-        float zf = 1.f;
-        if constexpr (kDrop) zf = ((kw >> (4 * nb + i)) & 1u) ? a.keep_scale : 0.f;
-        s[nb][i] = dst_el(p, dp[nb][i], zf, dd[i >> 1]);  // dS
-      }
+    ds_rows<kDrop>(s, dp, kw, a.keep_scale, sl2, lse2, dd, a.causal, edge, sq, kv0, wrow, lane);
     uint32_t pa[4][4];
     pack_a(s, pa);
     mma_a_tileT<HD>(dq, pa, cK + oA);
   }
   cp_async_wait<0>();
-
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    const int r = wrow + (lane >> 2) + 8 * hh;
-    if (r < sq) {
-      __nv_bfloat16* dst = a.dqkv + (tok0 + r) * a.dqkv_stride + h * HD + 2 * (lane & 3);
-#pragma unroll
-      for (int nb = 0; nb < DB; ++nb)
-        *reinterpret_cast<uint32_t*>(dst + 8 * nb) = pack_bf16(dq[nb][2 * hh] * a.scale, dq[nb][2 * hh + 1] * a.scale);
-    }
-  }
+  store_dq<HD>(a, dq, tok0, h, wrow, lane);
 }
 
 // ---------------------------------------------------------------------------------------------------------

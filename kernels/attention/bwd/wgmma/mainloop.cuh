@@ -117,6 +117,70 @@ struct Gemms {
 // (compute-sanitizer's racecheck tracks that order per thread).
 __device__ __forceinline__ void release(uint32_t empty) { ptx::mbar_arrive(empty); }
 
+// One block of a consumer that adds to dK, dV (its 64 keys from kc0 against the block's queries q0 .. q0 + 63 of head
+// h, ring stage s; consumer c): S^T and dP^T, P^T and its keep bits, dV, dS^T (stored into buffer buf for the fast mode's dQ),
+// dK; the fast mode's dQ meeting waits under the dV / dK GEMMs. kl0: the lane's first key row of the 64; t: the
+// consumer thread.
+template <class C, DropoutMode kMode>
+__device__ __forceinline__ void consume_block(const Smem<C>& sm, const Args& a, const Gemms<C>& g,
+                                              const KeepBits<C, kMode>& keep, const KvFrags<C>& kv,
+                                              float (&dk)[C::kHeadDim / 2], float (&dv)[C::kHeadDim / 2], int c, int s,
+                                              int buf, int b, int h, int q0, int kc0, int kl0, int t, int warp,
+                                              int lane) {
+  using namespace ptx;
+  constexpr int HD = C::kHeadDim;
+  constexpr bool kDrop = kMode != DropoutMode::None;
+  // dV issued before the dP^T wait keeps P^T, dP^T, dV's A operand and both accumulators live at once: at dH 128 with
+  // dropout (the keep bits and their state on top) ptxas spills 60-76 bytes, so there dV waits for dS^T.
+  constexpr bool kDvEarly = !(kDrop && HD == 128);
+  const uint32_t bh = static_cast<uint32_t>(b * a.hq + h);
+  const bool edge = (kc0 + 63 >= a.sq) || (q0 + 63 >= a.sq) || (a.causal && kc0 + 63 > q0);
+  float st[32], dp[32];
+  g.issue_s_dp(s, st, dp, kv);
+  keep.generate(bh, q0, s, edge);
+  wgmma_wait<1>();  // S^T; P^T while the dP^T GEMM runs
+  reg_fence(st);
+  // Two calls with edge a constant in each: the common block's copy has no masking code (with the flag as a
+  // run-time value, each of the 32 elements pays a predicate move and a branch around its mask).
+  const float* lse = sm.template at<const float>(sm.lse(s));
+  if (edge) attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, true, lse);
+  else attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, false, lse);
+  uint32_t z[2] = {0u, 0u};  // the lane's keep bits (read after probs: before it, the mask dH-128 instance spills)
+  if constexpr (kDrop) keep.bits(s, q0, edge, z);
+  uint32_t pa[4][4], ds[4][4];
+  const float* dd = sm.template at<const float>(sm.dsum(s));
+  if constexpr (kDvEarly) {
+    // (P o Z)^T as dV's A operand, and dV issued before the dP^T wait: dS^T is computed while the dV GEMM runs.
+    if constexpr (kDrop) attn_bwd::pz_dropped(st, z, a.keep_scale, pa);
+    else attn_bwd::pack_a(st, pa);
+    g.issue_dv(s, pa, dv);
+    wgmma_wait<1>();  // dP^T; dV runs on
+    reg_fence(dp);
+    if constexpr (kDrop) attn_bwd::dst_dropped<false>(st, dp, z, a.keep_scale, lane, dd);
+    else attn_bwd::dst(st, dp, lane, dd);
+  } else {
+    wgmma_wait<0>();
+    reg_fence(dp);
+    attn_bwd::dst_dropped<true>(st, dp, z, a.keep_scale, lane, dd);  // st becomes (P o Z)^T
+    attn_bwd::pack_a(st, pa);
+  }
+  attn_bwd::pack_a(dp, ds);
+  // The fast mode's dS^T stores read ds before the dK GEMM takes it as an operand (registers of a running wgmma
+  // are not to be read).
+  if (a.dq_fast) store_ds(sm.ds(c, buf), ds, warp, lane);
+  if constexpr (!kDvEarly) g.issue_dv(s, pa, dv);
+  g.issue_dk(s, ds, dk);
+  if (a.dq_fast) dq_meet(t);  // waited under the dV / dK GEMMs
+  wgmma_wait<0>();
+  reg_fence(dv);
+  reg_fence(dk);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    reg_fence(pa[kk]);
+    reg_fence(ds[kk]);
+  }
+}
+
 // Consumer warpgroup c (0 or 1; threads 128 (c + 1) ..): its 64 keys' dK, dV over all of the CTA's iterations, and
 // in the fast mode its share of dQ.
 template <class C, DropoutMode kMode>
@@ -124,10 +188,6 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
                                         int c) {
   using namespace ptx;
   constexpr int HD = C::kHeadDim, ST = C::kStages, NO = HD / 2;
-  constexpr bool kDrop = kMode != DropoutMode::None;
-  // dV issued before the dP^T wait keeps P^T, dP^T, dV's A operand and both accumulators live at once: at dH 128 with
-  // dropout (the keep bits and their state on top) ptxas spills 60-76 bytes, so there dV waits for dS^T.
-  constexpr bool kDvEarly = !(kDrop && HD == 128);
   const int t = static_cast<int>(threadIdx.x) - 128 * (c + 1);
   const int warp = t >> 5, lane = t & 31;
   const int kc0 = w.k0 + 64 * c;              // the consumer's first key
@@ -164,52 +224,7 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
     // The fast mode's dQ slice of this consumer (dq.cuh), computed once the stage is released.
     const int dq_n = a.dq_fast ? dq_slice<C>(c, buf) : -1;
     if (!skip) {
-      const uint32_t bh = static_cast<uint32_t>(w.b * a.hq + h);
-      const bool edge = (kc0 + 63 >= a.sq) || (q0 + 63 >= a.sq) || (a.causal && kc0 + 63 > q0);
-      float st[32], dp[32];
-      g.issue_s_dp(s, st, dp, kv);
-      keep.generate(bh, q0, s, edge);
-      wgmma_wait<1>();  // S^T; P^T while the dP^T GEMM runs
-      reg_fence(st);
-      // Two calls with edge a constant in each: the common block's copy has no masking code (with the flag as a
-      // run-time value, each of the 32 elements pays a predicate move and a branch around its mask).
-      const float* lse = sm.template at<const float>(sm.lse(s));
-      if (edge) attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, true, lse);
-      else attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, false, lse);
-      uint32_t z[2] = {0u, 0u};  // the lane's keep bits (read after probs: before it, the mask dH-128 instance spills)
-      if constexpr (kDrop) keep.bits(s, q0, edge, z);
-      uint32_t pa[4][4], ds[4][4];
-      const float* dd = sm.template at<const float>(sm.dsum(s));
-      if constexpr (kDvEarly) {
-        // (P o Z)^T as dV's A operand, and dV issued before the dP^T wait: dS^T is computed while the dV GEMM runs.
-        if constexpr (kDrop) attn_bwd::pz_dropped(st, z, a.keep_scale, pa);
-        else attn_bwd::pack_a(st, pa);
-        g.issue_dv(s, pa, dv);
-        wgmma_wait<1>();  // dP^T; dV runs on
-        reg_fence(dp);
-        if constexpr (kDrop) attn_bwd::dst_dropped<false>(st, dp, z, a.keep_scale, lane, dd);
-        else attn_bwd::dst(st, dp, lane, dd);
-      } else {
-        wgmma_wait<0>();
-        reg_fence(dp);
-        attn_bwd::dst_dropped<true>(st, dp, z, a.keep_scale, lane, dd);  // st becomes (P o Z)^T
-        attn_bwd::pack_a(st, pa);
-      }
-      attn_bwd::pack_a(dp, ds);
-      // The fast mode's dS^T stores read ds before the dK GEMM takes it as an operand (registers of a running wgmma
-      // are not to be read).
-      if (a.dq_fast) store_ds(sm.ds(c, buf), ds, warp, lane);
-      if constexpr (!kDvEarly) g.issue_dv(s, pa, dv);
-      g.issue_dk(s, ds, dk);
-      if (a.dq_fast) dq_meet(t);  // waited under the dV / dK GEMMs
-      wgmma_wait<0>();
-      reg_fence(dv);
-      reg_fence(dk);
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        reg_fence(pa[kk]);
-        reg_fence(ds[kk]);
-      }
+      consume_block<C, kMode>(sm, a, g, keep, kv, dk, dv, c, s, buf, w.b, h, q0, kc0, kl0, t, warp, lane);
     } else {
       const uint32_t zero[4][4] = {};
       store_ds(sm.ds(c, buf), zero, warp, lane);
