@@ -305,12 +305,12 @@ __device__ __forceinline__ void ds_rows(float (&s)[8][4], const float (&dp)[8][4
 
 // dQ * scale (bf16) of the warp's rows into dQKV's query head h columns.
 template <int HD>
-__device__ __forceinline__ void store_dq(const Args& a, const float (&dq)[HD / 8][4], int64_t tok0, int h, int wrow,
-                                         int lane) {
+__device__ __forceinline__ void store_dq(const Args& a, const float (&dq)[HD / 8][4], int sq, int64_t tok0, int h,
+                                         int wrow, int lane) {
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     const int r = wrow + (lane >> 2) + 8 * hh;
-    if (r < a.sq) {
+    if (r < sq) {
       __nv_bfloat16* dst = a.dqkv + (tok0 + r) * a.dqkv_stride + h * HD + 2 * (lane & 3);
 #pragma unroll
       for (int nb = 0; nb < HD / 8; ++nb)
@@ -390,7 +390,7 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_dq_kernel(const Args a) {
     mma_a_tileT<HD>(dq, pa, cK + oA);
   }
   cp_async_wait<0>();
-  store_dq<HD>(a, dq, tok0, h, wrow, lane);
+  store_dq<HD>(a, dq, sq, tok0, h, wrow, lane);
 }
 
 // ---------------------------------------------------------------------------------------------------------

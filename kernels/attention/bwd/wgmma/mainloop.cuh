@@ -117,67 +117,56 @@ struct Gemms {
 // (compute-sanitizer's racecheck tracks that order per thread).
 __device__ __forceinline__ void release(uint32_t empty) { ptx::mbar_arrive(empty); }
 
-// One block of a consumer that adds to dK, dV (its 64 keys from kc0 against the block's queries q0 .. q0 + 63 of head
-// h, ring stage s; consumer c): S^T and dP^T, P^T and its keep bits, dV, dS^T (stored into buffer buf for the fast mode's dQ),
-// dK; the fast mode's dQ meeting waits under the dV / dK GEMMs. kl0: the lane's first key row of the 64; t: the
-// consumer thread.
+// dV issued before the dP^T wait keeps P^T, dP^T, dV's A operand and both accumulators live at once: at dH 128 with
+// dropout (the keep bits and their state on top) ptxas spills 60-76 bytes, so there dV waits for dS^T.
 template <class C, DropoutMode kMode>
-__device__ __forceinline__ void consume_block(const Smem<C>& sm, const Args& a, const Gemms<C>& g,
-                                              const KeepBits<C, kMode>& keep, const KvFrags<C>& kv,
-                                              float (&dk)[C::kHeadDim / 2], float (&dv)[C::kHeadDim / 2], int c, int s,
-                                              int buf, int b, int h, int q0, int kc0, int kl0, int t, int warp,
-                                              int lane) {
+inline constexpr bool kDvEarly = !(kMode != DropoutMode::None && C::kHeadDim == 128);
+
+// P^T and dP^T to the A operands of dV ((P o Z)^T: pa) and dK (dS^T: ds). kDvEarly: dV is issued before the dP^T
+// wait, so dS^T is computed while the dV GEMM runs; otherwise both wait (the caller issues dV). dd: the block's D.
+template <class C, DropoutMode kMode>
+__device__ __forceinline__ void dv_and_ds(const Gemms<C>& g, int s, float (&st)[32], float (&dp)[32], const uint32_t (&z)[2],
+                                          float keep_scale, int lane, const float* dd, uint32_t (&pa)[4][4],
+                                          uint32_t (&ds)[4][4], float (&dv)[C::kHeadDim / 2]) {
   using namespace ptx;
-  constexpr int HD = C::kHeadDim;
   constexpr bool kDrop = kMode != DropoutMode::None;
-  // dV issued before the dP^T wait keeps P^T, dP^T, dV's A operand and both accumulators live at once: at dH 128 with
-  // dropout (the keep bits and their state on top) ptxas spills 60-76 bytes, so there dV waits for dS^T.
-  constexpr bool kDvEarly = !(kDrop && HD == 128);
-  const uint32_t bh = static_cast<uint32_t>(b * a.hq + h);
-  const bool edge = (kc0 + 63 >= a.sq) || (q0 + 63 >= a.sq) || (a.causal && kc0 + 63 > q0);
-  float st[32], dp[32];
-  g.issue_s_dp(s, st, dp, kv);
-  keep.generate(bh, q0, s, edge);
-  wgmma_wait<1>();  // S^T; P^T while the dP^T GEMM runs
-  reg_fence(st);
-  // Two calls with edge a constant in each: the common block's copy has no masking code (with the flag as a
-  // run-time value, each of the 32 elements pays a predicate move and a branch around its mask).
-  const float* lse = sm.template at<const float>(sm.lse(s));
-  if (edge) attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, true, lse);
-  else attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, false, lse);
-  uint32_t z[2] = {0u, 0u};  // the lane's keep bits (read after probs: before it, the mask dH-128 instance spills)
-  if constexpr (kDrop) keep.bits(s, q0, edge, z);
-  uint32_t pa[4][4], ds[4][4];
-  const float* dd = sm.template at<const float>(sm.dsum(s));
-  if constexpr (kDvEarly) {
-    // (P o Z)^T as dV's A operand, and dV issued before the dP^T wait: dS^T is computed while the dV GEMM runs.
-    if constexpr (kDrop) attn_bwd::pz_dropped(st, z, a.keep_scale, pa);
+  if constexpr (kDvEarly<C, kMode>) {
+    if constexpr (kDrop) attn_bwd::pz_dropped(st, z, keep_scale, pa);
     else attn_bwd::pack_a(st, pa);
     g.issue_dv(s, pa, dv);
     wgmma_wait<1>();  // dP^T; dV runs on
     reg_fence(dp);
-    if constexpr (kDrop) attn_bwd::dst_dropped<false>(st, dp, z, a.keep_scale, lane, dd);
+    if constexpr (kDrop) attn_bwd::dst_dropped<false>(st, dp, z, keep_scale, lane, dd);
     else attn_bwd::dst(st, dp, lane, dd);
   } else {
     wgmma_wait<0>();
     reg_fence(dp);
-    attn_bwd::dst_dropped<true>(st, dp, z, a.keep_scale, lane, dd);  // st becomes (P o Z)^T
+    attn_bwd::dst_dropped<true>(st, dp, z, keep_scale, lane, dd);  // st becomes (P o Z)^T
     attn_bwd::pack_a(st, pa);
   }
   attn_bwd::pack_a(dp, ds);
-  // The fast mode's dS^T stores read ds before the dK GEMM takes it as an operand (registers of a running wgmma
-  // are not to be read).
-  if (a.dq_fast) store_ds(sm.ds(c, buf), ds, warp, lane);
-  if constexpr (!kDvEarly) g.issue_dv(s, pa, dv);
-  g.issue_dk(s, ds, dk);
-  if (a.dq_fast) dq_meet(t);  // waited under the dV / dK GEMMs
-  wgmma_wait<0>();
-  reg_fence(dv);
-  reg_fence(dk);
+}
+
+// The fast mode's dQ slice n of the block (dq.cuh): its GEMM from dS^T buffer buf, then the reduce-add into dQ.
+template <class C>
+__device__ __forceinline__ void dq_slice_add(const Smem<C>& sm, const CUtensorMap* tm_dq, float (&dq)[32], int buf, int n,
+                                             int c, int b, int h, int q0, int t, int warp, int lane) {
+  issue_dq<C>(sm, buf, n, dq);
+  ptx::wgmma_wait<0>();
+  ptx::reg_fence(dq);
+  dq_reduce<C>(sm, tm_dq, dq, n, c, b, h, q0, t, warp, lane);
+}
+
+// The block's accumulators and operands fenced after the last wgmma wait: nothing reads or reuses their registers
+// before it.
+template <int NO>
+__device__ __forceinline__ void fence_block(float (&dv)[NO], float (&dk)[NO], uint32_t (&pa)[4][4], uint32_t (&ds)[4][4]) {
+  ptx::reg_fence(dv);
+  ptx::reg_fence(dk);
 #pragma unroll
   for (int kk = 0; kk < 4; ++kk) {
-    reg_fence(pa[kk]);
-    reg_fence(ds[kk]);
+    ptx::reg_fence(pa[kk]);
+    ptx::reg_fence(ds[kk]);
   }
 }
 
@@ -188,6 +177,7 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
                                         int c) {
   using namespace ptx;
   constexpr int HD = C::kHeadDim, ST = C::kStages, NO = HD / 2;
+  constexpr bool kDrop = kMode != DropoutMode::None;
   const int t = static_cast<int>(threadIdx.x) - 128 * (c + 1);
   const int warp = t >> 5, lane = t & 31;
   const int kc0 = w.k0 + 64 * c;              // the consumer's first key
@@ -209,8 +199,7 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
   // GEMMs read it.
   // h, q0: iteration it's query head and first query (w.head(it), w.q0(it)), advanced with it.
   for (int it = 0, h = w.head(0), q0 = w.q0(0); it < w.n_it; ++it, w.advance(h, q0)) {
-    const int s = it % ST;
-    const int buf = it & 1;
+    const int s = it % ST, buf = it & 1;
     // A plain spin: the trapping wait (its clock read and trap path) inside this loop keeps ptxas at the entry's 168
     // registers for the consumers (spills, serialised wgmma).
     mbar_wait(sm.full(s), static_cast<uint32_t>((it / ST) & 1));
@@ -224,7 +213,30 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
     // The fast mode's dQ slice of this consumer (dq.cuh), computed once the stage is released.
     const int dq_n = a.dq_fast ? dq_slice<C>(c, buf) : -1;
     if (!skip) {
-      consume_block<C, kMode>(sm, a, g, keep, kv, dk, dv, c, s, buf, w.b, h, q0, kc0, kl0, t, warp, lane);
+      const uint32_t bh = static_cast<uint32_t>(w.b * a.hq + h);
+      const bool edge = (kc0 + 63 >= a.sq) || (q0 + 63 >= a.sq) || (a.causal && kc0 + 63 > q0);
+      float st[32], dp[32];
+      g.issue_s_dp(s, st, dp, kv);
+      keep.generate(bh, q0, s, edge);
+      wgmma_wait<1>();  // S^T; P^T while the dP^T GEMM runs
+      reg_fence(st);
+      // Two calls with edge a constant in each: the common block's copy has no masking code (with the flag as a
+      // run-time value, each of the 32 elements pays a predicate move and a branch around its mask).
+      const float* lse = sm.template at<const float>(sm.lse(s));
+      if (edge) attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, true, lse);
+      else attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, false, lse);
+      uint32_t z[2] = {0u, 0u};  // the lane's keep bits (read after probs: before it, the mask dH-128 instance spills)
+      if constexpr (kDrop) keep.bits(s, q0, edge, z);
+      uint32_t pa[4][4], ds[4][4];
+      dv_and_ds<C, kMode>(g, s, st, dp, z, a.keep_scale, lane, sm.template at<const float>(sm.dsum(s)), pa, ds, dv);
+      // The fast mode's dS^T stores read ds before the dK GEMM takes it as an operand (registers of a running wgmma
+      // are not to be read).
+      if (a.dq_fast) store_ds(sm.ds(c, buf), ds, warp, lane);
+      if constexpr (!kDvEarly<C, kMode>) g.issue_dv(s, pa, dv);
+      g.issue_dk(s, ds, dk);
+      if (a.dq_fast) dq_meet(t);  // waited under the dV / dK GEMMs
+      wgmma_wait<0>();
+      fence_block(dv, dk, pa, ds);
     } else {
       const uint32_t zero[4][4] = {};
       store_ds(sm.ds(c, buf), zero, warp, lane);
@@ -233,10 +245,7 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
     release(sm.empty(s));  // Q, dO, LSE, D and the words of stage s are read
     if (dq_n >= 0) {
       float dq[32];
-      issue_dq<C>(sm, buf, dq_n, dq);
-      wgmma_wait<0>();
-      reg_fence(dq);
-      dq_reduce<C>(sm, tm_dq, dq, dq_n, c, w.b, h, q0, t, warp, lane);
+      dq_slice_add<C>(sm, tm_dq, dq, buf, dq_n, c, w.b, h, q0, t, warp, lane);
     }
   }
   // The reduce-adds complete (their shared-memory reads and global writes) before the CTA's shared memory goes.
