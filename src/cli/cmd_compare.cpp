@@ -197,52 +197,91 @@ int regression_gate(const std::vector<Comparison>& cs, const Settings& s) {
   return rc;
 }
 
+struct CompareOpts {
+  std::vector<std::string> files;
+  std::string format = "md";
+  std::string noise_k, noise_floor, fail_pct;  // parsed in run: parse_setting
+  bool force = false;
+};
+
+const char* const kCompareHelp =
+    "Matches the (point, variant) rows of B.json (and of every further file) to those of the baseline A.json\n"
+    "by axis values (key order and 4096 vs 4096.0 do not matter) and variant name, and prints per match:\n"
+    "the axes, variant, A_us / B_us (median, microseconds), A_noise_% / B_noise_% (relative stdev), B/A\n"
+    "(ratio of the medians; < 1 means B is faster) and a verdict, then a geomean row (geometric mean of the\n"
+    "ratios over all matched rows) and the rows only one side has. With more files, each is compared\n"
+    "against the first. --format csv adds a candidate column and the unmatched rows; --format json gives\n"
+    "every figure unrounded (times in seconds).\n"
+    "\n"
+    "Verdict. Where both medians carry a 95% interval (stats.median_ci, reports since measure.interleave), B/A's\n"
+    "interval combines the two as independent estimates and t = max(its larger ln half-width, ln(1 + FLOOR/100));\n"
+    "the interval is the median's sampling uncertainty within each run, not the drift between runs, which the\n"
+    "floor must cover. Otherwise t = max(K * sqrt(noiseA^2 + noiseB^2), ln(1 + FLOOR/100)), K = --noise-k\n"
+    "(default 2), noise = the report's rel_stdev. FLOOR = --noise-floor in percent (default 1). Then:\n"
+    "  same    |ln(B/A)| <= t          faster  ln(B/A) < -t          slower  ln(B/A) > t\n"
+    "  n/a     a median is null or 0 (not in the geomean, never a regression)\n"
+    "\n"
+    "--fail-on-regression PCT: exit code 1 when any matched row has\n"
+    "  ln(B/A) > t + ln(1 + PCT/100),  i.e.  B/A > (1 + PCT/100) * exp(t)\n"
+    "(slower by more than PCT percent beyond its noise band; PCT = 0 fails on every \"slower\" row), or when a\n"
+    "compared file has no row in common with the baseline. Such rows are marked \"(regression)\" and listed\n"
+    "on stderr.\n"
+    "\n"
+    "Exit codes: 0 compared (no regression), 1 regression (only with --fail-on-regression), 2 bad input: a\n"
+    "missing or unreadable file, not JSON, not a dropbench report, schema_version other than 1, reports of\n"
+    "different commands, a negative median or rel_stdev, or reports that are not comparable (one line on\n"
+    "stderr naming the file and what differs).\n"
+    "\n"
+    "Comparable: the workload fields (all but the axes either report sweeps), the device name and the\n"
+    "measure settings of the config are equal. --force compares unlike reports anyway, with a warning on\n"
+    "stderr listing what differs. The header names each report's git sha, date and device.\n"
+    "Example:\n"
+    "  dropbench compare results/h200/model/inputs/rng_quick.json results/latest/rng.json --fail-on-regression 5";
+
+int run_compare(const CompareOpts& o) {
+  if (o.files.size() < 2)
+    throw UsageError(fmt::format("compare: needs at least two reports (baseline first), got {}", o.files.size()));
+  Settings s;
+  if (!o.noise_k.empty()) s.k = parse_setting("--noise-k", o.noise_k, 0, 100);
+  if (!o.noise_floor.empty()) s.floor_pct = parse_setting("--noise-floor", o.noise_floor, 0, 100);
+  if (!o.fail_pct.empty()) s.fail_pct = parse_setting("--fail-on-regression", o.fail_pct, 0, 1000);
+  const std::vector<LoadedReport> reports = compare::load_reports(o.files);
+  // Unlike reports give ratios that measure the difference in workload, not in code: refused up front.
+  for (size_t i = 1; i < reports.size(); ++i) {
+    const std::vector<std::string> d = compare::differences(reports[0], reports[i]);
+    if (d.empty()) continue;
+    if (!o.force)
+      throw UsageError(fmt::format("compare: {}: not comparable with the baseline {}: {} (--force compares anyway)",
+                                   reports[i].path, reports[0].path, joined(d)));
+    std::fprintf(stderr, "dropbench: warning: compare: %s: differs from the baseline %s: %s; compared anyway (--force)\n",
+                 reports[i].path.c_str(), reports[0].path.c_str(), joined(d).c_str());
+  }
+  for (const LoadedReport& r : reports)
+    if (r.duplicates)
+      std::fprintf(stderr, "dropbench: compare: %s: %zu repeated (point, variant) rows ignored (first kept)\n",
+                   r.path.c_str(), r.duplicates);
+
+  std::vector<Comparison> cs;
+  for (size_t i = 1; i < reports.size(); ++i) cs.push_back(compare::compare_reports(reports[0], reports[i], s));
+  const std::vector<std::string> keys = axis_columns(cs);
+  if (o.format == "json")
+    std::cout << compare::comparisons_json(cs, s).dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+  else if (o.format == "csv")
+    std::cout << render_csv(make_table(cs, keys, true, 0));
+  else
+    print_markdown(cs, keys, s);
+  std::cout << std::flush;
+  return regression_gate(cs, s);
+}
+
 }  // namespace
 
 Command make_compare_command() {
-  struct Opts {
-    std::vector<std::string> files;
-    std::string format = "md";
-    std::string noise_k, noise_floor, fail_pct;  // parsed in run: parse_setting
-    bool force = false;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<CompareOpts>();
   Command c;
   c.name = "compare";
   c.summary = "Compare reports of one command (first file = baseline): ratio and noise-aware verdict per point";
-  c.help =
-      "Matches the (point, variant) rows of B.json (and of every further file) to those of the baseline A.json\n"
-      "by axis values (key order and 4096 vs 4096.0 do not matter) and variant name, and prints per match:\n"
-      "the axes, variant, A_us / B_us (median, microseconds), A_noise_% / B_noise_% (relative stdev), B/A\n"
-      "(ratio of the medians; < 1 means B is faster) and a verdict, then a geomean row (geometric mean of the\n"
-      "ratios over all matched rows) and the rows only one side has. With more files, each is compared\n"
-      "against the first. --format csv adds a candidate column and the unmatched rows; --format json gives\n"
-      "every figure unrounded (times in seconds).\n"
-      "\n"
-      "Verdict. Where both medians carry a 95% interval (stats.median_ci, reports since measure.interleave), B/A's\n"
-      "interval combines the two as independent estimates and t = max(its larger ln half-width, ln(1 + FLOOR/100));\n"
-      "the interval is the median's sampling uncertainty within each run, not the drift between runs, which the\n"
-      "floor must cover. Otherwise t = max(K * sqrt(noiseA^2 + noiseB^2), ln(1 + FLOOR/100)), K = --noise-k\n"
-      "(default 2), noise = the report's rel_stdev. FLOOR = --noise-floor in percent (default 1). Then:\n"
-      "  same    |ln(B/A)| <= t          faster  ln(B/A) < -t          slower  ln(B/A) > t\n"
-      "  n/a     a median is null or 0 (not in the geomean, never a regression)\n"
-      "\n"
-      "--fail-on-regression PCT: exit code 1 when any matched row has\n"
-      "  ln(B/A) > t + ln(1 + PCT/100),  i.e.  B/A > (1 + PCT/100) * exp(t)\n"
-      "(slower by more than PCT percent beyond its noise band; PCT = 0 fails on every \"slower\" row), or when a\n"
-      "compared file has no row in common with the baseline. Such rows are marked \"(regression)\" and listed\n"
-      "on stderr.\n"
-      "\n"
-      "Exit codes: 0 compared (no regression), 1 regression (only with --fail-on-regression), 2 bad input: a\n"
-      "missing or unreadable file, not JSON, not a dropbench report, schema_version other than 1, reports of\n"
-      "different commands, a negative median or rel_stdev, or reports that are not comparable (one line on\n"
-      "stderr naming the file and what differs).\n"
-      "\n"
-      "Comparable: the workload fields (all but the axes either report sweeps), the device name and the\n"
-      "measure settings of the config are equal. --force compares unlike reports anyway, with a warning on\n"
-      "stderr listing what differs. The header names each report's git sha, date and device.\n"
-      "Example:\n"
-      "  dropbench compare results/h200/model/inputs/rng_quick.json results/latest/rng.json --fail-on-regression 5";
+  c.help = kCompareHelp;
   c.sweeps = false;
   c.add_options = [o](CLI::App& app) {
     app.add_option("files", o->files, "Reports: baseline A.json first, then B.json [C.json ...]")->required();
@@ -253,41 +292,7 @@ Command make_compare_command() {
                    "Exit code 1 if a row is slower by more than PCT % beyond its noise (rule below), [0, 1000]");
     app.add_flag("--force", o->force, "Compare reports whose workload, device or measure settings differ");
   };
-  c.run = [o](RunContext&) {
-    if (o->files.size() < 2)
-      throw UsageError(fmt::format("compare: needs at least two reports (baseline first), got {}", o->files.size()));
-    Settings s;
-    if (!o->noise_k.empty()) s.k = parse_setting("--noise-k", o->noise_k, 0, 100);
-    if (!o->noise_floor.empty()) s.floor_pct = parse_setting("--noise-floor", o->noise_floor, 0, 100);
-    if (!o->fail_pct.empty()) s.fail_pct = parse_setting("--fail-on-regression", o->fail_pct, 0, 1000);
-    const std::vector<LoadedReport> reports = compare::load_reports(o->files);
-    // Unlike reports give ratios that measure the difference in workload, not in code: refused up front.
-    for (size_t i = 1; i < reports.size(); ++i) {
-      const std::vector<std::string> d = compare::differences(reports[0], reports[i]);
-      if (d.empty()) continue;
-      if (!o->force)
-        throw UsageError(fmt::format("compare: {}: not comparable with the baseline {}: {} (--force compares anyway)",
-                                     reports[i].path, reports[0].path, joined(d)));
-      std::fprintf(stderr, "dropbench: warning: compare: %s: differs from the baseline %s: %s; compared anyway (--force)\n",
-                   reports[i].path.c_str(), reports[0].path.c_str(), joined(d).c_str());
-    }
-    for (const LoadedReport& r : reports)
-      if (r.duplicates)
-        std::fprintf(stderr, "dropbench: compare: %s: %zu repeated (point, variant) rows ignored (first kept)\n",
-                     r.path.c_str(), r.duplicates);
-
-    std::vector<Comparison> cs;
-    for (size_t i = 1; i < reports.size(); ++i) cs.push_back(compare::compare_reports(reports[0], reports[i], s));
-    const std::vector<std::string> keys = axis_columns(cs);
-    if (o->format == "json")
-      std::cout << compare::comparisons_json(cs, s).dump(2, ' ', false, json::error_handler_t::replace) << "\n";
-    else if (o->format == "csv")
-      std::cout << render_csv(make_table(cs, keys, true, 0));
-    else
-      print_markdown(cs, keys, s);
-    std::cout << std::flush;
-    return regression_gate(cs, s);
-  };
+  c.run = [o](RunContext&) { return run_compare(*o); };
   return c;
 }
 

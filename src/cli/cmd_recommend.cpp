@@ -372,6 +372,69 @@ void print_train(const model::TrainRecommendation& rec, const Workload& w, const
   if (std::find(rec.rounds.begin(), rec.rounds.end(), 3) != rec.rounds.end()) std::cout << model::kR3Caveat << "\n";
 }
 
+const char* const kRecommendHelp =
+    "Predicts, with the resource model of `dropbench model` (docs/model.md), every pipeline at every Philox\n"
+    "round count for one attention-block shape, ranks them, names each one's limiting unit and the region of\n"
+    "the shape (GEMM >> RNG: RNG/GEMM < 0.5; RNG <~ GEMM: 0.5..1; RNG > GEMM: > 1), and shows the RNG's share\n"
+    "of the baseline block time, also on --reference (default H200) when --machine is another machine.\n"
+    "--shape keys: b, sq, e, hq, hkv, dh, causal (0/1), dtype (fp8/bf16), tw (8/16/32), p, chunk,\n"
+    "attn (auto/mma/wgmma: the attention kernel). With per-kernel power in the profile (`dropbench profile\n"
+    "--power-from`) and a power cap in the machine file, every entry also gets its energy per block and a\n"
+    "second ranking by energy; the output says when the two rankings differ.\n"
+    "Examples:\n"
+    "  dropbench recommend --shape \"b=1,sq=8192,e=8192,hq=64,hkv=8,dh=128\"\n"
+    "  dropbench recommend --shape \"b=1,sq=8192,e=16384,hq=128,hkv=8,dh=128,causal=1\" \\\n"
+    "      --machine configs/machines/blackwell-projection.json\n"
+    "--pass train ranks the training-step strategies (fused, stored, regen-overlap, fused-write: `run --help`)\n"
+    "by the model's step time (forward + backward), with each one's mask memory for --layers layers and the\n"
+    "verdict per mask budget (the fastest strategy at each budget; --mask-budget GIB marks what fits). The\n"
+    "attention backward's demand is derived from the forward kernel's (docs/model.md, \"The training step\").\n"
+    "  dropbench recommend --shape \"b=1,sq=8192,e=8192,hq=64,hkv=8,dh=128,causal=1\" --pass train --layers 80\n"
+    "Needs no GPU.";
+
+int run_recommend(const RecOpts& ro) {
+  if (ro.pass != "fwd" && ro.pass != "train")
+    throw UsageError(fmt::format("--pass: '{}' is not a pass (allowed: fwd, train)", ro.pass));
+  if (ro.layers < 0 || ro.layers > 4096)
+    throw UsageError(fmt::format("--layers: {} is out of range (allowed: [0, 4096]; 0 = one layer)", ro.layers));
+  if (!(ro.mask_budget_gib >= 0))
+    throw UsageError("--mask-budget: must be >= 0 (allowed: GiB, 0 = no budget)");
+  if (ro.pass == "fwd" && (ro.layers != 0 || ro.mask_budget_gib != 0))
+    throw UsageError("--layers / --mask-budget: only with --pass train (allowed: --pass train)");
+  const Workload shape = parse_shape(ro.shape);
+  const std::vector<int64_t> rounds = parse_rounds(ro.rounds);
+  const model::Machine m = model::load_machine(mcli::default_path(ro.machine));
+  model::Profile p = model::load_profile(mcli::default_path(ro.profile));
+  p.use_ncu = ro.demand == "ncu";
+  p.use_power = ro.power == "on";
+  std::optional<model::Machine> ref;
+  if (!ro.reference.empty()) ref = model::load_machine(mcli::default_path(ro.reference));
+  model::Options o;
+  o.residency = ro.residency;
+  o.clock = ro.clock;
+  if (ro.pass == "train") {
+    const uint64_t budget = static_cast<uint64_t>(ro.mask_budget_gib * double(uint64_t{1} << 30));
+    const model::TrainRecommendation tr = model::recommend_train(
+        m, p, shape, rounds, o, network_mask_bytes(shape, ro.layers), ro.layers, budget, ref ? &*ref : nullptr);
+    if (ro.format == "json")
+      std::cout << train_json(tr, shape, m, p).dump(2) << "\n";
+    else
+      print_train(tr, shape, m, p);
+    return 0;
+  }
+  const Recommendation rec = model::recommend(m, p, shape, rounds, o, ref ? &*ref : nullptr);
+  if (ro.format == "json") {
+    std::cout << recommend_json(rec, shape, m, p).dump(2) << "\n";
+    return 0;
+  }
+  print_header(rec, shape, m, p, ro.demand);
+  std::cout << render(ranking_table(rec), "md");
+  std::cout << "\n" << power_line(m, p, rec) << "\n";
+  if (!rec.energy_ranking.empty()) std::cout << "\n" << render(energy_table(rec), "md");
+  print_details(rec, m);
+  return 0;
+}
+
 }  // namespace
 
 Command make_recommend_command() {
@@ -379,25 +442,7 @@ Command make_recommend_command() {
   Command c;
   c.name = "recommend";
   c.summary = "Rank fused / overlap / chunked / baseline and Philox round counts for a block shape (resource model, CPU)";
-  c.help =
-      "Predicts, with the resource model of `dropbench model` (docs/model.md), every pipeline at every Philox\n"
-      "round count for one attention-block shape, ranks them, names each one's limiting unit and the region of\n"
-      "the shape (GEMM >> RNG: RNG/GEMM < 0.5; RNG <~ GEMM: 0.5..1; RNG > GEMM: > 1), and shows the RNG's share\n"
-      "of the baseline block time, also on --reference (default H200) when --machine is another machine.\n"
-      "--shape keys: b, sq, e, hq, hkv, dh, causal (0/1), dtype (fp8/bf16), tw (8/16/32), p, chunk,\n"
-      "attn (auto/mma/wgmma: the attention kernel). With per-kernel power in the profile (`dropbench profile\n"
-      "--power-from`) and a power cap in the machine file, every entry also gets its energy per block and a\n"
-      "second ranking by energy; the output says when the two rankings differ.\n"
-      "Examples:\n"
-      "  dropbench recommend --shape \"b=1,sq=8192,e=8192,hq=64,hkv=8,dh=128\"\n"
-      "  dropbench recommend --shape \"b=1,sq=8192,e=16384,hq=128,hkv=8,dh=128,causal=1\" \\\n"
-      "      --machine configs/machines/blackwell-projection.json\n"
-      "--pass train ranks the training-step strategies (fused, stored, regen-overlap, fused-write: `run --help`)\n"
-      "by the model's step time (forward + backward), with each one's mask memory for --layers layers and the\n"
-      "verdict per mask budget (the fastest strategy at each budget; --mask-budget GIB marks what fits). The\n"
-      "attention backward's demand is derived from the forward kernel's (docs/model.md, \"The training step\").\n"
-      "  dropbench recommend --shape \"b=1,sq=8192,e=8192,hq=64,hkv=8,dh=128,causal=1\" --pass train --layers 80\n"
-      "Needs no GPU.";
+  c.help = kRecommendHelp;
   c.sweeps = false;
   c.add_options = [ro](CLI::App& app) {
     app.add_option("--shape", ro->shape, "Block shape, e.g. b=1,sq=8192,e=8192,hq=64,hkv=8,dh=128")->required();
@@ -417,48 +462,7 @@ Command make_recommend_command() {
     app.add_option("--mask-budget", ro->mask_budget_gib,
                    "--pass train: GiB the network's dropout masks may hold (0 = no budget)");
   };
-  c.run = [ro](RunContext&) {
-    if (ro->pass != "fwd" && ro->pass != "train")
-      throw UsageError(fmt::format("--pass: '{}' is not a pass (allowed: fwd, train)", ro->pass));
-    if (ro->layers < 0 || ro->layers > 4096)
-      throw UsageError(fmt::format("--layers: {} is out of range (allowed: [0, 4096]; 0 = one layer)", ro->layers));
-    if (!(ro->mask_budget_gib >= 0))
-      throw UsageError("--mask-budget: must be >= 0 (allowed: GiB, 0 = no budget)");
-    if (ro->pass == "fwd" && (ro->layers != 0 || ro->mask_budget_gib != 0))
-      throw UsageError("--layers / --mask-budget: only with --pass train (allowed: --pass train)");
-    const Workload shape = parse_shape(ro->shape);
-    const std::vector<int64_t> rounds = parse_rounds(ro->rounds);
-    const model::Machine m = model::load_machine(mcli::default_path(ro->machine));
-    model::Profile p = model::load_profile(mcli::default_path(ro->profile));
-    p.use_ncu = ro->demand == "ncu";
-    p.use_power = ro->power == "on";
-    std::optional<model::Machine> ref;
-    if (!ro->reference.empty()) ref = model::load_machine(mcli::default_path(ro->reference));
-    model::Options o;
-    o.residency = ro->residency;
-    o.clock = ro->clock;
-    if (ro->pass == "train") {
-      const uint64_t budget = static_cast<uint64_t>(ro->mask_budget_gib * double(uint64_t{1} << 30));
-      const model::TrainRecommendation tr = model::recommend_train(
-          m, p, shape, rounds, o, network_mask_bytes(shape, ro->layers), ro->layers, budget, ref ? &*ref : nullptr);
-      if (ro->format == "json")
-        std::cout << train_json(tr, shape, m, p).dump(2) << "\n";
-      else
-        print_train(tr, shape, m, p);
-      return 0;
-    }
-    const Recommendation rec = model::recommend(m, p, shape, rounds, o, ref ? &*ref : nullptr);
-    if (ro->format == "json") {
-      std::cout << recommend_json(rec, shape, m, p).dump(2) << "\n";
-      return 0;
-    }
-    print_header(rec, shape, m, p, ro->demand);
-    std::cout << render(ranking_table(rec), "md");
-    std::cout << "\n" << power_line(m, p, rec) << "\n";
-    if (!rec.energy_ranking.empty()) std::cout << "\n" << render(energy_table(rec), "md");
-    print_details(rec, m);
-    return 0;
-  };
+  c.run = [ro](RunContext&) { return run_recommend(*ro); };
   return c;
 }
 
