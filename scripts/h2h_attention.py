@@ -56,11 +56,13 @@ from dbstats import boot_median_ci, paired_ratios  # noqa: E402,F401
 
 TOOL_VERSION = "1"
 OURS = {"wgmma": ("none", "mask", "fused"), "mma": ("none", "mask", "fused")}
-# --lib-b: a second build of the library (an A/B of two kernel builds in one process, e.g. cmake
-# -DDROPBENCH_WG_WAIT_SPLIT=ON): its wgmma kernels as family "wgmmaB", checked bitwise against "wgmma".
+# --lib-b: a second build of the library (an A/B of two kernel builds in one process): its wgmma kernels as family
+# "wgmmaB" (what the default variants gain) and its mma.sync kernels as "mmaB", each checked bitwise against lib A's
+# family of the same kernel.
+LIB_B_FAMILIES = {"wgmmaB": "wgmma", "mmaB": "mma"}
 LIB_B_FAMILY = "wgmmaB"
-# The A/B pairs (lib A's wgmma variant, lib B's) that run back to back in every round (round_orders).
-AB_PAIRS = [(f"wgmma:{m}", f"{LIB_B_FAMILY}:{m}") for m in OURS["wgmma"]]
+# The A/B pairs (lib A's variant, lib B's) that run back to back in every round (round_orders).
+AB_PAIRS = [(f"{fa}:{m}", f"{fb}:{m}") for fb, fa in LIB_B_FAMILIES.items() for m in OURS[fa]]
 SDPA = {"cudnn": ("none", "dropout"), "flash": ("none", "dropout")}
 DEFAULT_VARIANTS = ("wgmma:none,wgmma:mask,wgmma:fused,cudnn:none,cudnn:dropout,flash:none,flash:dropout,"
                     "mma:none,mma:fused")
@@ -76,6 +78,9 @@ KEY_RATIOS = (("cudnn:none", "wgmma:none", "cuDNN none / wgmma none (speed-up of
               ("wgmmaB:none", "wgmma:none", "lib B / lib A, wgmma none", ""),
               ("wgmmaB:mask", "wgmma:mask", "lib B / lib A, wgmma mask", ""),
               ("wgmmaB:fused", "wgmma:fused", "lib B / lib A, wgmma fused", ""),
+              ("mmaB:none", "mma:none", "lib B / lib A, mma none", ""),
+              ("mmaB:mask", "mma:mask", "lib B / lib A, mma mask", ""),
+              ("mmaB:fused", "mma:fused", "lib B / lib A, mma fused", ""),
               ("cudnn:none", "wgmmaB:none", "cuDNN none / lib B wgmma none", ">= 1.02 (dH 64: >= 0.9)"),
               ("wgmmaB:mask", "wgmmaB:none", "lib B wgmma mask / none", "<= 1.05"))
 REL_ERR_MAX = 2e-2
@@ -129,7 +134,7 @@ def parse_variants(s, allowed):
 
 
 def variant_list(s, lib_b=False):
-    return parse_variants(s, {**OURS, **SDPA, **({LIB_B_FAMILY: OURS["wgmma"]} if lib_b else {})})
+    return parse_variants(s, {**OURS, **SDPA, **({fb: OURS[fa] for fb, fa in LIB_B_FAMILIES.items()} if lib_b else {})})
 
 
 def heads(s, max_hq=256):
@@ -196,7 +201,8 @@ def parse_args(argv):
     add_common_args(ap)
     ap.add_argument("--variants", default=DEFAULT_VARIANTS)
     ap.add_argument("--lib-b", help="a second libdropbench_attention.so (another build): its wgmma kernels are timed "
-                                    "as family wgmmaB in the same rounds (added to the default variants)")
+                                    "as family wgmmaB in the same rounds (added to the default variants), its mma.sync "
+                                    "kernels as mmaB (named in --variants)")
     ap.add_argument("--profile-once", action="store_true",
                     help="after the checks, run each variant once inside an NVTX range 'dbprof' and time nothing: for "
                          "Nsight Compute, e.g. ncu --nvtx --nvtx-include 'dbprof/' --section WarpStateStats ... "
@@ -305,8 +311,9 @@ def check_outputs(outs, equal, rel_err):
             if not d <= REL_ERR_MAX:
                 raise RuntimeError(f"{fam}:none differs from cuDNN: rel err {d:.3g} > {REL_ERR_MAX}")
         same(f"{fam}:mask", f"{fam}:fused", "keep bits not the same")
-    for mode in OURS["wgmma"]:
-        same(f"{LIB_B_FAMILY}:{mode}", f"wgmma:{mode}", "the builds' arithmetic differs")
+    for fb, fa in LIB_B_FAMILIES.items():
+        for mode in OURS[fa]:
+            same(f"{fb}:{mode}", f"{fa}:{mode}", "the builds' arithmetic differs")
     return res
 
 
@@ -411,12 +418,12 @@ class Runner:
         calls, info, outs, skipped = {}, {}, {}, {}
         for name in a.variants:
             fam, mode = name.split(":")
-            if fam in OURS or fam == LIB_B_FAMILY:
-                # family wgmmaB: lib B's wgmma kernels, reading the mask lib A's RNG kernel wrote (the same bits)
-                lb = self.lib_b if fam == LIB_B_FAMILY else lib
+            if fam in OURS or fam in LIB_B_FAMILIES:
+                # families wgmmaB / mmaB: lib B's kernels, reading the mask lib A's RNG kernel wrote (the same bits)
+                lb = self.lib_b if fam in LIB_B_FAMILIES else lib
                 o = torch.empty(b * sq, hq * hd, device=self.dev, dtype=torch.bfloat16)
                 prm = lb.params(qkv=y.data_ptr(), o=o.data_ptr(), mask=mask.data_ptr() if mask is not None else 0,
-                                kernel="wgmma" if fam == LIB_B_FAMILY else fam, **fields)
+                                kernel=LIB_B_FAMILIES.get(fam, fam), **fields)
                 try:
                     info[name] = {"kernel": lb.kernel_name(prm, mode)}
                 except dba.DbaError as e:
@@ -635,6 +642,10 @@ def self_test(lib_path):
        f"--lib-b adds lib B's variants: {ab.variants}")
     ok(parse_args(["--lib-b", "/x", "--variants", "wgmma:none,wgmmaB:none"]).variants == ["wgmma:none", "wgmmaB:none"],
        "explicit variants with lib B")
+    ok(parse_args(["--lib-b", "/x", "--variants", "mma:fused,mmaB:fused"]).variants == ["mma:fused", "mmaB:fused"],
+       "lib B's mma.sync family")
+    refused(["--variants", "mmaB:none"], "--variants")
+    ok(("mma:mask", "mmaB:mask") in AB_PAIRS and ("wgmma:none", "wgmmaB:none") in AB_PAIRS, f"A/B pairs {AB_PAIRS}")
     # the rounds' orders: permutations; a pair back to back, its first alternating; seeds per shape differ
     names = ["wgmma:none", "cudnn:none", "flash:none", f"{LIB_B_FAMILY}:none", "mma:none"]
     pair = ("wgmma:none", f"{LIB_B_FAMILY}:none")
@@ -683,7 +694,8 @@ def self_test(lib_path):
                     "wgmmaB:none == wgmma:none bitwise", "wgmmaB:mask == wgmma:mask bitwise"}, f"checks {res}")
     for bad, needle in (({**outs, "wgmmaB:mask": [4]}, "wgmmaB:mask and wgmma:mask"),
                         ({**outs, "wgmma:fused": [4]}, "wgmma:mask and wgmma:fused"),
-                        ({**outs, "wgmma:none": [1.0, 2.5]}, "differs from cuDNN")):
+                        ({**outs, "wgmma:none": [1.0, 2.5]}, "differs from cuDNN"),
+                        ({**outs, "mma:fused": [5], "mmaB:fused": [6]}, "mmaB:fused and mma:fused")):
         try:
             check_outputs(bad, eq, rel)
             fails.append(f"check_outputs accepted {needle}")
