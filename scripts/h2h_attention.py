@@ -23,15 +23,17 @@ before timing); PyTorch's -- cudnn:{none,dropout}, flash:{none,dropout} (F.scale
 that backend forced; Q/K/V strided views of the one QKV buffer ours reads, enable_gqa=True; a backend that refuses
 the views gets contiguous copies made outside the timing, as in peers.py).
 
---lib-b LIB: a second build of the library (e.g. configured with -DDROPBENCH_WG_WAIT_SPLIT=ON) whose wgmma kernels
-run as family wgmmaB in the same rounds: an A/B of two kernel builds in one process, beside cuDNN, its outputs checked
-bitwise against lib A's. --settle-ms T: each sample is preceded by T ms of the same variant, untimed and queued
+--lib-b LIB: a second build of the library (another revision) whose wgmma kernels run as family wgmmaB (added to
+the default variants) and whose mma.sync kernels run as mmaB (named in --variants, beside the mma variant of the same
+mode) in the same rounds, each lib B variant back to back with lib A's: an A/B of two kernel builds in one process,
+beside cuDNN. --settle-ms T: each sample is preceded by T ms of the same variant, untimed and queued
 without a gap, so it is timed in that variant's own power / clock state rather than in the tail of the previous one's
 (at the 700 W cap a 60 ms burst otherwise spends part of its time in the previous variant's state).
 
 Checks before timing, per shape (any failure: exit 1, nothing timed for that run): every output of ours poisoned
 with NaN and then fully written; ours (mode none) against cuDNN's output, ||a - b|| / ||b|| <= 2e-2 (both bf16;
-measured ~3e-3); wgmma mask == wgmma fused bitwise (the same keep bits), also mma's.
+measured ~3e-3); wgmma mask == wgmma fused bitwise (the same keep bits), also mma's; with --lib-b each lib B
+variant == lib A's of the same family and mode bitwise (a variant named without its lib A partner is not checked).
 
 --self-test runs without torch or a GPU: argument errors, the statistics, the table; with --lib also the library's
 ABI and its refusals of bad parameters.

@@ -16,6 +16,7 @@
 
 #include "kernels/attention/attention.cuh"
 #include "kernels/attention/attention_dropout.cuh"
+#include "kernels/attention/ldsm_layout.cuh"
 #include "kernels/attention/tile_order.hpp"
 #include "kernels/common/ptx.cuh"
 #include "kernels/rng/dropout_scheme.cuh"
@@ -225,11 +226,6 @@ __device__ __forceinline__ void begin_keep_words(uint32_t (&kw)[WM][NT], const M
   }
 }
 
-// Address of the chunk pair kk (compile-time) of an ldmatrix A / B-pattern base (the kernel's addressing comment).
-__device__ __forceinline__ uint32_t chunk_pair(uint32_t base, int kk) {
-  return (base ^ static_cast<uint32_t>((kk & 3) * 32)) + (kk >> 2) * 128;
-}
-
 // The warp's dropout state for the whole CTA: mode Mask its strips' mask pointers, mode Fused the Philox stream and
 // its strips' first tile index (r16 * cols64).
 template <DropoutMode kMode, int WM>
@@ -238,29 +234,14 @@ __device__ __forceinline__ void init_keep_state(MaskStrip (&mstrip)[WM], FusedSt
   if constexpr (kMode == DropoutMode::Mask) {
 #pragma unroll
     for (int mi = 0; mi < WM; ++mi)
-      mstrip[mi] = mask_strip(a.mask, bh, a.rows16, a.mask_rows16, a.cols64, static_cast<uint32_t>(wrow / 16 + mi), lane);
+      mstrip[mi] =
+          mask_strip(a.mask, bh, a.rows16, a.mask_rows16, a.cols64, static_cast<uint32_t>(wrow / 16 + mi), lane);
   }
   if constexpr (kMode == DropoutMode::Fused) {
     fstream = FusedStream{a.seed_lo, a.seed_hi, bh, a.offset, a.drop};
 #pragma unroll
     for (int mi = 0; mi < WM; ++mi) tile_row[mi] = static_cast<uint32_t>(wrow / 16 + mi) * a.cols64;
   }
-}
-
-// Per-lane ldmatrix offsets. Lane l supplies the row address of 8x8 matrix l/8. "A" pattern (Q, and V read
-// transposed): row (l%8) + 8*((l/8)%2), chunk 2*kk + l/16; "B" pattern (K): row (l%8) + 8*(l/16), chunk 2*kk + (l/8)%2.
-// With the swizzle, chunk 2*kk + bit of row r sits at ((2*kk) ^ (bit ^ (r%8))) -- bit 3 of the chunk is untouched
-// (+128 bytes for kk >= 4) and bits 1..2 are an XOR of (kk%4)*32 into the byte offset (chunk_pair), which never
-// carries into the row part since every tile base is 128-byte aligned.
-template <int RB>
-__device__ __forceinline__ uint32_t ldsm_offset_a(int lane) {
-  const int x = lane & 7;
-  return (x + (((lane >> 3) & 1) << 3)) * RB + (((lane >> 4) ^ x) << 4);
-}
-template <int RB>
-__device__ __forceinline__ uint32_t ldsm_offset_b(int lane) {
-  const int x = lane & 7;
-  return (x + ((lane >> 4) << 3)) * RB + ((((lane >> 3) & 1) ^ x) << 4);
 }
 
 // K and V tiles from gK / gV (rows first_row ..; rows at or past sk zero-filled) into the stage at sK / sV.
@@ -280,23 +261,24 @@ __device__ __forceinline__ void store_block_keep_words(const KernelArgs& a, cons
 #pragma unroll
   for (int mi = 0; mi < C::kWM; ++mi)
     store_mask_words<kCausal, C::kTiles>(a.mask_out, bh, a.rows16, a.mask_rows16, a.cols64,
-                                         static_cast<uint32_t>(wrow / 16 + mi), lane, static_cast<uint32_t>(j * C::kTiles),
-                                         [&](int t) { return kw[mi][t]; });
+                                         static_cast<uint32_t>(wrow / 16 + mi), lane,
+                                         static_cast<uint32_t>(j * C::kTiles), [&](int t) { return kw[mi][t]; });
 }
 
 // Q's A fragments of every k-step, into registers (the configurations that keep Q there).
 template <int KS>
 __device__ __forceinline__ void load_q_frags(uint32_t (&qf)[KS][4], uint32_t aQ) {
 #pragma unroll
-  for (int kk = 0; kk < KS; ++kk) ldsm_x4(qf[kk], chunk_pair(aQ, kk));
+  for (int kk = 0; kk < KS; ++kk) ldsm_x4(qf[kk], at(aQ, kk));
 }
 
 // S = Q K^T of key block j (s zeroed here). A = Q from the registers qf (C::kQInRegs) or from shared memory at aQ,
 // B = K at aK. Mode Fused spreads the block's Philox calls over the k-steps, ORing their parts into kw.
 template <class C, DropoutMode kMode, int R, int TW, int QN>
 __device__ __forceinline__ void qk_product(float (&s)[C::kWM][C::kTiles][8][4], uint32_t (&kw)[C::kWM][C::kTiles],
-                                           const uint32_t (&qf)[QN][4], uint32_t aQ, uint32_t aK, const FusedStream& fstream,
-                                           const uint32_t (&tile_row)[C::kWM], int j, int lane) {
+                                           const uint32_t (&qf)[QN][4], uint32_t aQ, uint32_t aK,
+                                           const FusedStream& fstream, const uint32_t (&tile_row)[C::kWM], int j,
+                                           int lane) {
   constexpr int WM = C::kWM, BC = C::kBc, RB = C::kRowBytes, NT = C::kTiles, KS = C::kHeadDim / 16;
 #pragma unroll
   for (int mi = 0; mi < WM; ++mi)
@@ -314,13 +296,13 @@ __device__ __forceinline__ void qk_product(float (&s)[C::kWM][C::kTiles][8][4], 
 #pragma unroll
         for (int i = 0; i < 4; ++i) qa[mi][i] = qf[kk][i];
       } else {
-        ldsm_x4(qa[mi], chunk_pair(aQ, kk) + mi * 16 * RB);
+        ldsm_x4(qa[mi], at(aQ, kk) + mi * 16 * RB);
       }
     }
 #pragma unroll
     for (int n2 = 0; n2 < BC / 16; ++n2) {
       uint32_t kb[4];
-      ldsm_x4(kb, chunk_pair(aK, kk) + n2 * 16 * RB);
+      ldsm_x4(kb, at(aK, kk) + n2 * 16 * RB);
 #pragma unroll
       for (int mi = 0; mi < WM; ++mi) {
         mma_bf16(s[mi][n2 / 4][(2 * n2) % 8], qa[mi], kb[0], kb[1]);
@@ -345,8 +327,9 @@ __device__ __forceinline__ void qk_product(float (&s)[C::kWM][C::kTiles][8][4], 
 // Online softmax of one key block (log2 domain): the running max, P = exp2(S*c - m*c) in place, the row sums (of the
 // undropped P), and O rescaled by the max's change (skipped when no row's max moved, C::kSkipRescale: exact).
 template <class C>
-__device__ __forceinline__ void softmax_block(float (&s)[C::kWM][C::kTiles][8][4], float (&o)[C::kWM][C::kHeadDim / 8][4],
-                                              float (&row_max)[C::kWM][2], float (&row_sum)[C::kWM][2], float sl2) {
+__device__ __forceinline__ void softmax_block(float (&s)[C::kWM][C::kTiles][8][4],
+                                              float (&o)[C::kWM][C::kHeadDim / 8][4], float (&row_max)[C::kWM][2],
+                                              float (&row_sum)[C::kWM][2], float sl2) {
   constexpr int WM = C::kWM, NT = C::kTiles, DB = C::kHeadDim / 8;
   float alphas[WM][2];
 #pragma unroll
@@ -400,8 +383,8 @@ __device__ __forceinline__ void softmax_block(float (&s)[C::kWM][C::kTiles][8][4
 
 // O += P V: P converted to bf16 in registers as the A operand, B = V at aV read transposed by ldmatrix.
 template <class C>
-__device__ __forceinline__ void pv_product(float (&o)[C::kWM][C::kHeadDim / 8][4], const float (&s)[C::kWM][C::kTiles][8][4],
-                                           uint32_t aV) {
+__device__ __forceinline__ void pv_product(float (&o)[C::kWM][C::kHeadDim / 8][4],
+                                           const float (&s)[C::kWM][C::kTiles][8][4], uint32_t aV) {
   constexpr int WM = C::kWM, DB = C::kHeadDim / 8, PK = C::kBc / 16, RB = C::kRowBytes;
   uint32_t pa[WM][PK][4];
 #pragma unroll
@@ -419,7 +402,7 @@ __device__ __forceinline__ void pv_product(float (&o)[C::kWM][C::kHeadDim / 8][4
 #pragma unroll
     for (int d2 = 0; d2 < DB / 2; ++d2) {
       uint32_t vb[4];
-      ldsm_x4_trans(vb, chunk_pair(aV, d2) + kk * 16 * RB);
+      ldsm_x4_trans(vb, at(aV, d2) + kk * 16 * RB);
 #pragma unroll
       for (int mi = 0; mi < WM; ++mi) {
         mma_bf16(o[mi][2 * d2], pa[mi][kk], vb[0], vb[1]);
@@ -457,7 +440,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(co
   load_kv<C>(sK, sV, gK, gV, a.qkv_stride, 0, sk);
   cp_async_commit();
 
-  const uint32_t offA = ldsm_offset_a<RB>(lane), offB = ldsm_offset_b<RB>(lane);
+  const uint32_t offA = off_a(lane, RB), offB = off_b(lane, RB);  // ldsm_layout.cuh
   const uint32_t aQ = sQ + warp * WM * 16 * RB + offA;
 
   // Dropout state.
@@ -492,8 +475,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(co
     const bool active = !kCausal || kv0 <= wrow + WM * 16 - 1;  // causal: not when the warp's rows all precede it
     if (!active) continue;
 
-    // S = Q K^T (mode Fused: with the block's Philox calls), the edge mask (keys past the end, causal keys after the
-    // row), the online softmax (the row sums are of the undropped P), dropout on P, O += P V.
+    // S = Q K^T (mode Fused: with the block's Philox calls; its words to mask_out if set), the edge mask, the online
+    // softmax (the row sums are of the undropped P), dropout on P, O += P V.
     [[maybe_unused]] uint32_t kw[WM][NT];
     begin_keep_words<kMode, kCausal>(kw, mstrip, j);
     float s[WM][NT][8][4];

@@ -129,7 +129,8 @@ struct MainStages {
     if constexpr (kMode == DropoutMode::Mask) {
       const uint32_t r16 = static_cast<uint32_t>(q0i / 16 + (tid >> 5));
       const bool valid = tile_read(a, r16, static_cast<uint32_t>(kb));
-      const uint32_t* wsrc = a.mask + (valid ? a.geo.word_index(bh, r16, static_cast<uint32_t>(kb), static_cast<uint32_t>(lane)) : 0);
+      const uint32_t* wsrc =
+          a.mask + (valid ? a.geo.word_index(bh, r16, static_cast<uint32_t>(kb), static_cast<uint32_t>(lane)) : 0);
       cp_async4(attn::smem_addr(sM + st * 128 + tid), wsrc, valid);
     }
   }
@@ -223,8 +224,8 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
   Loader<HD>::load(sV, gV + static_cast<int64_t>(k0) * a.qkv_stride, a.qkv_stride, k0, sq);
 
   const MainStages<HD, kMode, R, TW> ld{a, sQ, sDo, reinterpret_cast<float*>(smem + C::kOffLse),
-                                        reinterpret_cast<float*>(smem + C::kOffD), reinterpret_cast<uint32_t*>(smem + C::kOffM),
-                                        sq, hk, b, kb, qb0, nq, tid, lane, tok0};
+                                        reinterpret_cast<float*>(smem + C::kOffD),
+                                        reinterpret_cast<uint32_t*>(smem + C::kOffM), sq, hk, b, kb, qb0, nq, tid, lane, tok0};
   if (n_it > 0) {
     ld.load_tiles(0, 0);
     ld.load_scalars(0, 0);
@@ -283,9 +284,9 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
 // The deterministic dQ kernel's dS of one key block from kv0, in place of s (rows: the warp's 16 queries from wrow):
 // the edge mask, P = exp2(S * c - LSE), its keep bit (word kw, the forward's layout), dS = P o (dP o Z - D).
 template <bool kDrop>
-__device__ __forceinline__ void ds_rows(float (&s)[8][4], const float (&dp)[8][4], uint32_t kw, float keep_scale, float sl2,
-                                        const float (&lse2)[2], const float (&dd)[2], bool causal, bool edge, int sq,
-                                        int kv0, int wrow, int lane) {
+__device__ __forceinline__ void ds_rows(float (&s)[8][4], const float (&dp)[8][4], uint32_t kw, float keep_scale,
+                                        float sl2, const float (&lse2)[2], const float (&dd)[2], bool causal, bool edge,
+                                        int sq, int kv0, int wrow, int lane) {
 #pragma unroll
   for (int nb = 0; nb < 8; ++nb)
 #pragma unroll

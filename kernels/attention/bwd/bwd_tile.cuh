@@ -22,6 +22,7 @@
 #include "kernels/attention/attention_kernel.cuh"  // pack_bf16, fast_exp2
 #include "kernels/attention/bwd/attention_bwd_args.cuh"
 #include "kernels/attention/bwd/keep_layout.cuh"  // el_key / el_query, read_keep_words, keep_bit, keep_bits, keep_at
+#include "kernels/attention/ldsm_layout.cuh"
 #include "kernels/attention/tile_order.hpp"
 #include "kernels/common/dispatch.cuh"
 #include "kernels/rng/dropout_scheme.cuh"
@@ -44,21 +45,10 @@ inline dim3 bwd_grid(int blocks, int heads, int batch) {
   return dim3(static_cast<unsigned>(heads) * static_cast<unsigned>(batch), static_cast<unsigned>(blocks));
 }
 
-// Per-lane ldmatrix row offsets (the forward's patterns, attention_kernel.cuh) into a tile of rb-byte rows whose
-// 16-byte chunk j of row r sits at chunk j ^ (r % 8) (the mma kernels' swizzle; with 128-byte rows and a 1024-aligned
-// base, also TMA's 128-byte swizzle): "A" for an m16k16 A fragment or a transposed B read, "B" for a non-transposed B
-// read; at(base, kk) selects the 16-byte chunk pair kk.
-__device__ __forceinline__ uint32_t off_a(int lane, int rb) {
-  const int x = lane & 7;
-  return static_cast<uint32_t>((x + (((lane >> 3) & 1) << 3)) * rb + (((lane >> 4) ^ x) << 4));
-}
-__device__ __forceinline__ uint32_t off_b(int lane, int rb) {
-  const int x = lane & 7;
-  return static_cast<uint32_t>((x + ((lane >> 4) << 3)) * rb + ((((lane >> 3) & 1) ^ x) << 4));
-}
-__device__ __forceinline__ uint32_t at(uint32_t base, int kk) {
-  return (base ^ static_cast<uint32_t>((kk & 3) * 32)) + (kk >> 2) * 128;
-}
+// The mma kernels' ldmatrix addressing (off_a, off_b, at): ldsm_layout.cuh, shared with the forward.
+using attn::at;
+using attn::off_a;
+using attn::off_b;
 
 // Whether keep word (r16, c64) is read: the tile exists (rows before SQ, columns before SK) and was generated (causal:
 // not above the diagonal). Words of other tiles are 0 in every mode; every element there is masked anyway.

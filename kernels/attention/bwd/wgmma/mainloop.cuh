@@ -125,9 +125,9 @@ inline constexpr bool kDvEarly = !(kMode != DropoutMode::None && C::kHeadDim == 
 // P^T and dP^T to the A operands of dV ((P o Z)^T: pa) and dK (dS^T: ds). kDvEarly: dV is issued before the dP^T
 // wait, so dS^T is computed while the dV GEMM runs; otherwise both wait (the caller issues dV). dd: the block's D.
 template <class C, DropoutMode kMode>
-__device__ __forceinline__ void dv_and_ds(const Gemms<C>& g, int s, float (&st)[32], float (&dp)[32], const uint32_t (&z)[2],
-                                          float keep_scale, int lane, const float* dd, uint32_t (&pa)[4][4],
-                                          uint32_t (&ds)[4][4], float (&dv)[C::kHeadDim / 2]) {
+__device__ __forceinline__ void dv_and_ds(const Gemms<C>& g, int s, float (&st)[32], float (&dp)[32],
+                                          const uint32_t (&z)[2], float keep_scale, int lane, const float* dd,
+                                          uint32_t (&pa)[4][4], uint32_t (&ds)[4][4], float (&dv)[C::kHeadDim / 2]) {
   using namespace ptx;
   constexpr bool kDrop = kMode != DropoutMode::None;
   if constexpr (kDvEarly<C, kMode>) {
@@ -149,8 +149,8 @@ __device__ __forceinline__ void dv_and_ds(const Gemms<C>& g, int s, float (&st)[
 
 // The fast mode's dQ slice n of the block (dq.cuh): its GEMM from dS^T buffer buf, then the reduce-add into dQ.
 template <class C>
-__device__ __forceinline__ void dq_slice_add(const Smem<C>& sm, const CUtensorMap* tm_dq, float (&dq)[32], int buf, int n,
-                                             int c, int b, int h, int q0, int t, int warp, int lane) {
+__device__ __forceinline__ void dq_slice_add(const Smem<C>& sm, const CUtensorMap* tm_dq, float (&dq)[32], int buf,
+                                             int n, int c, int b, int h, int q0, int t, int warp, int lane) {
   issue_dq<C>(sm, buf, n, dq);
   ptx::wgmma_wait<0>();
   ptx::reg_fence(dq);
@@ -160,7 +160,8 @@ __device__ __forceinline__ void dq_slice_add(const Smem<C>& sm, const CUtensorMa
 // The block's accumulators and operands fenced after the last wgmma wait: nothing reads or reuses their registers
 // before it.
 template <int NO>
-__device__ __forceinline__ void fence_block(float (&dv)[NO], float (&dk)[NO], uint32_t (&pa)[4][4], uint32_t (&ds)[4][4]) {
+__device__ __forceinline__ void fence_block(float (&dv)[NO], float (&dk)[NO], uint32_t (&pa)[4][4],
+                                            uint32_t (&ds)[4][4]) {
   ptx::reg_fence(dv);
   ptx::reg_fence(dk);
 #pragma unroll
