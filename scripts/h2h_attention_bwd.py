@@ -19,6 +19,7 @@ Variants (PASS:FAMILY:MODE):
   bwd:wgB:{none,mask,fused}       with --lib-b LIB (a second build of the library): its wgmma backward, in the same
   bwd:wgB-det:{none,mask,fused}   rounds (an A/B of two kernel builds in one process); default variants gain
                                   bwd:wgB:{none,mask,fused} and the ratios lib A / lib B
+  bwd:mmaB:{none,mask,fused}      with --lib-b LIB: its mma.sync backward (fast dQ), beside bwd:mma
   fb:ours:{none,mask,fused}       forward (wgmma) + backward; fb:ours:mask includes the RNG kernel writing the mask
   fb:wg:{none,mask,fused}         forward + the wgmma backward
   bwd:{cudnn,flash}:{none,dropout} torch.autograd.grad of SDPA's output (retain_graph), that backend forced
@@ -60,17 +61,20 @@ KEY_RATIOS = (("bwd:cudnn:none", "bwd:ours:none", "cuDNN bwd none / ours none (s
               ("bwd:wg:none", "bwd:wgB:none", "wgmma bwd none: lib A / lib B", ""),
               ("bwd:wg:mask", "bwd:wgB:mask", "wgmma bwd mask: lib A / lib B", ""),
               ("bwd:wg:fused", "bwd:wgB:fused", "wgmma bwd regen: lib A / lib B", ""),
+              ("bwd:mma:none", "bwd:mmaB:none", "mma.sync bwd none: lib A / lib B", ""),
+              ("bwd:mma:mask", "bwd:mmaB:mask", "mma.sync bwd mask: lib A / lib B", ""),
+              ("bwd:mma:fused", "bwd:mmaB:fused", "mma.sync bwd regen: lib A / lib B", ""),
               ("bwd:cudnn:none", "bwd:wgB:none", "cuDNN bwd none / lib B wgmma bwd none", ">= 1.0"))
 REL_ERR_MAX = 2e-2
 # Our backward families: the kernel choice passed to the library (auto = the Hopper-native backward on sm_90, else the
-# mma.sync one; wgmma and mma pinned) and whether dQ is deterministic. wgB / wgB-det: the wgmma backward of --lib-b.
+# mma.sync one; wgmma and mma pinned) and whether dQ is deterministic. wgB / wgB-det / mmaB: the backwards of --lib-b.
 OUR_FAMILIES = {"ours": ("auto", False), "ours-det": ("auto", True), "wg": ("wgmma", False), "wg-det": ("wgmma", True),
-                "mma": ("mma", False), "wgB": ("wgmma", False), "wgB-det": ("wgmma", True)}
-LIB_B_FAMILIES = ("wgB", "wgB-det")
+                "mma": ("mma", False), "wgB": ("wgmma", False), "wgB-det": ("wgmma", True), "mmaB": ("mma", False)}
+LIB_B_FAMILIES = ("wgB", "wgB-det", "mmaB")
 OUR_MODES = ("none", "mask", "fused")
 # The A/B pairs (lib A's wgmma family, lib B's) that run back to back in every round (h2h.round_orders).
 AB_PAIRS = [(f"{pas}:{fa}:{m}", f"{pas}:{fb}:{m}") for pas in ("bwd", "fb")
-            for fa, fb in (("wg", "wgB"), ("wg-det", "wgB-det")) for m in OUR_MODES]
+            for fa, fb in (("wg", "wgB"), ("wg-det", "wgB-det"), ("mma", "mmaB")) for m in OUR_MODES]
 
 
 def variant_list(s, lib_b=False):
@@ -82,7 +86,7 @@ def variant_list(s, lib_b=False):
             (parts[1] in OUR_FAMILIES and parts[2] in OUR_MODES) or
             (parts[1] in ("cudnn", "flash") and parts[2] in ("none", "dropout")))
         if not ok:
-            raise h2h.UsageError(f"--variants: PASS:FAMILY:MODE, PASS bwd|fb, FAMILY ours|ours-det|wg|wg-det|mma|wgB|wgB-det "
+            raise h2h.UsageError(f"--variants: PASS:FAMILY:MODE, PASS bwd|fb, FAMILY ours|ours-det|wg|wg-det|mma|wgB|wgB-det|mmaB "
                                  f"(none|mask|fused) or cudnn|flash (none|dropout) (got {v!r})")
         if parts[1] in LIB_B_FAMILIES and not lib_b:
             raise h2h.UsageError(f"--variants: family {parts[1]} needs --lib-b (got {v!r})")
@@ -98,7 +102,8 @@ def parse_args(argv):
     h2h.add_common_args(ap, sq="8192,16384", head_dim="128,64", rounds=6, burst_ms=30.0, warmup_s=1.0)
     ap.add_argument("--variants", default=DEFAULT_VARIANTS)
     ap.add_argument("--lib-b", help="a second libdropbench_attention.so (another build): its wgmma backward is timed as "
-                                    "family wgB in the same rounds (added to the default variants)")
+                                    "family wgB in the same rounds (added to the default variants), its mma.sync "
+                                    "backward as mmaB (named in --variants)")
     a = h2h.check_common_args(ap.parse_args(argv))
     if a.lib_b and a.variants == DEFAULT_VARIANTS:
         a.variants = DEFAULT_VARIANTS + ",bwd:wgB:none,bwd:wgB:mask,bwd:wgB:fused"
