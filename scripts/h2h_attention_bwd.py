@@ -307,8 +307,58 @@ def md_tables(points):
     return "\n".join(out)
 
 
+def self_test():
+    """No torch, no GPU: the variant grammar, the lib B families, the A/B pairs and the ratio rows."""
+    fails = []
+
+    def ok(cond, what):
+        if not cond:
+            fails.append(what)
+
+    def refused(argv, needle):
+        try:
+            parse_args(argv)
+        except h2h.UsageError as e:
+            ok(needle in str(e), f"{argv}: message {e!r} lacks {needle!r}")
+            return
+        fails.append(f"{argv}: accepted")
+
+    a = parse_args([])
+    ok(a.variants == DEFAULT_VARIANTS.split(",") and not any(v.split(":")[1] in LIB_B_FAMILIES for v in a.variants),
+       f"defaults {a.variants}")
+    ab = parse_args(["--lib-b", "/x/lib.so"])
+    ok(ab.variants[-3:] == ["bwd:wgB:none", "bwd:wgB:mask", "bwd:wgB:fused"], f"--lib-b adds wgB: {ab.variants}")
+    mm = parse_args(["--lib-b", "/x", "--variants", "bwd:mma:fused,bwd:mmaB:fused,bwd:mma:fused"])
+    ok(mm.variants == ["bwd:mma:fused", "bwd:mmaB:fused"], f"mmaB with --lib-b, duplicates dropped: {mm.variants}")
+    refused(["--variants", "bwd:mmaB:none"], "needs --lib-b")
+    refused(["--variants", "bwd:wgB-det:mask"], "needs --lib-b")
+    refused(["--variants", "bwd:mma:dropout"], "--variants")
+    refused(["--variants", "fwd:ours:none"], "--variants")
+    refused(["--variants", "bwd:cudnn:fused"], "--variants")
+    for fa, fb in (("wg", "wgB"), ("wg-det", "wgB-det"), ("mma", "mmaB")):
+        ok(OUR_FAMILIES[fa] == OUR_FAMILIES[fb] and fb in LIB_B_FAMILIES, f"{fb} runs {fa}'s kernel from lib B")
+        for pas in ("bwd", "fb"):
+            ok(all((f"{pas}:{fa}:{m}", f"{pas}:{fb}:{m}") in AB_PAIRS for m in OUR_MODES), f"A/B pairs {fa} / {fb}")
+    grammar = [f"{p}:{f}:{m}" for p in ("bwd", "fb") for f in OUR_FAMILIES for m in OUR_MODES] + \
+              [f"{p}:{f}:{m}" for p in ("bwd", "fb") for f in ("cudnn", "flash") for m in ("none", "dropout")]
+    for num, den, what, _ in KEY_RATIOS:
+        ok(num in grammar and den in grammar, f"ratio row {what!r} names a variant outside the grammar")
+    samples = {n: [{"round": i, "s_per_call": t} for i, t in enumerate(ts)]
+               for n, ts in (("bwd:mma:none", [2.0, 2.2, 2.4]), ("bwd:mmaB:none", [1.0, 1.1, 1.2]))}
+    rows = ratio_rows(samples)
+    ok([r["what"] for r in rows] == ["mma.sync bwd none: lib A / lib B"] and abs(rows[0]["median"] - 2.0) < 1e-9,
+       f"lib A / lib B ratio row {rows}")
+    if fails:
+        print("h2h_attention_bwd self-test FAILED:\n  " + "\n  ".join(fails))
+        return 1
+    print("h2h_attention_bwd self-test: ok")
+    return 0
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--self-test"]:
+        return self_test()
     try:
         a = parse_args(argv)
     except h2h.UsageError as e:
