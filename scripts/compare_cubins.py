@@ -11,13 +11,19 @@ signature the kernel has had), so a tree that dropped a knob at its default valu
 --kernels '' with --src kernels/dropout/dropout.cu (say) compares another family's kernels the same way.
 --reuse-old takes the old tree's cubins and ptxas logs from an earlier run with the same --work (one compile of the
 unchanged side instead of one per comparison).
+With a disassembler (nvdisasm on PATH or in $NVDISASM; the CUDA toolkit's, or the nvidia-cuda-nvdisasm wheel) a last
+column says how the code differs where the bytes do: "same" (identical instructions), "registers" (the same
+instructions in the same order, other register numbers: ptxas allocated from differently numbered PTX), "order"
+(the same opcode counts, scheduled differently) or the opcode counts that changed (new - old).
 e.g. git archive HEAD~1 kernels | tar -x -C /tmp/old && scripts/compare_cubins.py /tmp/old .
 """
 import argparse
+import collections
 import difflib
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -100,6 +106,39 @@ def text_sections(cubin):
     return secs
 
 
+def nvdisasm_path():
+    p = os.environ.get("NVDISASM") or shutil.which("nvdisasm")
+    return p if p and os.access(p, os.X_OK) else None
+
+
+def sass_functions(cubin, tool):
+    """{mangled name: [instruction text]} of a cubin, from nvdisasm."""
+    out = subprocess.run([tool, "-c", cubin], capture_output=True, text=True, check=True).stdout
+    funcs, cur = {}, None
+    for line in out.splitlines():
+        m = re.match(r"\.text\.(\S+):$", line.strip())
+        if m:
+            cur = funcs.setdefault(m.group(1), [])
+            continue
+        m = re.match(r"\s*/\*[0-9a-f]+\*/\s+(.*?)\s*;", line)
+        if m and cur is not None:
+            cur.append(m.group(1))
+    return funcs
+
+
+def code_difference(x, y):
+    """How two instruction lists differ: same, registers, order, or {opcode: count new - old}."""
+    if x == y:
+        return "same"
+    regs = re.compile(r"\bU?R\d+\b|\bU?P\d\b")
+    if [regs.sub("R", i) for i in x] == [regs.sub("R", i) for i in y]:
+        return "registers"
+    op = lambda i: re.sub(r"^@!?U?P\w+\s+", "", i).split()[0]  # noqa: E731
+    cx, cy = collections.Counter(map(op, x)), collections.Counter(map(op, y))
+    d = {o: cy[o] - cx[o] for o in sorted(set(cx) | set(cy)) if cx[o] != cy[o]}
+    return "order" if not d else " ".join(f"{o} {v:+d}" for o, v in d.items())
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("old")
@@ -116,26 +155,30 @@ def main():
                          "'' for every kernel of the translation units")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
+    tool = nvdisasm_path()
     sides = []
     for tree, tag, src, reuse in ((a.old, "old", a.src_old or a.src, a.reuse_old), (a.new, "new", a.src_new or a.src, False)):
         side = {}
         for cubin, log in build(tree, a.work, tag, src, reuse):
             secs, res = text_sections(cubin), resources(log)
+            sass = sass_functions(cubin, tool) if tool else {}
             names = demangle(list(secs))
-            side.update({key(names[n]): (secs[n], res.get(n, {})) for n in secs if a.kernels in names[n]})
+            side.update({key(names[n]): (secs[n], res.get(n, {}), sass.get(n)) for n in secs if a.kernels in names[n]})
         sides.append(side)
     old, new = sides
-    print("| instance | regs old / new | spill st/ld old / new | SASS bytes old / new | instructions shared in order |")
-    print("|---|---|---|---|---:|")
+    print("| instance | regs old / new | spill st/ld old / new | SASS bytes old / new | instructions shared in order |"
+          + (" code |" if tool else ""))
+    print("|---|---|---|---|---:|" + ("---|" if tool else ""))
     for k in sorted(set(old) & set(new)):
         if a.filter not in k:
             continue
-        (bo, ro), (bn, rn) = old[k], new[k]
+        (bo, ro, so), (bn, rn, sn) = old[k], new[k]
         io = [bo[i:i + 16] for i in range(0, len(bo), 16)]
         inn = [bn[i:i + 16] for i in range(0, len(bn), 16)]
         share = difflib.SequenceMatcher(None, io, inn, autojunk=False).ratio()
+        code = (f" {code_difference(so, sn)} |" if so is not None and sn is not None else " ? |") if tool else ""
         print(f"| `{k}` | {ro.get('regs')} / {rn.get('regs')} | {ro.get('spill')} / {rn.get('spill')} | "
-              f"{len(bo)} / {len(bn)} | {share:.3f} |")
+              f"{len(bo)} / {len(bn)} | {share:.3f} |{code}")
     print(f"\n{len(set(old) & set(new))} instance(s) in both trees", file=sys.stderr)
     for tag, only in (("old", sorted(set(old) - set(new))), ("new", sorted(set(new) - set(old)))):
         if only:
