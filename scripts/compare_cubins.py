@@ -12,9 +12,11 @@ signature the kernel has had), so a tree that dropped a knob at its default valu
 --reuse-old takes the old tree's cubins and ptxas logs from an earlier run with the same --work (one compile of the
 unchanged side instead of one per comparison).
 With a disassembler (nvdisasm on PATH or in $NVDISASM; the CUDA toolkit's, or the nvidia-cuda-nvdisasm wheel) a last
-column says how the code differs where the bytes do: "same" (identical instructions), "registers" (the same
-instructions in the same order, other register numbers: ptxas allocated from differently numbered PTX), "order"
-(the same opcode counts, scheduled differently) or the opcode counts that changed (new - old).
+column says how the code differs where the bytes do (instruction text, control bits not included): "same", "registers"
+(the same instructions in the same order, other register or barrier numbers: ptxas allocated from differently
+numbered PTX), "order" (the same instructions, scheduled differently), "operands" (the same opcode counts, other
+offsets, immediates or predicates), the opcode counts that changed (new - old), or "?" (a listing it cannot read).
+--self-test checks the listing parser and this classification (no compiler needed).
 e.g. git archive HEAD~1 kernels | tar -x -C /tmp/old && scripts/compare_cubins.py /tmp/old .
 """
 import argparse
@@ -107,39 +109,122 @@ def text_sections(cubin):
 
 
 def nvdisasm_path():
-    p = os.environ.get("NVDISASM") or shutil.which("nvdisasm")
-    return p if p and os.access(p, os.X_OK) else None
+    """$NVDISASM, else nvdisasm on PATH; None (with a warning for an unusable $NVDISASM) when there is none."""
+    env = os.environ.get("NVDISASM")
+    if env and not os.access(env, os.X_OK):
+        print(f"compare_cubins: NVDISASM={env} is not executable; trying PATH", file=sys.stderr)
+    for p in (env, shutil.which("nvdisasm")):
+        if p and os.access(p, os.X_OK):
+            return p
+    return None
 
 
-def sass_functions(cubin, tool):
-    """{mangled name: [instruction text]} of a cubin, from nvdisasm."""
-    out = subprocess.run([tool, "-c", cubin], capture_output=True, text=True, check=True).stdout
-    funcs, cur = {}, None
-    for line in out.splitlines():
+def parse_sass(text):
+    """{mangled name: [instruction text]} of nvdisasm -c output. Branch labels (.L_x_N, numbered across the whole
+    cubin) are renumbered per function in order of first use, so that a function's text does not depend on how many
+    labels the functions before it have."""
+    funcs, cur, labels = {}, None, {}
+    for line in text.splitlines():
         m = re.match(r"\.text\.(\S+):$", line.strip())
         if m:
-            cur = funcs.setdefault(m.group(1), [])
+            cur, labels = funcs.setdefault(m.group(1), []), {}
             continue
         m = re.match(r"\s*/\*[0-9a-f]+\*/\s+(.*?)\s*;", line)
         if m and cur is not None:
-            cur.append(m.group(1))
+            cur.append(re.sub(r"\.L_x_\d+", lambda x: labels.setdefault(x.group(0), f"L{len(labels)}"), m.group(1)))
     return funcs
 
 
+def sass_functions(cubin, tool):
+    """parse_sass of one cubin; {} (with a warning) when nvdisasm fails on it."""
+    try:
+        out = subprocess.run([tool, "-c", cubin], capture_output=True, text=True, check=True).stdout
+    except (subprocess.CalledProcessError, OSError) as e:
+        print(f"compare_cubins: {tool} -c {cubin} failed ({e}); no code column for its instances", file=sys.stderr)
+        return {}
+    return parse_sass(out)
+
+
+REGISTERS = re.compile(r"\b(U?)(R|P)\d+\b|\bB\d+\b")
+
+
 def code_difference(x, y):
-    """How two instruction lists differ: same, registers, order, or {opcode: count new - old}."""
+    """How two functions' instruction texts (control bits not included) differ: "same"; "registers" (the same
+    instructions in the same order once register and barrier numbers are ignored); "order" (the same instructions
+    in another order); "operands" (the same opcode counts, other operands: offsets, immediates, predicates); else the
+    opcode counts that changed, new - old."""
     if x == y:
         return "same"
-    regs = re.compile(r"\bU?R\d+\b|\bU?P\d\b")
-    if [regs.sub("R", i) for i in x] == [regs.sub("R", i) for i in y]:
+    norm = lambda i: REGISTERS.sub(lambda m: f"{m.group(1) or ''}{m.group(2) or 'B'}#", i)  # noqa: E731
+    nx, ny = [norm(i) for i in x], [norm(i) for i in y]
+    if nx == ny:
         return "registers"
+    if collections.Counter(nx) == collections.Counter(ny):
+        return "order"
     op = lambda i: re.sub(r"^@!?U?P\w+\s+", "", i).split()[0]  # noqa: E731
     cx, cy = collections.Counter(map(op, x)), collections.Counter(map(op, y))
     d = {o: cy[o] - cx[o] for o in sorted(set(cx) | set(cy)) if cx[o] != cy[o]}
-    return "order" if not d else " ".join(f"{o} {v:+d}" for o, v in d.items())
+    return "operands" if not d else " ".join(f"{o} {v:+d}" for o, v in d.items())
+
+
+def code_column(bo, bn, so, sn):
+    """The code column of one instance: its texts compared where both parsed to one instruction per 16 bytes, "?"
+    otherwise (a listing this parser does not read)."""
+    if bo == bn:
+        return "same"
+    if so is None or sn is None or len(so) * 16 != len(bo) or len(sn) * 16 != len(bn):
+        return "?"
+    return code_difference(so, sn)
+
+
+def self_test():
+    """No compiler, no disassembler: the listing parser and the classification on hand-made listings."""
+    fails = []
+
+    def ok(cond, what):
+        if not cond:
+            fails.append(what)
+
+    listing = """//--------------------- .text._Z1fv --------------------------
+\t.section\t.text._Z1fv,"ax",@progbits
+.text._Z1fv:
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+        /*0010*/              @!P0 BRA `(.L_x_7) ;
+        /*0020*/                   NOP;
+.L_x_7:
+        /*0030*/                   EXIT ;
+.text._Z1gv:
+        /*0000*/                   BSSY B0, `(.L_x_9) ;
+        /*0010*/                   S2R R2, SR_TID.X ;
+"""
+    f = parse_sass(listing)
+    ok(f == {"_Z1fv": ["LDC R1, c[0x0][0x28]", "@!P0 BRA `(L0)", "NOP", "EXIT"],
+             "_Z1gv": ["BSSY B0, `(L0)", "S2R R2, SR_TID.X"]}, f"parse_sass {f}")
+    base = ["LDC R1, c[0x0][0x28]", "IADD3 R2, R1, 0x4, RZ", "@!P0 BRA `(L0)", "EXIT"]
+    cases = [
+        (base, "same"),
+        (["LDC R3, c[0x0][0x28]", "IADD3 R2, R3, 0x4, RZ", "@!P1 BRA `(L0)", "EXIT"], "registers"),
+        (["IADD3 R2, R1, 0x4, RZ", "LDC R1, c[0x0][0x28]", "@!P0 BRA `(L0)", "EXIT"], "order"),
+        (["LDC R1, c[0x0][0x30]", "IADD3 R2, R1, 0x4, RZ", "@!P0 BRA `(L0)", "EXIT"], "operands"),
+        (["LDC UR1, c[0x0][0x28]", "IADD3 R2, R1, 0x4, RZ", "@!P0 BRA `(L0)", "EXIT"], "operands"),
+        (base + ["NOP", "NOP"], "NOP +2"),
+    ]
+    for y, want in cases:
+        got = code_difference(base, y)
+        ok(got == want, f"code_difference -> {got!r}, expected {want!r} for {y}")
+    ok(code_column(b"x" * 64, b"x" * 64, None, None) == "same", "equal bytes")
+    ok(code_column(b"x" * 64, b"y" * 64, [], []) == "?", "an empty parse is not 'same'")
+    ok(code_column(b"x" * 64, b"y" * 64, base, base) == "same", "same text, other control bits")
+    if fails:
+        print("compare_cubins self-test FAILED:\n  " + "\n  ".join(fails))
+        return 1
+    print("compare_cubins self-test: ok")
+    return 0
 
 
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("old")
     ap.add_argument("new")
@@ -176,7 +261,7 @@ def main():
         io = [bo[i:i + 16] for i in range(0, len(bo), 16)]
         inn = [bn[i:i + 16] for i in range(0, len(bn), 16)]
         share = difflib.SequenceMatcher(None, io, inn, autojunk=False).ratio()
-        code = (f" {code_difference(so, sn)} |" if so is not None and sn is not None else " ? |") if tool else ""
+        code = f" {code_column(bo, bn, so, sn)} |" if tool else ""
         print(f"| `{k}` | {ro.get('regs')} / {rn.get('regs')} | {ro.get('spill')} / {rn.get('spill')} | "
               f"{len(bo)} / {len(bn)} | {share:.3f} |{code}")
     print(f"\n{len(set(old) & set(new))} instance(s) in both trees", file=sys.stderr)
@@ -188,4 +273,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

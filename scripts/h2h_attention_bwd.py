@@ -21,7 +21,8 @@ Variants (PASS:FAMILY:MODE):
                                   bwd:wgB:{none,mask,fused} and the ratios lib A / lib B
   bwd:mmaB:{none,mask,fused}      with --lib-b LIB: its mma.sync backward (fast dQ), beside bwd:mma
   fb:ours:{none,mask,fused}       forward (wgmma) + backward; fb:ours:mask includes the RNG kernel writing the mask
-  fb:wg:{none,mask,fused}         forward + the wgmma backward
+  fb:wg:{none,mask,fused}         forward + the wgmma backward (fb:FAMILY pins the forward to the family's kernel too:
+                                  fb:mma / fb:mmaB run the mma.sync forward)
   bwd:{cudnn,flash}:{none,dropout} torch.autograd.grad of SDPA's output (retain_graph), that backend forced
   fb:{cudnn,flash}:{none,dropout}  SDPA forward + that backward
 TFLOP/s: backward 2.5 x the forward's 4*B*Hq*SQ^2*dH (halved when causal), fwd+bwd 3.5 x.
@@ -97,7 +98,7 @@ def variant_list(s, lib_b=False):
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="h2h_attention_bwd.py", description=__doc__.split("\n\n")[0])
-    # The defaults are the backward's grid of record (issue targets: SQ 8K and 16K, dH 128 and 64, causal and not),
+    # The defaults are the backward's grid of record (its targets' shapes: SQ 8K and 16K, dH 128 and 64, causal and not),
     # which scripts/bwd_device.sh and bwd_device_ab.sh time without restating it.
     h2h.add_common_args(ap, sq="8192,16384", head_dim="128,64", rounds=6, burst_ms=30.0, warmup_s=1.0)
     ap.add_argument("--variants", default=DEFAULT_VARIANTS)
@@ -127,8 +128,9 @@ def shape(r, sq, hd, causal):
     torch, a, lib = r.torch, r.a, r.lib
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
-    if not lib.has_backward:
-        raise RuntimeError(f"{lib.path}: no dba_attention_backward (an older build)")
+    for L in (lib, r.lib_b):
+        if L is not None and not L.has_backward:
+            raise RuntimeError(f"{L.path}: no dba_attention_backward (an older build)")
     b, hq, hkv = a.batch, a.hq, a.hkv
     fwd_flops = 4.0 * b * hq * sq * sq * hd / (2 if causal else 1)
     dev = r.dev
@@ -335,6 +337,7 @@ def self_test():
     refused(["--variants", "bwd:mma:dropout"], "--variants")
     refused(["--variants", "fwd:ours:none"], "--variants")
     refused(["--variants", "bwd:cudnn:fused"], "--variants")
+    ok({p[1].split(":")[1] for p in AB_PAIRS} == set(LIB_B_FAMILIES), f"every lib B family has its A/B pairs: {AB_PAIRS}")
     for fa, fb in (("wg", "wgB"), ("wg-det", "wgB-det"), ("mma", "mmaB")):
         ok(OUR_FAMILIES[fa] == OUR_FAMILIES[fb] and fb in LIB_B_FAMILIES, f"{fb} runs {fa}'s kernel from lib B")
         for pas in ("bwd", "fb"):
