@@ -53,6 +53,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import dropbench_attn as dba  # noqa: E402
 import dbstats  # noqa: E402  (the scripts' one statistics module)
+import selftest  # noqa: E402  (the self-tests' shared checks)
 # Re-exported: scripts that import this one as a library (import h2h_attention as h2h) use them under these names.
 from dbstats import boot_median_ci, paired_ratios  # noqa: E402,F401
 
@@ -612,18 +613,7 @@ def run(a, argv):
 
 def self_test(lib_path):
     fails = []
-
-    def ok(cond, what):
-        if not cond:
-            fails.append(what)
-
-    def refused(argv, needle):
-        try:
-            parse_args(argv)
-        except UsageError as e:
-            ok(needle in str(e), f"{argv}: message {e!r} lacks {needle!r}")
-            return
-        fails.append(f"{argv}: accepted")
+    ok, refused = selftest.checker(fails, parse_args, UsageError)
 
     refused(["--sq", "100"], "--sq")
     refused(["--head-dim", "96"], "--head-dim")

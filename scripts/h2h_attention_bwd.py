@@ -41,6 +41,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import dropbench_attn as dba  # noqa: E402
 import h2h_attention as h2h  # noqa: E402  (Runner: bursts, warm-up, rounds; statistics)
+import selftest  # noqa: E402  (the self-tests' shared checks)
 
 DEFAULT_VARIANTS = ("bwd:ours:none,bwd:ours:mask,bwd:ours:fused,bwd:ours-det:none,bwd:mma:none,bwd:wg:none,bwd:wg:mask,bwd:wg:fused,bwd:cudnn:none,bwd:cudnn:dropout,bwd:flash:none,"
                     "bwd:flash:dropout,fb:ours:none,fb:ours:mask,fb:ours:fused,fb:cudnn:none,fb:cudnn:dropout")
@@ -312,18 +313,7 @@ def md_tables(points):
 def self_test():
     """No torch, no GPU: the variant grammar, the lib B families, the A/B pairs and the ratio rows."""
     fails = []
-
-    def ok(cond, what):
-        if not cond:
-            fails.append(what)
-
-    def refused(argv, needle):
-        try:
-            parse_args(argv)
-        except h2h.UsageError as e:
-            ok(needle in str(e), f"{argv}: message {e!r} lacks {needle!r}")
-            return
-        fails.append(f"{argv}: accepted")
+    ok, refused = selftest.checker(fails, parse_args, h2h.UsageError)
 
     a = parse_args([])
     ok(a.variants == DEFAULT_VARIANTS.split(",") and not any(v.split(":")[1] in LIB_B_FAMILIES for v in a.variants),

@@ -78,6 +78,7 @@ sys.path.insert(0, str(HERE))
 import dbstats  # noqa: E402  (the scripts' one statistics module)
 from peers import sanitize  # noqa: E402  (NaN / inf -> null, as every peer report writes them)
 import h2h_attention as h2h  # noqa: E402  (the variant and heads parsers; Runner.burst: CUDA-event bursts)
+import selftest  # noqa: E402  (the self-tests' shared checks)
 
 TOOL_VERSION = "1"
 OURS = {"ours": ("none", "mask", "fused"), "ours-det": ("none", "mask", "fused")}
@@ -821,18 +822,7 @@ def main(argv=None):
 def self_test():
     import subprocess
     fails = []
-
-    def ok(cond, what):
-        if not cond:
-            fails.append(what)
-
-    def refused(argv, needle):
-        try:
-            parse_args(argv)
-            fails.append(f"accepted {argv}")
-        except UsageError as e:
-            msg = str(e)
-            ok(needle in msg and "\n" not in msg, f"{argv}: {msg!r} should name {needle!r}")
+    ok, refused = selftest.checker(fails, parse_args, UsageError)
 
     a = parse_args([])
     ok(a.variants == DEFAULT_VARIANTS.split(",") and a.hq == 8 and a.hkv == 8 and a.loss_ref == "cudnn:dropout"
