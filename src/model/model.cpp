@@ -1769,11 +1769,13 @@ namespace {
 // warps, the rest of B after A); an SM partition (B on k SMs, A on the others).
 Concurrent concurrent(const Machine& m, const Options& o, const Piece& a, const Piece& b, double warps,
                       bool allow_partition) {
-  const double gap = m.launch_gap_us * 1e-6;
+  // One after the other: the baseline every concurrent mechanism is measured against.
+  const double serial = serial_seconds(m, {a.t.seconds, b.t.seconds});
+  const std::string serial_limiter = a.t.seconds >= b.t.seconds ? a.t.limiter : b.t.limiter;
   Concurrent best;
-  best.seconds = a.t.seconds + b.t.seconds + gap;
+  best.seconds = serial;
   best.mechanism = "serial";
-  best.limiter = a.t.seconds >= b.t.seconds ? a.t.limiter : b.t.limiter;
+  best.limiter = serial_limiter;
   const double clk = std::max(a.clock_mhz, b.clock_mhz) > 0 ? std::min(a.clock_mhz, b.clock_mhz) : m.clock_max_mhz;
   if (warps > 0) {
     const double rho = std::min(1.0, warps / m.rng_saturation_warps);
@@ -1829,20 +1831,19 @@ Concurrent concurrent(const Machine& m, const Options& o, const Piece& a, const 
   if (a.t.energy_j >= 0 && b.t.energy_j >= 0 && m.has_power()) {
     best.energy_bound_s = (a.t.energy_j + b.t.energy_j) / (m.cap_w - m.static_w);
     if (best.mechanism != "serial" && best.seconds < best.energy_bound_s) {
-      const double serial = a.t.seconds + b.t.seconds + gap;
       if (best.energy_bound_s >= serial) {  // sharing gains nothing the energy allows
         best.seconds = serial;
         best.mechanism = "serial";
-        best.limiter = a.t.seconds >= b.t.seconds ? a.t.limiter : b.t.limiter;
+        best.limiter = serial_limiter;
       } else {
         best.seconds = best.energy_bound_s;
         best.limiter = "power";
       }
     }
     const double floor = std::max({best.energy_bound_s, a.t.seconds, b.t.seconds});
-    best.max_hidden = lo > 0 ? std::clamp((a.t.seconds + b.t.seconds + gap - floor) / lo, 0.0, 1.0) : 0;
+    best.max_hidden = lo > 0 ? std::clamp((serial - floor) / lo, 0.0, 1.0) : 0;
   }
-  best.hidden = lo > 0 ? (a.t.seconds + b.t.seconds + gap - best.seconds) / lo : 0;
+  best.hidden = lo > 0 ? (serial - best.seconds) / lo : 0;
   return best;
 }
 
@@ -2428,12 +2429,14 @@ class StepComposer {
   // Sums the phases with the launch gaps between them; the casts' dynamic energy counts where there is power for
   // them (else only their static share, through the step's time).
   void finish(StepTime& st, double dyn_j) const {
-    const double gap = m_.launch_gap_us * 1e-6;
-    for (const PhaseTime& x : st.fwd) st.fwd_seconds += x.seconds;
-    for (const PhaseTime& x : st.bwd) st.bwd_seconds += x.seconds;
-    st.fwd_seconds += gap * static_cast<double>(st.fwd.size() - 1);
-    st.bwd_seconds += gap * static_cast<double>(st.bwd.size() - 1);
-    st.seconds = st.fwd_seconds + gap + st.bwd_seconds;
+    const auto seconds = [&](const std::vector<PhaseTime>& ps) {
+      std::vector<double> t;
+      for (const PhaseTime& x : ps) t.push_back(x.seconds);
+      return serial_seconds(m_, t);
+    };
+    st.fwd_seconds = seconds(st.fwd);
+    st.bwd_seconds = seconds(st.bwd);
+    st.seconds = st.fwd_seconds + m_.launch_gap_us * 1e-6 + st.bwd_seconds;
     st.limiter = step_limiter(st);
     st.energy_j = dyn_j >= 0 && m_.has_power() ? dyn_j + cast_j_ + m_.static_w * st.seconds : -1;
   }
