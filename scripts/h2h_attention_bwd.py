@@ -69,14 +69,16 @@ KEY_RATIOS = (("bwd:cudnn:none", "bwd:ours:none", "cuDNN bwd none / ours none (s
               ("bwd:cudnn:none", "bwd:wgB:none", "cuDNN bwd none / lib B wgmma bwd none", ">= 1.0"))
 REL_ERR_MAX = 2e-2
 # Our backward families: the kernel choice passed to the library (auto = the Hopper-native backward on sm_90, else the
-# mma.sync one; wgmma and mma pinned) and whether dQ is deterministic. wgB / wgB-det / mmaB: the backwards of --lib-b.
-OUR_FAMILIES = {"ours": ("auto", False), "ours-det": ("auto", True), "wg": ("wgmma", False), "wg-det": ("wgmma", True),
-                "mma": ("mma", False), "wgB": ("wgmma", False), "wgB-det": ("wgmma", True), "mmaB": ("mma", False)}
-LIB_B_FAMILIES = ("wgB", "wgB-det", "mmaB")
+# mma.sync one; wgmma and mma pinned) and whether dQ is deterministic.
+LIB_A_FAMILIES = {"ours": ("auto", False), "ours-det": ("auto", True), "wg": ("wgmma", False),
+                  "wg-det": ("wgmma", True), "mma": ("mma", False)}
+# --lib-b's families: lib B's backward of the lib A family named (the same kernel choice and dQ mode).
+LIB_B_FAMILIES = {"wgB": "wg", "wgB-det": "wg-det", "mmaB": "mma"}
+OUR_FAMILIES = {**LIB_A_FAMILIES, **{fb: LIB_A_FAMILIES[fa] for fb, fa in LIB_B_FAMILIES.items()}}
 OUR_MODES = ("none", "mask", "fused")
-# The A/B pairs (lib A's wgmma family, lib B's) that run back to back in every round (h2h.round_orders).
+# The A/B pairs (lib A's family, lib B's) that run back to back in every round (h2h.round_orders).
 AB_PAIRS = [(f"{pas}:{fa}:{m}", f"{pas}:{fb}:{m}") for pas in ("bwd", "fb")
-            for fa, fb in (("wg", "wgB"), ("wg-det", "wgB-det"), ("mma", "mmaB")) for m in OUR_MODES]
+            for fb, fa in LIB_B_FAMILIES.items() for m in OUR_MODES]
 
 
 def variant_list(s, lib_b=False):
@@ -327,11 +329,11 @@ def self_test():
     refused(["--variants", "bwd:mma:dropout"], "--variants")
     refused(["--variants", "fwd:ours:none"], "--variants")
     refused(["--variants", "bwd:cudnn:fused"], "--variants")
-    ok({p[1].split(":")[1] for p in AB_PAIRS} == set(LIB_B_FAMILIES), f"every lib B family has its A/B pairs: {AB_PAIRS}")
-    for fa, fb in (("wg", "wgB"), ("wg-det", "wgB-det"), ("mma", "mmaB")):
-        ok(OUR_FAMILIES[fa] == OUR_FAMILIES[fb] and fb in LIB_B_FAMILIES, f"{fb} runs {fa}'s kernel from lib B")
-        for pas in ("bwd", "fb"):
-            ok(all((f"{pas}:{fa}:{m}", f"{pas}:{fb}:{m}") in AB_PAIRS for m in OUR_MODES), f"A/B pairs {fa} / {fb}")
+    ok((OUR_FAMILIES["wgB"], OUR_FAMILIES["wgB-det"], OUR_FAMILIES["mmaB"]) ==
+       (("wgmma", False), ("wgmma", True), ("mma", False)), "lib B families' kernels and dQ modes")
+    ok(len(AB_PAIRS) == 18 and AB_PAIRS[0] == ("bwd:wg:none", "bwd:wgB:none")
+       and ("bwd:mma:fused", "bwd:mmaB:fused") in AB_PAIRS and ("fb:wg-det:mask", "fb:wgB-det:mask") in AB_PAIRS,
+       f"A/B pairs {AB_PAIRS}")
     grammar = [f"{p}:{f}:{m}" for p in ("bwd", "fb") for f in OUR_FAMILIES for m in OUR_MODES] + \
               [f"{p}:{f}:{m}" for p in ("bwd", "fb") for f in ("cudnn", "flash") for m in ("none", "dropout")]
     for num, den, what, _ in KEY_RATIOS:

@@ -105,7 +105,7 @@ struct MainStages {
   float* sLse;     // [2][64]
   float* sD;       // [2][64]
   uint32_t* sM;    // [2][4 tiles][32 words]
-  int sq, hk, b, kb, qb0, nq, tid, lane;
+  int sq, hk, b, kb, qb0, nq, tid, lane;  // sq: the kernel's copy of a.sq, so the loads keep their order
   int64_t tok0;
 
   __device__ __forceinline__ int head(int it) const { return hk * a.group + it / nq; }
@@ -172,8 +172,7 @@ __device__ __forceinline__ void dq_atomic(float* dq_acc, int hq, int sq, const u
 #pragma unroll
   for (int d2 = 0; d2 < HD / 16; ++d2) {
     float acc[2][4];
-#pragma unroll
-    for (int j = 0; j < 2; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    zero_frags(acc);
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       uint32_t dsa[4], kb4[4];
@@ -283,6 +282,8 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
 
 // The deterministic dQ kernel's dS of one key block from kv0, in place of s (rows: the warp's 16 queries from wrow):
 // the edge mask, P = exp2(S * c - LSE), its keep bit (word kw, the forward's layout), dS = P o (dP o Z - D).
+// The kernel arguments come as values: a load through `const Args&` cannot be speculated, and `a.causal && col > row`
+// would become a branch per element.
 template <bool kDrop>
 __device__ __forceinline__ void ds_rows(float (&s)[8][4], const float (&dp)[8][4], uint32_t kw, float keep_scale,
                                         float sl2, const float (&lse2)[2], const float (&dd)[2], bool causal, bool edge,
@@ -304,7 +305,8 @@ __device__ __forceinline__ void ds_rows(float (&s)[8][4], const float (&dp)[8][4
     }
 }
 
-// dQ * scale (bf16) of the warp's rows into dQKV's query head h columns.
+// dQ * scale (bf16) of the warp's rows into dQKV's query head h columns (sq by value, as in ds_rows: read through `a`
+// it is loaded again here).
 template <int HD>
 __device__ __forceinline__ void store_dq(const Args& a, const float (&dq)[HD / 8][4], int sq, int64_t tok0, int h,
                                          int wrow, int lane) {

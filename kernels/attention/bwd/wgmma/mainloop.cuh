@@ -124,6 +124,7 @@ inline constexpr bool kDvEarly = !(kMode != DropoutMode::None && C::kHeadDim == 
 
 // P^T and dP^T to the A operands of dV ((P o Z)^T: pa) and dK (dS^T: ds). kDvEarly: dV is issued before the dP^T
 // wait, so dS^T is computed while the dV GEMM runs; otherwise both wait (the caller issues dV). dd: the block's D.
+// pa and ds are the caller's arrays, for the register reason dq_slice_add gives.
 template <class C, DropoutMode kMode>
 __device__ __forceinline__ void dv_and_ds(const Gemms<C>& g, int s, float (&st)[32], float (&dp)[32],
                                           const uint32_t (&z)[2], float keep_scale, int lane, const float* dd,
@@ -147,7 +148,8 @@ __device__ __forceinline__ void dv_and_ds(const Gemms<C>& g, int s, float (&st)[
   attn_bwd::pack_a(dp, ds);
 }
 
-// The fast mode's dQ slice n of the block (dq.cuh): its GEMM from dS^T buffer buf, then the reduce-add into dQ.
+// The fast mode's dQ slice n of the block (dq.cuh): its GEMM from dS^T buffer buf, then the reduce-add into dQ. dq is
+// the caller's (declared there, ptxas gives it the registers of the inline sequence; declared here, others).
 template <class C>
 __device__ __forceinline__ void dq_slice_add(const Smem<C>& sm, const CUtensorMap* tm_dq, float (&dq)[32], int buf,
                                              int n, int c, int b, int h, int q0, int t, int warp, int lane) {
