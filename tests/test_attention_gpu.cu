@@ -28,6 +28,7 @@
 #include "kernels/attention/attention_dropout.cuh"
 #include "kernels/attention/attention_wgmma.cuh"
 #include "kernels/attention/attention_wgmma_kernel.cuh"  // the coding comparison launches instances directly
+#include "kernels/attention/ldsm_layout.cuh"
 #include "kernels/rng/dropout_scheme.cuh"
 #include "kernels/rng/rng_mask.cuh"
 #include "kernels/common/check.hpp"
@@ -536,6 +537,51 @@ TEST_P(AttentionGpu, FusedWriteEqualsRngMask) {
           EXPECT_EQ(touched, 0u) << what << ": words of tiles the RNG kernel does not generate were written";
           EXPECT_EQ(beyond, 0u) << what << ": words past the window's mask were written";
         }
+  }
+}
+
+// Each thread's ldmatrix offsets in both spellings of ldsm_layout.cuh's rule (the forward's ldsm_offsets, the
+// backward's off_a / off_b), for row widths rb0 and rb1: out[((t * 2) + w) * 4 + k], k = a, b, off_a, off_b.
+__global__ void ldsm_offsets_kernel(uint32_t* out, int rb0, int rb1) {
+  const int t = static_cast<int>(threadIdx.x), lane = t & 31;
+  const int rbs[2] = {rb0, rb1};
+  for (int w = 0; w < 2; ++w) {
+    const attn::LdsmOffsets o = attn::ldsm_offsets(rbs[w]);
+    uint32_t* d = out + (t * 2 + w) * 4;
+    d[0] = o.a;
+    d[1] = o.b;
+    d[2] = attn::off_a(lane, rbs[w]);
+    d[3] = attn::off_b(lane, rbs[w]);
+  }
+}
+
+// The forward's and the backward's spellings of the per-lane ldmatrix offsets agree for every thread of a 128-thread
+// CTA at both row widths (dH 64 and 128), and the 32 lanes of a warp address 32 distinct 16-byte chunks per pattern.
+TEST(AttentionLayout, LdsmOffsetsAgreeWithOffAB) {
+  DB_REQUIRE_GPU();
+  constexpr int kThreads = 128;
+  DevBuf<uint32_t> out(kThreads * 2 * 4);
+  out.poison();
+  ldsm_offsets_kernel<<<1, kThreads>>>(out.p, 128, 256);
+  DB_CUDA(cudaGetLastError());
+  DB_CUDA(cudaDeviceSynchronize());
+  const std::vector<uint32_t> h = out.get();
+  const int rbs[2] = {128, 256};
+  for (int w = 0; w < 2; ++w) {
+    std::vector<uint32_t> a, b;
+    for (int t = 0; t < kThreads; ++t) {
+      const uint32_t* d = h.data() + (t * 2 + w) * 4;
+      ASSERT_EQ(d[0], d[2]) << "pattern A, thread " << t << ", row bytes " << rbs[w];
+      ASSERT_EQ(d[1], d[3]) << "pattern B, thread " << t << ", row bytes " << rbs[w];
+      if (t < 32) {
+        a.push_back(d[0]);
+        b.push_back(d[1]);
+      }
+    }
+    for (auto* v : {&a, &b}) {
+      std::sort(v->begin(), v->end());
+      EXPECT_EQ(std::unique(v->begin(), v->end()), v->end()) << "row bytes " << rbs[w] << ": two lanes share an address";
+    }
   }
 }
 

@@ -440,7 +440,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(co
   load_kv<C>(sK, sV, gK, gV, a.qkv_stride, 0, sk);
   cp_async_commit();
 
-  const uint32_t offA = off_a(lane, RB), offB = off_b(lane, RB);  // ldsm_layout.cuh
+  const LdsmOffsets offs = ldsm_offsets(RB);  // ldsm_layout.cuh
+  const uint32_t offA = offs.a, offB = offs.b;
   const uint32_t aQ = sQ + warp * WM * 16 * RB + offA;
 
   // Dropout state.

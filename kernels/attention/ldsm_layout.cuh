@@ -19,6 +19,21 @@ __device__ __forceinline__ uint32_t off_b(int lane, int rb) {
   return static_cast<uint32_t>((x + ((lane >> 4) << 3)) * rb + ((((lane >> 3) & 1) ^ x) << 4));
 }
 
+// The same two offsets for the calling thread (lane threadIdx.x % 32), in one function: the forward's. The front end
+// simplifies each function on its own before inlining it, and the form it reaches decides ptxas's spills in the
+// forward's mode-mask instances at dH 128: from off_a / off_b (an int lane, one function per pattern) they spill other
+// bytes and run 1-2 % slower on an H100; reading threadIdx.x beside both formulas gives the kernel body's form. The
+// backward keeps off_a / off_b, whose SASS this form would change (spills at dH 128). tests/test_attention_gpu.cu
+// checks that both give the same offsets for every lane.
+struct LdsmOffsets {
+  uint32_t a, b;
+};
+__device__ __forceinline__ LdsmOffsets ldsm_offsets(int rb) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, x = lane & 7;
+  return {static_cast<uint32_t>((x + (((lane >> 3) & 1) << 3)) * rb + (((lane >> 4) ^ x) << 4)),
+          static_cast<uint32_t>((x + ((lane >> 4) << 3)) * rb + ((((lane >> 3) & 1) ^ x) << 4))};
+}
+
 // The chunk pair kk (compile-time) of an A / B-pattern base: chunk 2*kk + bit of row r sits at ((2*kk) ^ (bit ^
 // (r%8))), so bit 3 of the chunk is untouched (+128 bytes for kk >= 4) and bits 1..2 are an XOR of (kk%4)*32 into
 // the byte offset, which never carries into the row part since every tile base is 128-byte aligned.
