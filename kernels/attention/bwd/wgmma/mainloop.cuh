@@ -122,6 +122,11 @@ __device__ __forceinline__ void release(uint32_t empty) { ptx::mbar_arrive(empty
 template <class C, DropoutMode kMode>
 inline constexpr bool kDvEarly = !(kMode != DropoutMode::None && C::kHeadDim == 128);
 
+// Mode Mask at dH 128: the lane's keep bits are read while the S^T / dP^T GEMMs run (the words came with the stage);
+// at dH 64 they are read after P^T (read early there, they measured 1.00-1.03x the time).
+template <class C, DropoutMode kMode>
+inline constexpr bool kBitsEarly = kMode == DropoutMode::Mask && C::kHeadDim == 128;
+
 // P^T and dP^T to the A operands of dV ((P o Z)^T: pa) and dK (dS^T: ds). kDvEarly: dV is issued before the dP^T
 // wait, so dS^T is computed while the dV GEMM runs; otherwise both wait (the caller issues dV). dd: the block's D.
 // pa and ds are the caller's arrays, for the register reason dq_slice_add gives.
@@ -221,6 +226,8 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
       float st[32], dp[32];
       g.issue_s_dp(s, st, dp, kv);
       keep.generate(bh, q0, s, edge);
+      uint32_t z[2] = {0u, 0u};  // the lane's keep bits
+      if constexpr (kBitsEarly<C, kMode>) keep.bits(s, q0, edge, z);
       wgmma_wait<1>();  // S^T; P^T while the dP^T GEMM runs
       reg_fence(st);
       // Two calls with edge a constant in each: the common block's copy has no masking code (with the flag as a
@@ -228,8 +235,8 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
       const float* lse = sm.template at<const float>(sm.lse(s));
       if (edge) attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, true, lse);
       else attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, false, lse);
-      uint32_t z[2] = {0u, 0u};  // the lane's keep bits (read after probs: before it, the mask dH-128 instance spills)
-      if constexpr (kDrop) keep.bits(s, q0, edge, z);
+      // Otherwise the bits are read after probs (between the S^T wait and probs, the mask dH-128 instance spills).
+      if constexpr (kDrop && !kBitsEarly<C, kMode>) keep.bits(s, q0, edge, z);
       uint32_t pa[4][4], ds[4][4];
       dv_and_ds<C, kMode>(g, s, st, dp, z, a.keep_scale, lane, sm.template at<const float>(sm.dsum(s)), pa, ds, dv);
       // The fast mode's dS^T stores read ds before the dK GEMM takes it as an operand (registers of a running wgmma
