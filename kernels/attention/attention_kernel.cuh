@@ -440,9 +440,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(co
   load_kv<C>(sK, sV, gK, gV, a.qkv_stride, 0, sk);
   cp_async_commit();
 
-  const LdsmOffsets offs = ldsm_offsets(RB);  // ldsm_layout.cuh
-  const uint32_t offA = offs.a, offB = offs.b;
-  const uint32_t aQ = sQ + warp * WM * 16 * RB + offA;
+  const LdsmOffsets off = ldsm_offsets(RB);  // ldsm_layout.cuh
+  const uint32_t aQ = sQ + warp * WM * 16 * RB + off.a;
 
   // Dropout state.
   [[maybe_unused]] MaskStrip mstrip[WM];
@@ -459,7 +458,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) attn_fwd_kernel(co
 
   for (int j = 0; j < n_kv; ++j) {
     const int st = j & 1;
-    const uint32_t aK = sK + st * C::kSmemKV + offB, aV = sV + st * C::kSmemKV + offA;
+    const uint32_t aK = sK + st * C::kSmemKV + off.b, aV = sV + st * C::kSmemKV + off.a;
     cp_async_wait<0>();
     __syncthreads();  // block j visible to all; every warp is done with block j-1 (the other stage)
     if (j + 1 < n_kv) {
