@@ -20,11 +20,11 @@ __device__ __forceinline__ uint32_t off_b(int lane, int rb) {
 }
 
 // The same two offsets for the calling thread (lane threadIdx.x % 32), in one function: the forward's. The front end
-// simplifies each function on its own before inlining it, and the form it reaches decides ptxas's spills in the
-// forward's mode-mask instances at dH 128: from off_a / off_b (an int lane, one function per pattern) they spill other
-// bytes and run 1-2 % slower on an H100; reading threadIdx.x beside both formulas gives the kernel body's form. The
-// backward keeps off_a / off_b, whose SASS this form would change (spills at dH 128). tests/test_attention_gpu.cu
-// checks that both give the same offsets for every lane.
+// simplifies each function on its own before inlining it, and the form it reaches there decides ptxas's spills in the
+// forward's mode-mask instances at dH 128. With the lane read from threadIdx.x and both formulas in one function they
+// spill as with the offsets written in the kernel; with off_a / off_b (an int lane, one function per pattern) they
+// spill elsewhere and run 1-2 % slower on an H100. The backward keeps off_a / off_b: this form changes its SASS (the
+// main kernel at dH 128 spills). tests/test_attention_gpu.cu checks that both give the same offsets for every lane.
 struct LdsmOffsets {
   uint32_t a, b;
 };

@@ -122,9 +122,9 @@ __device__ __forceinline__ void release(uint32_t empty) { ptx::mbar_arrive(empty
 template <class C, DropoutMode kMode>
 inline constexpr bool kDvEarly = !(kMode != DropoutMode::None && C::kHeadDim == 128);
 
-// Mode Mask at dH 128: the lane's keep bits are read while the S^T / dP^T GEMMs run (the words came with the stage).
-// Otherwise they are read after P^T: at dH 64 read early they measured 1.00-1.03x the time, and between the S^T
-// wait and P^T the mask dH-128 instance spills.
+// Mode Mask at dH 128: the lane's keep bits are read while the S^T / dP^T GEMMs run (the words come with the stage).
+// Otherwise they are read after P^T: at dH 64 an early read costs 1.00-1.03x the time, between the S^T wait and P^T
+// the mask dH-128 instance spills; mode Fused generates its words while the GEMMs run, so they are ready after P^T.
 template <class C, DropoutMode kMode>
 inline constexpr bool kBitsEarly = kMode == DropoutMode::Mask && C::kHeadDim == 128;
 
@@ -235,7 +235,8 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
       const float* lse = sm.template at<const float>(sm.lse(s));
       if (edge) attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, true, lse);
       else attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, false, lse);
-      // The lane's keep bits (read into z_early, an array of its own, the other modes compile as without that read).
+      // The lane's keep bits. Mode Mask at dH 128 read them into z_early: an array of their own leaves the other
+      // modes' code as it is without the early read.
       uint32_t z[2] = {z_early[0], z_early[1]};
       if constexpr (kDrop && !kBitsEarly<C, kMode>) keep.bits(s, q0, edge, z);
       uint32_t pa[4][4], ds[4][4];
