@@ -181,9 +181,9 @@ def self_test():
     """No compiler, no disassembler: the listing parser and the classification on hand-made listings."""
     fails = []
 
-    def ok(cond, what):
-        if not cond:
-            fails.append(what)
+    import selftest  # the self-tests' shared checks (scripts/selftest.py)
+
+    ok = selftest.collector(fails)
 
     listing = """//--------------------- .text._Z1fv --------------------------
 \t.section\t.text._Z1fv,"ax",@progbits

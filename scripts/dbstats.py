@@ -211,9 +211,9 @@ def intervals_apart(intervals):
 def self_test():
     fails = []
 
-    def ok(cond, what):
-        if not cond:
-            fails.append(what)
+    import selftest  # the self-tests' shared checks (scripts/selftest.py)
+
+    ok = selftest.collector(fails)
 
     def close(a, b, tol=1e-12):
         return a is not None and abs(a - b) <= tol * max(1.0, abs(b))

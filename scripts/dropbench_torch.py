@@ -357,9 +357,9 @@ if torch is not None:
 def self_test(lib_path):
     fails = []
 
-    def ok(cond, what):
-        if not cond:
-            fails.append(what)
+    import selftest  # the self-tests' shared checks (scripts/selftest.py)
+
+    ok = selftest.collector(fails)
 
     lib = dba.Lib(lib_path)
     if not lib.has_mask_expand:

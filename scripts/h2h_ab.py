@@ -101,9 +101,9 @@ def self_test():
     import tempfile
     fails = []
 
-    def ok(cond, what):
-        if not cond:
-            fails.append(what)
+    import selftest  # the self-tests' shared checks (scripts/selftest.py)
+
+    ok = selftest.collector(fails)
 
     def fake(lib, lib_b, ta, tb):
         samples = {"bwd:wg:none": [{"round": r, "s_per_call": ta * (1 + 0.01 * (r % 3))} for r in range(6)],

@@ -106,9 +106,9 @@ def table(groups, labels):
 def self_test():
     fails = []
 
-    def ok(cond, what):
-        if not cond:
-            fails.append(what)
+    import selftest  # the self-tests' shared checks (scripts/selftest.py)
+
+    ok = selftest.collector(fails)
 
     shape = {"sq": 8192, "head_dim": 128, "causal": False, "q_heads": 32, "kv_heads": 8, "batch": 1,
              "dropout_p": 0.1, "philox_rounds": 7}

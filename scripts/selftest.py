@@ -1,13 +1,20 @@
 """The two checks the scripts' --self-test functions share (no torch, no GPU)."""
 
 
-def checker(fails, parse, error):
-    """ok(cond, what): a failure `what` unless cond; refused(argv, needle): parse(argv) must raise `error` with a
-    one-line message (bad input is refused in one line) that contains needle. Both append what fails to `fails`."""
+def collector(fails):
+    """ok(cond, what): a failure `what`, appended to `fails`, unless cond."""
 
     def ok(cond, what):
         if not cond:
             fails.append(what)
+
+    return ok
+
+
+def checker(fails, parse, error):
+    """ok(cond, what): collector's; refused(argv, needle): parse(argv) must raise `error` with a one-line message (bad
+    input is refused in one line) that contains needle. Both append what fails to `fails`."""
+    ok = collector(fails)
 
     def refused(argv, needle):
         try:
