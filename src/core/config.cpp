@@ -336,8 +336,9 @@ std::string passes_by_command_text() {
   fail(path, "unknown key (allowed: " + allowed + ")");
 }
 
-const std::vector<WorkloadField>& workload_fields() {
-  static const std::vector<WorkloadField> fields = {
+// The fields of the problem: its shape, precision and dropout (Philox rounds, threshold width).
+std::vector<WorkloadField> problem_fields() {
+  return {
       {"batch", Kind::Int, [](Workload& w, const json& v) { return chk_int(v, 1, 4096, w.batch); },
        [](const Workload& w) { return json(w.batch); }},
       {"embed", Kind::Int,
@@ -381,6 +382,12 @@ const std::vector<WorkloadField>& workload_fields() {
          return chk_int_in(v, std::vector<int64_t>(std::begin(kThresholdBits), std::end(kThresholdBits)), w.threshold_bits);
        },
        [](const Workload& w) { return json(w.threshold_bits); }},
+  };
+}
+
+// The fields that choose what runs on the problem: mask layout, pipeline, pass, kernel family, the RNG stream.
+std::vector<WorkloadField> run_fields() {
+  return {
       {"layout", Kind::Text,
        [](Workload& w, const json& v) {
          return chk_choice(v, {"tile", "bits", "u8", "i32"}, w.layout);
@@ -434,6 +441,16 @@ const std::vector<WorkloadField>& workload_fields() {
        },
        [](const Workload& w) { return json(w.offset); }},
   };
+}
+
+// Every workload field, in struct (and to_json) order.
+const std::vector<WorkloadField>& workload_fields() {
+  static const std::vector<WorkloadField> fields = [] {
+    std::vector<WorkloadField> f = problem_fields();
+    const std::vector<WorkloadField> r = run_fields();
+    f.insert(f.end(), r.begin(), r.end());
+    return f;
+  }();
   return fields;
 }
 
