@@ -385,7 +385,8 @@ std::vector<WorkloadField> problem_fields() {
   };
 }
 
-// The fields that choose what runs on the problem: mask layout, pipeline, pass, kernel family, the RNG stream.
+// The rest, in struct order: the RNG mask layout, the dropout command's tensor (elements, dtype), the pipeline and
+// its chunk, the pass, the layer count, the kernel family and the RNG stream (seed, offset).
 std::vector<WorkloadField> run_fields() {
   return {
       {"layout", Kind::Text,
