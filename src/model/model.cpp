@@ -2030,10 +2030,10 @@ Prediction predict(const Machine& m, const Profile& p, const Workload& w, const 
   Dominant db, df;
   for (const KernelTime* k : std::initializer_list<const KernelTime*>{&gemm.t, &rng.t, &mask.t}) db.add(k->limiter, k->seconds);
   for (const KernelTime* k : std::initializer_list<const KernelTime*>{&gemm.t, &fused.t}) df.add(k->limiter, k->seconds);
-  PipelineTime base{"baseline", gemm.t.seconds + rng.t.seconds + mask.t.seconds + 2 * gap, db.unit(),
+  PipelineTime base{"baseline", serial_seconds(m, {gemm.t.seconds, rng.t.seconds, mask.t.seconds}), db.unit(),
                     "GEMM, RNG, attention(mask) one after the other", "serial"};
   base.energy_j = energy({&gemm.t, &rng.t, &mask.t}, base.seconds);
-  PipelineTime fus{"fused", gemm.t.seconds + fused.t.seconds + gap, df.unit(),
+  PipelineTime fus{"fused", serial_seconds(m, {gemm.t.seconds, fused.t.seconds}), df.unit(),
                    "GEMM, then attention generating its keep bits (" + fused_src + ")",
                    fused_src == "own profile" ? "fused kernel" : "fused (composed)"};
   fus.energy_j = energy({&gemm.t, &fused.t}, fus.seconds);
