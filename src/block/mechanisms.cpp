@@ -42,8 +42,6 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-double hidden_of(const std::vector<double>& t) { return hidden_fraction(t[0], t[1], t[2]); }
-
 }  // namespace
 
 MechanismExplorer::MechanismExplorer(PointScope& ps) : ps_(ps) {
@@ -142,8 +140,8 @@ void MechanismExplorer::figures(Mech& m, const std::map<std::string, Measurement
   const bool have = t_g > 0 && t_r > 0 && t_o > 0;
   m.hidden = have ? hidden_fraction(t_g, t_r, t_o) : kNaN;
   m.hidden_self = have && m.t_gemm > 0 && m.t_rng > 0 ? hidden_fraction(m.t_gemm, m.t_rng, t_o) : kNaN;
-  m.hidden_ci = ps_.book.figure({"alone:gemm", "alone:rng", m.vname}, hidden_of);
-  m.hidden_self_ci = ps_.book.figure({m.gemm_name, m.rng_name, m.vname}, hidden_of);
+  m.hidden_ci = ps_.book.figure({"alone:gemm", "alone:rng", m.vname}, hidden_fraction_of);
+  m.hidden_self_ci = ps_.book.figure({m.gemm_name, m.rng_name, m.vname}, hidden_fraction_of);
 }
 
 // (c) spatial partition: the GEMM on sms - k SMs (SM_COUNT_TARGET), the RNG pinned to k SMs. k in proportion to

@@ -39,6 +39,8 @@ double hidden_fraction(double t_a, double t_b, double t_ab) {
   return (t_a + t_b - t_ab) / std::min(t_a, t_b);
 }
 
+double hidden_fraction_of(const std::vector<double>& t) { return hidden_fraction(t[0], t[1], t[2]); }
+
 int partition_rng_sms(int sms, double t_gemm, double t_rng, double scale, int granularity) {
   if (granularity < 1) granularity = 1;
   if (sms < 2 * granularity) throw UsageError("partition: too few SMs to split");

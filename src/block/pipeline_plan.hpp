@@ -35,6 +35,8 @@ std::vector<ChunkRange> plan_chunks(int64_t sq, int64_t chunk_rows, int64_t bloc
 // (t_a + t_b - t_ab) / min(t_a, t_b). 1 = the shorter one vanished completely, 0 = no gain (serial), < 0 = the
 // overlap is slower than running them one after the other. 0 when a time is not positive.
 double hidden_fraction(double t_a, double t_b, double t_ab);
+// The same of the times {t_a, t_b, t_ab}, the form a book figure of three variants takes.
+double hidden_fraction_of(const std::vector<double>& t);
 
 // SMs to give the RNG in a spatial partition (the GEMM keeps the others): proportional to the RNG's share
 // of the serial time, sms * t_rng / (t_gemm + t_rng), times `scale`, rounded to a multiple of granularity and

@@ -139,8 +139,6 @@ AloneTimes add_alone_variants(PointScope& ps, const std::map<std::string, Measur
 
 namespace {
 
-std::string hex64(uint64_t v) { return fmt::format("0x{:016x}", v); }
-
 // The validation state of one point: the first pipeline run is the reference the others must equal bitwise.
 struct Reference {
   PointScope& ps;

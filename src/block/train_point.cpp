@@ -14,10 +14,8 @@ namespace dropbench {
 
 namespace {
 
-double hidden_of(const std::vector<double>& t) { return hidden_fraction(t[0], t[1], t[2]); }
 // The strategies whose forward's RNG runs beside the QKV GEMM (fused-write's mask comes from its attention).
 bool rng_in_forward(Pipeline p) { return p == Pipeline::Stored || p == Pipeline::RegenOverlap; }
-std::string hex64(uint64_t v) { return fmt::format("0x{:016x}", v); }
 
 // The RNG alone in the configuration the overlaps run, named as the forward's mechanisms name it: the standard
 // kernel (alone:rng) for plain, else that mechanism's RNG alone (a co-resident kernel's time is not the standard's).
@@ -50,7 +48,7 @@ json overlap_figure(PointScope& ps, const std::map<std::string, Measurement>& m,
   json j;
   j["pieces"] = {piece, rng, over};
   j["hidden"] = hidden_fraction(mp.total.median, mr.total.median, mo.total.median);
-  ps.book.figure({piece, rng, over}, hidden_of).write(j, "hidden");
+  ps.book.figure({piece, rng, over}, hidden_fraction_of).write(j, "hidden");
   j["saved_us"] = (mp.total.median + mr.total.median - mo.total.median) * 1e6;
   if (ps.harness.power_on()) {
     const EnergyBound b = energy_bound({power_figure(mp.power, "time_per_iter_s"), power_figure(mp.power, "mean_w"),

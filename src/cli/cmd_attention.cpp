@@ -93,7 +93,7 @@ void fused_references(const AttentionParams& ap, const AttentionBwdParams& bp_ch
   DB_CUDA(cudaMemcpy(h_dref.data(), dqkv.get(), dqkv_bytes, cudaMemcpyDeviceToHost));
 }
 
-const std::vector<std::string> kAxes = {"batch",     "sq",        "q_heads", "kv_heads",       "head_dim",
+const std::vector<std::string> kAttentionAxes = {"batch",     "sq",        "q_heads", "kv_heads",       "head_dim",
                                         "causal",    "dropout_p", "rounds",  "threshold_bits", "attention_kernel",
                                         "pass"};
 const std::map<std::string, std::vector<json>> kDefaults = {{"sq", {4096, 8192, 16384}}, {"causal", {false, true}}};
@@ -205,7 +205,7 @@ json check_variant(const AttentionVariant& vd, const PointLaunches& pl, Attentio
 }
 
 int run_attention(RunContext& ctx) {
-  const std::vector<std::string>& axes = kAxes;
+  const std::vector<std::string>& axes = kAttentionAxes;
   const auto points = expand_sweep(ctx.cfg, axes, kDefaults);
   const bool dry = ctx.opts.dry_run;
   for (const SweepPoint& pt : points) attention_memory(pt.workload, "sweep point " + pt.axes.dump() + ": ");
@@ -310,7 +310,9 @@ Command make_attention_command() {
       "Example: dropbench attention --set workload.q_heads=32 --set sweep.sq=[8192] --set sweep.causal=[false]";
   c.run = run_attention;
   // A pass of another command is refused before the GPU is looked for.
-  c.check = [](const Config& cfg, const CommonOptions&) { check_command_passes(expand_sweep(cfg, kAxes, kDefaults), "attention"); };
+  c.check = [](const Config& cfg, const CommonOptions&) {
+    check_command_passes(expand_sweep(cfg, kAttentionAxes, kDefaults), "attention");
+  };
   return c;
 }
 

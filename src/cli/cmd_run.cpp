@@ -29,7 +29,7 @@ namespace dropbench {
 
 namespace {
 
-const std::vector<std::string> kAxes = {"batch",   "embed",  "q_heads", "kv_heads",       "head_dim", "sq",
+const std::vector<std::string> kRunAxes = {"batch",   "embed",  "q_heads", "kv_heads",       "head_dim", "sq",
                                         "causal",  "dropout_p", "dtype", "rounds", "threshold_bits", "chunk",
                                         "attention_kernel", "pass"};
 
@@ -85,7 +85,7 @@ int run_run(RunContext& ctx, const RunOptions& o) {
   const std::optional<std::vector<Pipeline>> wanted_any = wanted_pipeline_list(o, ctx.cfg);
   const std::vector<Pipeline> wanted = wanted_for_pass(wanted_any, Pass::Fwd);
   validate_run_options(o);
-  const auto points = expand_sweep(ctx.cfg, kAxes);
+  const auto points = expand_sweep(ctx.cfg, kRunAxes);
   check_run_passes(points, wanted_any);
   const bool dry = ctx.opts.dry_run;
   const bool any_train = std::any_of(points.begin(), points.end(),
@@ -249,7 +249,7 @@ Command make_run_command() {
   c.run = [o](RunContext& ctx) { return run_run(ctx, *o); };
   // A pass or pipeline the sweep cannot run is refused before the GPU is looked for.
   c.check = [o](const Config& cfg, const CommonOptions&) {
-    check_run_passes(expand_sweep(cfg, kAxes), wanted_pipeline_list(*o, cfg));
+    check_run_passes(expand_sweep(cfg, kRunAxes), wanted_pipeline_list(*o, cfg));
   };
   return c;
 }

@@ -277,7 +277,6 @@ Comparison compare_reports(const LoadedReport& base, const LoadedReport& cand, c
 
 namespace {
 
-json num(double v) { return number_or_null(v); }
 
 json info_json(const LoadedReport& r) {
   return {{"path", r.path}, {"git_sha", r.git_sha.empty() ? json(nullptr) : json(r.git_sha)},
@@ -288,8 +287,8 @@ json entry_json(const Entry& e) {
   json j = json::object();
   j["axes"] = e.axes;
   j["variant"] = e.variant;
-  j["median"] = num(e.median);
-  j["rel_stdev"] = num(e.rel_stdev);
+  j["median"] = number_or_null(e.median);
+  j["rel_stdev"] = number_or_null(e.rel_stdev);
   return j;
 }
 
@@ -315,19 +314,19 @@ json comparisons_json(const std::vector<Comparison>& cs, const Settings& s) {
       json jr = json::object();
       jr["axes"] = r.a->axes;
       jr["variant"] = r.a->variant;
-      jr["median_a"] = num(r.a->median);
-      jr["rel_stdev_a"] = num(r.a->rel_stdev);
-      jr["median_b"] = num(r.b->median);
-      jr["rel_stdev_b"] = num(r.b->rel_stdev);
-      jr["ratio"] = num(r.ratio);
-      jr["threshold_ln"] = num(r.threshold);
+      jr["median_a"] = number_or_null(r.a->median);
+      jr["rel_stdev_a"] = number_or_null(r.a->rel_stdev);
+      jr["median_b"] = number_or_null(r.b->median);
+      jr["rel_stdev_b"] = number_or_null(r.b->rel_stdev);
+      jr["ratio"] = number_or_null(r.ratio);
+      jr["threshold_ln"] = number_or_null(r.threshold);
       jr["rule"] = r.rule;
       jr["ratio_ci"] = r.rule == "interval" ? json::array({r.ratio_low, r.ratio_high}) : json(nullptr);
       jr["verdict"] = r.verdict;
       jr["regression"] = r.regression;
       jc["rows"].push_back(std::move(jr));
     }
-    jc["geomean"] = num(c.geomean);
+    jc["geomean"] = number_or_null(c.geomean);
     jc["counts"] = {{"faster", c.n_faster}, {"same", c.n_same}, {"slower", c.n_slower}, {"n/a", c.n_na}};
     jc["regressions"] = c.n_regressions;
     jc["only_in_a"] = json::array();

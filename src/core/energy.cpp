@@ -12,7 +12,6 @@ namespace dropbench {
 using ojson = nlohmann::ordered_json;
 
 namespace {
-ojson num(double x) { return number_or_null(x); }
 
 void add_note(std::string& note, const std::string& s) { note += (note.empty() ? "" : "; ") + s; }
 }  // namespace
@@ -79,14 +78,15 @@ ojson to_json(const EnergyBound& b) {
   if (!b.why_not.empty()) j["why_not"] = b.why_not;
   if (!b.note.empty()) j["note"] = b.note;
   j["binds"] = bound_term_name(b.binds);
-  j["t_min_s"] = num(b.t_min_s);
-  j["max_hidden"] = num(b.max_hidden);
-  j["energy_s"] = num(b.energy_s);
-  j["serial_s"] = num(b.serial_s);
-  j["gemm_dyn_j"] = num(b.gemm_dyn_j);
-  j["rng_dyn_j"] = num(b.rng_dyn_j);
-  j["inputs"] = {{"gemm_s", num(b.in.gemm_s)}, {"gemm_w", num(b.in.gemm_w)}, {"rng_s", num(b.in.rng_s)},
-                 {"rng_w", num(b.in.rng_w)},   {"cap_w", num(b.in.cap_w)},   {"static_w", num(b.in.static_w)}};
+  j["t_min_s"] = number_or_null(b.t_min_s);
+  j["max_hidden"] = number_or_null(b.max_hidden);
+  j["energy_s"] = number_or_null(b.energy_s);
+  j["serial_s"] = number_or_null(b.serial_s);
+  j["gemm_dyn_j"] = number_or_null(b.gemm_dyn_j);
+  j["rng_dyn_j"] = number_or_null(b.rng_dyn_j);
+  j["inputs"] = {{"gemm_s", number_or_null(b.in.gemm_s)}, {"gemm_w", number_or_null(b.in.gemm_w)},
+                 {"rng_s", number_or_null(b.in.rng_s)},   {"rng_w", number_or_null(b.in.rng_w)},
+                 {"cap_w", number_or_null(b.in.cap_w)},   {"static_w", number_or_null(b.in.static_w)}};
   return j;
 }
 
@@ -102,8 +102,10 @@ EnergyDelay energy_delay(double energy_j, double seconds) {
 }
 
 ojson to_json(const EnergyDelay& d) {
-  return {{"energy_j", num(d.energy_j)}, {"seconds", num(d.seconds)}, {"edp_js", num(d.edp_js)},
-          {"ed2p_js2", num(d.ed2p_js2)}};
+  return {{"energy_j", number_or_null(d.energy_j)},
+          {"seconds", number_or_null(d.seconds)},
+          {"edp_js", number_or_null(d.edp_js)},
+          {"ed2p_js2", number_or_null(d.ed2p_js2)}};
 }
 
 }  // namespace dropbench

@@ -168,8 +168,6 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-ojson num(double x) { return number_or_null(x); }
-
 constexpr double kPollInterval = 0.005;         // fast readings: every 5 ms (a set is 5 queries of tens of µs)
 constexpr double kReadingRetention = 600.0;     // fast readings kept (s): ~120k readings, a few MB
 constexpr double kChangeRetention = 4 * 3600.0; // counter changes kept (s): ~10 per second, a few MB
@@ -457,14 +455,14 @@ ojson PowerSampler::info() const {
   j["device"] = m.device_name;
   if (m.cuda_device >= 0) j["cuda_device"] = m.cuda_device;
   j["pci_bus_id"] = m.pci_bus_id;
-  j["cap_w"] = num(m.cap_w);
-  j["cap_constraints_w"] = {num(m.cap_min_w), num(m.cap_max_w)};
+  j["cap_w"] = number_or_null(m.cap_w);
+  j["cap_constraints_w"] = {number_or_null(m.cap_min_w), number_or_null(m.cap_max_w)};
   j["power_reading"] = m.instant_field ? "NVML_FI_DEV_POWER_INSTANT" : "nvmlDeviceGetPowerUsage (averaged)";
   j["energy_counter"] = m.counter;
   j["poll_interval_ms"] = kPollInterval * 1e3;
-  j["energy_query_ms"] = num(m.energy_query_s * 1e3);
+  j["energy_query_ms"] = number_or_null(m.energy_query_s * 1e3);
   std::lock_guard<std::mutex> lk(m.mu);
-  j["counter_update_interval_ms"] = num(m.update_interval > 0 ? m.update_interval * 1e3 : PowerWindow::nan);
+  j["counter_update_interval_ms"] = number_or_null(m.update_interval > 0 ? m.update_interval * 1e3 : PowerWindow::nan);
   j["readings"] = m.total_readings;
   j["counter_changes"] = m.total_changes;
   j["energy_queries"] = m.energy_queries;
@@ -674,17 +672,17 @@ ojson to_json(const PowerWindow& w) {
   ojson j;
   j["measured"] = w.measured;
   j["energy_source"] = w.energy_source;
-  j["window_s"] = num(w.seconds);
-  j["energy_j"] = num(w.energy_j);
-  j["mean_w"] = num(w.mean_w);
-  j["mean_instant_w"] = num(w.mean_instant_w);
-  j["max_w"] = num(w.max_w);
-  j["mean_sm_mhz"] = num(w.mean_sm_mhz);
-  j["mean_mem_mhz"] = num(w.mean_mem_mhz);
-  j["max_temp_c"] = num(w.max_temp_c);
-  j["capped_share"] = num(w.capped_share);
-  j["thermal_share"] = num(w.thermal_share);
-  j["hw_slowdown_share"] = num(w.hw_slowdown_share);
+  j["window_s"] = number_or_null(w.seconds);
+  j["energy_j"] = number_or_null(w.energy_j);
+  j["mean_w"] = number_or_null(w.mean_w);
+  j["mean_instant_w"] = number_or_null(w.mean_instant_w);
+  j["max_w"] = number_or_null(w.max_w);
+  j["mean_sm_mhz"] = number_or_null(w.mean_sm_mhz);
+  j["mean_mem_mhz"] = number_or_null(w.mean_mem_mhz);
+  j["max_temp_c"] = number_or_null(w.max_temp_c);
+  j["capped_share"] = number_or_null(w.capped_share);
+  j["thermal_share"] = number_or_null(w.thermal_share);
+  j["hw_slowdown_share"] = number_or_null(w.hw_slowdown_share);
   j["readings"] = w.readings;
   j["counter_changes"] = w.counter_changes;
   if (!w.note.empty()) j["note"] = w.note;

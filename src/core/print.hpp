@@ -1,6 +1,7 @@
 // Printing diagnostics (kept out of report.hpp, which CUDA translation units include: nvcc does not compile fmt's
 // compile-time format checks).
 #pragma once
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -16,5 +17,8 @@ void print_stderr(fmt::format_string<T...> f, T&&... args) {
   const std::string s = fmt::format(f, std::forward<T>(args)...);
   static_cast<void>(std::fwrite(s.data(), 1, s.size(), stderr));
 }
+
+// A 64-bit checksum as reports write it: 0x and 16 hex digits.
+inline std::string hex64(uint64_t v) { return fmt::format("0x{:016x}", v); }
 
 }  // namespace dropbench
