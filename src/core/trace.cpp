@@ -16,6 +16,8 @@
 #include <cupti.h>
 #include <fmt/format.h>
 
+#include "kernels/common/dl.hpp"
+
 namespace dropbench {
 
 const char* kind_name(TraceRecord::Kind k) {
@@ -226,13 +228,8 @@ Cupti* cupti(std::string* why) {
 #endif
     names.insert(names.end(), {"libcupti.so.13", "libcupti.so", "/usr/local/cuda/lib64/libcupti.so.13",
                                "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13"});
-    void* h = nullptr;
     std::string tried_names;
-    for (const std::string& n : names) {
-      h = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (h) break;
-      tried_names += (tried_names.empty() ? "" : ", ") + n;
-    }
+    void* h = dlopen_first(names, &tried_names);
     if (!h) {
       error = "libcupti not found (tried " + tried_names + "; set DROPBENCH_CUPTI=/path/to/libcupti.so)";
     } else {

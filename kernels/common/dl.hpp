@@ -1,0 +1,22 @@
+// Loading a library at run time: the first of several candidate names that dlopen accepts. The binaries do not
+// link the large libraries only some commands need (cuBLASLt, CUPTI), so that starting one costs nothing for them.
+#pragma once
+#include <dlfcn.h>
+
+#include <string>
+#include <vector>
+
+namespace dropbench {
+
+// The handle of the first of `names` that dlopen (RTLD_NOW | RTLD_LOCAL) opens, else nullptr with *tried set to
+// the names it tried, comma-separated.
+inline void* dlopen_first(const std::vector<std::string>& names, std::string* tried) {
+  for (const std::string& n : names) {
+    if (n.empty()) continue;
+    if (void* h = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
+    if (tried) *tried += (tried->empty() ? "" : ", ") + n;
+  }
+  return nullptr;
+}
+
+}  // namespace dropbench

@@ -1,0 +1,93 @@
+// The cuBLASLt entry points the GEMM family calls, loaded on first use. Linking libcublasLt (540 MB) made every
+// process start fault in about 200 MB of it (0.15 s): every `dropbench` command, every test process and every
+// command-line call the tests make paid that, GEMM or not. These definitions have the library's own signatures
+// (cublasLt.h), so the callers are unchanged; each resolves its symbol once. Without the library a call returns
+// CUBLAS_STATUS_NOT_INITIALIZED (cublasLtGetVersion 0), and cublasLtGetStatusName says which files were tried, so
+// DB_CUBLAS's message names the cause.
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <cublasLt.h>
+
+#include "kernels/common/dl.hpp"
+
+namespace {
+
+struct Library {
+  void* handle = nullptr;
+  std::string error;
+};
+
+const Library& library() {
+  static Library lib;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::vector<std::string> names;
+    if (const char* env = std::getenv("DROPBENCH_CUBLASLT")) names.push_back(env);
+#ifdef DROPBENCH_CUBLASLT_LIB
+    names.push_back(DROPBENCH_CUBLASLT_LIB);  // the toolkit's library found at build time
+#endif
+    names.insert(names.end(), {"libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR), "libcublasLt.so"});
+    std::string tried;
+    lib.handle = dropbench::dlopen_first(names, &tried);
+    if (!lib.handle) lib.error = "libcublasLt not found (tried " + tried + "; set DROPBENCH_CUBLASLT=/path/to/it)";
+  });
+  return lib;
+}
+
+template <class F>
+F resolve(const char* name) {
+  const Library& lib = library();
+  return lib.handle ? reinterpret_cast<F>(dlsym(lib.handle, name)) : nullptr;
+}
+
+}  // namespace
+
+// DB_LT(return type, name, (parameters), (arguments), value without the library)
+#define DB_LT(R, NAME, PARAMS, ARGS, MISSING)              \
+  extern "C" R CUBLASWINAPI NAME PARAMS {                  \
+    using Fn = R(CUBLASWINAPI*) PARAMS;                    \
+    static const Fn fn = resolve<Fn>(#NAME);               \
+    return fn ? fn ARGS : MISSING;                         \
+  }
+#define DB_LT_STATUS(NAME, PARAMS, ARGS) DB_LT(cublasStatus_t, NAME, PARAMS, ARGS, CUBLAS_STATUS_NOT_INITIALIZED)
+
+DB_LT(size_t, cublasLtGetVersion, (void), (), 0)
+DB_LT_STATUS(cublasLtCreate, (cublasLtHandle_t* h), (h))
+DB_LT_STATUS(cublasLtDestroy, (cublasLtHandle_t h), (h))
+DB_LT_STATUS(cublasLtMatmulDescCreate, (cublasLtMatmulDesc_t* d, cublasComputeType_t c, cudaDataType_t s), (d, c, s))
+DB_LT_STATUS(cublasLtMatmulDescDestroy, (cublasLtMatmulDesc_t d), (d))
+DB_LT_STATUS(cublasLtMatmulDescSetAttribute,
+             (cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const void* buf, size_t n), (d, a, buf, n))
+DB_LT_STATUS(cublasLtMatrixLayoutCreate, (cublasLtMatrixLayout_t* l, cudaDataType t, uint64_t r, uint64_t c, int64_t ld),
+             (l, t, r, c, ld))
+DB_LT_STATUS(cublasLtMatrixLayoutDestroy, (cublasLtMatrixLayout_t l), (l))
+DB_LT_STATUS(cublasLtMatmulPreferenceCreate, (cublasLtMatmulPreference_t* p), (p))
+DB_LT_STATUS(cublasLtMatmulPreferenceDestroy, (cublasLtMatmulPreference_t p), (p))
+DB_LT_STATUS(cublasLtMatmulPreferenceSetAttribute,
+             (cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t a, const void* buf, size_t n),
+             (p, a, buf, n))
+DB_LT_STATUS(cublasLtMatmulAlgoGetHeuristic,
+             (cublasLtHandle_t h, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+              cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d, cublasLtMatmulPreference_t pref, int want,
+              cublasLtMatmulHeuristicResult_t results[], int* got),
+             (h, op, a, b, c, d, pref, want, results, got))
+DB_LT_STATUS(cublasLtMatmulAlgoConfigGetAttribute,
+             (const cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoConfigAttributes_t a, void* buf, size_t n,
+              size_t* written),
+             (algo, a, buf, n, written))
+DB_LT_STATUS(cublasLtMatmul,
+             (cublasLtHandle_t h, cublasLtMatmulDesc_t op, const void* alpha, const void* A, cublasLtMatrixLayout_t a,
+              const void* B, cublasLtMatrixLayout_t b, const void* beta, const void* C, cublasLtMatrixLayout_t c,
+              void* D, cublasLtMatrixLayout_t d, const cublasLtMatmulAlgo_t* algo, void* ws, size_t ws_bytes,
+              cudaStream_t stream),
+             (h, op, alpha, A, a, B, b, beta, C, c, D, d, algo, ws, ws_bytes, stream))
+
+// The library's own name for a status, or, without the library, why it is missing.
+extern "C" const char* CUBLASWINAPI cublasLtGetStatusName(cublasStatus_t status) {
+  using Fn = const char*(CUBLASWINAPI*)(cublasStatus_t);
+  static const Fn fn = resolve<Fn>("cublasLtGetStatusName");
+  return fn ? fn(status) : library().error.c_str();
+}
