@@ -3,8 +3,11 @@
 // library's own functions. The GPU ones (handle, heuristic, matmul) are test_gemm_gpu's.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <string>
+
+#include <unistd.h>
 
 #include <cublasLt.h>
 
@@ -50,6 +53,24 @@ TEST(CublasLtLoader, DescriptorsLayoutsAndPreferencesRoundTrip) {
   EXPECT_EQ(cublasLtMatmulPreferenceDestroy(pref), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(cublasLtMatrixLayoutDestroy(a), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(cublasLtMatmulDescDestroy(op), CUBLAS_STATUS_SUCCESS);
+}
+
+// Another major version is refused with the reason, and every call then fails cleanly: checked in a child process
+// (the loader decides once per process) that this test starts with DROPBENCH_CUBLASLT naming a fake 12.9 library.
+TEST(CublasLtLoader, AnotherMajorVersionIsRefusedWithTheReason) {
+  if (std::getenv("DROPBENCH_LOADER_CHILD")) {
+    EXPECT_EQ(cublasLtGetVersion(), 0u);
+    cublasLtHandle_t h = nullptr;
+    EXPECT_EQ(cublasLtCreate(&h), CUBLAS_STATUS_NOT_INITIALIZED);
+    const std::string why = cublasLtGetStatusName(CUBLAS_STATUS_NOT_INITIALIZED);
+    EXPECT_NE(why.find("libcublasLt 120900 is not major version"), std::string::npos) << why;
+    EXPECT_FALSE(cublaslt_mapped());
+    return;
+  }
+  const std::string cmd = std::string("DROPBENCH_LOADER_CHILD=1 DROPBENCH_CUBLASLT='") + FAKE_CUBLASLT_PATH +
+                          "' /proc/" + std::to_string(getpid()) +
+                          "/exe --gtest_filter=CublasLtLoader.AnotherMajorVersionIsRefusedWithTheReason > /dev/null";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 
 }  // namespace

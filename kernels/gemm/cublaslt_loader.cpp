@@ -1,11 +1,11 @@
-// The cuBLASLt entry points the GEMM family calls, loaded on first use. Linking libcublasLt (540 MB) made every
-// process start fault in about 200 MB of it (0.15 s): every `dropbench` command, every test process and every
-// command-line call the tests make paid that, GEMM or not. These definitions have the library's own signatures
-// (cublasLt.h), so the callers are unchanged; each resolves its symbol once. Without the library a call returns
-// CUBLAS_STATUS_NOT_INITIALIZED (cublasLtGetVersion 0), and cublasLtGetStatusName says which files were tried, so
-// DB_CUBLAS's message names the cause.
+// The cuBLASLt entry points the GEMM family calls, loaded on first use. A process that links libcublasLt (540 MB)
+// faults in about 200 MB of it before main (0.15 s), whether or not it multiplies a matrix: `dropbench --help`,
+// model, recommend, compare, merge, every test process. These definitions have the library's own signatures
+// (cublasLt.h), so the callers are unchanged; each resolves its symbol once, and is hidden (a shared library built
+// from this one must not take over another cuBLASLt user's calls in its process). Without the library, or with
+// another major version, a call returns CUBLAS_STATUS_NOT_INITIALIZED (cublasLtGetVersion 0) and
+// cublasLtGetStatusName says why, so DB_CUBLAS's message names the cause.
 #include <cstdlib>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,21 +20,37 @@ struct Library {
   std::string error;
 };
 
+// Loaded once and never unloaded (nor destroyed: a status name may be asked for during exit).
 const Library& library() {
-  static Library lib;
-  static std::once_flag once;
-  std::call_once(once, [] {
+  static const Library* lib = [] {
+    auto* l = new Library;
     std::vector<std::string> names;
     if (const char* env = std::getenv("DROPBENCH_CUBLASLT")) names.push_back(env);
 #ifdef DROPBENCH_CUBLASLT_LIB
     names.push_back(DROPBENCH_CUBLASLT_LIB);  // the toolkit's library found at build time
 #endif
-    names.insert(names.end(), {"libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR), "libcublasLt.so"});
+    names.push_back("libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR));
     std::string tried;
-    lib.handle = dropbench::dlopen_first(names, &tried);
-    if (!lib.handle) lib.error = "libcublasLt not found (tried " + tried + "; set DROPBENCH_CUBLASLT=/path/to/it)";
-  });
-  return lib;
+    void* h = dropbench::dlopen_first(names, &tried);
+    if (!h) {
+      l->error = "libcublasLt not found (tried " + tried + "; set DROPBENCH_CUBLASLT=/path/to/it)";
+      return l;
+    }
+    // The enums and structs passed to it are this header's: another major version is refused.
+    using Version = size_t (*)();
+    const auto version = reinterpret_cast<Version>(dlsym(h, "cublasLtGetVersion"));
+    const size_t v = version ? version() : 0;
+    if (v / 10000 != CUBLAS_VER_MAJOR) {
+      l->error = "libcublasLt " + std::to_string(v) + " is not major version " + std::to_string(CUBLAS_VER_MAJOR) +
+                 " (the headers dropbench was built with); set DROPBENCH_CUBLASLT=/path/to/libcublasLt.so." +
+                 std::to_string(CUBLAS_VER_MAJOR);
+      dlclose(h);
+      return l;
+    }
+    l->handle = h;
+    return l;
+  }();
+  return *lib;
 }
 
 template <class F>
@@ -45,9 +61,10 @@ F resolve(const char* name) {
 
 }  // namespace
 
+#define DB_LT_HIDDEN __attribute__((visibility("hidden")))
 // DB_LT(return type, name, (parameters), (arguments), value without the library)
 #define DB_LT(R, NAME, PARAMS, ARGS, MISSING)              \
-  extern "C" R CUBLASWINAPI NAME PARAMS {                  \
+  extern "C" DB_LT_HIDDEN R CUBLASWINAPI NAME PARAMS {     \
     using Fn = R(CUBLASWINAPI*) PARAMS;                    \
     static const Fn fn = resolve<Fn>(#NAME);               \
     return fn ? fn ARGS : MISSING;                         \
@@ -86,7 +103,7 @@ DB_LT_STATUS(cublasLtMatmul,
              (h, op, alpha, A, a, B, b, beta, C, c, D, d, algo, ws, ws_bytes, stream))
 
 // The library's own name for a status, or, without the library, why it is missing.
-extern "C" const char* CUBLASWINAPI cublasLtGetStatusName(cublasStatus_t status) {
+extern "C" DB_LT_HIDDEN const char* CUBLASWINAPI cublasLtGetStatusName(cublasStatus_t status) {
   using Fn = const char*(CUBLASWINAPI*)(cublasStatus_t);
   static const Fn fn = resolve<Fn>("cublasLtGetStatusName");
   return fn ? fn(status) : library().error.c_str();

@@ -93,9 +93,9 @@ void fused_references(const AttentionParams& ap, const AttentionBwdParams& bp_ch
   DB_CUDA(cudaMemcpy(h_dref.data(), dqkv.get(), dqkv_bytes, cudaMemcpyDeviceToHost));
 }
 
-const std::vector<std::string> kAttentionAxes = {"batch",     "sq",        "q_heads", "kv_heads",       "head_dim",
-                                        "causal",    "dropout_p", "rounds",  "threshold_bits", "attention_kernel",
-                                        "pass"};
+const std::vector<std::string> kAttentionAxes = {"batch",  "sq",        "q_heads",        "kv_heads",
+                                                "head_dim", "causal", "dropout_p", "rounds",
+                                                "threshold_bits", "attention_kernel", "pass"};
 const std::map<std::string, std::vector<json>> kDefaults = {{"sq", {4096, 8192, 16384}}, {"causal", {false, true}}};
 
 // The device buffers, kept across points (reserve only grows them).

@@ -29,9 +29,9 @@ namespace dropbench {
 
 namespace {
 
-const std::vector<std::string> kRunAxes = {"batch",   "embed",  "q_heads", "kv_heads",       "head_dim", "sq",
-                                        "causal",  "dropout_p", "dtype", "rounds", "threshold_bits", "chunk",
-                                        "attention_kernel", "pass"};
+const std::vector<std::string> kRunAxes = {"batch",  "embed",     "q_heads", "kv_heads", "head_dim",
+                                          "sq",     "causal",    "dropout_p", "dtype",  "rounds",
+                                          "threshold_bits", "chunk", "attention_kernel", "pass"};
 
 // Free memory plan_pipelines keeps beside a point's buffers (its default).
 constexpr size_t kRunHeadroom = size_t{512} << 20;

@@ -277,7 +277,6 @@ Comparison compare_reports(const LoadedReport& base, const LoadedReport& cand, c
 
 namespace {
 
-
 json info_json(const LoadedReport& r) {
   return {{"path", r.path}, {"git_sha", r.git_sha.empty() ? json(nullptr) : json(r.git_sha)},
           {"date_utc", r.date_utc.empty() ? json(nullptr) : json(r.date_utc)}, {"device", r.device}};
