@@ -103,8 +103,4 @@ DB_LT_STATUS(cublasLtMatmul,
              (h, op, alpha, A, a, B, b, beta, C, c, D, d, algo, ws, ws_bytes, stream))
 
 // The library's own name for a status, or, without the library, why it is missing.
-extern "C" DB_LT_HIDDEN const char* CUBLASWINAPI cublasLtGetStatusName(cublasStatus_t status) {
-  using Fn = const char*(CUBLASWINAPI*)(cublasStatus_t);
-  static const Fn fn = resolve<Fn>("cublasLtGetStatusName");
-  return fn ? fn(status) : library().error.c_str();
-}
+DB_LT(const char*, cublasLtGetStatusName, (cublasStatus_t status), (status), library().error.c_str())

@@ -5,11 +5,11 @@
 #include <chrono>
 #include <ctime>
 
-#include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "kernels/gemm/gemm.cuh"
 #include "src/core/power.hpp"
 #include "version.h"
 
@@ -31,9 +31,8 @@ json versions_json() {
   int drv = 0, rt = 0;
   if (cudaDriverGetVersion(&drv) == cudaSuccess) j["driver_version"] = ver(drv);
   if (cudaRuntimeGetVersion(&rt) == cudaSuccess) j["runtime_version"] = ver(rt);
-  const size_t lt = cublasLtGetVersion();
-  j["cublaslt_version"] = fmt::format("{}.{}.{}", lt / 10000, (lt / 100) % 100, lt % 100);
-  j["cublaslt_version_raw"] = lt;
+  j["cublaslt_version"] = QkvGemm::cublaslt_version_string();
+  j["cublaslt_version_raw"] = QkvGemm::cublaslt_version();
   return j;
 }
 
