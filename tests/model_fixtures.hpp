@@ -5,12 +5,13 @@
 #include <iterator>
 #include <string>
 
+#include "source_tree.hpp"
 #include "src/core/config.hpp"
 #include "src/model/model.hpp"
 
 namespace dropbench_test {
 
-inline const std::string kModelFixtures = std::string(DROPBENCH_SOURCE_DIR) + "/tests/fixtures/model/";
+inline const std::string kModelFixtures = dropbench_test::source_path("tests/fixtures/model/");
 
 inline dropbench::model::Machine tiny_machine() { return dropbench::model::load_machine(kModelFixtures + "machine.json"); }
 inline dropbench::model::Profile tiny_profile() { return dropbench::model::load_profile(kModelFixtures + "profile.json"); }
@@ -36,7 +37,7 @@ inline dropbench::Workload tiny_workload(dropbench::Workload base = {}) {
 // up) at SQ 4096, B 1, 32 / 8 heads, dH 128: per score element of the full SQ x SQ matrix, the causal launches about
 // half the work. Not a measurement: what `dropbench profile --kernels attention_bwd` writes, in shape.
 inline dropbench::json bwd_profile_json() {
-  std::ifstream f(std::string(DROPBENCH_SOURCE_DIR) + "/configs/profiles/h200.json");
+  std::ifstream f(dropbench_test::source_path("configs/profiles/h200.json"));
   dropbench::json j = dropbench::json::parse(f);
   // Only the synthetic backward below: the committed profile's own backward blocks (every R) are left out.
   for (auto it = j["sass"].begin(); it != j["sass"].end();)

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
+#include "source_tree.hpp"
 
 #include "kernels/attention/attention_wgmma.cuh"
 #include "kernels/attention/bwd/attention_bwd.cuh"
@@ -414,7 +415,7 @@ TEST(AttentionPassAxis, DryRunModelsTheBackwardCall) {
     }
   ASSERT_EQ(us["bwd"].size(), 3u);
   // Serial launches are a launch gap apart (the dry run's machine: configs/machines/h200.json).
-  std::ifstream mf(std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h200.json");
+  std::ifstream mf(dropbench_test::source_path("configs/machines/h200.json"));
   const double gap_us = nlohmann::json::parse(mf).at("launch_gap_us").at("value").get<double>();
   ASSERT_GT(gap_us, 0);
   for (const auto& [name, fwd_us] : us["fwd"]) {

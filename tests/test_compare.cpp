@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_runner.hpp"
+#include "source_tree.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,7 +24,7 @@ namespace {
 using Result = dropbench_test::CliResult;
 
 std::string fixture(const std::string& name) {
-  return std::string(DROPBENCH_SOURCE_DIR) + "/tests/fixtures/compare/" + name;
+  return dropbench_test::source_path("tests/fixtures/compare/") + name;
 }
 
 // Runs `dropbench compare` with `args` (fixture names are expanded by the caller); stdout and stderr apart.
@@ -257,7 +258,7 @@ TEST(Compare, BadFilesExitTwoWithOneLine) {
       {files({"base.json", "other_command.json"}), "other_command.json: command \"gemm\" differs"},
       {files({"base.json", "same.json", "other_command.json"}), "other_command.json"},
       {files({"base.json"}), "at least two reports"},
-      {"'" + std::string(DROPBENCH_SOURCE_DIR) + "/tests/fixtures/compare' " + files({"base.json"}), "is a directory"},
+      {"'" + dropbench_test::source_path("tests/fixtures/compare' ") + files({"base.json"}), "is a directory"},
   };
   for (const Case& c : cases) {
     for (const char* fmt : {"", " --format json"}) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/common/check.hpp"
+#include "source_tree.hpp"
 #include "src/core/compare.hpp"
 
 using namespace dropbench;
@@ -17,7 +18,7 @@ using namespace dropbench::compare;
 namespace {
 
 std::string fixture(const std::string& name) {
-  return std::string(DROPBENCH_SOURCE_DIR) + "/tests/fixtures/compare/" + name;
+  return dropbench_test::source_path("tests/fixtures/compare/") + name;
 }
 
 Entry entry(double median, double rel_stdev) {

@@ -9,19 +9,16 @@
 
 #include "kernels/common/check.hpp"
 #include "kernels/common/dispatch.cuh"
+#include "source_tree.hpp"
 #include "src/core/config.hpp"
 #include "src/core/workload_params.hpp"
-
-#ifndef DROPBENCH_SOURCE_DIR
-#error "DROPBENCH_SOURCE_DIR must be defined (repo root)"
-#endif
 
 namespace db = dropbench;
 using db::json;
 
 namespace {
 
-std::string configs_dir() { return std::string(DROPBENCH_SOURCE_DIR) + "/configs"; }
+std::string configs_dir() { return dropbench_test::source_path("configs"); }
 
 // Runs fn, expects a UsageError, returns its message ("" if none was thrown, which fails the test).
 template <class F>
@@ -698,12 +695,12 @@ TEST(Config, ExpandSweepRefusesSetAxesTheCommandDoesNotSweep) {
 
   testing::internal::CaptureStderr();
   EXPECT_NO_THROW(db::expand_sweep(db::builtin_config(), {"elements", "dropout_dtype"}));  // built-in sweeps sq
-  EXPECT_NO_THROW(db::expand_sweep(db::load_config(std::string(DROPBENCH_SOURCE_DIR) + "/configs/paper-sweep.json"),
+  EXPECT_NO_THROW(db::expand_sweep(db::load_config(dropbench_test::source_path("configs/paper-sweep.json")),
                                    {"sq", "causal", "rounds"}));  // the preset sweeps embed
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
 
   // --set changing a preset's axis counts as the user's.
-  db::Config p = db::load_config(std::string(DROPBENCH_SOURCE_DIR) + "/configs/llama3-8b.json");
+  db::Config p = db::load_config(dropbench_test::source_path("configs/llama3-8b.json"));
   db::apply_override(p, "sweep.sq=[1024]");
   EXPECT_EQ(usage_error([&] { db::expand_sweep(p, {"elements", "rounds"}); }),
             "--set sweep.sq: this command does not sweep it (allowed axes: elements, rounds)");
@@ -716,7 +713,7 @@ TEST(Config, ExpandSweepRefusesSetAxesTheCommandDoesNotSweep) {
 TEST(Config, ExpandSweepKeepsTheConfigsValueOverADefaultSweep) {
   const std::map<std::string, std::vector<json>> gemm_defaults = {{"embed", {4096, 8192, 16384}},
                                                                    {"dtype", {"fp8", "bf16"}}};
-  const db::Config c = db::load_config(std::string(DROPBENCH_SOURCE_DIR) + "/configs/llama3-70b.json");
+  const db::Config c = db::load_config(dropbench_test::source_path("configs/llama3-70b.json"));
   testing::internal::CaptureStderr();
   const auto pts = db::expand_sweep(c, {"sq", "embed", "dtype"}, gemm_defaults);
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
@@ -731,7 +728,7 @@ TEST(Config, ExpandSweepKeepsTheConfigsValueOverADefaultSweep) {
   for (const auto& p : att) EXPECT_EQ(p.axes.at("causal"), true);
   // The built-in values are swept around as before; a preset that sweeps E keeps its sweep.
   EXPECT_EQ(db::expand_sweep(db::builtin_config(), {"sq", "embed", "dtype"}, gemm_defaults).size(), 2u * 3 * 2);
-  const db::Config paper = db::load_config(std::string(DROPBENCH_SOURCE_DIR) + "/configs/paper-sweep.json");
+  const db::Config paper = db::load_config(dropbench_test::source_path("configs/paper-sweep.json"));
   EXPECT_EQ(db::expand_sweep(paper, {"embed"}, {{"embed", {4096}}}).size(), 3u);  // its own 4096, 8192, 16384
 }
 

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "source_tree.hpp"
 #include "src/cli/cli.hpp"
 
 namespace {
@@ -157,7 +158,7 @@ class Fuzz : public ::testing::Test {
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
   static std::string path(const std::string& name) { return (dir_ / name).string(); }
-  static std::string source(const std::string& rel) { return std::string(DROPBENCH_SOURCE_DIR) + "/" + rel; }
+  static std::string source(const std::string& rel) { return dropbench_test::source_path(rel); }
 
   // Feeds every doc to `args` (the document's path replaces "@DOC", an existing -o file "@OUT").
   void feed(const std::string& entry, const json& base, const std::vector<std::string>& args, size_t n_type = 250) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_runner.hpp"
+#include "source_tree.hpp"
 
 #include <sys/wait.h>
 
@@ -33,7 +34,7 @@ using namespace dropbench::model;
 
 namespace {
 
-const std::string kSrc = DROPBENCH_SOURCE_DIR;
+const std::string kSrc = dropbench_test::source_path();
 const std::string kFix = dropbench_test::kModelFixtures;
 
 json read(const std::string& path) {
@@ -495,7 +496,7 @@ TEST(Model, WgmmaBwdTailListIsTheKernelsLaunchOrder) {
 // ones (the synthetic fused launches issue-bound, the others tensor-bound), on its own keys only; the forward family
 // takes none of them.
 TEST(Model, WgmmaBwdFitRecoversKnownEfficiencies) {
-  const Machine m = load_machine(std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h200.json");
+  const Machine m = load_machine(dropbench_test::source_path("configs/machines/h200.json"));
   Profile p = profile_from_json(dropbench_test::bwd_profile_json(), "synthetic-bwd");
   const double e_issue = 0.5, e_mma = 0.6, overhead = 2000;
   size_t n = 0;
@@ -529,7 +530,7 @@ TEST(Model, WgmmaBwdFitRecoversKnownEfficiencies) {
 // fit_family "wgmma_bwd" with report points (the harness's times of whole backward calls) fits on them and not on
 // the ncu durations: times made with known efficiencies plus the model's launches around the kernel give them back.
 TEST(Model, WgmmaBwdFitOnReportPointsRecoversKnownEfficiencies) {
-  const Machine m = load_machine(std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h200.json");
+  const Machine m = load_machine(dropbench_test::source_path("configs/machines/h200.json"));
   Profile p = profile_from_json(dropbench_test::bwd_profile_json(), "synthetic-bwd");
   const double e_issue = 0.4, e_mma = 0.7, overhead = 5000, clock = 1700;
   std::vector<KernelPoint> pts;
@@ -564,11 +565,11 @@ TEST(Model, WgmmaBwdFitReportsAreChecked) {
   fwd["kernels"]["attention_bwd_wgmma"]["fit_reports"] = json::array({"results/h200/attention/attention.json"});
   const Profile p = profile_from_json(fwd, "fwd-report");
   ASSERT_EQ(p.wgmma_bwd->fit_reports.size(), 1u);
-  dropbench_test::expect_refused([&] { wgmma_bwd_report_points(p, std::string(DROPBENCH_SOURCE_DIR)); },
+  dropbench_test::expect_refused([&] { wgmma_bwd_report_points(p, dropbench_test::source_path()); },
                                  "has no timed wgmma backward row");
   // The committed profile's reports: every row is a wgmma backward at dH 128 with a time and a clock.
-  const Profile c = load_profile(std::string(DROPBENCH_SOURCE_DIR) + "/configs/profiles/h200.json");
-  const std::vector<KernelPoint> pts = wgmma_bwd_report_points(c, std::string(DROPBENCH_SOURCE_DIR));
+  const Profile c = load_profile(dropbench_test::source_path("configs/profiles/h200.json"));
+  const std::vector<KernelPoint> pts = wgmma_bwd_report_points(c, dropbench_test::source_path());
   EXPECT_EQ(pts.size(), 15u);  // 8K dH 128 causal and not x none / mask / fused; 32 / 64 / 128 heads causal x 3
   for (const KernelPoint& k : pts) {
     EXPECT_EQ(k.w.pass, "bwd") << k.key;

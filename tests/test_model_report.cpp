@@ -16,9 +16,10 @@
 #include "cli_runner.hpp"
 #include "kernels/common/check.hpp"
 #include "model_fixtures.hpp"
-#include "usage_error.hpp"
+#include "source_tree.hpp"
 #include "src/core/config.hpp"
 #include "src/model/model_report.hpp"
+#include "usage_error.hpp"
 
 using namespace dropbench;
 using namespace dropbench::model;
@@ -26,7 +27,7 @@ using namespace dropbench::model;
 namespace {
 
 const std::string kFix = dropbench_test::kModelFixtures;
-const std::string kCmp = std::string(DROPBENCH_SOURCE_DIR) + "/tests/fixtures/compare/";
+const std::string kCmp = dropbench_test::source_path("tests/fixtures/compare/");
 
 Machine tiny() { return dropbench_test::tiny_machine(); }
 using dropbench_test::tiny_profile;
@@ -308,8 +309,8 @@ TEST(ModelReport, TrainPhaseRuleMatchesTheScript) {
     for (const std::vector<PhaseTime>* side : {&st->fwd, &st->bwd})
       for (const PhaseTime& ph : *side) in["names"].push_back(ph.name);
     const std::string cmd = "/usr/bin/python3 -c 'import json, sys; sys.path.insert(0, \"" +
-                            std::string(DROPBENCH_SOURCE_DIR) +
-                            "/scripts\"); import train_model_check as t; d = json.loads(sys.argv[1]); "
+                            dropbench_test::source_path("scripts") +
+                            "\"); import train_model_check as t; d = json.loads(sys.argv[1]); "
                             "print(json.dumps([t.measured_phase(n, d[\"ph\"]) for n in d[\"names\"]]))' '" +
                             in.dump() + "'";
     FILE* f = popen(cmd.c_str(), "r");
@@ -682,7 +683,7 @@ TEST(ModelReport, RngCeilingVariantIsNotComparedOrFitted) {
 // phase rows (its power pass covers two kernels); a report in the backward's fit_reports gives fit rows of unit
 // attention_bwd, which no efficiency fit takes.
 TEST(ModelReport, AttentionBackwardRowsAreTheWholeCall) {
-  const std::string src = DROPBENCH_SOURCE_DIR;
+  const std::string src = dropbench_test::source_path();
   const Machine m = load_machine(src + "/configs/machines/h100-sxm.json");
   const Profile p = load_profile(src + "/configs/profiles/h200.json");
   const ReportComparison c = compare_with_report(

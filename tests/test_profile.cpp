@@ -10,8 +10,9 @@
 
 #include <unistd.h>
 
-#include "kernels/common/check.hpp"
 #include "cli_runner.hpp"
+#include "kernels/common/check.hpp"
+#include "source_tree.hpp"
 #include "src/model/model.hpp"
 #include "src/model/profile.hpp"
 
@@ -21,13 +22,13 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string fixture(const std::string& name) {
-  std::ifstream f(std::string(DROPBENCH_SOURCE_DIR) + "/tests/fixtures/profile/" + name);
+  std::ifstream f(dropbench_test::source_path("tests/fixtures/profile/") + name);
   std::stringstream s;
   s << f.rdbuf();
   return s.str();
 }
 
-std::string base_profile() { return std::string(DROPBENCH_SOURCE_DIR) + "/configs/profiles/h200.json"; }
+std::string base_profile() { return dropbench_test::source_path("configs/profiles/h200.json"); }
 
 }  // namespace
 
@@ -294,7 +295,7 @@ TEST(ProfileCli, ExitCodes) {
 // `dropbench profile --power-from`: per-kernel power from a report with power data into the profile (no GPU),
 // which the model then uses; a report without power data, or a machine without a cap, is bad input (exit 2).
 TEST(ProfileCli, PowerFromReports) {
-  const std::string fix = std::string(DROPBENCH_SOURCE_DIR) + "/tests/fixtures/model/";
+  const std::string fix = dropbench_test::source_path("tests/fixtures/model/");
   const fs::path out = fs::temp_directory_path() / ("dropbench_profile_power_" + std::to_string(::getpid()) + ".json");
   const std::string common = " --base '" + fix + "profile.json' --machine '" + fix + "machine.json' --out '" + out.string() + "'";
   auto r = dropbench_test::run_dropbench("profile --power-from '" + fix + "report_run_power.json'" + common);
@@ -321,7 +322,7 @@ TEST(ProfileCli, PowerFromReports) {
 // --into-machine: the fitted power goes into the machine file's own "power" (its other fields keep their order),
 // which the model then uses with a profile that has none; without --power-from it is refused in one line.
 TEST(ProfileCli, PowerIntoTheMachineFile) {
-  const std::string fix = std::string(DROPBENCH_SOURCE_DIR) + "/tests/fixtures/model/";
+  const std::string fix = dropbench_test::source_path("tests/fixtures/model/");
   const fs::path machine = fs::temp_directory_path() / ("dropbench_profile_machine_" + std::to_string(::getpid()) + ".json");
   fs::copy_file(fix + "machine.json", machine, fs::copy_options::overwrite_existing);
   const std::string base = " --base '" + fix + "profile.json' --machine '" + machine.string() + "' --into-machine";
@@ -360,7 +361,7 @@ TEST(ProfileCli, PowerIntoTheMachineFile) {
   // Refused in one line, the machine file untouched: no --power-from; no explicit --machine (the default is a
   // committed file); an --out beside it.
   const std::string report = " --power-from '" + fix + "report_run_power.json'";
-  const std::string h200 = std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h200.json";
+  const std::string h200 = dropbench_test::source_path("configs/machines/h200.json");
   std::stringstream h200_before;
   h200_before << std::ifstream(h200).rdbuf();
   for (const std::string& bad : {"profile --machine '" + machine.string() + "' --into-machine",

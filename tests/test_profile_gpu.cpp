@@ -18,10 +18,11 @@
 
 #include "cli_runner.hpp"
 #include "gpu_guard.hpp"
+#include "kernels/common/dispatch.cuh"
 #include "model_fixtures.hpp"
+#include "source_tree.hpp"
 #include "src/model/model.hpp"
 #include "src/model/profile.hpp"
-#include "kernels/common/dispatch.cuh"
 
 using namespace dropbench;
 namespace fs = std::filesystem;
@@ -71,7 +72,7 @@ TEST(ProfileGpu, EveryKernelUnderNcu) {
   const fs::path out = dir / "profile_ncu.json", tmp = dir / "profile_ncu.stage.json";
   const std::string csv = keep ? " --ncu-csv '" + (dir / "ncu_csv").string() + "'" : "";
 
-  std::string base = std::string(DROPBENCH_SOURCE_DIR) + "/configs/profiles/h200.json";
+  std::string base = dropbench_test::source_path("configs/profiles/h200.json");
   for (const char* fam : {"rng", "gemm", "attention", "attention_bwd"}) {
     SCOPED_TRACE(fam);
     const auto r = dropbench_test::run_dropbench(std::string("profile --kernels ") + fam + " --base '" + base +
@@ -114,7 +115,7 @@ TEST(ProfileGpu, EveryKernelUnderNcu) {
       }
     }
   // The wgmma attention kernel: measured demand only, at every mode, R and causality.
-  const model::Machine mach = model::load_machine(std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h200.json");
+  const model::Machine mach = model::load_machine(dropbench_test::source_path("configs/machines/h200.json"));
   w.attention_kernel = "wgmma";
   for (bool causal : {false, true})
     for (int r : kPhiloxRounds) {

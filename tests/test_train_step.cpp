@@ -14,10 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
-#include "usage_error.hpp"
 #include "kernels/attention/bwd/attention_bwd.cuh"
 #include "kernels/common/check.hpp"
 #include "model_fixtures.hpp"
+#include "source_tree.hpp"
 #include "src/block/block_pipelines.hpp"
 #include "src/block/pipeline_plan.hpp"
 #include "src/block/train_point.hpp"
@@ -31,6 +31,7 @@
 #include "src/model/model.hpp"
 #include "src/model/model_report.hpp"
 #include "src/model/recommend.hpp"
+#include "usage_error.hpp"
 
 namespace db = dropbench;
 using nlohmann::json;
@@ -54,7 +55,7 @@ json dry_report(const std::string& args) {
   return j;
 }
 
-std::string preset(const char* name) { return std::string(DROPBENCH_SOURCE_DIR) + "/configs/" + name + ".json"; }
+std::string preset(const char* name) { return dropbench_test::source_path("configs/") + name + ".json"; }
 
 std::vector<std::string> names(const std::vector<db::Pipeline>& ps) {
   std::vector<std::string> out;
@@ -443,9 +444,9 @@ TEST(TrainStep, PredictTrainComposesEveryStrategy) {
 // With Options::clock_mhz every phase runs at that clock, and an MMA-limited GEMM's time scales by the clock ratio
 // (the clock alone: the machine's per-kernel power, whose bound does not scale with the clock, is left out).
 TEST(TrainStep, PhasesCarryTheClockTheyAreTimedAt) {
-  db::model::Machine m = db::model::load_machine(std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h100-sxm.json");
+  db::model::Machine m = db::model::load_machine(dropbench_test::source_path("configs/machines/h100-sxm.json"));
   m.power.clear();
-  const db::model::Profile p = db::model::load_profile(std::string(DROPBENCH_SOURCE_DIR) + "/configs/profiles/h200.json");
+  const db::model::Profile p = db::model::load_profile(dropbench_test::source_path("configs/profiles/h200.json"));
   ASSERT_TRUE(p.wgmma_bwd.has_value());
   db::Workload w = db::load_config(preset("llama3-70b")).workload;
   w.pass = "train";
@@ -486,7 +487,7 @@ TEST(TrainStep, PhasesCarryTheClockTheyAreTimedAt) {
 // refused without --dry-run and outside 100..3000 MHz.
 TEST(TrainStep, DryRunModelClock) {
   // The H100 machine without its per-kernel power: the clock's effect alone (a power bound does not scale with it).
-  json mj = json::parse(std::ifstream(std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h100-sxm.json"));
+  json mj = json::parse(std::ifstream(dropbench_test::source_path("configs/machines/h100-sxm.json")));
   ASSERT_TRUE(mj.contains("power"));
   mj.erase("power");
   const auto machine = temp_path("machine_no_power");
@@ -500,7 +501,7 @@ TEST(TrainStep, DryRunModelClock) {
   EXPECT_EQ(d.at("points")[0].at("derived").at("train").at("model_clock"), "model");
   EXPECT_EQ(c.at("points")[0].at("derived").at("train").at("model_clock"), "1650 MHz");
   const db::model::Machine m =
-      db::model::load_machine(std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h100-sxm.json");
+      db::model::load_machine(dropbench_test::source_path("configs/machines/h100-sxm.json"));
   auto phases = [](const json& rep, const std::string& strategy) {
     for (const json& v : rep.at("points")[0].at("variants"))
       if (v.at("name") == strategy) return v.at("extra").at("model_phases");
@@ -532,11 +533,11 @@ TEST(TrainStep, DryRunModelClock) {
 // energy less static x time, per visited element); a machine file's power takes the place of the profile's for the
 // same key; a machine file with power but no cap is refused.
 TEST(TrainStep, MachinePowerFromTheBackwardAlone) {
-  const std::string mpath = std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h100-sxm.json";
+  const std::string mpath = dropbench_test::source_path("configs/machines/h100-sxm.json");
   db::model::Machine m = db::model::load_machine(mpath);
   ASSERT_TRUE(m.has_power());
   m.power.clear();
-  const db::model::Profile p = db::model::load_profile(std::string(DROPBENCH_SOURCE_DIR) + "/configs/profiles/h200.json");
+  const db::model::Profile p = db::model::load_profile(dropbench_test::source_path("configs/profiles/h200.json"));
   db::Workload w = db::load_config(preset("llama3-8b")).workload;
   w.pass = "train";
   const db::model::KernelTime bwd = db::model::attention_bwd_kernel_time(m, p, w, "mask", {});
@@ -598,7 +599,7 @@ TEST(TrainStep, MachinePowerFromTheBackwardAlone) {
 TEST(TrainStep, EstimatorAtAGivenClock) {
   db::CommonOptions o;
   o.dry_run = true;
-  o.machine = std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h100-sxm.json";
+  o.machine = dropbench_test::source_path("configs/machines/h100-sxm.json");
   const db::Estimator est(o);
   db::Workload w = db::load_config(preset("llama3-8b")).workload;
   w.pass = "train";
@@ -610,7 +611,7 @@ TEST(TrainStep, EstimatorAtAGivenClock) {
   db::model::Options ref;
   ref.clock_mhz = 1650;
   const db::model::Machine m = db::model::load_machine(o.machine);
-  db::model::Profile prof = db::model::load_profile(std::string(DROPBENCH_SOURCE_DIR) + "/configs/profiles/h200.json");
+  db::model::Profile prof = db::model::load_profile(dropbench_test::source_path("configs/profiles/h200.json"));
   ASSERT_TRUE(db::model::power_term_on(m, prof));
   const db::model::TrainPrediction direct = db::model::predict_train(m, prof, w, ref);
   // At a given clock the power term is off (model::apply_power): the clock is what the cap holds the kernels to.
@@ -651,7 +652,7 @@ TEST(TrainStep, EstimatorAtAGivenClock) {
 namespace {
 
 db::model::Machine h200_machine() {
-  return db::model::load_machine(std::string(DROPBENCH_SOURCE_DIR) + "/configs/machines/h200.json");
+  return db::model::load_machine(dropbench_test::source_path("configs/machines/h200.json"));
 }
 db::model::Profile bwd_profile(const json& j) { return db::model::profile_from_json(j, "synthetic-bwd"); }
 db::Workload bwd_w(int64_t sq, bool causal) {
@@ -673,7 +674,7 @@ double visited_blocks(const db::Workload& w) {
 // the backward's own ncu blocks (none derived), and the fitted efficiencies are inside (0, 1].
 TEST(TrainStep, CommittedProfileTimesTheBackwardFromItsMeasuredDemand) {
   const db::model::Machine m = h200_machine();
-  const db::model::Profile p = db::model::load_profile(std::string(DROPBENCH_SOURCE_DIR) + "/configs/profiles/h200.json");
+  const db::model::Profile p = db::model::load_profile(dropbench_test::source_path("configs/profiles/h200.json"));
   ASSERT_TRUE(p.wgmma_bwd.has_value());
   for (double e : {p.wgmma_bwd->issue_efficiency, p.wgmma_bwd->mma_efficiency}) {
     EXPECT_GT(e, 0);
