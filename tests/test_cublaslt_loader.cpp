@@ -11,6 +11,8 @@
 
 #include <cublasLt.h>
 
+#include "kernels/gemm/gemm.cuh"
+
 namespace {
 
 bool cublaslt_mapped() {
@@ -30,6 +32,8 @@ TEST(CublasLtLoader, LoadedOnFirstCallOnly) {
 
 TEST(CublasLtLoader, VersionAndStatusNamesAreTheLibrarys) {
   EXPECT_EQ(cublasLtGetVersion() / 10000, static_cast<size_t>(CUBLAS_VER_MAJOR));
+  EXPECT_EQ(dropbench::QkvGemm::cublaslt_version_string().rfind(std::to_string(CUBLAS_VER_MAJOR) + ".", 0), 0u)
+      << dropbench::QkvGemm::cublaslt_version_string();
   EXPECT_STREQ(cublasLtGetStatusName(CUBLAS_STATUS_SUCCESS), "CUBLAS_STATUS_SUCCESS");
   EXPECT_STREQ(cublasLtGetStatusName(CUBLAS_STATUS_NOT_SUPPORTED), "CUBLAS_STATUS_NOT_SUPPORTED");
 }
@@ -60,6 +64,7 @@ TEST(CublasLtLoader, DescriptorsLayoutsAndPreferencesRoundTrip) {
 TEST(CublasLtLoader, AnotherMajorVersionIsRefusedWithTheReason) {
   if (std::getenv("DROPBENCH_LOADER_CHILD")) {
     EXPECT_EQ(cublasLtGetVersion(), 0u);
+    EXPECT_EQ(dropbench::QkvGemm::cublaslt_version_string(), "unavailable");
     cublasLtHandle_t h = nullptr;
     EXPECT_EQ(cublasLtCreate(&h), CUBLAS_STATUS_NOT_INITIALIZED);
     const std::string why = cublasLtGetStatusName(CUBLAS_STATUS_NOT_INITIALIZED);

@@ -426,8 +426,10 @@ void QkvGemm::tune(cudaStream_t stream) {
 size_t QkvGemm::cublaslt_version() { return cublasLtGetVersion(); }
 
 std::string QkvGemm::cublaslt_version_string() {
-  // CUBLAS_VERSION layout: major * 10000 + minor * 100 + patch (e.g. 130100 = 13.1.0).
+  // CUBLAS_VERSION layout: major * 10000 + minor * 100 + patch (e.g. 130100 = 13.1.0). 0 is the loader's answer
+  // when no usable library was found.
   const size_t v = cublasLtGetVersion();
+  if (v == 0) return "unavailable";
   return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." + std::to_string(v % 100);
 }
 
