@@ -215,11 +215,7 @@ def self_test():
     ok(code_column(b"x" * 64, b"x" * 64, None, None) == "same", "equal bytes")
     ok(code_column(b"x" * 64, b"y" * 64, [], []) == "?", "an empty parse is not 'same'")
     ok(code_column(b"x" * 64, b"y" * 64, base, base) == "same", "same text, other control bits")
-    if fails:
-        print("compare_cubins self-test FAILED:\n  " + "\n  ".join(fails))
-        return 1
-    print("compare_cubins self-test: ok")
-    return 0
+    return selftest.report("compare_cubins", fails)
 
 
 def main():

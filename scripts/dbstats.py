@@ -325,12 +325,7 @@ def self_test():
     except ValueError:
         pass
 
-    if fails:
-        for f in fails:
-            print("dbstats self-test FAILED:", f, file=sys.stderr)
-        return 1
-    print("dbstats self-test: ok")
-    return 0
+    return selftest.report("dbstats", fails)
 
 
 if __name__ == "__main__":

@@ -445,12 +445,7 @@ def self_test(lib_path):
     except ValueError as e:
         ok("none, mask, fused" in str(e), f"mode: {e}")
 
-    if fails:
-        for f in fails:
-            print("dropbench_torch self-test FAILED:", f, file=sys.stderr)
-        return 1
-    print("dropbench_torch self-test: ok")
-    return 0
+    return selftest.report("dropbench_torch", fails)
 
 
 if __name__ == "__main__":

@@ -142,8 +142,7 @@ def self_test():
                 ok(needle in str(e), f"message {e}")
             with contextlib.redirect_stderr(io.StringIO()) as err:
                 ok(main(argv) == 2 and needle in err.getvalue(), f"exit 2 for {argv}")
-    print("h2h_ab self-test: " + ("ok" if not fails else "FAILED\n  " + "\n  ".join(fails)))
-    return 1 if fails else 0
+    return selftest.report("h2h_ab", fails)
 
 
 def main(argv=None):

@@ -730,12 +730,7 @@ def self_test(lib_path):
             ok(syms and all(s.startswith("dba_") for s in syms), f"exported symbols: {syms[:10]}")
         except (OSError, IndexError):
             pass
-    if fails:
-        for f in fails:
-            print("h2h_attention self-test FAILED:", f, file=sys.stderr)
-        return 1
-    print(f"h2h_attention self-test: ok{' (with ' + str(lib_path) + ')' if lib_path else ''}")
-    return 0
+    return selftest.report("h2h_attention", fails, f" (with {lib_path})" if lib_path else "")
 
 
 def main(argv=None):

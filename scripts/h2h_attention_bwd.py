@@ -343,11 +343,7 @@ def self_test():
     rows = ratio_rows(samples)
     ok([r["what"] for r in rows] == ["mma.sync bwd none: lib A / lib B"] and abs(rows[0]["median"] - 2.0) < 1e-9,
        f"lib A / lib B ratio row {rows}")
-    if fails:
-        print("h2h_attention_bwd self-test FAILED:\n  " + "\n  ".join(fails))
-        return 1
-    print("h2h_attention_bwd self-test: ok")
-    return 0
+    return selftest.report("h2h_attention_bwd", fails)
 
 
 def main(argv=None):

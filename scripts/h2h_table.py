@@ -146,12 +146,7 @@ def self_test():
     d["points"].append({"shape": shape, "samples": {}})
     g2 = collect([("a", a), ("d", d)])
     ok(len(g2) == 2 and len(g2[shape_key(shape)]["runs"]) == 1, f"shapes {list(g2)}")
-    if fails:
-        for f in fails:
-            print("h2h_table self-test FAILED:", f, file=sys.stderr)
-        return 1
-    print("h2h_table self-test: ok")
-    return 0
+    return selftest.report("h2h_table", fails)
 
 
 def main(argv=None):

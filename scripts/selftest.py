@@ -1,4 +1,6 @@
-"""The two checks the scripts' --self-test functions share (no torch, no GPU)."""
+"""What the scripts' --self-test functions share (no torch, no GPU): the two checks and the closing report."""
+
+import sys
 
 
 def collector(fails):
@@ -26,3 +28,13 @@ def checker(fails, parse, error):
         fails.append(f"{argv}: accepted")
 
     return ok, refused
+
+
+def report(name, fails, ok_note=""):
+    """The self-test's end: each failure on stderr as "<name> self-test FAILED: ...", else "<name> self-test: ok"
+    (plus ok_note) on stdout; returns the exit status."""
+    for f in fails:
+        print(f"{name} self-test FAILED:", f, file=sys.stderr)
+    if not fails:
+        print(f"{name} self-test: ok{ok_note}")
+    return 1 if fails else 0

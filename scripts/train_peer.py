@@ -945,12 +945,7 @@ def self_test():
             ok(r.returncode == 2 and r.stderr.count("\n") == 1 and "no CUDA GPU" in r.stderr
                and path.read_text() == "keep\n", f"no GPU: rc {r.returncode} {r.stderr!r}")
 
-    if fails:
-        for f in fails:
-            print("train_peer self-test FAILED:", f, file=sys.stderr)
-        return 1
-    print("train_peer self-test: ok")
-    return 0
+    return selftest.report("train_peer", fails)
 
 
 if __name__ == "__main__":
