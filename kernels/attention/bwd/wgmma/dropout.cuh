@@ -92,7 +92,8 @@ struct KeepBits {
       for (int b = 0; b < 4; ++b) p[attn_bwd::kStagedRegion * b] = static_cast<unsigned char>(word >> (8 * b));
     }
   }
-  // The lane's 32 keep bits of the block in ring stage s (keep_bits' two words), after the S^T / dP^T wait.
+  // The lane's 32 keep bits of the block in ring stage s (keep_bits' two words): mode Mask at dH 128 while the S^T /
+  // dP^T GEMMs run (mainloop.cuh: kBitsEarly), otherwise after P^T.
   __device__ __forceinline__ void bits(int s, int q0, bool edge, uint32_t (&z)[2]) const {
     if constexpr (kMode == DropoutMode::Fused) {
       ptx::named_bar_sync(1 + c, 128);  // every word of the block stored

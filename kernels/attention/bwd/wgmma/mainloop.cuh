@@ -122,6 +122,12 @@ __device__ __forceinline__ void release(uint32_t empty) { ptx::mbar_arrive(empty
 template <class C, DropoutMode kMode>
 inline constexpr bool kDvEarly = !(kMode != DropoutMode::None && C::kHeadDim == 128);
 
+// Mode Mask at dH 128: the lane's keep bits are read while the S^T / dP^T GEMMs run (the words come with the stage).
+// Otherwise they are read after P^T: at dH 64 an early read costs 1.00-1.03x the time, between the S^T wait and P^T
+// the mask dH-128 instance spills; mode Fused generates its words while the GEMMs run, so they are ready after P^T.
+template <class C, DropoutMode kMode>
+inline constexpr bool kBitsEarly = kMode == DropoutMode::Mask && C::kHeadDim == 128;
+
 // P^T and dP^T to the A operands of dV ((P o Z)^T: pa) and dK (dS^T: ds). kDvEarly: dV is issued before the dP^T
 // wait, so dS^T is computed while the dV GEMM runs; otherwise both wait (the caller issues dV). dd: the block's D.
 // pa and ds are the caller's arrays, for the register reason dq_slice_add gives.
@@ -175,6 +181,10 @@ __device__ __forceinline__ void fence_block(float (&dv)[NO], float (&dk)[NO], ui
 
 // Consumer warpgroup c (0 or 1; threads 128 (c + 1) ..): its 64 keys' dK, dV over all of the CTA's iterations, and
 // in the fast mode its share of dQ.
+// The fast mode's dS^T buffers alternate by iteration: both consumers take part in every iteration there (a block
+// consumer 1 skips it still meets the other at the barrier, with a zero dS^T), so they use the same buffer, and
+// between two stores into a buffer both warpgroups met at the barrier of the iteration between, after their dQ
+// GEMMs read it.
 template <class C, DropoutMode kMode>
 __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, const Args& a, const CUtensorMap* tm_dq,
                                         int c) {
@@ -196,10 +206,6 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
   mbar_wait_or_trap(sm.kv_full(), 0);
   KvFrags<C> kv;  // dH 64: K_c, V_c in registers for every block's S^T, dP^T
   kv.load(sm, c, warp, lane);
-  // The fast mode's dS^T buffers alternate by iteration: both consumers take part in every iteration there (a block
-  // consumer 1 skips it still meets the other at the barrier, with a zero dS^T), so they use the same buffer, and
-  // between two stores into a buffer both warpgroups met at the barrier of the iteration between, after their dQ
-  // GEMMs read it.
   // h, q0: iteration it's query head and first query (w.head(it), w.q0(it)), advanced with it.
   for (int it = 0, h = w.head(0), q0 = w.q0(0); it < w.n_it; ++it, w.advance(h, q0)) {
     const int s = it % ST, buf = it & 1;
@@ -221,15 +227,18 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
       float st[32], dp[32];
       g.issue_s_dp(s, st, dp, kv);
       keep.generate(bh, q0, s, edge);
+      [[maybe_unused]] uint32_t z_early[2] = {0u, 0u};
+      if constexpr (kBitsEarly<C, kMode>) keep.bits(s, q0, edge, z_early);
       wgmma_wait<1>();  // S^T; P^T while the dP^T GEMM runs
       reg_fence(st);
-      // Two calls with edge a constant in each: the common block's copy has no masking code (with the flag as a
-      // run-time value, each of the 32 elements pays a predicate move and a branch around its mask).
+      // edge constant per call: the common block's copy has no masking code (else a move and branch per element).
       const float* lse = sm.template at<const float>(sm.lse(s));
       if (edge) attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, true, lse);
       else attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, false, lse);
-      uint32_t z[2] = {0u, 0u};  // the lane's keep bits (read after probs: before it, the mask dH-128 instance spills)
-      if constexpr (kDrop) keep.bits(s, q0, edge, z);
+      // The lane's keep bits. Mode Mask at dH 128 read them into z_early: an array of their own leaves the other
+      // modes' code as it is without the early read.
+      uint32_t z[2] = {z_early[0], z_early[1]};
+      if constexpr (kDrop && !kBitsEarly<C, kMode>) keep.bits(s, q0, edge, z);
       uint32_t pa[4][4], ds[4][4];
       dv_and_ds<C, kMode>(g, s, st, dp, z, a.keep_scale, lane, sm.template at<const float>(sm.dsum(s)), pa, ds, dv);
       // The fast mode's dS^T stores read ds before the dK GEMM takes it as an operand (registers of a running wgmma
