@@ -1,5 +1,5 @@
-// Runs the dropbench executable (DROPBENCH_BINARY, defined by the test target) with a shell-quoted argument
-// string; stdout and stderr captured separately, exit code decoded. Shared by the CLI-level tests.
+// Runs the dropbench executable (dropbench_binary(): $DROPBENCH_BINARY, else the build's) with a shell-quoted
+// argument string; stdout and stderr captured separately, exit code decoded. Shared by the CLI-level tests.
 #pragma once
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +10,8 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+
+#include "test_paths.hpp"
 
 namespace dropbench_test {
 
@@ -23,7 +25,7 @@ inline CliResult run_dropbench(const std::string& args, const std::string& prefi
   static int counter = 0;
   const auto errf = std::filesystem::temp_directory_path() /
                     ("dropbench_test_err_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-  const std::string cmd = prefix + "'" + DROPBENCH_BINARY + "' " + args + " 2>'" + errf.string() + "'";
+  const std::string cmd = prefix + "'" + dropbench_binary() + "' " + args + " 2>'" + errf.string() + "'";
   CliResult r{};
   FILE* p = popen(cmd.c_str(), "r");
   std::array<char, 4096> buf;

@@ -5,9 +5,9 @@
 #include <iterator>
 #include <string>
 
-#include "source_tree.hpp"
 #include "src/core/config.hpp"
 #include "src/model/model.hpp"
+#include "test_paths.hpp"
 
 namespace dropbench_test {
 

@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
-#include "source_tree.hpp"
+#include "test_paths.hpp"
 
 #include "kernels/attention/attention_wgmma.cuh"
 #include "kernels/attention/bwd/attention_bwd.cuh"

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "kernels/common/check.hpp"
-#include "source_tree.hpp"
 #include "src/core/compare.hpp"
+#include "test_paths.hpp"
 
 using namespace dropbench;
 using namespace dropbench::compare;

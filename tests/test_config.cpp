@@ -9,9 +9,9 @@
 
 #include "kernels/common/check.hpp"
 #include "kernels/common/dispatch.cuh"
-#include "source_tree.hpp"
 #include "src/core/config.hpp"
 #include "src/core/workload_params.hpp"
+#include "test_paths.hpp"
 
 namespace db = dropbench;
 using db::json;

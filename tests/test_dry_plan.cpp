@@ -13,7 +13,6 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
-#include "usage_error.hpp"
 #include "kernels/common/check.hpp"
 #include "kernels/gemm/gemm.cuh"
 #include "kernels/rng/rng_mask.cuh"
@@ -21,6 +20,8 @@
 #include "src/cli/dry_plan.hpp"
 #include "src/core/config.hpp"
 #include "src/core/workload_params.hpp"
+#include "test_paths.hpp"
+#include "usage_error.hpp"
 
 namespace db = dropbench;
 using nlohmann::json;
@@ -227,7 +228,7 @@ TEST(DryPlan, PlanOptionsOnlyWithDryRun) {
 // heads: minutes). With the closed-form tail they answer; `timeout` turns a hang into a failure well before the
 // ctest timeout (no speed is asserted: 60 s, the old code's time, bounds hanging; the closed form takes ~0.2 s).
 TEST(Cli, LargeShapesAnswerQuickly) {
-  const std::string bin = std::string("timeout 60 '") + DROPBENCH_BINARY + "' ";
+  const std::string bin = "timeout 60 '" + dropbench_test::dropbench_binary() + "' ";
   const std::string out = (std::filesystem::temp_directory_path() / "dropbench_large_shape.out").string();
   for (const std::string args :
        {std::string("recommend --shape b=4096,sq=65536,hq=128,hkv=8"),

@@ -21,8 +21,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "source_tree.hpp"
 #include "src/cli/cli.hpp"
+#include "test_paths.hpp"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_runner.hpp"
-#include "source_tree.hpp"
+#include "test_paths.hpp"
 
 #include <sys/wait.h>
 

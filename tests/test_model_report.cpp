@@ -16,9 +16,9 @@
 #include "cli_runner.hpp"
 #include "kernels/common/check.hpp"
 #include "model_fixtures.hpp"
-#include "source_tree.hpp"
 #include "src/core/config.hpp"
 #include "src/model/model_report.hpp"
+#include "test_paths.hpp"
 #include "usage_error.hpp"
 
 using namespace dropbench;

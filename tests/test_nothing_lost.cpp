@@ -28,6 +28,7 @@
 #include "src/core/input.hpp"
 #include "src/core/merge.hpp"
 #include "src/core/report.hpp"
+#include "test_paths.hpp"
 
 namespace {
 
@@ -300,7 +301,7 @@ TEST_F(Lost, OutputErrorsAreReported) {
   // A real reader that goes away: the progress lines on stderr go to `head -1`, which exits after the first.
   const std::string big = "gemm --dry-run --set 'sweep.sq=range:1:3000:1' --set 'sweep.embed=[4096]' "
                           "--set 'sweep.dtype=[fp8]' -o " + out;
-  const std::string cmd = "bash -c \"'" + std::string(DROPBENCH_BINARY) + "' " + big +
+  const std::string cmd = "bash -c \"'" + dropbench_test::dropbench_binary() + "' " + big +
                           " 2>&1 >/dev/null | head -1 >/dev/null; exit \\${PIPESTATUS[0]}\"";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);

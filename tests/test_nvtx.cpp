@@ -16,15 +16,13 @@
 #include <vector>
 
 #include "nvtx_tree.hpp"
+#include "test_paths.hpp"
 
 #ifndef NVTX_RECORDER_PATH
 #error "NVTX_RECORDER_PATH (path of libnvtx_recorder.so) must be defined by the build"
 #endif
 #ifndef NVTX_PROBE_PATH
 #error "NVTX_PROBE_PATH (path of the nvtx_probe executable) must be defined by the build"
-#endif
-#ifndef DROPBENCH_BINARY
-#error "DROPBENCH_BINARY (path of the dropbench executable) must be defined by the build"
 #endif
 
 namespace fs = std::filesystem;
@@ -234,12 +232,13 @@ TEST(NvtxRecorder, MissingLogVariableDisablesRecordingButAppRuns) {
 
 // Runs dropbench under the recorder and returns the "dropbench" domain tree (fails the test on error).
 bool record_dropbench(const std::vector<std::string>& args, nvtx_tree::Forest& forest, Range& root) {
-  if (!fs::exists(DROPBENCH_BINARY)) {
-    ADD_FAILURE() << "dropbench binary not found at " << DROPBENCH_BINARY;
+  const std::string bin = dropbench_test::dropbench_binary();
+  if (!fs::exists(bin)) {
+    ADD_FAILURE() << "dropbench binary not found at " << bin;
     return false;
   }
   TempDir dir;
-  std::vector<std::string> argv{DROPBENCH_BINARY};
+  std::vector<std::string> argv{bin};
   argv.insert(argv.end(), args.begin(), args.end());
   const auto rec = run_recorded(argv, dir);
   if (rec.run.exit_code != 0) {

@@ -18,6 +18,7 @@
 #include "kernels/common/check.hpp"
 #include "kernels/rng/dropout_scheme.cuh"
 #include "src/block/pipeline_plan.hpp"
+#include "test_paths.hpp"
 
 using namespace dropbench;
 
@@ -250,8 +251,8 @@ Result run_cli(const std::string& args) { return dropbench_test::run_dropbench(a
 
 TEST(RunCommand, DryRunWalksThePipelines) {
   const auto out = std::filesystem::temp_directory_path() / ("dropbench_run_dry_" + std::to_string(::getpid()) + ".json");
-  const Result r = run_cli("run --dry-run -q --config '" DROPBENCH_SOURCE_DIR "/configs/llama3-70b.json' --set "
-                           "sweep.sq=[8192] --set sweep.rounds=[5,7] -o '" + out.string() + "'");
+  const Result r = run_cli("run --dry-run -q --config '" + dropbench_test::source_path("configs/llama3-70b.json") +
+                           "' --set sweep.sq=[8192] --set sweep.rounds=[5,7] -o '" + out.string() + "'");
   ASSERT_EQ(r.code, 0) << r.err;
   std::ifstream f(out);
   const auto j = nlohmann::json::parse(f);

@@ -12,9 +12,9 @@
 
 #include "cli_runner.hpp"
 #include "kernels/common/check.hpp"
-#include "source_tree.hpp"
 #include "src/model/model.hpp"
 #include "src/model/profile.hpp"
+#include "test_paths.hpp"
 
 using namespace dropbench;
 namespace fs = std::filesystem;

@@ -20,9 +20,9 @@
 #include "gpu_guard.hpp"
 #include "kernels/common/dispatch.cuh"
 #include "model_fixtures.hpp"
-#include "source_tree.hpp"
 #include "src/model/model.hpp"
 #include "src/model/profile.hpp"
+#include "test_paths.hpp"
 
 using namespace dropbench;
 namespace fs = std::filesystem;

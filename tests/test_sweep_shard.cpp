@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_runner.hpp"
+#include "test_paths.hpp"
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -75,7 +76,8 @@ void expect_refused(const Result& r, const std::string& needle, const std::strin
 
 // Every report the tests write must pass the report schema (exit 77: python3-jsonschema missing).
 void expect_schema_valid(const std::string& p) {
-  const std::string cmd = "/usr/bin/python3 '" DROPBENCH_SOURCE_DIR "/scripts/check_report_schema.py' '" + p + "' >/dev/null";
+  const std::string cmd =
+      "/usr/bin/python3 '" + dropbench_test::source_path("scripts/check_report_schema.py") + "' '" + p + "' >/dev/null";
   const int st = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(st));
   if (WEXITSTATUS(st) == 77) return;
@@ -342,7 +344,8 @@ TEST_F(Sweep, MergeRecomputesRunsSummary) {
 // where it finishes first anyway the test skips rather than guess.
 TEST_F(Sweep, DevicesForwardSigintToTheChildren) {
   const std::string out = path("sig.json");
-  std::vector<std::string> args = {DROPBENCH_BINARY, "rng", "--dry-run", "-q", "--set", "sweep.sq=range:64:128000:64",
+  std::vector<std::string> args = {dropbench_test::dropbench_binary(), "rng", "--dry-run", "-q",
+                                   "--set", "sweep.sq=range:64:128000:64",
                                    "--set", "sweep.rounds=[3,5,7,10]", "--set", "sweep.threshold_bits=[8]",
                                    "--set", "sweep.layout=[tile]", "--devices", "0,1", "-o", out};
   std::vector<char*> argv;
@@ -353,7 +356,7 @@ TEST_F(Sweep, DevicesForwardSigintToTheChildren) {
   posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, path("sig.err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   pid_t pid = -1;
-  ASSERT_EQ(posix_spawn(&pid, DROPBENCH_BINARY, &fa, nullptr, argv.data(), environ), 0);
+  ASSERT_EQ(posix_spawn(&pid, args[0].c_str(), &fa, nullptr, argv.data(), environ), 0);
   posix_spawn_file_actions_destroy(&fa);
   // Wait until both children have measured something.
   const std::string s0 = out + ".shards/shard-0-of-2.json", s1 = out + ".shards/shard-1-of-2.json";

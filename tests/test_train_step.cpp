@@ -17,7 +17,6 @@
 #include "kernels/attention/bwd/attention_bwd.cuh"
 #include "kernels/common/check.hpp"
 #include "model_fixtures.hpp"
-#include "source_tree.hpp"
 #include "src/block/block_pipelines.hpp"
 #include "src/block/pipeline_plan.hpp"
 #include "src/block/train_point.hpp"
@@ -31,6 +30,7 @@
 #include "src/model/model.hpp"
 #include "src/model/model_report.hpp"
 #include "src/model/recommend.hpp"
+#include "test_paths.hpp"
 #include "usage_error.hpp"
 
 namespace db = dropbench;
