@@ -72,10 +72,26 @@
 # Provenance: the device's copy of the working tree may carry an older .git than its files (then the build stage's
 # reports say "<old sha>-dirty"). Run it from a `git archive HEAD` export, or pass a BUILD_DIR holding binaries
 # built from the clean tree elsewhere and skip the build stage.
+# BUILD_DIR may instead be a package of scripts/device_pack.sh (a .txz built from the clean tree on another machine):
+# it is unpacked into .pb/ and its binaries run from there with $DROPBENCH_SOURCE_DIR / $DROPBENCH_BINARY naming this
+# tree and its dropbench (no build stage; the gpu stage runs each test binary, scripts/gpu_tests.sh, ignoring
+# $GPU_R / $GPU_E; no profile stage). Exit 3 if its dropbench does not start here (then build instead).
 #   scripts/device_stages.sh BUILD_DIR BUDGET_S [STAGES...]    e.g. scripts/device_stages.sh /tmp/b 540 build gpu attn
+#   scripts/device_stages.sh pb.txz 540 gpu train
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
 B=$1; BUDGET=$2; shift 2
+PKG=; [[ $B == *.txz ]] && { PKG=$(realpath "$B") || exit 1; }
+cd "$(dirname "$0")/.." || exit 1
+if [ -n "$PKG" ]; then
+  B=$PWD/.pb; rm -rf "$B"; mkdir -p "$B"
+  tar xJf "$PKG" -C "$B" || { echo "package $PKG: cannot unpack"; exit 1; }
+  N=$(dirname "$(dirname "$(command -v nvcc)")")
+  export LD_LIBRARY_PATH=$B:$B/lib:$N/lib64:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+  export DROPBENCH_SOURCE_DIR=$PWD DROPBENCH_BINARY=$B/dropbench
+  "$B/dropbench" --version > /dev/null 2>&1 ||
+    { echo "package $PKG: its dropbench does not start here: $("$B/dropbench" --version 2>&1 | head -1)"; exit 3; }
+  echo "package $PKG: $("$B/dropbench" --version 2>&1 | head -1)"
+fi
 STAGES=("$@"); [ ${#STAGES[@]} -eq 0 ] && STAGES=(build gpu attn shard sweep)
 O=${OUT:-results-stages}
 mkdir -p "$O"
@@ -255,6 +271,7 @@ for s in "${STAGES[@]}"; do
         echo "bwdgqa ncu hq $hq: exit $?"
       done ;;
     build)
+      [ -n "$PKG" ] && { echo "build: skipped (running the package's binaries)"; continue; }
       want build 60 || continue
       cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" > "$O/configure.log" 2>&1
       # $BUILD_TARGETS (space-separated): only those targets, e.g. "dropbench test_attention_gpu dropbench_attention"
@@ -263,10 +280,18 @@ for s in "${STAGES[@]}"; do
       grep -m1 -o 'git_sha[^,]*' "$B/generated/version.h" 2>/dev/null; "$B/dropbench" --version 2>&1 | head -2 ;;
     gpu)
       want gpu ${GPU_NEED:-150} || continue
+      if [ -n "$PKG" ]; then
+        GPU_TEST_TIMEOUT=$(cap "${GPU_TEST_TIMEOUT:-120}") timeout $(( $(left) - 10 )) scripts/gpu_tests.sh "$B" "$O/gpu" \
+          > "$O/gpu_tests.log" 2>&1
+        echo "gpu tests: exit $?"; grep -E "^    |[1-9][0-9]* failed" "$O/gpu_tests.log" | grep -v "^gpu tests" | head -20
+        tail -1 "$O/gpu_tests.log"
+        continue
+      fi
       timeout $(( $(left) - 10 )) ctest --test-dir "$B" -L gpu -E "ProfileGpu${GPU_E:+|$GPU_E}" ${GPU_R:+-R "$GPU_R"} \
         --no-tests=error --timeout "${GPU_TEST_TIMEOUT:-120}" --output-on-failure -j 1 > "$O/gpu_tests.log" 2>&1
       echo "gpu tests: exit $?"; grep -E "tests passed|tests failed|\(Failed\)|\(SEGFAULT\)|Timeout" "$O/gpu_tests.log" | head -20 ;;
     profile)
+      [ -n "$PKG" ] && { echo "profile: skipped (the package has no test_profile_gpu)"; continue; }
       want profile 300 || continue
       DROPBENCH_PROFILE_GPU_KEEP="$O/profile" timeout 360 ctest --test-dir "$B" -R ProfileGpu --output-on-failure \
         > "$O/profile_gpu.log" 2>&1

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every GPU test binary (label gpu) of a build folder directly (no ctest needed, so a build folder
 # copied to a GPU machine works) and prints one summary line per binary plus a total.
-# Usage: scripts/gpu_tests.sh [BUILD_DIR] [LOG_DIR]
+# Usage: scripts/gpu_tests.sh [BUILD_DIR] [LOG_DIR]    ($GPU_TEST_TIMEOUT: seconds per binary, default none)
 set -uo pipefail
 B="${1:-build}"
 LOG="${2:-$B/gpu-test-logs}"
@@ -10,7 +10,8 @@ total_pass=0 total_fail=0 total_skip=0 rc=0
 for t in "$B"/tests/test_*_gpu; do
   [ -x "$t" ] || continue
   name=$(basename "$t")
-  "$t" --gtest_brief=0 >"$LOG/$name.log" 2>&1
+  if [ -n "${GPU_TEST_TIMEOUT:-}" ]; then timeout "$GPU_TEST_TIMEOUT" "$t" --gtest_brief=0 >"$LOG/$name.log" 2>&1
+  else "$t" --gtest_brief=0 >"$LOG/$name.log" 2>&1; fi
   r=$?
   [ $r -ne 0 ] && rc=1
   pass=$(grep -c '^\[       OK \]' "$LOG/$name.log")
