@@ -27,8 +27,9 @@ for kv in "$@"; do
   [ "${kv#*=}" != "$kv" ] && [ -f "${kv#*=}" ] || { echo "device_pack: extra file: NAME=FILE, got '$kv'" >&2; exit 2; }
   cp "${kv#*=}" "$S/${kv%%=*}"
 done
-ldd "$S/dropbench" "$S"/tests/* 2>/dev/null | awk '/=> \// {print $3}' | grep -E '/libfmt\.so' | sort -u |
-  xargs -r cp -L -t "$S/lib"
+# (nothing to carry where fmt is linked statically: the grep may match nothing)
+{ ldd "$S/dropbench" "$S/libdropbench_attention.so" "$S"/tests/test_* 2>/dev/null || true; } | awk '/=> \// {print $3}' |
+  { grep -E '/libfmt\.so' || true; } | sort -u | xargs -r cp -L -t "$S/lib"
 find "$S" -type f -exec strip --strip-unneeded {} + 2>/dev/null || true
 echo "device_pack: $(find "$S" -type f | wc -l) files, $(du -sm "$S" | cut -f1) MB; compressing"
 tar cf - -C "$S" . | xz -T1 -9e --lzma2=preset=9e,dict=384MiB > "$OUT.part"

@@ -4,7 +4,7 @@
 # warm machine skip the build.
 #   build    configure + build everything (tests on) into $B ($BUILD_TARGETS: only those)
 #   gpu      every GPU test but ProfileGpu (ctest -L gpu; only those matching the regex $GPU_R if set, none matching
-#            $GPU_E; $GPU_TEST_TIMEOUT s per test, default 120), log gpu_tests.log
+#            $GPU_E; $GPU_TEST_TIMEOUT s per test, default 120; from a package: per binary, below), log gpu_tests.log
 #   profile  ProfileGpu: `dropbench profile` of every kernel under ncu, kept in profile/ (profile_ncu.json, ncu CSV);
 #            scripts/refit_profile.py then fits the kernel efficiencies on it (no GPU)
 #   rngrep   `dropbench rng`, 70B preset heads, SQ 4K/8K, causal, R 3/5/7/10, TW 8/32, tile layout, for the model
@@ -72,22 +72,25 @@
 # Provenance: the device's copy of the working tree may carry an older .git than its files (then the build stage's
 # reports say "<old sha>-dirty"). Run it from a `git archive HEAD` export, or pass a BUILD_DIR holding binaries
 # built from the clean tree elsewhere and skip the build stage.
-# BUILD_DIR may instead be a package of scripts/device_pack.sh (a .txz built from the clean tree on another machine):
-# it is unpacked into .pb/ and its binaries run from there with $DROPBENCH_SOURCE_DIR / $DROPBENCH_BINARY naming this
-# tree and its dropbench (no build stage; the gpu stage runs each test binary, scripts/gpu_tests.sh, ignoring
-# $GPU_R / $GPU_E; no profile stage). Exit 3 if its dropbench does not start here (then build instead).
+# BUILD_DIR may instead be a package of scripts/device_pack.sh (a .txz built from the clean tree on another machine; a
+# relative path is the caller's, where a relative BUILD_DIR is the tree root's): it is unpacked into .pb/ and its
+# binaries run from there with $DROPBENCH_TEST_SOURCE_DIR / $DROPBENCH_TEST_BINARY naming this tree and its dropbench
+# (no build stage; the gpu stage runs each test binary, scripts/gpu_tests.sh, $GPU_TEST_TIMEOUT s per binary (default
+# 300), ignoring $GPU_R / $GPU_E, and without ctest's Python GPU tests such as TorchOpGpu; no profile stage). Exit 3
+# if its dropbench does not start here (then build instead).
 #   scripts/device_stages.sh BUILD_DIR BUDGET_S [STAGES...]    e.g. scripts/device_stages.sh /tmp/b 540 build gpu attn
 #   scripts/device_stages.sh pb.txz 540 gpu train
 set -uo pipefail
 B=$1; BUDGET=$2; shift 2
 PKG=; [[ $B == *.txz ]] && { PKG=$(realpath "$B") || exit 1; }
 cd "$(dirname "$0")/.." || exit 1
+. scripts/env.sh
 if [ -n "$PKG" ]; then
   B=$PWD/.pb; rm -rf "$B"; mkdir -p "$B"
   tar xJf "$PKG" -C "$B" || { echo "package $PKG: cannot unpack"; exit 1; }
   N=$(dirname "$(dirname "$(command -v nvcc)")")
   export LD_LIBRARY_PATH=$B:$B/lib:$N/lib64:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-  export DROPBENCH_SOURCE_DIR=$PWD DROPBENCH_BINARY=$B/dropbench
+  export DROPBENCH_TEST_SOURCE_DIR=$PWD DROPBENCH_TEST_BINARY=$B/dropbench
   "$B/dropbench" --version > /dev/null 2>&1 ||
     { echo "package $PKG: its dropbench does not start here: $("$B/dropbench" --version 2>&1 | head -1)"; exit 3; }
   echo "package $PKG: $("$B/dropbench" --version 2>&1 | head -1)"
@@ -110,7 +113,6 @@ trap pack EXIT
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 # cap N: N seconds, or what is left of the budget less 15 s if that is less (at least 1)
 cap() { local t=$(( $(left) - 15 )); [ "$t" -gt "$1" ] && t=$1; [ "$t" -lt 1 ] && t=1; echo "$t"; }
-. scripts/env.sh
 smi() { smi_log "$O/smi.csv"; }
 # sanitize_tests TOOL LOG FILTER LIMIT_S: compute-sanitizer TOOL over the attention GPU tests matching the gtest
 # FILTER, for at most LIMIT_S s and never past the budget; log in $O/LOG, one summary line.
@@ -281,9 +283,10 @@ for s in "${STAGES[@]}"; do
     gpu)
       want gpu ${GPU_NEED:-150} || continue
       if [ -n "$PKG" ]; then
-        GPU_TEST_TIMEOUT=$(cap "${GPU_TEST_TIMEOUT:-120}") timeout $(( $(left) - 10 )) scripts/gpu_tests.sh "$B" "$O/gpu" \
+        GPU_TEST_TIMEOUT=$(cap "${GPU_TEST_TIMEOUT:-300}") timeout $(( $(left) - 10 )) scripts/gpu_tests.sh "$B" "$O/gpu" \
           > "$O/gpu_tests.log" 2>&1
-        echo "gpu tests: exit $?"; grep -E "^    |[1-9][0-9]* failed" "$O/gpu_tests.log" | grep -v "^gpu tests" | head -20
+        echo "gpu tests: exit $?"; grep -E "^    |[1-9][0-9]* failed|\(exit [1-9]" "$O/gpu_tests.log" | grep -v "^gpu tests" |
+          head -20
         tail -1 "$O/gpu_tests.log"
         continue
       fi

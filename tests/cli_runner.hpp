@@ -1,5 +1,5 @@
-// Runs the dropbench executable (dropbench_binary(): $DROPBENCH_BINARY, else the build's) with a shell-quoted
-// argument string; stdout and stderr captured separately, exit code decoded. Shared by the CLI-level tests.
+// Runs the dropbench executable (dropbench_binary(): $DROPBENCH_TEST_BINARY, else the build's) with a
+// shell-quoted argument string; stdout and stderr captured separately, exit code decoded. Shared by the CLI-level tests.
 #pragma once
 #include <sys/wait.h>
 #include <unistd.h>

@@ -258,7 +258,7 @@ TEST(Compare, BadFilesExitTwoWithOneLine) {
       {files({"base.json", "other_command.json"}), "other_command.json: command \"gemm\" differs"},
       {files({"base.json", "same.json", "other_command.json"}), "other_command.json"},
       {files({"base.json"}), "at least two reports"},
-      {"'" + dropbench_test::source_path("tests/fixtures/compare' ") + files({"base.json"}), "is a directory"},
+      {"'" + dropbench_test::source_path("tests/fixtures/compare") + "' " + files({"base.json"}), "is a directory"},
   };
   for (const Case& c : cases) {
     for (const char* fmt : {"", " --format json"}) {

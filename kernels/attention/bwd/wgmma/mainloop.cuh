@@ -235,8 +235,8 @@ __device__ __forceinline__ void consume(const Smem<C>& sm, const Schedule& w, co
       const float* lse = sm.template at<const float>(sm.lse(s));
       if (edge) attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, true, lse);
       else attn_bwd::probs(st, a, a.scale_log2, kl0, lane, kc0, q0, false, lse);
-      // The lane's keep bits. Mode Mask at dH 128 read them into z_early: an array of their own leaves the other
-      // modes' code as it is without the early read.
+      // The lane's keep bits. Mode Mask at dH 128 has read them into z_early (above): an array of their own leaves
+      // the other modes' code as it is without the early read.
       uint32_t z[2] = {z_early[0], z_early[1]};
       if constexpr (kDrop && !kBitsEarly<C, kMode>) keep.bits(s, q0, edge, z);
       uint32_t pa[4][4], ds[4][4];
