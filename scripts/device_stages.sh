@@ -91,9 +91,8 @@ if [ -n "$PKG" ]; then
   N=$(dirname "$(dirname "$(command -v nvcc)")")
   export LD_LIBRARY_PATH=$B:$B/lib:$N/lib64:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
   export DROPBENCH_TEST_SOURCE_DIR=$PWD DROPBENCH_TEST_BINARY=$B/dropbench
-  "$B/dropbench" --version > /dev/null 2>&1 ||
-    { echo "package $PKG: its dropbench does not start here: $("$B/dropbench" --version 2>&1 | head -1)"; exit 3; }
-  echo "package $PKG: $("$B/dropbench" --version 2>&1 | head -1)"
+  v=$("$B/dropbench" --version 2>&1) || { echo "package $PKG: its dropbench does not start here: ${v%%$'\n'*}"; exit 3; }
+  echo "package $PKG: ${v%%$'\n'*}"
 fi
 STAGES=("$@"); [ ${#STAGES[@]} -eq 0 ] && STAGES=(build gpu attn shard sweep)
 O=${OUT:-results-stages}

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/dl.hpp"
 
 namespace dropbench {
 
@@ -97,15 +98,8 @@ bool load_nvml(NvmlApi& api, std::string* why) {
   else
     names = {"libnvidia-ml.so.1", "libnvidia-ml.so"};
   std::string tried;
-  for (const std::string& n : names) {
-    // Never dlclose'd: unloading NVML buys nothing and the library does not promise to clean up after itself.
-    api.lib = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (api.lib) {
-      api.lib_name = n;
-      break;
-    }
-    tried += (tried.empty() ? "" : ", ") + n;
-  }
+  // Never dlclose'd: unloading NVML buys nothing and the library does not promise to clean up after itself.
+  api.lib = dlopen_first(names, &tried, &api.lib_name);
   if (!api.lib) {
     *why = "NVML not found (tried " + tried + "; the driver's libnvidia-ml, or DROPBENCH_NVML_LIB=/path)";
     return false;
