@@ -37,6 +37,10 @@
 #            and compared with the same slice unsharded (dropbench compare)
 #   h2h      ours and PyTorch's SDPA (cuDNN, FA2) in one process, interleaved, with power and clocks
 #            (scripts/h2h_attention.py; $H2H_ARGS replaces its shape arguments, $H2H_TAG suffixes its file names)
+#   bwdrec   the attention backward's files of record (results/<gpu>/attention/backward/ and its modes/): the head to
+#            head with PyTorch's SDPA on its default grid (h2h_bwd.json / .md, six rounds), the modes alone in 20 rounds
+#            (h2h_bwd_modes.json / .md), both backward families through `dropbench attention` (cli_wgmma.json) and the
+#            pass axis (cli_pass.json); about 4 minutes on an H100
 #   sanitize compute-sanitizer memcheck + racecheck of the wgmma attention tests on short / ragged shapes
 #   ncu      Nsight Compute of our wgmma attention (none, mask) beside cuDNN's SDPA kernel, one launch each
 #   sweep    a reduced paper sweep through `dropbench run` (SQ 2K/8K/32K x E 4K/16K, R 7) with both
@@ -376,6 +380,27 @@ for s in "${STAGES[@]}"; do
         python3 scripts/h2h_attention.py ${H2H_ARGS:---sq 8192,16384 --head-dim 128,64 --causal false,true} \
         -o "$O/h2h${H2H_TAG:-}.json" --md "$O/h2h${H2H_TAG:-}.md" > "$O/h2h${H2H_TAG:-}.log" 2>&1
       echo "h2h: exit $?"; tail -25 "$O/h2h${H2H_TAG:-}.md" 2>/dev/null || tail -20 "$O/h2h${H2H_TAG:-}.log" ;;
+    bwdrec)
+      # The files of results/<gpu>/attention/backward/ (and its modes/), the same commands as scripts/bwd_device.sh's
+      # timing part, from this build or package
+      want bwdrec 150 || continue
+      L="$B/libdropbench_attention.so"
+      PYTHONUNBUFFERED=1 timeout "$(cap 200)" python3 scripts/h2h_attention_bwd.py --lib "$L" -o "$O/h2h_bwd.json" \
+        --md "$O/h2h_bwd.md" > "$O/h2h_bwd.log" 2>&1
+      echo "bwdrec h2h_bwd: exit $?"
+      PYTHONUNBUFFERED=1 timeout "$(cap 150)" python3 scripts/h2h_attention_bwd.py --lib "$L" --rounds 20 \
+        --variants bwd:ours:none,bwd:ours:mask,bwd:ours:fused,bwd:cudnn:none,bwd:cudnn:dropout \
+        -o "$O/h2h_bwd_modes.json" --md "$O/h2h_bwd_modes.md" > "$O/h2h_bwd_modes.log" 2>&1
+      echo "bwdrec modes: exit $?"
+      A=(attention --set workload.q_heads=32 --set workload.kv_heads=8 --min-time 0.03 --max-noise 0.02 --set measure.timeout=1)
+      timeout "$(cap 120)" "$B/dropbench" "${A[@]}" --set 'sweep.head_dim=[128,64]' --set 'sweep.sq=[8192]' \
+        --set 'sweep.causal=[false,true]' --set 'sweep.attention_kernel=[mma,wgmma]' --set 'sweep.pass=[bwd]' \
+        -o "$O/cli_wgmma.json" > "$O/cli_wgmma.md" 2>> "$O/err.log"
+      echo "bwdrec cli_wgmma: exit $?"
+      timeout "$(cap 60)" "$B/dropbench" "${A[@]}" --set workload.head_dim=128 --set 'sweep.sq=[4096]' \
+        --set 'sweep.causal=[true]' --set 'sweep.pass=[fwd,bwd,fwd+bwd]' -o "$O/cli_pass.json" > "$O/cli_pass.md" 2>> "$O/err.log"
+      echo "bwdrec cli_pass: exit $?"; smi
+      grep -E '^### |^\| (cuDNN|ours)' "$O/h2h_bwd_modes.md" 2>/dev/null | head -30 ;;
     sanitize)
       # compute-sanitizer memcheck and racecheck of the wgmma kernels as dispatched, on the
       # short shapes and ragged ones (every mode: none, mask, fused), and memcheck of p = 0 == none (dH 64 and 128);
