@@ -38,6 +38,7 @@ LOG="$B/bwd-logs"
 rm -rf "$LOG"
 mkdir -p "$LOG" "$OUTDIR"
 . scripts/env.sh
+. scripts/bwd_record.sh
 # compute-sanitizer and cuobjdump live beside nvcc.
 NVCC_DIR=$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")
 export PATH="$PATH:$NVCC_DIR:/usr/local/cuda/bin"
@@ -125,25 +126,18 @@ fi
 
 # The wgmma backward against the mma one, through the core harness (one report; the kernel family is an axis).
 if timing && [ -x "$B/dropbench" ]; then
-  step cli_wgmma 120 "$B/dropbench" attention --set workload.q_heads=32 --set workload.kv_heads=8 \
-    --set 'sweep.head_dim=[128,64]' --set 'sweep.sq=[8192]' --set 'sweep.causal=[false,true]' \
-    --set 'sweep.attention_kernel=[mma,wgmma]' --set 'sweep.pass=[bwd]' --min-time 0.03 --max-noise 0.02 \
-    --set measure.timeout=1 -o "$LOG/cli_wgmma.json"
+  step cli_wgmma 120 "$B/dropbench" "${BWD_CLI_WGMMA[@]}" -o "$LOG/cli_wgmma.json"
 fi
 
 # The CLI's pass axis at one point (a smoke test of the integration; its checks: extra.bwd_bitwise_equal_fused).
 if timing && [ -x "$B/dropbench" ]; then
-  step cli_pass 60 "$B/dropbench" attention --set workload.q_heads=32 --set workload.kv_heads=8 \
-    --set workload.head_dim=128 --set sweep.sq=[4096] --set sweep.causal=[true] \
-    --set 'sweep.pass=[fwd,bwd,fwd+bwd]' --min-time 0.03 --max-noise 0.02 --set measure.timeout=1 \
-    -o "$LOG/cli_pass.json"
+  step cli_pass 60 "$B/dropbench" "${BWD_CLI_PASS[@]}" -o "$LOG/cli_pass.json"
 fi
 # The dropout modes' cost on their own: six rounds of the whole set resolve mask / none to about 10 % (one kernel
 # timed twice there reads up to 0.11 apart), the target is 5 %; ours in three modes and cuDNN with and without
 # dropout, 20 rounds, into the logs (h2h_bwd_modes.json / .md).
 if timing && [ "${BWD_MODES:-1}" = 1 ] && [ -f "$B/libdropbench_attention.so" ]; then
-  step h2h_modes 150 python3 scripts/h2h_attention_bwd.py --lib "$B/libdropbench_attention.so" --rounds 20 \
-    --variants bwd:ours:none,bwd:ours:mask,bwd:ours:fused,bwd:cudnn:none,bwd:cudnn:dropout \
+  step h2h_modes 150 python3 scripts/h2h_attention_bwd.py --lib "$B/libdropbench_attention.so" "${BWD_MODES_ARGS[@]}" \
     -o "$LOG/h2h_bwd_modes.json" --md "$LOG/h2h_bwd_modes.md"
 fi
 smi_log "$LOG/smi.log"

@@ -382,23 +382,19 @@ for s in "${STAGES[@]}"; do
       echo "h2h: exit $?"; tail -25 "$O/h2h${H2H_TAG:-}.md" 2>/dev/null || tail -20 "$O/h2h${H2H_TAG:-}.log" ;;
     bwdrec)
       # The files of results/<gpu>/attention/backward/ (and its modes/), the same commands as scripts/bwd_device.sh's
-      # timing part, from this build or package
+      # timing part (scripts/bwd_record.sh), from this build or package
       want bwdrec 150 || continue
+      . scripts/bwd_record.sh
       L="$B/libdropbench_attention.so"
       PYTHONUNBUFFERED=1 timeout "$(cap 200)" python3 scripts/h2h_attention_bwd.py --lib "$L" -o "$O/h2h_bwd.json" \
         --md "$O/h2h_bwd.md" > "$O/h2h_bwd.log" 2>&1
       echo "bwdrec h2h_bwd: exit $?"
-      PYTHONUNBUFFERED=1 timeout "$(cap 150)" python3 scripts/h2h_attention_bwd.py --lib "$L" --rounds 20 \
-        --variants bwd:ours:none,bwd:ours:mask,bwd:ours:fused,bwd:cudnn:none,bwd:cudnn:dropout \
+      PYTHONUNBUFFERED=1 timeout "$(cap 150)" python3 scripts/h2h_attention_bwd.py --lib "$L" "${BWD_MODES_ARGS[@]}" \
         -o "$O/h2h_bwd_modes.json" --md "$O/h2h_bwd_modes.md" > "$O/h2h_bwd_modes.log" 2>&1
       echo "bwdrec modes: exit $?"
-      A=(attention --set workload.q_heads=32 --set workload.kv_heads=8 --min-time 0.03 --max-noise 0.02 --set measure.timeout=1)
-      timeout "$(cap 120)" "$B/dropbench" "${A[@]}" --set 'sweep.head_dim=[128,64]' --set 'sweep.sq=[8192]' \
-        --set 'sweep.causal=[false,true]' --set 'sweep.attention_kernel=[mma,wgmma]' --set 'sweep.pass=[bwd]' \
-        -o "$O/cli_wgmma.json" > "$O/cli_wgmma.md" 2>> "$O/err.log"
+      timeout "$(cap 120)" "$B/dropbench" "${BWD_CLI_WGMMA[@]}" -o "$O/cli_wgmma.json" > "$O/cli_wgmma.md" 2>> "$O/err.log"
       echo "bwdrec cli_wgmma: exit $?"
-      timeout "$(cap 60)" "$B/dropbench" "${A[@]}" --set workload.head_dim=128 --set 'sweep.sq=[4096]' \
-        --set 'sweep.causal=[true]' --set 'sweep.pass=[fwd,bwd,fwd+bwd]' -o "$O/cli_pass.json" > "$O/cli_pass.md" 2>> "$O/err.log"
+      timeout "$(cap 60)" "$B/dropbench" "${BWD_CLI_PASS[@]}" -o "$O/cli_pass.json" > "$O/cli_pass.md" 2>> "$O/err.log"
       echo "bwdrec cli_pass: exit $?"; smi
       grep -E '^### |^\| (cuDNN|ours)' "$O/h2h_bwd_modes.md" 2>/dev/null | head -30 ;;
     sanitize)
