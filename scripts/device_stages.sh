@@ -40,7 +40,7 @@
 #   bwdrec   the attention backward's files of record (results/<gpu>/attention/backward/ and its modes/): the head to
 #            head with PyTorch's SDPA on its default grid (h2h_bwd.json / .md, six rounds), the modes alone in 20 rounds
 #            (h2h_bwd_modes.json / .md), both backward families through `dropbench attention` (cli_wgmma.json) and the
-#            pass axis (cli_pass.json); about 4 minutes on an H100
+#            pass axis (cli_pass.json), and context.log; on an H100 the two head-to-head runs took about a minute each
 #   sanitize compute-sanitizer memcheck + racecheck of the wgmma attention tests on short / ragged shapes
 #   ncu      Nsight Compute of our wgmma attention (none, mask) beside cuDNN's SDPA kernel, one launch each
 #   sweep    a reduced paper sweep through `dropbench run` (SQ 2K/8K/32K x E 4K/16K, R 7) with both
@@ -381,22 +381,26 @@ for s in "${STAGES[@]}"; do
         -o "$O/h2h${H2H_TAG:-}.json" --md "$O/h2h${H2H_TAG:-}.md" > "$O/h2h${H2H_TAG:-}.log" 2>&1
       echo "h2h: exit $?"; tail -25 "$O/h2h${H2H_TAG:-}.md" 2>/dev/null || tail -20 "$O/h2h${H2H_TAG:-}.log" ;;
     bwdrec)
-      # The files of results/<gpu>/attention/backward/ (and its modes/), the same commands as scripts/bwd_device.sh's
-      # timing part (scripts/bwd_record.sh), from this build or package
-      want bwdrec 150 || continue
+      # The files of results/<gpu>/attention/backward/ (and its modes/), the commands of scripts/bwd_device.sh's
+      # timing part (scripts/bwd_record.sh) with its time caps, from this build or package; a step that would get
+      # less than its floor of what is left says skipped
+      want bwdrec 120 || continue
       . scripts/bwd_record.sh
       L="$B/libdropbench_attention.so"
-      PYTHONUNBUFFERED=1 timeout "$(cap 200)" python3 scripts/h2h_attention_bwd.py --lib "$L" -o "$O/h2h_bwd.json" \
-        --md "$O/h2h_bwd.md" > "$O/h2h_bwd.log" 2>&1
-      echo "bwdrec h2h_bwd: exit $?"
-      PYTHONUNBUFFERED=1 timeout "$(cap 150)" python3 scripts/h2h_attention_bwd.py --lib "$L" "${BWD_MODES_ARGS[@]}" \
-        -o "$O/h2h_bwd_modes.json" --md "$O/h2h_bwd_modes.md" > "$O/h2h_bwd_modes.log" 2>&1
-      echo "bwdrec modes: exit $?"
-      timeout "$(cap 120)" "$B/dropbench" "${BWD_CLI_WGMMA[@]}" -o "$O/cli_wgmma.json" > "$O/cli_wgmma.md" 2>> "$O/err.log"
-      echo "bwdrec cli_wgmma: exit $?"
-      timeout "$(cap 60)" "$B/dropbench" "${BWD_CLI_PASS[@]}" -o "$O/cli_pass.json" > "$O/cli_pass.md" 2>> "$O/err.log"
-      echo "bwdrec cli_pass: exit $?"; smi
-      grep -E '^### |^\| (cuDNN|ours)' "$O/h2h_bwd_modes.md" 2>/dev/null | head -30 ;;
+      { date -u +%Y-%m-%dT%H:%M:%SZ; git rev-parse HEAD 2>/dev/null; "$B/dropbench" --version 2>&1 | head -1
+        nvidia-smi --query-gpu=name,uuid,driver_version,clocks.max.sm,power.limit --format=csv,noheader 2>&1
+        python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())' 2>&1
+      } > "$O/context.log"
+      # rec NAME FLOOR_S CAP_S CMD...: CMD under timeout min(CAP_S, what is left), output in $O/NAME.log
+      rec() { local n=$1 floor=$2 c=$3; shift 3
+              [ "$(left)" -lt "$floor" ] && { echo "bwdrec $n: skipped ($(left) s left, needs $floor)"; return; }
+              PYTHONUNBUFFERED=1 timeout "$(cap "$c")" "$@" > "$O/$n.log" 2>&1; echo "bwdrec $n: exit $?"; }
+      rec h2h_bwd 90 330 python3 scripts/h2h_attention_bwd.py --lib "$L" -o "$O/h2h_bwd.json" --md "$O/h2h_bwd.md"
+      rec h2h_bwd_modes 80 150 python3 scripts/h2h_attention_bwd.py --lib "$L" "${BWD_MODES_ARGS[@]}" \
+        -o "$O/h2h_bwd_modes.json" --md "$O/h2h_bwd_modes.md"
+      rec cli_wgmma 60 120 "$B/dropbench" "${BWD_CLI_WGMMA[@]}" -o "$O/cli_wgmma.json"
+      rec cli_pass 30 60 "$B/dropbench" "${BWD_CLI_PASS[@]}" -o "$O/cli_pass.json"
+      smi; grep -E '^### |^\| (cuDNN|ours)' "$O/h2h_bwd_modes.md" 2>/dev/null | head -30 ;;
     sanitize)
       # compute-sanitizer memcheck and racecheck of the wgmma kernels as dispatched, on the
       # short shapes and ragged ones (every mode: none, mask, fused), and memcheck of p = 0 == none (dH 64 and 128);
