@@ -72,13 +72,7 @@ step() {
   return $rc
 }
 
-{
-  date -u +"%Y-%m-%dT%H:%M:%SZ"
-  git rev-parse HEAD 2>/dev/null
-  nvidia-smi --query-gpu=name,uuid,driver_version,clocks.max.sm,power.limit --format=csv,noheader 2>&1
-  nvcc --version 2>&1 | tail -2
-  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())' 2>&1
-} >"$LOG/context.log"
+bwd_context >"$LOG/context.log"
 smi_log "$LOG/smi.log"
 
 if [ ! -f "$B/build.ninja" ]; then

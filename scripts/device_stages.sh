@@ -387,10 +387,7 @@ for s in "${STAGES[@]}"; do
       want bwdrec 120 || continue
       . scripts/bwd_record.sh
       L="$B/libdropbench_attention.so"
-      { date -u +%Y-%m-%dT%H:%M:%SZ; git rev-parse HEAD 2>/dev/null; "$B/dropbench" --version 2>&1 | head -1
-        nvidia-smi --query-gpu=name,uuid,driver_version,clocks.max.sm,power.limit --format=csv,noheader 2>&1
-        python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())' 2>&1
-      } > "$O/context.log"
+      { bwd_context; "$B/dropbench" --version 2>&1 | head -1; } > "$O/context.log"
       # rec NAME FLOOR_S CAP_S CMD...: CMD under timeout min(CAP_S, what is left), output in $O/NAME.log
       rec() { local n=$1 floor=$2 c=$3; shift 3
               [ "$(left)" -lt "$floor" ] && { echo "bwdrec $n: skipped ($(left) s left, needs $floor)"; return; }

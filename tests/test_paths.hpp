@@ -1,8 +1,8 @@
 // Where the tests find the source tree and the dropbench executable: $DROPBENCH_TEST_SOURCE_DIR /
 // $DROPBENCH_TEST_BINARY when set (test binaries built on one machine and run on another: scripts/device_pack.sh),
 // else the paths the build compiled in. Names of their own: $DROPBENCH_BINARY is the scripts' binary (peers.py), and
-// a user who exports it must not silently test another build. Paths are built by appending rather than by `std::string(dir) + "/rel"`, which g++ 12 at -O1 flags
-// with a false -Wstringop-overread.
+// a user who exports it must not silently test another build. Paths are built by appending rather than by
+// `std::string(dir) + "/rel"`, which g++ 12 at -O1 flags with a false -Wstringop-overread.
 #pragma once
 #include <cstdlib>
 #include <string>

@@ -11,7 +11,6 @@ set -euo pipefail
 [ $# -eq 3 ] || { echo "usage: lab/scripts/bwd_lib_b.sh BUILD TREE OUT_DIR" >&2; exit 2; }
 B=$(realpath "$1"); T=$(realpath "$2"); mkdir -p "$3"; D=$(realpath "$3")
 [ -f "$B/build.ninja" ] && [ -f "$B/libdropbench_kernels.a" ] || { echo "BUILD $B: not a built tree" >&2; exit 2; }
-NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 cd "$B"
 S=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' CMakeCache.txt)  # BUILD's source tree
 units=(hd64 hd128 hd64_fused hd128_fused)
@@ -29,7 +28,7 @@ cp libdropbench_kernels.a "$D/k.a"
 (cd "$D" && for u in "${units[@]}"; do ar r k.a "attention_bwd_wgmma_$u.cu.o"; done)
 link() {  # link TARGET OUT: ninja's link line of TARGET with the patched archive
   local l; l=$(ninja -t commands "$1" | tail -1)
-  l=${l/ -o $1 / -o $2 }; l=${l/ -o $(basename "$1") / -o $2 }
+  l=${l/ -o $1 / -o $2 }
   eval "${l/ libdropbench_kernels.a / $D/k.a }"
 }
 link libdropbench_attention.so "$D/libb.so"
