@@ -343,8 +343,10 @@ TEST_P(AttentionBwd, DropoutChangesGradients) {
 // dK are 0 (dS times Q or K = 0).
 TEST_P(AttentionBwd, KeepPatternMatchesRngMask) {
   DB_REQUIRE_KERNEL(GetParam());
+  // The last two have two 64-key tile columns (and, at SQ 100, a ragged one): the counter's tile index
+  // (query strip x columns + column) and the second consumer's keys are checked too.
   for (const Shape& s : {Shape{2, 32, 4, 1, 128, true}, Shape{2, 32, 4, 1, 128, false}, Shape{2, 64, 2, 1, 128, false},
-                         Shape{2, 50, 2, 2, 64, false}}) {
+                         Shape{2, 50, 2, 2, 64, false}, Shape{1, 128, 1, 1, 128, false}, Shape{2, 100, 2, 2, 128, true}}) {
     const int group = s.hq / s.hkv;
     ASSERT_LE(s.sq * group, s.hd) << s.name() << ": the one-hot dO needs SQ x group <= dH";
     Problem pr(s, GetParam());

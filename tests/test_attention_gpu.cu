@@ -373,7 +373,7 @@ TEST_P(AttentionGpu, RejectsBadParams) {
 
 
 // The dropped elements themselves, bit for bit against the counter scheme (host attn_keep_word), for both
-// kernel families and both dropout modes: V is the identity (key j's value row is the unit vector e_j, SQ <= dH),
+// kernel families, both dropout modes and every (R, TW) instance: V is the identity (key j's value row is the unit vector e_j, SQ <= dH),
 // so O[i, j] = P_ij * keep_ij * scale / l_i is exactly zero iff element (i, j) was dropped (P_ij > 0 for every
 // visible element: scores are O(1), so no exp underflows).
 TEST_P(AttentionGpu, DroppedElementsMatchCounterScheme) {
@@ -389,30 +389,38 @@ TEST_P(AttentionGpu, DroppedElementsMatchCounterScheme) {
             pr.h_qkv[(static_cast<int64_t>(b) * sh.sq + j) * pr.stride + vcol0 + hk * sh.hd + e] =
                 __float2bfloat16(e == j ? 1.f : 0.f);
     pr.qkv.put(pr.h_qkv);
-    const Dropout d{0.3, 0x0123456789ULL, 11, 7, 8};
-    const Threshold t = make_threshold(d.p, d.tw);
-    for (DropoutMode m : {DropoutMode::Mask, DropoutMode::Fused}) {
-      auto [o, lse] = pr.run(m, d);
-      size_t wrong = 0, dropped = 0, visible = 0;
-      for (int b = 0; b < sh.b; ++b)
-        for (int h = 0; h < sh.hq; ++h) {
-          const uint32_t bh = static_cast<uint32_t>(b * sh.hq + h);
-          for (int i = 0; i < sh.sq; ++i)
-            for (int j = 0; j < sh.sq; ++j) {
-              if (causal && j > i) continue;
-              const uint32_t tile = (i / 16) * pr.geo.cols64() + j / 64;
-              const uint32_t w = attn_keep_word<7, 8>(d.seed, d.offset, t.drop, bh, tile, tile_lane_of(i % 16, j % 64));
-              const bool keep = (w >> tile_bit_of(i % 16, j % 64)) & 1u;
-              const float v = __bfloat162float(o[((static_cast<size_t>(b) * sh.sq + i) * sh.hq + h) * sh.hd + j]);
-              wrong += keep != (v != 0.f);
-              dropped += !keep;
-              ++visible;
-            }
+    for (int r : kPhiloxRounds)
+      for (int tw : kThresholdBits) {
+        const Dropout d{0.3, 0x0123456789ULL + 16 * r + tw, 11, r, tw};
+        const Threshold t = make_threshold(d.p, d.tw);
+        for (DropoutMode m : {DropoutMode::Mask, DropoutMode::Fused}) {
+          auto [o, lse] = pr.run(m, d);
+          size_t wrong = 0, dropped = 0, visible = 0;
+          with_rounds_tw(r, tw, "test", [&](auto rr, auto tt) {
+            constexpr int R = decltype(rr)::value, TW = decltype(tt)::value;
+            for (int b = 0; b < sh.b; ++b)
+              for (int h = 0; h < sh.hq; ++h) {
+                const uint32_t bh = static_cast<uint32_t>(b * sh.hq + h);
+                for (int i = 0; i < sh.sq; ++i)
+                  for (int j = 0; j < sh.sq; ++j) {
+                    if (causal && j > i) continue;
+                    const uint32_t tile = (i / 16) * pr.geo.cols64() + j / 64;
+                    const uint32_t w =
+                        attn_keep_word<R, TW>(d.seed, d.offset, t.drop, bh, tile, tile_lane_of(i % 16, j % 64));
+                    const bool keep = (w >> tile_bit_of(i % 16, j % 64)) & 1u;
+                    const float v =
+                        __bfloat162float(o[((static_cast<size_t>(b) * sh.sq + i) * sh.hq + h) * sh.hd + j]);
+                    wrong += keep != (v != 0.f);
+                    dropped += !keep;
+                    ++visible;
+                  }
+              }
+          });
+          EXPECT_EQ(wrong, 0u) << attention_kernel_family_name(GetParam()) << " " << dropout_mode_name(m)
+                               << (causal ? " causal" : "") << " R" << r << " TW" << tw;
+          EXPECT_GT(dropped, visible / 5) << "R" << r << " TW" << tw;  // p = 0.3: the test saw dropping
         }
-      EXPECT_EQ(wrong, 0u) << attention_kernel_family_name(GetParam()) << " " << dropout_mode_name(m)
-                           << (causal ? " causal" : "");
-      EXPECT_GT(dropped, visible / 5);  // p = 0.3: the test saw dropping
-    }
+      }
   }
 }
 

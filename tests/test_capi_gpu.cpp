@@ -5,6 +5,7 @@
 // shipped .so, loaded and linked as a caller would; its hidden copy of the kernels runs, not this binary's.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -149,6 +150,7 @@ TEST_P(CapiAttention, BitwiseEqualsLaunchApi) {
     DB_CUDA(cudaMemset(o_api, 0xFF, rows * o_w * 2));
     DB_CUDA(cudaMemset(o_ref, 0xFF, rows * o_w * 2));
     DB_CUDA(cudaMemset(lse_api, 0xFF, sizeof(float) * c.b * c.hq * c.sq));
+    DB_CUDA(cudaMemset(lse_ref, 0xFF, sizeof(float) * c.b * c.hq * c.sq));
     ASSERT_EQ(dba_attention(&cp, mode, nullptr), DBA_OK) << dba_last_error();
     launch_attention(p, static_cast<DropoutMode>(mode), nullptr);
     DB_CUDA(cudaDeviceSynchronize());
@@ -163,6 +165,9 @@ TEST_P(CapiAttention, BitwiseEqualsLaunchApi) {
     std::vector<float> la(size_t(c.b) * c.hq * c.sq), lb(la.size());
     DB_CUDA(cudaMemcpy(la.data(), lse_api, la.size() * 4, cudaMemcpyDeviceToHost));
     DB_CUDA(cudaMemcpy(lb.data(), lse_ref, lb.size() * 4, cudaMemcpyDeviceToHost));
+    size_t lse_unwritten = 0;  // both poisoned (NaN) before the calls: every row's LSE written by both
+    for (size_t i = 0; i < la.size(); ++i) lse_unwritten += !std::isfinite(la[i]) || !std::isfinite(lb[i]);
+    EXPECT_EQ(lse_unwritten, 0u) << "LSE left unwritten";
     EXPECT_EQ(std::memcmp(la.data(), lb.data(), la.size() * 4), 0) << "LSE differs";
     if (mode == DBA_MODE_FUSED) EXPECT_EQ(a, prev) << "fused differs from mask";
     if (mode == DBA_MODE_MASK) prev = a;

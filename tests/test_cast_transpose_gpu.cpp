@@ -119,12 +119,16 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"bf16_e4m3_one_row", 1, 40, false, Fp8Kind::e4m3, 1.f}),
     case_name);
 
-// Only the copies asked for are written: the other buffer keeps its poison.
+// Only the copies asked for are written, and each alone equals the host conversion bit for bit (the kernel picks its
+// store path by which outputs exist); the other buffer keeps its poison.
 TEST(CastTransposeOutputs, OnlyRequestedCopiesAreWritten) {
   DB_REQUIRE_GPU();
   const int64_t rows = 64, cols = 128;
+  const uint64_t seed = dropbench_test::fresh_seed();
   DevBuf<__nv_bfloat16> in(rows * cols);
-  launch_fill_uniform(in.p, rows * cols, true, dropbench_test::fresh_seed(), nullptr);
+  launch_fill_uniform(in.p, rows * cols, true, seed, nullptr);
+  DB_CUDA(cudaDeviceSynchronize());
+  const std::vector<__nv_bfloat16> hin = in.get();
   DevBuf<uint8_t> out(rows * cols), out_t(rows * cols);
   for (int which = 0; which < 2; ++which) {
     out.poison();
@@ -138,6 +142,14 @@ TEST(CastTransposeOutputs, OnlyRequestedCopiesAreWritten) {
     DB_CUDA(cudaDeviceSynchronize());
     const std::vector<uint8_t> untouched = which == 0 ? out_t.get() : out.get();
     for (uint8_t b : untouched) ASSERT_EQ(b, 0xFF) << "which " << which;
+    const std::vector<uint8_t> written = which == 0 ? out.get() : out_t.get();
+    size_t bad = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = 0; k < cols; ++k) {
+        const uint8_t want = host_fp8(__bfloat162float(hin[static_cast<size_t>(r * cols + k)]), p.out_kind);
+        bad += written[static_cast<size_t>(which == 0 ? r * cols + k : k * rows + r)] != want;
+      }
+    EXPECT_EQ(bad, 0u) << "which " << which << " seed " << seed;
   }
 }
 

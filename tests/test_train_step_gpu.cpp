@@ -152,6 +152,15 @@ TEST_P(TrainStepGpu, StrategiesGiveBitwiseEqualGradients) {
     tr.poison_gradients(s);
     tr.run(Pipeline::Stored, s, no_phases(), rng_plain(), true, true);
     EXPECT_EQ(tr.diff_reference(s).total(), 0u) << c.name << " seed " << seed;
+    // The comparison sees a difference: one changed word of dQKV is one word counted, in dQKV alone.
+    void* dqkv = const_cast<void*>(tr.buffers().dqkv);
+    uint32_t w0 = 0;
+    DB_CUDA(cudaMemcpy(&w0, dqkv, 4, cudaMemcpyDeviceToHost));
+    w0 ^= 0x00010000u;
+    DB_CUDA(cudaMemcpy(dqkv, &w0, 4, cudaMemcpyHostToDevice));
+    const TrainRunner::GradientDiff one = tr.diff_reference(s);
+    EXPECT_EQ(one.dqkv, 1u) << c.name;
+    EXPECT_EQ(one.total(), 1u) << c.name;
   }
 }
 

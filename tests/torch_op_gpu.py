@@ -16,6 +16,7 @@ SKIP_RETURN_CODE). Checks, each on fresh N(0, 1) inputs:
   - the nn.Module: eval() is mode none, training drops; bad settings raise DbaError / ValueError naming the field.
 """
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -52,7 +53,11 @@ class Checks:
         self.torch, self.dbt, self.lib = torch, dbt, lib
         self.dev = torch.device("cuda")
         self.gen = torch.Generator(device=self.dev)
-        self.gen.manual_seed(20261205)
+        # Fresh inputs every run; DB_TORCH_SEED replays one (the seed is printed first and with every failure).
+        env = os.environ.get("DB_TORCH_SEED")
+        self.seed = int(env, 0) if env else int.from_bytes(os.urandom(8), "little") >> 1
+        self.gen.manual_seed(self.seed)
+        print(f"torch_op_gpu: input seed DB_TORCH_SEED={self.seed:#x}", flush=True)
         self.fails, self.passed = [], 0
 
     def ok(self, cond, what):
@@ -60,7 +65,7 @@ class Checks:
             self.passed += 1
         else:
             self.fails.append(what)
-            print(f"FAILED: {what}", file=sys.stderr, flush=True)
+            print(f"FAILED: {what} (DB_TORCH_SEED={self.seed:#x})", file=sys.stderr, flush=True)
 
     def randn(self, *shape):
         return self.torch.randn(*shape, device=self.dev, dtype=self.torch.bfloat16, generator=self.gen)
