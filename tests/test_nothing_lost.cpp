@@ -226,7 +226,7 @@ TEST_F(Lost, NonFiniteNumbersAreRefusedEverywhere) {
           "gemm --dry-run --max-noise " + v, "gemm --dry-run --set measure.timeout=" + v,
           "gemm --dry-run --set workload.dropout_p=" + v, "compare " + keep_ + " " + keep_ + " --noise-k " + v,
           "compare " + keep_ + " " + keep_ + " --noise-floor " + v, "recommend --shape sq=4096,p=" + v,
-          "model --residency coresident:" + v}) {
+          "recommend --shape sq=4096 --pass train --mask-budget " + v, "model --residency coresident:" + v}) {
       const Result r = run(cmd);
       expect_one_line_refusal(r, cmd);
     }

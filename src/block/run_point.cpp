@@ -14,6 +14,7 @@
 namespace dropbench {
 
 void validate_run_options(const RunOptions& o) {
+  if (o.pipelines_given) parse_pipeline_list(o.pipelines, "--pipelines");
   if (o.top_k < 1 || o.top_k > 16) throw UsageError(fmt::format("--top-k: {} is out of range (allowed: [1, 16])", o.top_k));
   if (!(o.mask_budget_gib >= 0 && o.mask_budget_gib <= 1048576.0))  // NaN fails both
     throw UsageError("--mask-budget: must be in [0, 1048576] (GiB; 0 = the free device memory)");
@@ -27,7 +28,7 @@ std::vector<Pipeline> wanted_pipelines(const RunOptions& o, const Config& cfg) {
 }
 
 std::optional<std::vector<Pipeline>> wanted_pipeline_list(const RunOptions& o, const Config& cfg) {
-  if (!o.pipelines.empty()) return parse_pipeline_list(o.pipelines);
+  if (o.pipelines_given || !o.pipelines.empty()) return parse_pipeline_list(o.pipelines, "--pipelines");
   for (const auto& [axis, values] : cfg.sweep)
     if (axis == "pipeline") {
       std::vector<Pipeline> wanted;

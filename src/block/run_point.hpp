@@ -25,7 +25,8 @@
 namespace dropbench {
 
 struct RunOptions {
-  std::string pipelines;             // --pipelines (empty: sweep.pipeline if the config sweeps it, else all four)
+  std::string pipelines;             // --pipelines (not given: sweep.pipeline if the config sweeps it, else all four)
+  bool pipelines_given = false;      // --pipelines was on the command line (an empty list is refused)
   bool no_validate = false;          // --no-validate
   bool no_explore = false;           // --no-explore
   int top_k = 4;                     // --top-k

@@ -624,7 +624,8 @@ int run_cli(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string(DROPBENCH_VERSION));
   app.footer("Run `dropbench <command> --help` for what each command measures. Exit codes: 0 ok, 1 CUDA/runtime "
-             "failure, 2 bad input or no GPU.");
+             "failure (compare: a regression past --fail-on-regression), 2 bad input or no GPU, 128 + the signal "
+             "(130, 143) when interrupted.");
 
   CommonOptions opts;
   RawNumbers raw;

@@ -301,7 +301,7 @@ Command make_attention_command() {
       "Default sweep: sq 4096,8192,16384 x causal false,true at the workload's heads, dH, p, rounds (an axis the\n"
       "config sweeps, or sets to another value than the built-in config's, keeps the config's values).\n"
       "workload.attention_kernel (an axis too) picks the kernel family: wgmma (Hopper TMA + wgmma), mma\n"
-      "(FlashAttention-2-class mma.sync), auto = wgmma where supported (the backward: auto = mma); extra.kernel\n"
+      "(FlashAttention-2-class mma.sync), auto = wgmma on sm_90 (the backward too), else mma; extra.kernel\n"
       "names the instance.\n"
       "workload.pass (an axis too): fwd (default) | bwd (the backward alone: dQ, dK, dV into a dQKV\n"
       "buffer laid out like QKV, fast mode with atomic dQ; no rng+mask variant) | fwd+bwd (phases attention,\n"

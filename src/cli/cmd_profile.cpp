@@ -479,7 +479,7 @@ Command make_profile_command() {
       "  dropbench profile --out results/h200/profile.json\n"
       "  dropbench profile --kernels rng --no-ncu --out /tmp/sass.json\n"
       "  dropbench profile --kernels attention_bwd --out /tmp/bwd.json   # the wgmma backward's ncu blocks\n"
-      "  dropbench profile --power-from results/h200/model/inputs/run_llama3-70b_first_kernels.json --out /tmp/power.json   # per-kernel power\n"
+      "  dropbench profile --power-from results/h200/verdict/run_llama3-70b.json --out /tmp/power.json   # per-kernel power\n"
       "  dropbench profile $(for f in results/h100/train/train_llama3-{8b,70b}_*.json results/h100/train/gemms/power/*.json; \\\n"
       "    do echo --power-from $f; done) --machine configs/machines/h100-sxm.json --into-machine   # a card's power";
   c.sweeps = false;

@@ -388,7 +388,8 @@ const char* const kRecommendHelp =
     "--pass train ranks the training-step strategies (fused, stored, regen-overlap, fused-write: `run --help`)\n"
     "by the model's step time (forward + backward), with each one's mask memory for --layers layers and the\n"
     "verdict per mask budget (the fastest strategy at each budget; --mask-budget GIB marks what fits). The\n"
-    "attention backward's demand is derived from the forward kernel's (docs/model.md, \"The training step\").\n"
+    "attention backward's demand is the profile's measured backward block where it holds one, else derived from\n"
+    "the forward kernel's; the output's first lines say which (docs/model.md, \"The attention backward's demand\").\n"
     "  dropbench recommend --shape \"b=1,sq=8192,e=8192,hq=64,hkv=8,dh=128,causal=1\" --pass train --layers 80\n"
     "Needs no GPU.";
 
@@ -397,8 +398,8 @@ int run_recommend(const RecOpts& ro) {
     throw UsageError(fmt::format("--pass: '{}' is not a pass (allowed: fwd, train)", ro.pass));
   if (ro.layers < 0 || ro.layers > 4096)
     throw UsageError(fmt::format("--layers: {} is out of range (allowed: [0, 4096]; 0 = one layer)", ro.layers));
-  if (!(ro.mask_budget_gib >= 0))
-    throw UsageError("--mask-budget: must be >= 0 (allowed: GiB, 0 = no budget)");
+  if (!(ro.mask_budget_gib >= 0 && ro.mask_budget_gib <= 1048576.0))  // NaN fails both; the GiB become bytes below
+    throw UsageError("--mask-budget: must be in [0, 1048576] (GiB; 0 = no budget)");
   if (ro.pass == "fwd" && (ro.layers != 0 || ro.mask_budget_gib != 0))
     throw UsageError("--layers / --mask-budget: only with --pass train (allowed: --pass train)");
   const Workload shape = parse_shape(ro.shape);
@@ -458,9 +459,9 @@ Command make_recommend_command() {
     app.add_option("--power", ro->power, "on: the power term and the energy ranking where power data exists | off")
         ->check(CLI::IsMember({"on", "off"}));
     app.add_option("--pass", ro->pass, "fwd (the block's forward pipelines) | train (the training-step strategies)");
-    app.add_option("--layers", ro->layers, "--pass train: layers of the network whose masks are counted (default 1)");
+    app.add_option("--layers", ro->layers, "--pass train: layers of the network whose masks are counted (0..4096; 0, the default, = one layer)");
     app.add_option("--mask-budget", ro->mask_budget_gib,
-                   "--pass train: GiB the network's dropout masks may hold (0 = no budget)");
+                   "--pass train: GiB the network's dropout masks may hold (0..1048576; 0 = no budget)");
   };
   c.run = [ro](RunContext&) { return run_recommend(*ro); };
   return c;

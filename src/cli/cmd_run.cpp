@@ -194,7 +194,8 @@ Command make_run_command() {
   c.summary = "One block's QKV GEMM + attention with dropout four ways: baseline / fused / overlap / chunked";
   c.help =
       "Runs one transformer block's QKV GEMM (cuBLASLt, workload.dtype) and attention with dropout on its real output,\n"
-      "four ways, at every sweep point (axes: any workload field except pipeline/layout/elements):\n" +
+      "four ways, at every sweep point (axes: batch, embed, q_heads, kv_heads, head_dim, sq, causal, dropout_p,\n"
+      "dtype, rounds, threshold_bits, chunk, attention_kernel, pass; sweep.pipeline selects pipelines):\n" +
       pipelines_help() +
       "All four write bit-identical O and LSE for one (seed, offset): checked at every point (--no-validate skips).\n"
       "workload.attention_kernel (also an axis): wgmma (Hopper TMA + wgmma), mma (FlashAttention-2 class), auto =\n"
@@ -231,10 +232,14 @@ Command make_run_command() {
       "Example: dropbench run --config configs/llama3-70b.json --set sweep.sq=[8192] --set sweep.rounds=[3,5,7]\n"
       "         --set measure.throttle=0";
   c.add_options = [o](CLI::App& app) {
-    app.add_option("--pipelines", o->pipelines, "Comma list of pipelines to run (default: all four)");
+    app.add_option("--pipelines", o->pipelines,
+                   "Comma list of pipelines to run (default: the pass's four: the forward pipelines, or pass train's "
+                   "strategies)")
+        ->each([o](const std::string&) { o->pipelines_given = true; });
     app.add_flag("--no-validate", o->no_validate, "Skip the bitwise comparison of the pipelines' outputs");
     app.add_flag("--no-explore", o->no_explore, "Skip the overlap-mechanism exploration (overlap uses plain)");
-    app.add_option("--top-k", o->top_k, "cuBLASLt heuristic candidates: tuned for the GEMM, scanned by mechanism b");
+    app.add_option("--top-k", o->top_k,
+                   "cuBLASLt heuristic candidates: tuned for the GEMM, scanned by mechanism b (1..16, default 4)");
     app.add_option("--mask-budget", o->mask_budget_gib,
                    "GiB a whole-matrix mask may take (0 = the free device memory); larger: baseline/overlap skipped;\n"
                    "pass train: GiB the network's masks may hold (workload.layers)")

@@ -58,28 +58,28 @@ std::string pipeline_names_text() {
   return out;
 }
 
-Pipeline parse_pipeline(const std::string& s) {
+Pipeline parse_pipeline(const std::string& s, const std::string& field) {
   for (const PipelineSpec& p : pipeline_specs())
     if (s == p.name) return p.id;
-  throw UsageError("pipeline: '" + s + "' is not a pipeline (allowed: " + pipeline_names_text() + ")");
+  throw UsageError(field + ": '" + s + "' is not a pipeline (allowed: " + pipeline_names_text() + ")");
 }
 
-std::vector<Pipeline> parse_pipeline_list(const std::string& csv) {
+std::vector<Pipeline> parse_pipeline_list(const std::string& csv, const std::string& field) {
   std::vector<Pipeline> out;
   size_t start = 0;
   while (start <= csv.size()) {
     const size_t comma = csv.find(',', start);
     const std::string item = csv.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (!item.empty()) {
-      const Pipeline p = parse_pipeline(item);
+      const Pipeline p = parse_pipeline(item, field);
       if (std::find(out.begin(), out.end(), p) != out.end())
-        throw UsageError("pipelines: '" + item + "' is listed twice");
+        throw UsageError(field + ": '" + item + "' is listed twice");
       out.push_back(p);
     }
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  if (out.empty()) throw UsageError("pipelines: the list is empty (allowed: " + pipeline_names_text() + ")");
+  if (out.empty()) throw UsageError(field + ": the list is empty (allowed: " + pipeline_names_text() + ")");
   return out;
 }
 

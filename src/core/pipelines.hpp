@@ -90,7 +90,9 @@ std::string pass_pipeline_names_text(Pass pass);  // "fused, stored, regen-overl
 const char* pipeline_name(Pipeline p);                // "baseline" | "fused" | ... (the table's names)
 std::vector<std::string> pipeline_names();            // every spec's name, in table order
 std::string pipeline_names_text();                    // every name: "baseline, fused, overlap, chunked, stored, ..."
-Pipeline parse_pipeline(const std::string& s);        // throws UsageError naming the allowed values
-std::vector<Pipeline> parse_pipeline_list(const std::string& csv);  // "overlap,fused"; no duplicates, not empty
+// Both throw UsageError "<field>: ..." naming the allowed values (field: the option or key the text came from).
+Pipeline parse_pipeline(const std::string& s, const std::string& field = "pipeline");
+// "overlap,fused"; no duplicates, not empty.
+std::vector<Pipeline> parse_pipeline_list(const std::string& csv, const std::string& field = "pipelines");
 
 }  // namespace dropbench

@@ -27,7 +27,7 @@ struct OutputError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// One measured variant at one point (e.g. "philox7" of rng, "seeded" of dropout, "overlap" of run).
+// One measured variant at one point (e.g. "rng" of rng, "seeded" of dropout, "overlap" of run).
 struct VariantResult {
   std::string name;
   bool peer = false;                       // measured from another tool (scripts/peers.py)
