@@ -413,6 +413,7 @@ TEST(PipelinesGpu, FourPipelinesBitwiseIdentical) {
       DB_CUDA(cudaMemcpy(&w0, r.o(), 4, cudaMemcpyDeviceToHost));
       w0 ^= 0x00010000u;
       DB_CUDA(cudaMemcpy(r.o(), &w0, 4, cudaMemcpyHostToDevice));
+      DB_CUDA(cudaDeviceSynchronize());  // st is non-blocking: the count below must see the write
       const auto [od, ld] = r.diff_reference(st);
       EXPECT_EQ(od, 1u) << nm << ": one O word changed";
       EXPECT_EQ(ld, 0u) << nm;
