@@ -79,7 +79,7 @@ TEST(Cli, BadInputExitsTwoWithOneLine) {
 }
 
 // Words are hex like the output, 0x optional, so a line of Random123's kat_vectors pastes as it stands.
-// "03707344" used to be read as decimal (a wrong answer, exit 0) and bare words with a-f were rejected.
+// "03707344" is hex (not decimal), and bare words with a-f are accepted.
 TEST(Cli, PhiloxWordsAreHexLikeKatVectors) {
   // kat_vectors: philox4x32 10 243f6a88 85a308d3 13198a2e 03707344 a4093822 299f31d0 -> d16cfe09 ...
   const std::string want = "d16cfe09 94fdcceb 5001e420 24126ea1\n";
@@ -96,7 +96,7 @@ TEST(Cli, PhiloxWordsAreHexLikeKatVectors) {
     expect_usage_error(std::string("philox --counter 0 0 0 0 --key 0 ") + bad, "--key");
 }
 
-// --seed used to wrap (-1 became 0xffffffffffffffff, exit 0); config and --set rejected the same values.
+// --seed refuses what config and --set refuse (-1 does not wrap to 0xffffffffffffffff).
 TEST(Cli, SeedOutOfRangeIsAnError) {
   for (const char* bad : {"-1", "99999999999999999999", "0x10000000000000000", "abc"})
     expect_usage_error(kOnePoint + " --seed " + bad, "--seed");
@@ -123,7 +123,7 @@ TEST(Cli, OptionErrorsAreOneLineWithTheRange) {
   EXPECT_EQ(ok.code, 0) << ok.err;
 }
 
-// -o used to be tried only at the first write, after a point was measured (exit 1).
+// -o is checked before anything is measured, not at the first write after a point.
 TEST(Cli, OutputPathIsCheckedUpFront) {
   const auto dir = std::filesystem::temp_directory_path() / "dropbench_cli_outdir";
   std::filesystem::remove_all(dir);
@@ -147,13 +147,13 @@ TEST(Cli, UnknownCommandListsTheCommands) {
     EXPECT_NE(r.err.find(std::string(" ") + name), std::string::npos) << name << ": " << r.err;
 }
 
-// A directory used to read as an empty file: "invalid JSON ... unexpected end of input".
+// A directory is named as one, not read as an empty file ("invalid JSON ... unexpected end of input").
 TEST(Cli, ConfigDirectorySaysSo) {
   expect_usage_error(kOnePoint + " --config '" + std::filesystem::temp_directory_path().string() + "'",
                      "is a directory");
 }
 
-// The last duplicate used to win silently, and --rounds 3,3 ranked R = 3 twice.
+// Duplicates are refused: a shape key given twice (the last would win silently), --rounds 3,3 (R = 3 ranked twice).
 TEST(Cli, RecommendRejectsDuplicates) {
   const std::string shape = "b=1,sq=8192,e=8192,hq=64,hkv=8,dh=128";
   expect_usage_error("recommend --shape b=1,b=2,sq=8192,e=8192,hq=64,hkv=8,dh=128", "key 'b' given twice");

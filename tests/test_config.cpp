@@ -262,7 +262,7 @@ TEST(Config, LoadConfigReportsMissingFileAndBadJson) {
   std::filesystem::remove(path);
 }
 
-// A directory used to read as an empty file: "invalid JSON ... unexpected end of input".
+// A directory is named as one, not read as an empty file ("invalid JSON ... unexpected end of input").
 TEST(Config, LoadConfigOfADirectorySaysSo) {
   const std::string dir = testing::TempDir() + "dropbench_config_dir";
   std::filesystem::create_directories(dir);
@@ -682,8 +682,8 @@ TEST(Config, LoadConfigRefusesDuplicateKeysNamingThePath) {
   std::filesystem::remove(path);
 }
 
-// `rng --set sweep.dropout_p=...` used to be ignored (then warned about). An axis --set adds that the
-// command does not sweep is an error naming it and the command's axes; a preset's sweep of such an axis (every
+// `rng --set sweep.dropout_p=...` is neither ignored nor a warning: an axis --set adds that the command does not
+// sweep is an error naming it and the command's axes; a preset's sweep of such an axis (every
 // preset sweeps sq, which dropout does not) stays quiet.
 TEST(Config, ExpandSweepRefusesSetAxesTheCommandDoesNotSweep) {
   const std::vector<std::string> rng_axes = {"sq", "causal", "rounds", "threshold_bits", "layout"};
@@ -707,7 +707,7 @@ TEST(Config, ExpandSweepRefusesSetAxesTheCommandDoesNotSweep) {
   EXPECT_CONTAINS(usage_error([&] { db::expand_sweep(p, {}); }), "(allowed axes: none)");
 }
 
-// `gemm --config configs/llama3-70b.json` used to sweep E over gemm's defaults, not the preset's 8192.
+// `gemm --config configs/llama3-70b.json` sweeps the preset's E (8192), not gemm's default E values.
 // A workload value the built-in config does not have is the config's choice: the axis keeps that one value
 // (listed in the axes) instead of the command's default sweep, without a warning.
 TEST(Config, ExpandSweepKeepsTheConfigsValueOverADefaultSweep) {

@@ -95,7 +95,7 @@ TEST(DryPlan, GemmAttentionAndRunMemoryMatchTheirCommands) {
   EXPECT_EQ(db::run_memory(b, false, false, 0).buffers_total(), b.common());
 }
 
-// 4096 x 1024 heads x (2^20)^2 = 2^62 elements: the i32 mask is 2^64 bytes, which used to wrap to 0.
+// 4096 x 1024 heads x (2^20)^2 = 2^62 elements: the i32 mask is 2^64 bytes, which must not wrap to 0.
 TEST(DryPlan, SizesPast64BitsAreRefusedNamingTheField) {
   const db::Workload w = shape(4096, 1 << 20, 1024, "i32");
   const std::string msg = usage_error([&] { db::rng_memory(w, "sweep point {}: "); });
@@ -179,7 +179,7 @@ TEST(DryPlan, EveryCommandPlans) {
     EXPECT_NE(v["extra"]["model_note"].get<std::string>().find("not modelled"), std::string::npos);
   }
 
-  // rng at SQ 128K: the i32 mask is 2 TiB, skipped against the plan (it used to be walked as if it fitted).
+  // rng at SQ 128K: the i32 mask is 2 TiB, skipped against the plan (not walked as if it fitted).
   const json r = dry_report("rng --set sweep.sq=[1024,131072] --set sweep.layout=[tile,i32] --set sweep.rounds=[7] "
                             "--set sweep.threshold_bits=[8]");
   EXPECT_EQ(r["points"].size(), 3u);
@@ -224,9 +224,9 @@ TEST(DryPlan, PlanOptionsOnlyWithDryRun) {
   EXPECT_NE(z.err.find("--device-memory"), std::string::npos) << z.err;
 }
 
-// Recommend and model at the largest shapes used to simulate every CTA (2.7e8 at b 4096, sq 64K, 128
-// heads: minutes). With the closed-form tail they answer; `timeout` turns a hang into a failure well before the
-// ctest timeout (no speed is asserted: 60 s, the old code's time, bounds hanging; the closed form takes ~0.2 s).
+// Recommend and model at the largest shapes (2.7e8 CTAs at b 4096, sq 64K, 128 heads) answer through the
+// closed-form tail instead of simulating every CTA (minutes); `timeout` turns a hang into a failure well before the
+// ctest timeout (no speed is asserted: 60 s bounds hanging; the closed form takes ~0.2 s).
 TEST(Cli, LargeShapesAnswerQuickly) {
   const std::string bin = "timeout 60 '" + dropbench_test::dropbench_binary() + "' ";
   const std::string out = (std::filesystem::temp_directory_path() / "dropbench_large_shape.out").string();

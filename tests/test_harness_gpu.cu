@@ -93,10 +93,10 @@ __global__ void chase_kernel(const uint32_t* __restrict__ next, int steps, uint3
 
 TEST(HarnessGpu, ColdFlushMakesRereadsSlower) {
   DB_REQUIRE_GPU();
-  // What the test checks is that measure.cold evicts the data a sample reads. An earlier version timed a 12 MiB
-  // streaming read (a few us): there the flush's side effects on clocks and the launch overhead decide, and on
-  // 2026-12-01 cold read 0.89-0.96x warm in every round. A dependent chain of 8192 loads over 1 MiB of lines
-  // (resident in the L2 when warm, surely evicted by the harness's 2 x L2 flush) measures the eviction itself.
+  // What the test checks is that measure.cold evicts the data a sample reads. A streaming read of a few us would
+  // not show it: there the flush's side effects on clocks and the launch overhead decide (cold can read faster
+  // than warm). A dependent chain of 8192 loads over 1 MiB of lines (resident in the L2 when warm, surely evicted
+  // by the harness's 2 x L2 flush) measures the eviction itself.
   constexpr int kLines = 8192, kStride = 12;  // every 12th 128-byte line of a 12 MiB buffer
   constexpr int kWordsPerLine = 32;
   std::vector<uint32_t> host(static_cast<size_t>(kLines) * kStride * kWordsPerLine, 0);
