@@ -19,12 +19,12 @@ import argparse
 import csv
 import io
 import json
-import statistics
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
+import dbstats  # noqa: E402  (the one statistics module)
 import peers  # noqa: E402  (git_sha: the sha as every report writes it)
 import train_model_check  # noqa: E402  (the dry run and the phase kinds, as the step check reads them)
 
@@ -99,7 +99,7 @@ def rows_for(preset, casts, matched, hbm_gbs, copy_gbs):
         grids = {l["grid"] for l in ls}
         if len(grids) != 1:
             raise RuntimeError(f"{preset}: {c['phase']} matched launches of grids {sorted(grids)}")
-        med = lambda k: statistics.median(l["metrics"][k] for l in ls)  # noqa: E731
+        med = lambda k: dbstats.median([l["metrics"][k] for l in ls])  # noqa: E731
         t = med(DURATION)
         rd, wr = med(READ), med(WRITE)
         model_bytes = c["model_us"] * 1e-6 * hbm_gbs * 1e9
@@ -108,7 +108,7 @@ def rows_for(preset, casts, matched, hbm_gbs, copy_gbs):
              "dram_read_bytes": rd, "dram_write_bytes": wr, "model_bytes": model_bytes,
              "dram_over_model_bytes": (rd + wr) / model_bytes, "dram_gbs": (rd + wr) / t / 1e9,
              "model_bytes_gbs": model_bytes / t / 1e9, "over_hbm_gbs": (rd + wr) / t / 1e9 / hbm_gbs,
-             "metrics": {k: statistics.median(l["metrics"][k] for l in ls) for k in ls[0]["metrics"]}}
+             "metrics": {k: med(k) for k in ls[0]["metrics"]}}
         if copy_gbs:
             r["over_copy"] = r["dram_gbs"] / copy_gbs
         rows.append(r)

@@ -34,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
+import dbstats  # noqa: E402  (the one statistics module)
 import peers  # noqa: E402  (git_sha: the sha as every report writes it)
 
 class UsageError(Exception):
@@ -308,7 +309,7 @@ def md(rows, machine, clock):
         for dt in sorted({r["dtype"] for r in rows}):
             ks = [r["kind_x"][k] for r in rows if k in r["kind_x"] and r["dtype"] == dt]
             if ks:
-                out.append(f"{k}, {dt}: x from {min(ks):.3f} to {max(ks):.3f}, mean {sum(ks) / len(ks):.3f} "
+                out.append(f"{k}, {dt}: x from {min(ks):.3f} to {max(ks):.3f}, mean {dbstats.mean(ks):.3f} "
                            f"({len(ks)} steps).")
     out += in_step_md(rows)
     cast_rows = [r for r in rows if "casts" in r["kind_x"]]

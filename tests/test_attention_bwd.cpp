@@ -68,8 +68,8 @@ TEST(AttentionBwdHost, ValidParamsPass) {
   AttentionBwdParams p = valid();
   p.fwd.mask = reinterpret_cast<const uint32_t*>(p.workspace);
   EXPECT_NO_THROW(check_attention_backward(p, DropoutMode::Mask));
-  for (int r : {3, 5, 7, 10})
-    for (int tw : {8, 16, 32}) {
+  for (int r : kPhiloxRounds)
+    for (int tw : kThresholdBits) {
       p.fwd.rounds = r;
       p.fwd.threshold_bits = tw;
       EXPECT_NO_THROW(check_attention_backward(p, DropoutMode::Fused)) << r << " " << tw;

@@ -282,8 +282,8 @@ TEST_P(AttentionBwd, MaskEqualsRegenDeterministic) {
   for (const Shape& s : {Shape{2, 300, 4, 2, 128, true}, Shape{1, 200, 4, 1, 64, false}, Shape{1, 200, 8, 1, 64, true},
                          Shape{2, 256, 4, 2, 128, false}}) {
     Problem pr(s, GetParam());
-    for (int r : {3, 5, 7, 10})
-      for (int tw : {8, 16, 32}) {
+    for (int r : kPhiloxRounds)
+      for (int tw : kThresholdBits) {
         Drop d;
         d.p = 0.15;
         d.rounds = r;

@@ -11,6 +11,7 @@
 
 #include "gpu_guard.hpp"
 #include "kernels/common/check.hpp"
+#include "kernels/common/ptx.cuh"
 #include "src/core/device_buffer.hpp"
 #include "src/core/power.hpp"
 
@@ -18,11 +19,7 @@ using namespace dropbench;
 
 namespace {
 
-__device__ __forceinline__ unsigned long long globaltimer_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+using dropbench::ptx::globaltimer_ns;
 
 // Each thread runs four independent FMA chains until `ns` have passed since it started; all blocks are resident
 // at once (the grid is one wave), so the kernel lasts ~ns. elapsed[0]: block 0's own measure of that.

@@ -16,6 +16,8 @@
 #include "cli_runner.hpp"
 #include "kernels/attention/bwd/attention_bwd.cuh"
 #include "kernels/common/check.hpp"
+#include "kernels/common/dispatch.cuh"
+#include "kernels/common/shapes.hpp"
 #include "model_fixtures.hpp"
 #include "src/block/block_pipelines.hpp"
 #include "src/block/pipeline_plan.hpp"
@@ -417,7 +419,7 @@ TEST(TrainStep, PredictTrainComposesEveryStrategy) {
   // The GEMMs' backward is twice the forward's FLOPs; the attention backward's work is 2.5x the forward's.
   EXPECT_DOUBLE_EQ(tp.gemm_out_dx.work + tp.gemm_out_dw.work, 2 * tp.gemm_out.work);
   EXPECT_DOUBLE_EQ(tp.gemm_dx.work + tp.gemm_dw.work, 2 * tp.fwd.gemm.work);
-  EXPECT_DOUBLE_EQ(tp.attn_bwd_mask.work, db::model::kAttentionBwdFlopRatio * tp.fwd.attn_none.work);
+  EXPECT_DOUBLE_EQ(tp.attn_bwd_mask.work, db::kAttentionBwdFlopRatio * tp.fwd.attn_none.work);
   EXPECT_NE(tp.attn_bwd_mask.source.find("derived"), std::string::npos);
   // The backward (2.5x the products) takes longer than the forward's none kernel.
   EXPECT_GT(tp.attn_bwd_mask.seconds, tp.fwd.attn_none.seconds);
@@ -681,7 +683,7 @@ TEST(TrainStep, CommittedProfileTimesTheBackwardFromItsMeasuredDemand) {
     EXPECT_LE(e, 1);
   }
   for (bool causal : {false, true})
-    for (int r : {3, 5, 7, 10}) {
+    for (int r : db::kPhiloxRounds) {
       db::Workload w = bwd_w(8192, causal);
       w.rounds = r;
       const db::model::TrainPrediction tp = db::model::predict_train(m, p, w, {});
@@ -774,7 +776,7 @@ TEST(TrainStep, MeasuredBackwardEnergy) {
   j["power"] = {{"wgmma_none_causal", {{"dyn_j_per_work", 2e-12}, {"mean_w", 600}, {"source", "synthetic"}}}};
   const db::Workload w = bwd_w(8192, true);
   const db::model::KernelTime k = db::model::attention_bwd_kernel_time(m, bwd_profile(j), w, "mask", {});
-  EXPECT_NEAR(k.energy_j, k.work * db::model::kAttentionBwdFlopRatio * 2e-12, 1e-12 * k.energy_j);
+  EXPECT_NEAR(k.energy_j, k.work * db::kAttentionBwdFlopRatio * 2e-12, 1e-12 * k.energy_j);
   EXPECT_EQ(k.key, "wgmma_bwd_mask_causal");
   j["power"]["wgmma_bwd_mask_causal"] = {{"dyn_j_per_work", 3e-12}, {"mean_w", 650}, {"source", "synthetic"}};
   const db::model::KernelTime k2 = db::model::attention_bwd_kernel_time(m, bwd_profile(j), w, "mask", {});

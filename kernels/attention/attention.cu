@@ -153,7 +153,7 @@ void validate(const AttentionParams& p, DropoutMode m) {
   if (p.rows < 0 || (p.rows % qb != 0 && static_cast<int64_t>(p.row_begin) + p.rows < p.sq))
     fail("rows must be >= 0 and a multiple of " + std::to_string(qb) + " unless the window reaches the end (got " +
          std::to_string(p.rows) + ")");
-  if (m != DropoutMode::None && !(p.keep_scale > 0.f && std::isfinite(p.keep_scale))) fail("keep_scale must be > 0");
+  if (m != DropoutMode::None && !keep_scale_valid(p.keep_scale)) fail(kKeepScaleRule);
 }
 
 }  // namespace

@@ -159,9 +159,7 @@ __device__ __forceinline__ void fused_call_ge7(const FusedStream& f, ByteThresho
 template <int F>
 __device__ __forceinline__ uint32_t keep_mask_bf16x2(uint32_t ge_lo, uint32_t ge_hi) {
   constexpr uint32_t sel = (8u + F) | ((8u + F) << 4) | ((12u + F) << 8) | ((12u + F) << 12);
-  uint32_t m;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(m) : "r"(ge_lo), "r"(ge_hi), "n"(sel));
-  return m;
+  return ptx::prmt<sel>(ge_lo, ge_hi);
 }
 template <int F>
 __device__ __forceinline__ uint32_t drop_bf16x2(uint32_t pk, uint32_t ge_lo, uint32_t ge_hi) {

@@ -24,6 +24,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/common/shapes.hpp"
+
 namespace dropbench {
 
 enum class GemmDtype { fp8_e4m3, bf16 };
@@ -37,7 +39,7 @@ struct GemmShape {
   int64_t m = 0;  // rows of X and Y (tokens)
   int64_t n = 0;  // rows of W, columns of Y
   int64_t k = 0;  // reduction (embed)
-  double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
+  double flops() const { return gemm_flops(static_cast<double>(m), static_cast<double>(n), static_cast<double>(k)); }
 };
 
 // M = batch·sq, K = embed, N = (q_heads + 2·kv_heads)·head_dim.

@@ -3,6 +3,7 @@
 // randomness (RNG mask kernel, seeded dropout, fused attention, host reference) goes through these functions,
 // so all pipelines see the same keep bits. docs/rng-scheme.md is the prose version of this file.
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/rng/philox.cuh"
@@ -43,6 +44,11 @@ inline Threshold make_threshold(double p, int bits) {
   t.scale = static_cast<float>(1.0 / t.keep_effective);
   return t;
 }
+
+// What a kernel accepts as the factor on kept values: make_threshold's scale, 1 / keep_effective, is finite and
+// >= 1 (keep_effective is in (0, 1]). The forward and the backward refuse anything else with the same words.
+inline bool keep_scale_valid(float s) { return s >= 1.f && s < INFINITY; }
+inline constexpr const char* kKeepScaleRule = "keep_scale must be finite and >= 1 (1 / keep probability)";
 
 // Keep bits of one Philox output: bit i <-> element i of the call, element i = word (i / (E/4)), field
 // (i % (E/4)) counted from the least significant bits. Bit set = keep.

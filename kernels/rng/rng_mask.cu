@@ -7,6 +7,7 @@
 #include "kernels/common/check.hpp"
 #include "kernels/common/device.hpp"
 #include "kernels/common/dispatch.cuh"
+#include "kernels/common/ptx.cuh"
 
 namespace dropbench {
 namespace {
@@ -220,8 +221,7 @@ __global__ void __maxnreg__(32) rng_tile_coresident_kernel(uint32_t* __restrict_
                                                            MaskWindow win, uint64_t seed, uint32_t offset,
                                                            uint32_t drop, unsigned long long* work) {
   if (threadIdx.x == 0) {
-    uint32_t smid;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+    const uint32_t smid = ptx::smid();
     if (smid < 256) atomicOr(&work[2 + smid / 64], 1ull << (smid % 64));
     atomicAdd(&work[6], 1ull);
   }

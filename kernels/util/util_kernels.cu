@@ -3,15 +3,12 @@
 #include <cuda_bf16.h>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/ptx.cuh"
 
 namespace dropbench {
 namespace {
 
-__device__ __forceinline__ unsigned long long globaltimer_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+using ptx::globaltimer_ns;
 
 // %globaltimer can advance in ticks about a microsecond apart, a 5 % error on the probe's 20 us spin (readings of
 // 2060 MHz on an H100 whose maximum is 1980). The spin therefore starts and stops on a tick's edge: the interval is

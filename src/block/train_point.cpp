@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/shapes.hpp"
 #include "src/block/run_figures.hpp"
 #include "src/core/energy.hpp"
 #include "src/core/print.hpp"
@@ -237,7 +238,7 @@ std::map<std::string, double> measure_train_point(PointScope& ps, TrainRunner& t
   const std::map<std::string, Measurement> alone = ps.measure_group(attention_candidates(tr, ap));
   for (const AttentionAlone& a : ap) {
     VariantResult v = variant_of(a.variant, alone.at(a.variant));
-    const double flops = tr.block().attention_flops() * (a.backward ? 2.5 : 1.0);
+    const double flops = tr.block().attention_flops() * (a.backward ? kAttentionBwdFlopRatio : 1.0);
     if (v.stats.median > 0) v.derived["tflops"] = flops / v.stats.median / 1e12;
     v.extra["kernel"] = a.backward ? tr.attention_backward_kernel(a.mode) : tr.block().attention_kernel_name(a.mode);
     put_variant_energy(v);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/shapes.hpp"
 #include "kernels/gemm/cast_transpose.cuh"
 #include "kernels/util/util_kernels.cuh"
 
@@ -239,8 +240,10 @@ void TrainRunner::attention_backward(DropoutMode m, cudaStream_t main, const Pha
 }
 
 double TrainRunner::flops() const {
-  const double out = 2.0 * static_cast<double>(tokens_) * static_cast<double>(w_.embed) * static_cast<double>(hd_);
-  return 3.0 * (block_->gemm_flops() + out) + 3.5 * block_->attention_flops();
+  // Each GEMM runs three times (forward, dX, dW); the attention forward once and its backward at the convention's
+  // ratio.
+  const double out = gemm_flops(static_cast<double>(tokens_), static_cast<double>(w_.embed), static_cast<double>(hd_));
+  return 3.0 * (block_->gemm_flops() + out) + (1.0 + kAttentionBwdFlopRatio) * block_->attention_flops();
 }
 
 std::string TrainRunner::attention_backward_kernel(DropoutMode m) const {

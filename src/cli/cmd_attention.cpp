@@ -248,8 +248,7 @@ int run_attention(RunContext& ctx) {
     if (!dry)
       fused_references(pl.ap, pl.bp_check, pl.rp, pl.o_bytes, bufs.dqkv, dqkv_bytes, has_bwd, st, h_ref, h_dref);
 
-    // Backward FLOPs: 2.5x the forward's (the usual convention).
-    const double flops = attention_flops(pl.ap) * ((has_fwd ? 1.0 : 0.0) + (has_bwd ? 2.5 : 0.0));
+    const double flops = attention_flops(pl.ap) * ((has_fwd ? 1.0 : 0.0) + (has_bwd ? kAttentionBwdFlopRatio : 0.0));
     std::vector<AttentionVariant> vds = {{"none", DropoutMode::None, false},
                                          {"mask", DropoutMode::Mask, false},
                                          {"rng+mask", DropoutMode::Mask, true},

@@ -612,7 +612,7 @@ const char* const kImadWide = "_imad_wide";
 // so it runs anywhere), in doubles for the model's arithmetic.
 struct GemmMnk {
   double m, n, k;
-  double flops() const { return 2 * m * n * k; }
+  double flops() const { return gemm_flops(m, n, k); }
 };
 GemmMnk gemm_mnk(const Workload& w) {
   const QkvDims d = qkv_dims(w.batch, w.sq, w.embed, w.q_heads, w.kv_heads, w.head_dim);

@@ -419,8 +419,6 @@ extern const char* const kSourceLegend;
 // The training step (workload.pass train): forward QKV GEMM -> attention -> output projection GEMM; backward
 // output projection dX, dW -> attention backward -> QKV GEMM dX, dW (docs/model.md, "The training step").
 // ---------------------------------------------------------------------------------------------------------
-// The attention backward's FLOPs over the forward's (five products against two), the usual convention.
-inline constexpr double kAttentionBwdFlopRatio = 2.5;
 
 struct PhaseTime {
   std::string name;     // "gemm || rng", "attention(mask)", "gemm-out-dx", ...

@@ -14,6 +14,7 @@
 #include "kernels/attention/instance.hpp"
 #include "kernels/attention/tile_order.hpp"
 #include "kernels/common/check.hpp"
+#include "kernels/common/shapes.hpp"
 #include "kernels/common/device.hpp"
 #include "kernels/common/dispatch.cuh"
 #include "kernels/common/tensor_map.hpp"
@@ -218,7 +219,7 @@ void check_attention_backward_shape(const AttentionBwdParams& p, DropoutMode mod
   if (mode != DropoutMode::None && mode != DropoutMode::Mask && mode != DropoutMode::Fused)
     bad("mode must be none, mask or fused (got " + std::to_string(static_cast<int>(mode)) + ")");
   if (mode != DropoutMode::None) {
-    if (!(f.keep_scale >= 1.f) || !std::isfinite(f.keep_scale)) bad("keep_scale must be finite and >= 1");
+    if (!keep_scale_valid(f.keep_scale)) bad(kKeepScaleRule);
   }
   if (mode == DropoutMode::Fused) with_rounds_tw(f.rounds, f.threshold_bits, "attention backward", [](auto, auto) {});
 }
@@ -264,7 +265,7 @@ size_t attention_backward_workspace_bytes(const AttentionBwdParams& p) {
   return 2 * d_bytes(f) + dq_acc_bytes(p) + dkv_part_bytes(f);
 }
 
-double attention_backward_flops(const AttentionBwdParams& p) { return 2.5 * attention_flops(p.fwd); }
+double attention_backward_flops(const AttentionBwdParams& p) { return kAttentionBwdFlopRatio * attention_flops(p.fwd); }
 
 void launch_attention_backward(const AttentionBwdParams& p, DropoutMode mode, cudaStream_t s) {
   check_attention_backward(p, mode);

@@ -37,11 +37,6 @@ using attn::mma_bf16;
 using attn::pack_bf16;
 using attn::fast_exp2;
 
-// 4-byte asynchronous copy (L1-allocating .ca: the only size .cg lacks); valid = false zero-fills without reading.
-__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0) : "memory");
-}
-
 // cp.async loader of one 64-row tile (128 threads).
 template <int HD>
 using Loader = attn::TileLoader<64, HD, Cfg<HD>::kThreads>;
@@ -125,13 +120,13 @@ struct MainStages {
     const int q = q0i + (tid & 63);
     const float* src = tid < 64 ? a.lse + static_cast<int64_t>(bh) * sq + (q < sq ? q : 0)
                                 : a.dsum + static_cast<int64_t>(bh) * a.sq_pad + q;
-    cp_async4(attn::smem_addr(tid < 64 ? sLse + st * 64 + tid : sD + st * 64 + tid - 64), src, q < sq);
+    ptx::cp_async4(attn::smem_addr(tid < 64 ? sLse + st * 64 + tid : sD + st * 64 + tid - 64), src, q < sq);
     if constexpr (kMode == DropoutMode::Mask) {
       const uint32_t r16 = static_cast<uint32_t>(q0i / 16 + (tid >> 5));
       const bool valid = tile_read(a, r16, static_cast<uint32_t>(kb));
       const uint32_t* wsrc =
           a.mask + (valid ? a.geo.word_index(bh, r16, static_cast<uint32_t>(kb), static_cast<uint32_t>(lane)) : 0);
-      cp_async4(attn::smem_addr(sM + st * 128 + tid), wsrc, valid);
+      ptx::cp_async4(attn::smem_addr(sM + st * 128 + tid), wsrc, valid);
     }
   }
   // Mode Fused: the keep words of iteration it, generated at the end of the previous iteration, where the block's
@@ -158,7 +153,7 @@ __device__ __forceinline__ void dq_atomic(float* dq_acc, int hq, int sq, const u
     for (int hh = 0; hh < 2; ++hh) {
       const int kl = kl0 + 8 * hh;
       const uint32_t addr = sDs + kl * 128 + ((nb ^ (kl & 7)) << 4) + (lane & 3) * 4;
-      asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(pa[nb >> 1][2 * (nb & 1) + hh]) : "memory");
+      ptx::st_shared_b32(addr, pa[nb >> 1][2 * (nb & 1) + hh]);
     }
   __syncthreads();
   // Re-read per 16 columns of dQ (16 registers fewer held across the loop, which keeps the dH 128 kernel from

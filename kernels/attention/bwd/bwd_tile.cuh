@@ -63,7 +63,7 @@ __device__ __forceinline__ uint32_t keep_word(const Args& a, uint32_t bh, uint32
   uint32_t w = 0;
   if (known_read || tile_read(a, r16, c64)) {
     if constexpr (kMode == DropoutMode::Mask) {
-      asm volatile("ld.global.nc.L1::no_allocate.b32 %0, [%1];" : "=r"(w) : "l"(a.mask + a.geo.word_index(bh, r16, c64, lane)));
+      w = ptx::ld_nc_no_l1(a.mask + a.geo.word_index(bh, r16, c64, lane));
     } else if constexpr (kMode == DropoutMode::Fused) {
       w = attn_keep_word<R, TW>(a.seed, a.offset, a.drop, bh, r16 * a.geo.cols64() + c64, lane);
     }

@@ -34,7 +34,7 @@ __device__ __forceinline__ void store_ds(uint32_t buf, const uint32_t (&ds)[4][4
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const uint32_t addr = (row ^ (nb << 4)) + 1024 * hh;
-      asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(ds[nb >> 1][2 * (nb & 1) + hh]) : "memory");
+      ptx::st_shared_b32(addr, ds[nb >> 1][2 * (nb & 1) + hh]);
     }
   ptx::fence_proxy_async_smem();  // the generic stores before the wgmma's (async proxy) reads
 }
@@ -57,9 +57,7 @@ __device__ __forceinline__ void store_dq_stage(uint32_t stage, const float (&dq)
     for (int hh = 0; hh < 2; ++hh) {
       const int e = 4 * nb + 2 * hh, o = 4 * (nb ^ 2) + 2 * hh;  // the even rows' elements, the odd rows'
       const uint32_t addr = (row ^ ((nb & 3) << 5)) + (nb >> 2) * box_bytes + 1024 * hh;
-      asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(odd ? dq[o] : dq[e]),
-                   "f"(odd ? dq[o + 1] : dq[e + 1])
-                   : "memory");
+      ptx::st_shared_v2_f32(addr, odd ? dq[o] : dq[e], odd ? dq[o + 1] : dq[e + 1]);
     }
   ptx::fence_proxy_async_smem();  // the generic stores before the reduce's (async proxy) reads
 }
