@@ -122,8 +122,8 @@ void dba_params_init(dba_params* p) {
   std::memset(p, 0, sizeof *p);
   p->batch = p->q_heads = p->kv_heads = 1;
   p->head_dim = 128;
-  p->rounds = 7;
-  p->threshold_bits = 8;
+  p->rounds = dropbench::kDefaultRounds;
+  p->threshold_bits = dropbench::kDefaultThresholdBits;
   p->kernel = DBA_KERNEL_AUTO;
 }
 

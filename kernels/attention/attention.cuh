@@ -29,6 +29,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include "kernels/common/dispatch.cuh"
 #include "kernels/rng/dropout_scheme.cuh"
 
 namespace dropbench {
@@ -56,8 +57,8 @@ struct AttentionParams {
   uint32_t offset = 0;
   uint32_t drop_threshold = 0;     // Threshold::drop
   float keep_scale = 1.f;          // Threshold::scale
-  int rounds = 7;                  // 3, 5, 7, 10 (mode Fused)
-  int threshold_bits = 8;          // 8, 16, 32 (mode Fused)
+  int rounds = kDefaultRounds;                 // kPhiloxRounds (mode Fused)
+  int threshold_bits = kDefaultThresholdBits;  // kThresholdBits (mode Fused)
   // Mode Fused only: when set, the kernel also stores the keep words it generates here, word for word what the
   // RNG kernel writes for the same (seed, offset, rounds, threshold) and window (tile layout, MaskWindow of
   // attention_mask_window(p); causal: the generated tiles only, the others keep their contents), so a later mode

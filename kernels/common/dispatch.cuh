@@ -17,6 +17,10 @@ namespace dropbench {
 inline constexpr int kPhiloxRounds[] = {3, 5, 7, 10};
 inline constexpr int kThresholdBits[] = {8, 16, 32};
 inline constexpr int kHeadDims[] = {64, 128};
+// The defaults of every parameter set (config workload, attention, RNG mask, Philox ceiling, C API): Philox-7 (the
+// paper's) and 8-bit thresholds.
+inline constexpr int kDefaultRounds = 7;
+inline constexpr int kDefaultThresholdBits = 8;
 
 template <int R>
 using Rounds = std::integral_constant<int, R>;

@@ -12,10 +12,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/common/dispatch.cuh"
+
 namespace dropbench {
 
 struct PhiloxCeilingParams {
-  int rounds = 7;                 // 3, 5, 7, 10
+  int rounds = kDefaultRounds;    // kPhiloxRounds
   uint64_t seed = 0;
   uint32_t calls_per_thread = 0;  // >= 1
   int grid = 0;                   // blocks; 0 = as many as are resident on all SMs at once

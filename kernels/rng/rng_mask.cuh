@@ -12,6 +12,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/common/dispatch.cuh"
 #include "kernels/rng/dropout_scheme.cuh"
 
 namespace dropbench {
@@ -43,8 +44,8 @@ constexpr int kRngWorkWords = 8;
 struct RngMaskParams {
   uint64_t seed = 0;
   uint32_t offset = 0;
-  int rounds = 7;            // 3, 5, 7, 10
-  int threshold_bits = 8;    // 8, 16, 32
+  int rounds = kDefaultRounds;                 // kPhiloxRounds
+  int threshold_bits = kDefaultThresholdBits;  // kThresholdBits
   uint32_t drop = 0;         // Threshold::drop
   MaskLayout layout = MaskLayout::Tile;
   MaskGeometry geo;          // Tile layout

@@ -167,6 +167,12 @@ TrainMemory train_memory(const Workload& w, bool validate) {
   return t;
 }
 
+uint64_t mask_budget_bytes(double gib, const char* zero) {
+  if (!(gib >= 0 && gib <= 1048576.0))  // NaN fails both
+    throw UsageError(std::string("--mask-budget: must be in [0, 1048576] (GiB; 0 = ") + zero + ")");
+  return static_cast<uint64_t>(gib * double(uint64_t{1} << 30));
+}
+
 MaskFootprint mask_footprint(Pipeline p, const BlockMemory& m, int64_t layers) {
   const PipelineSpec& s = pipeline_spec(p);
   if (!s.train) throw UsageError(std::string("run: ") + s.name + " is not a training-step strategy");

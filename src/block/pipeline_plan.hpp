@@ -122,6 +122,10 @@ struct MaskFootprint {
 };
 MaskFootprint mask_footprint(Pipeline p, const BlockMemory& m, int64_t layers);
 
+// A --mask-budget in GiB as bytes, after its one check (run's and recommend's): [0, 1048576] GiB, NaN and
+// infinity refused with a line naming the option; `zero` says what 0 stands for in that line (0 gives 0 bytes).
+uint64_t mask_budget_bytes(double gib, const char* zero);
+
 // Which training-step strategies run at a point: the common and training buffers plus the whole mask (when a
 // strategy needs one) must fit `free_bytes`; a strategy whose network mask memory (mask_footprint, `layers`)
 // passes `mask_budget` (bytes; 0 = none given) is skipped with the reason.

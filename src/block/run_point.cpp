@@ -16,8 +16,7 @@ namespace dropbench {
 void validate_run_options(const RunOptions& o) {
   if (o.pipelines_given) parse_pipeline_list(o.pipelines, "--pipelines");
   if (o.top_k < 1 || o.top_k > 16) throw UsageError(fmt::format("--top-k: {} is out of range (allowed: [1, 16])", o.top_k));
-  if (!(o.mask_budget_gib >= 0 && o.mask_budget_gib <= 1048576.0))  // NaN fails both
-    throw UsageError("--mask-budget: must be in [0, 1048576] (GiB; 0 = the free device memory)");
+  mask_budget_bytes(o.mask_budget_gib, kRunMaskBudgetZero);
   if (o.overlap_rng != "auto" && !find_fixed_mechanism(o.overlap_rng))
     throw UsageError("--overlap-rng: '" + o.overlap_rng + "' is not allowed (allowed: " + overlap_rng_choices() + ")");
 }

@@ -35,6 +35,8 @@ struct RunOptions {
   std::string trace;                 // --trace FILE (Chrome-trace JSON of one untimed execution per pipeline and point)
   bool graph = false;                // --graph: also replay each pipeline as one CUDA graph (variants <pipeline>:graph)
 };
+// What `run --mask-budget 0` stands for.
+inline constexpr const char* kRunMaskBudgetZero = "the free device memory";
 // Throws UsageError naming the option and its allowed range (before anything is measured).
 void validate_run_options(const RunOptions& o);
 // --pipelines, else the config's sweep.pipeline axis, else all four.

@@ -398,8 +398,7 @@ int run_recommend(const RecOpts& ro) {
     throw UsageError(fmt::format("--pass: '{}' is not a pass (allowed: fwd, train)", ro.pass));
   if (ro.layers < 0 || ro.layers > 4096)
     throw UsageError(fmt::format("--layers: {} is out of range (allowed: [0, 4096]; 0 = one layer)", ro.layers));
-  if (!(ro.mask_budget_gib >= 0 && ro.mask_budget_gib <= 1048576.0))  // NaN fails both; the GiB become bytes below
-    throw UsageError("--mask-budget: must be in [0, 1048576] (GiB; 0 = no budget)");
+  const uint64_t budget = mask_budget_bytes(ro.mask_budget_gib, "no budget");
   if (ro.pass == "fwd" && (ro.layers != 0 || ro.mask_budget_gib != 0))
     throw UsageError("--layers / --mask-budget: only with --pass train (allowed: --pass train)");
   const Workload shape = parse_shape(ro.shape);
@@ -414,7 +413,6 @@ int run_recommend(const RecOpts& ro) {
   o.residency = ro.residency;
   o.clock = ro.clock;
   if (ro.pass == "train") {
-    const uint64_t budget = static_cast<uint64_t>(ro.mask_budget_gib * double(uint64_t{1} << 30));
     const model::TrainRecommendation tr = model::recommend_train(
         m, p, shape, rounds, o, network_mask_bytes(shape, ro.layers), ro.layers, budget, ref ? &*ref : nullptr);
     if (ro.format == "json")

@@ -98,7 +98,7 @@ int run_run(RunContext& ctx, const RunOptions& o) {
   const std::optional<Estimator> model = dry || any_train ? std::make_optional<Estimator>(ctx.opts) : std::nullopt;
   SweepSession session(ctx, "run", points);
   RunTotals totals;
-  const size_t budget = o.mask_budget_gib > 0 ? static_cast<size_t>(o.mask_budget_gib * (1ull << 30)) : 0;
+  const size_t budget = mask_budget_bytes(o.mask_budget_gib, kRunMaskBudgetZero);
   const std::vector<Pipeline> train_wanted = wanted_for_pass(wanted_any, Pass::Train);
 
   for (const SweepPoint& pt : points) {

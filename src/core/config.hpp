@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/common/dispatch.cuh"  // kDefaultRounds, kDefaultThresholdBits
+
 namespace dropbench {
 
 using json = nlohmann::ordered_json;
@@ -31,8 +33,8 @@ struct Workload {
   bool causal = false;
   double dropout_p = 0.1;       // [0, 1)
   std::string dtype = "fp8";    // QKV GEMM input type: fp8 | bf16
-  int64_t rounds = 7;           // Philox rounds: 3, 5, 7, 10
-  int64_t threshold_bits = 8;   // 8, 16, 32
+  int64_t rounds = kDefaultRounds;                 // Philox rounds: kPhiloxRounds
+  int64_t threshold_bits = kDefaultThresholdBits;  // kThresholdBits
   std::string layout = "tile";  // rng mask layout: tile | bits | u8 | i32
   int64_t elements = 1 << 28;   // standalone dropout tensor size, [1, 2^34]
   std::string dropout_dtype = "bf16";  // standalone dropout element type: bf16 | fp32

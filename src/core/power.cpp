@@ -1,5 +1,6 @@
 // PowerSampler: NVML loaded with dlopen (no link-time dependency), a polling thread, and the window arithmetic.
 #include "src/core/power.hpp"
+#include "src/core/bootstrap.hpp"  // finite_median
 #include "src/core/stats.hpp"
 
 #include <dlfcn.h>
@@ -155,13 +156,6 @@ double field_as_double(const nvml::FieldValue& f) {
   return PowerWindow::nan;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return PowerWindow::nan;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 constexpr double kPollInterval = 0.005;         // fast readings: every 5 ms (a set is 5 queries of tens of µs)
 constexpr double kReadingRetention = 600.0;     // fast readings kept (s): ~120k readings, a few MB
 constexpr double kChangeRetention = 4 * 3600.0; // counter changes kept (s): ~10 per second, a few MB
@@ -290,7 +284,7 @@ struct PowerSampler::Impl {
       if (total_changes > 0) {
         intervals.push_back(t - last_change_t);
         if (intervals.size() > kIntervalHistory) intervals.pop_front();
-        if (intervals.size() >= 2) update_interval = median(std::vector<double>(intervals.begin(), intervals.end()));
+        if (intervals.size() >= 2) update_interval = finite_median(std::vector<double>(intervals.begin(), intervals.end()));
       }
       changes.push_back({t, static_cast<double>(mj)});
       ++total_changes;
@@ -409,7 +403,7 @@ std::unique_ptr<PowerSampler> PowerSampler::attach(std::unique_ptr<Impl> impl, c
       impl->counter = api.total_energy(impl->dev, &mj) == nvml::kSuccess;
       cost.push_back(now() - a);
     }
-    if (impl->counter) impl->energy_query_s = median(cost);
+    if (impl->counter) impl->energy_query_s = finite_median(cost);
   }
   char text[256] = {};
   if (api.name && api.name(impl->dev, text, sizeof text) == nvml::kSuccess) impl->device_name = text;
