@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/hash.hpp"
 #include "kernels/common/shapes.hpp"
 
 namespace dropbench {
@@ -438,16 +439,12 @@ std::string QkvGemm::cublaslt_version_string() {
 // ---------------------------------------------------------------------------------------------------------
 namespace {
 
-__device__ __forceinline__ uint64_t mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+// splitmix64's step: the golden-ratio increment, then the finaliser.
+__device__ __forceinline__ uint64_t splitmix(uint64_t z) { return mix64(z + 0x9e3779b97f4a7c15ULL); }
 
 // Uniform in [-1, 1), 24 random bits.
 __device__ __forceinline__ float hashed_uniform(uint64_t seed, uint64_t i) {
-  const uint32_t bits = static_cast<uint32_t>(mix64(seed ^ mix64(i)) >> 40);
+  const uint32_t bits = static_cast<uint32_t>(splitmix(seed ^ splitmix(i)) >> 40);
   return static_cast<float>(bits) * (2.0f / 16777216.0f) - 1.0f;
 }
 

@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/hash.hpp"
 #include "kernels/common/ptx.cuh"
 
 namespace dropbench {
@@ -54,11 +55,6 @@ __global__ void count_keep_kernel(const void* p, uint64_t n, int kind, unsigned 
   if ((threadIdx.x & 31) == 0) atomicAdd(count, local);
 }
 
-__device__ __forceinline__ uint64_t mix64(uint64_t z) {  // splitmix64 finaliser
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 // The values of fill_kernel, from the index's 64-bit hash h.
 struct UniformPm1 {  // U(-1, 1): a 24-bit uniform

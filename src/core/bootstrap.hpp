@@ -21,16 +21,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/common/hash.hpp"  // mix64: the bootstrap's resampling draws, the harness's round order
+
 namespace dropbench {
 
 constexpr int kBootstrapReplicates = 1000;
 
-// splitmix64's finaliser: the bootstrap's resampling draws and the harness's per-round order both hash with it.
-inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 constexpr double kConfidence = 0.95;
 
 // The per-round samples of one variant (seconds; NaN where a round's sample was discarded) and its group.
