@@ -114,6 +114,11 @@ DB_HD uint32_t seed_hi(uint64_t seed) { return static_cast<uint32_t>(seed >> 32)
 constexpr int kTileRows = 16;
 constexpr int kTileCols = 64;
 constexpr int kWordsPerTile = 32;
+constexpr int kTileBytes = kWordsPerTile * 4;  // one tile's 1024 keep bits
+// Row strips and tile columns of a dense tile mask (causal too: unread tiles keep their place), in 64-bit counts for
+// the host's plans of shapes past MaskGeometry's 32-bit fields.
+constexpr uint64_t mask_strips(uint64_t rows) { return (rows + kTileRows - 1) / kTileRows; }
+constexpr uint64_t mask_tile_cols(uint64_t keys) { return (keys + kTileCols - 1) / kTileCols; }
 constexpr uint32_t kFlatDomainTag = 0x80000000u;  // counter.z of the flat domain; bh < 2^31 never collides
 
 DB_HD int tile_elem_row(int lane, int e) { return (lane >> 2) + 8 * ((e >> 1) & 1); }

@@ -91,10 +91,10 @@ BlockMemory block_memory(const Workload& w, int64_t chunk_rows, int gemm_objects
   // Dense tile storage (causal too): 16 x 64 tiles of 32 words, as MaskGeometry counts them (its bh and sq are
   // 32-bit, so they are counted here in 64 bits); a chunk's mask holds its rows.
   const uint64_t bh = checked_product({u64(w.batch), u64(w.q_heads)}, what);
-  const uint64_t c64 = (u64(w.sq) + 63) / 64;
+  const uint64_t c64 = mask_tile_cols(u64(w.sq));
   const uint64_t chunk = u64(std::min<int64_t>(chunk_rows, w.sq));
-  m.full_mask = checked_product({bh, (u64(w.sq) + 15) / 16, c64, kWordsPerTile, 4}, what);
-  m.chunk_mask = checked_product({bh, (chunk + 15) / 16, c64, kWordsPerTile, 4}, what);
+  m.full_mask = checked_product({bh, mask_strips(u64(w.sq)), c64, kTileBytes}, what);
+  m.chunk_mask = checked_product({bh, mask_strips(chunk), c64, kTileBytes}, what);
   m.gemm_workspaces = checked_product({u64(gemm_objects), uint64_t{64} << 20}, what);
   checked_sum({m.x, m.w, m.qkv, m.o, m.lse, m.o_ref, m.gemm_workspaces, m.full_mask, 2 * m.chunk_mask}, what);
   return m;

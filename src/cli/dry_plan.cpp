@@ -51,8 +51,7 @@ MemoryPlan rng_memory(const Workload& w, const std::string& where) {
   const uint64_t elements = checked_product({bh, u(w.sq), u(w.sq)}, what);
   uint64_t mask = 0;
   if (w.layout == "tile") {
-    const uint64_t r16 = (u(w.sq) + 15) / 16, c64 = (u(w.sq) + 63) / 64;
-    mask = checked_product({bh, r16, c64, 32, 4}, what);  // dense 16 x 64 tiles of 32 words, causal too
+    mask = checked_product({bh, mask_strips(u(w.sq)), mask_tile_cols(u(w.sq)), kTileBytes}, what);
   } else if (w.layout == "bits") {
     mask = checked_product({elements / 32 + (elements % 32 != 0), 4}, what);
   } else if (w.layout == "u8") {
@@ -100,13 +99,12 @@ MemoryPlan attention_memory(const Workload& w, const std::string& where) {
   const QkvDims d = qkv_dims(w.batch, w.sq, w.embed, w.q_heads, w.kv_heads, w.head_dim);
   const uint64_t o = checked_product({u(w.batch), u(w.sq), u(w.q_heads), u(w.head_dim), 2}, what);
   const uint64_t bh = checked_product({u(w.batch), u(w.q_heads)}, what);
-  const uint64_t r16 = (u(w.sq) + 15) / 16, c64 = (u(w.sq) + 63) / 64;
   MemoryPlan m;
   m.buffers = {{"qkv", checked_product({u(d.m), u(d.n), 2}, what)},
                {"o", o},
                {"o_ref", o},
                {"lse", checked_product({bh, u(w.sq), 4}, what)},
-               {"mask", checked_product({bh, r16, c64, 32, 4}, what)}};
+               {"mask", checked_product({bh, mask_strips(u(w.sq)), mask_tile_cols(u(w.sq)), kTileBytes}, what)}};
   if (w.pass != "fwd") {  // attention's bwd, fwd+bwd
     // The backward's: dO, dQKV (laid out like QKV) and its workspace in the fast (atomic dQ) mode, the larger one.
     AttentionBwdParams bp;

@@ -19,6 +19,7 @@
 #include "kernels/attention/tile_order.hpp"
 #include "kernels/common/check.hpp"
 #include "kernels/common/shapes.hpp"
+#include "kernels/rng/dropout_scheme.cuh"  // the mask's tile geometry
 #include "src/core/input.hpp"
 #include "src/core/pipelines.hpp"
 
@@ -733,22 +734,20 @@ std::string rng_key(const Profile& p, const Workload& w, const std::string& layo
   return replace_all(k, "{threshold_bits}", std::to_string(w.threshold_bits));
 }
 
-// Query-row strips of 16 in a window, and the mask tiles generated for them (causal: on/below the diagonal).
+// The mask tiles generated for a window's query-row strips (causal: on/below the diagonal), as the RNG kernel
+// counts them (MaskGeometry::tiles_before); the bytes of one tile's words.
 double window_tiles(const Workload& w, Window win) {
   const int64_t rows = win.rows < 0 ? w.sq : win.rows;
-  const int64_t r16_begin = win.row_begin / 16, r16_end = ceil_div(std::min<int64_t>(win.row_begin + rows, w.sq), 16);
-  const int64_t cols64 = ceil_div(w.sq, 64);
-  double tiles = 0;
-  for (int64_t r = r16_begin; r < r16_end; ++r) {
-    if (!w.causal) {
-      tiles += static_cast<double>(cols64);
-    } else {
-      const int64_t last = (r * 16 + 15) / 64;
-      tiles += static_cast<double>(std::min(last + 1, cols64));
-    }
-  }
-  return tiles;
+  const int64_t r16_begin = win.row_begin / kTileRows;
+  const int64_t r16_end = ceil_div(std::min<int64_t>(win.row_begin + rows, w.sq), int64_t{kTileRows});
+  if (r16_end <= r16_begin) return 0;
+  MaskGeometry g;
+  g.sq = g.sk = static_cast<uint32_t>(w.sq);
+  g.causal = w.causal;
+  return static_cast<double>(g.tiles_before(static_cast<uint32_t>(r16_end)) -
+                             g.tiles_before(static_cast<uint32_t>(r16_begin)));
 }
+constexpr double kTileElems = kTileRows * kTileCols;
 
 // Static RNG demand (with the kImadWide weight) and the elements it generates.
 Demand rng_static(const SassKernel& k, const Profile& p, const Workload& w, const std::string& layout, Window win,
@@ -756,7 +755,7 @@ Demand rng_static(const SassKernel& k, const Profile& p, const Workload& w, cons
   const double bh = static_cast<double>(w.batch) * w.q_heads;
   double elements = 0;
   if (layout == "tile") {
-    elements = window_tiles(w, win) * 1024 * bh;
+    elements = window_tiles(w, win) * kTileElems * bh;
   } else {
     if (win.rows >= 0) throw UsageError("model: only the tile layout can be generated for a window of rows");
     elements = bh * static_cast<double>(w.sq) * static_cast<double>(w.sq);  // as `dropbench rng` sizes it
@@ -929,7 +928,7 @@ Demand attention_static(const Profile& p, const SassKernel& k, const Workload& w
   const double kv_block_bytes = static_cast<double>(p.attn_block_keys) * dh * 2 * 2;
   double l2 = q_bytes + o_bytes + lse_bytes + a.iterations / p.attn_warps * kv_block_bytes;
   if (base_mode == "mask") {
-    const double mask = window_tiles(w, win) * 128.0 * B * w.q_heads;  // one 32-bit word per lane per tile
+    const double mask = window_tiles(w, win) * kTileBytes * B * w.q_heads;  // one 32-bit word per lane per tile
     hbm += mask;
     l2 += mask;
   }
@@ -985,7 +984,7 @@ Demand attention_demand(const Profile& p, const Workload& w, const std::string& 
     r.erase("hbm_bytes");
     r.erase("l2_bytes");
     add_to(d, r);
-    const double mask = window_tiles(w, win) * 128.0 * static_cast<double>(w.batch) * w.q_heads;
+    const double mask = window_tiles(w, win) * kTileBytes * static_cast<double>(w.batch) * w.q_heads;
     d["hbm_bytes"] = std::max(0.0, d["hbm_bytes"] - mask);
     d["l2_bytes"] = std::max(0.0, d["l2_bytes"] - mask);
     if (rsrc != src) src += "+" + rsrc;
@@ -1091,7 +1090,7 @@ Demand wgmma_static(const WgmmaProfile& g, const Workload& w, const std::string&
   double hbm = q_bytes + kv_bytes + o_bytes + lse_bytes;
   double l2 = q_bytes + o_bytes + lse_bytes + a.iterations * BC * dh * 2 * 2;
   if (mode == "mask") {
-    const double mask = window_tiles(w, win) * 128.0 * B * w.q_heads;
+    const double mask = window_tiles(w, win) * kTileBytes * B * w.q_heads;
     hbm += mask;
     l2 += mask;
   }
@@ -1197,7 +1196,7 @@ Demand wgmma_bwd_static(const WgmmaProfile& g, const Workload& w, const std::str
   double hbm = 2 * q_bytes + 2 * kv_bytes + dkv_out + 2 * rows_f32 + 2 * dq_acc;
   double l2 = 2 * subgroups * kv_bytes + dkv_out + a.iterations * (2 * BQ * dh * 2 + 2 * BQ * 4 + BQ * dh * 4);
   if (mode == "mask") {
-    const double words = a.iterations * 4 * 2 * 32 * 4;
+    const double words = a.iterations * (BQ / kTileRows) * (BK / kTileCols) * kTileBytes;
     hbm += words;
     l2 += words;
   }
@@ -1274,7 +1273,7 @@ Piece attention_piece(const Machine& m, const Profile& p, const Workload& w, con
       r.erase("hbm_bytes");
       r.erase("l2_bytes");
       add_to(pc.d, r);
-      const double mask = window_tiles(w, win) * 128.0 * static_cast<double>(w.batch) * w.q_heads;
+      const double mask = window_tiles(w, win) * kTileBytes * static_cast<double>(w.batch) * w.q_heads;
       pc.d["hbm_bytes"] = std::max(0.0, pc.d["hbm_bytes"] - mask);
       pc.d["l2_bytes"] = std::max(0.0, pc.d["l2_bytes"] - mask);
       if (rsrc != src) src += "+" + rsrc;
@@ -1340,7 +1339,8 @@ void wgmma_bwd_power(const Machine& m, const Profile& p, const Workload& w, cons
 
 double rng_strips(const Workload& w, Window win) {
   const int64_t rows = win.rows < 0 ? w.sq : win.rows;
-  const int64_t r16 = ceil_div(std::min<int64_t>(win.row_begin + rows, w.sq), 16) - win.row_begin / 16;
+  const int64_t r16 =
+      ceil_div(std::min<int64_t>(win.row_begin + rows, w.sq), int64_t{kTileRows}) - win.row_begin / kTileRows;
   return static_cast<double>(w.batch) * w.q_heads * static_cast<double>(std::max<int64_t>(0, r16));
 }
 
@@ -1348,7 +1348,7 @@ namespace {
 
 double rng_elements(const Workload& w, const std::string& layout, Window win) {
   const double bh = static_cast<double>(w.batch) * w.q_heads;
-  if (layout == "tile") return window_tiles(w, win) * 1024 * bh;
+  if (layout == "tile") return window_tiles(w, win) * kTileElems * bh;
   return bh * static_cast<double>(w.sq) * static_cast<double>(w.sq);
 }
 
@@ -2126,7 +2126,7 @@ Piece serial_pieces(const Machine& m, const Piece& a, const Piece& b, const std:
 // efficiencies, tail and CTA overhead; energy: the forward none kernel's per element x 2.5. The demand a profiled
 // backward (kernels.attention_bwd_wgmma with its ncu blocks) replaces.
 Piece attention_bwd_mask_derived(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
-  const double mask = window_tiles(w, {}) * 128.0 * static_cast<double>(w.batch) * w.q_heads;
+  const double mask = window_tiles(w, {}) * kTileBytes * static_cast<double>(w.batch) * w.q_heads;
   AttnDerive dv;
   dv.name = "attention-bwd(mask)";
   dv.work_scale = kAttentionBwdFlopRatio;
@@ -2222,7 +2222,7 @@ KernelTime attention_bwd_regen_time(const Machine& m, const Profile& p, const Wo
 
 // The fused forward writing its keep words: the fused kernel's demand plus the mask's bytes written.
 Piece fused_write_piece(const Machine& m, const Profile& p, const Workload& w, const Options& o) {
-  const double mask_bytes = window_tiles(w, {}) * 128.0 * static_cast<double>(w.batch) * w.q_heads;
+  const double mask_bytes = window_tiles(w, {}) * kTileBytes * static_cast<double>(w.batch) * w.q_heads;
   AttnDerive write;
   write.name = "attention(fused-write)";
   write.adjust = [mask_bytes](Demand& d) {
