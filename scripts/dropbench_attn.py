@@ -11,9 +11,33 @@ Only ctypes here (no torch import): tensors are passed as data_ptr() integers by
 """
 import ctypes
 import os
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def _dispatch_values():
+    """The instantiated values and the defaults, as kernels/common/dispatch.cuh (their one place) states them."""
+    text = (REPO / "kernels" / "common" / "dispatch.cuh").read_text()
+
+    def find(pattern, name):
+        m = re.search(pattern, text)
+        if not m:
+            raise RuntimeError(f"kernels/common/dispatch.cuh: {name} not found")
+        return m.group(1)
+    lists = {n: tuple(int(x) for x in find(rf"\b{n}\[\]\s*=\s*\{{([^}}]*)\}}", n).split(","))
+             for n in ("kPhiloxRounds", "kThresholdBits", "kHeadDims")}
+    defaults = {n: int(find(rf"\b{n}\s*=\s*(\d+)\s*;", n)) for n in ("kDefaultRounds", "kDefaultThresholdBits")}
+    return lists, defaults
+
+
+_LISTS, _DEFAULTS = _dispatch_values()
+PHILOX_ROUNDS = _LISTS["kPhiloxRounds"]          # (3, 5, 7, 10)
+THRESHOLD_BITS = _LISTS["kThresholdBits"]        # (8, 16, 32)
+HEAD_DIMS = _LISTS["kHeadDims"]                  # (64, 128)
+DEFAULT_ROUNDS = _DEFAULTS["kDefaultRounds"]     # 7
+DEFAULT_THRESHOLD_BITS = _DEFAULTS["kDefaultThresholdBits"]  # 8
 MODES = {"none": 0, "mask": 1, "fused": 2}
 KERNELS = {"auto": 0, "mma": 1, "wgmma": 2}
 ABI_VERSION = 2

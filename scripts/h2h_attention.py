@@ -159,7 +159,8 @@ def add_common_args(ap, sq="8192,16384", head_dim="128", rounds=16, burst_ms=60.
     ap.add_argument("--heads", default="32:8", help="query:KV heads (default 32:8, Llama 3 8B)")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--dropout-p", type=float, default=0.1)
-    ap.add_argument("--philox-rounds", type=int, default=7, help="rounds of ours (3, 5, 7, 10)")
+    ap.add_argument("--philox-rounds", type=int, default=dba.DEFAULT_ROUNDS,
+                    help=f"rounds of ours ({', '.join(map(str, dba.PHILOX_ROUNDS))})")
     ap.add_argument("--rounds", type=int, default=rounds, help=f"interleaved rounds per shape (2..200; default {rounds})")
     ap.add_argument("--burst-ms", type=float, default=burst_ms, help=f"length of one sample (5..2000 ms; default {burst_ms:g})")
     ap.add_argument("--warmup-s", type=float, default=warmup_s,
@@ -178,8 +179,8 @@ def check_common_args(a):
     """Parses and checks the options of add_common_args in place (UsageError: the option and its allowed range)."""
     a.sq = int_list("sq", 128, 65536)(a.sq)
     a.head_dim = int_list("head-dim", 64, 128)(a.head_dim)
-    if any(d not in (64, 128) for d in a.head_dim):
-        raise UsageError(f"--head-dim: 64 and/or 128 (got {a.head_dim})")
+    if any(d not in dba.HEAD_DIMS for d in a.head_dim):
+        raise UsageError(f"--head-dim: {' and/or '.join(map(str, dba.HEAD_DIMS))} (got {a.head_dim})")
     a.causal = bool_list(a.causal)
     a.hq, a.hkv = heads(a.heads)
     if not 0.0 <= a.settle_ms <= 5000.0:
@@ -188,8 +189,8 @@ def check_common_args(a):
         raise UsageError(f"--batch: in [1, 64] (got {a.batch})")
     if not 0.0 < a.dropout_p < 1.0:
         raise UsageError(f"--dropout-p: in (0, 1) (got {a.dropout_p})")
-    if a.philox_rounds not in (3, 5, 7, 10):
-        raise UsageError(f"--philox-rounds: one of 3, 5, 7, 10 (got {a.philox_rounds})")
+    if a.philox_rounds not in dba.PHILOX_ROUNDS:
+        raise UsageError(f"--philox-rounds: one of {', '.join(map(str, dba.PHILOX_ROUNDS))} (got {a.philox_rounds})")
     if not 2 <= a.rounds <= 200:
         raise UsageError(f"--rounds: in [2, 200] (got {a.rounds})")
     if not 5.0 <= a.burst_ms <= 2000.0:

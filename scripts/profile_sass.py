@@ -30,6 +30,8 @@ import tempfile
 from collections import Counter, OrderedDict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import dropbench_attn as dba  # noqa: E402  (the instantiated rounds and threshold widths: kernels/common/dispatch.cuh)
 ARCH = "-gencode=arch=compute_90a,code=sm_90a"
 NVCC_FLAGS = [ARCH, "-std=c++20", "--expt-relaxed-constexpr", "-O3", "-I.", "-Ikernels", "-cubin"]
 
@@ -330,8 +332,8 @@ def per_element(c, elements):
 
 def rng_entries(funcs, usage):
     out = OrderedDict()
-    for r in (3, 5, 7, 10):
-        for tw in (8, 16, 32):
+    for r in dba.PHILOX_ROUNDS:
+        for tw in dba.THRESHOLD_BITS:
             for layout, kern in (("tile", "rng_tile_kernel"), ("bits", "rng_bits_kernel")):
                 fn = find_fn(funcs, rf"{kern}ILi{r}ELi{tw}E")
                 insns = parse_sass(funcs[fn])
@@ -365,8 +367,8 @@ ATTN_CASES = [
     ("attn_mask", 1, 7, 8, 0, 0),
     ("attn_mask_causal", 1, 7, 8, 1, 0),
     # Non-causal fused runs the skip-rescale tiling (kernels/attention/attention_kernel.cuh: CfgHd128FusedNc).
-] + [(f"attn_fused_r{r}_tw{tw}", 2, r, tw, 0, 1) for r in (3, 5, 7, 10) for tw in (8, 16, 32)] + [
-    (f"attn_fused_r{r}_tw{tw}_causal", 2, r, tw, 1, 0) for r in (3, 5, 7, 10) for tw in (8, 16, 32)]
+] + [(f"attn_fused_r{r}_tw{tw}", 2, r, tw, 0, 1) for r in dba.PHILOX_ROUNDS for tw in dba.THRESHOLD_BITS] + [
+    (f"attn_fused_r{r}_tw{tw}_causal", 2, r, tw, 1, 0) for r in dba.PHILOX_ROUNDS for tw in dba.THRESHOLD_BITS]
 
 
 def attn_entries(funcs, usage):

@@ -160,7 +160,7 @@ def parse_args(argv):
     ap.add_argument("--seq", default=2048, type=_int("seq", 64, 16384))
     ap.add_argument("--batch", default=4, type=_int("batch", 1, 64))
     ap.add_argument("--heads", default="8:8", type=heads)
-    ap.add_argument("--head-dim", default=128, type=_choice("head-dim", (64, 128), int))
+    ap.add_argument("--head-dim", default=128, type=_choice("head-dim", h2h.dba.HEAD_DIMS, int))
     ap.add_argument("--vocab", default=4096, type=_int("vocab", 64, 131072))
     ap.add_argument("--mlp-ratio", default=4, type=_int("mlp-ratio", 1, 8))
     ap.add_argument("--precision", default="autocast", type=_choice("precision", ("autocast", "bf16")))
@@ -168,7 +168,8 @@ def parse_args(argv):
     ap.add_argument("--lr-warmup", default=50, type=_int("lr-warmup", 0, 100000))
     ap.add_argument("--clip", default=1.0, type=_float("clip", 0, 1e6))
     ap.add_argument("--dropout-p", default=0.1, type=_float("dropout-p", 0, 1, lo_open=True, hi_open=True))
-    ap.add_argument("--philox-rounds", default=7, type=_choice("philox-rounds", (3, 5, 7, 10), int))
+    ap.add_argument("--philox-rounds", default=h2h.dba.DEFAULT_ROUNDS,
+                    type=_choice("philox-rounds", h2h.dba.PHILOX_ROUNDS, int))
     ap.add_argument("--steps", default=300, type=_int("steps", 10, 100000))
     ap.add_argument("--window", default=10, type=_int("window", 1, 1000))
     ap.add_argument("--warmup-windows", default=2, type=_int("warmup-windows", 0, 100))
