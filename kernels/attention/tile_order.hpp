@@ -32,6 +32,13 @@ DB_HD constexpr I key_blocks_visited(I sk, I q0, I br, I bc, bool causal) {
   return n < d ? n : d;
 }
 
+// The first query block of br rows that reaches the keys from k0 on (top-left causal, key <= query: every earlier
+// block's queries all precede key k0): where a backward CTA of those keys starts. 0 unless causal.
+template <class I>
+DB_HD constexpr I first_query_block(I k0, I br, bool causal) {
+  return causal ? k0 / br : 0;
+}
+
 // The linear tile index CTA i of a persistent grid of G CTAs takes in round k.
 template <class I>
 DB_HD constexpr I persistent_tile_index(I k, I G, I i, bool causal) {

@@ -1,5 +1,6 @@
 #include "kernels/rng/rng_mask.cuh"
 
+#include <iterator>
 #include <mutex>
 
 #include <stdexcept>
@@ -369,21 +370,17 @@ void launch_rt(const RngMaskParams& p, cudaStream_t s) {
 }  // namespace
 
 MaskLayout parse_mask_layout(const std::string& s) {
-  if (s == "tile") return MaskLayout::Tile;
-  if (s == "bits") return MaskLayout::Bits;
-  if (s == "u8") return MaskLayout::U8;
-  if (s == "i32") return MaskLayout::I32;
-  throw UsageError("layout: '" + s + "' is not a mask layout (allowed: tile, bits, u8, i32)");
+  std::string allowed;
+  for (size_t i = 0; i < std::size(kMaskLayoutNames); ++i) {
+    if (s == kMaskLayoutNames[i]) return static_cast<MaskLayout>(i);
+    allowed += (i ? ", " : "") + std::string(kMaskLayoutNames[i]);
+  }
+  throw UsageError("layout: '" + s + "' is not a mask layout (allowed: " + allowed + ")");
 }
 
 const char* mask_layout_name(MaskLayout l) {
-  switch (l) {
-    case MaskLayout::Tile: return "tile";
-    case MaskLayout::Bits: return "bits";
-    case MaskLayout::U8: return "u8";
-    case MaskLayout::I32: return "i32";
-  }
-  return "?";
+  const auto i = static_cast<size_t>(l);
+  return i < std::size(kMaskLayoutNames) ? kMaskLayoutNames[i] : "?";
 }
 
 const char* rng_schedule_name(RngSchedule s) {

@@ -18,7 +18,9 @@
 namespace dropbench {
 
 enum class MaskLayout { Tile, Bits, U8, I32 };
-MaskLayout parse_mask_layout(const std::string& s);  // "tile" | "bits" | "u8" | "i32"
+// The layouts' names, in the enum's order: workload.layout's allowed values and the rng command's default axis.
+inline constexpr const char* kMaskLayoutNames[] = {"tile", "bits", "u8", "i32"};
+MaskLayout parse_mask_layout(const std::string& s);  // one of kMaskLayoutNames
 const char* mask_layout_name(MaskLayout l);
 
 // How a tile mask is produced. All three write the same bits.

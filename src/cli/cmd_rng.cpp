@@ -170,7 +170,8 @@ int run_rng(RunContext& ctx) {
   const std::vector<std::string> axes = {"sq", "causal", "rounds", "threshold_bits", "layout"};
   const std::map<std::string, std::vector<json>> defaults = {
       {"rounds", std::vector<json>(std::begin(kPhiloxRounds), std::end(kPhiloxRounds))},
-      {"threshold_bits", std::vector<json>(std::begin(kThresholdBits), std::end(kThresholdBits))}, {"layout", {"tile", "bits", "u8", "i32"}}};
+      {"threshold_bits", std::vector<json>(std::begin(kThresholdBits), std::end(kThresholdBits))},
+      {"layout", std::vector<json>(std::begin(kMaskLayoutNames), std::end(kMaskLayoutNames))}};
   const auto points = expand_sweep(ctx.cfg, axes, defaults);
   const bool dry = ctx.opts.dry_run;
   // Sizes past 2^64 bytes are refused before anything runs (one line naming the field).
@@ -254,7 +255,8 @@ Command make_rng_command() {
       "Generates keep masks for B x Hq x SQ x SQ attention probabilities with Philox4x32-R and the dropbench\n"
       "counter scheme (docs/rng-scheme.md). Default sweep (unless the config sweeps these axes):\n"
       "  rounds " + fmt::format("{}", fmt::join(kPhiloxRounds, ",")) + "  x  threshold_bits " +
-      fmt::format("{}", fmt::join(kThresholdBits, ",")) + "  x  layout tile,bits,u8,i32   at workload.sq\n"
+      fmt::format("{}", fmt::join(kThresholdBits, ",")) + "  x  layout " + fmt::format("{}", fmt::join(kMaskLayoutNames, ",")) +
+      "   at workload.sq\n"
       "Columns: Gelem/s (elements sampled per second), GB/s (mask bytes written), keep_eff (the keep probability\n"
       "the quantised threshold implies), keep_sampled (counted in the generated mask) and its z-score, R/R7\n"
       "(runtime of R rounds over R = 7, the paper's Philox-5/7 and 3/7 ratios), ceiling_Gelem/s (variant `ceiling`:\n"

@@ -23,6 +23,7 @@
 #include "kernels/common/check.hpp"
 #include "kernels/attention/attention.cuh"
 #include "kernels/common/dispatch.cuh"
+#include "kernels/rng/rng_mask.cuh"  // kMaskLayoutNames
 #include "src/core/input.hpp"
 #include "src/core/pipelines.hpp"
 
@@ -391,7 +392,8 @@ std::vector<WorkloadField> run_fields() {
   return {
       {"layout", Kind::Text,
        [](Workload& w, const json& v) {
-         return chk_choice(v, {"tile", "bits", "u8", "i32"}, w.layout);
+         return chk_choice(v, std::vector<std::string>(std::begin(kMaskLayoutNames), std::end(kMaskLayoutNames)),
+                           w.layout);
        },
        [](const Workload& w) { return json(w.layout); }},
       {"elements", Kind::Int,

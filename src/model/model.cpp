@@ -1167,7 +1167,7 @@ AttnWork wgmma_bwd_work(const WgmmaProfile& g, const Workload& w, double slots, 
   const bool expand = static_cast<double>(nkb * section) <= kTailSimulateCtas;
   AttnWork a;
   for (int64_t kb = 0; kb < nkb; ++kb) {
-    const double n_it = static_cast<double>(group / subgroups * (nqb - (w.causal ? kb * BK / BQ : 0)));
+    const double n_it = static_cast<double>(group / subgroups * (nqb - attn::first_query_block(kb * BK, BQ, w.causal)));
     a.iterations += n_it * static_cast<double>(units);
     a.cta_iterations.insert(a.cta_iterations.end(), expand ? static_cast<size_t>(section) : 1, n_it);
   }

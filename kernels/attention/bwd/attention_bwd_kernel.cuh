@@ -23,6 +23,7 @@
 #include "kernels/attention/attention_dropout.cuh"
 #include "kernels/attention/instance.hpp"
 #include "kernels/attention/attention_kernel.cuh"  // mma.sync / ldmatrix / cp.async helpers, TileLoader
+#include "kernels/attention/tile_order.hpp"
 #include "kernels/common/check.hpp"
 #include "kernels/rng/dropout_scheme.cuh"
 
@@ -207,7 +208,7 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_main_kernel(const Args a) {
   const int kb = cta.block, hk = cta.head, b = cta.batch;
   const int sq = a.sq, k0 = kb * 64;
   const int nqb = (sq + 63) / 64;
-  const int qb0 = a.causal ? kb : 0;  // causal: query block qb sees keys <= 64*qb + 63, so qb >= kb
+  const int qb0 = attn::first_query_block(k0, 64, a.causal);
   const int nq = nqb - qb0;
   const int n_it = a.group * nq;
   const int64_t tok0 = static_cast<int64_t>(b) * sq;
@@ -334,8 +335,7 @@ __global__ void __launch_bounds__(128, 1) attn_bwd_dq_kernel(const Args a) {
   const auto cta = attn::bwd_cta_in_order<int>(blockIdx.x, blockIdx.y, gridDim.y, a.hq, a.causal);
   const int qb = cta.block, h = cta.head, b = cta.batch, hk = h / a.group;
   const int sq = a.sq, q0 = qb * 64, wrow = q0 + warp * 16;
-  int n_kv = (sq + 63) / 64;
-  if (a.causal) n_kv = min(n_kv, (q0 + 63) / 64 + 1);
+  const int n_kv = attn::key_blocks_visited(sq, q0, 64, 64, a.causal);
   const int64_t tok0 = static_cast<int64_t>(b) * sq;
   const __nv_bfloat16* gK = a.qkv + tok0 * a.qkv_stride + (a.hq + hk) * HD;
   const __nv_bfloat16* gV = gK + a.hkv * HD;

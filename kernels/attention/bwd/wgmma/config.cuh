@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/attention/bwd/attention_bwd_args.cuh"
+#include "kernels/attention/tile_order.hpp"
 #include "kernels/attention/wgmma/config.cuh"  // Regs: the CTA and register split both wgmma kernels share
 
 namespace dropbench {
@@ -102,7 +103,7 @@ struct Schedule {
     k0 = kb * 128;
     const int nqb = (a.sq + 63) / 64, heads = a.group / a.subgroups;
     head0 = hk * a.group + sg * heads;
-    qb0 = a.causal ? k0 / 64 : 0;
+    qb0 = attn::first_query_block(k0, 64, a.causal);
     nq = nqb - qb0;
     n_it = heads * nq;
   }
