@@ -19,16 +19,22 @@ REPO = Path(__file__).resolve().parent.parent
 
 def _dispatch_values():
     """The instantiated values and the defaults, as kernels/common/dispatch.cuh (their one place) states them."""
-    text = (REPO / "kernels" / "common" / "dispatch.cuh").read_text()
+    path = REPO / "kernels" / "common" / "dispatch.cuh"
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise RuntimeError(f"{path}: cannot read the instantiated values ({e}); the scripts run from the source tree")
 
     def find(pattern, name):
-        m = re.search(pattern, text)
+        m = re.search(pattern, text, re.M)
         if not m:
-            raise RuntimeError(f"kernels/common/dispatch.cuh: {name} not found")
+            raise RuntimeError(f"{path}: {name} not found")
         return m.group(1)
-    lists = {n: tuple(int(x) for x in find(rf"\b{n}\[\]\s*=\s*\{{([^}}]*)\}}", n).split(","))
+    lists = {n: tuple(int(x) for x in find(rf"^inline constexpr int {n}\[\]\s*=\s*\{{([^}}]*)\}}", n).split(",")
+                      if x.strip())
              for n in ("kPhiloxRounds", "kThresholdBits", "kHeadDims")}
-    defaults = {n: int(find(rf"\b{n}\s*=\s*(\d+)\s*;", n)) for n in ("kDefaultRounds", "kDefaultThresholdBits")}
+    defaults = {n: int(find(rf"^inline constexpr int {n}\s*=\s*(\d+)\s*;", n))
+                for n in ("kDefaultRounds", "kDefaultThresholdBits")}
     return lists, defaults
 
 

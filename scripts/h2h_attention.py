@@ -178,7 +178,7 @@ def add_common_args(ap, sq="8192,16384", head_dim="128", rounds=16, burst_ms=60.
 def check_common_args(a):
     """Parses and checks the options of add_common_args in place (UsageError: the option and its allowed range)."""
     a.sq = int_list("sq", 128, 65536)(a.sq)
-    a.head_dim = int_list("head-dim", 64, 128)(a.head_dim)
+    a.head_dim = int_list("head-dim", min(dba.HEAD_DIMS), max(dba.HEAD_DIMS))(a.head_dim)
     if any(d not in dba.HEAD_DIMS for d in a.head_dim):
         raise UsageError(f"--head-dim: {' and/or '.join(map(str, dba.HEAD_DIMS))} (got {a.head_dim})")
     a.causal = bool_list(a.causal)

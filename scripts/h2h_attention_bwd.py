@@ -143,7 +143,7 @@ def shape(r, sq, hd, causal):
     dout = torch.randn(b * sq, hq * hd, device=dev, dtype=torch.bfloat16, generator=gen)
     stream = torch.cuda.current_stream().cuda_stream
     fields = dict(batch=b, sq=sq, q_heads=hq, kv_heads=hkv, head_dim=hd, causal=causal, dropout_p=a.dropout_p,
-                  seed=0x5EED5EED + sq, offset=0, rounds=a.philox_rounds, threshold_bits=8)
+                  seed=0x5EED5EED + sq, offset=0, rounds=a.philox_rounds, threshold_bits=dba.DEFAULT_THRESHOLD_BITS)
     o = torch.empty(b * sq, hq * hd, device=dev, dtype=torch.bfloat16)
     lse = torch.empty(b * hq * sq, device=dev, dtype=torch.float32)
     nbytes = lib.mask_bytes(lib.params(**fields))

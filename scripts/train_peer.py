@@ -77,6 +77,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import dbstats  # noqa: E402  (the scripts' one statistics module)
 from peers import sanitize  # noqa: E402  (NaN / inf -> null, as every peer report writes them)
+import dropbench_attn as dba  # noqa: E402  (the instantiated head dims and rounds: kernels/common/dispatch.cuh)
 import h2h_attention as h2h  # noqa: E402  (the variant and heads parsers; Runner.burst: CUDA-event bursts)
 import selftest  # noqa: E402  (the self-tests' shared checks)
 
@@ -160,7 +161,7 @@ def parse_args(argv):
     ap.add_argument("--seq", default=2048, type=_int("seq", 64, 16384))
     ap.add_argument("--batch", default=4, type=_int("batch", 1, 64))
     ap.add_argument("--heads", default="8:8", type=heads)
-    ap.add_argument("--head-dim", default=128, type=_choice("head-dim", h2h.dba.HEAD_DIMS, int))
+    ap.add_argument("--head-dim", default=128, type=_choice("head-dim", dba.HEAD_DIMS, int))
     ap.add_argument("--vocab", default=4096, type=_int("vocab", 64, 131072))
     ap.add_argument("--mlp-ratio", default=4, type=_int("mlp-ratio", 1, 8))
     ap.add_argument("--precision", default="autocast", type=_choice("precision", ("autocast", "bf16")))
@@ -168,8 +169,8 @@ def parse_args(argv):
     ap.add_argument("--lr-warmup", default=50, type=_int("lr-warmup", 0, 100000))
     ap.add_argument("--clip", default=1.0, type=_float("clip", 0, 1e6))
     ap.add_argument("--dropout-p", default=0.1, type=_float("dropout-p", 0, 1, lo_open=True, hi_open=True))
-    ap.add_argument("--philox-rounds", default=h2h.dba.DEFAULT_ROUNDS,
-                    type=_choice("philox-rounds", h2h.dba.PHILOX_ROUNDS, int))
+    ap.add_argument("--philox-rounds", default=dba.DEFAULT_ROUNDS,
+                    type=_choice("philox-rounds", dba.PHILOX_ROUNDS, int))
     ap.add_argument("--steps", default=300, type=_int("steps", 10, 100000))
     ap.add_argument("--window", default=10, type=_int("window", 1, 1000))
     ap.add_argument("--warmup-windows", default=2, type=_int("warmup-windows", 0, 100))

@@ -982,11 +982,13 @@ TEST(TrainStep, BadInputIsOneLineAndLeavesTheReport) {
   const auto rl = dropbench_test::run_dropbench("recommend --shape b=1,sq=1024,e=1024,hq=8,hkv=8,dh=128 --layers 80");
   EXPECT_EQ(rl.code, 2);
   EXPECT_NE(rl.err.find("--pass train"), std::string::npos) << rl.err;
-  // A budget past the range is refused, not read as "no budget".
-  const auto rb = dropbench_test::run_dropbench(
-      "recommend --shape b=1,sq=1024,e=1024,hq=8,hkv=8,dh=128 --pass train --mask-budget 1e30");
-  EXPECT_EQ(rb.code, 2);
-  EXPECT_NE(rb.err.find("--mask-budget"), std::string::npos) << rb.err;
+  // A budget past the range, or below one byte, is refused, not read as "no budget".
+  for (const char* gib : {"1e30", "1e-12"}) {
+    const auto rb = dropbench_test::run_dropbench(
+        std::string("recommend --shape b=1,sq=1024,e=1024,hq=8,hkv=8,dh=128 --pass train --mask-budget ") + gib);
+    EXPECT_EQ(rb.code, 2) << gib;
+    EXPECT_NE(rb.err.find("--mask-budget"), std::string::npos) << rb.err;
+  }
   // --pipelines: an unknown name or an empty list is refused naming the option.
   for (const std::string& l : {"foo", "''"}) {
     const auto rp = dropbench_test::run_dropbench("run --dry-run -q --set workload.pass=train --pipelines " + l);

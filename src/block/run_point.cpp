@@ -14,7 +14,7 @@
 namespace dropbench {
 
 void validate_run_options(const RunOptions& o) {
-  if (o.pipelines_given) parse_pipeline_list(o.pipelines, "--pipelines");
+  if (pipelines_named(o)) parse_pipeline_list(o.pipelines, "--pipelines");
   if (o.top_k < 1 || o.top_k > 16) throw UsageError(fmt::format("--top-k: {} is out of range (allowed: [1, 16])", o.top_k));
   mask_budget_bytes(o.mask_budget_gib, kRunMaskBudgetZero);
   if (o.overlap_rng != "auto" && !find_fixed_mechanism(o.overlap_rng))
@@ -27,7 +27,7 @@ std::vector<Pipeline> wanted_pipelines(const RunOptions& o, const Config& cfg) {
 }
 
 std::optional<std::vector<Pipeline>> wanted_pipeline_list(const RunOptions& o, const Config& cfg) {
-  if (o.pipelines_given || !o.pipelines.empty()) return parse_pipeline_list(o.pipelines, "--pipelines");
+  if (pipelines_named(o)) return parse_pipeline_list(o.pipelines, "--pipelines");
   for (const auto& [axis, values] : cfg.sweep)
     if (axis == "pipeline") {
       std::vector<Pipeline> wanted;

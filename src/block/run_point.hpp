@@ -35,6 +35,8 @@ struct RunOptions {
   std::string trace;                 // --trace FILE (Chrome-trace JSON of one untimed execution per pipeline and point)
   bool graph = false;                // --graph: also replay each pipeline as one CUDA graph (variants <pipeline>:graph)
 };
+// --pipelines names the pipelines (given on the command line, or set in code): its list is then the only one.
+inline bool pipelines_named(const RunOptions& o) { return o.pipelines_given || !o.pipelines.empty(); }
 // What `run --mask-budget 0` stands for.
 inline constexpr const char* kRunMaskBudgetZero = "the free device memory";
 // Throws UsageError naming the option and its allowed range (before anything is measured).

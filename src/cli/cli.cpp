@@ -625,7 +625,7 @@ int run_cli(int argc, char** argv) {
   app.set_version_flag("--version", std::string(DROPBENCH_VERSION));
   app.footer("Run `dropbench <command> --help` for what each command measures. Exit codes: 0 ok, 1 CUDA/runtime "
              "failure (compare: a regression past --fail-on-regression), 2 bad input or no GPU, 128 + the signal "
-             "(130, 143) when interrupted.");
+             "when interrupted (130, 143) or writing to a closed pipe (141).");
 
   CommonOptions opts;
   RawNumbers raw;

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "kernels/common/check.hpp"
+#include "kernels/common/hash.hpp"  // mix64: the per-round order
 #include "src/core/interrupt.hpp"
 #include "src/core/nvtx.hpp"
 #include "kernels/util/util_kernels.cuh"

@@ -735,7 +735,7 @@ std::string rng_key(const Profile& p, const Workload& w, const std::string& layo
 }
 
 // The mask tiles generated for a window's query-row strips (causal: on/below the diagonal), as the RNG kernel
-// counts them (MaskGeometry::tiles_before); the bytes of one tile's words.
+// counts them (MaskGeometry::tiles_before).
 double window_tiles(const Workload& w, Window win) {
   const int64_t rows = win.rows < 0 ? w.sq : win.rows;
   const int64_t r16_begin = win.row_begin / kTileRows;
@@ -747,7 +747,7 @@ double window_tiles(const Workload& w, Window win) {
   return static_cast<double>(g.tiles_before(static_cast<uint32_t>(r16_end)) -
                              g.tiles_before(static_cast<uint32_t>(r16_begin)));
 }
-constexpr double kTileElems = kTileRows * kTileCols;
+constexpr double kTileElems = kTileRows * kTileCols;  // a tile's elements
 
 // Static RNG demand (with the kImadWide weight) and the elements it generates.
 Demand rng_static(const SassKernel& k, const Profile& p, const Workload& w, const std::string& layout, Window win,
