@@ -112,7 +112,8 @@ class Shape:
                  "rounds", "threshold_bits", "kernel", "deterministic", "_lib", "_template", "_ws_bytes")
 
     def __init__(self, batch, sq, q_heads, kv_heads, head_dim, causal=False, softmax_scale=None, dropout_p=0.0,
-                 mode="fused", rounds=dba.DEFAULT_ROUNDS, threshold_bits=dba.DEFAULT_THRESHOLD_BITS, kernel="auto", deterministic=False):
+                 mode="fused", rounds=dba.DEFAULT_ROUNDS, threshold_bits=dba.DEFAULT_THRESHOLD_BITS, kernel="auto",
+                 deterministic=False):
         _check_mode(mode)
         self.batch, self.sq, self.q_heads, self.kv_heads, self.head_dim = (int(batch), int(sq), int(q_heads),
                                                                            int(kv_heads), int(head_dim))
@@ -285,7 +286,8 @@ def attention_packed(qkv, shape, rng=None, lib=None):
 
 
 def attention_qkv(qkv, q_heads, kv_heads, head_dim, causal=False, dropout_p=0.0, mode="fused", deterministic=False,
-                  rounds=dba.DEFAULT_ROUNDS, threshold_bits=dba.DEFAULT_THRESHOLD_BITS, softmax_scale=None, kernel="auto", rng=None, lib=None):
+                  rounds=dba.DEFAULT_ROUNDS, threshold_bits=dba.DEFAULT_THRESHOLD_BITS, softmax_scale=None,
+                  kernel="auto", rng=None, lib=None):
     """qkv [B, S, (Hq+2Hkv)*D] (a QKV projection's output; any float dtype, cast to bf16) -> O [B, S, Hq*D] bf16.
     dropout_p 0 or mode "none": no dropout."""
     if qkv.dim() != 3:
@@ -300,8 +302,8 @@ def attention_qkv(qkv, q_heads, kv_heads, head_dim, causal=False, dropout_p=0.0,
     return attention_packed(flat, shape, rng=rng, lib=lib).view(b, s, q_heads * head_dim)
 
 
-def attention(q, k, v, causal=False, dropout_p=0.0, mode="fused", deterministic=False, rounds=dba.DEFAULT_ROUNDS, threshold_bits=dba.DEFAULT_THRESHOLD_BITS,
-              softmax_scale=None, kernel="auto", rng=None, lib=None):
+def attention(q, k, v, causal=False, dropout_p=0.0, mode="fused", deterministic=False, rounds=dba.DEFAULT_ROUNDS,
+              threshold_bits=dba.DEFAULT_THRESHOLD_BITS, softmax_scale=None, kernel="auto", rng=None, lib=None):
     """SDPA-style: q [B, Hq, S, D], k and v [B, Hkv, S, D] -> O [B, Hq, S, D] bf16. Packs Q, K, V into the QKV
     buffer (one copy; its backward splits dQKV back); a model that has a packed projection should call attention_qkv
     and save the copy."""
@@ -324,7 +326,8 @@ if torch is not None:
         [B, S, Hq*D] bf16. Dropout (mode, p) applies in training only; eval() runs mode "none"."""
 
         def __init__(self, q_heads, kv_heads, head_dim, dropout_p=0.0, causal=True, mode="fused",
-                     deterministic=False, rounds=dba.DEFAULT_ROUNDS, threshold_bits=dba.DEFAULT_THRESHOLD_BITS, softmax_scale=None, kernel="auto", lib=None):
+                     deterministic=False, rounds=dba.DEFAULT_ROUNDS, threshold_bits=dba.DEFAULT_THRESHOLD_BITS,
+                     softmax_scale=None, kernel="auto", lib=None):
             super().__init__()
             _check_mode(mode)
             if not 0.0 <= dropout_p < 1.0:

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/common/hash.hpp"
+
 namespace dropbench_test {
 
 // A new seed every call (clock and a counter, mixed): inputs differ from run to run; tests print the seed with
@@ -12,9 +14,7 @@ inline uint64_t fresh_seed() {
   static uint64_t counter = 0;
   uint64_t z = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) +
                0x9e3779b97f4a7c15ULL * ++counter;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+  return dropbench::mix64(z);
 }
 
 inline float bf16_bits_to_float(uint16_t b) {

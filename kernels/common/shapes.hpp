@@ -1,7 +1,7 @@
 // Problem-size arithmetic shared by the kernels and every host layer (header-only, no CUDA needed): a GEMM's FLOPs,
 // the attention backward's FLOP convention, the QKV projection GEMM's M, N, K, and the bytes of its input, weight
-// and output. The model uses these without
-// linking the kernels library; the mask's size is MaskGeometry's (kernels/rng/dropout_scheme.cuh).
+// and output. The model uses these without linking the kernels library; the mask's size is MaskGeometry's
+// (kernels/rng/dropout_scheme.cuh).
 #pragma once
 #include <cstdint>
 

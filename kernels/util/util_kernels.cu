@@ -55,7 +55,6 @@ __global__ void count_keep_kernel(const void* p, uint64_t n, int kind, unsigned 
   if ((threadIdx.x & 31) == 0) atomicAdd(count, local);
 }
 
-
 // The values of fill_kernel, from the index's 64-bit hash h.
 struct UniformPm1 {  // U(-1, 1): a 24-bit uniform
   __device__ float operator()(uint64_t h) const { return static_cast<float>(h >> 40) * (2.0f / 16777216.0f) - 1.0f; }

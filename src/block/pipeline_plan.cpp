@@ -169,7 +169,7 @@ TrainMemory train_memory(const Workload& w, bool validate) {
 
 uint64_t mask_budget_bytes(double gib, const char* zero) {
   if (!(gib >= 0 && gib <= 1048576.0))  // NaN fails both
-    throw UsageError(std::string("--mask-budget: must be in [0, 1048576] (GiB; 0 = ") + zero + ")");
+    throw UsageError(fmt::format("--mask-budget: must be in [0, 1048576] (GiB; 0 = {})", zero));
   const uint64_t bytes = static_cast<uint64_t>(gib * double(uint64_t{1} << 30));
   if (gib > 0 && bytes == 0)  // a positive budget must not read as 0 (its other meaning)
     throw UsageError(fmt::format("--mask-budget: {} GiB is less than one byte (allowed: 0 = {}, or at least 1 byte)",

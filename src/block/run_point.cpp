@@ -14,7 +14,6 @@
 namespace dropbench {
 
 void validate_run_options(const RunOptions& o) {
-  if (pipelines_named(o)) parse_pipeline_list(o.pipelines, "--pipelines");
   if (o.top_k < 1 || o.top_k > 16) throw UsageError(fmt::format("--top-k: {} is out of range (allowed: [1, 16])", o.top_k));
   mask_budget_bytes(o.mask_budget_gib, kRunMaskBudgetZero);
   if (o.overlap_rng != "auto" && !find_fixed_mechanism(o.overlap_rng))

@@ -457,7 +457,8 @@ Command make_recommend_command() {
     app.add_option("--power", ro->power, "on: the power term and the energy ranking where power data exists | off")
         ->check(CLI::IsMember({"on", "off"}));
     app.add_option("--pass", ro->pass, "fwd (the block's forward pipelines) | train (the training-step strategies)");
-    app.add_option("--layers", ro->layers, "--pass train: layers of the network whose masks are counted (0..4096; 0, the default, = one layer)");
+    app.add_option("--layers", ro->layers,
+                   "--pass train: layers of the network whose masks are counted (0..4096; 0, the default, = one layer)");
     app.add_option("--mask-budget", ro->mask_budget_gib,
                    "--pass train: GiB the network's dropout masks may hold (0..1048576; 0 = no budget)");
   };

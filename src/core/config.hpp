@@ -35,7 +35,7 @@ struct Workload {
   std::string dtype = "fp8";    // QKV GEMM input type: fp8 | bf16
   int64_t rounds = kDefaultRounds;                 // Philox rounds: kPhiloxRounds
   int64_t threshold_bits = kDefaultThresholdBits;  // kThresholdBits
-  std::string layout = "tile";  // rng mask layout: tile | bits | u8 | i32
+  std::string layout = "tile";  // rng mask layout: one of kMaskLayoutNames (kernels/rng/rng_mask.cuh)
   int64_t elements = 1 << 28;   // standalone dropout tensor size, [1, 2^34]
   std::string dropout_dtype = "bf16";  // standalone dropout element type: bf16 | fp32
   std::string pipeline = "baseline";   // baseline | fused | overlap | chunked
