@@ -402,7 +402,7 @@ class Runner:
         from torch.nn.attention import SDPBackend, sdpa_kernel
         import torch.nn.functional as F
         b, hq, hkv = a.batch, a.hq, a.hkv
-        flops = 4.0 * b * hq * sq * sq * hd / (2 if causal else 1)
+        flops = dba.attention_flops(b, hq, sq, hd, causal)
         gen = torch.Generator(device=self.dev)
         gen.manual_seed(a.seed + sq * 7 + hd * 3 + int(causal))
         y = torch.randn(b * sq, (hq + 2 * hkv) * hd, device=self.dev, dtype=torch.bfloat16, generator=gen)

@@ -135,7 +135,7 @@ def shape(r, sq, hd, causal):
         if L is not None and not L.has_backward:
             raise RuntimeError(f"{L.path}: no dba_attention_backward (an older build)")
     b, hq, hkv = a.batch, a.hq, a.hkv
-    fwd_flops = 4.0 * b * hq * sq * sq * hd / (2 if causal else 1)
+    fwd_flops = dba.attention_flops(b, hq, sq, hd, causal)
     dev = r.dev
     gen = torch.Generator(device=dev)
     gen.manual_seed(a.seed + sq * 7 + hd * 3 + int(causal))
@@ -279,7 +279,7 @@ def shape(r, sq, hd, causal):
     order_seed = h2h.shape_seed(a.seed, sq, hd, causal)
     samples = r.time(calls, order_seed, AB_PAIRS)
     summary = {}
-    for pas, mult in (("bwd", 2.5), ("fb", 3.5)):
+    for pas, mult in (("bwd", dba.PASS_FLOP_RATIOS["bwd"]), ("fb", dba.PASS_FLOP_RATIOS["fwd+bwd"])):
         sub = {n: s for n, s in samples.items() if n.startswith(pas + ":")}
         summary.update(h2h.summarize(sub, mult * fwd_flops))
     for n, s in summary.items():

@@ -787,10 +787,11 @@ class Gpu:
     def attention_block(self, points):
         torch = self.torch
         from torch.nn.attention import sdpa_kernel
+        import dropbench_attn as dba  # the FLOP convention; it reads the kernels' headers, so only where used
         for axes, wl in points:
             b, s, hq, hkv, d = wl["batch"], wl["sq"], wl["q_heads"], wl["kv_heads"], wl["head_dim"]
             n = (hq + 2 * hkv) * d
-            flops = 4.0 * b * hq * s * s * d / (2 if wl["causal"] else 1)
+            flops = dba.attention_flops(b, hq, s, d, wl["causal"])
             self.log(f"peers: attention {axes}")
             try:
                 y = torch.randn(b * s, n, device=self.dev, dtype=torch.bfloat16, generator=self.gen)
