@@ -637,6 +637,26 @@ GQA_TIMED = {"enable_gqa": "enable_gqa=True (K/V with Hkv heads)",
              "none (MHA)": "none (Hq = Hkv)"}
 
 
+def cuda_kernels_of(torch, fn, width=160):
+    """The CUDA kernels one call of fn launches, in first-launch order (torch.profiler), each name cut to width
+    characters: the plan a backend picked. One '(profiler failed: ...)' entry where the profiler does not work."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        torch.cuda.synchronize()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "Profiler clears events at the end of each cycle"
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                fn()
+                torch.cuda.synchronize()
+        names = []
+        for e in prof.events():
+            if str(getattr(e, "device_type", "")).endswith("CUDA") and e.name not in names:
+                names.append(e.name)
+        return [n[:width] for n in names]
+    except Exception as e:  # profiler unavailable here
+        return [f"(profiler failed: {type(e).__name__}: {e})"[:200]]
+
+
 class Gpu:
     def __init__(self, args, cfg, report):
         import torch
@@ -702,25 +722,8 @@ class Gpu:
         return stats_of(total, mhz), [(n, stats_of(s, mhz)) for (n, _), s in zip(phases, per_phase)]
 
     def kernels_of(self, fn):
-        """CUDA kernels one call of fn launches (torch.profiler); None where the profiler does not work."""
-        if self.args.no_kernel_list:
-            return None
-        torch = self.torch
-        try:
-            from torch.profiler import ProfilerActivity, profile
-            torch.cuda.synchronize()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # "Profiler clears events at the end of each cycle"
-                with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                    fn()
-                    torch.cuda.synchronize()
-            names = []
-            for e in prof.events():
-                if str(getattr(e, "device_type", "")).endswith("CUDA") and e.name not in names:
-                    names.append(e.name)
-            return [n[:160] for n in names]
-        except Exception as e:  # profiler unavailable here
-            return [f"(profiler failed: {type(e).__name__}: {e})"[:200]]
+        """CUDA kernels one call of fn launches (cuda_kernels_of); None under --no-kernel-list."""
+        return None if self.args.no_kernel_list else cuda_kernels_of(self.torch, fn)
 
     @staticmethod
     def copy_kernels(names):
