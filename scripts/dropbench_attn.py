@@ -44,6 +44,8 @@ THRESHOLD_BITS = _LISTS["kThresholdBits"]        # (8, 16, 32)
 HEAD_DIMS = _LISTS["kHeadDims"]                  # (64, 128)
 DEFAULT_ROUNDS = _DEFAULTS["kDefaultRounds"]     # 7
 DEFAULT_THRESHOLD_BITS = _DEFAULTS["kDefaultThresholdBits"]  # 8
+
+
 def _bwd_flop_ratio():
     """The backward's FLOPs over the forward's, as kernels/common/shapes.hpp (its one place) states it."""
     path = REPO / "kernels" / "common" / "shapes.hpp"
@@ -61,8 +63,9 @@ PASS_FLOP_RATIOS = {"fwd": 1.0, "bwd": BWD_FLOP_RATIO, "fwd+bwd": 1.0 + BWD_FLOP
 
 
 def attention_flops(batch, q_heads, sq, head_dim, causal, pass_="fwd"):
-    """FLOPs of one attention pass as dropbench counts them (kernels/attention/attention.cu): the forward's
-    4*B*Hq*SQ^2*dH, halved when causal, times the pass's ratio (PASS_FLOP_RATIOS)."""
+    """FLOPs of one attention pass over the whole problem (no row window) as dropbench counts them
+    (kernels/attention/attention.cu): the forward's 4*B*Hq*SQ^2*dH, halved when causal, times the pass's ratio
+    (PASS_FLOP_RATIOS: fwd, bwd, fwd+bwd)."""
     fwd = 4.0 * batch * q_heads * sq * sq * head_dim / (2 if causal else 1)
     return fwd * PASS_FLOP_RATIOS[pass_]
 

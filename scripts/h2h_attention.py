@@ -355,7 +355,7 @@ def round_orders(names, rounds, seed, pairs=()):
 class Runner:
     def __init__(self, a):
         import torch
-        import peers  # Nvml, ClockPoller, device_context, git_sha: the same NVML handling as the peers
+        import peers  # Nvml, ClockPoller, device_context, git_sha, cuda_kernels_of: the same handling as the peers
         self.torch, self.peers, self.a = torch, peers, a
         self.dev = torch.device("cuda", a.device)
         torch.cuda.set_device(self.dev)
@@ -493,8 +493,7 @@ class Runner:
 
     def kernels_of(self, fn):
         """The CUDA kernels one call launches, for naming the plan a backend picked (the peers' lister)."""
-        import peers
-        return peers.cuda_kernels_of(self.torch, fn, width=200)
+        return self.peers.cuda_kernels_of(self.torch, fn, width=200)
 
     def check(self, outs):
         torch = self.torch

@@ -279,9 +279,9 @@ def shape(r, sq, hd, causal):
     order_seed = h2h.shape_seed(a.seed, sq, hd, causal)
     samples = r.time(calls, order_seed, AB_PAIRS)
     summary = {}
-    for pas, mult in (("bwd", dba.PASS_FLOP_RATIOS["bwd"]), ("fb", dba.PASS_FLOP_RATIOS["fwd+bwd"])):
+    for pas, name in (("bwd", "bwd"), ("fb", "fwd+bwd")):
         sub = {n: s for n, s in samples.items() if n.startswith(pas + ":")}
-        summary.update(h2h.summarize(sub, mult * fwd_flops))
+        summary.update(h2h.summarize(sub, dba.attention_flops(b, hq, sq, hd, causal, name)))
     for n, s in summary.items():
         s.update(info.get(n, {}))
     return {"shape": {"batch": b, "sq": sq, "q_heads": hq, "kv_heads": hkv, "head_dim": hd, "causal": causal,
@@ -343,6 +343,11 @@ def self_test():
     rows = ratio_rows(samples)
     ok([r["what"] for r in rows] == ["mma.sync bwd none: lib A / lib B"] and abs(rows[0]["median"] - 2.0) < 1e-9,
        f"lib A / lib B ratio row {rows}")
+    # the FLOP convention the TFLOP/s columns use, against values worked by hand: 4 * 32 * 8192^2 * 128 = 2^40,
+    # halved when causal, and the backward's 2.5x / fwd+bwd's 3.5x (kernels/common/shapes.hpp)
+    fl = [dba.attention_flops(1, 32, 8192, 128, c, p) for c, p in ((False, "fwd"), (True, "fwd"), (True, "bwd"),
+                                                                   (False, "fwd+bwd"))]
+    ok(fl == [2.0 ** 40, 2.0 ** 39, 2.5 * 2.0 ** 39, 3.5 * 2.0 ** 40], f"attention_flops {fl}")
     return selftest.report("h2h_attention_bwd", fails)
 
 

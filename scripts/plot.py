@@ -39,7 +39,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 import dropbench_report as dr  # noqa: E402  (the shared report reader)
-import dropbench_attn as dba  # noqa: E402  (the FLOP convention, attention_flops)
 DEFAULT_RESULTS = REPO / "results" / "h200"
 PAPER_RATIOS = {3: 0.67, 5: 0.81}  # Ma et al. (arXiv:2410.07531), H100: Philox-R runtime / Philox-7
 # Preferred plotting order; pipelines not listed here (a new one in src/core/pipelines.cpp) follow in name order.
@@ -399,7 +398,9 @@ def peer_sq(row, heads, head_dim, batch):
     """SQ of a peer line: given, else solved from its time and TFLOP/s (4*B*H*SQ^2*dH, halved when causal)."""
     if row.get("sq"):
         return row["sq"]
+    import dropbench_attn as dba  # the FLOP convention; it reads the kernels' headers, so only where used
     flops = row["tflops"] * 1e12 * row["ms"] * 1e-3
+    # the convention is a multiple of SQ^2, so its value at SQ 1 is the FLOPs per SQ^2
     sq = math.sqrt(flops / dba.attention_flops(batch, heads, 1, head_dim, row["causal"]))
     return int(round(sq / 128.0) * 128)
 

@@ -1,10 +1,9 @@
 #!/usr/bin/env python3
-"""Tabulate scripts/ab_bench_attention.sh's logs: per (shape, dH, causal, mode, kernel family) the B / A time ratio
-of each A-B pair (the two binaries' processes run back to back on one GPU), their median with its 95 % bootstrap
-interval and their min and max, and both sides' median ms (scripts/dbstats.py, the scripts' one statistics module).
-Rows are keyed by kernel family (the instance name's first word), not the instance name: the two commits may name a
-schedule differently (B's persistent mask ends in _persist).
-  scripts/ab_table.py OUTDIR
+"""Tabulate lab/scripts/ab_bench_attention.sh's logs: per (shape, dH, causal, mode, kernel family) the B / A time
+ratio of each A-B pair (the two binaries' processes run back to back on one GPU), their median, min and max, and both
+sides' median ms (scripts/dbstats.py's median). Rows are keyed by kernel family (the instance name's first word), not
+the instance name: the two commits may name a schedule differently (B's persistent mask ends in _persist).
+  lab/scripts/ab_table.py OUTDIR
 """
 import collections
 import glob
@@ -51,15 +50,13 @@ def main():
             t["a"].append(ms_a)
             t["b"].append(ms_b)
             t["names"].add(name_a if name_a == name_b else f"{name_a} / {name_b}")
-    print("| SQ | q heads | dH | causal | mode | family | pairs | A ms | B ms | B / A median [95 % interval] "
-          "| min, max | instances (A / B) |")
-    print("|---:|---:|---:|---|---|---|---:|---:|---:|---|---|---|")
+    print("| SQ | q heads | dH | causal | mode | family | pairs | A ms | B ms | B / A median [min, max] | instances (A / B) |")
+    print("|---:|---:|---:|---|---|---|---:|---:|---:|---|---|")
     for key in sorted(table):
         t = table[key]
         sq, hq, hd, causal, mode, fam = key
-        med, lo, hi = dbstats.boot_median_ci(t["r"])
         print(f"| {sq} | {hq} | {hd} | {causal} | {mode} | {fam} | {len(t['r'])} | {dbstats.median(t['a']):.3f} | "
-              f"{dbstats.median(t['b']):.3f} | {med:.3f} [{lo:.3f}, {hi:.3f}] | {min(t['r']):.3f}, {max(t['r']):.3f} | "
+              f"{dbstats.median(t['b']):.3f} | {dbstats.median(t['r']):.3f} [{min(t['r']):.3f}, {max(t['r']):.3f}] | "
               f"{'; '.join(sorted(t['names']))} |")
 
 
