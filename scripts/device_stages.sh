@@ -263,7 +263,8 @@ for s in "${STAGES[@]}"; do
       for hq in 32 64 128; do
         G=(--set "workload.q_heads=$hq" --set workload.kv_heads=8 --set workload.head_dim=128 --set 'sweep.sq=[8192]'
            --set 'sweep.causal=[true]' --set 'sweep.pass=[bwd]' --set workload.attention_kernel=wgmma)
-        timeout "$(cap 60)" "$B/dropbench" attention -q "${G[@]}" --min-time 0.05 --max-noise 0.02 \
+        # 0.4 s per variant: a 128-head call takes 12 ms, and these rows are fit points of the model's backward
+        timeout "$(cap 60)" "$B/dropbench" attention -q "${G[@]}" --min-time 0.4 --max-noise 0.02 \
           -o "$O/attn_bwd_hq$hq.json" > "$O/attn_bwd_hq$hq.md" 2>&1
         echo "bwdgqa hq $hq: exit $?"
         command -v ncu > /dev/null || continue
