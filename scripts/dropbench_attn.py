@@ -17,23 +17,31 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _dispatch_values():
-    """The instantiated values and the defaults, as kernels/common/dispatch.cuh (their one place) states them."""
-    path = REPO / "kernels" / "common" / "dispatch.cuh"
+def _header(name, what):
+    """(path, text) of kernels/common/NAME, the one place of the values the scripts read from it."""
+    path = REPO / "kernels" / "common" / name
     try:
-        text = path.read_text()
+        return path, path.read_text()
     except OSError as e:
-        raise RuntimeError(f"{path}: cannot read the instantiated values ({e}); the scripts run from the source tree")
+        raise RuntimeError(f"{path}: cannot read {what} ({e}); the scripts run from the source tree")
 
-    def find(pattern, name):
-        m = re.search(pattern, text, re.M)
-        if not m:
-            raise RuntimeError(f"{path}: {name} not found")
-        return m.group(1)
-    lists = {n: tuple(int(x) for x in find(rf"^inline constexpr int {n}\[\]\s*=\s*\{{([^}}]*)\}}", n).split(",")
+
+def _find(header, pattern, name):
+    """The first group of pattern (multi-line) in a _header's text; RuntimeError naming the file where it is absent."""
+    path, text = header
+    m = re.search(pattern, text, re.M)
+    if not m:
+        raise RuntimeError(f"{path}: {name} not found")
+    return m.group(1)
+
+
+def _dispatch_values():
+    """The instantiated values and the defaults, as kernels/common/dispatch.cuh states them."""
+    h = _header("dispatch.cuh", "the instantiated values")
+    lists = {n: tuple(int(x) for x in _find(h, rf"^inline constexpr int {n}\[\]\s*=\s*\{{([^}}]*)\}}", n).split(",")
                       if x.strip())
              for n in ("kPhiloxRounds", "kThresholdBits", "kHeadDims")}
-    defaults = {n: int(find(rf"^inline constexpr int {n}\s*=\s*(\d+)\s*;", n))
+    defaults = {n: int(_find(h, rf"^inline constexpr int {n}\s*=\s*(\d+)\s*;", n))
                 for n in ("kDefaultRounds", "kDefaultThresholdBits")}
     return lists, defaults
 
@@ -44,21 +52,10 @@ THRESHOLD_BITS = _LISTS["kThresholdBits"]        # (8, 16, 32)
 HEAD_DIMS = _LISTS["kHeadDims"]                  # (64, 128)
 DEFAULT_ROUNDS = _DEFAULTS["kDefaultRounds"]     # 7
 DEFAULT_THRESHOLD_BITS = _DEFAULTS["kDefaultThresholdBits"]  # 8
-
-
-def _bwd_flop_ratio():
-    """The backward's FLOPs over the forward's, as kernels/common/shapes.hpp (its one place) states it."""
-    path = REPO / "kernels" / "common" / "shapes.hpp"
-    try:
-        m = re.search(r"^inline constexpr double kAttentionBwdFlopRatio\s*=\s*([0-9.]+)\s*;", path.read_text(), re.M)
-    except OSError as e:
-        raise RuntimeError(f"{path}: cannot read the backward's FLOP ratio ({e}); the scripts run from the source tree")
-    if not m:
-        raise RuntimeError(f"{path}: kAttentionBwdFlopRatio not found")
-    return float(m.group(1))
-
-
-BWD_FLOP_RATIO = _bwd_flop_ratio()               # 2.5
+# The backward's FLOPs over the forward's, as kernels/common/shapes.hpp states it.
+BWD_FLOP_RATIO = float(_find(_header("shapes.hpp", "the backward's FLOP ratio"),
+                             r"^inline constexpr double kAttentionBwdFlopRatio\s*=\s*([0-9.]+)\s*;",
+                             "kAttentionBwdFlopRatio"))  # 2.5
 PASS_FLOP_RATIOS = {"fwd": 1.0, "bwd": BWD_FLOP_RATIO, "fwd+bwd": 1.0 + BWD_FLOP_RATIO}
 
 
