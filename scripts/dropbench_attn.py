@@ -27,7 +27,7 @@ def _header(name, what):
 
 
 def _find(header, pattern, name):
-    """The first group of pattern (multi-line) in a _header's text; RuntimeError naming the file where it is absent."""
+    """The first group of pattern (multi-line) in a _header's text; RuntimeError naming the file if absent."""
     path, text = header
     m = re.search(pattern, text, re.M)
     if not m:
