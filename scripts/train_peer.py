@@ -292,6 +292,15 @@ def _fmt(x, nd=3):
     return "—" if x is None or not math.isfinite(x) else f"{x:.{nd}f}"
 
 
+def host_verdict(h):
+    """A variant's host verdict from its --host-reps measurement: issuing one step takes >= 0.9 of the step time while
+    the GPU is busy elsewhere (host-bound: Python and launch work decide the step), less (GPU-bound), or the step
+    waits for the GPU inside it (a synchronising call), which hides the issue time."""
+    if h["synchronises"]:
+        return "synchronises inside the step"
+    return "host-bound" if h["issue_over_step"] >= 0.9 else "GPU-bound"
+
+
 def md_tables(doc):
     lines = ["| variant | step ms (95 % CI) | J / step | attention ms / step (share) | peak MiB (above start) | "
              "loss, last k |", "|---|---|---|---|---|---|"]
@@ -312,16 +321,19 @@ def md_tables(doc):
         lines += ["", "| host issue time (one step, GPU busy elsewhere) | median ms | min ms | / step time | verdict |",
                   "|---|---|---|---|---|"]
         for name, h in host.items():
-            r = h["issue_over_step"]
-            verdict = ("synchronises inside the step" if h["synchronises"] else
-                       "host-bound" if r >= 0.9 else "GPU-bound")
             lines.append(f"| {name} | {_fmt(h['issue_s']['median'] * 1e3, 2)} | {_fmt(h['issue_s']['min'] * 1e3, 2)} | "
-                         f"{_fmt(r)} | {verdict} |")
+                         f"{_fmt(h['issue_over_step'])} | {host_verdict(h)} |")
     if doc.get("ratios"):
         lines += ["", "| step time ratio | median | 95 % CI | windows |", "|---|---|---|---|"]
         for r in doc["ratios"]:
             lines.append(f"| {r['num']} / {r['den']} | {_fmt(r['median'])} | {_fmt(r['ci95'][0])}–{_fmt(r['ci95'][1])} "
                          f"| {r['windows']} |")
+        bound = [n for n in dict.fromkeys(x for r in doc["ratios"] for x in (r["num"], r["den"]))
+                 if host.get(n) and host_verdict(host[n]) == "host-bound"]
+        if bound:
+            lines += ["", f"Host-bound on this machine: {', '.join(bound)}. Their steps wait on Python and launch work, "
+                      "so a ratio with them in it compares the host's work as well as the kernels; the attention "
+                      "column compares the kernels alone."]
     if doc.get("loss_agreement"):
         lines += ["", f"| loss vs {doc['loss_agreement'][0]['reference']} | mean diff (nats) | 95 % CI | verdict |",
                   "|---|---|---|---|"]
@@ -929,7 +941,10 @@ def self_test():
            and "equivalent (margin 0.02)" in md and "not comparable" in md
            and "| ours:fused | 0.25 | 0.13 | 0.12 | 0.07 | 0.08 | 0.01 | 3.0 |" in md
            and "| ours:fused | 18.50 | 18.00 | 0.925 | host-bound |" in md
-           and "| cudnn:dropout | 5.00 | 4.00 | 0.250 | GPU-bound |" in md, f"markdown:\n{md}")
+           and "| cudnn:dropout | 5.00 | 4.00 | 0.250 | GPU-bound |" in md
+           and "Host-bound on this machine: ours:fused." in md, f"markdown:\n{md}")
+        doc["variants"]["ours:fused"]["host"]["issue_over_step"] = 0.5
+        ok("Host-bound on this machine" not in md_tables(doc), "no host-bound line when every side is GPU-bound")
         # a refused run leaves an existing report as it was, prints one line, exits 2
         path.write_text("keep\n")
         r = subprocess.run([sys.executable, __file__, "--layers", "99", "-o", str(path)], capture_output=True,
