@@ -91,6 +91,8 @@ PROFILE_WARM_STEPS = 3
 # slower clock only lengthens the sleep).
 HOST_SLEEP_STEPS = 4
 SLEEP_CYCLES_PER_S = 2.0e9
+# Host-bound: issuing one step takes at least this share of the step time while the GPU is busy elsewhere.
+HOST_BOUND_SHARE = 0.9
 # Kernel families of a profiled step, by the kernel's (demangled) name: the first pattern that matches.
 KERNEL_GROUPS = (("attention", r"dropbench|attn|sdpa|fmha|flash|cudnn"), ("gemm", r"gemm|nvjet|cutlass|xmma"),
                  ("other", r""))
@@ -293,12 +295,12 @@ def _fmt(x, nd=3):
 
 
 def host_verdict(h):
-    """A variant's host verdict from its --host-reps measurement: issuing one step takes >= 0.9 of the step time while
-    the GPU is busy elsewhere (host-bound: Python and launch work decide the step), less (GPU-bound), or the step
-    waits for the GPU inside it (a synchronising call), which hides the issue time."""
+    """A variant's host verdict from its --host-reps measurement: issuing one step takes HOST_BOUND_SHARE of the step
+    time or more while the GPU is busy elsewhere (host-bound: Python and launch work decide the step), less
+    (GPU-bound), or the step waits for the GPU inside it (a synchronising call), which hides the issue time."""
     if h["synchronises"]:
         return "synchronises inside the step"
-    return "host-bound" if h["issue_over_step"] >= 0.9 else "GPU-bound"
+    return "host-bound" if h["issue_over_step"] >= HOST_BOUND_SHARE else "GPU-bound"
 
 
 def md_tables(doc):
@@ -772,7 +774,7 @@ class Peer:
             else:
                 ent["sdpa_layout"] = layouts[v]
             if v in host:
-                ent["host"] = host[v]
+                ent["host"] = dict(host[v], verdict=host_verdict(host[v]))
             if v in prof:
                 ent["profile"] = prof[v]
             doc["variants"][v] = ent
@@ -943,6 +945,8 @@ def self_test():
            and "| ours:fused | 18.50 | 18.00 | 0.925 | host-bound |" in md
            and "| cudnn:dropout | 5.00 | 4.00 | 0.250 | GPU-bound |" in md
            and "Host-bound on this machine: ours:fused." in md, f"markdown:\n{md}")
+        doc["variants"]["cudnn:dropout"]["host"]["issue_over_step"] = 0.95
+        ok("Host-bound on this machine: ours:fused." in md_tables(doc), "a host-bound variant in no ratio is not named")
         doc["variants"]["ours:fused"]["host"]["issue_over_step"] = 0.5
         ok("Host-bound on this machine" not in md_tables(doc), "no host-bound line when every side is GPU-bound")
         # a refused run leaves an existing report as it was, prints one line, exits 2
