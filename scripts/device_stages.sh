@@ -51,9 +51,9 @@
 #   train    the training step (`dropbench run`, workload.pass = train; stage_train): its GPU tests
 #            (test_train_step_gpu, test_cast_transpose_gpu, GemmTrainOperands.*), memcheck of one small step, then
 #            the Llama-3 presets $TRAIN_PRESETS (default "8b 70b") at SQ 8192, R $TRAIN_ROUNDS (default [3,5,7]),
-#            bf16 and fp8, with power passes
+#            GEMMs $TRAIN_DTYPES (default "bf16 fp8"), with power passes
 #            (TRAIN_TESTS=0: no tests and no memcheck, when the gpu and trainmc stages ran them), then the PyTorch
-#            training-step peers at the same points (scripts/peers.py --only train, bf16 and fp8) and the
+#            training-step peers at the same points (scripts/peers.py --only train, the same dtypes) and the
 #            `peers.py --versus` table of each preset's step against them. On an H100 a point (one R) takes about
 #            30 s at 8B and 40 s at 70B, a quarter of it the attention kernels timed alone: 8B and 70B at three R
 #            in both precisions take about 420 s before their peers, so 405B goes in a call of its own
@@ -203,7 +203,7 @@ stage_train() {
     > "$O/gemm_train_operands.log" 2>&1; echo "GemmTrainOperands: exit $?"; }
   [ "${TRAIN_TESTS:-1}" = 1 ] && train_memcheck
   for p in ${TRAIN_PRESETS:-8b 70b}; do
-    for dt in bf16 fp8; do
+    for dt in ${TRAIN_DTYPES:-bf16 fp8}; do
       [ "$(left)" -lt 60 ] && { echo "train $p $dt: skipped ($(left) s left)"; continue; }
       timeout "$(cap 300)" "$B/dropbench" run --config "configs/llama3-$p.json" "${P[@]}" --set workload.pass=train \
         --set "workload.dtype=$dt" --set "sweep.rounds=${TRAIN_ROUNDS:-[3,5,7]}" --set measure.power_time=0.3 \
@@ -217,9 +217,10 @@ stage_train() {
   for p in ${TRAIN_PRESETS:-8b 70b}; do
     want "peers train $p" 40 || continue
     PYTHONUNBUFFERED=1 timeout "$(cap 150)" python3 scripts/peers.py --dropbench "$B/dropbench" --config "configs/llama3-$p.json" \
-      --only train --sq 8192 --dtype bf16,fp8 --min-time 0.1 -q -o "$O/peers_train_llama3-$p.json" >> "$O/peers.log" 2>&1
+      --only train --sq 8192 --dtype "$(echo ${TRAIN_DTYPES:-bf16 fp8} | tr ' ' ',')" --min-time 0.1 -q \
+      -o "$O/peers_train_llama3-$p.json" >> "$O/peers.log" 2>&1
     echo "peers train $p: exit $?"; smi
-    for dt in bf16 fp8; do
+    for dt in ${TRAIN_DTYPES:-bf16 fp8}; do
       [ -f "$O/train_llama3-${p}_$dt.json" ] && [ -f "$O/peers_train_llama3-$p.json" ] &&
         vs+=(--versus "$O/train_llama3-${p}_$dt.json" "$O/peers_train_llama3-$p.json")
     done
