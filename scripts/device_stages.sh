@@ -194,7 +194,7 @@ print(w['embed'], w['q_heads'], w['kv_heads'])")"
 }
 stage_train() {
   want train 200 || return 0
-  local x p dt
+  local x p dt presets=${TRAIN_PRESETS:-8b 70b} dtypes=${TRAIN_DTYPES:-bf16 fp8}
   [ "${TRAIN_TESTS:-1}" = 1 ] && for x in test_train_step_gpu test_cast_transpose_gpu; do
     timeout "$(cap 150)" "$B/tests/$x" > "$O/$x.log" 2>&1
     echo "$x: exit $? ($(grep -c '^\[       OK' "$O/$x.log") ok, $(grep -c '^\[  FAILED  \] .*(' "$O/$x.log") failed)"
@@ -202,8 +202,8 @@ stage_train() {
   [ "${TRAIN_TESTS:-1}" = 1 ] && { timeout "$(cap 60)" "$B/tests/test_gemm_gpu" --gtest_filter='GemmTrainOperands.*' \
     > "$O/gemm_train_operands.log" 2>&1; echo "GemmTrainOperands: exit $?"; }
   [ "${TRAIN_TESTS:-1}" = 1 ] && train_memcheck
-  for p in ${TRAIN_PRESETS:-8b 70b}; do
-    for dt in ${TRAIN_DTYPES:-bf16 fp8}; do
+  for p in $presets; do
+    for dt in $dtypes; do
       [ "$(left)" -lt 60 ] && { echo "train $p $dt: skipped ($(left) s left)"; continue; }
       timeout "$(cap 300)" "$B/dropbench" run --config "configs/llama3-$p.json" "${P[@]}" --set workload.pass=train \
         --set "workload.dtype=$dt" --set "sweep.rounds=${TRAIN_ROUNDS:-[3,5,7]}" --set measure.power_time=0.3 \
@@ -214,13 +214,13 @@ stage_train() {
   # The PyTorch peers of the step (SDPA cuDNN / FA2 with dropout, matmul / _scaled_mm GEMMs with autograd), both
   # precisions in one report per preset, then dropbench's best strategy against the best peer, per precision.
   local vs=()
-  for p in ${TRAIN_PRESETS:-8b 70b}; do
+  for p in $presets; do
     want "peers train $p" 40 || continue
     PYTHONUNBUFFERED=1 timeout "$(cap 150)" python3 scripts/peers.py --dropbench "$B/dropbench" --config "configs/llama3-$p.json" \
-      --only train --sq 8192 --dtype "$(echo ${TRAIN_DTYPES:-bf16 fp8} | tr ' ' ',')" --min-time 0.1 -q \
+      --only train --sq 8192 --dtype "${dtypes// /,}" --min-time 0.1 -q \
       -o "$O/peers_train_llama3-$p.json" >> "$O/peers.log" 2>&1
     echo "peers train $p: exit $?"; smi
-    for dt in ${TRAIN_DTYPES:-bf16 fp8}; do
+    for dt in $dtypes; do
       [ -f "$O/train_llama3-${p}_$dt.json" ] && [ -f "$O/peers_train_llama3-$p.json" ] &&
         vs+=(--versus "$O/train_llama3-${p}_$dt.json" "$O/peers_train_llama3-$p.json")
     done
